@@ -1,0 +1,119 @@
+/** /api/backup-account: vault material and reset (SPEC §Backup account, CONTRACT §5). */
+import { Type } from '@sinclair/typebox';
+import { AppError } from '../domain/errors.js';
+import type { App, RouteContext } from './context.js';
+import { errorResponses, json } from './responses.js';
+import {
+  BackupAccount,
+  BackupAccountEnvelope,
+  type BackupAccountEnvelopeBody,
+  BootstrapResponse,
+  ResetRequest,
+  ResetResponse,
+  RotateResponse,
+} from './schemas.js';
+import { accountBody } from './views.js';
+
+const tags = ['Backup account'];
+
+/** Routes without a request body. */
+export function accountReadRoutes(app: App, ctx: RouteContext): void {
+  app.get(
+    '/api/backup-account',
+    {
+      schema: {
+        operationId: 'getBackupAccount',
+        summary: 'Read the backup account and its wrapped key material',
+        tags,
+        response: { 200: json(Type.Ref(BackupAccount), 'The backup account.'), ...errorResponses(401, 403, 500) },
+      },
+      onRequest: ctx.requireScope('backups:read'),
+    },
+    async (request) => accountBody(await ctx.backups.accountView(request.principal.accountId)),
+  );
+
+  app.patch(
+    '/api/backup-account',
+    {
+      schema: {
+        operationId: 'updateBackupAccount',
+        summary: 'Reserved: cadence is set by plan, so this always answers 405',
+        tags,
+        response: errorResponses(401, 403, 405),
+      },
+      onRequest: ctx.requireScope('backups:write'),
+    },
+    async () => {
+      throw new AppError('method_not_allowed', 'The backup account cannot be changed; cadence is set by plan.', undefined, {
+        allow: 'GET',
+      });
+    },
+  );
+}
+
+/** Routes with a JSON request body. */
+export function accountWriteRoutes(app: App, ctx: RouteContext): void {
+  app.post<{ Body: BackupAccountEnvelopeBody }>(
+    '/api/backup-account/bootstrap',
+    {
+      schema: {
+        operationId: 'bootstrapBackupAccount',
+        summary: 'Store the KDF parameters and the wrapped master key (first time only)',
+        tags,
+        body: Type.Ref(BackupAccountEnvelope),
+        response: {
+          200: json(Type.Ref(BootstrapResponse), 'The account; `created` is false when a vault already existed.'),
+          ...errorResponses(400, 401, 403, 500),
+        },
+      },
+      onRequest: ctx.requireScope('backups:write'),
+    },
+    async (request) => {
+      const { created, ...view } = await ctx.backups.bootstrap(request.principal.accountId, request.body);
+      return { ...accountBody(view), created };
+    },
+  );
+
+  app.post<{ Body: BackupAccountEnvelopeBody }>(
+    '/api/backup-account/rotate',
+    {
+      schema: {
+        operationId: 'rotateBackupAccount',
+        summary: 'Replace the KDF parameters and the wrapped master key',
+        tags,
+        body: Type.Ref(BackupAccountEnvelope),
+        response: {
+          200: json(Type.Ref(RotateResponse), 'The account with the new material.'),
+          ...errorResponses(400, 401, 403, 409, 500),
+        },
+      },
+      onRequest: ctx.requireScope('backups:write'),
+    },
+    async (request) => {
+      const { rotated, ...view } = await ctx.backups.rotate(request.principal.accountId, request.body);
+      return { ...accountBody(view), rotated };
+    },
+  );
+
+  app.post<{ Body: { deleteBackups?: boolean } }>(
+    '/api/backup-account/reset',
+    {
+      schema: {
+        operationId: 'resetBackupAccount',
+        summary: 'Delete the wrapping material (and, with deleteBackups, every backup)',
+        tags,
+        body: Type.Ref(ResetRequest),
+        response: {
+          200: json(Type.Ref(ResetResponse), 'What was reset.'),
+          ...errorResponses(400, 401, 403, 409, 500),
+        },
+      },
+      onRequest: ctx.requireScope('backups:write'),
+      // The body is optional: absent or empty means {} (CONTRACT §1).
+      preValidation: async (request) => {
+        if (request.body === undefined) request.body = {};
+      },
+    },
+    async (request) => ctx.backups.reset(request.principal.accountId, request.body.deleteBackups === true),
+  );
+}

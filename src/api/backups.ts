@@ -1,0 +1,220 @@
+/** /api/backups and /api/backups/{id}: slots, records, finalize, delete (SPEC §Backups, CONTRACT §3–§7). */
+import { Type } from '@sinclair/typebox';
+import parseRange from 'range-parser';
+import { rateLimitPolicy } from '../domain/plans.js';
+import { type App, type RouteContext, loadBackup } from './context.js';
+import { errorResponses, json } from './responses.js';
+import {
+  BackupDetail,
+  BackupFinalizeRequest,
+  type BackupFinalizeBody,
+  BackupIdParams,
+  BackupList,
+  CreateBackupResponse,
+  DeleteBackupResponse,
+} from './schemas.js';
+import { detailBody, iso, recordBody } from './views.js';
+
+const tags = ['Backups'];
+
+const RANGE_HEADERS = {
+  'Content-Length': { type: 'integer', minimum: 0 },
+  'Content-Disposition': { type: 'string', description: 'attachment; filename="backup-<id>.bin"' },
+  ETag: { type: 'string' },
+  'Accept-Ranges': { type: 'string', const: 'bytes' },
+};
+const BINARY = { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } };
+
+/** Routes without a request body. */
+export function backupReadRoutes(app: App, ctx: RouteContext): void {
+  const read = ctx.requireScope('backups:read');
+  const write = ctx.requireScope('backups:write');
+  const restore = ctx.requireScope('backups:restore');
+  const byId = loadBackup(ctx);
+
+  app.get(
+    '/api/backups',
+    {
+      schema: {
+        operationId: 'listBackups',
+        summary: 'List backups, newest first',
+        tags,
+        response: { 200: json(Type.Ref(BackupList), 'Visible backups, newest first.'), ...errorResponses(401, 403, 500) },
+      },
+      onRequest: read,
+    },
+    async (request) => ({ backups: (await ctx.backups.list(request.principal.accountId)).map(recordBody) }),
+  );
+
+  app.post(
+    '/api/backups',
+    {
+      schema: {
+        operationId: 'createBackup',
+        summary: 'Open an upload slot for a new backup',
+        tags,
+        response: {
+          201: json(Type.Ref(CreateBackupResponse), 'A pending record and its upload instructions.', {
+            'X-RateLimit-Policy': { type: 'string', description: 'The plan cadence, e.g. 1;w=86400;comment="free plan: 1 backup per day"' },
+          }),
+          ...errorResponses(401, 403, 409, 429, 500),
+        },
+      },
+      onRequest: write,
+    },
+    async (request, reply) => {
+      const { backup, plan } = await ctx.backups.create(request.principal.accountId);
+      const upload =
+        ctx.config.uploadProtocol === 'direct'
+          ? {
+              method: 'POST' as const,
+              protocol: 'direct' as const,
+              uploadUrl: `${ctx.config.publicUrl}/api/backups/upload?backupId=${backup.id}`,
+              contentType: 'application/octet-stream' as const,
+            }
+          : {
+              method: 'POST' as const,
+              protocol: 'blobhost-client' as const,
+              handleUploadUrl: `${ctx.config.publicUrl}/api/backups/upload`,
+              contentType: 'application/octet-stream' as const,
+            };
+      reply.code(201).header('x-ratelimit-policy', rateLimitPolicy(plan));
+      return {
+        backupId: backup.id,
+        blobPath: backup.blobPath,
+        status: backup.status,
+        expiresAt: iso(backup.expiresAt),
+        upload,
+      };
+    },
+  );
+
+  app.get(
+    '/api/backups/:id',
+    {
+      schema: {
+        operationId: 'getBackup',
+        summary: 'Read one backup',
+        tags,
+        params: BackupIdParams,
+        response: { 200: json(Type.Ref(BackupDetail), 'The backup.'), ...errorResponses(401, 403, 404, 500) },
+      },
+      onRequest: [read, byId],
+    },
+    async (request) => detailBody(request.backup),
+  );
+
+  app.delete(
+    '/api/backups/:id',
+    {
+      schema: {
+        operationId: 'deleteBackup',
+        summary: 'Delete a backup and its ciphertext',
+        tags,
+        params: BackupIdParams,
+        response: { 200: json(Type.Ref(DeleteBackupResponse), 'The deleted record.'), ...errorResponses(401, 403, 404, 500) },
+      },
+      onRequest: [write, byId],
+    },
+    async (request) => {
+      const deleted = await ctx.backups.delete(request.principal.accountId, request.backup.id);
+      return { id: deleted.id, status: deleted.status, deletedAt: deleted.deletedAt === null ? null : iso(deleted.deletedAt) };
+    },
+  );
+
+  app.get(
+    '/api/backups/:id/content',
+    {
+      schema: {
+        operationId: 'getBackupContent',
+        summary: 'Download the ciphertext (a single Range gives 206, so a restore can resume)',
+        tags,
+        params: BackupIdParams,
+        response: {
+          200: { description: 'The whole ciphertext.', headers: RANGE_HEADERS, content: BINARY },
+          206: {
+            description: 'Extension: the requested byte range.',
+            headers: { ...RANGE_HEADERS, 'Content-Range': { type: 'string' } },
+            content: BINARY,
+          },
+          ...errorResponses(401, 403, 404, 500),
+        },
+      },
+      onRequest: [restore, byId],
+    },
+    async (request, reply) => {
+      const { id, ciphertextSizeBytes } = request.backup;
+      const size = ciphertextSizeBytes ?? 0;
+      const etag = `"${id}-${size}"`;
+      const ifRange = request.headers['if-range'];
+      const rangeHeader = request.headers.range;
+      const parsed = rangeHeader && (ifRange === undefined || ifRange === etag) ? parseRange(size, rangeHeader) : -1;
+      const range = Array.isArray(parsed) && parsed.type === 'bytes' && parsed.length === 1 ? parsed[0] : undefined;
+      const { stream } = await ctx.backups.openContent(request.principal.accountId, id, range);
+      reply
+        .header('content-type', 'application/octet-stream')
+        .header('content-disposition', `attachment; filename="backup-${id}.bin"`)
+        .header('etag', etag)
+        .header('cache-control', 'private, no-store')
+        .header('accept-ranges', 'bytes');
+      if (range) {
+        reply
+          .code(206)
+          .header('content-range', `bytes ${range.start}-${range.end}/${size}`)
+          .header('content-length', range.end - range.start + 1);
+      } else {
+        reply.code(200).header('content-length', size);
+      }
+      return reply.send(stream);
+    },
+  );
+
+  app.get(
+    '/api/backups/:id/events',
+    {
+      schema: {
+        operationId: 'streamBackupEvents',
+        summary: 'Follow the status of a backup as Server-Sent Events',
+        description:
+          'Frames `backup.status` (BackupStatusEvent) at once, on every change and at least every 2 s; ' +
+          '`backup.stream.closed` after a terminal status, a timeout or a shutdown; `backup.stream.error` on an internal failure.',
+        tags,
+        params: BackupIdParams,
+        response: {
+          200: {
+            description: 'An event stream.',
+            headers: {
+              'Cache-Control': { type: 'string', const: 'no-store, no-transform' },
+            },
+            content: { 'text/event-stream': { schema: { type: 'string' } } },
+          },
+          ...errorResponses(401, 403, 404, 500),
+        },
+      },
+      onRequest: [read, byId],
+    },
+    async (request, reply) => {
+      reply.hijack();
+      ctx.streams.open(reply.raw, request.backup);
+    },
+  );
+}
+
+/** Routes with a JSON request body. */
+export function backupWriteRoutes(app: App, ctx: RouteContext): void {
+  app.post<{ Body: BackupFinalizeBody }>(
+    '/api/backups/:id/finalize',
+    {
+      schema: {
+        operationId: 'finalizeBackup',
+        summary: 'Store the wrapped data key, sealed metadata and sizes; the backup becomes READY',
+        tags,
+        params: BackupIdParams,
+        body: Type.Ref(BackupFinalizeRequest),
+        response: { 200: json(Type.Ref(BackupDetail), 'The READY backup.'), ...errorResponses(400, 401, 403, 404, 409, 500) },
+      },
+      onRequest: [ctx.requireScope('backups:write'), loadBackup(ctx)],
+    },
+    async (request) => detailBody(await ctx.backups.finalize(request.principal.accountId, request.backup.id, request.body)),
+  );
+}

@@ -1,0 +1,43 @@
+/** Response declarations shared by the route schemas (and thus by /openapi.json). */
+import { Type, type TSchema } from '@sinclair/typebox';
+import { ErrorResponse } from './schemas.js';
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'Validation failed (`validation_failed`, `invalid_json`).',
+  401: 'Missing or invalid credential (`authentication_required`).',
+  403: 'The key lacks the needed permission (`insufficient_scope`).',
+  404: 'Not found.',
+  405: 'Method not allowed (`method_not_allowed`).',
+  409: 'Conflict with the current state.',
+  413: 'Archive over the size limit (`payload_too_large`).',
+  415: 'Unsupported Content-Type (`unsupported_media_type`).',
+  429: 'Backup cadence exceeded (`backup_cadence_exceeded`).',
+  500: 'Internal error (`internal_error`).',
+};
+
+const RETRY_AFTER = {
+  'Retry-After': { type: 'integer', minimum: 0, description: 'Seconds until a new backup is allowed.' },
+};
+
+/** ErrorResponse declarations for the given statuses. */
+export function errorResponses(...statuses: number[]): Record<number, object> {
+  return Object.fromEntries(
+    statuses.map((status) => [
+      status,
+      {
+        description: ERROR_DESCRIPTIONS[status],
+        ...(status === 429 ? { headers: RETRY_AFTER } : {}),
+        content: { 'application/json': { schema: Type.Ref(ErrorResponse) } },
+      },
+    ]),
+  );
+}
+
+/** A JSON success response, optionally with documented headers. */
+export function json(schema: TSchema, description: string, headers?: Record<string, object>) {
+  return {
+    description,
+    ...(headers ? { headers } : {}),
+    content: { 'application/json': { schema } },
+  };
+}

@@ -1,0 +1,229 @@
+/**
+ * Wire schemas of SPEC.md as TypeBox: the same objects validate requests, serialize responses and become
+ * the OpenAPI components (each has an $id, registered with app.addSchema and referenced with Type.Ref).
+ */
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { BACKUP_STATUSES, type BackupStatus as BackupStatusValue } from '../domain/backups.js';
+import type { BackupInterval } from '../domain/plans.js';
+
+const BASE64 = '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$';
+const PRINTABLE = '^[\\x20-\\x7E]*$';
+
+/** Standard base64 with padding; the decoded-size bounds of CONTRACT §1 are checked after the schema. */
+const Base64 = (maxBytes: number, description: string) =>
+  Type.String({
+    pattern: BASE64,
+    minLength: 4,
+    maxLength: 4 * Math.ceil(maxBytes / 3),
+    contentEncoding: 'base64',
+    description,
+  });
+const DateTime = Type.String({ format: 'date-time' });
+const Uuid = Type.String({ format: 'uuid' });
+const Version = Type.String({ maxLength: 64, pattern: PRINTABLE });
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+const CryptoVersion = Type.Literal('v1');
+
+export const BackupKdf = Type.Object(
+  {
+    salt: Base64(64, 'Argon2id salt, base64 (8–64 bytes).'),
+    opslimit: Type.Integer({ minimum: 1, maximum: 4_294_967_295 }),
+    memlimit: Type.Integer({ minimum: 1, maximum: 4_398_046_511_104 }),
+  },
+  { $id: 'BackupKdf', additionalProperties: false },
+);
+
+export const BackupAccountEnvelope = Type.Object(
+  {
+    cryptoVersion: CryptoVersion,
+    kdf: Type.Ref(BackupKdf),
+    wrappedMasterKey: Base64(1024, 'Master key wrapped by the client, base64 (16–1024 bytes).'),
+    wrappedMasterKeyNonce: Base64(64, 'Nonce of the master key wrapping, base64 (8–64 bytes).'),
+  },
+  { $id: 'BackupAccountEnvelope', additionalProperties: false },
+);
+
+const backupAccountFields = {
+  initialized: Type.Boolean(),
+  backupInterval: Type.Unsafe<BackupInterval>({ type: 'string', enum: ['30m', '4h', '1d'] }),
+  cryptoVersion: Nullable(Type.String()),
+  kdf: Nullable(Type.Ref(BackupKdf)),
+  wrappedMasterKey: Nullable(Type.String()),
+  wrappedMasterKeyNonce: Nullable(Type.String()),
+};
+
+export const BackupAccount = Type.Object(backupAccountFields, { $id: 'BackupAccount', additionalProperties: false });
+export const BootstrapResponse = Type.Object(
+  { ...backupAccountFields, created: Type.Boolean() },
+  { $id: 'BackupAccountBootstrapResponse', additionalProperties: false },
+);
+export const RotateResponse = Type.Object(
+  { ...backupAccountFields, rotated: Type.Boolean() },
+  { $id: 'BackupAccountRotateResponse', additionalProperties: false },
+);
+
+export const ResetRequest = Type.Object(
+  { deleteBackups: Type.Optional(Type.Boolean({ default: false })) },
+  { $id: 'BackupAccountResetRequest', additionalProperties: false },
+);
+export const ResetResponse = Type.Object(
+  { reset: Type.Boolean(), accountDeleted: Type.Boolean(), deletedBackups: Type.Integer({ minimum: 0 }) },
+  { $id: 'BackupAccountResetResponse', additionalProperties: false },
+);
+
+export const BackupStatus = Type.Unsafe<BackupStatusValue>({
+  $id: 'BackupStatus',
+  type: 'string',
+  enum: [...BACKUP_STATUSES],
+});
+
+const backupRecordFields = {
+  id: Uuid,
+  status: Type.Ref(BackupStatus),
+  createdAt: DateTime,
+  expiresAt: DateTime,
+  ciphertextSizeBytes: Nullable(Type.Integer({ minimum: 0 })),
+  plaintextSizeBytes: Nullable(Type.Integer({ minimum: 0 })),
+  clientVersion: Nullable(Type.String()),
+  hostappVersion: Nullable(Type.String()),
+};
+
+export const BackupRecord = Type.Object(backupRecordFields, { $id: 'BackupRecord', additionalProperties: false });
+
+export const BackupDetail = Type.Object(
+  {
+    ...backupRecordFields,
+    cryptoVersion: CryptoVersion,
+    wrappedDek: Nullable(Type.String()),
+    wrappedDekNonce: Nullable(Type.String()),
+    encryptedMetadata: Nullable(Type.String()),
+    encryptedMetadataNonce: Nullable(Type.String()),
+  },
+  { $id: 'BackupDetail', additionalProperties: false },
+);
+
+export const BackupList = Type.Object(
+  { backups: Type.Array(Type.Ref(BackupRecord)) },
+  { $id: 'BackupList', additionalProperties: false },
+);
+
+export const BackupFinalizeRequest = Type.Object(
+  {
+    cryptoVersion: CryptoVersion,
+    wrappedDek: Base64(1024, 'Data key wrapped with the master key, base64 (16–1024 bytes).'),
+    wrappedDekNonce: Base64(64, 'Nonce of the data key wrapping, base64 (8–64 bytes).'),
+    encryptedMetadata: Base64(65_536, 'Metadata sealed with the data key, base64 (1 byte–64 KiB).'),
+    encryptedMetadataNonce: Base64(64, 'Nonce of the metadata sealing, base64 (8–64 bytes).'),
+    ciphertextSizeBytes: Type.Integer({ minimum: 0 }),
+    plaintextSizeBytes: Type.Integer({ minimum: 0 }),
+    clientVersion: Type.Optional(Version),
+    hostappVersion: Type.Optional(Version),
+  },
+  { $id: 'BackupFinalizeRequest', additionalProperties: false },
+);
+
+export const DirectUploadInstruction = Type.Object(
+  {
+    method: Type.Literal('POST'),
+    protocol: Type.Literal('direct'),
+    uploadUrl: Type.String(),
+    contentType: Type.Literal('application/octet-stream'),
+  },
+  { $id: 'DirectUploadInstruction', additionalProperties: false },
+);
+
+export const ClientUploadInstruction = Type.Object(
+  {
+    method: Type.Literal('POST'),
+    protocol: Type.Literal('blobhost-client'),
+    handleUploadUrl: Type.String(),
+    contentType: Type.Literal('application/octet-stream'),
+  },
+  { $id: 'ClientUploadInstruction', additionalProperties: false },
+);
+
+export const CreateBackupResponse = Type.Object(
+  {
+    backupId: Uuid,
+    blobPath: Type.String(),
+    status: Type.Ref(BackupStatus),
+    expiresAt: DateTime,
+    upload: Type.Union([Type.Ref(DirectUploadInstruction), Type.Ref(ClientUploadInstruction)]),
+  },
+  { $id: 'CreateBackupResponse', additionalProperties: false },
+);
+
+export const DirectUploadResponse = Type.Object(
+  { pathname: Type.String(), size: Type.Integer({ minimum: 0 }) },
+  { $id: 'DirectUploadResponse', additionalProperties: false },
+);
+
+export const ClientUploadResponse = Type.Object({}, {
+  $id: 'ClientUploadResponse',
+  additionalProperties: true,
+  description: 'Client-negotiation response (free-form JSON object).',
+});
+
+export const DeleteBackupResponse = Type.Object(
+  { id: Uuid, status: Type.Ref(BackupStatus), deletedAt: Nullable(DateTime) },
+  { $id: 'DeleteBackupResponse', additionalProperties: false },
+);
+
+export const BackupStatusEvent = Type.Object(
+  {
+    backupId: Uuid,
+    status: Type.Ref(BackupStatus),
+    createdAt: DateTime,
+    expiresAt: DateTime,
+    ciphertextSizeBytes: Nullable(Type.Integer({ minimum: 0 })),
+    plaintextSizeBytes: Nullable(Type.Integer({ minimum: 0 })),
+    clientVersion: Nullable(Type.String()),
+    hostappVersion: Nullable(Type.String()),
+    observedAt: DateTime,
+  },
+  { $id: 'BackupStatusEvent', additionalProperties: false },
+);
+
+export const ErrorResponse = Type.Object(
+  {
+    error: Type.String(),
+    code: Type.String(),
+    message: Type.String(),
+    resolution: Type.String(),
+    details: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  },
+  { $id: 'ErrorResponse', additionalProperties: false },
+);
+
+export const BackupIdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
+
+/** Every schema that becomes an OpenAPI component, in registration order (referenced ones first). */
+export const COMPONENT_SCHEMAS: TSchema[] = [
+  BackupKdf,
+  BackupAccountEnvelope,
+  BackupAccount,
+  BootstrapResponse,
+  RotateResponse,
+  ResetRequest,
+  ResetResponse,
+  BackupStatus,
+  BackupRecord,
+  BackupDetail,
+  BackupList,
+  BackupFinalizeRequest,
+  DirectUploadInstruction,
+  ClientUploadInstruction,
+  CreateBackupResponse,
+  DirectUploadResponse,
+  ClientUploadResponse,
+  DeleteBackupResponse,
+  BackupStatusEvent,
+  ErrorResponse,
+];
+
+export type BackupAccountEnvelopeBody = Static<typeof BackupAccountEnvelope>;
+export type BackupFinalizeBody = Static<typeof BackupFinalizeRequest>;
+export type BackupDetailBody = Static<typeof BackupDetail>;
+export type BackupRecordBody = Static<typeof BackupRecord>;
+export type BackupStatusEventBody = Static<typeof BackupStatusEvent>;
+export type ErrorResponseBody = Static<typeof ErrorResponse>;

@@ -1,0 +1,73 @@
+/** POST /api/backups/upload: the archive ciphertext, streamed to the blob store (CONTRACT §6). */
+import { Type } from '@sinclair/typebox';
+import { AppError } from '../domain/errors.js';
+import type { App, RouteContext } from './context.js';
+import { errorResponses, json } from './responses.js';
+import { ClientUploadResponse, DirectUploadResponse } from './schemas.js';
+
+/** Media type of a Content-Type header, lower-cased, without parameters. */
+export function mediaType(header: string | undefined): string {
+  return (header ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+/**
+ * Registered in a scope whose content-type parser leaves the body unread: the handler streams it itself,
+ * so no body is ever buffered whole and the size limit holds for chunked bodies too.
+ */
+export function uploadRoutes(app: App, ctx: RouteContext): void {
+  app.post(
+    '/api/backups/upload',
+    {
+      schema: {
+        operationId: 'uploadBackup',
+        summary: 'Upload the encrypted archive (direct) or negotiate a client upload (blobhost-client)',
+        tags: ['Backups'],
+        querystring: Type.Object({
+          backupId: Type.Optional(
+            Type.String({ description: 'The slot to upload into; required for direct uploads.' }),
+          ),
+        }),
+        response: {
+          200: json(Type.Ref(ClientUploadResponse), 'Client-negotiation response (blobhost-client mode).'),
+          201: json(Type.Ref(DirectUploadResponse), 'The archive is stored; the backup is UPLOADED.'),
+          ...errorResponses(400, 401, 403, 409, 413, 415, 500),
+        },
+      },
+      onRequest: ctx.requireScope('backups:write'),
+    },
+    async (request, reply) => {
+      const type = mediaType(request.headers['content-type']);
+      if (type === 'application/json') {
+        throw new AppError(
+          'unsupported_media_type',
+          'This server uses direct uploads: send the ciphertext as application/octet-stream.',
+          { uploadProtocol: ctx.config.uploadProtocol },
+        );
+      }
+      if (type !== 'application/octet-stream') {
+        throw new AppError('unsupported_media_type', 'Send the ciphertext as application/octet-stream.');
+      }
+      const lengthHeader = request.headers['content-length'];
+      const contentLength = lengthHeader === undefined ? undefined : Number(lengthHeader);
+      const result = await ctx.backups.uploadDirect(
+        request.principal.accountId,
+        request.query.backupId,
+        request.raw,
+        contentLength,
+      );
+      return reply.code(201).send(result);
+    },
+  );
+}
+
+export const UPLOAD_REQUEST_BODY = {
+  required: true,
+  content: {
+    'application/octet-stream': {
+      schema: { type: 'string', contentMediaType: 'application/octet-stream', description: 'Direct mode: the ciphertext.' },
+    },
+    'application/json': {
+      schema: { type: 'object', additionalProperties: true, description: 'blobhost-client mode: a negotiation object.' },
+    },
+  },
+};

@@ -1,0 +1,168 @@
+/** `coffer admin …`: operator commands that talk to the configured database directly (CONTRACT §10). */
+import type { Command } from 'commander';
+import { loadConfig, parseDuration } from '../config.js';
+import { systemClock } from '../domain/clock.js';
+import { PLANS, isPlan, type Plan } from '../domain/plans.js';
+import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
+import { KeyService } from '../services/keys.js';
+import { openStore } from '../server/compose.js';
+import type { ApiKey, Store } from '../store/store.js';
+import { CliError, emit, usageError } from './output.js';
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+function plan(value: string): Plan {
+  if (!isPlan(value)) throw usageError(`unknown plan "${value}" (expected ${PLANS.join(', ')})`);
+  return value;
+}
+
+function scopes(value: string): Scope[] {
+  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = list.filter((s) => !isScope(s));
+  if (list.length === 0 || unknown.length > 0) {
+    throw usageError(`unknown scope "${unknown[0] ?? value}" (expected a comma list of ${SCOPES.join(', ')})`);
+  }
+  return [...new Set(list)] as Scope[];
+}
+
+function expiresIn(value: string): number {
+  const ms = parseDuration(value);
+  if (ms === null || ms <= 0) throw usageError(`--expires-in expects a duration like 30d or 12h, got "${value}"`);
+  return ms;
+}
+
+async function withStore<T>(work: (store: Store, keys: KeyService) => Promise<T>): Promise<T> {
+  const store = await openStore(loadConfig());
+  try {
+    return await work(store, new KeyService(store, systemClock));
+  } finally {
+    await store.close();
+  }
+}
+
+function keyView(key: ApiKey) {
+  return {
+    keyId: key.id,
+    accountId: key.accountId,
+    scopes: key.scopes,
+    createdAt: iso(key.createdAt),
+    expiresAt: iso(key.expiresAt),
+    revokedAt: iso(key.revokedAt),
+  };
+}
+
+export function registerAdminCommands(program: Command): void {
+  const admin = program.command('admin').description('operator commands (use the server database directly)');
+  const accounts = admin.command('accounts').description('manage accounts');
+
+  accounts
+    .command('create')
+    .description('create an account')
+    .requiredOption('--plan <plan>', `plan: ${PLANS.join(' | ')}`)
+    .option('--json', 'print JSON')
+    .action(async (opts: { plan: string; json?: boolean }) => {
+      const chosen = plan(opts.plan);
+      const account = await withStore((_store, keys) => keys.createAccount(chosen));
+      emit(!!opts.json, { accountId: account.id, plan: account.plan }, () => `account ${account.id} (${account.plan})`);
+    });
+
+  accounts
+    .command('set-plan <accountId> <plan>')
+    .description("change an account's plan")
+    .option('--json', 'print JSON')
+    .action(async (accountId: string, planName: string, opts: { json?: boolean }) => {
+      const chosen = plan(planName);
+      const changed = await withStore((store) => store.setPlan(accountId, chosen));
+      if (!changed) throw new CliError(`no account ${accountId}`);
+      emit(!!opts.json, { accountId, plan: chosen }, () => `account ${accountId} is now on the ${chosen} plan`);
+    });
+
+  accounts
+    .command('list')
+    .description('list accounts')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const list = await withStore((store) => store.listAccounts());
+      const rows = list.map((a) => ({ accountId: a.id, plan: a.plan, createdAt: iso(a.createdAt) }));
+      emit(!!opts.json, { accounts: rows }, () =>
+        rows.length === 0 ? 'no accounts' : rows.map((r) => `${r.accountId}  ${r.plan}  ${r.createdAt}`).join('\n'),
+      );
+    });
+
+  const keysCommand = admin.command('keys').description('manage API keys');
+
+  keysCommand
+    .command('create')
+    .description('issue an API key (creates an account unless --account is given)')
+    .option('--account <id>', 'existing account to issue the key for')
+    .option('--plan <plan>', `plan of the new account: ${PLANS.join(' | ')}`)
+    .option('--scopes <list>', `comma list of ${SCOPES.join(', ')}`, SCOPES.join(','))
+    .option('--expires-in <duration>', 'lifetime, e.g. 30d')
+    .option('--json', 'print JSON')
+    .action(
+      async (opts: { account?: string; plan?: string; scopes: string; expiresIn?: string; json?: boolean }) => {
+        const chosenScopes = scopes(opts.scopes);
+        const lifetime = opts.expiresIn === undefined ? null : expiresIn(opts.expiresIn);
+        const chosenPlan = opts.plan === undefined ? undefined : plan(opts.plan);
+        const issued = await withStore(async (store, keys) => {
+          let account;
+          if (opts.account !== undefined) {
+            account = await store.getAccount(opts.account);
+            if (!account) throw new CliError(`no account ${opts.account}`);
+            if (chosenPlan !== undefined && chosenPlan !== account.plan) {
+              throw usageError(
+                `--plan ${chosenPlan} conflicts with account ${account.id} on the ${account.plan} plan (use admin accounts set-plan)`,
+              );
+            }
+          } else {
+            account = await keys.createAccount(chosenPlan ?? 'free');
+          }
+          return keys.issueKey(account, { scopes: chosenScopes, expiresInMs: lifetime });
+        });
+        const result = {
+          accountId: issued.account.id,
+          keyId: issued.key.id,
+          apiKey: issued.apiKey,
+          plan: issued.account.plan,
+          scopes: issued.key.scopes,
+          expiresAt: iso(issued.key.expiresAt),
+        };
+        emit(!!opts.json, result, () =>
+          [
+            `API key (shown once, store it now): ${result.apiKey}`,
+            `key ${result.keyId} for account ${result.accountId} (${result.plan} plan)`,
+            `scopes: ${result.scopes.join(', ')}; expires: ${result.expiresAt ?? 'never'}`,
+          ].join('\n'),
+        );
+      },
+    );
+
+  keysCommand
+    .command('list')
+    .description('list API keys (never their secrets)')
+    .option('--account <id>', 'only this account')
+    .option('--json', 'print JSON')
+    .action(async (opts: { account?: string; json?: boolean }) => {
+      const list = (await withStore((store) => store.listApiKeys(opts.account))).map(keyView);
+      emit(!!opts.json, { keys: list }, () =>
+        list.length === 0
+          ? 'no keys'
+          : list
+              .map(
+                (k) =>
+                  `${k.keyId}  account ${k.accountId}  ${k.scopes.join(',')}  ${k.revokedAt ? 'revoked' : k.expiresAt ? `expires ${k.expiresAt}` : 'no expiry'}`,
+              )
+              .join('\n'),
+      );
+    });
+
+  keysCommand
+    .command('revoke <keyId>')
+    .description('revoke an API key')
+    .option('--json', 'print JSON')
+    .action(async (keyId: string, opts: { json?: boolean }) => {
+      const revoked = await withStore((store, _keys) => store.revokeApiKey(keyId, Date.now()));
+      if (!revoked) throw new CliError(`no active key ${keyId}`);
+      emit(!!opts.json, { keyId, revoked: true }, () => `key ${keyId} revoked`);
+    });
+}

@@ -1,0 +1,53 @@
+/** `coffer serve`: the API server (`npm start`). */
+import type { Command } from 'commander';
+import { loadConfig } from '../config.js';
+import { startServer } from '../server/compose.js';
+
+const SHUTDOWN_GRACE_MS = 30_000;
+
+export function registerServeCommand(program: Command): void {
+  program
+    .command('serve')
+    .description('run the Coffer server (configured by environment variables)')
+    .action(async () => {
+      const config = loadConfig();
+      const server = await startServer(config, {
+        logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
+      });
+      const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey);
+      if (first) {
+        const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY)' : first.apiKey;
+        process.stdout.write(
+          [
+            '',
+            'First start: created account ' + first.account.id + ' (free plan) and an API key with all scopes.',
+            `API key (shown once, store it now): ${shown}`,
+            `  export COFFER_URL=${config.publicUrl}`,
+            '',
+          ].join('\n') + '\n',
+        );
+      }
+      process.stdout.write(`Coffer listening on ${server.url} (public URL ${config.publicUrl})\n`);
+
+      let stopping = false;
+      const shutdown = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        process.stdout.write(`${signal}: finishing in-flight requests and closing event streams…\n`);
+        const force = setTimeout(() => {
+          process.stderr.write('shutdown took too long; exiting (unfinished uploads leave no blob)\n');
+          process.exit(1);
+        }, SHUTDOWN_GRACE_MS);
+        force.unref();
+        server.stop().then(
+          () => process.exit(0),
+          (error: unknown) => {
+            process.stderr.write(`shutdown failed: ${(error as Error).message}\n`);
+            process.exit(1);
+          },
+        );
+      };
+      process.on('SIGINT', () => shutdown('SIGINT'));
+      process.on('SIGTERM', () => shutdown('SIGTERM'));
+    });
+}

@@ -1,0 +1,129 @@
+import path from 'node:path';
+
+/** The only place that reads `process.env` (CONTRACT §10). Everything else receives a Config. */
+export interface Config {
+  port: number;
+  host: string;
+  publicUrl: string;
+  dataDir: string;
+  databaseUrl: string | null;
+  blobStore: 'fs' | 's3';
+  s3: {
+    endpoint: string | null;
+    bucket: string | null;
+    region: string;
+    accessKeyId: string | null;
+    secretAccessKey: string | null;
+  };
+  uploadProtocol: 'direct' | 'blobhost-client';
+  maxArchiveBytes: number;
+  uploadWindowMs: number;
+  sseIntervalMs: number;
+  sseTimeoutMs: number;
+  /** How often the background sweeper runs; not an operator setting in CONTRACT, fixed unless a test overrides it. */
+  sweepIntervalMs: number;
+  logLevel: string;
+  initialApiKey: string | null;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
+  }
+}
+
+const DURATION = /^(\d+)(ms|s|m|h|d)$/;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Parses `<n>ms|s|m|h|d`, e.g. `2s`, `5m`, `30d`. Returns null when the text is not a duration. */
+export function parseDuration(text: string): number | null {
+  const match = DURATION.exec(text.trim());
+  if (!match) return null;
+  const value = Number(match[1]) * UNIT_MS[match[2]!]!;
+  return Number.isSafeInteger(value) ? value : null;
+}
+
+type Env = Record<string, string | undefined>;
+
+function read(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function duration(env: Env, name: string, fallback: string, minMs = 1): number {
+  const text = read(env, name) ?? fallback;
+  const ms = parseDuration(text);
+  if (ms === null || ms < minMs) throw new ConfigError(name, `expected a duration like 2s, 5m or 1h, got "${text}"`);
+  return ms;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const text = read(env, name);
+  if (text === undefined) return fallback;
+  if (!/^\d+$/.test(text)) throw new ConfigError(name, `expected a whole number, got "${text}"`);
+  const value = Number(text);
+  if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const text = read(env, name) ?? fallback;
+  if (!(allowed as readonly string[]).includes(text)) {
+    throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${text}"`);
+  }
+  return text as T;
+}
+
+function url(env: Env, name: string, fallback: string): string {
+  const text = read(env, name) ?? fallback;
+  try {
+    const parsed = new URL(text);
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('scheme');
+  } catch {
+    throw new ConfigError(name, `expected an http(s) URL, got "${text}"`);
+  }
+  return text.replace(/\/+$/, '');
+}
+
+export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
+  const port = integer(env, 'PORT', 8080, 0, 65535);
+  const databaseUrl = read(env, 'COFFER_DATABASE_URL') ?? null;
+  if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('COFFER_DATABASE_URL', 'expected a postgres:// URL');
+  }
+  const blobStore = oneOf(env, 'COFFER_BLOB_STORE', ['fs', 's3'] as const, 'fs');
+  const s3 = {
+    endpoint: read(env, 'COFFER_S3_ENDPOINT') ?? null,
+    bucket: read(env, 'COFFER_S3_BUCKET') ?? null,
+    region: read(env, 'COFFER_S3_REGION') ?? 'us-east-1',
+    accessKeyId: read(env, 'COFFER_S3_ACCESS_KEY_ID') ?? null,
+    secretAccessKey: read(env, 'COFFER_S3_SECRET_ACCESS_KEY') ?? null,
+  };
+  if (blobStore === 's3' && s3.bucket === null) {
+    throw new ConfigError('COFFER_S3_BUCKET', 'is required when COFFER_BLOB_STORE=s3');
+  }
+  const initialApiKey = read(env, 'COFFER_INITIAL_API_KEY') ?? null;
+  if (initialApiKey !== null && !/^cfk_[A-Za-z0-9_-]{43}$/.test(initialApiKey)) {
+    throw new ConfigError('COFFER_INITIAL_API_KEY', 'expected cfk_ followed by 43 base64url characters');
+  }
+  return {
+    port,
+    host: read(env, 'HOST') ?? '0.0.0.0',
+    publicUrl: url(env, 'COFFER_PUBLIC_URL', `http://localhost:${port}`),
+    dataDir: path.resolve(cwd, read(env, 'COFFER_DATA_DIR') ?? './data'),
+    databaseUrl,
+    blobStore,
+    s3,
+    uploadProtocol: oneOf(env, 'COFFER_UPLOAD_PROTOCOL', ['direct', 'blobhost-client'] as const, 'direct'),
+    maxArchiveBytes: integer(env, 'COFFER_MAX_ARCHIVE_BYTES', 52_428_800, 1, Number.MAX_SAFE_INTEGER),
+    uploadWindowMs: duration(env, 'COFFER_UPLOAD_WINDOW', '1h'),
+    sseIntervalMs: duration(env, 'COFFER_SSE_INTERVAL', '2s', 10),
+    sseTimeoutMs: duration(env, 'COFFER_SSE_TIMEOUT', '5m'),
+    sweepIntervalMs: 60_000,
+    logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+    initialApiKey,
+  };
+}

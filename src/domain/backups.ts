@@ -1,0 +1,69 @@
+/** Backup lifecycle rules (CONTRACT §3–§5): pure functions over plain values, no I/O. */
+import { PLAN_RULES, type Plan } from './plans.js';
+
+export const BACKUP_STATUSES = ['PENDING_UPLOAD', 'UPLOADED', 'READY', 'FAILED', 'DELETING', 'DELETED'] as const;
+export type BackupStatus = (typeof BACKUP_STATUSES)[number];
+
+export const TERMINAL_STATUSES: readonly BackupStatus[] = ['READY', 'FAILED', 'DELETED'];
+export const IN_FLIGHT_STATUSES: readonly BackupStatus[] = ['PENDING_UPLOAD', 'UPLOADED'];
+export const HIDDEN_STATUSES: readonly BackupStatus[] = ['DELETING', 'DELETED'];
+
+export const isTerminal = (status: BackupStatus): boolean => TERMINAL_STATUSES.includes(status);
+export const isVisible = (status: BackupStatus): boolean => !HIDDEN_STATUSES.includes(status);
+
+/** What the database knows about an account at the moment a create is attempted. */
+export interface CreateSnapshot {
+  plan: Plan;
+  vaultInitialized: boolean;
+  /** A non-expired PENDING_UPLOAD/UPLOADED record, if any. */
+  inFlightBackupId: string | null;
+  /** createdAt (ms) of the newest backup that ever reached READY; survives delete and reset. */
+  lastReadyCreatedAt: number | null;
+}
+
+export type CreateDecision =
+  | { allowed: true }
+  | { allowed: false; reason: 'vault_not_initialized' }
+  | { allowed: false; reason: 'upload_in_progress'; backupId: string }
+  | { allowed: false; reason: 'backup_cadence_exceeded'; nextAllowedAt: number };
+
+/** Order of refusals for create: vault, then one slot in flight, then cadence (CONTRACT, order of checks). */
+export function decideCreate(snapshot: CreateSnapshot, now: number): CreateDecision {
+  if (!snapshot.vaultInitialized) return { allowed: false, reason: 'vault_not_initialized' };
+  if (snapshot.inFlightBackupId !== null) {
+    return { allowed: false, reason: 'upload_in_progress', backupId: snapshot.inFlightBackupId };
+  }
+  if (snapshot.lastReadyCreatedAt !== null) {
+    const nextAllowedAt = snapshot.lastReadyCreatedAt + PLAN_RULES[snapshot.plan].intervalMs;
+    if (now < nextAllowedAt) return { allowed: false, reason: 'backup_cadence_exceeded', nextAllowedAt };
+  }
+  return { allowed: true };
+}
+
+/** Whole seconds until `at`, never negative (Retry-After). */
+export function secondsUntil(at: number, now: number): number {
+  return Math.max(0, Math.ceil((at - now) / 1000));
+}
+
+export const slotExpiresAt = (createdAt: number, uploadWindowMs: number): number => createdAt + uploadWindowMs;
+export const retentionExpiresAt = (finalizedAt: number, plan: Plan): number =>
+  finalizedAt + PLAN_RULES[plan].retentionMs;
+
+/** A record the sweeper must act on at `now`, and what it must do. */
+export type SweepAction = 'fail' | 'prune' | 'finish-delete' | null;
+
+export function sweepActionFor(status: BackupStatus, expiresAt: number, now: number): SweepAction {
+  switch (status) {
+    case 'PENDING_UPLOAD':
+    case 'UPLOADED':
+      return expiresAt <= now ? 'fail' : null;
+    case 'FAILED':
+      return 'prune';
+    case 'READY':
+      return expiresAt <= now ? 'prune' : null;
+    case 'DELETING':
+      return 'finish-delete';
+    case 'DELETED':
+      return null;
+  }
+}

@@ -1,0 +1,82 @@
+/** The error vocabulary of CONTRACT §9. Thrown by services, rendered by the HTTP layer as an ErrorResponse. */
+export type ErrorCode =
+  | 'validation_failed'
+  | 'invalid_json'
+  | 'authentication_required'
+  | 'insufficient_scope'
+  | 'backup_not_found'
+  | 'backup_content_unavailable'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'vault_not_initialized'
+  | 'vault_not_empty'
+  | 'upload_in_progress'
+  | 'invalid_backup_state'
+  | 'ciphertext_size_mismatch'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'backup_cadence_exceeded'
+  | 'internal_error';
+
+export const STATUS_OF: Record<ErrorCode, number> = {
+  validation_failed: 400,
+  invalid_json: 400,
+  authentication_required: 401,
+  insufficient_scope: 403,
+  backup_not_found: 404,
+  backup_content_unavailable: 404,
+  not_found: 404,
+  method_not_allowed: 405,
+  vault_not_initialized: 409,
+  vault_not_empty: 409,
+  upload_in_progress: 409,
+  invalid_backup_state: 409,
+  ciphertext_size_mismatch: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  backup_cadence_exceeded: 429,
+  internal_error: 500,
+};
+
+export const RESOLUTION_OF: Record<ErrorCode, string> = {
+  validation_failed: 'Fix the fields listed in details.issues and send the request again.',
+  invalid_json: 'Send a well-formed JSON body with Content-Type: application/json.',
+  authentication_required:
+    'Send a valid API key as "Authorization: Bearer <key>" or "x-api-key: <key>", or sign in with a browser session.',
+  insufficient_scope: 'Use an API key that holds the permission named in details.requiredPermission.',
+  backup_not_found: 'Check the backup id; list your backups with GET /api/backups.',
+  backup_content_unavailable: 'Only READY backups have content; wait until the backup is READY.',
+  not_found: 'Check the path against the API description at /openapi.json.',
+  method_not_allowed: 'Use one of the methods listed in the Allow header.',
+  vault_not_initialized: 'Initialize the vault first with POST /api/backup-account/bootstrap.',
+  vault_not_empty: 'Delete the remaining backups first, or send {"deleteBackups": true}.',
+  upload_in_progress: 'Finish the upload slot named in details.backupId, or DELETE it, then try again.',
+  invalid_backup_state: 'Check the backup status in details.status; this operation does not apply to it.',
+  ciphertext_size_mismatch: 'Send the exact number of ciphertext bytes that were uploaded.',
+  payload_too_large: 'Keep the encrypted archive within the size limit given in details.maxBytes.',
+  unsupported_media_type: 'Send the body with a supported Content-Type (application/octet-stream or application/json).',
+  backup_cadence_exceeded: 'Wait until details.nextAllowedAt (see Retry-After) or move to a plan with a shorter interval.',
+  internal_error: 'Try again later; if the problem persists, contact the operator.',
+};
+
+export interface ValidationIssue {
+  path: string;
+  message: string;
+}
+
+export class AppError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.status = STATUS_OF[code];
+  }
+
+  static validation(issues: ValidationIssue[], message = 'The request is not valid.'): AppError {
+    return new AppError('validation_failed', message, { issues });
+  }
+}

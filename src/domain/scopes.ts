@@ -1,0 +1,7 @@
+/** API key permissions (SPEC §Authentication, CONTRACT §2). */
+export const SCOPES = ['backups:read', 'backups:write', 'backups:restore'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export function isScope(value: string): value is Scope {
+  return (SCOPES as readonly string[]).includes(value);
+}

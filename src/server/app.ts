@@ -1,0 +1,154 @@
+/** Builds the HTTP application from ready-made parts. Wiring of the parts themselves is in compose.ts. */
+import fastifySwagger from '@fastify/swagger';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyServerOptions } from 'fastify';
+import type { OpenAPIV3_1 } from 'openapi-types';
+import FindMyWay from 'find-my-way';
+import type { Config } from '../config.js';
+import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
+import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
+import type { App, RouteContext } from '../api/context.js';
+import { COMPONENT_SCHEMAS } from '../api/schemas.js';
+import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
+import type { Clock } from '../domain/clock.js';
+import { AppError } from '../domain/errors.js';
+import { EventStreamHub } from '../events/streams.js';
+import type { StatusBus } from '../events/status-bus.js';
+import type { BackupService } from '../services/backups.js';
+import type { KeyService } from '../services/keys.js';
+import { authenticator } from './auth.js';
+import { sendError, toAppError } from './errors.js';
+
+export const API_VERSION = '0.1.0';
+export const JSON_BODY_LIMIT = 256 * 1024;
+
+export interface AppParts {
+  config: Config;
+  clock: Clock;
+  bus: StatusBus;
+  backups: BackupService;
+  keys: KeyService;
+  logger?: FastifyServerOptions['logger'];
+}
+
+export interface CofferApp {
+  app: App;
+  streams: EventStreamHub;
+}
+
+export async function buildApp(parts: AppParts): Promise<CofferApp> {
+  const app: App = Fastify({
+    logger: parts.logger ?? false,
+    bodyLimit: JSON_BODY_LIMIT,
+    exposeHeadRoutes: false,
+    return503OnClosing: false,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: true } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const streams = new EventStreamHub(parts.bus, parts.clock, {
+    intervalMs: parts.config.sseIntervalMs,
+    timeoutMs: parts.config.sseTimeoutMs,
+  });
+  const ctx: RouteContext = {
+    config: parts.config,
+    backups: parts.backups,
+    streams,
+    requireScope: authenticator(parts.keys),
+  };
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Coffer: Encrypted Backup Service API',
+        version: API_VERSION,
+        description:
+          'Zero-knowledge backups: clients encrypt archives locally; the service stores only ciphertext, ' +
+          'wrapped key material and operational metadata.',
+      },
+      servers: [{ url: parts.config.publicUrl }],
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' },
+          apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+        },
+      },
+      security: [{ bearerAuth: [] }, { apiKeyHeader: [] }],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    transformObject: (documentObject) => {
+      const document = (documentObject as { openapiObject: OpenAPIV3_1.Document }).openapiObject;
+      const upload = document.paths?.['/api/backups/upload']?.post;
+      if (upload) upload.requestBody = UPLOAD_REQUEST_BODY as never;
+      return document;
+    },
+  });
+  for (const schema of COMPONENT_SCHEMAS) app.addSchema(schema);
+
+  const knownRoutes = FindMyWay();
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      if (method !== 'HEAD') knownRoutes.on(method as 'GET', route.url, () => undefined);
+    }
+  });
+
+  app.setErrorHandler((error, request, reply) => sendError(reply, toAppError(error, request.log)));
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => knownRoutes.find(m as 'GET', path));
+    if (allowed.length > 0) {
+      return sendError(
+        reply,
+        new AppError('method_not_allowed', `${request.method} is not allowed on ${path}.`, undefined, {
+          allow: allowed.join(', '),
+        }),
+      );
+    }
+    return sendError(reply, new AppError('not_found', `No route ${request.method} ${path}.`));
+  });
+
+  app.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) => {
+    reply.header('cache-control', 'public, max-age=300').header('access-control-allow-origin', '*');
+    return app.swagger();
+  });
+
+  // Routes that take no body: any body sent is drained and ignored, whatever its type.
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_request, payload, done) => {
+      payload.resume();
+      payload.on('end', () => done(null, undefined));
+      payload.on('error', done);
+    });
+    accountReadRoutes(scope, ctx);
+    backupReadRoutes(scope, ctx);
+  });
+
+  // Routes that take JSON: an empty body reads as absent; anything but JSON is 415.
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+      const text = body as string;
+      if (text.trim() === '') return done(null, undefined);
+      try {
+        done(null, JSON.parse(text));
+      } catch {
+        done(new AppError('invalid_json', 'The request body is not valid JSON.'), undefined);
+      }
+    });
+    accountWriteRoutes(scope, ctx);
+    backupWriteRoutes(scope, ctx);
+  });
+
+  // The archive upload: the body is left unread for the handler to stream.
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+    uploadRoutes(scope, ctx);
+  });
+
+  // Open event streams are told about the shutdown before the server stops accepting work.
+  app.addHook('preClose', async () => streams.closeAll('shutdown'));
+
+  return { app, streams };
+}

@@ -1,0 +1,409 @@
+/** Backup and vault operations: the domain rules applied to the store, the blob store and the status bus. */
+import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { v7 as uuidv7 } from 'uuid';
+import {
+  IN_FLIGHT_STATUSES,
+  decideCreate,
+  isVisible,
+  retentionExpiresAt,
+  secondsUntil,
+  slotExpiresAt,
+  sweepActionFor,
+  BACKUP_STATUSES,
+  type BackupStatus,
+} from '../domain/backups.js';
+import type { Clock } from '../domain/clock.js';
+import { AppError, type ValidationIssue } from '../domain/errors.js';
+import { PLAN_RULES, type Plan } from '../domain/plans.js';
+import type { BlobStore, ByteRange } from '../blobs/blob-store.js';
+import type { StatusBus } from '../events/status-bus.js';
+import type { Account, Backup, Store, Vault } from '../store/store.js';
+
+const VISIBLE_STATUSES = BACKUP_STATUSES.filter(isVisible);
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export const isUuid = (value: string): boolean => UUID.test(value);
+
+export interface VaultEnvelope {
+  cryptoVersion: 'v1';
+  kdf: { salt: string; opslimit: number; memlimit: number };
+  wrappedMasterKey: string;
+  wrappedMasterKeyNonce: string;
+}
+
+export interface FinalizeInput {
+  cryptoVersion: 'v1';
+  wrappedDek: string;
+  wrappedDekNonce: string;
+  encryptedMetadata: string;
+  encryptedMetadataNonce: string;
+  ciphertextSizeBytes: number;
+  plaintextSizeBytes: number;
+  clientVersion?: string;
+  hostappVersion?: string;
+}
+
+export interface AccountView {
+  account: Account;
+  vault: Vault | undefined;
+}
+
+export interface BackupServiceOptions {
+  maxArchiveBytes: number;
+  uploadWindowMs: number;
+}
+
+/** Decoded-size bounds of binary fields, in bytes (CONTRACT §1). */
+const BINARY_BOUNDS: Record<string, [number, number]> = {
+  salt: [8, 64],
+  wrappedMasterKeyNonce: [8, 64],
+  wrappedDekNonce: [8, 64],
+  encryptedMetadataNonce: [8, 64],
+  wrappedMasterKey: [16, 1024],
+  wrappedDek: [16, 1024],
+  encryptedMetadata: [1, 65_536],
+};
+
+/** Checks decoded sizes of base64 fields (the schema already checked the alphabet and padding). */
+export function binaryIssues(fields: Record<string, string>, prefix = ''): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  for (const [name, value] of Object.entries(fields)) {
+    const [min, max] = BINARY_BOUNDS[name]!;
+    const bytes = Buffer.byteLength(value, 'base64');
+    if (bytes < min || bytes > max) {
+      issues.push({ path: `${prefix}${name}`, message: `must decode to ${min}–${max} bytes, got ${bytes}` });
+    }
+  }
+  return issues;
+}
+
+class ArchiveTooLarge extends Error {}
+
+/**
+ * `source` passed through a byte counter that fails as soon as more than `limit` bytes arrive. The source is
+ * not destroyed on overflow (so a 413 can still be answered), but its own failure or early close fails the result.
+ */
+function limitBytes(source: Readable, limit: number): Readable {
+  let seen = 0;
+  const limited = new Transform({
+    transform(chunk: Buffer, _encoding, callback: TransformCallback) {
+      seen += chunk.length;
+      if (seen > limit) callback(new ArchiveTooLarge());
+      else callback(null, chunk);
+    },
+  });
+  source.once('error', (error) => limited.destroy(error));
+  source.once('close', () => {
+    if (!source.readableEnded) limited.destroy(new Error('the client closed the upload before its end'));
+  });
+  return source.pipe(limited);
+}
+
+export class BackupService {
+  constructor(
+    private readonly store: Store,
+    private readonly blobs: BlobStore,
+    private readonly bus: StatusBus,
+    private readonly clock: Clock,
+    private readonly options: BackupServiceOptions,
+  ) {}
+
+  private async changed(backup: Backup): Promise<Backup> {
+    await this.bus.publish(backup);
+    return backup;
+  }
+
+  // ---- account and vault ----
+
+  async accountView(accountId: string): Promise<AccountView> {
+    const account = await this.store.getAccount(accountId);
+    if (!account) throw new Error(`account ${accountId} vanished`);
+    return { account, vault: await this.store.getVault(accountId) };
+  }
+
+  private checkEnvelope(envelope: VaultEnvelope): Vault {
+    const issues = binaryIssues({ salt: envelope.kdf.salt }, 'kdf.').concat(
+      binaryIssues({
+        wrappedMasterKey: envelope.wrappedMasterKey,
+        wrappedMasterKeyNonce: envelope.wrappedMasterKeyNonce,
+      }),
+    );
+    if (issues.length > 0) throw AppError.validation(issues);
+    return { ...envelope, kdf: { ...envelope.kdf }, updatedAt: this.clock.now() };
+  }
+
+  async bootstrap(accountId: string, envelope: VaultEnvelope): Promise<AccountView & { created: boolean }> {
+    const created = await this.store.createVault(accountId, this.checkEnvelope(envelope));
+    return { ...(await this.accountView(accountId)), created };
+  }
+
+  async rotate(accountId: string, envelope: VaultEnvelope): Promise<AccountView & { rotated: true }> {
+    const vault = this.checkEnvelope(envelope);
+    if (!(await this.store.replaceVault(accountId, vault))) {
+      throw new AppError('vault_not_initialized', 'There is no vault to rotate.');
+    }
+    return { ...(await this.accountView(accountId)), rotated: true };
+  }
+
+  async reset(accountId: string, deleteBackups: boolean) {
+    await this.sweep(accountId);
+    const remaining = await this.store.listBackups(accountId, VISIBLE_STATUSES);
+    if (remaining.length > 0 && !deleteBackups) {
+      throw new AppError('vault_not_empty', 'The account still has backups.', {
+        remainingBackups: remaining.length,
+      });
+    }
+    let deletedBackups = 0;
+    for (const backup of remaining) {
+      if (await this.deleteRecord(backup)) deletedBackups += 1;
+    }
+    const accountDeleted = await this.store.deleteVault(accountId);
+    return { reset: true, accountDeleted, deletedBackups };
+  }
+
+  // ---- backups ----
+
+  async create(accountId: string): Promise<{ backup: Backup; plan: Plan }> {
+    const now = this.clock.now();
+    const id = uuidv7();
+    const backup: Backup = {
+      id,
+      accountId,
+      status: 'PENDING_UPLOAD',
+      createdAt: now,
+      expiresAt: slotExpiresAt(now, this.options.uploadWindowMs),
+      updatedAt: now,
+      blobPath: `backups/${accountId}/${id}`,
+      blobKey: null,
+      ciphertextSizeBytes: null,
+      plaintextSizeBytes: null,
+      clientVersion: null,
+      hostappVersion: null,
+      cryptoVersion: 'v1',
+      wrappedDek: null,
+      wrappedDekNonce: null,
+      encryptedMetadata: null,
+      encryptedMetadataNonce: null,
+      deletedAt: null,
+    };
+    let plan: Plan = 'free';
+    const decision = await this.store.createBackup(
+      accountId,
+      now,
+      (snapshot) => {
+        plan = snapshot.plan;
+        return decideCreate(snapshot, now);
+      },
+      backup,
+    );
+    if (decision.allowed) return { backup: await this.changed(backup), plan };
+    switch (decision.reason) {
+      case 'vault_not_initialized':
+        throw new AppError('vault_not_initialized', 'Initialize the vault before creating a backup.');
+      case 'upload_in_progress':
+        throw new AppError('upload_in_progress', 'Another backup upload slot is still open.', {
+          backupId: decision.backupId,
+        });
+      case 'backup_cadence_exceeded': {
+        const retryAfter = secondsUntil(decision.nextAllowedAt, now);
+        throw new AppError(
+          'backup_cadence_exceeded',
+          `The ${plan} plan allows one backup per ${PLAN_RULES[plan].intervalWords}.`,
+          {
+            nextAllowedAt: new Date(decision.nextAllowedAt).toISOString(),
+            backupInterval: PLAN_RULES[plan].interval,
+            retryAfterSeconds: retryAfter,
+          },
+          { 'retry-after': String(retryAfter) },
+        );
+      }
+    }
+  }
+
+  async list(accountId: string): Promise<Backup[]> {
+    await this.sweep(accountId);
+    return this.store.listBackups(accountId, VISIBLE_STATUSES);
+  }
+
+  /**
+   * The caller's visible backup with this id, after applying any expiry that is due.
+   * Unknown, malformed, hidden and other accounts' ids are all undefined: they must look the same.
+   */
+  async findVisible(accountId: string, id: string): Promise<Backup | undefined> {
+    if (!isUuid(id)) return undefined;
+    let backup = await this.store.getBackup(id);
+    if (!backup || backup.accountId !== accountId) return undefined;
+    if (sweepActionFor(backup.status, backup.expiresAt, this.clock.now()) !== null) {
+      backup = (await this.sweepOne(backup)) ?? backup;
+    }
+    return isVisible(backup.status) ? backup : undefined;
+  }
+
+  async getVisible(accountId: string, id: string): Promise<Backup> {
+    const backup = await this.findVisible(accountId, id);
+    if (!backup) throw new AppError('backup_not_found', 'No such backup.');
+    return backup;
+  }
+
+  async uploadDirect(
+    accountId: string,
+    backupId: string | undefined,
+    body: Readable,
+    contentLength: number | undefined,
+  ): Promise<{ pathname: string; size: number }> {
+    const issue = (message: string) => AppError.validation([{ path: 'backupId', message }]);
+    if (backupId === undefined || backupId === '') throw issue('is required for a direct upload');
+    if (!isUuid(backupId)) throw issue('must be a UUID');
+    const backup = await this.findVisible(accountId, backupId);
+    if (!backup) throw issue('does not name one of your backups');
+    const max = this.options.maxArchiveBytes;
+    if (contentLength !== undefined && contentLength > max) throw this.tooLarge();
+    if (backup.status !== 'PENDING_UPLOAD') throw this.wrongState(backup.status);
+
+    const blobKey = `${backup.blobPath}/${uuidv7()}.bin`;
+    let size: number;
+    try {
+      ({ size } = await this.blobs.put(blobKey, limitBytes(body, max)));
+    } catch (error) {
+      if (error instanceof ArchiveTooLarge) throw this.tooLarge();
+      throw error;
+    }
+    const uploaded = await this.store.updateBackup(
+      backup.id,
+      { statuses: ['PENDING_UPLOAD'] },
+      { status: 'UPLOADED', blobKey, ciphertextSizeBytes: size, updatedAt: this.clock.now() },
+    );
+    if (!uploaded) {
+      // Another upload, a delete or expiry got there first; this attempt's bytes are not needed.
+      await this.blobs.delete(blobKey);
+      const current = await this.store.getBackup(backup.id);
+      throw this.wrongState(current?.status ?? 'DELETED');
+    }
+    await this.changed(uploaded);
+    return { pathname: backup.blobPath, size };
+  }
+
+  private tooLarge(): AppError {
+    const max = this.options.maxArchiveBytes;
+    return new AppError('payload_too_large', `The encrypted archive is larger than ${max} bytes.`, {
+      maxBytes: max,
+    }, { connection: 'close' });
+  }
+
+  private wrongState(status: BackupStatus): AppError {
+    return new AppError('invalid_backup_state', `The backup is ${status}.`, { status });
+  }
+
+  async finalize(accountId: string, id: string, input: FinalizeInput): Promise<Backup> {
+    const issues = binaryIssues({
+      wrappedDek: input.wrappedDek,
+      wrappedDekNonce: input.wrappedDekNonce,
+      encryptedMetadata: input.encryptedMetadata,
+      encryptedMetadataNonce: input.encryptedMetadataNonce,
+    });
+    if (issues.length > 0) throw AppError.validation(issues);
+    const backup = await this.getVisible(accountId, id);
+    const account = await this.store.getAccount(accountId);
+    const now = this.clock.now();
+    const ready = await this.store.markReady(
+      backup.id,
+      { statuses: ['UPLOADED'], ciphertextSizeBytes: input.ciphertextSizeBytes },
+      {
+        wrappedDek: input.wrappedDek,
+        wrappedDekNonce: input.wrappedDekNonce,
+        encryptedMetadata: input.encryptedMetadata,
+        encryptedMetadataNonce: input.encryptedMetadataNonce,
+        plaintextSizeBytes: input.plaintextSizeBytes,
+        clientVersion: input.clientVersion ?? null,
+        hostappVersion: input.hostappVersion ?? null,
+        expiresAt: retentionExpiresAt(now, account!.plan),
+        updatedAt: now,
+      },
+    );
+    if (ready) return this.changed(ready);
+    const current = await this.store.getBackup(backup.id);
+    if (!current || !isVisible(current.status)) throw new AppError('backup_not_found', 'No such backup.');
+    if (current.status !== 'UPLOADED') throw this.wrongState(current.status);
+    throw new AppError(
+      'ciphertext_size_mismatch',
+      `ciphertextSizeBytes is ${input.ciphertextSizeBytes} but ${current.ciphertextSizeBytes} bytes were uploaded.`,
+      { uploadedSizeBytes: current.ciphertextSizeBytes },
+    );
+  }
+
+  async openContent(
+    accountId: string,
+    id: string,
+    range?: ByteRange,
+  ): Promise<{ backup: Backup & { blobKey: string; ciphertextSizeBytes: number }; stream: Readable }> {
+    const backup = await this.getVisible(accountId, id);
+    if (backup.status !== 'READY' || backup.blobKey === null || backup.ciphertextSizeBytes === null) {
+      throw new AppError('backup_content_unavailable', `The backup is ${backup.status}; only READY backups have content.`);
+    }
+    const stream = await this.blobs.get(backup.blobKey, range);
+    return { backup: backup as Backup & { blobKey: string; ciphertextSizeBytes: number }, stream };
+  }
+
+  async delete(accountId: string, id: string): Promise<Backup> {
+    const backup = await this.getVisible(accountId, id);
+    const deleted = await this.deleteRecord(backup);
+    if (!deleted) throw new AppError('backup_not_found', 'No such backup.');
+    return deleted;
+  }
+
+  /** visible → DELETING → (blob removed) → DELETED. Returns undefined when someone else deleted it first. */
+  private async deleteRecord(backup: Backup): Promise<Backup | undefined> {
+    const deleting = await this.store.updateBackup(
+      backup.id,
+      { statuses: VISIBLE_STATUSES },
+      { status: 'DELETING', updatedAt: this.clock.now() },
+    );
+    if (!deleting) return undefined;
+    await this.changed(deleting);
+    return this.finishDelete(deleting);
+  }
+
+  private async finishDelete(deleting: Backup): Promise<Backup | undefined> {
+    if (deleting.blobKey !== null) await this.blobs.delete(deleting.blobKey);
+    const now = this.clock.now();
+    const deleted = await this.store.updateBackup(
+      deleting.id,
+      { statuses: ['DELETING'] },
+      { status: 'DELETED', deletedAt: now, updatedAt: now },
+    );
+    return deleted && this.changed(deleted);
+  }
+
+  // ---- sweeping (expiry, pruning, unfinished deletes) ----
+
+  /** Applies every due transition; with an account id, only that account's. Returns how many records moved. */
+  async sweep(accountId?: string): Promise<number> {
+    let moved = 0;
+    for (const backup of await this.store.listSweepCandidates(this.clock.now(), accountId)) {
+      if (await this.sweepOne(backup)) moved += 1;
+    }
+    return moved;
+  }
+
+  private async sweepOne(backup: Backup): Promise<Backup | undefined> {
+    const now = this.clock.now();
+    switch (sweepActionFor(backup.status, backup.expiresAt, now)) {
+      case 'fail': {
+        const failed = await this.store.updateBackup(
+          backup.id,
+          { statuses: IN_FLIGHT_STATUSES },
+          { status: 'FAILED', updatedAt: now },
+        );
+        if (!failed) return undefined;
+        await this.changed(failed);
+        return this.sweepOne(failed);
+      }
+      case 'prune':
+        return this.deleteRecord(backup);
+      case 'finish-delete':
+        return this.finishDelete(backup);
+      case null:
+        return undefined;
+    }
+  }
+}

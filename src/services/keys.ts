@@ -1,0 +1,68 @@
+/** API keys: issued as `cfk_<43 base64url>`, stored only as a SHA-256 hash (CONTRACT §10). */
+import { createHash, randomBytes } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
+import type { Clock } from '../domain/clock.js';
+import type { Plan } from '../domain/plans.js';
+import { SCOPES, type Scope } from '../domain/scopes.js';
+import type { Account, ApiKey, Store } from '../store/store.js';
+
+export const API_KEY_PATTERN = /^cfk_[A-Za-z0-9_-]{43}$/;
+
+export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey).digest('hex');
+
+export function generateApiKey(): string {
+  return `cfk_${randomBytes(32).toString('base64url')}`;
+}
+
+export interface IssuedKey {
+  key: ApiKey;
+  apiKey: string;
+  account: Account;
+}
+
+export class KeyService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+  ) {}
+
+  async createAccount(plan: Plan): Promise<Account> {
+    const account: Account = { id: uuidv7(), plan, createdAt: this.clock.now(), lastReadyCreatedAt: null };
+    await this.store.createAccount(account);
+    return account;
+  }
+
+  async issueKey(
+    account: Account,
+    options: { scopes?: Scope[]; expiresInMs?: number | null; apiKey?: string } = {},
+  ): Promise<IssuedKey> {
+    const now = this.clock.now();
+    const apiKey = options.apiKey ?? generateApiKey();
+    const key: ApiKey = {
+      id: uuidv7(),
+      accountId: account.id,
+      scopes: options.scopes ?? [...SCOPES],
+      createdAt: now,
+      expiresAt: options.expiresInMs == null ? null : now + options.expiresInMs,
+      revokedAt: null,
+    };
+    await this.store.createApiKey(key, hashApiKey(apiKey));
+    return { key, apiKey, account };
+  }
+
+  /** The key behind a presented secret, if it is known, not revoked and not expired. */
+  async authenticate(apiKey: string): Promise<ApiKey | undefined> {
+    if (!API_KEY_PATTERN.test(apiKey)) return undefined;
+    const key = await this.store.findApiKeyByHash(hashApiKey(apiKey));
+    if (!key || key.revokedAt !== null) return undefined;
+    if (key.expiresAt !== null && key.expiresAt <= this.clock.now()) return undefined;
+    return key;
+  }
+
+  /** First start on an empty database: one free account and one all-scope key (CONTRACT §10). */
+  async bootstrapFirstAccount(initialApiKey: string | null): Promise<IssuedKey | null> {
+    if ((await this.store.listAccounts()).length > 0) return null;
+    const account = await this.createAccount('free');
+    return this.issueKey(account, initialApiKey ? { apiKey: initialApiKey } : {});
+  }
+}

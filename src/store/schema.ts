@@ -1,0 +1,56 @@
+/** Table shapes as Kysely sees them. Times are epoch milliseconds; booleans never stored. */
+export interface AccountsTable {
+  id: string;
+  plan: string;
+  created_at: number;
+  last_ready_created_at: number | null;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  account_id: string;
+  key_hash: string;
+  scopes: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+}
+
+export interface VaultsTable {
+  account_id: string;
+  crypto_version: string;
+  kdf_salt: string;
+  kdf_opslimit: number;
+  kdf_memlimit: number;
+  wrapped_master_key: string;
+  wrapped_master_key_nonce: string;
+  updated_at: number;
+}
+
+export interface BackupsTable {
+  id: string;
+  account_id: string;
+  status: string;
+  created_at: number;
+  expires_at: number;
+  updated_at: number;
+  blob_path: string;
+  blob_key: string | null;
+  ciphertext_size_bytes: number | null;
+  plaintext_size_bytes: number | null;
+  client_version: string | null;
+  hostapp_version: string | null;
+  crypto_version: string;
+  wrapped_dek: string | null;
+  wrapped_dek_nonce: string | null;
+  encrypted_metadata: string | null;
+  encrypted_metadata_nonce: string | null;
+  deleted_at: number | null;
+}
+
+export interface Database {
+  accounts: AccountsTable;
+  api_keys: ApiKeysTable;
+  vaults: VaultsTable;
+  backups: BackupsTable;
+}

@@ -1,0 +1,344 @@
+/** The Store on any Kysely dialect. SQLite and PostgreSQL differ only in how the Kysely instance is built. */
+import { type Kysely, type Selectable, type Transaction, sql } from 'kysely';
+import {
+  IN_FLIGHT_STATUSES,
+  type BackupStatus,
+  type CreateDecision,
+  type CreateSnapshot,
+} from '../domain/backups.js';
+import type { Plan } from '../domain/plans.js';
+import type { Scope } from '../domain/scopes.js';
+import { migrateToLatest } from './migrations.js';
+import type { AccountsTable, ApiKeysTable, BackupsTable, Database, VaultsTable } from './schema.js';
+import type { Account, ApiKey, Backup, BackupCondition, BackupPatch, Store, Vault } from './store.js';
+
+// PostgreSQL bigint columns can arrive as strings; SQLite returns numbers. Normalise once here.
+const num = (value: number | string): number => Number(value);
+const numOrNull = (value: number | string | null): number | null => (value === null ? null : Number(value));
+
+function toAccount(row: Selectable<AccountsTable>): Account {
+  return {
+    id: row.id,
+    plan: row.plan as Plan,
+    createdAt: num(row.created_at),
+    lastReadyCreatedAt: numOrNull(row.last_ready_created_at),
+  };
+}
+
+function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    scopes: row.scopes.split(',').filter(Boolean) as Scope[],
+    createdAt: num(row.created_at),
+    expiresAt: numOrNull(row.expires_at),
+    revokedAt: numOrNull(row.revoked_at),
+  };
+}
+
+function toVault(row: Selectable<VaultsTable>): Vault {
+  return {
+    cryptoVersion: 'v1',
+    kdf: { salt: row.kdf_salt, opslimit: num(row.kdf_opslimit), memlimit: num(row.kdf_memlimit) },
+    wrappedMasterKey: row.wrapped_master_key,
+    wrappedMasterKeyNonce: row.wrapped_master_key_nonce,
+    updatedAt: num(row.updated_at),
+  };
+}
+
+function vaultRow(accountId: string, vault: Vault): VaultsTable {
+  return {
+    account_id: accountId,
+    crypto_version: vault.cryptoVersion,
+    kdf_salt: vault.kdf.salt,
+    kdf_opslimit: vault.kdf.opslimit,
+    kdf_memlimit: vault.kdf.memlimit,
+    wrapped_master_key: vault.wrappedMasterKey,
+    wrapped_master_key_nonce: vault.wrappedMasterKeyNonce,
+    updated_at: vault.updatedAt,
+  };
+}
+
+function toBackup(row: Selectable<BackupsTable>): Backup {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    status: row.status as BackupStatus,
+    createdAt: num(row.created_at),
+    expiresAt: num(row.expires_at),
+    updatedAt: num(row.updated_at),
+    blobPath: row.blob_path,
+    blobKey: row.blob_key,
+    ciphertextSizeBytes: numOrNull(row.ciphertext_size_bytes),
+    plaintextSizeBytes: numOrNull(row.plaintext_size_bytes),
+    clientVersion: row.client_version,
+    hostappVersion: row.hostapp_version,
+    cryptoVersion: 'v1',
+    wrappedDek: row.wrapped_dek,
+    wrappedDekNonce: row.wrapped_dek_nonce,
+    encryptedMetadata: row.encrypted_metadata,
+    encryptedMetadataNonce: row.encrypted_metadata_nonce,
+    deletedAt: numOrNull(row.deleted_at),
+  };
+}
+
+const BACKUP_COLUMNS: Record<keyof BackupPatch, keyof BackupsTable> = {
+  status: 'status',
+  expiresAt: 'expires_at',
+  updatedAt: 'updated_at',
+  blobKey: 'blob_key',
+  ciphertextSizeBytes: 'ciphertext_size_bytes',
+  plaintextSizeBytes: 'plaintext_size_bytes',
+  clientVersion: 'client_version',
+  hostappVersion: 'hostapp_version',
+  cryptoVersion: 'crypto_version',
+  wrappedDek: 'wrapped_dek',
+  wrappedDekNonce: 'wrapped_dek_nonce',
+  encryptedMetadata: 'encrypted_metadata',
+  encryptedMetadataNonce: 'encrypted_metadata_nonce',
+  deletedAt: 'deleted_at',
+};
+
+function backupPatchRow(patch: BackupPatch): Partial<BackupsTable> {
+  const row: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(patch)) {
+    if (value !== undefined) row[BACKUP_COLUMNS[key as keyof BackupPatch]] = value;
+  }
+  return row as Partial<BackupsTable>;
+}
+
+function backupRow(backup: Backup): BackupsTable {
+  const { id, accountId, createdAt, blobPath, ...rest } = backup;
+  return {
+    id,
+    account_id: accountId,
+    created_at: createdAt,
+    blob_path: blobPath,
+    ...(backupPatchRow(rest) as Omit<BackupsTable, 'id' | 'account_id' | 'created_at' | 'blob_path'>),
+  };
+}
+
+export class SqlStore implements Store {
+  constructor(
+    readonly kind: 'sqlite' | 'postgres',
+    private readonly db: Kysely<Database>,
+  ) {}
+
+  async migrate(): Promise<void> {
+    await migrateToLatest(this.db as Kysely<unknown>);
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+
+  async ping(): Promise<void> {
+    await sql`select 1`.execute(this.db);
+  }
+
+  async createAccount(account: Account): Promise<void> {
+    await this.db
+      .insertInto('accounts')
+      .values({
+        id: account.id,
+        plan: account.plan,
+        created_at: account.createdAt,
+        last_ready_created_at: account.lastReadyCreatedAt,
+      })
+      .execute();
+  }
+
+  async getAccount(id: string): Promise<Account | undefined> {
+    const row = await this.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
+    return row && toAccount(row);
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    const rows = await this.db.selectFrom('accounts').selectAll().orderBy('created_at').orderBy('id').execute();
+    return rows.map(toAccount);
+  }
+
+  async setPlan(accountId: string, plan: Plan): Promise<boolean> {
+    const result = await this.db.updateTable('accounts').set({ plan }).where('id', '=', accountId).executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async createApiKey(key: ApiKey, keyHash: string): Promise<void> {
+    await this.db
+      .insertInto('api_keys')
+      .values({
+        id: key.id,
+        account_id: key.accountId,
+        key_hash: keyHash,
+        scopes: key.scopes.join(','),
+        created_at: key.createdAt,
+        expires_at: key.expiresAt,
+        revoked_at: key.revokedAt,
+      })
+      .execute();
+  }
+
+  async findApiKeyByHash(keyHash: string): Promise<ApiKey | undefined> {
+    const row = await this.db.selectFrom('api_keys').selectAll().where('key_hash', '=', keyHash).executeTakeFirst();
+    return row && toApiKey(row);
+  }
+
+  async listApiKeys(accountId?: string): Promise<ApiKey[]> {
+    let query = this.db.selectFrom('api_keys').selectAll();
+    if (accountId !== undefined) query = query.where('account_id', '=', accountId);
+    const rows = await query.orderBy('created_at').orderBy('id').execute();
+    return rows.map(toApiKey);
+  }
+
+  async revokeApiKey(keyId: string, at: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable('api_keys')
+      .set({ revoked_at: at })
+      .where('id', '=', keyId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async getVault(accountId: string): Promise<Vault | undefined> {
+    const row = await this.db.selectFrom('vaults').selectAll().where('account_id', '=', accountId).executeTakeFirst();
+    return row && toVault(row);
+  }
+
+  async createVault(accountId: string, vault: Vault): Promise<boolean> {
+    const result = await this.db
+      .insertInto('vaults')
+      .values(vaultRow(accountId, vault))
+      .onConflict((oc) => oc.column('account_id').doNothing())
+      .executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+  }
+
+  async replaceVault(accountId: string, vault: Vault): Promise<boolean> {
+    const { account_id: _, ...columns } = vaultRow(accountId, vault);
+    const result = await this.db
+      .updateTable('vaults')
+      .set(columns)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async deleteVault(accountId: string): Promise<boolean> {
+    const result = await this.db.deleteFrom('vaults').where('account_id', '=', accountId).executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  async createBackup(
+    accountId: string,
+    now: number,
+    decide: (snapshot: CreateSnapshot) => CreateDecision,
+    backup: Backup,
+  ): Promise<CreateDecision> {
+    return this.db.transaction().execute(async (trx) => {
+      // Writing the account row first takes the write lock (SQLite) or the row lock (PostgreSQL), so
+      // concurrent creates for one account run one after another and see each other's slot.
+      const account = await this.lockAccount(trx, accountId);
+      const vault = await trx.selectFrom('vaults').select('account_id').where('account_id', '=', accountId).executeTakeFirst();
+      const inFlight = await trx
+        .selectFrom('backups')
+        .select('id')
+        .where('account_id', '=', accountId)
+        .where('status', 'in', IN_FLIGHT_STATUSES)
+        .where('expires_at', '>', now)
+        .orderBy('created_at', 'desc')
+        .executeTakeFirst();
+      const decision = decide({
+        plan: account.plan,
+        vaultInitialized: vault !== undefined,
+        inFlightBackupId: inFlight?.id ?? null,
+        lastReadyCreatedAt: account.lastReadyCreatedAt,
+      });
+      if (decision.allowed) await trx.insertInto('backups').values(backupRow(backup)).execute();
+      return decision;
+    });
+  }
+
+  private async lockAccount(trx: Transaction<Database>, accountId: string): Promise<Account> {
+    const row = await trx
+      .updateTable('accounts')
+      .set({ plan: sql`plan` })
+      .where('id', '=', accountId)
+      .returningAll()
+      .executeTakeFirst();
+    if (!row) throw new Error(`account ${accountId} does not exist`);
+    return toAccount(row);
+  }
+
+  async getBackup(id: string): Promise<Backup | undefined> {
+    const row = await this.db.selectFrom('backups').selectAll().where('id', '=', id).executeTakeFirst();
+    return row && toBackup(row);
+  }
+
+  async listBackups(accountId: string, statuses: readonly BackupStatus[]): Promise<Backup[]> {
+    const rows = await this.db
+      .selectFrom('backups')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('status', 'in', statuses)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .execute();
+    return rows.map(toBackup);
+  }
+
+  updateBackup(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined> {
+    return this.conditionalUpdate(this.db, id, condition, patch);
+  }
+
+  markReady(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined> {
+    return this.db.transaction().execute(async (trx) => {
+      const backup = await this.conditionalUpdate(trx, id, condition, { ...patch, status: 'READY' });
+      if (backup) {
+        await trx
+          .updateTable('accounts')
+          .set({ last_ready_created_at: backup.createdAt })
+          .where('id', '=', backup.accountId)
+          .where((eb) =>
+            eb.or([eb('last_ready_created_at', 'is', null), eb('last_ready_created_at', '<', backup.createdAt)]),
+          )
+          .execute();
+      }
+      return backup;
+    });
+  }
+
+  private async conditionalUpdate(
+    db: Kysely<Database>,
+    id: string,
+    condition: BackupCondition,
+    patch: BackupPatch,
+  ): Promise<Backup | undefined> {
+    let query = db
+      .updateTable('backups')
+      .set(backupPatchRow(patch))
+      .where('id', '=', id)
+      .where('status', 'in', condition.statuses);
+    if (condition.ciphertextSizeBytes !== undefined) {
+      query = query.where('ciphertext_size_bytes', '=', condition.ciphertextSizeBytes);
+    }
+    const row = await query.returningAll().executeTakeFirst();
+    return row && toBackup(row);
+  }
+
+  async listSweepCandidates(now: number, accountId?: string): Promise<Backup[]> {
+    let query = this.db
+      .selectFrom('backups')
+      .selectAll()
+      .where((eb) =>
+        eb.or([
+          eb.and([eb('status', 'in', IN_FLIGHT_STATUSES), eb('expires_at', '<=', now)]),
+          eb.and([eb('status', '=', 'READY'), eb('expires_at', '<=', now)]),
+          eb('status', 'in', ['FAILED', 'DELETING']),
+        ]),
+      );
+    if (accountId !== undefined) query = query.where('account_id', '=', accountId);
+    const rows = await query.orderBy('created_at').limit(500).execute();
+    return rows.map(toBackup);
+  }
+}

@@ -1,0 +1,103 @@
+/** The metadata store: one interface, one implementation per engine (SQLite embedded, PostgreSQL scale-out). */
+import type { BackupStatus, CreateDecision, CreateSnapshot } from '../domain/backups.js';
+import type { Plan } from '../domain/plans.js';
+import type { Scope } from '../domain/scopes.js';
+
+export interface Account {
+  id: string;
+  plan: Plan;
+  createdAt: number;
+  lastReadyCreatedAt: number | null;
+}
+
+export interface Vault {
+  cryptoVersion: 'v1';
+  kdf: { salt: string; opslimit: number; memlimit: number };
+  wrappedMasterKey: string;
+  wrappedMasterKeyNonce: string;
+  updatedAt: number;
+}
+
+export interface ApiKey {
+  id: string;
+  accountId: string;
+  scopes: Scope[];
+  createdAt: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
+}
+
+export interface Backup {
+  id: string;
+  accountId: string;
+  status: BackupStatus;
+  createdAt: number;
+  expiresAt: number;
+  updatedAt: number;
+  blobPath: string;
+  /** Where the uploaded ciphertext lives in the BlobStore; unique per upload attempt. */
+  blobKey: string | null;
+  ciphertextSizeBytes: number | null;
+  plaintextSizeBytes: number | null;
+  clientVersion: string | null;
+  hostappVersion: string | null;
+  cryptoVersion: 'v1';
+  wrappedDek: string | null;
+  wrappedDekNonce: string | null;
+  encryptedMetadata: string | null;
+  encryptedMetadataNonce: string | null;
+  deletedAt: number | null;
+}
+
+export type BackupPatch = Partial<Omit<Backup, 'id' | 'accountId' | 'createdAt' | 'blobPath'>>;
+
+export interface BackupCondition {
+  statuses: readonly BackupStatus[];
+  ciphertextSizeBytes?: number;
+}
+
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres';
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+  /** Reachability probe for readiness checks. */
+  ping(): Promise<void>;
+
+  createAccount(account: Account): Promise<void>;
+  getAccount(id: string): Promise<Account | undefined>;
+  listAccounts(): Promise<Account[]>;
+  setPlan(accountId: string, plan: Plan): Promise<boolean>;
+
+  createApiKey(key: ApiKey, keyHash: string): Promise<void>;
+  findApiKeyByHash(keyHash: string): Promise<ApiKey | undefined>;
+  listApiKeys(accountId?: string): Promise<ApiKey[]>;
+  revokeApiKey(keyId: string, at: number): Promise<boolean>;
+
+  getVault(accountId: string): Promise<Vault | undefined>;
+  /** Stores the vault unless one exists; true when it was created. */
+  createVault(accountId: string, vault: Vault): Promise<boolean>;
+  /** Replaces an existing vault; false when there is none. */
+  replaceVault(accountId: string, vault: Vault): Promise<boolean>;
+  /** Removes the vault; true when one existed. */
+  deleteVault(accountId: string): Promise<boolean>;
+
+  /**
+   * Atomically reads the account's create snapshot at `now`, asks `decide`, and inserts `backup` when allowed.
+   * Concurrent calls for one account are serialized by the database, so at most one is allowed.
+   */
+  createBackup(
+    accountId: string,
+    now: number,
+    decide: (snapshot: CreateSnapshot) => CreateDecision,
+    backup: Backup,
+  ): Promise<CreateDecision>;
+  getBackup(id: string): Promise<Backup | undefined>;
+  /** The account's backups in the given statuses, newest first. */
+  listBackups(accountId: string, statuses: readonly BackupStatus[]): Promise<Backup[]>;
+  /** Compare-and-set: applies `patch` only when the record matches `condition`; returns the new record. */
+  updateBackup(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined>;
+  /** Like updateBackup to READY, and records the backup's createdAt as the account's last READY (cadence). */
+  markReady(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined>;
+  /** Records needing sweeper action at `now` (expired in-flight, FAILED, expired READY, DELETING). */
+  listSweepCandidates(now: number, accountId?: string): Promise<Backup[]>;
+}

@@ -1,0 +1,44 @@
+/** Starts a real Coffer server on a real loopback port with its own data directory (and optionally a test clock). */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { type Config, loadConfig } from '../../src/config.js';
+import type { Clock } from '../../src/domain/clock.js';
+import type { Plan } from '../../src/domain/plans.js';
+import type { Scope } from '../../src/domain/scopes.js';
+import { type Server, startServer } from '../../src/server/compose.js';
+
+export interface TestServer extends Server {
+  dataDir: string;
+  /** Issues a key on a new account (or the given one). */
+  newKey(options?: { plan?: Plan; scopes?: Scope[]; accountId?: string; expiresInMs?: number }): Promise<{
+    apiKey: string;
+    accountId: string;
+    keyId: string;
+  }>;
+}
+
+export function tempDir(prefix = 'coffer-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export async function startTestServer(
+  options: { env?: Record<string, string>; clock?: Clock; dataDir?: string } = {},
+): Promise<TestServer> {
+  const dataDir = options.dataDir ?? tempDir();
+  const config: Config = loadConfig({ PORT: '0', HOST: '127.0.0.1', COFFER_DATA_DIR: dataDir, ...options.env });
+  const server = await startServer(config, { clock: options.clock });
+  if (!options.env?.COFFER_PUBLIC_URL) config.publicUrl = server.url;
+  return {
+    ...server,
+    dataDir,
+    async newKey({ plan = 'free', scopes, accountId, expiresInMs } = {}) {
+      const keys = server.parts.keys;
+      const account = accountId
+        ? (await server.parts.store.getAccount(accountId))!
+        : await keys.createAccount(plan);
+      const issued = await keys.issueKey(account, { scopes, expiresInMs });
+      return { apiKey: issued.apiKey, accountId: account.id, keyId: issued.key.id };
+    },
+  };
+}

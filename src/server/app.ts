@@ -124,9 +124,14 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     backupReadRoutes(scope, ctx);
   });
 
-  // Routes that take JSON: an empty body reads as absent; anything but JSON is 415.
+  // Routes that take JSON: an empty body reads as absent. These operations do not declare 415, so another
+  // content type is a 400 validation_failed (SPEC's declared statuses win over CONTRACT §9's 415 here).
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_request, payload, done) => {
+      payload.resume();
+      done(AppError.validation([{ path: '(body)', message: 'must be sent as application/json' }]), undefined);
+    });
     scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
       const text = body as string;
       if (text.trim() === '') return done(null, undefined);

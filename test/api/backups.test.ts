@@ -297,7 +297,7 @@ describe('GET /api/backups/{id}/content', () => {
     const ranged = await call('GET', `/api/backups/${id}/content`, { headers: { range: 'bytes=100-199' } });
     expect(ranged.status).toBe(206);
     expect(ranged.headers.get('content-range')).toBe('bytes 100-199/1000');
-    expect(Buffer.from(ranged.text, 'latin1').length).toBe(100);
+    expect(ranged.raw.length).toBe(100);
     const etag = ranged.headers.get('etag')!;
     const resumed = await fetch(`${fx.server.url}/api/backups/${id}/content`, {
       headers: { range: 'bytes=900-', 'if-range': etag, 'x-api-key': '' , authorization: (await authOf(id)) },

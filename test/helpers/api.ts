@@ -4,6 +4,7 @@ export interface ApiResponse<T = unknown> {
   headers: Headers;
   body: T;
   text: string;
+  raw: Buffer;
 }
 
 export function api(baseUrl: string, apiKey?: string) {
@@ -19,10 +20,11 @@ export function api(baseUrl: string, apiKey?: string) {
       headers['content-type'] ??= 'application/json';
     }
     const response = await fetch(`${baseUrl}${path}`, { method, headers, body, duplex: 'half' } as RequestInit);
-    const text = await response.text();
+    const raw = Buffer.from(await response.arrayBuffer());
+    const text = raw.toString('utf8');
     let parsed: unknown = text;
     if ((response.headers.get('content-type') ?? '').includes('application/json')) parsed = JSON.parse(text);
-    return { status: response.status, headers: response.headers, body: parsed as T, text };
+    return { status: response.status, headers: response.headers, body: parsed as T, text, raw };
   };
 }
 

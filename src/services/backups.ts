@@ -233,8 +233,9 @@ export class BackupService {
     if (!isUuid(id)) return undefined;
     let backup = await this.store.getBackup(id);
     if (!backup || backup.accountId !== accountId) return undefined;
+    if (!isVisible(backup.status)) return undefined;
     if (sweepActionFor(backup.status, backup.expiresAt, this.clock.now()) !== null) {
-      backup = (await this.sweepOne(backup)) ?? backup;
+      backup = (await this.sweepOne(backup)) ?? (await this.store.getBackup(id))!;
     }
     return isVisible(backup.status) ? backup : undefined;
   }
@@ -371,7 +372,10 @@ export class BackupService {
       { statuses: ['DELETING'] },
       { status: 'DELETED', deletedAt: now, updatedAt: now },
     );
-    return deleted && this.changed(deleted);
+    if (deleted) return this.changed(deleted);
+    // Someone else (the sweeper) finished it first: the outcome is the same.
+    const current = await this.store.getBackup(deleting.id);
+    return current?.status === 'DELETED' ? current : undefined;
   }
 
   // ---- sweeping (expiry, pruning, unfinished deletes) ----

@@ -58,6 +58,19 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('api_keys_account').on('api_keys').column('account_id').execute();
     },
   },
+  '0002_settings_and_blob_keys': {
+    async up(db: Kysely<unknown>) {
+      // Secrets shared by every node (e.g. the blob-host signing token), created once at first start.
+      await db.schema
+        .createTable('settings')
+        .addColumn('name', 'text', (c) => c.primaryKey())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .execute();
+      // The orphan sweeper asks "which of these blob keys does a record still reference?".
+      await db.schema.createIndex('backups_blob_key').on('backups').column('blob_key').execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -48,7 +48,14 @@ export interface BackupsTable {
   deleted_at: number | null;
 }
 
+export interface SettingsTable {
+  name: string;
+  value: string;
+  created_at: number;
+}
+
 export interface Database {
+  settings: SettingsTable;
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
   vaults: VaultsTable;

@@ -119,6 +119,9 @@ function backupRow(backup: Backup): BackupsTable {
 }
 
 export class SqlStore implements Store {
+  /** Exclusive sections held by this process (the whole story for SQLite, which serves one node). */
+  private readonly held = new Set<string>();
+
   constructor(
     readonly kind: 'sqlite' | 'postgres',
     private readonly db: Kysely<Database>,
@@ -341,4 +344,54 @@ export class SqlStore implements Store {
     const rows = await query.orderBy('created_at').limit(500).execute();
     return rows.map(toBackup);
   }
+
+  async liveBlobKeys(blobKeys: readonly string[]): Promise<Set<string>> {
+    const live = new Set<string>();
+    for (let i = 0; i < blobKeys.length; i += 500) {
+      const rows = await this.db
+        .selectFrom('backups')
+        .select('blob_key')
+        .where('blob_key', 'in', blobKeys.slice(i, i + 500))
+        .where('status', '!=', 'DELETED')
+        .execute();
+      for (const row of rows) if (row.blob_key !== null) live.add(row.blob_key);
+    }
+    return live;
+  }
+
+  async ensureSetting(name: string, initial: string, now: number): Promise<string> {
+    await this.db
+      .insertInto('settings')
+      .values({ name, value: initial, created_at: now })
+      .onConflict((oc) => oc.column('name').doNothing())
+      .execute();
+    const row = await this.db.selectFrom('settings').select('value').where('name', '=', name).executeTakeFirstOrThrow();
+    return row.value;
+  }
+
+  async tryExclusive<T>(name: string, task: () => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }> {
+    if (this.held.has(name)) return { ran: false };
+    this.held.add(name);
+    try {
+      if (this.kind === 'sqlite') return { ran: true, value: await task() };
+      // A session-level advisory lock on one reserved connection: released by the unlock below, or by
+      // PostgreSQL itself when a crashed node's connection goes away. Keyed per schema, so deployments
+      // (or test runs) sharing a database in different schemas do not block each other.
+      return await this.db.connection().execute(async (connection) => {
+        const key = sql`${sql.lit(ADVISORY_LOCK_CLASS)}, hashtext(current_schema() || ':' || ${name})`;
+        const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_lock(${key}) as locked`.execute(connection);
+        if (!rows[0]?.locked) return { ran: false as const };
+        try {
+          return { ran: true as const, value: await task() };
+        } finally {
+          await sql`select pg_advisory_unlock(${key})`.execute(connection);
+        }
+      });
+    } finally {
+      this.held.delete(name);
+    }
+  }
 }
+
+/** First key of every Coffer advisory lock ("COFF"), so they never collide with other applications' locks. */
+const ADVISORY_LOCK_CLASS = 0x434f4646;

@@ -100,4 +100,14 @@ export interface Store {
   markReady(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined>;
   /** Records needing sweeper action at `now` (expired in-flight, FAILED, expired READY, DELETING). */
   listSweepCandidates(now: number, accountId?: string): Promise<Backup[]>;
+  /** The subset of `blobKeys` still referenced by a record that is not DELETED (orphan sweeping). */
+  liveBlobKeys(blobKeys: readonly string[]): Promise<Set<string>>;
+
+  /** The stored value of a shared setting; stores `initial` first when there is none (first writer wins). */
+  ensureSetting(name: string, initial: string, now: number): Promise<string>;
+  /**
+   * Runs `task` only if no other holder of the lock `name` is running one: across every node for PostgreSQL
+   * (an advisory lock), within this process for SQLite (an embedded, single-node database).
+   */
+  tryExclusive<T>(name: string, task: () => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }>;
 }

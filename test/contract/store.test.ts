@@ -1,0 +1,339 @@
+/**
+ * ONE contract suite for the metadata Store, run against every engine: embedded SQLite and the real
+ * PostgreSQL (its own schema per run). Concurrency cases use several independent handles on the same
+ * database ("nodes": separate connection pools for PostgreSQL).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { v7 as uuidv7 } from 'uuid';
+import { decideCreate, type BackupStatus } from '../../src/domain/backups.js';
+import { openPostgresStore } from '../../src/store/postgres.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import type { Account, Backup, Store, Vault } from '../../src/store/store.js';
+import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
+import { tempDir } from '../helpers/server.js';
+
+interface Engine {
+  name: string;
+  skip: boolean;
+  /** Opens the database for the suite; returns the main handle. */
+  setUp(): Promise<Store>;
+  /** Another handle on the same database, as a second node holds it. */
+  peer(): Promise<Store>;
+  tearDown(): Promise<void>;
+}
+
+function sqliteEngine(): Engine {
+  let store: Store;
+  return {
+    name: 'sqlite',
+    skip: false,
+    async setUp() {
+      store = openSqliteStore(tempDir('coffer-store-'));
+      await store.migrate();
+      return store;
+    },
+    // better-sqlite3 is synchronous: a second connection in the same process would block the event loop
+    // on the file lock, and SQLite serves one node anyway. The peer is the same handle.
+    async peer() {
+      return store;
+    },
+    async tearDown() {
+      await store.close();
+    },
+  };
+}
+
+function postgresEngine(): Engine {
+  let schema: TestSchema;
+  const opened: Store[] = [];
+  return {
+    name: 'postgres',
+    skip: skipPg,
+    async setUp() {
+      requirePg();
+      schema = await createTestSchema('coffer_store');
+      const store = openPostgresStore(schema.url);
+      opened.push(store);
+      await store.migrate();
+      return store;
+    },
+    async peer() {
+      const store = openPostgresStore(schema.url);
+      opened.push(store);
+      await store.migrate(); // a second node starting: migrations are idempotent
+      return store;
+    },
+    async tearDown() {
+      await Promise.all(opened.map((store) => store.close()));
+      await schema?.drop();
+    },
+  };
+}
+
+const T0 = Date.parse('2026-11-21T10:00:00.000Z');
+const HOUR = 3_600_000;
+
+function vault(fill = 'A'): Vault {
+  return {
+    cryptoVersion: 'v1',
+    kdf: { salt: fill.repeat(24), opslimit: 4_294_967_295, memlimit: 4_398_046_511_104 },
+    wrappedMasterKey: fill.repeat(64),
+    wrappedMasterKeyNonce: fill.repeat(32),
+    updatedAt: T0,
+  };
+}
+
+function backup(accountId: string, overrides: Partial<Backup> = {}): Backup {
+  const id = overrides.id ?? uuidv7();
+  return {
+    id,
+    accountId,
+    status: 'PENDING_UPLOAD',
+    createdAt: T0,
+    expiresAt: T0 + HOUR,
+    updatedAt: T0,
+    blobPath: `backups/${accountId}/${id}`,
+    blobKey: null,
+    ciphertextSizeBytes: null,
+    plaintextSizeBytes: null,
+    clientVersion: null,
+    hostappVersion: null,
+    cryptoVersion: 'v1',
+    wrappedDek: null,
+    wrappedDekNonce: null,
+    encryptedMetadata: null,
+    encryptedMetadataNonce: null,
+    deletedAt: null,
+    ...overrides,
+  };
+}
+
+describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engine) => {
+  let store: Store;
+
+  beforeAll(async () => {
+    if (!engine.skip) store = await engine.setUp();
+  });
+  afterAll(async () => {
+    if (!engine.skip) await engine.tearDown();
+  });
+
+  async function newAccount(plan: Account['plan'] = 'free', withVault = true): Promise<Account> {
+    const account: Account = { id: uuidv7(), plan, createdAt: T0, lastReadyCreatedAt: null };
+    await store.createAccount(account);
+    if (withVault) await store.createVault(account.id, vault());
+    return account;
+  }
+
+  /** Inserts a record through createBackup with an always-allow decision. */
+  async function insert(record: Backup): Promise<Backup> {
+    const decision = await store.createBackup(record.accountId, record.createdAt, () => ({ allowed: true }), record);
+    expect(decision.allowed).toBe(true);
+    return record;
+  }
+
+  it.skipIf(engine.skip)('migrates idempotently and answers ping', async () => {
+    await store.migrate();
+    await store.ping();
+    expect(store.kind).toBe(engine.name);
+  });
+
+  it.skipIf(engine.skip)('accounts: create, read, list, set plan; times come back as numbers', async () => {
+    const account = await newAccount('plus', false);
+    expect(await store.getAccount(account.id)).toEqual(account);
+    expect(await store.getAccount(uuidv7())).toBeUndefined();
+    expect((await store.listAccounts()).map((a) => a.id)).toContain(account.id);
+    expect(await store.setPlan(account.id, 'pro')).toBe(true);
+    expect(await store.setPlan(uuidv7(), 'pro')).toBe(false);
+    const read = await store.getAccount(account.id);
+    expect(read?.plan).toBe('pro');
+    expect(typeof read?.createdAt).toBe('number');
+  });
+
+  it.skipIf(engine.skip)('API keys: stored by hash, listed, revoked once', async () => {
+    const account = await newAccount();
+    const key = {
+      id: uuidv7(),
+      accountId: account.id,
+      scopes: ['backups:read', 'backups:write'] as ('backups:read' | 'backups:write')[],
+      createdAt: T0,
+      expiresAt: T0 + 30 * 24 * HOUR,
+      revokedAt: null,
+    };
+    const hash = `hash-${key.id}`;
+    await store.createApiKey(key, hash);
+    expect(await store.findApiKeyByHash(hash)).toEqual(key);
+    expect(await store.findApiKeyByHash('nope')).toBeUndefined();
+    expect((await store.listApiKeys(account.id)).map((k) => k.id)).toEqual([key.id]);
+    expect(await store.revokeApiKey(key.id, T0 + 1)).toBe(true);
+    expect(await store.revokeApiKey(key.id, T0 + 2)).toBe(false);
+    expect((await store.findApiKeyByHash(hash))?.revokedAt).toBe(T0 + 1);
+    await expect(store.createApiKey({ ...key, id: uuidv7() }, hash)).rejects.toThrow();
+  });
+
+  it.skipIf(engine.skip)('vaults: create once, replace, delete; 2^42 memlimit survives', async () => {
+    const account = await newAccount('free', false);
+    expect(await store.getVault(account.id)).toBeUndefined();
+    expect(await store.replaceVault(account.id, vault('B'))).toBe(false);
+    expect(await store.createVault(account.id, vault('A'))).toBe(true);
+    expect(await store.createVault(account.id, vault('B'))).toBe(false);
+    expect(await store.getVault(account.id)).toEqual(vault('A'));
+    expect(await store.replaceVault(account.id, { ...vault('C'), updatedAt: T0 + 5 })).toBe(true);
+    expect(await store.getVault(account.id)).toEqual({ ...vault('C'), updatedAt: T0 + 5 });
+    expect(await store.deleteVault(account.id)).toBe(true);
+    expect(await store.deleteVault(account.id)).toBe(false);
+  });
+
+  it.skipIf(engine.skip)('createBackup hands the snapshot to the decision and inserts only when allowed', async () => {
+    const noVault = await newAccount('free', false);
+    const refused = await store.createBackup(noVault.id, T0, (s) => decideCreate(s, T0), backup(noVault.id));
+    expect(refused).toEqual({ allowed: false, reason: 'vault_not_initialized' });
+    expect(await store.listBackups(noVault.id, ['PENDING_UPLOAD'])).toEqual([]);
+
+    const account = await newAccount('pro');
+    const first = backup(account.id);
+    const snapshots: unknown[] = [];
+    const decide = (s: Parameters<typeof decideCreate>[0]) => {
+      snapshots.push(s);
+      return decideCreate(s, T0);
+    };
+    expect(await store.createBackup(account.id, T0, decide, first)).toEqual({ allowed: true });
+    expect(await store.getBackup(first.id)).toEqual(first);
+    expect(await store.createBackup(account.id, T0, decide, backup(account.id))).toEqual({
+      allowed: false,
+      reason: 'upload_in_progress',
+      backupId: first.id,
+    });
+    expect(snapshots[0]).toEqual({ plan: 'pro', vaultInitialized: true, inFlightBackupId: null, lastReadyCreatedAt: null });
+    // An expired slot no longer counts as in flight.
+    const later = T0 + 2 * HOUR;
+    const second = backup(account.id, { createdAt: later, expiresAt: later + HOUR, updatedAt: later });
+    expect(await store.createBackup(account.id, later, (s) => decideCreate(s, later), second)).toEqual({ allowed: true });
+    await expect(store.createBackup(uuidv7(), T0, () => ({ allowed: true }), backup(uuidv7()))).rejects.toThrow();
+  });
+
+  it.skipIf(engine.skip)('concurrent creates for one account from several nodes: exactly one is allowed', async () => {
+    const account = await newAccount();
+    const nodes = [store, await engine.peer(), await engine.peer()];
+    const attempts = Array.from({ length: 12 }, (_, i) =>
+      nodes[i % nodes.length]!.createBackup(account.id, T0, (s) => decideCreate(s, T0), backup(account.id)),
+    );
+    const decisions = await Promise.all(attempts);
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(1);
+    expect(decisions.filter((d) => !d.allowed && d.reason === 'upload_in_progress')).toHaveLength(11);
+    expect(await store.listBackups(account.id, ['PENDING_UPLOAD'])).toHaveLength(1);
+  });
+
+  it.skipIf(engine.skip)('lists newest first, filtered by status', async () => {
+    const account = await newAccount();
+    const a = await insert(backup(account.id, { createdAt: T0, status: 'READY' }));
+    const b = await insert(backup(account.id, { createdAt: T0 + 10, status: 'DELETED' }));
+    const c = await insert(backup(account.id, { createdAt: T0 + 20, status: 'FAILED' }));
+    expect((await store.listBackups(account.id, ['READY', 'FAILED'])).map((x) => x.id)).toEqual([c.id, a.id]);
+    expect((await store.listBackups(account.id, ['DELETED'])).map((x) => x.id)).toEqual([b.id]);
+  });
+
+  it.skipIf(engine.skip)('updateBackup is a compare-and-set on status (and size); markReady moves the cadence clock', async () => {
+    const account = await newAccount();
+    const record = await insert(backup(account.id, { createdAt: T0 + 100 }));
+    expect(await store.updateBackup(record.id, { statuses: ['UPLOADED'] }, { status: 'READY' })).toBeUndefined();
+    const uploaded = await store.updateBackup(
+      record.id,
+      { statuses: ['PENDING_UPLOAD'] },
+      { status: 'UPLOADED', blobKey: `${record.blobPath}/x.bin`, ciphertextSizeBytes: 52_428_800, updatedAt: T0 + 200 },
+    );
+    expect(uploaded).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: 52_428_800, updatedAt: T0 + 200 });
+    expect(await store.markReady(record.id, { statuses: ['UPLOADED'], ciphertextSizeBytes: 1 }, {})).toBeUndefined();
+    const ready = await store.markReady(
+      record.id,
+      { statuses: ['UPLOADED'], ciphertextSizeBytes: 52_428_800 },
+      { wrappedDek: 'dek', plaintextSizeBytes: 9_007_199_254_740_991, expiresAt: T0 + 7 * 24 * HOUR, updatedAt: T0 + 300 },
+    );
+    expect(ready).toMatchObject({ status: 'READY', wrappedDek: 'dek', plaintextSizeBytes: 9_007_199_254_740_991 });
+    expect((await store.getAccount(account.id))?.lastReadyCreatedAt).toBe(T0 + 100);
+
+    // An older backup reaching READY does not move the cadence clock back.
+    const older = await insert(
+      backup(account.id, { createdAt: T0 + 50, status: 'UPLOADED', ciphertextSizeBytes: 1, expiresAt: T0 + 10 * HOUR }),
+    );
+    await store.markReady(older.id, { statuses: ['UPLOADED'] }, {});
+    expect((await store.getAccount(account.id))?.lastReadyCreatedAt).toBe(T0 + 100);
+  });
+
+  it.skipIf(engine.skip)('concurrent compare-and-set: one winner', async () => {
+    const account = await newAccount();
+    const record = await insert(backup(account.id));
+    const nodes = [store, await engine.peer()];
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        nodes[i % 2]!.updateBackup(record.id, { statuses: ['PENDING_UPLOAD'] }, { status: 'UPLOADED', blobKey: `k${i}` }),
+      ),
+    );
+    expect(results.filter(Boolean)).toHaveLength(1);
+  });
+
+  it.skipIf(engine.skip)('sweep candidates: expired in-flight, FAILED, expired READY, DELETING', async () => {
+    const account = await newAccount();
+    const now = T0 + 5 * HOUR;
+    const make = (status: BackupStatus, expiresAt: number) => insert(backup(account.id, { status, expiresAt }));
+    const due = [
+      await make('PENDING_UPLOAD', now),
+      await make('UPLOADED', now - 1),
+      await make('FAILED', now + HOUR),
+      await make('READY', now - HOUR),
+      await make('DELETING', now + HOUR),
+    ];
+    await make('PENDING_UPLOAD', now + 1);
+    await make('READY', now + HOUR);
+    await make('DELETED', now - HOUR);
+    const ids = (await store.listSweepCandidates(now, account.id)).map((b) => b.id).sort();
+    expect(ids).toEqual(due.map((b) => b.id).sort());
+    expect((await store.listSweepCandidates(now)).map((b) => b.id)).toEqual(expect.arrayContaining(ids));
+  });
+
+  it.skipIf(engine.skip)('liveBlobKeys: keys referenced by a record that is not DELETED', async () => {
+    const account = await newAccount();
+    const live = await insert(backup(account.id, { status: 'READY', blobKey: 'backups/a/live.bin' }));
+    await insert(backup(account.id, { status: 'DELETING', blobKey: 'backups/a/deleting.bin' }));
+    await insert(backup(account.id, { status: 'DELETED', blobKey: 'backups/a/gone.bin' }));
+    const keys = ['backups/a/live.bin', 'backups/a/deleting.bin', 'backups/a/gone.bin', 'backups/a/never.bin'];
+    expect([...(await store.liveBlobKeys(keys))].sort()).toEqual(['backups/a/deleting.bin', 'backups/a/live.bin']);
+    expect(await store.liveBlobKeys([])).toEqual(new Set());
+    const many = Array.from({ length: 1200 }, (_, i) => `backups/none/${i}.bin`).concat(live.blobKey!);
+    expect(await store.liveBlobKeys(many)).toEqual(new Set([live.blobKey]));
+  });
+
+  it.skipIf(engine.skip)('ensureSetting: the first writer wins, on every node', async () => {
+    const nodes = [store, await engine.peer(), await engine.peer()];
+    const values = await Promise.all(nodes.map((node, i) => node.ensureSetting('contract.secret', `value-${i}`, T0)));
+    expect(new Set(values).size).toBe(1);
+    expect(await store.ensureSetting('contract.secret', 'other', T0)).toBe(values[0]);
+  });
+
+  it.skipIf(engine.skip)('tryExclusive: one holder at a time across nodes, released after the task (and after a throw)', async () => {
+    const nodes = [store, await engine.peer(), await engine.peer()];
+    let running = 0;
+    let maxRunning = 0;
+    const task = async () => {
+      running += 1;
+      maxRunning = Math.max(maxRunning, running);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      running -= 1;
+      return 'done';
+    };
+    const results = await Promise.all(nodes.map((node) => node.tryExclusive('sweeper', task)));
+    expect(results.filter((r) => r.ran)).toHaveLength(1);
+    expect(results.find((r) => r.ran)).toEqual({ ran: true, value: 'done' });
+    expect(maxRunning).toBe(1);
+
+    await expect(store.tryExclusive('sweeper', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(await nodes[1]!.tryExclusive('sweeper', async () => 42)).toEqual({ ran: true, value: 42 });
+    // Different names do not exclude each other.
+    const [x, y] = await Promise.all([
+      store.tryExclusive('a', async () => store.tryExclusive('b', async () => 1)),
+      Promise.resolve(),
+    ]);
+    expect(x).toEqual({ ran: true, value: { ran: true, value: 1 } });
+    expect(y).toBeUndefined();
+  });
+});

@@ -16,6 +16,7 @@ import { EventStreamHub } from '../events/streams.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { BackupService } from '../services/backups.js';
 import type { KeyService } from '../services/keys.js';
+import { discoveryRoutes } from '../discovery/routes.js';
 import { authenticator } from './auth.js';
 import { sendError, toAppError } from './errors.js';
 
@@ -111,6 +112,9 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     reply.header('cache-control', 'public, max-age=300').header('access-control-allow-origin', '*');
     return app.swagger();
   });
+
+  // Public, read-only discovery surface (docs, /.well-known, /api-docs, /mcp, A2A, /healthz): src/discovery.
+  await app.register(discoveryRoutes, { config: parts.config });
 
   // Routes that take no body: any body sent is drained and ignored, whatever its type.
   await app.register(async (scope) => {

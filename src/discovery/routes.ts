@@ -1,0 +1,200 @@
+/**
+ * The public discovery surface: documentation, /.well-known files, the API reference page, the read-only MCP server
+ * and the A2A endpoint. Registered once by the app (before the API scopes). Everything here is public, read-only
+ * and generated from ./content plus the OpenAPI document, lazily and once per public URL.
+ */
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config.js';
+import { handleA2aRequest, JSON_RPC, type JsonRpcReply, rpcError } from './a2a.js';
+import { loadContent } from './content.js';
+import {
+  A2A_PATH,
+  buildSite,
+  etagOf,
+  MCP_PATH,
+  type OpenApiLike,
+  type Resource,
+  SCALAR_ASSET_PATH,
+  type Site,
+} from './documents.js';
+import { Knowledge } from './knowledge.js';
+import { buildMcpServer } from './mcp.js';
+import { FixedWindowLimiter, type RateLimitOptions } from './rate-limit.js';
+
+export interface DiscoveryOptions {
+  config: Config;
+  /** Per-address limit on /mcp and the A2A endpoint together (default 120 requests a minute). */
+  rateLimit?: RateLimitOptions;
+  /** Largest JSON-RPC body accepted on /mcp and the A2A endpoint (default 64 KiB). */
+  bodyLimit?: number;
+}
+
+export const DEFAULT_RATE_LIMIT: RateLimitOptions = { max: 120, windowMs: 60_000 };
+export const DEFAULT_RPC_BODY_LIMIT = 64 * 1024;
+
+const DOC_CACHE = 'public, max-age=300';
+const ASSET_CACHE = 'public, max-age=86400';
+const CORS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'GET, HEAD',
+  'access-control-allow-headers': 'Content-Type',
+};
+const RPC_CORS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'POST, OPTIONS',
+  'access-control-allow-headers': 'Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID',
+  'access-control-expose-headers': 'Mcp-Session-Id, Mcp-Protocol-Version, Retry-After',
+  'access-control-max-age': '600',
+};
+
+class JsonParseError extends Error {}
+
+function scalarBundle(): Resource {
+  const require = createRequire(import.meta.url);
+  // The package's own layout: dist/index.js next to dist/js/standalone.js (the browser bundle it serves itself).
+  const file = path.join(path.dirname(require.resolve('@scalar/fastify-api-reference')), 'js', 'standalone.js');
+  const body = fs.readFileSync(file);
+  return { type: 'application/javascript; charset=utf-8', body, etag: etagOf(body), headers: {} };
+}
+
+function notModified(request: FastifyRequest, etag: string): boolean {
+  const header = request.headers['if-none-match'];
+  if (!header) return false;
+  return header.split(',').some((tag) => {
+    const t = tag.trim();
+    return t === '*' || t === etag || t === `W/${etag}`;
+  });
+}
+
+function sendResource(request: FastifyRequest, reply: FastifyReply, resource: Resource, cacheControl: string) {
+  reply.headers({ ...CORS, ...resource.headers, etag: resource.etag, 'cache-control': cacheControl, vary: 'Accept-Encoding' });
+  if (notModified(request, resource.etag)) return reply.code(304).send();
+  return reply.type(resource.type).send(resource.body);
+}
+
+function sendRpc(reply: FastifyReply, result: JsonRpcReply) {
+  return reply.code(result.status).headers(RPC_CORS).type('application/json; charset=utf-8').send(result.payload);
+}
+
+export const discoveryRoutes: FastifyPluginAsync<DiscoveryOptions> = async (app, options) => {
+  const { config } = options;
+  const content = loadContent();
+  const openapi = () => (app as unknown as { swagger(): OpenApiLike }).swagger();
+
+  // Built on first use and again only if the public URL changes (tests learn their port after listen()).
+  let state: { key: string; site: Site; knowledge: Knowledge } | null = null;
+  const current = () => {
+    const key = config.publicUrl;
+    if (state?.key !== key) {
+      const site = buildSite(content, { base: key, openapi: openapi(), maxArchiveBytes: config.maxArchiveBytes });
+      state = { key, site, knowledge: new Knowledge(content, site) };
+    }
+    return state;
+  };
+
+  // The paths depend on the content only, not on the URL or the OpenAPI document.
+  const paths = [
+    ...buildSite(content, {
+      base: config.publicUrl,
+      openapi: { info: { title: '', version: '' } },
+      maxArchiveBytes: config.maxArchiveBytes,
+    }).resources.keys(),
+  ];
+  for (const url of paths) {
+    app.get(url, { exposeHeadRoute: true, schema: { hide: true } }, async (request, reply) =>
+      sendResource(request, reply, current().site.resources.get(url)!, DOC_CACHE),
+    );
+  }
+
+  let scalar: Resource | null = null;
+  app.get(SCALAR_ASSET_PATH, { exposeHeadRoute: true, schema: { hide: true } }, async (request, reply) => {
+    scalar ??= scalarBundle();
+    return sendResource(request, reply, scalar, ASSET_CACHE);
+  });
+
+  app.get('/healthz', { exposeHeadRoute: true, schema: { hide: true } }, async (_request, reply) =>
+    reply
+      .headers({ ...CORS, 'cache-control': 'no-store' })
+      .type('application/json; charset=utf-8')
+      .send({ status: 'ok', version: content.version, uptimeSeconds: Math.floor(process.uptime()) }),
+  );
+
+  // JSON-RPC endpoints: their own body parser, size limit, per-address rate limit and JSON-RPC error bodies.
+  const limiter = new FixedWindowLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
+  const bodyLimit = options.bodyLimit ?? DEFAULT_RPC_BODY_LIMIT;
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (_request, body, done) => {
+      try {
+        done(null, JSON.parse(body as string));
+      } catch {
+        done(new JsonParseError('Parse error'), undefined);
+      }
+    });
+    scope.setErrorHandler((error: FastifyError, request, reply) => {
+      if (error instanceof JsonParseError) return sendRpc(reply, rpcError(null, JSON_RPC.parseError, 'Parse error', 400));
+      switch (error.code) {
+        case 'FST_ERR_CTP_BODY_TOO_LARGE':
+          return sendRpc(reply, rpcError(null, JSON_RPC.invalidRequest, `Request body over ${bodyLimit} bytes`, 413));
+        case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+          return sendRpc(reply, rpcError(null, JSON_RPC.invalidRequest, 'Content-Type must be application/json', 415));
+        case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+          return sendRpc(reply, rpcError(null, JSON_RPC.invalidRequest, 'Content-Length does not match the body', 400));
+      }
+      request.log.error({ err: error }, 'discovery JSON-RPC endpoint failed');
+      return sendRpc(reply, rpcError(null, JSON_RPC.internalError, 'Internal error', 500));
+    });
+    scope.addHook('onRequest', async (request, reply) => {
+      if (request.method === 'OPTIONS') return;
+      const verdict = limiter.hit(request.ip);
+      if (!verdict.allowed) {
+        reply.header('retry-after', String(verdict.resetSeconds));
+        return sendRpc(reply, rpcError(null, -32000, 'Too many requests: slow down and retry after Retry-After seconds', 429));
+      }
+    });
+
+    for (const url of [MCP_PATH, A2A_PATH]) {
+      scope.options(url, { schema: { hide: true } }, async (_request, reply) => reply.code(204).headers(RPC_CORS).send());
+    }
+
+    scope.post(MCP_PATH, { schema: { hide: true } }, async (request, reply) => {
+      const { knowledge } = current();
+      const server = buildMcpServer(knowledge, openapi);
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      reply.hijack();
+      for (const [name, value] of Object.entries(RPC_CORS)) reply.raw.setHeader(name, value);
+      reply.raw.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      try {
+        await server.connect(transport);
+        await transport.handleRequest(request.raw, reply.raw, request.body);
+      } catch (error) {
+        request.log.error({ err: error }, 'MCP request failed');
+        if (!reply.raw.headersSent) {
+          reply.raw.writeHead(500, { 'content-type': 'application/json' });
+          reply.raw.end(JSON.stringify(rpcError(null, JSON_RPC.internalError, 'Internal error').payload));
+        }
+      }
+    });
+    // Stateless: no SSE stream to open (GET) and no session to end (DELETE).
+    for (const method of ['GET', 'DELETE'] as const) {
+      scope.route({
+        method,
+        url: MCP_PATH,
+        schema: { hide: true },
+        handler: async (_request, reply) =>
+          sendRpc(reply.header('allow', 'POST'), rpcError(null, JSON_RPC.invalidRequest, 'Method not allowed: POST JSON-RPC to /mcp', 405)),
+      });
+    }
+
+    scope.post(A2A_PATH, { schema: { hide: true } }, async (request, reply) =>
+      sendRpc(reply, handleA2aRequest(request.body, current().knowledge)),
+    );
+  });
+};

@@ -8,6 +8,38 @@ export interface ByteRange {
   end: number;
 }
 
+/** One stored blob, as listed for orphan sweeping. */
+export interface BlobEntry {
+  key: string;
+  size: number;
+  /** When the blob became visible (epoch ms, the storage's own clock). */
+  modifiedAt: number;
+}
+
+/** A stored part of a multipart upload, as named when completing it. */
+export interface BlobPart {
+  partNumber: number;
+  etag: string;
+}
+
+/** The multipart upload id is unknown, already completed or aborted. */
+export class UploadNotFoundError extends Error {
+  constructor(message = 'No such multipart upload.') {
+    super(message);
+    this.name = 'UploadNotFoundError';
+  }
+}
+
+/** The parts named on completion do not match the parts stored (missing part, wrong etag, bad order). */
+export class InvalidPartError extends Error {
+  constructor(message = 'The listed parts do not match the uploaded parts.') {
+    super(message);
+    this.name = 'InvalidPartError';
+  }
+}
+
+export const MAX_PART_NUMBER = 10_000;
+
 export interface BlobStore {
   readonly kind: 'fs' | 's3';
   /**
@@ -21,8 +53,33 @@ export interface BlobStore {
   get(key: string, range?: ByteRange): Promise<Readable>;
   /** Removes the blob; removing a missing blob is not an error. */
   delete(key: string): Promise<void>;
-  /** Every stored key (for orphan sweeping). */
-  list(): AsyncIterable<string>;
+  /** Every stored (complete) blob whose key starts with `prefix`, in no particular order. */
+  list(prefix?: string): AsyncIterable<BlobEntry>;
   /** Reachability probe for readiness checks. */
   ping(): Promise<void>;
+
+  // ---- multipart: parts may arrive in any order, on any node; nothing is visible at `key` until complete ----
+
+  /** Starts a multipart upload into `key`; returns its upload id. */
+  createMultipart(key: string): Promise<string>;
+  /**
+   * Stores one part (1..10,000; a later part with the same number replaces it). `size`, when known, is the
+   * exact byte count of `body`. A failed or aborted part leaves nothing behind.
+   */
+  putPart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    options?: { size?: number; signal?: AbortSignal },
+  ): Promise<{ etag: string; size: number }>;
+  /** Assembles the listed parts (any order given; assembled by part number) into `key`, atomically. */
+  completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }>;
+  /** Discards a multipart upload and its parts; an unknown upload is not an error. */
+  abortMultipart(key: string, uploadId: string): Promise<void>;
+  /**
+   * Discards leftovers of uploads started before `before` (epoch ms) that never completed: multipart uploads
+   * (S3 keeps their parts, invisible but billed, until aborted) and temporary files. Returns how many.
+   */
+  removeIncomplete(before: number): Promise<number>;
 }

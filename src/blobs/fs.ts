@@ -1,24 +1,42 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
+import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { BlobStore, ByteRange } from './blob-store.js';
+import {
+  type BlobEntry,
+  type BlobPart,
+  type BlobStore,
+  type ByteRange,
+  InvalidPartError,
+  MAX_PART_NUMBER,
+  UploadNotFoundError,
+} from './blob-store.js';
 
 const KEY = /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)*$/;
 
-/** Blobs as files under `<root>/blobs`, written to `<root>/tmp` first, fsynced, then renamed into place. */
+const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const PART_FILE = /^(\d+)\.([0-9a-f]{32})$/;
+
+/**
+ * Blobs as files under `<root>/blobs`, written to `<root>/tmp` first, fsynced, then renamed into place.
+ * Multipart uploads live in `<root>/uploads/<uploadId>/` (a `key` file and one `<part>.<md5>` file per part)
+ * until completion concatenates them through a temp file into place.
+ */
 export class FsBlobStore implements BlobStore {
   readonly kind = 'fs' as const;
   private readonly blobDir: string;
   private readonly tmpDir: string;
+  private readonly uploadDir: string;
 
   constructor(root: string) {
     this.blobDir = path.join(root, 'blobs');
     this.tmpDir = path.join(root, 'tmp');
+    this.uploadDir = path.join(root, 'uploads');
     fs.mkdirSync(this.blobDir, { recursive: true });
     fs.mkdirSync(this.tmpDir, { recursive: true });
+    fs.mkdirSync(this.uploadDir, { recursive: true });
     // Temp files left by a crash are never complete blobs.
     for (const name of fs.readdirSync(this.tmpDir)) fs.rmSync(path.join(this.tmpDir, name), { force: true });
   }
@@ -65,16 +83,146 @@ export class FsBlobStore implements BlobStore {
     await fsp.rm(this.pathOf(key), { force: true });
   }
 
-  async *list(): AsyncIterable<string> {
-    for (const entry of await fsp.readdir(this.blobDir, { recursive: true, withFileTypes: true })) {
-      if (entry.isFile()) {
-        yield path.relative(this.blobDir, path.join(entry.parentPath, entry.name)).split(path.sep).join('/');
-      }
+  async *list(prefix = ''): AsyncIterable<BlobEntry> {
+    // Start the walk at the deepest directory the prefix names, so listing one backup stays cheap.
+    const slash = prefix.lastIndexOf('/');
+    const start = slash < 0 ? this.blobDir : path.join(this.blobDir, ...prefix.slice(0, slash).split('/'));
+    let entries: fs.Dirent[];
+    try {
+      entries = await fsp.readdir(start, { recursive: true, withFileTypes: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw error;
+    }
+    for (const entry of entries) {
+      if (!entry.isFile()) continue;
+      const file = path.join(entry.parentPath, entry.name);
+      const key = path.relative(this.blobDir, file).split(path.sep).join('/');
+      if (!key.startsWith(prefix)) continue;
+      const stats = await fsp.stat(file).catch(() => null);
+      if (stats) yield { key, size: stats.size, modifiedAt: stats.mtimeMs };
     }
   }
 
   async ping(): Promise<void> {
     await fsp.access(this.blobDir, fs.constants.W_OK);
+  }
+
+  // ---- multipart ----
+
+  private async uploadPath(key: string, uploadId: string): Promise<string> {
+    this.pathOf(key);
+    if (!UPLOAD_ID.test(uploadId)) throw new UploadNotFoundError();
+    const dir = path.join(this.uploadDir, uploadId);
+    const owner = await fsp.readFile(path.join(dir, 'key'), 'utf8').catch(() => null);
+    if (owner !== key) throw new UploadNotFoundError();
+    return dir;
+  }
+
+  async createMultipart(key: string): Promise<string> {
+    this.pathOf(key);
+    const uploadId = randomUUID();
+    const dir = path.join(this.uploadDir, uploadId);
+    await fsp.mkdir(dir);
+    await fsp.writeFile(path.join(dir, 'key'), key);
+    return uploadId;
+  }
+
+  async putPart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    options: { size?: number; signal?: AbortSignal } = {},
+  ): Promise<{ etag: string; size: number }> {
+    if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
+      throw new InvalidPartError(`part numbers run from 1 to ${MAX_PART_NUMBER}`);
+    }
+    const dir = await this.uploadPath(key, uploadId);
+    const temp = path.join(this.tmpDir, randomUUID());
+    const md5 = createHash('md5');
+    let size = 0;
+    const hasher = new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        md5.update(chunk);
+        size += chunk.length;
+        callback(null, chunk);
+      },
+    });
+    try {
+      await pipeline(body, hasher, fs.createWriteStream(temp, { flush: true }), options.signal ? { signal: options.signal } : {});
+      if (options.size !== undefined && options.size !== size) {
+        throw new Error(`part ${partNumber} has ${size} bytes, ${options.size} were announced`);
+      }
+      const digest = md5.digest('hex');
+      await fsp.rename(temp, path.join(dir, `${partNumber}.${digest}`));
+      return { etag: `"${digest}"`, size };
+    } catch (error) {
+      await fsp.rm(temp, { force: true });
+      throw error;
+    }
+  }
+
+  async completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }> {
+    const dir = await this.uploadPath(key, uploadId);
+    const stored = new Set((await fsp.readdir(dir)).filter((name) => PART_FILE.test(name)));
+    const ordered = [...parts].sort((a, b) => a.partNumber - b.partNumber);
+    if (ordered.length === 0) throw new InvalidPartError('a multipart upload needs at least one part');
+    const files = ordered.map((part, i) => {
+      if (i > 0 && ordered[i - 1]!.partNumber === part.partNumber) {
+        throw new InvalidPartError(`part ${part.partNumber} is listed twice`);
+      }
+      const name = `${part.partNumber}.${part.etag.replace(/"/g, '').toLowerCase()}`;
+      if (!stored.has(name)) throw new InvalidPartError(`part ${part.partNumber} with etag ${part.etag} was not uploaded`);
+      return path.join(dir, name);
+    });
+    const target = this.pathOf(key);
+    const temp = path.join(this.tmpDir, randomUUID());
+    try {
+      const out = fs.createWriteStream(temp, { flush: true });
+      await pipeline(async function* () {
+        for (const file of files) yield* fs.createReadStream(file);
+      }, out);
+      await fsp.mkdir(path.dirname(target), { recursive: true });
+      await fsp.rename(temp, target);
+      await syncDirectory(path.dirname(target));
+    } catch (error) {
+      await fsp.rm(temp, { force: true });
+      throw error;
+    }
+    await fsp.rm(dir, { recursive: true, force: true });
+    const { size } = await fsp.stat(target);
+    return { size };
+  }
+
+  async abortMultipart(key: string, uploadId: string): Promise<void> {
+    try {
+      await fsp.rm(await this.uploadPath(key, uploadId), { recursive: true, force: true });
+    } catch (error) {
+      if (!(error instanceof UploadNotFoundError)) throw error;
+    }
+  }
+
+  async removeIncomplete(before: number): Promise<number> {
+    let removed = 0;
+    for (const name of await fsp.readdir(this.tmpDir)) {
+      const file = path.join(this.tmpDir, name);
+      const stats = await fsp.stat(file).catch(() => null);
+      if (stats && stats.mtimeMs < before) {
+        await fsp.rm(file, { recursive: true, force: true });
+        removed += 1;
+      }
+    }
+    for (const name of await fsp.readdir(this.uploadDir)) {
+      const dir = path.join(this.uploadDir, name);
+      // A directory's mtime moves whenever a part is renamed into it: it is the upload's last activity.
+      const stats = await fsp.stat(dir).catch(() => null);
+      if (stats && stats.mtimeMs < before) {
+        await fsp.rm(dir, { recursive: true, force: true });
+        removed += 1;
+      }
+    }
+    return removed;
   }
 }
 

@@ -9,21 +9,27 @@ import pg from 'pg';
 export const PG_URL = process.env.COFFER_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const REQUIRE_PG = process.env.COFFER_REQUIRE_PG === '1';
 
-/** null when PostgreSQL answers, else why not. */
+/** null when PostgreSQL answers (three tries), else why not. */
 export async function pgProblem(): Promise<string | null> {
-  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-    await client.query('select 1');
-    return null;
-  } catch (error) {
-    return `PostgreSQL at ${PG_URL} is unreachable: ${(error as Error).message}`;
-  } finally {
-    await client.end().catch(() => undefined);
+  let reason = '';
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 5000 });
+    try {
+      await client.connect();
+      await client.query('select 1');
+      return null;
+    } catch (error) {
+      reason = (error as Error).message;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } finally {
+      await client.end().catch(() => undefined);
+    }
   }
+  return `PostgreSQL at ${PG_URL} is unreachable: ${reason}`;
 }
 
 const problem = await pgProblem();
+if (problem !== null && !REQUIRE_PG) console.warn(`${problem}: skipping the PostgreSQL suites`);
 
 /** Whether PostgreSQL suites should be skipped (unreachable and not required). */
 export const skipPg = problem !== null && !REQUIRE_PG;

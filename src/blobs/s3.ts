@@ -1,0 +1,339 @@
+/**
+ * Ciphertext in any S3-compatible object store. Uploads stream through `@aws-sdk/lib-storage` (one PutObject
+ * for small bodies, a multipart upload otherwise) with memory bounded by part size × queue size; a failed or
+ * aborted upload aborts its multipart upload, so no parts are left behind. Objects appear only when complete
+ * (S3 PutObject/CompleteMultipartUpload are atomic). Downloads stream, with an optional byte range.
+ */
+import { Readable, Transform, pipeline } from 'node:stream';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  S3Client,
+  S3ServiceException,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import {
+  type BlobEntry,
+  type BlobPart,
+  type BlobStore,
+  type ByteRange,
+  InvalidPartError,
+  MAX_PART_NUMBER,
+  UploadNotFoundError,
+} from './blob-store.js';
+
+export interface S3BlobStoreOptions {
+  bucket: string;
+  /** Custom endpoint for S3-compatible stores (MinIO, Ceph, R2, …); omit for AWS. */
+  endpoint?: string | null;
+  region?: string;
+  accessKeyId?: string | null;
+  secretAccessKey?: string | null;
+  /** Multipart part size in bytes (S3 minimum 5 MiB). */
+  partSize?: number;
+  /** Parts uploaded concurrently per upload; memory per upload ≈ (queueSize + 1) × partSize. */
+  queueSize?: number;
+}
+
+const MIN_PART_SIZE = 5 * 1024 * 1024;
+
+/** Builds the S3 client the way every S3-compatible store accepts (see DESIGN.md, facts about the AWS SDK). */
+export function createS3Client(options: S3BlobStoreOptions): S3Client {
+  return new S3Client({
+    region: options.region ?? 'us-east-1',
+    ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+    forcePathStyle: true,
+    // Since 3.729 the SDK sends aws-chunked bodies with trailing checksums by default; many S3-compatible
+    // stores then keep the framing as data. Only send checksums where the API requires them.
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+    ...(options.accessKeyId && options.secretAccessKey
+      ? { credentials: { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey } }
+      : {}),
+  });
+}
+
+function errorName(error: unknown): string | undefined {
+  if (error instanceof S3ServiceException) return error.name;
+  return (error as { name?: string } | null)?.name;
+}
+
+function isNotFound(error: unknown): boolean {
+  const name = errorName(error);
+  const status = (error as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode;
+  return name === 'NotFound' || name === 'NoSuchKey' || status === 404;
+}
+
+function translate(error: unknown): unknown {
+  switch (errorName(error)) {
+    case 'NoSuchUpload':
+      return new UploadNotFoundError();
+    case 'InvalidPart':
+    case 'InvalidPartOrder':
+    case 'EntityTooSmall':
+      return new InvalidPartError((error as Error).message);
+    default:
+      return error;
+  }
+}
+
+/** `body` through a byte counter; a failure of either side destroys the other. */
+function countBytes(body: Readable): { stream: Readable; size: () => number } {
+  let size = 0;
+  const counter = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      size += chunk.length;
+      callback(null, chunk);
+    },
+  });
+  pipeline(body, counter, () => undefined);
+  return { stream: counter, size: () => size };
+}
+
+/** Bytes [skip, skip + take) of `source`; the source is released as soon as they have passed. */
+function slice(source: Readable, skip: number, take: number): Readable {
+  let offset = 0;
+  let done = false;
+  const out = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      if (done) return callback();
+      const from = Math.max(0, skip - offset);
+      const to = Math.min(chunk.length, skip + take - offset);
+      offset += chunk.length;
+      if (to > from) this.push(chunk.subarray(from, to));
+      if (offset >= skip + take) {
+        done = true;
+        this.push(null);
+        source.unpipe(this);
+        source.destroy();
+      }
+      callback();
+    },
+  });
+  source.on('error', (error) => out.destroy(error));
+  return source.pipe(out);
+}
+
+export class S3BlobStore implements BlobStore {
+  readonly kind = 's3' as const;
+  readonly client: S3Client;
+  private readonly bucket: string;
+  private readonly partSize: number;
+  private readonly queueSize: number;
+
+  constructor(options: S3BlobStoreOptions, client?: S3Client) {
+    this.client = client ?? createS3Client(options);
+    this.bucket = options.bucket;
+    this.partSize = Math.max(MIN_PART_SIZE, options.partSize ?? MIN_PART_SIZE);
+    this.queueSize = Math.max(1, options.queueSize ?? 2);
+  }
+
+  async put(key: string, body: Readable, signal?: AbortSignal): Promise<{ size: number }> {
+    const counted = countBytes(body);
+    // Aborting destroys the body: lib-storage then fails its own way, which aborts the multipart upload and
+    // waits for that before rejecting (its own abortController would reject first and clean up later).
+    const onAbort = () => counted.stream.destroy(signal?.reason instanceof Error ? signal.reason : new Error('upload aborted'));
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const upload = new Upload({
+      client: this.client,
+      params: { Bucket: this.bucket, Key: key, Body: counted.stream, ContentType: 'application/octet-stream' },
+      partSize: this.partSize,
+      queueSize: this.queueSize,
+      leavePartsOnError: false,
+    });
+    try {
+      await upload.done();
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+    return { size: counted.size() };
+  }
+
+  async stat(key: string): Promise<{ size: number } | null> {
+    try {
+      const head = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+      return { size: head.ContentLength ?? 0 };
+    } catch (error) {
+      if (isNotFound(error)) return null;
+      throw error;
+    }
+  }
+
+  async get(key: string, range?: ByteRange): Promise<Readable> {
+    const object = await this.client.send(
+      new GetObjectCommand({
+        Bucket: this.bucket,
+        Key: key,
+        ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}),
+      }),
+    );
+    const raw = object.Body;
+    let body: Readable;
+    if (raw instanceof Readable) body = raw;
+    else if (raw && 'transformToWebStream' in raw) {
+      body = Readable.fromWeb(raw.transformToWebStream() as import('node:stream/web').ReadableStream);
+    } else throw new Error(`S3 returned no body for ${key}`);
+    if (!range) return body;
+    // Some S3-compatible stores answer a range other than the one asked for (s3rver reads `bytes=0-0` as
+    // the whole object) or ignore Range altogether: cut the asked range out of what came back.
+    const served = /^bytes (\d+)-(\d+)\//.exec(object.ContentRange ?? '');
+    const servedStart = served ? Number(served[1]) : 0;
+    const servedLength = served ? Number(served[2]) - servedStart + 1 : object.ContentLength;
+    const wanted = range.end - range.start + 1;
+    if (servedStart === range.start && servedLength === wanted) return body;
+    if (servedStart > range.start) {
+      body.destroy();
+      throw new Error(`S3 served bytes from ${servedStart} for a range starting at ${range.start}`);
+    }
+    return slice(body, range.start - servedStart, wanted);
+  }
+
+  async delete(key: string): Promise<void> {
+    try {
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  }
+
+  async *list(prefix = ''): AsyncIterable<BlobEntry> {
+    let token: string | undefined;
+    do {
+      const page = await this.client.send(
+        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix || undefined, ContinuationToken: token }),
+      );
+      for (const object of page.Contents ?? []) {
+        if (object.Key === undefined) continue;
+        yield { key: object.Key, size: object.Size ?? 0, modifiedAt: object.LastModified?.getTime() ?? 0 };
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+  }
+
+  async ping(): Promise<void> {
+    await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
+  }
+
+  // ---- multipart (native S3 multipart uploads: parts may arrive on any node) ----
+
+  async createMultipart(key: string): Promise<string> {
+    const created = await this.client.send(
+      new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ContentType: 'application/octet-stream' }),
+    );
+    if (!created.UploadId) throw new Error('S3 returned no UploadId');
+    return created.UploadId;
+  }
+
+  async putPart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    options: { size?: number; signal?: AbortSignal } = {},
+  ): Promise<{ etag: string; size: number }> {
+    if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
+      throw new InvalidPartError(`part numbers run from 1 to ${MAX_PART_NUMBER}`);
+    }
+    // UploadPart needs a Content-Length: stream when it is known, otherwise collect the part first.
+    let payload: Readable | Buffer = body;
+    let size = options.size;
+    if (size === undefined) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of body) chunks.push(chunk as Buffer);
+      payload = Buffer.concat(chunks);
+      size = payload.length;
+    }
+    const counted = payload instanceof Readable ? countBytes(payload) : null;
+    // A body that fails mid-part must end the request to S3 too (piping alone would leave it hanging).
+    const cancel = new AbortController();
+    const onAbort = () => cancel.abort(options.signal?.reason);
+    if (options.signal?.aborted) onAbort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    counted?.stream.once('error', (error) => cancel.abort(error));
+    try {
+      const result = await this.client.send(
+        new UploadPartCommand({
+          Bucket: this.bucket,
+          Key: key,
+          UploadId: uploadId,
+          PartNumber: partNumber,
+          Body: counted?.stream ?? payload,
+          ContentLength: size,
+        }),
+        { abortSignal: cancel.signal },
+      );
+      if (counted?.stream.errored) throw counted.stream.errored;
+      if (counted && counted.size() !== size) {
+        throw new Error(`part ${partNumber} has ${counted.size()} bytes, ${size} were announced`);
+      }
+      if (!result.ETag) throw new Error(`S3 returned no ETag for part ${partNumber}`);
+      return { etag: result.ETag, size };
+    } catch (error) {
+      throw translate(counted?.stream.errored ?? error);
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }> {
+    const ordered = [...parts].sort((a, b) => a.partNumber - b.partNumber);
+    if (ordered.length === 0) throw new InvalidPartError('a multipart upload needs at least one part');
+    for (let i = 1; i < ordered.length; i++) {
+      if (ordered[i - 1]!.partNumber === ordered[i]!.partNumber) {
+        throw new InvalidPartError(`part ${ordered[i]!.partNumber} is listed twice`);
+      }
+    }
+    try {
+      await this.client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: this.bucket,
+          Key: key,
+          UploadId: uploadId,
+          MultipartUpload: { Parts: ordered.map((p) => ({ PartNumber: p.partNumber, ETag: p.etag })) },
+        }),
+      );
+    } catch (error) {
+      throw translate(error);
+    }
+    const stat = await this.stat(key);
+    if (!stat) throw new Error(`S3 completed ${key} but does not show it`);
+    return stat;
+  }
+
+  async abortMultipart(key: string, uploadId: string): Promise<void> {
+    try {
+      await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }));
+    } catch (error) {
+      if (!(translate(error) instanceof UploadNotFoundError) && !isNotFound(error)) throw error;
+    }
+  }
+
+  async removeIncomplete(before: number): Promise<number> {
+    let removed = 0;
+    let keyMarker: string | undefined;
+    let uploadIdMarker: string | undefined;
+    do {
+      const page = await this.client.send(
+        new ListMultipartUploadsCommand({ Bucket: this.bucket, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }),
+      );
+      for (const upload of page.Uploads ?? []) {
+        if (!upload.Key || !upload.UploadId) continue;
+        if ((upload.Initiated?.getTime() ?? 0) >= before) continue;
+        await this.abortMultipart(upload.Key, upload.UploadId);
+        removed += 1;
+      }
+      keyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
+      uploadIdMarker = page.IsTruncated ? page.NextUploadIdMarker : undefined;
+    } while (keyMarker !== undefined);
+    return removed;
+  }
+}

@@ -100,7 +100,14 @@ export async function startServer(
     sweepOnce,
     async stop() {
       clearInterval(timer);
-      await coffer.app.close();
+      // close() drops idle keep-alive connections only once; a response still finishing at that moment
+      // would keep its connection (and the shutdown) open until the keep-alive timeout.
+      const dropIdle = setInterval(() => coffer.app.server.closeIdleConnections(), 100);
+      try {
+        await coffer.app.close();
+      } finally {
+        clearInterval(dropIdle);
+      }
       await sweeping?.catch(() => 0);
       await parts.close();
     },

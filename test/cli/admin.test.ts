@@ -1,0 +1,175 @@
+/** The real `coffer` executable: first start, graceful shutdown, configuration errors, admin commands. */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/server.js';
+
+const BIN = path.resolve('dist/cli/main.js');
+
+function coffer(args: string[], env: Record<string, string>) {
+  const result = spawnSync(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function adminJson(args: string[], env: Record<string, string>) {
+  const result = coffer(['admin', ...args, '--json'], env);
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout);
+}
+
+interface Running {
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+}
+
+async function serve(env: Record<string, string>): Promise<Running> {
+  const child = spawn(process.execPath, [BIN, 'serve'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', ...env },
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const deadline = Date.now() + 15_000;
+  while (!/listening on (\S+)/.test(output)) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start: ${output}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { child, url: /listening on (\S+)/.exec(output)![1]!, output: () => output };
+}
+
+const exited = (child: ChildProcess) =>
+  new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', resolve)));
+
+beforeAll(() => {
+  if (!fs.existsSync(BIN)) throw new Error('dist/cli/main.js is missing: run `npm run build` (npm test does it)');
+});
+
+describe('coffer serve', () => {
+  const dataDir = tempDir();
+  let running: Running | undefined;
+  afterAll(() => running?.child.kill('SIGKILL'));
+
+  it('creates the first account and prints its all-scope key once', async () => {
+    running = await serve({ COFFER_DATA_DIR: dataDir });
+    const key = /API key \(shown once, store it now\): (cfk_[A-Za-z0-9_-]{43})/.exec(running.output())?.[1];
+    expect(key).toBeDefined();
+    const account = await fetch(`${running.url}/api/backup-account`, { headers: { authorization: `Bearer ${key}` } });
+    expect(account.status).toBe(200);
+    expect((await account.json()).backupInterval).toBe('1d');
+    const keys = adminJson(['keys', 'list'], { COFFER_DATA_DIR: dataDir });
+    expect(keys.keys).toHaveLength(1);
+    expect(keys.keys[0].scopes).toEqual(['backups:read', 'backups:write', 'backups:restore']);
+    expect(JSON.stringify(keys)).not.toContain(key!);
+  });
+
+  it('shuts down on SIGINT, closing open event streams with reason shutdown', async () => {
+    const { apiKey } = adminJson(['keys', 'create', '--plan', 'pro'], { COFFER_DATA_DIR: dataDir });
+    const auth = { authorization: `Bearer ${apiKey}` };
+    const b64 = (n: number) => Buffer.alloc(n, 3).toString('base64');
+    await fetch(`${running!.url}/api/backup-account/bootstrap`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ cryptoVersion: 'v1', kdf: { salt: b64(16), opslimit: 2, memlimit: 8192 }, wrappedMasterKey: b64(48), wrappedMasterKeyNonce: b64(24) }),
+    });
+    const { backupId } = await (await fetch(`${running!.url}/api/backups`, { method: 'POST', headers: auth })).json();
+    const stream = await fetch(`${running!.url}/api/backups/${backupId}/events`, { headers: auth });
+    const reader = stream.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first).toContain('retry: 2000');
+    running!.child.kill('SIGINT');
+    let text = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    expect(text).toMatch(/event: backup\.stream\.closed\ndata: \{[^\n]*"reason":"shutdown"/);
+    expect(await exited(running!.child)).toBe(0);
+  });
+
+  it('prints no key on a later start of the same data directory', async () => {
+    running = await serve({ COFFER_DATA_DIR: dataDir });
+    expect(running.output()).not.toContain('cfk_');
+    running.child.kill('SIGTERM');
+    expect(await exited(running.child)).toBe(0);
+  });
+
+  it('uses COFFER_INITIAL_API_KEY on first start', async () => {
+    const initial = `cfk_${Buffer.alloc(32, 9).toString('base64url')}`;
+    running = await serve({ COFFER_DATA_DIR: tempDir(), COFFER_INITIAL_API_KEY: initial });
+    expect(running.output()).not.toContain(initial);
+    const response = await fetch(`${running.url}/api/backups`, { headers: { 'x-api-key': initial } });
+    expect(response.status).toBe(200);
+    running.child.kill('SIGTERM');
+    await exited(running.child);
+  });
+
+  it.each([
+    ['PORT', 'eighty'],
+    ['COFFER_SSE_INTERVAL', 'soon'],
+    ['COFFER_UPLOAD_PROTOCOL', 'ftp'],
+    ['COFFER_PUBLIC_URL', 'not a url'],
+  ])('refuses an invalid %s with exit 1 and one line naming it', (variable, value) => {
+    const result = coffer(['serve'], { COFFER_DATA_DIR: tempDir(), [variable]: value });
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).toContain(variable);
+  });
+});
+
+describe('coffer admin', () => {
+  const env = { COFFER_DATA_DIR: tempDir() };
+
+  it('creates accounts, changes plans and lists them', () => {
+    const created = adminJson(['accounts', 'create', '--plan', 'plus'], env);
+    expect(created).toEqual({ accountId: expect.any(String), plan: 'plus' });
+    expect(adminJson(['accounts', 'set-plan', created.accountId, 'pro'], env)).toEqual({ accountId: created.accountId, plan: 'pro' });
+    const listed = adminJson(['accounts', 'list'], env);
+    expect(listed.accounts).toContainEqual(expect.objectContaining({ accountId: created.accountId, plan: 'pro' }));
+  });
+
+  it('creates keys with the documented JSON shape', () => {
+    const fresh = adminJson(['keys', 'create', '--plan', 'pro', '--scopes', 'backups:read,backups:restore', '--expires-in', '30d'], env);
+    expect(fresh).toEqual({
+      accountId: expect.any(String),
+      keyId: expect.any(String),
+      apiKey: expect.stringMatching(/^cfk_[A-Za-z0-9_-]{43}$/),
+      plan: 'pro',
+      scopes: ['backups:read', 'backups:restore'],
+      expiresAt: expect.any(String),
+    });
+    const days = (Date.parse(fresh.expiresAt) - Date.now()) / 86_400_000;
+    expect(days).toBeGreaterThan(29.9);
+    const more = adminJson(['keys', 'create', '--account', fresh.accountId, '--plan', 'pro'], env);
+    expect(more).toMatchObject({ accountId: fresh.accountId, plan: 'pro', expiresAt: null });
+    expect(more.scopes).toEqual(['backups:read', 'backups:write', 'backups:restore']);
+    const listed = adminJson(['keys', 'list', '--account', fresh.accountId], env);
+    expect(listed.keys.map((k: { keyId: string }) => k.keyId)).toEqual([fresh.keyId, more.keyId]);
+  });
+
+  it('revokes keys', async () => {
+    const issued = adminJson(['keys', 'create'], env);
+    expect(adminJson(['keys', 'revoke', issued.keyId], env)).toEqual({ keyId: issued.keyId, revoked: true });
+    const listed = adminJson(['keys', 'list', '--account', issued.accountId], env);
+    expect(listed.keys[0].revokedAt).not.toBeNull();
+    expect(coffer(['admin', 'keys', 'revoke', issued.keyId], env).code).toBe(1);
+  });
+
+  it.each([
+    [['keys', 'create', '--scopes', 'backups:everything']],
+    [['accounts', 'create', '--plan', 'gold']],
+    [['keys', 'create', '--expires-in', 'forever']],
+    [['keys', 'frobnicate']],
+  ])('answers usage errors with exit 2: %j', (args) => {
+    expect(coffer(['admin', ...args], env).code).toBe(2);
+  });
+
+  it('refuses --plan that contradicts --account with exit 2', () => {
+    const { accountId } = adminJson(['accounts', 'create', '--plan', 'free'], env);
+    const result = coffer(['admin', 'keys', 'create', '--account', accountId, '--plan', 'pro'], env);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('set-plan');
+  });
+});

@@ -3,10 +3,14 @@ import type { FastifyServerOptions } from 'fastify';
 import type { Config } from '../config.js';
 import type { BlobStore } from '../blobs/blob-store.js';
 import { FsBlobStore } from '../blobs/fs.js';
+import { S3BlobStore } from '../blobs/s3.js';
 import { type Clock, systemClock } from '../domain/clock.js';
+import { PgStatusBus } from '../events/pg-bus.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
 import { BackupService } from '../services/backups.js';
 import { KeyService } from '../services/keys.js';
+import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
+import { openPostgresStore } from '../store/postgres.js';
 import { openSqliteStore } from '../store/sqlite.js';
 import type { Store } from '../store/store.js';
 import { type CofferApp, buildApp } from './app.js';
@@ -19,32 +23,68 @@ export interface Parts {
   bus: StatusBus;
   backups: BackupService;
   keys: KeyService;
+  sweeper: Sweeper;
   close(): Promise<void>;
 }
 
+/** PostgreSQL when COFFER_DATABASE_URL is set, else SQLite in the data directory; migrated either way. */
 export async function openStore(config: Config): Promise<Store> {
-  if (config.databaseUrl !== null) {
-    throw new Error('COFFER_DATABASE_URL: PostgreSQL metadata is not available in this build yet');
+  const store = config.databaseUrl !== null ? openPostgresStore(config.databaseUrl) : openSqliteStore(config.dataDir);
+  try {
+    await store.migrate();
+  } catch (error) {
+    await store.close().catch(() => undefined);
+    throw error;
   }
-  const store = openSqliteStore(config.dataDir);
-  await store.migrate();
   return store;
 }
 
-function openBlobStore(config: Config): BlobStore {
-  if (config.blobStore === 's3') throw new Error('COFFER_BLOB_STORE=s3 is not available in this build yet');
+export function openBlobStore(config: Config): BlobStore {
+  if (config.blobStore === 's3') {
+    return new S3BlobStore({
+      bucket: config.s3.bucket!,
+      endpoint: config.s3.endpoint,
+      region: config.s3.region,
+      accessKeyId: config.s3.accessKeyId,
+      secretAccessKey: config.s3.secretAccessKey,
+    });
+  }
   return new FsBlobStore(config.dataDir);
 }
 
-export async function composeParts(config: Config, clock: Clock = systemClock): Promise<Parts> {
+export interface ComposeOptions {
+  sweeper?: SweeperOptions;
+  log?: (message: string, error?: unknown) => void;
+}
+
+export async function composeParts(
+  config: Config,
+  clock: Clock = systemClock,
+  options: ComposeOptions = {},
+): Promise<Parts> {
   const store = await openStore(config);
   const blobs = openBlobStore(config);
-  const bus = new LocalStatusBus();
+  let bus: StatusBus;
+  if (config.databaseUrl !== null) {
+    // Several nodes share the database: status changes travel between them on LISTEN/NOTIFY.
+    const pgBus = new PgStatusBus({ connectionString: config.databaseUrl, load: (id) => store.getBackup(id), log: options.log });
+    try {
+      await pgBus.start();
+    } catch (error) {
+      await pgBus.close();
+      await store.close();
+      throw error;
+    }
+    bus = pgBus;
+  } else {
+    bus = new LocalStatusBus();
+  }
   const backups = new BackupService(store, blobs, bus, clock, {
     maxArchiveBytes: config.maxArchiveBytes,
     uploadWindowMs: config.uploadWindowMs,
   });
   const keys = new KeyService(store, clock);
+  const sweeper = new Sweeper(store, blobs, backups, options.sweeper);
   return {
     config,
     clock,
@@ -53,6 +93,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock): 
     bus,
     backups,
     keys,
+    sweeper,
     async close() {
       await bus.close();
       await store.close();
@@ -71,10 +112,15 @@ export interface Server extends CofferApp {
 /** Starts everything: migrations, HTTP listener, background sweeper. */
 export async function startServer(
   config: Config,
-  options: { clock?: Clock; logger?: FastifyServerOptions['logger'] } = {},
+  options: { clock?: Clock; logger?: FastifyServerOptions['logger']; sweeper?: SweeperOptions } = {},
 ): Promise<Server> {
-  const parts = await composeParts(config, options.clock);
+  let log: (message: string, error?: unknown) => void = () => undefined;
+  const parts = await composeParts(config, options.clock, {
+    sweeper: options.sweeper,
+    log: (message, error) => log(message, error),
+  });
   const coffer = await buildApp({ ...parts, logger: options.logger });
+  log = (message, error) => coffer.app.log.warn({ err: error }, message);
   await coffer.app.listen({ port: config.port, host: config.host });
   const address = coffer.app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
@@ -82,9 +128,12 @@ export async function startServer(
 
   let sweeping: Promise<number> | null = null;
   const sweepOnce = () => {
-    sweeping ??= parts.backups.sweep().finally(() => {
-      sweeping = null;
-    });
+    sweeping ??= parts.sweeper
+      .runOnce()
+      .then((report) => report.moved)
+      .finally(() => {
+        sweeping = null;
+      });
     return sweeping;
   };
   const timer = setInterval(() => {

@@ -1,0 +1,91 @@
+/**
+ * The background sweeper: expiry, pruning and unfinished deletes (BackupService.sweep), plus orphan removal.
+ * It runs under the Store's exclusive lock "sweeper" (a PostgreSQL advisory lock), so with several nodes only
+ * one sweeps at a time; the others skip their turn.
+ *
+ * Orphans are blobs no record points at: a blob key (`backups/<account>/<backup>/<attempt>.bin`) is live only
+ * while a record that is not DELETED names it in `blobKey`. Attempts that lost a race, uploads whose node died
+ * between storing and recording, and leftovers of crashed deletes are orphans. A blob younger than the grace
+ * period is never touched: it may belong to an upload that has stored its bytes but not yet recorded them.
+ * Incomplete uploads (S3 multipart uploads, temp files) older than the grace period are discarded too.
+ */
+import type { BlobStore } from '../blobs/blob-store.js';
+import type { Store } from '../store/store.js';
+import type { BackupService } from './backups.js';
+
+export interface SweeperOptions {
+  /** Minimum age of a blob or incomplete upload before it may be removed as an orphan. */
+  orphanGraceMs?: number;
+  /** The orphan pass lists every blob, so it runs at most this often (per node). */
+  orphanIntervalMs?: number;
+  /** Real time, to compare with the storage's own timestamps (the injected clock may be a test clock). */
+  wallClock?: () => number;
+}
+
+export interface SweepReport {
+  /** false when another node held the sweeper lock. */
+  ran: boolean;
+  /** Records moved (expired, pruned, deletes finished). */
+  moved: number;
+  /** Orphan blobs removed. */
+  orphans: number;
+  /** Incomplete uploads discarded. */
+  incomplete: number;
+}
+
+export const BLOB_PREFIX = 'backups/';
+const HOUR = 3_600_000;
+
+export class Sweeper {
+  private lastOrphanPass = -Infinity;
+  private readonly graceMs: number;
+  private readonly intervalMs: number;
+  private readonly wallClock: () => number;
+
+  constructor(
+    private readonly store: Store,
+    private readonly blobs: BlobStore,
+    private readonly backups: BackupService,
+    options: SweeperOptions = {},
+  ) {
+    this.graceMs = options.orphanGraceMs ?? HOUR;
+    this.intervalMs = options.orphanIntervalMs ?? HOUR;
+    this.wallClock = options.wallClock ?? Date.now;
+  }
+
+  /** One sweep, if no other node is sweeping. */
+  async runOnce(options: { orphans?: boolean } = {}): Promise<SweepReport> {
+    const outcome = await this.store.tryExclusive('sweeper', async () => {
+      const moved = await this.backups.sweep();
+      const due = this.wallClock() - this.lastOrphanPass >= this.intervalMs;
+      if (!(options.orphans ?? due)) return { moved, orphans: 0, incomplete: 0 };
+      this.lastOrphanPass = this.wallClock();
+      return { moved, ...(await this.removeOrphans()) };
+    });
+    return outcome.ran ? { ran: true, ...outcome.value } : { ran: false, moved: 0, orphans: 0, incomplete: 0 };
+  }
+
+  /** Removes orphan blobs and incomplete uploads older than the grace period (or `graceMs`). */
+  async removeOrphans(graceMs = this.graceMs): Promise<{ orphans: number; incomplete: number }> {
+    const cutoff = this.wallClock() - graceMs;
+    let orphans = 0;
+    let batch: string[] = [];
+    const flush = async () => {
+      const live = await this.store.liveBlobKeys(batch);
+      for (const key of batch) {
+        if (live.has(key)) continue;
+        await this.blobs.delete(key);
+        orphans += 1;
+      }
+      batch = [];
+    };
+    for await (const entry of this.blobs.list(BLOB_PREFIX)) {
+      if (entry.modifiedAt > cutoff) continue;
+      batch.push(entry.key);
+      if (batch.length >= 500) await flush();
+    }
+    if (batch.length > 0) await flush();
+    const incomplete = await this.blobs.removeIncomplete(cutoff);
+    return { orphans, incomplete };
+  }
+}

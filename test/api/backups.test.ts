@@ -338,3 +338,27 @@ async function authOf(backupId: string): Promise<string> {
   const backup = await fx.server.parts.store.getBackup(backupId);
   return `Bearer ${(await fx.server.newKey({ accountId: backup!.accountId })).apiKey}`;
 }
+
+describe('internal errors', () => {
+  it('answer 500 internal_error without a stack trace or path, and leave the slot usable', async () => {
+    const { call, accountId } = await fx.account();
+    const id = await createSlot(call);
+    // Make the blob directory for this account impossible to create.
+    const accountDir = path.join(fx.server.dataDir, 'blobs', 'backups', accountId);
+    fs.mkdirSync(path.dirname(accountDir), { recursive: true });
+    fs.writeFileSync(accountDir, 'not a directory');
+    const response = await upload(call, id, bytes(100));
+    expect(response.status).toBe(500);
+    expect(response.body).toEqual({
+      error: expect.any(String),
+      code: 'internal_error',
+      message: response.body.error,
+      resolution: expect.any(String),
+    });
+    expect(response.text).not.toMatch(/ENOTDIR|\/tmp\/|at .*\.js|stack/i);
+    expect(fs.readdirSync(path.join(fx.server.dataDir, 'tmp'))).toEqual([]);
+    fs.rmSync(accountDir);
+    expect((await call('GET', `/api/backups/${id}`)).body.status).toBe('PENDING_UPLOAD');
+    expect((await upload(call, id, bytes(100))).status).toBe(201);
+  });
+});

@@ -1,6 +1,7 @@
 /** The real `coffer` executable: first start, graceful shutdown, configuration errors, admin commands. */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/server.js';
@@ -87,6 +88,41 @@ describe('coffer serve', () => {
     }
     expect(text).toMatch(/event: backup\.stream\.closed\ndata: \{[^\n]*"reason":"shutdown"/);
     expect(await exited(running!.child)).toBe(0);
+  });
+
+  it('lets an in-flight upload finish when asked to stop', async () => {
+    running = await serve({ COFFER_DATA_DIR: dataDir });
+    const { apiKey } = adminJson(['keys', 'create', '--plan', 'pro'], { COFFER_DATA_DIR: dataDir });
+    const auth = { authorization: `Bearer ${apiKey}` };
+    const b64 = (n: number) => Buffer.alloc(n, 3).toString('base64');
+    await fetch(`${running.url}/api/backup-account/bootstrap`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ cryptoVersion: 'v1', kdf: { salt: b64(16), opslimit: 2, memlimit: 8192 }, wrappedMasterKey: b64(48), wrappedMasterKeyNonce: b64(24) }),
+    });
+    const { backupId } = await (await fetch(`${running.url}/api/backups`, { method: 'POST', headers: auth })).json();
+    const half = Buffer.alloc(256 * 1024, 5);
+    const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const request = http.request(`${running!.url}/api/backups/upload?backupId=${backupId}`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/octet-stream', 'content-length': String(half.length * 2) },
+      });
+      request.on('response', (response) => {
+        let body = '';
+        response.on('data', (chunk) => (body += chunk));
+        response.on('end', () => resolve({ status: response.statusCode!, body }));
+      });
+      request.on('error', reject);
+      request.write(half);
+      setTimeout(() => {
+        running!.child.kill('SIGINT');
+        setTimeout(() => request.end(half), 300);
+      }, 200);
+    });
+    const { status, body } = await answer;
+    expect(status).toBe(201);
+    expect(JSON.parse(body).size).toBe(half.length * 2);
+    expect(await exited(running.child)).toBe(0);
   });
 
   it('prints no key on a later start of the same data directory', async () => {

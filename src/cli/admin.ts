@@ -5,7 +5,6 @@ import { systemClock } from '../domain/clock.js';
 import { PLANS, isPlan, type Plan } from '../domain/plans.js';
 import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
 import { KeyService } from '../services/keys.js';
-import { openStore } from '../server/compose.js';
 import type { ApiKey, Store } from '../store/store.js';
 import { CliError, emit, usageError } from './output.js';
 
@@ -32,6 +31,8 @@ function expiresIn(value: string): number {
 }
 
 async function withStore<T>(work: (store: Store, keys: KeyService) => Promise<T>): Promise<T> {
+  // Loaded on demand so that `coffer --help` and the client commands do not pay for the server's modules.
+  const { openStore } = await import('../server/compose.js');
   const store = await openStore(loadConfig());
   try {
     return await work(store, new KeyService(store, systemClock));

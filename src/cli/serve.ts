@@ -1,7 +1,6 @@
 /** `coffer serve`: the API server (`npm start`). */
 import type { Command } from 'commander';
 import { loadConfig } from '../config.js';
-import { startServer } from '../server/compose.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
 
@@ -11,6 +10,7 @@ export function registerServeCommand(program: Command): void {
     .description('run the Coffer server (configured by environment variables)')
     .action(async () => {
       const config = loadConfig();
+      const { startServer } = await import('../server/compose.js');
       const server = await startServer(config, {
         logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
       });

@@ -446,7 +446,8 @@ export function apiDocsHtml(title: string): string {
     withDefaultFonts: false,
     telemetry: false,
     agent: { disabled: true },
-    hideClientButton: false,
+    defaultOpenAllTags: true,
+    showDeveloperTools: 'never',
     documentDownloadType: 'json',
   };
   return `<!doctype html>

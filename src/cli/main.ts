@@ -3,6 +3,7 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
 import { registerAdminCommands } from './admin.js';
+import { registerClientCommands } from './client.js';
 import { CliError, EXIT } from './output.js';
 import { registerServeCommand } from './serve.js';
 
@@ -13,6 +14,7 @@ const program = new Command('coffer')
   .showHelpAfterError();
 registerServeCommand(program);
 registerAdminCommands(program);
+registerClientCommands(program);
 
 try {
   await program.parseAsync(process.argv);

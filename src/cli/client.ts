@@ -1,0 +1,340 @@
+/**
+ * The zero-knowledge client commands of CONTRACT §10: init, backup, list, show, restore, delete, watch,
+ * passphrase, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
+ * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
+ * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
+ * 3 cadence limit (429), 4 integrity failure.
+ */
+import type { Command } from 'commander';
+import { runBackup, type BackupEvent } from '../client/backup.js';
+import { openMetadata, unwrapDek, wipe, KDF_PROFILES, type BackupMetadata } from '../client/envelope.js';
+import { checkTarget, runRestore } from '../client/restore.js';
+import type { BackupDetailBody, BackupRecordBody, CofferClient } from '../client/sdk.js';
+import { changePassphrase, initVault, unlockVault } from '../client/vault.js';
+import { watchBackup } from '../client/watch.js';
+import {
+  bytes,
+  clientFromEnv,
+  confirmOnTerminal,
+  interruptible,
+  kdfProfile,
+  localTime,
+  maxArchiveBytes,
+  progressBar,
+  readNewPassphrase,
+  readPassphrase,
+  toCliError,
+} from './client-io.js';
+import { CliError, EXIT } from './output.js';
+
+interface JsonOption {
+  json?: boolean;
+}
+interface PassphraseOptions extends JsonOption {
+  passphraseFile?: string;
+}
+
+const print = (text: string): void => void process.stdout.write(`${text}\n`);
+const note = (text: string): void => void process.stderr.write(`${text}\n`);
+const printJson = (value: unknown): void => void process.stdout.write(`${JSON.stringify(value)}\n`);
+
+/** Runs a command body, mapping every failure to the right exit code and message. */
+function action<A extends unknown[]>(body: (...args: A) => Promise<void>) {
+  return async (...args: A): Promise<void> => {
+    const options = args.find((a): a is JsonOption => typeof a === 'object' && a !== null && !Array.isArray(a)) ?? {};
+    try {
+      await body(...args);
+    } catch (error) {
+      throw toCliError(error, !!options.json);
+    }
+  };
+}
+
+async function unlock(client: CofferClient, options: PassphraseOptions) {
+  const passphrase = await readPassphrase({ passphraseFile: options.passphraseFile });
+  return unlockVault(client, passphrase);
+}
+
+function recordLines(record: BackupRecordBody | BackupDetailBody): string[] {
+  return [
+    `id:          ${record.id}`,
+    `status:      ${record.status}`,
+    `created:     ${localTime(record.createdAt)}`,
+    `expires:     ${localTime(record.expiresAt)}`,
+    `encrypted:   ${bytes(record.ciphertextSizeBytes)}`,
+    `plaintext:   ${bytes(record.plaintextSizeBytes)}`,
+    `client:      ${record.clientVersion ?? '-'}`,
+    ...(record.hostappVersion ? [`hostapp:     ${record.hostappVersion}`] : []),
+  ];
+}
+
+function metadataLines(metadata: BackupMetadata): string[] {
+  return [
+    `name:        ${metadata.name}`,
+    `source:      ${metadata.sourcePath}`,
+    `contents:    ${metadata.fileCount} files, ${metadata.directoryCount} directories, ${metadata.symlinkCount} symlinks`,
+    `sha-256:     ${metadata.plaintextSha256}`,
+    `made at:     ${localTime(metadata.createdAt)}`,
+  ];
+}
+
+function table(rows: BackupRecordBody[]): string {
+  if (rows.length === 0) return 'no backups';
+  const header = ['ID', 'STATUS', 'CREATED', 'ENCRYPTED', 'EXPIRES'];
+  const body = rows.map((r) => [r.id, r.status, localTime(r.createdAt), bytes(r.ciphertextSizeBytes), localTime(r.expiresAt)]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
+  return [header, ...body].map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+}
+
+export function registerClientCommands(program: Command): void {
+  const passphraseFile = ['--passphrase-file <file>', 'read the passphrase from this file (else COFFER_PASSPHRASE, else a prompt)'] as const;
+  const kdfOption = [
+    '--kdf <profile>',
+    `Argon2id cost for the new wrapping: ${Object.keys(KDF_PROFILES).join(' | ')} (default COFFER_KDF or moderate)`,
+  ] as const;
+
+  program
+    .command('init')
+    .description('create the vault: a master key wrapped under your passphrase (the passphrase never leaves this machine)')
+    .option(...passphraseFile)
+    .option(...kdfOption)
+    .option('--json', 'print the API response as JSON')
+    .action(
+      action(async (options: PassphraseOptions & { kdf?: string }) => {
+        const profile = kdfProfile(options.kdf);
+        const client = clientFromEnv();
+        const passphrase = await readPassphrase({ passphraseFile: options.passphraseFile, confirm: true });
+        const result = await initVault(client, passphrase, profile);
+        if (options.json) return printJson(result);
+        const { opslimit, memlimit } = KDF_PROFILES[profile];
+        print(`vault initialized (Argon2id ${profile}: opslimit ${opslimit}, memlimit ${bytes(memlimit)}).`);
+        print('Keep the passphrase safe: without it no backup can be restored, and nobody can recover it.');
+      }),
+    );
+
+  program
+    .command('backup <path>')
+    .description('encrypt a directory (or a file) locally and upload it: tar → gzip → encrypt → upload, streamed')
+    .option(...passphraseFile)
+    .option('--name <name>', 'name kept in the encrypted metadata (default: the base name of <path>)')
+    .option('--hostapp-version <version>', 'version of the application whose data this is (stored in clear)')
+    .option('--json', 'print the READY backup (BackupDetail) as JSON')
+    .action(
+      action(async (source: string, options: PassphraseOptions & { name?: string; hostappVersion?: string }) => {
+        const limit = maxArchiveBytes();
+        const client = clientFromEnv();
+        const { masterKey } = await unlock(client, options);
+        const bar = progressBar('encrypting + uploading', !!options.json);
+        const { signal, dispose } = interruptible();
+        const onEvent = (event: BackupEvent) => {
+          if (event.type === 'progress') bar.update(event.plaintextBytes, event.estimatedPlaintextBytes);
+          else if (event.type === 'measuring' && !options.json) note(`${event.reason}…`);
+          else if (event.type === 'slot' && event.reused) note(`resuming the open upload slot ${event.backupId}`);
+          else if (event.type === 'replaced') note(`deleted the unfinished upload ${event.backupId} (it can never be finalized)`);
+          else if (event.type === 'slot-deleted') note(`deleted the upload slot ${event.backupId}`);
+        };
+        try {
+          const { detail, metadata } = await runBackup({
+            client,
+            masterKey,
+            source,
+            name: options.name,
+            hostappVersion: options.hostappVersion,
+            maxArchiveBytes: limit,
+            signal,
+            onEvent,
+          });
+          bar.stop();
+          if (options.json) return printJson(detail);
+          print(
+            `backup ${detail.id} ${detail.status}: ${metadata.fileCount} files, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
+              `${bytes(detail.ciphertextSizeBytes)} encrypted; kept until ${localTime(detail.expiresAt)}`,
+          );
+        } finally {
+          bar.stop();
+          dispose();
+          wipe(masterKey);
+        }
+      }),
+    );
+
+  program
+    .command('list')
+    .description('list your backups, newest first')
+    .option('--json', 'print the API response ({"backups": [...]})')
+    .action(
+      action(async (options: JsonOption) => {
+        const list = await clientFromEnv().listBackups();
+        if (options.json) return printJson(list);
+        print(table(list.backups));
+      }),
+    );
+
+  program
+    .command('show <id>')
+    .description('show one backup')
+    .option('--metadata', 'also decrypt and show the sealed metadata (asks for the passphrase)')
+    .option(...passphraseFile)
+    .option('--json', 'print the BackupDetail as JSON')
+    .action(
+      action(async (id: string, options: PassphraseOptions & { metadata?: boolean }) => {
+        const client = clientFromEnv();
+        const detail = await client.getBackup(id);
+        if (options.json) return printJson(detail);
+        print(recordLines(detail).join('\n'));
+        if (!options.metadata || detail.encryptedMetadata === null) return;
+        const { masterKey } = await unlock(client, options);
+        const dek = unwrapDek(masterKey, detail.id, detail);
+        try {
+          print(metadataLines(openMetadata(dek, detail.id, detail)).join('\n'));
+        } finally {
+          wipe(dek, masterKey);
+        }
+      }),
+    );
+
+  program
+    .command('restore <id> <dir>')
+    .description('download, verify and decrypt a backup into <dir> (created if missing; must be empty unless --force)')
+    .option(...passphraseFile)
+    .option('--force', 'restore into a non-empty directory, replacing what the backup holds')
+    .option('--json', 'print the restored BackupDetail as JSON')
+    .action(
+      action(async (id: string, dir: string, options: PassphraseOptions & { force?: boolean }) => {
+        await checkTarget(dir, !!options.force);
+        const client = clientFromEnv();
+        const { masterKey } = await unlock(client, options);
+        const bar = progressBar('downloading + decrypting', !!options.json);
+        const { signal, dispose } = interruptible();
+        try {
+          const result = await runRestore({
+            client,
+            masterKey,
+            backupId: id,
+            target: dir,
+            force: !!options.force,
+            signal,
+            onEvent: (event) => {
+              if (event.type === 'progress') bar.update(event.received, event.total);
+              else if (event.type === 'resumed' && !options.json) note(`connection lost; resuming at byte ${event.from}`);
+            },
+          });
+          bar.stop();
+          if (options.json) return printJson(result.detail);
+          const m = result.metadata;
+          print(
+            `restored ${m.name} (${m.fileCount} files, ${bytes(m.plaintextSizeBytes)}) into ${result.target}; ` +
+              `final tag and SHA-256 verified`,
+          );
+        } finally {
+          bar.stop();
+          dispose();
+          wipe(masterKey);
+        }
+      }),
+    );
+
+  program
+    .command('delete <id>')
+    .description('delete a backup and its encrypted archive')
+    .option('--json', 'print the API response as JSON')
+    .action(
+      action(async (id: string, options: JsonOption) => {
+        const result = await clientFromEnv().deleteBackup(id);
+        if (options.json) return printJson(result);
+        print(`deleted backup ${result.id} (${result.status})`);
+      }),
+    );
+
+  program
+    .command('watch <id>')
+    .description('follow the status of a backup until it is READY, FAILED or DELETED (exit 1 when FAILED)')
+    .option('--json', 'print each event (BackupStatusEvent, then the closing frame) as one JSON line')
+    .action(
+      action(async (id: string, options: JsonOption) => {
+        const client = clientFromEnv();
+        const { signal, dispose } = interruptible();
+        let last: string | undefined;
+        let final: string | undefined;
+        try {
+          for await (const event of watchBackup(client, id, { signal })) {
+            if (event.type === 'status') {
+              final = event.data.status;
+              if (options.json) printJson(event.data);
+              else if (event.data.status !== last) {
+                print(`${localTime(event.data.observedAt)}  ${event.data.backupId}  ${event.data.status}`);
+              }
+              last = event.data.status;
+            } else if (event.type === 'closed') {
+              final = event.data.status;
+              if (options.json) printJson(event.data);
+            } else if (!options.json) {
+              note(`reconnecting (${event.reason})`);
+            }
+          }
+        } finally {
+          dispose();
+        }
+        if (final === 'FAILED') throw new CliError(`backup ${id} FAILED`, EXIT.failure);
+      }),
+    );
+
+  program
+    .command('passphrase')
+    .description('change the vault passphrase (re-wraps the master key; every backup stays readable)')
+    .option(...passphraseFile)
+    .option('--new-passphrase-file <file>', 'read the new passphrase from this file (else COFFER_NEW_PASSPHRASE, else a prompt)')
+    .option(...kdfOption)
+    .option('--json', 'print the API response as JSON')
+    .action(
+      action(async (options: PassphraseOptions & { newPassphraseFile?: string; kdf?: string }) => {
+        const profile = kdfProfile(options.kdf);
+        const client = clientFromEnv();
+        const { masterKey } = await unlock(client, options);
+        try {
+          const next = await readNewPassphrase({ newPassphraseFile: options.newPassphraseFile });
+          const result = await changePassphrase(client, masterKey, next, profile);
+          if (options.json) return printJson(result);
+          print('passphrase changed; every backup stays readable with the new passphrase (the old one no longer works)');
+        } finally {
+          wipe(masterKey);
+        }
+      }),
+    );
+
+  program
+    .command('reset')
+    .description('delete the vault key material (and, with --delete-backups, every backup): irreversible')
+    .option('--delete-backups', 'also delete every remaining backup')
+    .option('--yes', 'do not ask for confirmation on a terminal')
+    .option('--json', 'print the API response as JSON')
+    .action(
+      action(async (options: JsonOption & { deleteBackups?: boolean; yes?: boolean }) => {
+        const client = clientFromEnv();
+        if (options.deleteBackups && !options.yes) {
+          const confirmed = await confirmOnTerminal(
+            'This deletes every backup and the vault key material for good. Type "delete" to continue: ',
+            'delete',
+          );
+          if (!confirmed) throw new CliError('reset cancelled; nothing was deleted', EXIT.failure);
+        }
+        try {
+          const result = await client.reset({ deleteBackups: !!options.deleteBackups });
+          if (options.json) return printJson(result);
+          print(
+            `reset: vault material ${result.accountDeleted ? 'deleted' : 'was already absent'}, ` +
+              `${result.deletedBackups} backup(s) deleted. Run \`coffer init\` to start again.`,
+          );
+        } catch (error) {
+          const remaining = (error as { code?: string; details?: { remainingBackups?: number } }).details?.remainingBackups;
+          if ((error as { code?: string }).code === 'vault_not_empty' && !options.json) {
+            throw new CliError(
+              `reset refused: ${remaining ?? 'some'} backup(s) remain. Delete them first, or pass --delete-backups.`,
+              EXIT.failure,
+            );
+          }
+          throw error;
+        }
+      }),
+    );
+}

@@ -1,0 +1,255 @@
+/**
+ * `coffer backup`, as a library: tar → gzip → secretstream → HTTP upload body in one streamed pipeline
+ * (no plaintext temp file, bounded memory), then finalize with the wrapped DEK and sealed metadata.
+ *
+ * Size limit (50 MiB of ciphertext by default): a bound computed from a scan of the tree decides whether the
+ * archive surely fits. When it might not, a dry run (tar → gzip → byte count, stopped as soon as the limit is
+ * crossed) measures the exact ciphertext size before any slot is opened. During the real upload a byte
+ * counter still stops the stream the moment the limit is crossed (files may grow meanwhile, or the server may
+ * have a lower limit: its 413 is honoured), and the slot is deleted.
+ */
+import { pipeline } from 'node:stream';
+import { pipeline as pipelineAsync } from 'node:stream/promises';
+import { Writable } from 'node:stream';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { Meter, packTree, scanTree, type PackCounts, type TreeScan } from './archive.js';
+import {
+  CHUNK_BYTES,
+  CRYPTO_VERSION,
+  EncryptStream,
+  ciphertextSize,
+  newKey,
+  sealMetadata,
+  wipe,
+  wrapDek,
+  type BackupMetadata,
+} from './envelope.js';
+import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
+
+/** CONTRACT §6: 52,428,800 bytes of ciphertext. */
+export const DEFAULT_MAX_ARCHIVE_BYTES = 50 * 1024 * 1024;
+export const CLIENT_VERSION = 'coffer-cli/0.1.0';
+
+export class ArchiveTooLargeError extends Error {
+  override readonly name = 'ArchiveTooLargeError';
+  constructor(
+    message: string,
+    readonly limitBytes: number,
+    /** Exact or lower-bound ciphertext size, when known. */
+    readonly ciphertextBytes: number | undefined,
+    /** Whether bytes had already been sent (the slot was then deleted). */
+    readonly duringUpload: boolean,
+  ) {
+    super(message);
+  }
+}
+
+export type BackupEvent =
+  | { type: 'scanned'; scan: TreeScan }
+  | { type: 'measuring'; reason: string }
+  | { type: 'measured'; ciphertextBytes: number }
+  | { type: 'slot'; backupId: string; reused: boolean }
+  | { type: 'replaced'; backupId: string }
+  | { type: 'progress'; plaintextBytes: number; ciphertextBytes: number; estimatedPlaintextBytes: number }
+  | { type: 'uploaded'; ciphertextBytes: number }
+  | { type: 'slot-deleted'; backupId: string };
+
+export interface BackupOptions {
+  client: CofferClient;
+  masterKey: Buffer;
+  source: string;
+  /** Name kept in the sealed metadata (default: the source's base name). */
+  name?: string;
+  maxArchiveBytes?: number;
+  gzipLevel?: number;
+  hostappVersion?: string;
+  signal?: AbortSignal;
+  onEvent?: (event: BackupEvent) => void;
+}
+
+export interface BackupResult {
+  detail: BackupDetailBody;
+  metadata: BackupMetadata;
+}
+
+/** zlib's deflateBound plus the gzip wrapper: the most gzip can emit for `n` input bytes. */
+export function gzipBound(n: number): number {
+  return n + Math.floor(n / 4096) + Math.floor(n / 16384) + Math.floor(n / 33554432) + 13 + 18;
+}
+
+const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+
+function tooLarge(limit: number, ciphertextBytes: number | undefined, duringUpload: boolean): ArchiveTooLargeError {
+  const size = ciphertextBytes === undefined ? 'more than that' : `at least ${mib(ciphertextBytes)} (${ciphertextBytes} bytes)`;
+  const when = duringUpload ? 'the upload was stopped and its slot deleted' : 'nothing was uploaded';
+  return new ArchiveTooLargeError(
+    `the encrypted archive would exceed the ${mib(limit)} (${limit} bytes) limit: it is ${size}; ${when}. ` +
+      'Back up a smaller directory, or split it into several backups.',
+    limit,
+    ciphertextBytes,
+    duringUpload,
+  );
+}
+
+/** Exact ciphertext size by a dry run (tar → gzip → count), stopped as soon as it passes `limit`. */
+export async function measureCiphertext(scan: TreeScan, limit: number, gzipLevel: number, signal?: AbortSignal): Promise<number> {
+  let compressed = 0;
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      compressed += chunk.length;
+      const size = ciphertextSize(compressed);
+      callback(size > limit ? tooLarge(limit, size, false) : null);
+    },
+  });
+  await pipelineAsync(packTree(scan), zlib.createGzip({ level: gzipLevel }), sink, { signal });
+  return ciphertextSize(compressed);
+}
+
+interface Slot {
+  backupId: string;
+  uploadUrl: string;
+}
+
+/**
+ * A slot to upload into. On 409 `upload_in_progress` the slot named in details.backupId is reused when it is
+ * still PENDING_UPLOAD (nothing was stored in it), or deleted and replaced when it is UPLOADED (its data key
+ * died with the client that uploaded it, so it can never be finalized).
+ */
+async function acquireSlot(client: CofferClient, signal: AbortSignal | undefined, emit: (e: BackupEvent) => void): Promise<Slot> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const created = await client.createBackup(signal);
+      const uploadUrl =
+        created.upload.protocol === 'direct'
+          ? client.directUploadUrl(created.backupId, created.upload.uploadUrl)
+          : client.directUploadUrl(created.backupId); // blobhost-client servers also take direct uploads here
+      emit({ type: 'slot', backupId: created.backupId, reused: false });
+      return { backupId: created.backupId, uploadUrl };
+    } catch (error) {
+      if (!(error instanceof CofferApiError) || error.code !== 'upload_in_progress') throw error;
+      const otherId = error.details?.backupId;
+      if (typeof otherId !== 'string') throw error;
+      const other = await client.getBackup(otherId, signal).catch((e: unknown) => {
+        if (e instanceof CofferApiError && e.status === 404) return undefined;
+        throw e;
+      });
+      if (other?.status === 'PENDING_UPLOAD') {
+        emit({ type: 'slot', backupId: otherId, reused: true });
+        return { backupId: otherId, uploadUrl: client.directUploadUrl(otherId) };
+      }
+      if (other) {
+        await client.deleteBackup(otherId, signal).catch((e: unknown) => {
+          if (!(e instanceof CofferApiError && e.status === 404)) throw e;
+        });
+        emit({ type: 'replaced', backupId: otherId });
+      }
+    }
+  }
+  throw new Error('could not obtain an upload slot: another upload keeps taking it');
+}
+
+export async function runBackup(options: BackupOptions): Promise<BackupResult> {
+  const { client, masterKey, signal } = options;
+  const emit = options.onEvent ?? (() => undefined);
+  const limit = options.maxArchiveBytes ?? DEFAULT_MAX_ARCHIVE_BYTES;
+  const gzipLevel = options.gzipLevel ?? zlib.constants.Z_DEFAULT_COMPRESSION;
+
+  const scan = await scanTree(options.source);
+  emit({ type: 'scanned', scan });
+  const bound = ciphertextSize(gzipBound(scan.tarBoundBytes));
+  if (bound > limit) {
+    emit({ type: 'measuring', reason: `the tree holds ${mib(scan.fileBytes)}; measuring its compressed size` });
+    const exact = await measureCiphertext(scan, limit, gzipLevel, signal);
+    emit({ type: 'measured', ciphertextBytes: exact });
+  }
+
+  const slot = await acquireSlot(client, signal, emit);
+  const dek = newKey();
+  try {
+    const counts: PackCounts = { files: 0, directories: 0, symlinks: 0 };
+    let ciphertextBytes = 0;
+    const progress = () =>
+      emit({
+        type: 'progress',
+        plaintextBytes: plain.bytes,
+        ciphertextBytes,
+        estimatedPlaintextBytes: Math.max(scan.tarBoundBytes, plain.bytes),
+      });
+    const plain = new Meter({ hash: true, onBytes: progress });
+    const cipher = new Meter({
+      limit,
+      onBytes: (total) => {
+        ciphertextBytes = total;
+      },
+      onLimit: (seen) => tooLarge(limit, seen, true),
+    });
+    let pipeError: Error | null = null;
+    pipeline(packTree(scan, counts), plain, zlib.createGzip({ level: gzipLevel }), new EncryptStream(dek), cipher, (error) => {
+      pipeError = error ?? null;
+    });
+    let uploaded;
+    try {
+      uploaded = await client.uploadDirect(slot.uploadUrl, cipher, { signal });
+    } catch (error) {
+      if (error instanceof CofferApiError && error.code === 'payload_too_large') {
+        const max = typeof error.details?.maxBytes === 'number' ? error.details.maxBytes : limit;
+        throw tooLarge(max, Math.max(cipher.bytes, max + 1), true);
+      }
+      throw pipeError ?? error;
+    }
+    if (uploaded.size !== cipher.bytes) {
+      throw new Error(`the server stored ${uploaded.size} bytes but ${cipher.bytes} were sent`);
+    }
+    emit({ type: 'uploaded', ciphertextBytes: cipher.bytes });
+
+    const metadata: BackupMetadata = {
+      format: 'coffer-archive/v1',
+      name: options.name ?? path.basename(path.resolve(options.source)),
+      sourcePath: path.resolve(options.source),
+      createdAt: new Date().toISOString(),
+      kind: scan.kind,
+      fileCount: counts.files,
+      directoryCount: counts.directories,
+      symlinkCount: counts.symlinks,
+      archive: 'tar',
+      compression: 'gzip',
+      chunkBytes: CHUNK_BYTES,
+      plaintextSizeBytes: plain.bytes,
+      plaintextSha256: plain.digest(),
+      ciphertextSizeBytes: cipher.bytes,
+    };
+    const body = {
+      cryptoVersion: CRYPTO_VERSION,
+      ...wrapDek(masterKey, slot.backupId, dek),
+      ...sealMetadata(dek, slot.backupId, metadata),
+      ciphertextSizeBytes: cipher.bytes,
+      plaintextSizeBytes: plain.bytes,
+      clientVersion: CLIENT_VERSION,
+      ...(options.hostappVersion ? { hostappVersion: options.hostappVersion } : {}),
+    };
+    let detail: BackupDetailBody;
+    try {
+      detail = await client.finalizeBackup(slot.backupId, body, signal);
+    } catch (error) {
+      if (!(error instanceof CofferNetworkError) || signal?.aborted) throw error;
+      // The connection broke: the finalize may or may not have landed. Look, then retry once.
+      const current = await client.getBackup(slot.backupId, signal);
+      detail = current.status === 'READY' ? current : await client.finalizeBackup(slot.backupId, body, signal);
+    }
+    return { detail, metadata };
+  } catch (error) {
+    // Someone else moved the slot on (409): it is theirs now. Anything else: free it for the next attempt.
+    const movedByOthers = error instanceof CofferApiError && error.status === 409;
+    if (!movedByOthers) {
+      const deleted = await client.deleteBackup(slot.backupId).then(
+        () => true,
+        () => false,
+      );
+      if (deleted) emit({ type: 'slot-deleted', backupId: slot.backupId });
+    }
+    throw error;
+  } finally {
+    wipe(dek);
+  }
+}

@@ -1,0 +1,379 @@
+/**
+ * A typed HTTP client for the Coffer API (SPEC.md). The wire types are the server's own TypeBox schemas
+ * (src/api/schemas.ts), imported as types only: there is no second hand-written copy of them, and the
+ * client bundle pulls in no server code. Every non-2xx answer becomes a CofferApiError carrying the
+ * ErrorResponse `code`, `resolution`, `details` and `Retry-After`.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type { Readable } from 'node:stream';
+import type { Static } from '@sinclair/typebox';
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+import type {
+  BackupAccount,
+  BackupList,
+  BootstrapResponse,
+  CreateBackupResponse,
+  DeleteBackupResponse,
+  DirectUploadResponse,
+  ResetResponse,
+  RotateResponse,
+  BackupAccountEnvelopeBody,
+  BackupDetailBody,
+  BackupFinalizeBody,
+  BackupRecordBody,
+  BackupStatusEventBody,
+  ErrorResponseBody,
+} from '../api/schemas.js';
+
+export type {
+  BackupAccountEnvelopeBody,
+  BackupDetailBody,
+  BackupFinalizeBody,
+  BackupRecordBody,
+  BackupStatusEventBody,
+  ErrorResponseBody,
+};
+export type BackupAccountBody = Static<typeof BackupAccount>;
+export type BootstrapResponseBody = Static<typeof BootstrapResponse>;
+export type RotateResponseBody = Static<typeof RotateResponse>;
+export type ResetResponseBody = Static<typeof ResetResponse>;
+export type BackupListBody = Static<typeof BackupList>;
+export type CreateBackupResponseBody = Static<typeof CreateBackupResponse>;
+export type DirectUploadResponseBody = Static<typeof DirectUploadResponse>;
+export type DeleteBackupResponseBody = Static<typeof DeleteBackupResponse>;
+export type BackupStatus = BackupRecordBody['status'];
+
+/** An ErrorResponse from the API (SPEC §Errors, CONTRACT §9). */
+export class CofferApiError extends Error {
+  override readonly name = 'CofferApiError';
+  readonly code: string;
+  readonly resolution: string;
+  readonly details: Record<string, unknown> | undefined;
+  /** Seconds from the Retry-After header, when present. */
+  readonly retryAfter: number | undefined;
+
+  constructor(
+    readonly status: number,
+    readonly body: ErrorResponseBody,
+    headers: Headers | http.IncomingHttpHeaders,
+  ) {
+    super(body.error || body.message || `HTTP ${status}`);
+    this.code = body.code;
+    this.resolution = body.resolution;
+    this.details = body.details;
+    const raw = headers instanceof Headers ? headers.get('retry-after') : headers['retry-after'];
+    const seconds = raw === null || raw === undefined ? NaN : Number(raw);
+    this.retryAfter = Number.isFinite(seconds) && seconds >= 0 ? seconds : undefined;
+  }
+}
+
+/** The server could not be reached, or the connection broke. */
+export class CofferNetworkError extends Error {
+  override readonly name = 'CofferNetworkError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+export interface CofferClientOptions {
+  /** Base URL of the server, e.g. http://localhost:8080 */
+  baseUrl: string;
+  apiKey: string;
+  userAgent?: string;
+}
+
+export interface ContentResponse {
+  status: 200 | 206;
+  headers: Headers;
+  /** Total ciphertext size (from Content-Range on 206, Content-Length on 200). */
+  totalBytes: number;
+  /** First byte offset of the body. */
+  start: number;
+  etag: string | undefined;
+  body: ReadableStream<Uint8Array>;
+}
+
+export interface StatusStreamFrame {
+  event: 'backup.status' | 'backup.stream.closed' | 'backup.stream.error' | string;
+  id: string | undefined;
+  data: unknown;
+}
+
+function errorBodyFrom(status: number, text: string): ErrorResponseBody {
+  try {
+    const parsed = JSON.parse(text) as Partial<ErrorResponseBody>;
+    if (parsed && typeof parsed.code === 'string') {
+      return {
+        error: String(parsed.error ?? parsed.message ?? `HTTP ${status}`),
+        code: parsed.code,
+        message: String(parsed.message ?? parsed.error ?? ''),
+        resolution: String(parsed.resolution ?? ''),
+        ...(parsed.details ? { details: parsed.details } : {}),
+      };
+    }
+  } catch {
+    // not JSON: fall through
+  }
+  const snippet = text.slice(0, 200).replace(/\s+/g, ' ').trim();
+  const error = `HTTP ${status}${snippet ? `: ${snippet}` : ''}`;
+  return { error, code: `http_${status}`, message: error, resolution: 'Check COFFER_URL: it should point at a Coffer server.' };
+}
+
+export class CofferClient {
+  readonly baseUrl: string;
+  private readonly apiKey: string;
+  private readonly userAgent: string;
+
+  constructor(options: CofferClientOptions) {
+    const url = new URL(options.baseUrl);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new TypeError(`the server URL must be http(s), got ${url.protocol}`);
+    }
+    this.baseUrl = url.toString().replace(/\/+$/, '');
+    this.apiKey = options.apiKey;
+    this.userAgent = options.userAgent ?? 'coffer-sdk/0.1.0';
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { authorization: `Bearer ${this.apiKey}`, 'user-agent': this.userAgent, ...extra };
+  }
+
+  /**
+   * Resolves an API path, or a server-announced absolute URL, to an address on the configured server. The API key
+   * only ever goes to the configured origin: an announced URL on another origin (for example a server whose
+   * COFFER_PUBLIC_URL is wrong, or a hostile one) is re-rooted onto the base URL, keeping its /api/… path and query.
+   */
+  url(pathOrUrl: string): string {
+    if (pathOrUrl.startsWith('/')) return `${this.baseUrl}${pathOrUrl}`;
+    const announced = new URL(pathOrUrl);
+    if (announced.origin === new URL(this.baseUrl).origin) return announced.toString();
+    const at = announced.pathname.indexOf('/api/');
+    return `${this.baseUrl}${at >= 0 ? announced.pathname.slice(at) : announced.pathname}${announced.search}`;
+  }
+
+  private async fetch(method: string, path: string, init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {}) {
+    const headers = this.headers(init.headers);
+    let body: string | undefined;
+    if (init.json !== undefined) {
+      body = JSON.stringify(init.json);
+      headers['content-type'] = 'application/json';
+    }
+    try {
+      return await fetch(this.url(path), { method, headers, body, signal: init.signal });
+    } catch (error) {
+      if (init.signal?.aborted) throw error;
+      throw new CofferNetworkError(`cannot reach ${this.baseUrl}: ${causeText(error)}`, { cause: error });
+    }
+  }
+
+  private async request<T>(
+    method: string,
+    path: string,
+    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<T> {
+    const response = await this.fetch(method, path, init);
+    const text = await response.text();
+    if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new CofferNetworkError(`the server at ${this.baseUrl} answered ${method} ${path} with something that is not JSON`);
+    }
+  }
+
+  // ---- account ----
+
+  getAccount(signal?: AbortSignal): Promise<BackupAccountBody> {
+    return this.request('GET', '/api/backup-account', { signal });
+  }
+
+  bootstrap(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<BootstrapResponseBody> {
+    return this.request('POST', '/api/backup-account/bootstrap', { json: envelope, signal });
+  }
+
+  rotate(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<RotateResponseBody> {
+    return this.request('POST', '/api/backup-account/rotate', { json: envelope, signal });
+  }
+
+  reset(options: { deleteBackups?: boolean } = {}, signal?: AbortSignal): Promise<ResetResponseBody> {
+    return this.request('POST', '/api/backup-account/reset', { json: { deleteBackups: !!options.deleteBackups }, signal });
+  }
+
+  // ---- backups ----
+
+  listBackups(signal?: AbortSignal): Promise<BackupListBody> {
+    return this.request('GET', '/api/backups', { signal });
+  }
+
+  createBackup(signal?: AbortSignal): Promise<CreateBackupResponseBody> {
+    return this.request('POST', '/api/backups', { signal });
+  }
+
+  getBackup(id: string, signal?: AbortSignal): Promise<BackupDetailBody> {
+    return this.request('GET', `/api/backups/${encodeURIComponent(id)}`, { signal });
+  }
+
+  deleteBackup(id: string, signal?: AbortSignal): Promise<DeleteBackupResponseBody> {
+    return this.request('DELETE', `/api/backups/${encodeURIComponent(id)}`, { signal });
+  }
+
+  finalizeBackup(id: string, body: BackupFinalizeBody, signal?: AbortSignal): Promise<BackupDetailBody> {
+    return this.request('POST', `/api/backups/${encodeURIComponent(id)}/finalize`, { json: body, signal });
+  }
+
+  /** The direct-upload address of a slot (on the configured origin). */
+  directUploadUrl(backupId: string, announced?: string): string {
+    return this.url(announced ?? `/api/backups/upload?backupId=${encodeURIComponent(backupId)}`);
+  }
+
+  /**
+   * Streams `body` as the ciphertext of a slot (direct protocol, chunked unless `contentLength` is given).
+   * Memory stays bounded: the body is piped with backpressure. An early answer from the server (413, 409)
+   * wins over the broken pipe it causes; a failure of `body` itself aborts the request and is rethrown.
+   */
+  uploadDirect(
+    uploadUrl: string,
+    body: Readable,
+    options: { contentLength?: number; signal?: AbortSignal } = {},
+  ): Promise<DirectUploadResponseBody> {
+    const url = new URL(this.url(uploadUrl));
+    const transport = url.protocol === 'https:' ? https : http;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      let answered = false;
+      const settle = (error: Error | undefined, value?: DirectUploadResponseBody) => {
+        if (settled) return;
+        settled = true;
+        options.signal?.removeEventListener('abort', onAbort);
+        if (error) {
+          body.unpipe(request);
+          if (!body.destroyed) body.destroy();
+          if (!request.destroyed) request.destroy();
+          reject(error);
+        } else resolve(value!);
+      };
+      const onAbort = () => settle(abortError(options.signal));
+      const headers = this.headers({ 'content-type': 'application/octet-stream' });
+      if (options.contentLength !== undefined) headers['content-length'] = String(options.contentLength);
+      const request = transport.request(url, { method: 'POST', headers });
+      request.on('response', (response) => {
+        answered = true;
+        const parts: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => parts.push(chunk));
+        response.on('error', (error) => settle(new CofferNetworkError(`upload answer broke off: ${error.message}`)));
+        response.on('end', () => {
+          const text = Buffer.concat(parts).toString('utf8');
+          const status = response.statusCode ?? 0;
+          if (status >= 200 && status < 300) {
+            try {
+              settle(undefined, JSON.parse(text) as DirectUploadResponseBody);
+            } catch {
+              settle(new CofferNetworkError('the upload answer is not JSON'));
+            }
+          } else {
+            settle(new CofferApiError(status, errorBodyFrom(status, text), response.headers));
+          }
+        });
+      });
+      request.on('error', (error) => {
+        // The server may have answered (e.g. 413) and closed while we were still sending: let the answer win.
+        setTimeout(() => {
+          if (!answered) settle(new CofferNetworkError(`upload to ${this.baseUrl} failed: ${causeText(error)}`, { cause: error }));
+        }, 250);
+      });
+      body.on('error', (error) => settle(error));
+      if (options.signal?.aborted) return onAbort();
+      options.signal?.addEventListener('abort', onAbort, { once: true });
+      body.pipe(request);
+    });
+  }
+
+  /**
+   * Opens the ciphertext of a READY backup. With `from` > 0 asks for the rest (`Range: bytes=from-`), guarded
+   * by `If-Range: etag` so a changed blob answers 200 (whole body) instead of a wrong tail.
+   */
+  async openContent(
+    id: string,
+    options: { from?: number; etag?: string; signal?: AbortSignal } = {},
+  ): Promise<ContentResponse> {
+    const headers: Record<string, string> = {};
+    if (options.from && options.from > 0) {
+      headers.range = `bytes=${options.from}-`;
+      if (options.etag) headers['if-range'] = options.etag;
+    }
+    const response = await this.fetch('GET', `/api/backups/${encodeURIComponent(id)}/content`, {
+      headers,
+      signal: options.signal,
+    });
+    if (!response.ok) {
+      const text = await response.text();
+      throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
+    }
+    if (!response.body) throw new CofferNetworkError('the content answer has no body');
+    const etag = response.headers.get('etag') ?? undefined;
+    if (response.status === 206) {
+      const match = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(response.headers.get('content-range') ?? '');
+      if (!match) {
+        await response.body.cancel();
+        throw new CofferNetworkError('a 206 answer without a usable Content-Range');
+      }
+      return { status: 206, headers: response.headers, start: Number(match[1]), totalBytes: Number(match[3]), etag, body: response.body };
+    }
+    const length = Number(response.headers.get('content-length'));
+    return {
+      status: 200,
+      headers: response.headers,
+      start: 0,
+      totalBytes: Number.isSafeInteger(length) ? length : NaN,
+      etag,
+      body: response.body,
+    };
+  }
+
+  /** Follows GET /api/backups/{id}/events: yields each frame with its JSON data parsed, until the server closes. */
+  async *statusEvents(id: string, signal?: AbortSignal): AsyncGenerator<StatusStreamFrame> {
+    const response = await this.fetch('GET', `/api/backups/${encodeURIComponent(id)}/events`, {
+      headers: { accept: 'text/event-stream' },
+      signal,
+    });
+    if (!response.ok) {
+      const text = await response.text();
+      throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
+    }
+    if (!response.body) return;
+    const frames = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+    const reader = frames.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        let data: unknown = value.data;
+        try {
+          data = JSON.parse(value.data);
+        } catch {
+          // leave as text
+        }
+        yield { event: value.event ?? 'message', id: value.id, data };
+      }
+    } finally {
+      await reader.cancel().catch(() => undefined);
+    }
+  }
+}
+
+export function abortError(signal: AbortSignal | undefined): Error {
+  const reason: unknown = signal?.reason;
+  return reason instanceof Error ? reason : new Error('aborted');
+}
+
+/** The innermost useful message of a fetch/socket failure (undici wraps the real cause). */
+export function causeText(error: unknown): string {
+  let current: unknown = error;
+  let text = error instanceof Error ? error.message : String(error);
+  for (let depth = 0; depth < 4 && current instanceof Error && current.cause !== undefined; depth++) {
+    current = current.cause;
+    if (current instanceof Error) text = current.message || (current as NodeJS.ErrnoException).code || text;
+  }
+  return text;
+}

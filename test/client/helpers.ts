@@ -1,0 +1,177 @@
+/**
+ * Client test helpers: run the real built CLI (`node dist/cli/main.js`) as a process, build a test tree,
+ * snapshot a tree for byte/mode/mtime comparison, and search files for plaintext.
+ */
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const CLI = path.join(ROOT, 'dist/cli/main.js');
+
+/** Fails clearly when dist is missing or older than a client source file (run `npm run build`). */
+export function assertBuilt(): void {
+  if (!fs.existsSync(CLI)) throw new Error('dist/cli/main.js is missing: run `npm run build` first');
+  const sources = [
+    ...fs.readdirSync(path.join(ROOT, 'src/client')).filter((f) => !f.endsWith('.d.ts')).map((f) => `client/${f}`),
+    'cli/client.ts',
+    'cli/client-io.ts',
+  ];
+  for (const source of sources) {
+    const built = fs.statSync(path.join(ROOT, 'dist', source.replace(/\.ts$/, '.js')), { throwIfNoEntry: false });
+    if (!built || fs.statSync(path.join(ROOT, 'src', source)).mtimeMs > built.mtimeMs + 1000) {
+      throw new Error(`dist/${source.replace(/\.ts$/, '.js')} is missing or older than its source: run \`npm run build\` first`);
+    }
+  }
+}
+
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** A clean environment: nothing COFFER_* leaks in from the outside. */
+export function baseEnv(extra: Record<string, string | undefined> = {}): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: process.env.HOME ?? '/tmp',
+    TZ: 'UTC',
+    LANG: 'C.UTF-8',
+  };
+  for (const [key, value] of Object.entries(extra)) if (value !== undefined) env[key] = value;
+  return env;
+}
+
+export function runCli(args: string[], env: Record<string, string | undefined>, options: { input?: string } = {}): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: baseEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    child.stdin.end(options.input ?? '');
+  });
+}
+
+/** A CLI bound to one server, key and passphrase (small Argon2 cost through COFFER_KDF=min). */
+export function cliFor(url: string, apiKey: string, passphrase: string | undefined, extra: Record<string, string> = {}) {
+  const env = { COFFER_URL: url, COFFER_API_KEY: apiKey, COFFER_PASSPHRASE: passphrase, COFFER_KDF: 'min', ...extra };
+  return (args: string[], more: Record<string, string | undefined> = {}) => runCli(args, { ...env, ...more });
+}
+
+export function json<T = any>(result: RunResult): T {
+  if (result.code !== 0) throw new Error(`exit ${result.code}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as T;
+}
+
+// ---- trees ----
+
+export const CANARY_NAME = 'zk-canary-name-5d1e0c.txt';
+export const CANARY_TEXT = 'ZK-CANARY-CONTENT-8a7f3c91 the server must never see this line';
+
+const at = (iso: string) => new Date(iso);
+
+/**
+ * A tree with nested folders, empty files and directories, unicode names, symlinks (one dangling), a hard link,
+ * distinct modes and mtimes, and a random file of `bigBytes` (20 MiB for the round trip).
+ */
+export async function makeTree(root: string, bigBytes = 0): Promise<void> {
+  const file = async (rel: string, content: string | Buffer, mode = 0o644, mtime = '2001-02-03T04:05:06Z') => {
+    const full = path.join(root, rel);
+    await fsp.mkdir(path.dirname(full), { recursive: true });
+    await fsp.writeFile(full, content);
+    await fsp.chmod(full, mode);
+    await fsp.utimes(full, at(mtime), at(mtime));
+  };
+  await fsp.mkdir(root, { recursive: true });
+  await file('top.txt', 'top level\n', 0o644, '2020-05-06T07:08:09Z');
+  await file('nested/a/b/c/deep.txt', 'deep inside\n', 0o640, '2019-01-01T00:00:01Z');
+  await file(`nested/a/${CANARY_NAME}`, `${CANARY_TEXT}\n`, 0o600, '2018-03-04T05:06:07Z');
+  await file('empty.txt', '', 0o644, '2017-07-07T07:07:07Z');
+  await file('nested/empty-too.bin', Buffer.alloc(0), 0o600, '2016-06-06T06:06:06Z');
+  await file('ünïcødé/文件 📁.txt', 'unicode names ✓\n', 0o644, '2021-12-31T23:59:59Z');
+  await file('Ω≈ç√ ∂ƒ.md', '# math\n', 0o644, '2022-02-22T22:22:22Z');
+  await file('bin/run.sh', '#!/bin/sh\necho run\n', 0o755, '2015-05-05T05:05:05Z');
+  await file('readonly.txt', 'read only\n', 0o444, '2014-04-04T04:04:04Z');
+  if (bigBytes > 0) await file('big/random.bin', randomBytes(bigBytes), 0o644, '2023-03-03T03:03:03Z');
+  await fsp.mkdir(path.join(root, 'empty-dir'), { recursive: true });
+  await fsp.mkdir(path.join(root, 'nested/a/empty-sub'), { recursive: true });
+  await fsp.mkdir(path.join(root, 'private'), { recursive: true });
+  await file('private/key.txt', 'private\n', 0o600, '2013-03-03T03:03:03Z');
+  await fsp.symlink('nested/a/b/c/deep.txt', path.join(root, 'link-to-deep'));
+  await fsp.symlink('does/not/exist', path.join(root, 'dangling-link'));
+  await fsp.symlink('../top.txt', path.join(root, 'nested/up-link'));
+  await fsp.link(path.join(root, 'top.txt'), path.join(root, 'nested/hard-link.txt'));
+  // Directory modes and mtimes last (writing children changes a directory's mtime), deepest first.
+  const dirs: [string, number, string][] = [
+    ['nested/a/b/c', 0o755, '2012-01-01T00:00:00Z'],
+    ['nested/a/b', 0o750, '2012-01-02T00:00:00Z'],
+    ['nested/a/empty-sub', 0o700, '2012-01-03T00:00:00Z'],
+    ['nested/a', 0o755, '2012-01-04T00:00:00Z'],
+    ['nested', 0o755, '2012-01-05T00:00:00Z'],
+    ['empty-dir', 0o755, '2012-01-06T00:00:00Z'],
+    ['private', 0o700, '2012-01-07T00:00:00Z'],
+    ['ünïcødé', 0o755, '2012-01-08T00:00:00Z'],
+    ['bin', 0o755, '2012-01-09T00:00:00Z'],
+  ];
+  if (bigBytes > 0) dirs.push(['big', 0o755, '2012-01-10T00:00:00Z']);
+  for (const [rel, mode, mtime] of dirs) {
+    await fsp.chmod(path.join(root, rel), mode);
+    await fsp.utimes(path.join(root, rel), at(mtime), at(mtime));
+  }
+}
+
+export interface EntrySnapshot {
+  type: 'file' | 'dir' | 'symlink' | 'other';
+  mode: number;
+  /** Whole seconds: tar (ustar) keeps mtimes to the second. Not compared for symlinks. */
+  mtime?: number;
+  size?: number;
+  sha256?: string;
+  target?: string;
+}
+
+/** Every entry below `root` (not root itself): type, mode, mtime, size, content hash, link target. */
+export async function snapshot(root: string): Promise<Record<string, EntrySnapshot>> {
+  const out: Record<string, EntrySnapshot> = {};
+  const walk = async (dir: string, rel: string) => {
+    for (const name of (await fsp.readdir(dir)).sort()) {
+      const full = path.join(dir, name);
+      const key = rel ? `${rel}/${name}` : name;
+      const stat = await fsp.lstat(full);
+      const mode = stat.mode & 0o7777;
+      if (stat.isSymbolicLink()) out[key] = { type: 'symlink', mode: 0, target: await fsp.readlink(full) };
+      else if (stat.isDirectory()) {
+        out[key] = { type: 'dir', mode, mtime: Math.floor(stat.mtimeMs / 1000) };
+        await walk(full, key);
+      } else if (stat.isFile()) {
+        const sha256 = createHash('sha256').update(await fsp.readFile(full)).digest('hex');
+        out[key] = { type: 'file', mode, mtime: Math.floor(stat.mtimeMs / 1000), size: stat.size, sha256 };
+      } else out[key] = { type: 'other', mode };
+    }
+  };
+  await walk(root, '');
+  return out;
+}
+
+/** Every file below `root`, read whole (for searching server data for plaintext). */
+export async function readAllFiles(root: string): Promise<{ file: string; bytes: Buffer }[]> {
+  const files: { file: string; bytes: Buffer }[] = [];
+  const walk = async (dir: string) => {
+    for (const entry of await fsp.readdir(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) await walk(full);
+      else if (entry.isFile()) files.push({ file: full, bytes: await fsp.readFile(full) });
+    }
+  };
+  await walk(root);
+  return files;
+}
+
+export const exists = (p: string) => fs.existsSync(p);

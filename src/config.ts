@@ -22,9 +22,34 @@ export interface Config {
   sseTimeoutMs: number;
   /** How often the background sweeper runs; not an operator setting in CONTRACT, fixed unless a test overrides it. */
   sweepIntervalMs: number;
+  /** Protection against slow or idle clients (fixed defaults; tests shorten them). */
+  limits: ConnectionLimits;
   logLevel: string;
   initialApiKey: string | null;
 }
+
+export interface ConnectionLimits {
+  /** Time allowed to send the request headers. */
+  headersTimeoutMs: number;
+  /** Time allowed for a whole request, body included (a 50 MiB upload at 32 KiB/s fits). */
+  requestTimeoutMs: number;
+  /** Idle keep-alive connections are closed after this long. */
+  keepAliveTimeoutMs: number;
+  /** An upload slower than `minUploadBytesPerSecond` over `uploadRateWindowMs` is cut off. */
+  minUploadBytesPerSecond: number;
+  uploadRateWindowMs: number;
+  /** Open connections at most (10,000 event streams must fit). */
+  maxConnections: number;
+}
+
+export const DEFAULT_LIMITS: ConnectionLimits = {
+  headersTimeoutMs: 15_000,
+  requestTimeoutMs: 30 * 60_000,
+  keepAliveTimeoutMs: 30_000,
+  minUploadBytesPerSecond: 4096,
+  uploadRateWindowMs: 60_000,
+  maxConnections: 20_000,
+};
 
 export class ConfigError extends Error {
   constructor(
@@ -123,6 +148,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     sseIntervalMs: duration(env, 'COFFER_SSE_INTERVAL', '2s', 10),
     sseTimeoutMs: duration(env, 'COFFER_SSE_TIMEOUT', '5m'),
     sweepIntervalMs: 60_000,
+    limits: { ...DEFAULT_LIMITS },
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     initialApiKey,
   };

@@ -1,0 +1,90 @@
+/**
+ * Generates the test vectors of docs/crypto.md (run: npx vite-node test/client/vectors.gen.ts).
+ * Everything is fixed except the secretstream header, which libsodium draws itself: the archive vector is
+ * therefore a decryption vector. test/client/envelope.test.ts checks the published values.
+ */
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
+import zlib from 'node:zlib';
+import * as tar from 'tar';
+import {
+  EncryptStream,
+  deriveKek,
+  sealMetadata,
+  wrapDek,
+  wrapMasterKey,
+  type BackupMetadata,
+} from '../../src/client/envelope.js';
+
+const bytes = (length: number, start: number) => Buffer.from(Array.from({ length }, (_, i) => (start + i) & 0xff));
+
+const passphrase = 'Coffer cafe\u0301 \u2615 correct horse';
+const kdf = { salt: bytes(16, 0x00), opslimit: 2, memlimit: 67_108_864 };
+const masterKey = bytes(32, 0x10);
+const masterNonce = bytes(24, 0x40);
+const backupId = '01a2008c-0000-7000-8000-000000000001';
+const dek = bytes(32, 0x80);
+const dekNonce = bytes(24, 0xa0);
+const metadataNonce = bytes(24, 0xc0);
+
+// A one-file tar (portable headers, fixed mtime), gzip'd, sealed with the DEK.
+const entry = new tar.Header({
+  path: 'hello.txt',
+  mode: 0o644,
+  size: 14,
+  mtime: new Date('2026-01-01T00:00:00.000Z'),
+  type: 'File',
+  uid: 0,
+  gid: 0,
+});
+const header = Buffer.alloc(512);
+entry.encode(header, 0);
+const content = Buffer.from('hello, coffer\n');
+const tarBytes = Buffer.concat([header, content, Buffer.alloc(512 - content.length), Buffer.alloc(1024)]);
+const gz = zlib.gzipSync(tarBytes, { level: 9 });
+const ciphertext = await buffer(Readable.from([gz]).pipe(new EncryptStream(dek)));
+
+const metadata: BackupMetadata = {
+  format: 'coffer-archive/v1',
+  name: 'hello',
+  sourcePath: '/home/alice/hello',
+  createdAt: '2026-01-01T00:00:00.000Z',
+  kind: 'directory',
+  fileCount: 1,
+  directoryCount: 0,
+  symlinkCount: 0,
+  archive: 'tar',
+  compression: 'gzip',
+  chunkBytes: 65536,
+  plaintextSizeBytes: tarBytes.length,
+  plaintextSha256: createHash('sha256').update(tarBytes).digest('hex'),
+  ciphertextSizeBytes: ciphertext.length,
+};
+
+const kek = await deriveKek(passphrase, kdf);
+const vault = await wrapMasterKey(masterKey, passphrase, kdf, masterNonce);
+const vectors = {
+  passphrase,
+  kdf: { salt: kdf.salt.toString('base64'), opslimit: kdf.opslimit, memlimit: kdf.memlimit },
+  kek: Buffer.from(kek).toString('hex'),
+  masterKey: masterKey.toString('hex'),
+  wrappedMasterKeyNonce: masterNonce.toString('hex'),
+  vault,
+  backupId,
+  dek: dek.toString('hex'),
+  wrappedDekNonce: dekNonce.toString('hex'),
+  encryptedMetadataNonce: metadataNonce.toString('hex'),
+  metadataJson: JSON.stringify(metadata),
+  finalize: {
+    ...wrapDek(masterKey, backupId, dek, dekNonce),
+    ...sealMetadata(dek, backupId, metadata, metadataNonce),
+  },
+  archive: {
+    ciphertext: ciphertext.toString('base64'),
+    plaintextSizeBytes: tarBytes.length,
+    plaintextSha256: metadata.plaintextSha256,
+    files: { 'hello.txt': content.toString('utf8') },
+  },
+};
+process.stdout.write(`${JSON.stringify(vectors, null, 2)}\n`);

@@ -1,7 +1,7 @@
 /** CONTRACT §2: the scope matrix for every operation, credentials, and cross-account isolation. */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Scope } from '../../src/domain/scopes.js';
-import { envelope, finalizeBody } from '../helpers/api.js';
+import { type ApiResponse, envelope, finalizeBody } from '../helpers/api.js';
 import { type Call, bytes, createSlot, readyBackup, upload, useServer } from '../helpers/fixture.js';
 
 const fx = useServer();
@@ -10,7 +10,7 @@ interface Operation {
   name: string;
   needs: Scope;
   /** Issues the request; `id` is a READY backup of the caller's account. */
-  send(call: Call, id: string): ReturnType<Call>;
+  send(call: Call, id: string): Promise<ApiResponse<any>>;
 }
 
 const octet = { 'content-type': 'application/octet-stream' };
@@ -95,8 +95,8 @@ describe('credentials', () => {
     ['a non-Bearer scheme', { authorization: 'Basic dXNlcjpwYXNz' }],
   ])('answers 401 authentication_required for every operation with %s', async (_name, headers) => {
     for (const operation of OPERATIONS) {
-      const call: Call = (method, path, options = {}) =>
-        fx.client()(method, path, { ...options, headers: { ...options.headers, ...headers } });
+      const call = ((method: string, path: string, options: { headers?: Record<string, string> } = {}) =>
+        fx.client()(method, path, { ...options, headers: { ...options.headers, ...headers } })) as Call;
       const response = await operation.send(call, id);
       expect(response.status, operation.name).toBe(401);
       expect(response.body.code).toBe('authentication_required');

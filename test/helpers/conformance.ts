@@ -2,7 +2,7 @@
  * Checks every response a test provokes against the server's own /openapi.json: the status must be declared
  * for the operation and the body must validate against the declared schema (ajv, JSON Schema 2020-12).
  */
-import Ajv2020 from 'ajv/dist/2020.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { expect } from 'vitest';
 import { api, type ApiResponse } from './api.js';

@@ -55,7 +55,7 @@ export async function createSlot(call: Call): Promise<string> {
 
 export async function upload(call: Call, backupId: string, body: Buffer) {
   return call('POST', `/api/backups/upload?backupId=${backupId}`, {
-    body,
+    body: new Uint8Array(body),
     headers: { 'content-type': 'application/octet-stream' },
   });
 }

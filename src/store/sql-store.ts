@@ -1,5 +1,16 @@
 /** The Store on any Kysely dialect. SQLite and PostgreSQL differ only in how the Kysely instance is built. */
-import { type Kysely, type Selectable, type Transaction, sql } from 'kysely';
+import {
+  type Kysely,
+  type KyselyPlugin,
+  type PluginTransformQueryArgs,
+  type PluginTransformResultArgs,
+  type QueryResult,
+  type RootOperationNode,
+  type Selectable,
+  type Transaction,
+  type UnknownRow,
+  sql,
+} from 'kysely';
 import {
   IN_FLIGHT_STATUSES,
   type BackupStatus,
@@ -10,7 +21,7 @@ import type { Plan } from '../domain/plans.js';
 import type { Scope } from '../domain/scopes.js';
 import { migrateToLatest } from './migrations.js';
 import type { AccountsTable, ApiKeysTable, BackupsTable, Database, VaultsTable } from './schema.js';
-import type { Account, ApiKey, Backup, BackupCondition, BackupPatch, Store, Vault } from './store.js';
+import type { Account, ApiKey, Backup, BackupCondition, BackupPatch, QueryCounts, Store, Vault } from './store.js';
 
 // PostgreSQL bigint columns can arrive as strings; SQLite returns numbers. Normalise once here.
 const num = (value: number | string): number => Number(value);
@@ -118,14 +129,48 @@ function backupRow(backup: Backup): BackupsTable {
   };
 }
 
+/** Counts every statement the store sends (SELECT = read; INSERT/UPDATE/DELETE = write; anything else = other). */
+class QueryCounter implements KyselyPlugin {
+  readonly counts = { reads: 0, writes: 0, other: 0 };
+
+  transformQuery({ node }: PluginTransformQueryArgs): RootOperationNode {
+    switch (node.kind) {
+      case 'SelectQueryNode':
+        this.counts.reads += 1;
+        break;
+      case 'InsertQueryNode':
+      case 'UpdateQueryNode':
+      case 'DeleteQueryNode':
+      case 'MergeQueryNode':
+        this.counts.writes += 1;
+        break;
+      default:
+        this.counts.other += 1;
+    }
+    return node;
+  }
+
+  transformResult({ result }: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    return Promise.resolve(result);
+  }
+}
+
 export class SqlStore implements Store {
   /** Exclusive sections held by this process (the whole story for SQLite, which serves one node). */
   private readonly held = new Set<string>();
+  private readonly counter = new QueryCounter();
+  private readonly db: Kysely<Database>;
 
   constructor(
     readonly kind: 'sqlite' | 'postgres',
-    private readonly db: Kysely<Database>,
-  ) {}
+    db: Kysely<Database>,
+  ) {
+    this.db = db.withPlugin(this.counter);
+  }
+
+  queryCounts(): QueryCounts {
+    return { ...this.counter.counts };
+  }
 
   async migrate(): Promise<void> {
     await migrateToLatest(this.db as Kysely<unknown>);

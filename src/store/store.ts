@@ -56,8 +56,17 @@ export interface BackupCondition {
   ciphertextSizeBytes?: number;
 }
 
+/** Statements a store has sent since it was opened (monotonic; a benchmark or /metrics reads the deltas). */
+export interface QueryCounts {
+  reads: number;
+  writes: number;
+  other: number;
+}
+
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
+  /** A snapshot of the statement counters (SELECT = read; INSERT/UPDATE/DELETE = write; anything else = other). */
+  queryCounts(): QueryCounts;
   migrate(): Promise<void>;
   close(): Promise<void>;
   /** Reachability probe for readiness checks. */

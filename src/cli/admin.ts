@@ -1,4 +1,6 @@
 /** `coffer admin …`: operator commands that talk to the configured database directly (CONTRACT §10). */
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, parseDuration } from '../config.js';
 import { systemClock } from '../domain/clock.js';
@@ -88,6 +90,23 @@ export function registerAdminCommands(program: Command): void {
       emit(!!opts.json, { accounts: rows }, () =>
         rows.length === 0 ? 'no accounts' : rows.map((r) => `${r.accountId}  ${r.plan}  ${r.createdAt}`).join('\n'),
       );
+    });
+
+  admin
+    .command('snapshot <file>')
+    .description('write a consistent copy of the SQLite database to <file> while the server runs')
+    .option('--json', 'print JSON')
+    .action(async (file: string, opts: { json?: boolean }) => {
+      const config = loadConfig();
+      if (config.databaseUrl !== null) {
+        throw new CliError('snapshot copies the embedded SQLite database; for PostgreSQL use pg_dump');
+      }
+      const target = path.resolve(file);
+      if (fs.existsSync(target)) throw new CliError(`${target} already exists; choose a new file`);
+      const { snapshotSqlite } = await import('../store/sqlite.js');
+      const { pages } = await snapshotSqlite(config.dataDir, target);
+      const { size } = fs.statSync(target);
+      emit(!!opts.json, { file: target, bytes: size, pages }, () => `snapshot written to ${target} (${size} bytes)`);
     });
 
   const keysCommand = admin.command('keys').description('manage API keys');

@@ -17,3 +17,20 @@ export function openSqliteStore(dataDir: string): SqlStore {
   database.pragma('foreign_keys = ON');
   return new SqlStore('sqlite', new Kysely<Database>({ dialect: new SqliteDialect({ database }) }));
 }
+
+/**
+ * A consistent copy of the live database at `target`, taken with SQLite's online backup API while the
+ * server keeps running. Returns the number of pages copied.
+ */
+export async function snapshotSqlite(dataDir: string, target: string): Promise<{ pages: number }> {
+  const source = path.join(dataDir, SQLITE_FILE);
+  if (!fs.existsSync(source)) throw new Error(`no database at ${source}`);
+  const database = new BetterSqlite3(source, { fileMustExist: true });
+  try {
+    database.pragma('busy_timeout = 5000');
+    const { totalPages } = await database.backup(target);
+    return { pages: totalPages };
+  } finally {
+    database.close();
+  }
+}

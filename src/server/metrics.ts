@@ -1,0 +1,42 @@
+/** Prometheus metrics (prom-client): request rate and latency by route, upload bytes, event streams, sweeps. */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: 'coffer_http_requests_total',
+    help: 'HTTP requests answered, by method, route template and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly latency = new Histogram({
+    name: 'coffer_http_request_duration_seconds',
+    help: 'Time to answer an HTTP request, by method and route template.',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60],
+    registers: [this.registry],
+  });
+  readonly uploadBytes = new Counter({
+    name: 'coffer_upload_bytes_total',
+    help: 'Ciphertext bytes stored by completed uploads.',
+    registers: [this.registry],
+  });
+  readonly sweeps = new Counter({
+    name: 'coffer_sweeper_runs_total',
+    help: 'Sweeper runs, by outcome (ok, error, skipped when another node holds the lock).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(openStreams: () => number) {
+    new Gauge({
+      name: 'coffer_event_streams_open',
+      help: 'Event streams currently open on this node.',
+      registers: [this.registry],
+      collect() {
+        this.set(openStreams());
+      },
+    });
+    collectDefaultMetrics({ register: this.registry, prefix: 'coffer_' });
+  }
+}

@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import type { Scope } from '../domain/scopes.js';
 import type { EventStreamHub } from '../events/streams.js';
 import type { BackupService } from '../services/backups.js';
+import type { BlobHostService } from '../services/blob-host.js';
 import type { Backup } from '../store/store.js';
 
 export type App = FastifyInstance<
@@ -19,6 +20,8 @@ export interface RouteContext {
   backups: BackupService;
   streams: EventStreamHub;
   requireScope: (scope: Scope) => onRequestAsyncHookHandler;
+  /** The blob host of the blobhost-client upload protocol; absent in direct mode. */
+  blobHost?: BlobHostService;
 }
 
 declare module 'fastify' {

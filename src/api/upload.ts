@@ -1,6 +1,9 @@
 /** POST /api/backups/upload: the archive ciphertext, streamed to the blob store (CONTRACT §6). */
 import { Type } from '@sinclair/typebox';
+import type { onRequestAsyncHookHandler } from 'fastify';
 import { AppError } from '../domain/errors.js';
+import { guardBodyRate } from '../server/slow-client.js';
+import { negotiateUpload } from './blobhost.js';
 import type { App, RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
 import { ClientUploadResponse, DirectUploadResponse } from './schemas.js';
@@ -33,10 +36,13 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(400, 401, 403, 409, 413, 415, 500),
         },
       },
-      onRequest: ctx.requireScope('backups:write'),
+      onRequest: uploadAuth(ctx),
     },
     async (request, reply) => {
       const type = mediaType(request.headers['content-type']);
+      if (type === 'application/json' && ctx.blobHost) {
+        return reply.code(200).send(await negotiateUpload(ctx.blobHost, request));
+      }
       if (type === 'application/json') {
         throw new AppError(
           'unsupported_media_type',
@@ -47,6 +53,8 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
       if (type !== 'application/octet-stream') {
         throw new AppError('unsupported_media_type', 'Send the ciphertext as application/octet-stream.');
       }
+      const { minUploadBytesPerSecond, uploadRateWindowMs } = ctx.config.limits;
+      guardBodyRate(request.raw, minUploadBytesPerSecond, uploadRateWindowMs);
       const lengthHeader = request.headers['content-length'];
       const contentLength = lengthHeader === undefined ? undefined : Number(lengthHeader);
       const result = await ctx.backups.uploadDirect(
@@ -58,6 +66,18 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
       return reply.code(201).send(result);
     },
   );
+}
+
+/**
+ * `backups:write`, except for a `blob.upload-completed` callback in blobhost-client mode: it comes from a blob
+ * host, not a user, and is authenticated by its `x-vercel-signature` instead (checked in the handler).
+ */
+function uploadAuth(ctx: RouteContext): onRequestAsyncHookHandler {
+  const write = ctx.requireScope('backups:write');
+  return async function authenticate(request, reply) {
+    if (ctx.blobHost && request.headers['x-vercel-signature'] !== undefined) return;
+    return write.call(this, request, reply);
+  };
 }
 
 export const UPLOAD_REQUEST_BODY = {

@@ -15,6 +15,8 @@ import { AppError } from '../domain/errors.js';
 import { EventStreamHub } from '../events/streams.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { BackupService } from '../services/backups.js';
+import type { BlobHostService } from '../services/blob-host.js';
+import { blobHostRoutes } from '../api/blobhost.js';
 import type { KeyService } from '../services/keys.js';
 import { discoveryRoutes } from '../discovery/routes.js';
 import { authenticator } from './auth.js';
@@ -29,6 +31,8 @@ export interface AppParts {
   bus: StatusBus;
   backups: BackupService;
   keys: KeyService;
+  /** Present in blobhost-client mode: serves /blob and the JSON branch of the upload operation. */
+  blobHost?: BlobHostService;
   logger?: FastifyServerOptions['logger'];
 }
 
@@ -55,6 +59,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     backups: parts.backups,
     streams,
     requireScope: authenticator(parts.keys),
+    blobHost: parts.blobHost,
   };
 
   await app.register(fastifySwagger, {
@@ -155,6 +160,10 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     scope.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
     uploadRoutes(scope, ctx);
   });
+
+  // blobhost-client: Coffer is the blob host the stock @vercel/blob client uploads to (src/api/blobhost.ts).
+  const blobHost = parts.blobHost;
+  if (blobHost) await app.register(async (scope) => blobHostRoutes(scope, blobHost));
 
   // Open event streams are told about the shutdown before the server stops accepting work.
   app.addHook('preClose', async () => streams.closeAll('shutdown'));

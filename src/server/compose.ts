@@ -8,6 +8,7 @@ import { type Clock, systemClock } from '../domain/clock.js';
 import { PgStatusBus } from '../events/pg-bus.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
 import { BackupService } from '../services/backups.js';
+import { BlobHostService } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
 import { openPostgresStore } from '../store/postgres.js';
@@ -24,6 +25,8 @@ export interface Parts {
   backups: BackupService;
   keys: KeyService;
   sweeper: Sweeper;
+  /** The blob host of COFFER_UPLOAD_PROTOCOL=blobhost-client. */
+  blobHost?: BlobHostService;
   close(): Promise<void>;
 }
 
@@ -85,6 +88,10 @@ export async function composeParts(
   });
   const keys = new KeyService(store, clock);
   const sweeper = new Sweeper(store, blobs, backups, options.sweeper);
+  const blobHost =
+    config.uploadProtocol === 'blobhost-client'
+      ? await BlobHostService.open(store, blobs, backups, clock, config)
+      : undefined;
   return {
     config,
     clock,
@@ -94,6 +101,7 @@ export async function composeParts(
     backups,
     keys,
     sweeper,
+    blobHost,
     async close() {
       await bus.close();
       await store.close();

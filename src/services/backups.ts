@@ -261,7 +261,7 @@ export class BackupService {
     if (contentLength !== undefined && contentLength > max) throw this.tooLarge();
     if (backup.status !== 'PENDING_UPLOAD') throw this.wrongState(backup.status);
 
-    const blobKey = `${backup.blobPath}/${uuidv7()}.bin`;
+    const blobKey = this.newBlobKey(backup);
     let size: number;
     try {
       ({ size } = await this.blobs.put(blobKey, limitBytes(body, max)));
@@ -269,19 +269,32 @@ export class BackupService {
       if (error instanceof ArchiveTooLarge) throw this.tooLarge();
       throw error;
     }
+    await this.recordUpload(backup, blobKey, size);
+    return { pathname: backup.blobPath, size };
+  }
+
+  /** A fresh blob key for one upload attempt into the slot (attempts never overwrite each other). */
+  newBlobKey(backup: Backup): string {
+    return `${backup.blobPath}/${uuidv7()}.bin`;
+  }
+
+  /**
+   * Records that `blobKey` holds the slot's whole ciphertext: PENDING_UPLOAD → UPLOADED (any upload protocol).
+   * When another upload, a delete or expiry got there first, this attempt's bytes are removed and the
+   * current state is reported as invalid_backup_state.
+   */
+  async recordUpload(backup: Backup, blobKey: string, size: number): Promise<Backup> {
     const uploaded = await this.store.updateBackup(
       backup.id,
       { statuses: ['PENDING_UPLOAD'] },
       { status: 'UPLOADED', blobKey, ciphertextSizeBytes: size, updatedAt: this.clock.now() },
     );
     if (!uploaded) {
-      // Another upload, a delete or expiry got there first; this attempt's bytes are not needed.
       await this.blobs.delete(blobKey);
       const current = await this.store.getBackup(backup.id);
       throw this.wrongState(current?.status ?? 'DELETED');
     }
-    await this.changed(uploaded);
-    return { pathname: backup.blobPath, size };
+    return this.changed(uploaded);
   }
 
   private tooLarge(): AppError {

@@ -1,0 +1,158 @@
+/**
+ * The `blobhost-client` protocol over HTTP (DESIGN.md §Upload protocols, docs/upload-protocols.md):
+ * - the blob-host endpoints under /blob that the stock `@vercel/blob/client` calls when
+ *   `VERCEL_BLOB_API_URL=<public URL>/blob` (client-token authenticated, errors in the blob API's shape);
+ * - the JSON branch of POST /api/backups/upload (handshake and signed completion callback).
+ * Only registered when COFFER_UPLOAD_PROTOCOL=blobhost-client. Not part of the SPEC surface, so the /blob
+ * routes are left out of /openapi.json.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Readable } from 'node:stream';
+import { AppError } from '../domain/errors.js';
+import { BlobApiError, type BlobHostService } from '../services/blob-host.js';
+import type { App } from './context.js';
+
+/** Reads a whole (small) body as text; more than `limit` bytes fails with `tooLarge()`. */
+export async function readText(body: Readable, limit: number, tooLarge: () => Error): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > limit) {
+      body.resume(); // drain the rest so the connection stays usable for the answer
+      throw tooLarge();
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function declaredLength(request: FastifyRequest): number | undefined {
+  const text = header(request, 'content-length') ?? header(request, 'x-content-length');
+  if (text === undefined || !/^\d+$/.test(text)) return undefined;
+  return Number(text);
+}
+
+function pathnameOf(request: FastifyRequest): string | undefined {
+  const { pathname } = request.query as { pathname?: string | string[] };
+  return Array.isArray(pathname) ? undefined : pathname;
+}
+
+const MAX_COMPLETE_BODY = 1024 * 1024;
+/** CONTRACT §1: JSON bodies over 256 KiB are a 400 validation_failed (same limit as the JSON routes). */
+const JSON_BODY_LIMIT = 256 * 1024;
+
+/** The blob-host endpoints; register in their own scope (they read their bodies themselves). */
+export function blobHostRoutes(app: App, host: BlobHostService): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+  app.setErrorHandler((error, request, reply) => {
+    if (error instanceof BlobApiError) {
+      return reply.code(error.status).send({ error: { code: error.code, message: error.message } });
+    }
+    const code = (error as { code?: string }).code;
+    if (typeof code === 'string' && code.startsWith('FST_ERR_CTP')) {
+      return reply.code(400).send({ error: { code: 'bad_request', message: 'The request body is not acceptable.' } });
+    }
+    request.log.error({ err: error }, 'blob host request failed');
+    // An unknown code makes the client retry, which suits a passing storage failure.
+    return reply.code(500).send({ error: { code: 'internal_server_error', message: 'Something went wrong on our side.' } });
+  });
+
+  const authorize = (request: FastifyRequest) =>
+    host.authorize(header(request, 'authorization'), pathnameOf(request), header(request, 'x-content-type'));
+
+  app.put('/blob/', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
+    const { token, backup } = await authorize(request);
+    host.checkDeclaredLength(token, declaredLength(request));
+    return reply.code(200).send(await host.putSingle(token, backup, request.raw));
+  });
+
+  app.post('/blob/mpu', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
+    const { token, backup } = await authorize(request);
+    const action = header(request, 'x-mpu-action');
+    const ids = {
+      key: safeDecode(header(request, 'x-mpu-key')),
+      uploadId: header(request, 'x-mpu-upload-id'),
+    };
+    switch (action) {
+      case 'create':
+        request.raw.resume();
+        return reply.code(200).send(await host.createMultipart(backup));
+      case 'upload': {
+        host.checkDeclaredLength(token, declaredLength(request));
+        const exact = header(request, 'content-length');
+        const part = await host.uploadPart(
+          token,
+          backup,
+          { ...ids, partNumber: header(request, 'x-mpu-part-number'), contentLength: exact === undefined ? undefined : Number(exact) },
+          request.raw,
+        );
+        return reply.code(200).send(part);
+      }
+      case 'complete': {
+        const text = await readText(
+          request.raw,
+          MAX_COMPLETE_BODY,
+          () => new BlobApiError(400, 'bad_request', 'The part list is too long.'),
+        );
+        let parts: unknown;
+        try {
+          parts = JSON.parse(text);
+        } catch {
+          throw new BlobApiError(400, 'bad_request', 'The body must be a JSON array of {partNumber, etag}.');
+        }
+        return reply.code(200).send(await host.completeMultipart(token, backup, ids, parts));
+      }
+      default:
+        request.raw.resume();
+        throw new BlobApiError(400, 'bad_request', 'x-mpu-action must be create, upload or complete.');
+    }
+  });
+}
+
+function safeDecode(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The JSON branch of POST /api/backups/upload in blobhost-client mode. Returns the negotiation response
+ * (200). `blob.generate-client-token` needs the caller's API key (checked before); a request carrying
+ * `x-vercel-signature` is a `blob.upload-completed` callback authenticated by that signature instead.
+ */
+export async function negotiateUpload(host: BlobHostService, request: FastifyRequest): Promise<Record<string, unknown>> {
+  const jsonLimit = JSON_BODY_LIMIT;
+  const text = await readText(request.raw, jsonLimit, () =>
+    AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${jsonLimit / 1024} KiB` }]),
+  );
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new AppError('invalid_json', 'The request body is not valid JSON.');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw AppError.validation([{ path: '(body)', message: 'must be a JSON object' }]);
+  }
+  const signature = header(request, 'x-vercel-signature');
+  if (signature !== undefined) return host.uploadCompleted(text, body, signature);
+  const type = (body as { type?: unknown }).type;
+  if (type === 'blob.generate-client-token') {
+    const { backupId } = request.query as { backupId?: string };
+    return host.generateClientToken(request.principal.accountId, body, backupId);
+  }
+  if (type === 'blob.upload-completed') {
+    throw AppError.validation([{ path: 'type', message: 'blob.upload-completed must be signed (x-vercel-signature)' }]);
+  }
+  throw AppError.validation([{ path: 'type', message: 'must be blob.generate-client-token (or a signed blob.upload-completed)' }]);
+}

@@ -1,0 +1,398 @@
+/**
+ * The `blobhost-client` upload protocol (DESIGN.md §Upload protocols): Coffer speaks the Vercel Blob
+ * client-upload handshake and is itself the blob host, so the stock `@vercel/blob/client` `upload()` works
+ * against it unmodified (configured by `VERCEL_BLOB_API_URL=<COFFER_PUBLIC_URL>/blob` and an absolute
+ * `handleUploadUrl`). Wire format: docs/upload-protocols.md.
+ *
+ * - Handshake (API-key authenticated, on POST /api/backups/upload): `blob.generate-client-token` for the slot's
+ *   `blobPath` → a client token signed with Coffer's read-write token (HMAC-SHA256), bound to that pathname,
+ *   `application/octet-stream`, the archive size limit and the slot's expiry.
+ * - Blob host (client-token authenticated, under /blob): single PUT and multipart create/upload/complete,
+ *   streamed into the configured BlobStore; when the bytes are stored the slot becomes UPLOADED.
+ * - `blob.upload-completed` callbacks signed with the read-write token are accepted too (external blob hosts).
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { type BlobPart, type BlobStore, InvalidPartError, MAX_PART_NUMBER, UploadNotFoundError } from '../blobs/blob-store.js';
+import type { Clock } from '../domain/clock.js';
+import { AppError } from '../domain/errors.js';
+import type { Backup, Store } from '../store/store.js';
+import { type BackupService, isUuid } from './backups.js';
+
+export const RW_TOKEN_SETTING = 'blobhost.rw_token';
+export const ALLOWED_CONTENT_TYPE = 'application/octet-stream';
+const CLIENT_TOKEN_PREFIX = 'vercel_blob_client_';
+const MAX_TOKEN_LIFETIME_MS = 3_600_000;
+
+/** An error of the blob host API: `{"error":{"code","message"}}` with a code the client does not retry. */
+export class BlobApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: 'bad_request' | 'forbidden' | 'not_found',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What a client token carries (the fields of @vercel/blob's generateClientTokenFromReadWriteToken). */
+export interface ClientTokenPayload {
+  pathname: string;
+  allowedContentTypes?: string[];
+  maximumSizeInBytes?: number;
+  validUntil: number;
+  addRandomSuffix?: boolean;
+  allowOverwrite?: boolean;
+  onUploadCompleted?: { callbackUrl: string; tokenPayload?: string | null };
+}
+
+/** The result of a stored blob, as @vercel/blob's put()/upload() return it. */
+export interface PutBlobResult {
+  url: string;
+  downloadUrl: string;
+  pathname: string;
+  contentType: string;
+  contentDisposition: string;
+  etag: string;
+}
+
+export function generateReadWriteToken(): string {
+  // The store id must not contain "_" (the client splits the token on it).
+  return `vercel_blob_rw_${randomBytes(8).toString('hex')}_${randomBytes(32).toString('hex')}`;
+}
+
+const hmacHex = (key: string, data: string): string => createHmac('sha256', key).update(data).digest('hex');
+
+/** Constant-time equality of two hex digests (unequal lengths are unequal without comparing). */
+function sameDigest(actual: string, expected: string): boolean {
+  const a = Buffer.from(actual, 'utf8');
+  const b = Buffer.from(expected, 'utf8');
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+class TooLarge extends Error {}
+
+/** Passes at most `limit` bytes; one more fails the stream with TooLarge. Source failures fail it too. */
+function limited(source: Readable, limit: number): Readable {
+  let seen = 0;
+  const out = new Transform({
+    transform(chunk: Buffer, _encoding, callback: TransformCallback) {
+      seen += chunk.length;
+      if (seen > limit) callback(new TooLarge());
+      else callback(null, chunk);
+    },
+  });
+  source.once('error', (error) => out.destroy(error));
+  source.once('close', () => {
+    if (!source.readableEnded) out.destroy(new Error('the client closed the upload before its end'));
+  });
+  return source.pipe(out);
+}
+
+const PATHNAME = /^backups\/([0-9a-f-]{36})\/([0-9a-f-]{36})$/;
+
+/** Read at use time (the composition root's Config: tests learn the public URL only after listening). */
+export interface BlobHostOptions {
+  readonly publicUrl: string;
+  readonly maxArchiveBytes: number;
+}
+
+export class BlobHostService {
+  private readonly storeId: string;
+
+  constructor(
+    private readonly blobs: BlobStore,
+    private readonly backups: BackupService,
+    private readonly clock: Clock,
+    private readonly options: BlobHostOptions,
+    private readonly readWriteToken: string,
+  ) {
+    const storeId = readWriteToken.split('_')[3];
+    if (!readWriteToken.startsWith('vercel_blob_rw_') || !storeId) throw new Error('malformed blob read-write token');
+    this.storeId = storeId;
+  }
+
+  /** The read-write token shared by every node (created at first start, kept in the database). */
+  static async open(
+    store: Store,
+    blobs: BlobStore,
+    backups: BackupService,
+    clock: Clock,
+    options: BlobHostOptions,
+  ): Promise<BlobHostService> {
+    const token = await store.ensureSetting(RW_TOKEN_SETTING, generateReadWriteToken(), clock.now());
+    return new BlobHostService(blobs, backups, clock, options, token);
+  }
+
+  get handleUploadUrl(): string {
+    return `${this.options.publicUrl}/api/backups/upload`;
+  }
+
+  // ---------------------------------------------------------------- handshake (Coffer API, AppError)
+
+  /** `blob.generate-client-token` from an authenticated caller: a token for one of their PENDING_UPLOAD slots. */
+  async generateClientToken(accountId: string, body: unknown, backupId: string | undefined) {
+    const payload = (body as { payload?: unknown }).payload;
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+      throw AppError.validation([{ path: 'payload', message: 'must be an object' }]);
+    }
+    const { pathname, clientPayload, multipart } = payload as Record<string, unknown>;
+    if (typeof pathname !== 'string') throw AppError.validation([{ path: 'payload.pathname', message: 'must be a string' }]);
+    if (clientPayload !== undefined && clientPayload !== null && typeof clientPayload !== 'string') {
+      throw AppError.validation([{ path: 'payload.clientPayload', message: 'must be a string or null' }]);
+    }
+    if (multipart !== undefined && typeof multipart !== 'boolean') {
+      throw AppError.validation([{ path: 'payload.multipart', message: 'must be a boolean' }]);
+    }
+    const match = PATHNAME.exec(pathname);
+    const backup = match && match[1] === accountId ? await this.backups.findVisible(accountId, match[2]!) : undefined;
+    if (!backup || backup.blobPath !== pathname) {
+      throw AppError.validation([
+        { path: 'payload.pathname', message: "must be the blobPath of one of your backup slots (from POST /api/backups)" },
+      ]);
+    }
+    if (backupId !== undefined && backupId !== backup.id) {
+      throw AppError.validation([{ path: 'backupId', message: 'names a different backup than payload.pathname' }]);
+    }
+    if (backup.status !== 'PENDING_UPLOAD') {
+      throw new AppError('invalid_backup_state', `The backup is ${backup.status}.`, { status: backup.status });
+    }
+    const token: ClientTokenPayload = {
+      pathname,
+      allowedContentTypes: [ALLOWED_CONTENT_TYPE],
+      maximumSizeInBytes: this.options.maxArchiveBytes,
+      validUntil: Math.min(backup.expiresAt, this.clock.now() + MAX_TOKEN_LIFETIME_MS),
+      addRandomSuffix: false,
+      allowOverwrite: false,
+      onUploadCompleted: { callbackUrl: this.handleUploadUrl, tokenPayload: (clientPayload as string | null) ?? null },
+    };
+    return { type: 'blob.generate-client-token' as const, clientToken: this.signClientToken(token) };
+  }
+
+  signClientToken(payload: ClientTokenPayload): string {
+    const encoded = Buffer.from(JSON.stringify(payload)).toString('base64');
+    const signed = `${hmacHex(this.readWriteToken, encoded)}.${encoded}`;
+    return `${CLIENT_TOKEN_PREFIX}${this.storeId}_${Buffer.from(signed).toString('base64')}`;
+  }
+
+  /**
+   * `blob.upload-completed`, signed by a blob host holding the read-write token (`x-vercel-signature`: hex
+   * HMAC-SHA256 of the JSON body). With Coffer as the blob host the slot is already UPLOADED (answered ok);
+   * an external host that stored the bytes at the slot's pathname in the shared BlobStore completes it here.
+   */
+  async uploadCompleted(rawBody: string, body: unknown, signature: string) {
+    const signedRaw = sameDigest(signature.toLowerCase(), hmacHex(this.readWriteToken, rawBody));
+    const signedCompact = sameDigest(signature.toLowerCase(), hmacHex(this.readWriteToken, JSON.stringify(body)));
+    if (!signedRaw && !signedCompact) {
+      throw new AppError('authentication_required', 'The x-vercel-signature does not match the body.');
+    }
+    if ((body as { type?: unknown }).type !== 'blob.upload-completed') {
+      throw AppError.validation([{ path: 'type', message: 'a signed request must be blob.upload-completed' }]);
+    }
+    const pathname = (body as { payload?: { blob?: { pathname?: unknown } } }).payload?.blob?.pathname;
+    if (typeof pathname !== 'string') {
+      throw AppError.validation([{ path: 'payload.blob.pathname', message: 'must be a string' }]);
+    }
+    const match = PATHNAME.exec(pathname);
+    const backup = match ? await this.backups.findVisible(match[1]!, match[2]!) : undefined;
+    if (!backup) {
+      throw AppError.validation([{ path: 'payload.blob.pathname', message: 'does not name a backup slot' }]);
+    }
+    const ok = { type: 'blob.upload-completed' as const, response: 'ok' as const };
+    if (backup.status === 'UPLOADED' || backup.status === 'READY') return ok;
+    if (backup.status !== 'PENDING_UPLOAD') {
+      throw new AppError('invalid_backup_state', `The backup is ${backup.status}.`, { status: backup.status });
+    }
+    const stored = await this.blobs.stat(pathname);
+    if (!stored) {
+      throw AppError.validation([{ path: 'payload.blob.pathname', message: 'no ciphertext is stored at this pathname' }]);
+    }
+    if (stored.size > this.options.maxArchiveBytes) {
+      await this.blobs.delete(pathname);
+      throw new AppError('payload_too_large', `The encrypted archive is larger than ${this.options.maxArchiveBytes} bytes.`, {
+        maxBytes: this.options.maxArchiveBytes,
+      });
+    }
+    await this.backups.recordUpload(backup, pathname, stored.size);
+    return ok;
+  }
+
+  // ---------------------------------------------------------------- blob host (BlobApiError)
+
+  /**
+   * Verifies the client token of a blob-host request for `pathname`: signature (constant time), expiry,
+   * pathname, content type; returns the token payload and the slot, which must still take an upload.
+   */
+  async authorize(
+    authorization: string | undefined,
+    pathname: string | undefined,
+    contentType: string | undefined,
+  ): Promise<{ token: ClientTokenPayload; backup: Backup }> {
+    const token = this.verifyClientToken(authorization);
+    if (pathname === undefined || pathname !== token.pathname) {
+      throw new BlobApiError(
+        400,
+        'bad_request',
+        `The "pathname" ${JSON.stringify(pathname ?? '')} does not match the token payload ${JSON.stringify(token.pathname)}`,
+      );
+    }
+    const type = (contentType ?? ALLOWED_CONTENT_TYPE).split(';')[0]!.trim().toLowerCase();
+    const allowed = token.allowedContentTypes ?? [ALLOWED_CONTENT_TYPE];
+    if (!allowed.some((entry) => entry === type || (entry.endsWith('/*') && type.startsWith(entry.slice(0, -1))))) {
+      throw new BlobApiError(400, 'bad_request', `The "contentType" ${type} is not allowed (allowed: ${allowed.join(', ')})`);
+    }
+    const match = PATHNAME.exec(token.pathname);
+    const backup = match ? await this.backups.findVisible(match[1]!, match[2]!) : undefined;
+    if (!backup) throw new BlobApiError(404, 'not_found', 'The backup slot of this token no longer exists.');
+    if (backup.status !== 'PENDING_UPLOAD') {
+      throw new BlobApiError(400, 'bad_request', `The backup is ${backup.status}; it takes no upload.`);
+    }
+    return { token, backup };
+  }
+
+  verifyClientToken(authorization: string | undefined): ClientTokenPayload {
+    const denied = () => new BlobApiError(403, 'forbidden', 'Access denied, please provide a valid token for this resource.');
+    const match = /^Bearer\s+(\S+)$/i.exec(authorization ?? '');
+    const prefix = `${CLIENT_TOKEN_PREFIX}${this.storeId}_`;
+    if (!match || !match[1]!.startsWith(prefix)) throw denied();
+    const decoded = Buffer.from(match[1]!.slice(prefix.length), 'base64').toString('utf8');
+    const dot = decoded.indexOf('.');
+    if (dot < 0) throw denied();
+    const signature = decoded.slice(0, dot);
+    const encoded = decoded.slice(dot + 1);
+    if (!sameDigest(signature, hmacHex(this.readWriteToken, encoded))) throw denied();
+    let payload: ClientTokenPayload;
+    try {
+      payload = JSON.parse(Buffer.from(encoded, 'base64').toString('utf8')) as ClientTokenPayload;
+    } catch {
+      throw denied();
+    }
+    if (typeof payload.pathname !== 'string' || typeof payload.validUntil !== 'number') throw denied();
+    if (payload.validUntil <= this.clock.now()) throw new BlobApiError(403, 'forbidden', 'Token expired');
+    return payload;
+  }
+
+  private limitOf(token: ClientTokenPayload): number {
+    return Math.min(token.maximumSizeInBytes ?? Infinity, this.options.maxArchiveBytes);
+  }
+
+  private tooLarge(limit: number): BlobApiError {
+    return new BlobApiError(413, 'bad_request', `the file length cannot be greater than ${limit} bytes`);
+  }
+
+  /** Refuses a declared length over the limit before any byte is read. */
+  checkDeclaredLength(token: ClientTokenPayload, declared: number | undefined): void {
+    const limit = this.limitOf(token);
+    if (declared !== undefined && declared > limit) throw this.tooLarge(limit);
+  }
+
+  private result(backup: Backup, size: number): PutBlobResult {
+    const url = `${this.options.publicUrl}/api/backups/${backup.id}/content`;
+    return {
+      url,
+      downloadUrl: `${url}?download=1`,
+      pathname: backup.blobPath,
+      contentType: ALLOWED_CONTENT_TYPE,
+      contentDisposition: `attachment; filename="backup-${backup.id}.bin"`,
+      etag: `"${backup.id}-${size}"`,
+    };
+  }
+
+  private async record(backup: Backup, blobKey: string, size: number): Promise<PutBlobResult> {
+    try {
+      await this.backups.recordUpload(backup, blobKey, size);
+    } catch (error) {
+      if (error instanceof AppError) throw new BlobApiError(400, 'bad_request', `${error.message} It takes no upload.`);
+      throw error;
+    }
+    return this.result(backup, size);
+  }
+
+  /** PUT /blob/?pathname=…: the whole ciphertext in one streamed body. */
+  async putSingle(token: ClientTokenPayload, backup: Backup, body: Readable): Promise<PutBlobResult> {
+    const limit = this.limitOf(token);
+    const blobKey = this.backups.newBlobKey(backup);
+    let size: number;
+    try {
+      ({ size } = await this.blobs.put(blobKey, limited(body, limit)));
+    } catch (error) {
+      if (error instanceof TooLarge) throw this.tooLarge(limit);
+      throw error;
+    }
+    return this.record(backup, blobKey, size);
+  }
+
+  /** x-mpu-action: create. The returned key names this attempt's blob; the client echoes it on every part. */
+  async createMultipart(backup: Backup): Promise<{ key: string; uploadId: string }> {
+    const key = this.backups.newBlobKey(backup);
+    return { key, uploadId: await this.blobs.createMultipart(key) };
+  }
+
+  private checkKey(backup: Backup, key: string | undefined, uploadId: string | undefined): { key: string; uploadId: string } {
+    const name = key?.startsWith(`${backup.blobPath}/`) ? key.slice(backup.blobPath.length + 1) : '';
+    if (!/^[0-9a-f-]{36}\.bin$/.test(name) || !isUuid(name.slice(0, 36)) || !uploadId) {
+      throw new BlobApiError(400, 'bad_request', 'x-mpu-key and x-mpu-upload-id must come from the create step of this upload');
+    }
+    return { key: key!, uploadId };
+  }
+
+  /** x-mpu-action: upload. One part, streamed; parts may arrive in any order and on any node. */
+  async uploadPart(
+    token: ClientTokenPayload,
+    backup: Backup,
+    headers: { key?: string; uploadId?: string; partNumber?: string; contentLength?: number },
+    body: Readable,
+  ): Promise<{ etag: string }> {
+    const { key, uploadId } = this.checkKey(backup, headers.key, headers.uploadId);
+    const partNumber = Number(headers.partNumber);
+    if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
+      throw new BlobApiError(400, 'bad_request', `x-mpu-part-number must be a whole number from 1 to ${MAX_PART_NUMBER}`);
+    }
+    const limit = this.limitOf(token);
+    try {
+      const part = await this.blobs.putPart(key, uploadId, partNumber, limited(body, limit), { size: headers.contentLength });
+      return { etag: part.etag };
+    } catch (error) {
+      throw this.translate(error, limit);
+    }
+  }
+
+  /** x-mpu-action: complete, body `[{partNumber, etag}]` in any order. */
+  async completeMultipart(
+    token: ClientTokenPayload,
+    backup: Backup,
+    headers: { key?: string; uploadId?: string },
+    parts: unknown,
+  ): Promise<PutBlobResult> {
+    const { key, uploadId } = this.checkKey(backup, headers.key, headers.uploadId);
+    if (
+      !Array.isArray(parts) ||
+      parts.length === 0 ||
+      parts.length > MAX_PART_NUMBER ||
+      !parts.every(
+        (p: Partial<BlobPart> | null) => p !== null && typeof p === 'object' && Number.isInteger(p.partNumber) && typeof p.etag === 'string',
+      )
+    ) {
+      throw new BlobApiError(400, 'bad_request', 'The body must be a JSON array of {partNumber, etag}.');
+    }
+    const limit = this.limitOf(token);
+    let size: number;
+    try {
+      ({ size } = await this.blobs.completeMultipart(key, uploadId, parts as BlobPart[]));
+    } catch (error) {
+      throw this.translate(error, limit);
+    }
+    if (size > limit) {
+      await this.blobs.delete(key);
+      throw this.tooLarge(limit);
+    }
+    return this.record(backup, key, size);
+  }
+
+  private translate(error: unknown, limit: number): unknown {
+    if (error instanceof TooLarge) return this.tooLarge(limit);
+    if (error instanceof UploadNotFoundError) return new BlobApiError(404, 'not_found', 'No such multipart upload.');
+    if (error instanceof InvalidPartError) return new BlobApiError(400, 'bad_request', error.message);
+    return error;
+  }
+}

@@ -163,13 +163,15 @@ export class UnsafeArchiveError extends IntegrityError {}
 
 const ALLOWED_TYPES = new Set(['File', 'OldFile', 'ContiguousFile', 'Directory', 'SymbolicLink', 'Link']);
 
+const SEPARATORS = process.platform === 'win32' ? /[/\\]+/ : /\/+/;
+
 /** `p` as archive-relative segments, or a reason it is unsafe. */
 function segments(p: string, field: string): string[] {
   if (p.includes('\0')) throw new UnsafeArchiveError(`refusing archive entry with a NUL byte in its ${field}`);
-  if (p.startsWith('/') || p.startsWith('\\') || /^[A-Za-z]:/.test(p)) {
+  if (p.startsWith('/') || (process.platform === 'win32' && (p.startsWith('\\') || /^[A-Za-z]:/.test(p)))) {
     throw new UnsafeArchiveError(`refusing archive entry with an absolute ${field}: ${JSON.stringify(p)}`);
   }
-  const parts = p.split(/[/\\]+/).filter((part) => part !== '' && part !== '.');
+  const parts = p.split(SEPARATORS).filter((part) => part !== '' && part !== '.');
   if (parts.includes('..')) {
     throw new UnsafeArchiveError(`refusing archive entry whose ${field} leaves the target directory: ${JSON.stringify(p)}`);
   }
@@ -186,6 +188,12 @@ export interface DirectoryAttributes {
  * A Writable that extracts a tar stream into `stagingDir` after checking every entry, and finishes only when
  * tar has written everything. Directories are created owner-writable (so the tree can be filled and moved);
  * their archived modes and mtimes are collected for applyDirectoryAttributes().
+ *
+ * Path safety is decided here, not by node-tar's sanitizing (`preservePaths: true`), because that would also
+ * rewrite legitimate symlinks (absolute targets, targets outside the tree) instead of restoring them verbatim.
+ * Symlinks are harmless as long as nothing is written through them, so the rules are: entry paths and hard-link
+ * targets are relative without `..`; no entry (or hard-link target) lies below a symlink of the archive; a
+ * symlink's path is never reused. The staging directory is new and private, so no other symlink can exist there.
  */
 export function extractInto(stagingDir: string): Writable & { directories: DirectoryAttributes[]; entries: number } {
   const symlinks = new Set<string>();
@@ -207,7 +215,7 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
   const unpack = tar.x({
     cwd: stagingDir,
     strict: true,
-    preservePaths: false,
+    preservePaths: true,
     chmod: true,
     processUmask: 0,
     filter: (entryPath: string, entry: unknown) => {
@@ -218,16 +226,20 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
         if (!ALLOWED_TYPES.has(e.type)) return false; // devices, FIFOs: not restored
         if (parts.length === 0) return false; // the archive root ('./') itself
         const joined = parts.join('/');
-        for (let i = 1; i < parts.length; i++) {
-          if (symlinks.has(parts.slice(0, i).join('/'))) {
-            throw new UnsafeArchiveError(
-              `refusing archive entry that would be written through a symlink: ${JSON.stringify(entryPath)}`,
-            );
+        const belowSymlink = (p: string[]) => p.some((_, i) => i > 0 && symlinks.has(p.slice(0, i).join('/')));
+        if (belowSymlink(parts)) {
+          throw new UnsafeArchiveError(`refusing archive entry that would be written through a symlink: ${JSON.stringify(entryPath)}`);
+        }
+        if (symlinks.has(joined)) {
+          throw new UnsafeArchiveError(`refusing archive entry that replaces a symlink: ${JSON.stringify(entryPath)}`);
+        }
+        if (e.type === 'Link') {
+          const target = segments(String(e.linkpath ?? ''), 'hard link target');
+          if (target.length === 0 || belowSymlink(target)) {
+            throw new UnsafeArchiveError(`refusing hard link through a symlink: ${JSON.stringify(e.linkpath)}`);
           }
         }
-        if (e.type === 'Link') segments(String(e.linkpath ?? ''), 'hard link target');
         if (e.type === 'SymbolicLink') symlinks.add(joined);
-        else symlinks.delete(joined);
         if (e.type === 'Directory') {
           const mode = (e.mode ?? 0o755) & 0o7777;
           directories.push({ path: joined, mode, mtime: e.mtime ?? new Date() });

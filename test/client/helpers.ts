@@ -107,6 +107,8 @@ export async function makeTree(root: string, bigBytes = 0): Promise<void> {
   await fsp.symlink('nested/a/b/c/deep.txt', path.join(root, 'link-to-deep'));
   await fsp.symlink('does/not/exist', path.join(root, 'dangling-link'));
   await fsp.symlink('../top.txt', path.join(root, 'nested/up-link'));
+  await fsp.symlink('/nonexistent/absolute/target', path.join(root, 'abs-link')); // restored verbatim, never followed
+  await fsp.symlink('../../outside-of-the-tree', path.join(root, 'nested/outside-link'));
   await fsp.link(path.join(root, 'top.txt'), path.join(root, 'nested/hard-link.txt'));
   // Directory modes and mtimes last (writing children changes a directory's mtime), deepest first.
   const dirs: [string, number, string][] = [

@@ -65,7 +65,7 @@ describe('coffer backup → restore round trip', () => {
     const withMetadata = await cli(['show', backupId, '--metadata']);
     expect(withMetadata.code).toBe(0);
     expect(withMetadata.stdout).toContain(`source:      ${source}`);
-    expect(withMetadata.stdout).toMatch(/contents:\s+\d+ files, \d+ directories, 3 symlinks/);
+    expect(withMetadata.stdout).toMatch(/contents:\s+\d+ files, \d+ directories, 5 symlinks/);
 
     const watch = await cli(['watch', backupId, '--json']);
     expect(watch.code).toBe(0);
@@ -85,6 +85,8 @@ describe('coffer backup → restore round trip', () => {
     expect(after['empty-dir']).toMatchObject({ type: 'dir' });
     expect(after['empty.txt']).toMatchObject({ type: 'file', size: 0 });
     expect(after['dangling-link']).toEqual({ type: 'symlink', mode: 0, target: 'does/not/exist' });
+    expect(after['abs-link']).toEqual({ type: 'symlink', mode: 0, target: '/nonexistent/absolute/target' });
+    expect(after['nested/outside-link']).toEqual({ type: 'symlink', mode: 0, target: '../../outside-of-the-tree' });
     expect(after['bin/run.sh']?.mode).toBe(0o755);
     expect(after['private']?.mode).toBe(0o700);
     expect(after['big/random.bin']?.size).toBe(20 * 1024 * 1024);

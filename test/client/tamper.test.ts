@@ -1,0 +1,242 @@
+/**
+ * A hostile or broken server: the stored ciphertext, sizes, wrapped keys and metadata are altered behind the
+ * client's back, and hostile archives (made with the real key) try to write outside the target. Every
+ * restore must fail loudly with exit code 4 and write nothing.
+ */
+import { randomBytes } from 'node:crypto';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
+import zlib from 'node:zlib';
+import { createHash } from 'node:crypto';
+import * as tar from 'tar';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  CHUNK_BYTES,
+  EncryptStream,
+  STREAM_ABYTES,
+  STREAM_HEADER_BYTES,
+  newKey,
+  sealMetadata,
+  wrapDek,
+  type BackupMetadata,
+} from '../../src/client/envelope.js';
+import { CofferClient } from '../../src/client/sdk.js';
+import { unlockVault } from '../../src/client/vault.js';
+import type { Backup } from '../../src/store/store.js';
+import { ManualClock } from '../helpers/clock.js';
+import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { assertBuilt, cliFor, exists, json } from './helpers.js';
+
+const PASSPHRASE = 'tamper-test passphrase';
+const FRAME = CHUNK_BYTES + STREAM_ABYTES;
+
+describe('restore refuses altered backups and hostile archives (exit 4, nothing written)', () => {
+  let server: TestServer;
+  let clock: ManualClock;
+  let work: string;
+  let cli: ReturnType<typeof cliFor>;
+  let client: CofferClient;
+  let a: Backup;
+  let b: Backup;
+
+  const blobFile = (backup: Backup) => path.join(server.dataDir, 'blobs', backup.blobKey!);
+  const nextSlotAllowed = () => clock.advance(31 * 60 * 1000); // pro plan: one backup per 30 minutes
+
+  async function backupOf(dir: string): Promise<Backup> {
+    const detail = json(await cli(['backup', dir, '--json']));
+    nextSlotAllowed();
+    return (await server.parts.store.getBackup(detail.id))!;
+  }
+
+  /** Restores into a fresh target, expecting an integrity failure that leaves no trace. */
+  async function expectRefused(id: string, pattern: RegExp) {
+    const target = path.join(work, `target-${randomBytes(4).toString('hex')}`);
+    const result = await cli(['restore', id, target]);
+    expect(result.code, result.stderr).toBe(4);
+    expect(result.stderr).toMatch(/integrity check failed/);
+    expect(result.stderr).toMatch(pattern);
+    expect(exists(target)).toBe(false);
+    return result;
+  }
+
+  beforeAll(async () => {
+    assertBuilt();
+    clock = new ManualClock();
+    server = await startTestServer({ clock });
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    work = tempDir('coffer-tamper-');
+    cli = cliFor(server.url, apiKey, PASSPHRASE);
+    client = new CofferClient({ baseUrl: server.url, apiKey });
+    expect((await cli(['init'])).code).toBe(0);
+    for (const name of ['a', 'b']) {
+      const dir = path.join(work, `source-${name}`);
+      await fsp.mkdir(dir, { recursive: true });
+      await fsp.writeFile(path.join(dir, 'random.bin'), randomBytes(3 * CHUNK_BYTES + 1000)); // 4+ chunks
+      await fsp.writeFile(path.join(dir, 'note.txt'), `backup ${name}\n`);
+    }
+    a = await backupOf(path.join(work, 'source-a'));
+    b = await backupOf(path.join(work, 'source-b'));
+    expect(a.ciphertextSizeBytes).toBeGreaterThan(STREAM_HEADER_BYTES + 3 * FRAME);
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    if (work) await fsp.rm(work, { recursive: true, force: true });
+  });
+
+  /** Runs `work` with the blob and record of `a` altered, then puts them back. */
+  async function withAltered(alter: (bytes: Buffer) => Buffer, patch: Partial<Backup>, check: () => Promise<unknown>) {
+    const original = await fsp.readFile(blobFile(a));
+    const altered = alter(Buffer.from(original));
+    await fsp.writeFile(blobFile(a), altered);
+    await server.parts.store.updateBackup(a.id, { statuses: ['READY'] }, { ciphertextSizeBytes: altered.length, ...patch });
+    try {
+      await check();
+    } finally {
+      await fsp.writeFile(blobFile(a), original);
+      await server.parts.store.updateBackup(a.id, { statuses: ['READY'] }, {
+        ciphertextSizeBytes: a.ciphertextSizeBytes,
+        wrappedDek: a.wrappedDek,
+        wrappedDekNonce: a.wrappedDekNonce,
+        encryptedMetadata: a.encryptedMetadata,
+        encryptedMetadataNonce: a.encryptedMetadataNonce,
+      });
+    }
+  }
+
+  const flip = (offset: number) => (bytes: Buffer) => {
+    bytes[offset]! ^= 0x40;
+    return bytes;
+  };
+
+  it('restores the untouched backup (control)', async () => {
+    const target = path.join(work, 'control');
+    expect((await cli(['restore', a.id, target])).code).toBe(0);
+    expect(await fsp.readFile(path.join(target, 'note.txt'), 'utf8')).toBe('backup a\n');
+  });
+
+  it('a flipped ciphertext byte in a middle chunk', () =>
+    withAltered(flip(STREAM_HEADER_BYTES + FRAME + 1234), {}, () => expectRefused(a.id, /chunk 1 failed authentication/)));
+
+  it('a flipped byte in the stream header', () =>
+    withAltered(flip(5), {}, () => expectRefused(a.id, /chunk 0 failed authentication/)));
+
+  it('a truncated archive: the final chunk dropped (sizes made consistent by the server)', () =>
+    withAltered((bytes) => bytes.subarray(0, STREAM_HEADER_BYTES + 3 * FRAME), {}, () =>
+      expectRefused(a.id, /truncated \(final chunk missing\)/),
+    ));
+
+  it('a truncated archive: cut inside the final chunk', () =>
+    withAltered((bytes) => bytes.subarray(0, bytes.length - 100), {}, () => expectRefused(a.id, /failed authentication/)));
+
+  it('data appended after the final chunk', () =>
+    withAltered((bytes) => Buffer.concat([bytes, randomBytes(FRAME)]), {}, () =>
+      expectRefused(a.id, /failed authentication|after its final chunk/),
+    ));
+
+  it("a wrappedDek swapped in from another backup", () =>
+    withAltered((bytes) => bytes, { wrappedDek: b.wrappedDek, wrappedDekNonce: b.wrappedDekNonce }, () =>
+      expectRefused(a.id, /data key does not belong to this backup/),
+    ));
+
+  it('a whole archive swapped in from another backup (with its own size)', async () => {
+    const other = await fsp.readFile(blobFile(b));
+    await withAltered(() => other, {}, () => expectRefused(a.id, /failed authentication/));
+  });
+
+  it('altered metadata', () => {
+    const sealed = Buffer.from(a.encryptedMetadata!, 'base64');
+    sealed[10]! ^= 0x01;
+    return withAltered((bytes) => bytes, { encryptedMetadata: sealed.toString('base64') }, () =>
+      expectRefused(a.id, /metadata was altered/),
+    );
+  });
+
+  // ---- hostile archives, sealed with the right keys: authentic but unsafe ----
+
+  function tarEntry(entry: { path: string; body?: string; type?: 'File' | 'SymbolicLink' | 'Directory' | 'Link'; linkpath?: string }): Buffer {
+    const body = Buffer.from(entry.body ?? '');
+    const header = Buffer.alloc(512);
+    new tar.Header({
+      path: entry.path,
+      mode: entry.type === 'Directory' ? 0o755 : 0o644,
+      size: entry.type === 'File' || !entry.type ? body.length : 0,
+      mtime: new Date('2026-01-01T00:00:00Z'),
+      type: entry.type ?? 'File',
+      linkpath: entry.linkpath,
+      uid: 0,
+      gid: 0,
+    }).encode(header, 0);
+    const padded = Buffer.alloc(Math.ceil(body.length / 512) * 512);
+    body.copy(padded);
+    return Buffer.concat([header, padded]);
+  }
+
+  /** Uploads a hand-made tar as a READY backup through the SDK, sealed exactly like the CLI does. */
+  async function uploadHostile(entries: Buffer[]): Promise<string> {
+    const plain = Buffer.concat([...entries, Buffer.alloc(1024)]);
+    const { masterKey } = await unlockVault(client, PASSPHRASE);
+    const dek = newKey();
+    const sealed = await buffer(Readable.from([zlib.gzipSync(plain)]).pipe(new EncryptStream(dek)));
+    const slot = await client.createBackup();
+    expect(slot.upload.protocol).toBe('direct');
+    const uploaded = await client.uploadDirect(client.directUploadUrl(slot.backupId), Readable.from([sealed]));
+    expect(uploaded.size).toBe(sealed.length);
+    const metadata: BackupMetadata = {
+      format: 'coffer-archive/v1',
+      name: 'hostile',
+      sourcePath: '/nowhere',
+      createdAt: new Date().toISOString(),
+      kind: 'directory',
+      fileCount: entries.length,
+      directoryCount: 0,
+      symlinkCount: 0,
+      archive: 'tar',
+      compression: 'gzip',
+      chunkBytes: CHUNK_BYTES,
+      plaintextSizeBytes: plain.length,
+      plaintextSha256: createHash('sha256').update(plain).digest('hex'),
+      ciphertextSizeBytes: sealed.length,
+    };
+    await client.finalizeBackup(slot.backupId, {
+      cryptoVersion: 'v1',
+      ...wrapDek(masterKey, slot.backupId, dek),
+      ...sealMetadata(dek, slot.backupId, metadata),
+      ciphertextSizeBytes: sealed.length,
+      plaintextSizeBytes: plain.length,
+    });
+    nextSlotAllowed();
+    return slot.backupId;
+  }
+
+  it('refuses an archive with ../ entries', async () => {
+    const id = await uploadHostile([tarEntry({ path: 'fine.txt', body: 'ok' }), tarEntry({ path: '../escaped.txt', body: 'pwned' })]);
+    await expectRefused(id, /leaves the target directory/);
+    expect(exists(path.join(work, 'escaped.txt'))).toBe(false);
+  });
+
+  it('refuses an archive with an absolute path', async () => {
+    const outside = path.join(work, 'absolute-escape.txt');
+    const id = await uploadHostile([tarEntry({ path: outside, body: 'pwned' })]);
+    await expectRefused(id, /absolute path/);
+    expect(exists(outside)).toBe(false);
+  });
+
+  it('refuses an archive that writes through its own symlink', async () => {
+    const outsideDir = path.join(work, 'outside-dir');
+    await fsp.mkdir(outsideDir);
+    const id = await uploadHostile([
+      tarEntry({ path: 'jump', type: 'SymbolicLink', linkpath: outsideDir }),
+      tarEntry({ path: 'jump/pwned.txt', body: 'pwned' }),
+    ]);
+    await expectRefused(id, /through a symlink/);
+    expect(await fsp.readdir(outsideDir)).toEqual([]);
+  });
+
+  it('refuses a hard link to a file outside the target', async () => {
+    const id = await uploadHostile([tarEntry({ path: 'passwd', type: 'Link', linkpath: '../../../../etc/passwd' })]);
+    await expectRefused(id, /hard link target leaves the target directory/);
+  });
+});

@@ -20,6 +20,8 @@ export interface TestS3 {
   store(overrides?: Partial<S3BlobStoreOptions>): S3BlobStore;
   /** Upload ids of multipart uploads that were neither completed nor aborted. */
   incompleteUploads(): string[];
+  /** Part numbers s3rver holds for an incomplete upload. */
+  storedParts(uploadId: string): number[];
   close(): Promise<void>;
 }
 
@@ -94,6 +96,11 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
     },
     store: (overrides = {}) => new S3BlobStore({ ...options, ...overrides }),
     incompleteUploads: () => (fs.existsSync(uploadsDir) ? fs.readdirSync(uploadsDir) : []),
+    storedParts: (uploadId) =>
+      fs
+        .readdirSync(path.join(uploadsDir, uploadId))
+        .filter((name) => /^\d+$/.test(name))
+        .map(Number),
     async close() {
       await server.close();
       fs.rmSync(directory, { recursive: true, force: true });

@@ -1,0 +1,229 @@
+/**
+ * Scale-out: two real `coffer serve` processes on one PostgreSQL (own schema) and one S3 endpoint (s3rver).
+ * - 12 concurrent creates for one account, spread over both nodes: exactly one 201 (the database decides);
+ * - a finalize on node A reaches an EventSource held on node B within 1 s (LISTEN/NOTIFY);
+ * - node A killed (SIGKILL) mid-upload: no READY record, and after a sweep no orphan object and no
+ *   incomplete multipart upload, while live blobs stay.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { EventSource } from 'eventsource';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { composeParts, type Parts } from '../../src/server/compose.js';
+import { KeyService } from '../../src/services/keys.js';
+import { openPostgresStore } from '../../src/store/postgres.js';
+import { api, envelope, finalizeBody } from '../helpers/api.js';
+import { ManualClock } from '../helpers/clock.js';
+import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
+import { startS3, type TestS3 } from '../helpers/s3.js';
+import { tempDir } from '../helpers/server.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const BIN = path.join(ROOT, 'dist/cli/main.js');
+const MiB = 1024 * 1024;
+
+/** The nodes run the built server: fail clearly when dist is missing or older than the sources. */
+function assertBuilt(): void {
+  if (!fs.existsSync(BIN)) throw new Error('dist/cli/main.js is missing: run `npm run build` (npm test does it)');
+  const sources = fs.readdirSync(path.join(ROOT, 'src'), { recursive: true }) as string[];
+  for (const file of sources.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))) {
+    const built = path.join(ROOT, 'dist', file.replace(/\.ts$/, '.js'));
+    if (!fs.existsSync(built) || fs.statSync(built).mtimeMs < fs.statSync(path.join(ROOT, 'src', file)).mtimeMs) {
+      throw new Error(`dist is older than src/${file}: run \`npm run build\` (npm test does it)`);
+    }
+  }
+}
+
+interface Node {
+  name: string;
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+}
+
+async function startNode(name: string, env: Record<string, string>): Promise<Node> {
+  const child = spawn(process.execPath, [BIN, 'serve'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', COFFER_DATA_DIR: tempDir(`coffer-${name}-`), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const deadline = Date.now() + 20_000;
+  while (!/listening on (\S+)/.test(output)) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`node ${name} did not start: ${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return { name, child, url: /listening on (\S+)/.exec(output)![1]!, output: () => output };
+}
+
+const exited = (child: ChildProcess) =>
+  new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
+
+describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint', () => {
+  let s3: TestS3;
+  let schema: TestSchema;
+  let env: Record<string, string>;
+  let a: Node;
+  let b: Node;
+  const keys: string[] = [];
+  const nodes: Node[] = [];
+
+  beforeAll(async () => {
+    requirePg();
+    assertBuilt();
+    s3 = await startS3();
+    schema = await createTestSchema('coffer_nodes');
+    env = { ...s3.env, COFFER_DATABASE_URL: schema.url };
+    // Accounts exist before the nodes start (so neither runs the first-start bootstrap).
+    const store = openPostgresStore(schema.url);
+    await store.migrate();
+    const service = new KeyService(store, { now: () => Date.now() });
+    for (let i = 0; i < 3; i++) keys.push((await service.issueKey(await service.createAccount('pro'))).apiKey);
+    await store.close();
+    [a, b] = await Promise.all([startNode('a', env), startNode('b', env)]);
+    nodes.push(a, b);
+  }, 40_000);
+
+  afterAll(async () => {
+    for (const node of nodes) if (/"level":(40|50|60)/.test(node.output())) console.warn(`node ${node.name} logged:\n${node.output()}`);
+    for (const node of nodes) node.child.kill('SIGKILL');
+    await Promise.all(nodes.map((node) => exited(node.child)));
+    await s3?.close();
+    await schema?.drop();
+  });
+
+  it('12 concurrent creates for one account, spread over both nodes, give exactly one 201', async () => {
+    const key = keys[0]!;
+    expect((await api(a.url, key)('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+    const responses = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => api((i % 2 === 0 ? a : b).url, key)('POST', '/api/backups')),
+    );
+    const created = responses.filter((r) => r.status === 201);
+    expect(created).toHaveLength(1);
+    const refused = responses.filter((r) => r.status === 409);
+    expect(refused).toHaveLength(11);
+    for (const r of refused) {
+      expect(r.body).toMatchObject({ code: 'upload_in_progress', details: { backupId: created[0]!.body.backupId } });
+    }
+  });
+
+  it('a finalize on node A reaches an EventSource on node B within 1 s', async () => {
+    const key = keys[0]!;
+    const list = await api(b.url, key)('GET', '/api/backups');
+    const id = list.body.backups[0].id as string;
+    const data = randomBytes(6 * MiB); // two S3 parts
+    const uploaded = await api(b.url, key)('POST', `/api/backups/upload?backupId=${id}`, {
+      body: data,
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    expect(uploaded.status).toBe(201);
+
+    const source = new EventSource(`${b.url}/api/backups/${id}/events`, {
+      fetch: (input, init) => fetch(input, { ...init, headers: { ...init?.headers, authorization: `Bearer ${key}` } }),
+    });
+    const statuses: { status: string; at: number }[] = [];
+    const closed = new Promise<{ reason: string; status: string }>((resolve) =>
+      source.addEventListener('backup.stream.closed', (event) => resolve(JSON.parse(event.data))),
+    );
+    const firstFrame = new Promise<void>((resolve) =>
+      source.addEventListener('backup.status', (event) => {
+        statuses.push({ status: JSON.parse(event.data).status, at: Date.now() });
+        resolve();
+      }),
+    );
+    try {
+      await firstFrame;
+      expect(statuses[0]!.status).toBe('UPLOADED');
+      const finalizedAt = Date.now();
+      const ready = await api(a.url, key)('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(data.length) });
+      expect(ready.status).toBe(200);
+      expect(await closed).toMatchObject({ reason: 'terminal', status: 'READY' });
+      const readyFrame = statuses.find((s) => s.status === 'READY')!;
+      console.info(`finalize on A → READY frame on B: ${readyFrame.at - finalizedAt} ms (including the finalize request)`);
+      expect(readyFrame.at - finalizedAt).toBeLessThan(1000);
+    } finally {
+      source.close();
+    }
+
+    // Either node serves the same bytes from the shared object store.
+    for (const node of [a, b]) {
+      const content = await fetch(`${node.url}/api/backups/${id}/content`, { headers: { authorization: `Bearer ${key}` } });
+      expect(Buffer.from(await content.arrayBuffer()).equals(data)).toBe(true);
+    }
+  });
+
+  it('node A killed mid-upload: no READY record, and after a sweep no orphan object or part remains', async () => {
+    const key = keys[1]!;
+    const callA = api(a.url, key);
+    expect((await callA('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+    const created = await callA('POST', '/api/backups');
+    expect(created.status).toBe(201);
+    const { backupId: id, blobPath } = created.body as { backupId: string; blobPath: string };
+
+    // A chunked upload to A that sends 12 MiB (S3 parts start flowing) and then waits.
+    const request = http.request(`${a.url}/api/backups/upload?backupId=${id}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
+    });
+    request.on('error', () => undefined);
+    request.write(randomBytes(12 * MiB));
+    const deadline = Date.now() + 10_000;
+    const partsStored = () => s3.incompleteUploads().some((upload) => s3.storedParts(upload).length > 0);
+    while (!partsStored()) {
+      if (Date.now() > deadline) throw new Error('no multipart upload started on S3');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    a.child.kill('SIGKILL');
+    await exited(a.child);
+    request.destroy();
+
+    // Node B sees the slot still pending: nothing became READY.
+    const record = await api(b.url, key)('GET', `/api/backups/${id}`);
+    expect(record.body.status).toBe('PENDING_UPLOAD');
+    expect(s3.incompleteUploads()).toHaveLength(1);
+
+    // A blob stored by an attempt whose node died before recording it: an orphan object.
+    const sweeperParts: Parts = await composeParts(
+      loadConfig({ ...env, COFFER_DATA_DIR: tempDir('coffer-sweeper-') }),
+      new ManualClock(Date.now() + 2 * 3_600_000), // the slot's upload window has passed
+      { sweeper: { orphanGraceMs: 0 } },
+    );
+    try {
+      const stray = `${blobPath}/${'0'.repeat(8)}-0000-7000-8000-${'0'.repeat(12)}.bin`;
+      await sweeperParts.blobs.put(stray, Readable.from([randomBytes(1000)]));
+      const before = await objects(sweeperParts);
+      expect(before).toContain(stray);
+
+      const report = await sweeperParts.sweeper.runOnce({ orphans: true });
+      expect(report.ran).toBe(true);
+      expect(report.orphans).toBeGreaterThanOrEqual(1);
+      expect(report.incomplete).toBe(1);
+
+      const after = await objects(sweeperParts);
+      expect(after.filter((k) => k.startsWith(`${blobPath}/`))).toEqual([]);
+      expect(s3.incompleteUploads()).toEqual([]);
+      // The READY backup of the previous test keeps its ciphertext.
+      const ready = (await api(b.url, keys[0]!)('GET', '/api/backups')).body.backups.filter((x: any) => x.status === 'READY');
+      expect(ready).toHaveLength(1);
+      expect(after.some((k) => k.includes(ready[0].id))).toBe(true);
+      const final = await sweeperParts.store.getBackup(id);
+      expect(final?.status).toBe('DELETED');
+    } finally {
+      await sweeperParts.close();
+    }
+    // Node B keeps serving.
+    expect((await api(b.url, key)('GET', '/api/backups')).status).toBe(200);
+  });
+
+  async function objects(parts: Parts): Promise<string[]> {
+    const out: string[] = [];
+    for await (const entry of parts.blobs.list('backups/')) out.push(entry.key);
+    return out;
+  }
+});

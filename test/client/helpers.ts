@@ -177,3 +177,22 @@ export async function readAllFiles(root: string): Promise<{ file: string; bytes:
 }
 
 export const exists = (p: string) => fs.existsSync(p);
+
+/** Starts the CLI without waiting: `firstLine` resolves with its first stdout line, `done` with the result. */
+export function startCli(args: string[], env: Record<string, string | undefined>) {
+  const child = spawn(process.execPath, [CLI, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let firstLine: (line: string) => void = () => undefined;
+  const first = new Promise<string>((resolve) => (firstLine = resolve));
+  child.stdout.setEncoding('utf8').on('data', (d: string) => {
+    stdout += d;
+    if (stdout.includes('\n')) firstLine(stdout.slice(0, stdout.indexOf('\n')));
+  });
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const done = new Promise<RunResult>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+  return { firstLine: first, done, kill: () => child.kill('SIGINT') };
+}

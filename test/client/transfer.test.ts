@@ -1,0 +1,223 @@
+/**
+ * Transfers and server rules, through the real CLI: a restore whose connection breaks resumes with Range;
+ * the 50 MiB ciphertext limit is refused before upload (client) or as soon as crossed (server 413, slot
+ * deleted); 409 upload_in_progress reuses a PENDING slot and replaces an UPLOADED one (while `coffer watch`
+ * follows it); a 429 is explained with the next allowed time (exit 3); reset.
+ */
+import { randomBytes } from 'node:crypto';
+import fsp from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CofferClient } from '../../src/client/sdk.js';
+import { ManualClock } from '../helpers/clock.js';
+import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { assertBuilt, cliFor, json, snapshot, startCli } from './helpers.js';
+
+const PASSPHRASE = 'transfer tests';
+const MiB = 1024 * 1024;
+
+interface ProxyLog {
+  range: string | undefined;
+  ifRange: string | undefined;
+  status: number;
+}
+
+/** A forwarding HTTP proxy that breaks the first content download after `cutAfter` body bytes. */
+async function cuttingProxy(upstream: string, cutAfter: number) {
+  const log: ProxyLog[] = [];
+  let cut = false;
+  const proxy = http.createServer((req, res) => {
+    const forward = http.request(new URL(req.url!, upstream), { method: req.method, headers: req.headers }, (answer) => {
+      const content = /\/content$/.test(req.url!);
+      if (content) log.push({ range: req.headers.range, ifRange: req.headers['if-range'] as string | undefined, status: answer.statusCode! });
+      res.writeHead(answer.statusCode!, answer.headers);
+      if (!content || cut) return void answer.pipe(res);
+      let sent = 0;
+      answer.on('data', (chunk: Buffer) => {
+        if (cut) return;
+        if (sent + chunk.length < cutAfter) {
+          sent += chunk.length;
+          res.write(chunk);
+          return;
+        }
+        cut = true;
+        answer.destroy();
+        res.write(chunk.subarray(0, cutAfter - sent), () => res.socket?.destroy());
+      });
+    });
+    forward.on('error', () => res.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  return { url, log, close: () => new Promise<void>((resolve) => proxy.close(() => resolve())) };
+}
+
+describe('transfers, limits and server rules', () => {
+  let server: TestServer;
+  let clock: ManualClock;
+  let work: string;
+  let apiKey: string;
+  let cli: ReturnType<typeof cliFor>;
+  let client: CofferClient;
+  const nextSlotAllowed = () => clock.advance(31 * 60 * 1000);
+
+  async function dirWith(name: string, bytes: number): Promise<string> {
+    const dir = path.join(work, name);
+    await fsp.mkdir(dir, { recursive: true });
+    await fsp.writeFile(path.join(dir, 'data.bin'), randomBytes(bytes));
+    await fsp.writeFile(path.join(dir, 'readme.txt'), `${name}\n`);
+    return dir;
+  }
+
+  beforeAll(async () => {
+    assertBuilt();
+    clock = new ManualClock();
+    server = await startTestServer({ clock });
+    ({ apiKey } = await server.newKey({ plan: 'pro' }));
+    work = tempDir('coffer-transfer-');
+    cli = cliFor(server.url, apiKey, PASSPHRASE);
+    client = new CofferClient({ baseUrl: server.url, apiKey });
+    expect((await cli(['init'])).code).toBe(0);
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    if (work) await fsp.rm(work, { recursive: true, force: true });
+  });
+
+  it('resumes a broken download with Range + If-Range and still verifies everything', async () => {
+    const source = await dirWith('resume', 3 * MiB);
+    const detail = json(await cli(['backup', source, '--json']));
+    nextSlotAllowed();
+    const proxy = await cuttingProxy(server.url, 1 * MiB + 123);
+    try {
+      const target = path.join(work, 'resumed');
+      const result = await cli(['restore', detail.id, target], { COFFER_URL: proxy.url });
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stderr).toMatch(/connection lost; resuming at byte \d+/);
+      expect(await snapshot(target)).toEqual(await snapshot(source));
+      expect(proxy.log[0]).toEqual({ range: undefined, ifRange: undefined, status: 200 });
+      const resumed = proxy.log[1]!;
+      expect(resumed.status).toBe(206);
+      expect(resumed.range).toMatch(/^bytes=\d+-$/);
+      expect(Number(/\d+/.exec(resumed.range!)![0])).toBeLessThanOrEqual(1 * MiB + 123);
+      expect(resumed.ifRange).toBe(`"${detail.id}-${detail.ciphertextSizeBytes}"`);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('refuses an archive over 50 MiB of ciphertext before uploading anything', async () => {
+    const source = await dirWith('too-big', 51 * MiB);
+    const before = (await client.listBackups()).backups.length;
+    const result = await cli(['backup', source]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/exceed the 50\.0 MiB \(52428800 bytes\) limit/);
+    expect(result.stderr).toMatch(/nothing was uploaded/);
+    const after = (await client.listBackups()).backups;
+    expect(after.length).toBe(before); // no slot was even opened
+    await fsp.rm(source, { recursive: true });
+  });
+
+  it('honours a lower client limit (COFFER_MAX_ARCHIVE_BYTES) the same way', async () => {
+    const source = await dirWith('client-limit', 2 * MiB);
+    const result = await cli(['backup', source], { COFFER_MAX_ARCHIVE_BYTES: String(MiB) });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/exceed the 1\.0 MiB \(1048576 bytes\) limit.*nothing was uploaded/);
+  });
+
+  it('reuses a PENDING_UPLOAD slot on 409 upload_in_progress, while `coffer watch` follows it to READY', async () => {
+    const slot = await client.createBackup();
+    const watch = startCli(['watch', slot.backupId, '--json'], { COFFER_URL: server.url, COFFER_API_KEY: apiKey });
+    expect(JSON.parse(await watch.firstLine)).toMatchObject({ backupId: slot.backupId, status: 'PENDING_UPLOAD' });
+
+    const source = await dirWith('reuse', 200_000);
+    const result = await cli(['backup', source, '--json']);
+    expect(json(result)).toMatchObject({ id: slot.backupId, status: 'READY' });
+    expect(result.stderr).toContain(`resuming the open upload slot ${slot.backupId}`);
+    nextSlotAllowed();
+
+    const watched = await watch.done;
+    expect(watched.code, watched.stderr).toBe(0);
+    const frames = watched.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    const statuses = frames.filter((f) => !('reason' in f)).map((f) => f.status);
+    expect(statuses[0]).toBe('PENDING_UPLOAD');
+    expect(statuses).toContain('UPLOADED');
+    expect(statuses.at(-1)).toBe('READY');
+    expect(frames.at(-1)).toMatchObject({ reason: 'terminal', status: 'READY' });
+  });
+
+  it('replaces an UPLOADED slot that can never be finalized (its data key is gone)', async () => {
+    const slot = await client.createBackup();
+    await client.uploadDirect(client.directUploadUrl(slot.backupId), Readable.from([randomBytes(1000)]));
+    expect((await client.getBackup(slot.backupId)).status).toBe('UPLOADED');
+
+    const source = await dirWith('replace', 10_000);
+    const result = await cli(['backup', source, '--json']);
+    const detail = json(result);
+    nextSlotAllowed();
+    expect(detail.id).not.toBe(slot.backupId);
+    expect(result.stderr).toContain(`deleted the unfinished upload ${slot.backupId}`);
+    await expect(client.getBackup(slot.backupId)).rejects.toMatchObject({ status: 404, code: 'backup_not_found' });
+  });
+
+  it('explains a 429 with the next allowed time (exit 3); --json prints the ErrorResponse', async () => {
+    const free = await server.newKey({ plan: 'free' });
+    const freeCli = cliFor(server.url, free.apiKey, PASSPHRASE);
+    expect((await freeCli(['init'])).code).toBe(0);
+    const source = await dirWith('cadence', 1000);
+    expect((await freeCli(['backup', source])).code).toBe(0);
+
+    const refused = await freeCli(['backup', source]);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toMatch(/one backup per day/);
+    expect(refused.stderr).toMatch(/next backup is allowed at \w{3}, \w{3} \d+, \d{4}, .*UTC, in 1 day\./);
+    const asJson = await freeCli(['backup', source, '--json']);
+    expect(asJson.code).toBe(3);
+    expect(JSON.parse(asJson.stdout)).toMatchObject({ code: 'backup_cadence_exceeded', details: { backupInterval: '1d' } });
+
+    // reset: refused while a backup remains, then done with --delete-backups; the cadence survives it
+    const kept = await freeCli(['reset']);
+    expect(kept.code).toBe(1);
+    expect(kept.stderr).toMatch(/reset refused: 1 backup\(s\) remain.*--delete-backups/);
+    expect(json(await freeCli(['reset', '--delete-backups', '--json']))).toEqual({ reset: true, accountDeleted: true, deletedBackups: 1 });
+    expect(json(await freeCli(['list', '--json']))).toEqual({ backups: [] });
+    expect((await freeCli(['init'])).code).toBe(0);
+    expect((await freeCli(['backup', source])).code).toBe(3);
+  });
+});
+
+describe('a server with a lower archive limit (413 while streaming)', () => {
+  let server: TestServer;
+  let work: string;
+  beforeAll(async () => {
+    assertBuilt();
+    server = await startTestServer({ env: { COFFER_MAX_ARCHIVE_BYTES: String(MiB) } });
+    work = tempDir('coffer-413-');
+  });
+  afterAll(async () => {
+    await server?.stop();
+    if (work) await fsp.rm(work, { recursive: true, force: true });
+  });
+
+  it('stops as soon as the server cuts the upload off, deletes the slot, and says why', async () => {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const cli = cliFor(server.url, apiKey, PASSPHRASE);
+    expect((await cli(['init'])).code).toBe(0);
+    await fsp.mkdir(path.join(work, 'src'));
+    await fsp.writeFile(path.join(work, 'src/data.bin'), randomBytes(3 * MiB));
+    const result = await cli(['backup', path.join(work, 'src')]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/exceed the 1\.0 MiB \(1048576 bytes\) limit/);
+    expect(result.stderr).toMatch(/upload was stopped and its slot deleted/);
+    expect(json(await cli(['list', '--json']))).toEqual({ backups: [] });
+    // the slot is gone, so the next attempt is not blocked by 409 upload_in_progress
+    const client = new CofferClient({ baseUrl: server.url, apiKey });
+    const slot = await client.createBackup();
+    expect(slot.status).toBe('PENDING_UPLOAD');
+  });
+});

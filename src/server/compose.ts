@@ -87,7 +87,11 @@ export async function composeParts(
     uploadWindowMs: config.uploadWindowMs,
   });
   const keys = new KeyService(store, clock);
-  const sweeper = new Sweeper(store, blobs, backups, options.sweeper);
+  // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that.
+  const sweeper = new Sweeper(store, blobs, backups, {
+    orphanGraceMs: Math.max(3_600_000, config.uploadWindowMs),
+    ...options.sweeper,
+  });
   const blobHost =
     config.uploadProtocol === 'blobhost-client'
       ? await BlobHostService.open(store, blobs, backups, clock, config)
@@ -138,7 +142,16 @@ export async function startServer(
   const sweepOnce = () => {
     sweeping ??= parts.sweeper
       .runOnce()
-      .then((report) => report.moved)
+      .then(
+        (report) => {
+          coffer.metrics.sweeps.inc({ outcome: report.ran ? 'ok' : 'skipped' });
+          return report.moved;
+        },
+        (error: unknown) => {
+          coffer.metrics.sweeps.inc({ outcome: 'error' });
+          throw error;
+        },
+      )
       .finally(() => {
         sweeping = null;
       });

@@ -61,8 +61,12 @@ export class KeyService {
 
   /** First start on an empty database: one free account and one all-scope key (CONTRACT §10). */
   async bootstrapFirstAccount(initialApiKey: string | null): Promise<IssuedKey | null> {
-    if ((await this.store.listAccounts()).length > 0) return null;
-    const account = await this.createAccount('free');
-    return this.issueKey(account, initialApiKey ? { apiKey: initialApiKey } : {});
+    // Several nodes may start at once on one empty PostgreSQL database: only one of them bootstraps.
+    const outcome = await this.store.tryExclusive('first-start', async () => {
+      if ((await this.store.listAccounts()).length > 0) return null;
+      const account = await this.createAccount('free');
+      return this.issueKey(account, initialApiKey ? { apiKey: initialApiKey } : {});
+    });
+    return outcome.ran ? outcome.value : null;
   }
 }

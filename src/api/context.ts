@@ -6,6 +6,7 @@ import type { EventStreamHub } from '../events/streams.js';
 import type { BackupService } from '../services/backups.js';
 import type { BlobHostService } from '../services/blob-host.js';
 import type { Backup } from '../store/store.js';
+import type { Metrics } from '../server/metrics.js';
 
 export type App = FastifyInstance<
   import('node:http').Server,
@@ -22,6 +23,7 @@ export interface RouteContext {
   requireScope: (scope: Scope) => onRequestAsyncHookHandler;
   /** The blob host of the blobhost-client upload protocol; absent in direct mode. */
   blobHost?: BlobHostService;
+  metrics: Metrics;
 }
 
 declare module 'fastify' {

@@ -63,6 +63,7 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
         request.raw,
         contentLength,
       );
+      ctx.metrics.uploadBytes.inc(result.size);
       return reply.code(201).send(result);
     },
   );

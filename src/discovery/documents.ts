@@ -379,7 +379,8 @@ export function buildSite(content: Content, input: SiteInput): Site {
   add('/.well-known/ai-catalog.json', MEDIA.json, json(aiCatalog));
   add('/.well-known/agent-skills/index.json', MEDIA.json, json(skillsIndex));
   add(skillPath, MEDIA.markdown, skillMd);
-  add('/api-docs', MEDIA.html, apiDocsHtml(openapi.info.title));
+  const apiDocs = apiDocsPage(openapi.info.title);
+  add('/api-docs', MEDIA.html, apiDocs.html, { 'content-security-policy': apiDocs.csp });
 
   return {
     base,
@@ -440,7 +441,7 @@ export const SCALAR_ASSET_PATH = '/api-docs/scalar.js';
  * The API reference page: Scalar renders /openapi.json. URLs are relative to the page, so it works behind a proxy
  * and under any host name; fonts, telemetry and the hosted agent are off, so the page makes no request elsewhere.
  */
-export function apiDocsHtml(title: string): string {
+export function apiDocsPage(title: string): { html: string; csp: string } {
   const configuration = {
     url: './openapi.json',
     withDefaultFonts: false,
@@ -450,7 +451,21 @@ export function apiDocsHtml(title: string): string {
     showDeveloperTools: 'never',
     documentDownloadType: 'json',
   };
-  return `<!doctype html>
+  const boot = `Scalar.createApiReference('#app', ${JSON.stringify(configuration)});`;
+  // Only our bundle and this one inline script may run; Scalar injects its styles, and talks only to us.
+  const csp = [
+    "default-src 'self'",
+    `script-src 'self' 'sha256-${createHash('sha256').update(boot).digest('base64')}'`,
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "worker-src 'self' blob:",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'none'",
+  ].join('; ');
+  const html = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -462,8 +477,9 @@ export function apiDocsHtml(title: string): string {
 <noscript>This reference needs JavaScript. The API description itself is at <a href="./openapi.json">openapi.json</a>.</noscript>
 <div id="app"></div>
 <script src=".${SCALAR_ASSET_PATH}"></script>
-<script>Scalar.createApiReference('#app', ${JSON.stringify(configuration)});</script>
+<script>${boot}</script>
 </body>
 </html>
 `;
+  return { html, csp };
 }

@@ -1,10 +1,14 @@
 /** Builds the HTTP application from ready-made parts. Wiring of the parts themselves is in compose.ts. */
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyServerOptions } from 'fastify';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import FindMyWay from 'find-my-way';
 import type { Config } from '../config.js';
+import type { BlobStore } from '../blobs/blob-store.js';
+import type { Store } from '../store/store.js';
 import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
 import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
 import type { App, RouteContext } from '../api/context.js';
@@ -20,6 +24,9 @@ import { blobHostRoutes } from '../api/blobhost.js';
 import type { KeyService } from '../services/keys.js';
 import { discoveryRoutes } from '../discovery/routes.js';
 import { authenticator } from './auth.js';
+import { hardening } from './hardening.js';
+import { Metrics } from './metrics.js';
+import { operationsRoutes } from './operations.js';
 import { sendError, toAppError } from './errors.js';
 
 export const API_VERSION = '0.1.0';
@@ -31,6 +38,8 @@ export interface AppParts {
   bus: StatusBus;
   backups: BackupService;
   keys: KeyService;
+  store: Store;
+  blobs: BlobStore;
   /** Present in blobhost-client mode: serves /blob and the JSON branch of the upload operation. */
   blobHost?: BlobHostService;
   logger?: FastifyServerOptions['logger'];
@@ -39,28 +48,64 @@ export interface AppParts {
 export interface CofferApp {
   app: App;
   streams: EventStreamHub;
+  metrics: Metrics;
+}
+
+/** Credentials never reach the logs, whatever a serializer or a debug level would include. */
+function withRedaction(logger: FastifyServerOptions['logger']): FastifyServerOptions['logger'] {
+  if (!logger) return false;
+  const base = logger === true ? {} : logger;
+  return {
+    ...(base as object),
+    redact: {
+      paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', 'res.headers["set-cookie"]'],
+      censor: '[redacted]',
+    },
+  };
 }
 
 export async function buildApp(parts: AppParts): Promise<CofferApp> {
+  const { limits } = parts.config;
   const app: App = Fastify({
-    logger: parts.logger ?? false,
+    logger: withRedaction(parts.logger ?? false),
+    genReqId: () => randomUUID(),
+    // Node checks header and request deadlines every connectionsCheckingInterval (30 s by default).
+    serverFactory: (handler) =>
+      http.createServer(
+        {
+          headersTimeout: limits.headersTimeoutMs,
+          requestTimeout: limits.requestTimeoutMs,
+          keepAliveTimeout: limits.keepAliveTimeoutMs,
+          connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs),
+        },
+        handler,
+      ),
     bodyLimit: JSON_BODY_LIMIT,
     exposeHeadRoutes: false,
     return503OnClosing: false,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: true } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  app.server.maxConnections = limits.maxConnections;
+
   const streams = new EventStreamHub(parts.bus, parts.clock, {
     intervalMs: parts.config.sseIntervalMs,
     timeoutMs: parts.config.sseTimeoutMs,
   });
+  const metrics = new Metrics(
+    () => streams.size,
+    () => parts.store.queryCounts(),
+  );
   const ctx: RouteContext = {
     config: parts.config,
     backups: parts.backups,
     streams,
     requireScope: authenticator(parts.keys),
     blobHost: parts.blobHost,
+    metrics,
   };
+  hardening(app);
+  operationsRoutes(app, { store: parts.store, blobs: parts.blobs, metrics });
 
   await app.register(fastifySwagger, {
     openapi: {
@@ -98,7 +143,12 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     }
   });
 
-  app.setErrorHandler((error, request, reply) => sendError(reply, toAppError(error, request.log)));
+  app.setErrorHandler((error, request, reply) => {
+    // A refused request whose body was not read to its end must not keep its connection: nobody will read
+    // the rest, and a kept-alive connection would stay busy (and block shutdown) forever.
+    if (!request.raw.complete) reply.header('connection', 'close');
+    return sendError(reply, toAppError(error, request.log));
+  });
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!;
     const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => knownRoutes.find(m as 'GET', path));
@@ -168,5 +218,5 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
   // Open event streams are told about the shutdown before the server stops accepting work.
   app.addHook('preClose', async () => streams.closeAll('shutdown'));
 
-  return { app, streams };
+  return { app, streams, metrics };
 }

@@ -1,5 +1,6 @@
 /** Prometheus metrics (prom-client): request rate and latency by route, upload bytes, event streams, sweeps. */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { QueryCounts } from '../store/store.js';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -28,7 +29,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(openStreams: () => number) {
+  constructor(openStreams: () => number, queryCounts: () => QueryCounts) {
+    new Counter({
+      name: 'coffer_db_queries_total',
+      help: 'Statements sent to the metadata database, by kind.',
+      labelNames: ['kind'] as const,
+      registers: [this.registry],
+      collect() {
+        const counts = queryCounts();
+        this.reset();
+        this.inc({ kind: 'read' }, counts.reads);
+        this.inc({ kind: 'write' }, counts.writes);
+        this.inc({ kind: 'other' }, counts.other);
+      },
+    });
     new Gauge({
       name: 'coffer_event_streams_open',
       help: 'Event streams currently open on this node.',

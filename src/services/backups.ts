@@ -301,7 +301,7 @@ export class BackupService {
     const max = this.options.maxArchiveBytes;
     return new AppError('payload_too_large', `The encrypted archive is larger than ${max} bytes.`, {
       maxBytes: max,
-    }, { connection: 'close' });
+    });
   }
 
   private wrongState(status: BackupStatus): AppError {

@@ -1,11 +1,10 @@
 /** One real server per test file plus helpers that drive the API into a given state. */
 import { afterAll, beforeAll } from 'vitest';
-import type { Clock } from '../../src/domain/clock.js';
 import type { Plan } from '../../src/domain/plans.js';
 import type { Scope } from '../../src/domain/scopes.js';
 import { envelope, finalizeBody } from './api.js';
 import { Conformance, conformantApi } from './conformance.js';
-import { type TestServer, startTestServer } from './server.js';
+import { type TestServer, type TestServerOptions, startTestServer } from './server.js';
 
 export type Call = ReturnType<typeof conformantApi>;
 
@@ -18,7 +17,7 @@ export interface Fixture {
   account(options?: { plan?: Plan; scopes?: Scope[]; vault?: boolean }): Promise<{ call: Call; apiKey: string; accountId: string }>;
 }
 
-export function useServer(options: { env?: Record<string, string>; clock?: Clock } = {}): Fixture {
+export function useServer(options: TestServerOptions = {}): Fixture {
   const fixture = {} as Fixture;
   beforeAll(async () => {
     fixture.server = await startTestServer(options);

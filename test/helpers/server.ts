@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { FastifyServerOptions } from 'fastify';
 import { type Config, loadConfig } from '../../src/config.js';
 import type { Clock } from '../../src/domain/clock.js';
 import type { Plan } from '../../src/domain/plans.js';
@@ -22,12 +23,22 @@ export function tempDir(prefix = 'coffer-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-export async function startTestServer(
-  options: { env?: Record<string, string>; clock?: Clock; dataDir?: string } = {},
-): Promise<TestServer> {
+export interface TestServerOptions {
+  env?: Record<string, string>;
+  /** Settings that have no environment variable (limits, sweep interval). */
+  config?: Partial<Config>;
+  clock?: Clock;
+  dataDir?: string;
+  logger?: FastifyServerOptions['logger'];
+}
+
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? tempDir();
-  const config: Config = loadConfig({ PORT: '0', HOST: '127.0.0.1', COFFER_DATA_DIR: dataDir, ...options.env });
-  const server = await startServer(config, { clock: options.clock });
+  const config: Config = {
+    ...loadConfig({ PORT: '0', HOST: '127.0.0.1', COFFER_DATA_DIR: dataDir, ...options.env }),
+    ...options.config,
+  };
+  const server = await startServer(config, { clock: options.clock, logger: options.logger });
   if (!options.env?.COFFER_PUBLIC_URL) config.publicUrl = server.url;
   return {
     ...server,

@@ -1,0 +1,64 @@
+/* global process */
+/**
+ * A Coffer server process for the benchmarks: exactly what `coffer serve` starts (startServer from dist/,
+ * configured by the same environment variables, the same logger setting), plus an IPC channel so the
+ * harness can issue API keys, move the clock (many READY backups per account without waiting 30 minutes)
+ * and read the process's own counters (database statements, open event streams).
+ */
+import { loadConfig } from '../../dist/config.js';
+import { startServer } from '../../dist/server/compose.js';
+import { serveParent } from './common.js';
+
+const config = loadConfig({ ...process.env, PORT: '0', HOST: '127.0.0.1' });
+let offset = 0;
+const clock = { now: () => Date.now() + offset };
+const server = await startServer(config, {
+  clock,
+  logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
+});
+// Create responses carry upload URLs built from the public URL: make them point at the real port.
+config.publicUrl = server.url;
+
+serveParent({
+  async keys({ count = 1, plan = 'pro' }) {
+    const issued = [];
+    for (let i = 0; i < count; i++) {
+      const account = await server.parts.keys.createAccount(plan);
+      const { apiKey } = await server.parts.keys.issueKey(account);
+      issued.push({ apiKey, accountId: account.id });
+    }
+    return issued;
+  },
+  async stats() {
+    const memory = process.memoryUsage();
+    return {
+      rss: memory.rss,
+      heapUsed: memory.heapUsed,
+      external: memory.external,
+      arrayBuffers: memory.arrayBuffers,
+      queries: server.parts.store.queryCounts(),
+      streams: server.streams.size,
+    };
+  },
+  async advance({ ms }) {
+    offset += ms;
+    return offset;
+  },
+  async gc() {
+    globalThis.gc?.();
+    return process.memoryUsage().rss;
+  },
+});
+
+let stopping = false;
+const stop = () => {
+  if (stopping) return;
+  stopping = true;
+  server.stop().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
+process.send({ ready: { url: server.url, pid: process.pid } });

@@ -1,0 +1,20 @@
+/**
+ * One HTTP transfer timed by curl (`-w %{time_total}`): the same native client for Coffer and its baselines,
+ * so neither side is measured through a JavaScript client's own limits.
+ */
+import { execFile } from 'node:child_process';
+
+/** { status, seconds, bytes } for one request; `upload` is a file path sent as the body. */
+export function curl(url, { method = 'GET', upload, headers = {} } = {}) {
+  const args = ['-s', '-o', '/dev/null', '-w', '%{http_code} %{time_total} %{size_download} %{size_upload}', '-X', method, '-H', 'Expect:'];
+  for (const [name, value] of Object.entries(headers)) args.push('-H', `${name}: ${value}`);
+  if (upload) args.push('--data-binary', `@${upload}`);
+  args.push(url);
+  return new Promise((resolve, reject) => {
+    execFile('curl', args, { encoding: 'utf8', maxBuffer: 1 << 20 }, (error, stdout) => {
+      if (error) return reject(new Error(`curl ${method} ${url}: ${error.message}`));
+      const [status, seconds, down, up] = stdout.trim().split(' ').map(Number);
+      resolve({ status, seconds, bytes: upload ? up : down });
+    });
+  });
+}

@@ -1,0 +1,79 @@
+/* global process, fetch */
+/**
+ * The P2 baseline: Debian nginx (nginx-light, installed with apt-get when missing) serving one directory on a
+ * loopback port, with its own prefix, config, pid and logs in a temp directory — never the system config.
+ * One worker process (Coffer is one Node process), Debian's defaults otherwise (sendfile on, tcp_nopush on).
+ * Run as root (as here), the worker stays root so it can read the private temp directories.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { ensureDebian, sleep, tempDir } from './common.js';
+
+async function freePort() {
+  const server = net.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+export async function startNginx(root) {
+  ensureDebian('nginx', 'nginx-light');
+  const prefix = tempDir('coffer-bench-nginx-');
+  const port = await freePort();
+  const conf = path.join(prefix, 'nginx.conf');
+  const temp = (name) => path.join(prefix, name);
+  fs.writeFileSync(
+    conf,
+    `daemon off;
+${process.getuid?.() === 0 ? 'user root;\n' : ''}worker_processes 1;
+pid ${temp('nginx.pid')};
+error_log ${temp('error.log')} warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_timeout 65;
+  default_type application/octet-stream;
+  client_body_temp_path ${temp('body')};
+  proxy_temp_path ${temp('proxy')};
+  fastcgi_temp_path ${temp('fastcgi')};
+  uwsgi_temp_path ${temp('uwsgi')};
+  scgi_temp_path ${temp('scgi')};
+  server {
+    listen 127.0.0.1:${port};
+    root ${root};
+    location / { }
+  }
+}
+`,
+  );
+  const child = spawn('nginx', ['-p', prefix, '-c', conf, '-e', temp('error.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    if (child.exitCode !== null) throw new Error(`nginx exited: ${stderr}`);
+    const up = await fetch(url).then(() => true, () => false);
+    if (up) break;
+    await sleep(50);
+  }
+  const version = (await new Promise((resolve) => {
+    const v = spawn('nginx', ['-v'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let text = '';
+    v.stderr.on('data', (c) => (text += c));
+    v.on('exit', () => resolve(text.trim()));
+  })).replace(/^nginx version: /, '');
+  return {
+    url,
+    version,
+    async stop() {
+      child.kill('SIGQUIT');
+      await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.on('exit', resolve)));
+      fs.rmSync(prefix, { recursive: true, force: true });
+    },
+  };
+}

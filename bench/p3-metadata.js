@@ -1,0 +1,159 @@
+/* global process, console */
+/**
+ * P3 — metadata reads: autocannon (64 connections) against GET /api/backups (an account with 20 READY records)
+ * and GET /api/backup-account, vs a Fastify hello-world started the same way (own process, loopback).
+ * Targets: req/s ≥ 0.5× hello-world in the same run, p99 < 10 ms. Each round runs the three endpoints back to
+ * back (rotating the order); the table shows the median of the rounds. autocannon runs in this process and
+ * shares the 2 cores with the server under test: the same for Coffer and the baseline.
+ *
+ *   node bench/p3-metadata.js [--rounds 3] [--duration 4] [--connections 64] [--backends sqlite+fs,postgres+fs]
+ */
+import path from 'node:path';
+import autocannon from 'autocannon';
+import { BENCH_DIR, commandLine, list, log, logFile, median, options, requireBuild, round, startChild } from './lib/common.js';
+import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffer, uploadSmall } from './lib/coffer.js';
+import { fmtRatio, ratio, writeResult } from './lib/report.js';
+
+export const TARGET_RATIO = 0.5;
+export const TARGET_P99_MS = 10;
+
+function cannon(url, { connections, duration, headers = {} }) {
+  return new Promise((resolve, reject) => {
+    autocannon({ url, connections, duration, headers, pipelining: 1 }, (error, result) => {
+      if (error) return reject(error);
+      const bad = result.non2xx + result.errors + result.timeouts;
+      if (bad > 0) return reject(new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`));
+      resolve({ rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, total: result.requests.total });
+    });
+  });
+}
+
+export async function main() {
+  const opts = options({ rounds: 3, duration: 4, connections: 64, backends: 'sqlite+fs,postgres+fs', records: 20 });
+  requireBuild();
+  const started = Date.now();
+  const hello = await startChild(path.join(BENCH_DIR, 'lib', 'hello-fastify.js'));
+  const hasPg = await pgAvailable();
+  const rows = [];
+  const raw = {};
+  const notes = [];
+  const load = { connections: opts.connections, duration: opts.duration };
+  try {
+    for (const backend of list(opts.backends)) {
+      if (backend.startsWith('postgres') && !hasPg) {
+        notes.push(`${backend}: skipped, PostgreSQL is not reachable`);
+        continue;
+      }
+      const prepared = await prepareBackend(backend);
+      const coffer = await startCoffer(prepared, { logFile: logFile(`p3-metadata-coffer-${backend}.log`) });
+      try {
+        const [account] = await accounts(coffer, 1);
+        for (let i = 0; i < opts.records; i++) {
+          const id = await createSlot(account.call);
+          await finalize(account.call, id, await uploadSmall(account.call, id));
+          await coffer.advance(31 * 60_000); // the pro plan allows one READY backup per 30 minutes
+        }
+        const listed = await account.call('GET', '/api/backups', { expect: 200 });
+        if (listed.body.backups.length !== opts.records) throw new Error(`expected ${opts.records} records, got ${listed.body.backups.length}`);
+        const headers = { authorization: `Bearer ${account.apiKey}` };
+        const targets = {
+          hello: { url: `${hello.ready.url}/`, headers: {} },
+          list: { url: `${coffer.url}/api/backups`, headers },
+          account: { url: `${coffer.url}/api/backup-account`, headers },
+        };
+        // Warm-up: one short run of each (JIT, connection pools, page cache).
+        for (const target of Object.values(targets)) await cannon(target.url, { ...load, duration: 1, headers: target.headers });
+        const samples = { hello: [], list: [], account: [] };
+        const names = Object.keys(targets);
+        for (let r = 0; r < opts.rounds; r++) {
+          const order = names.slice(r % names.length).concat(names.slice(0, r % names.length));
+          for (const name of order) samples[name].push(await cannon(targets[name].url, { ...load, headers: targets[name].headers }));
+        }
+        raw[backend] = samples;
+        const summary = Object.fromEntries(
+          names.map((name) => [name, { rps: median(samples[name].map((s) => s.rps)), p99: median(samples[name].map((s) => s.p99)), p50: median(samples[name].map((s) => s.p50)) }]),
+        );
+        const stats = await coffer.stats();
+        summary.queriesTotal = stats.queries;
+        log(`P3 ${backend}: hello ${summary.hello.rps.toFixed(0)} req/s; list ${summary.list.rps.toFixed(0)} req/s p99 ${summary.list.p99} ms; account ${summary.account.rps.toFixed(0)} req/s p99 ${summary.account.p99} ms`);
+        rows.push({ backend, ...summary });
+      } finally {
+        await coffer.stop();
+        await prepared.cleanup();
+      }
+    }
+  } finally {
+    await hello.stop();
+  }
+
+  const verdicts = [];
+  for (const row of rows) {
+    for (const name of ['list', 'account']) {
+      const r = ratio(row[name].rps, row.hello.rps);
+      verdicts.push({ what: `P3 ${row.backend} ${name}: req/s ≥ ${TARGET_RATIO}× hello-world`, value: fmtRatio(r), target: `≥ ${TARGET_RATIO}×`, met: r >= TARGET_RATIO });
+      verdicts.push({ what: `P3 ${row.backend} ${name}: p99 at ${opts.connections} connections`, value: `${row[name].p99} ms`, target: `< ${TARGET_P99_MS} ms`, met: row[name].p99 < TARGET_P99_MS });
+    }
+  }
+  const label = { list: `GET /api/backups (${opts.records} records)`, account: 'GET /api/backup-account', hello: 'Fastify hello-world (baseline)' };
+  return writeResult({
+    id: 'p3',
+    name: 'p3-metadata',
+    title: 'P3 — metadata reads',
+    target: `≥ ${TARGET_RATIO}× Fastify hello-world req/s in the same run; p99 < ${TARGET_P99_MS} ms at ${opts.connections} connections`,
+    command: commandLine('p3-metadata.js'),
+    durationS: round((Date.now() - started) / 1000, 0),
+    tables: [
+      {
+        title: `autocannon, ${opts.connections} connections, ${opts.duration} s per run, median of ${opts.rounds} rounds`,
+        columns: ['backend', 'endpoint', 'req/s', 'ratio to hello-world', 'p50 ms', 'p99 ms'],
+        rows: rows.flatMap((row) =>
+          ['list', 'account', 'hello'].map((name) => [
+            row.backend,
+            label[name],
+            round(row[name].rps, 0),
+            name === 'hello' ? '1.00×' : fmtRatio(ratio(row[name].rps, row.hello.rps)),
+            row[name].p50,
+            row[name].p99,
+          ]),
+        ),
+      },
+    ],
+    verdicts,
+    notes,
+    chart: {
+      panels: [
+        {
+          title: 'P3 — metadata reads: requests per second (higher is better)',
+          subtitle: `autocannon, ${opts.connections} connections, median of ${opts.rounds} rounds; notes = list / account ratio to hello-world; dashed = 0.5× hello-world (first backend)`,
+          unit: 'requests per second',
+          series: [label.list, label.account, label.hello],
+          groups: rows.map((row) => ({
+            label: row.backend,
+            note: `${fmtRatio(ratio(row.list.rps, row.hello.rps))} / ${fmtRatio(ratio(row.account.rps, row.hello.rps))}`,
+            values: [row.list.rps, row.account.rps, row.hello.rps],
+          })),
+          target: rows[0] ? { value: rows[0].hello.rps * TARGET_RATIO, label: '0.5× hello-world' } : undefined,
+        },
+        {
+          title: `p99 latency at ${opts.connections} connections (lower is better)`,
+          subtitle: `dashed = target < ${TARGET_P99_MS} ms`,
+          unit: 'ms',
+          series: [label.list, label.account, label.hello],
+          groups: rows.map((row) => ({ label: row.backend, values: [row.list.p99, row.account.p99, row.hello.p99] })),
+          target: { value: TARGET_P99_MS, label: `${TARGET_P99_MS} ms` },
+        },
+      ],
+    },
+    raw,
+  });
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().then(
+    () => process.exit(0),
+    (error) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}

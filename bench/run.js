@@ -1,0 +1,75 @@
+/* global process */
+/**
+ * `npm run bench`: builds the server (npm run build), runs every target script in its own process, one after
+ * another (each can also run alone: node bench/p1-upload.js …), then writes the machine and summary sections
+ * of BENCHMARKS.md from bench/results/*.json.
+ *
+ *   node bench/run.js [--only p1,p2,p3,p4,p5,p6] [--quick] [--no-build]
+ *
+ * --quick runs each target with fewer rounds and shorter windows (a harness check, not a result to publish).
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { BENCH_DIR, ROOT, commandExists, list, log, machine, options, round, run } from './lib/common.js';
+import { RESULTS_DIR, markdownTable, updateSection } from './lib/report.js';
+
+const TARGETS = [
+  { id: 'p1', script: 'p1-upload.js', quick: ['--rounds', '2', '--backends', 'sqlite+fs,postgres+fs'] },
+  { id: 'p2', script: 'p2-download.js', quick: ['--rounds', '2', '--per-round', '2', '--backends', 'sqlite+fs,postgres+fs'] },
+  { id: 'p3', script: 'p3-metadata.js', quick: ['--rounds', '1', '--duration', '2'] },
+  { id: 'p4', script: 'p4-events.js', quick: ['--rounds', '1', '--streams', '2000', '--backups', '20', '--window', '2'] },
+  { id: 'p5', script: 'p5-memory.js', quick: ['--rounds', '1', '--backends', 'sqlite+fs'] },
+  { id: 'p6', script: 'p6-client.js', quick: ['--rounds', '1'] },
+];
+
+const opts = options({ only: TARGETS.map((t) => t.id).join(','), quick: false, 'no-build': false });
+const chosen = new Set(list(opts.only));
+const started = Date.now();
+
+if (!opts['no-build']) {
+  log('npm run build');
+  const build = spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' });
+  // tsc still emits when another part of the tree has a type error; the scripts only need dist/.
+  if (build.status !== 0 && !fs.existsSync(path.join(ROOT, 'dist', 'server', 'compose.js'))) process.exit(build.status ?? 1);
+}
+
+const failed = [];
+for (const target of TARGETS.filter((t) => chosen.has(t.id))) {
+  const args = [path.join(BENCH_DIR, target.script), ...(opts.quick ? target.quick : [])];
+  log(`── ${target.id}: node bench/${target.script} ${opts.quick ? target.quick.join(' ') : ''}`);
+  const result = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit' });
+  if (result.status !== 0) failed.push(target.id);
+}
+
+// Machine facts and the summary of every saved result (including targets not run this time).
+const m = machine();
+const tools = [
+  `curl ${run('curl', ['--version']).split(' ')[1]}`,
+  commandExists('nginx') ? spawnSync('nginx', ['-v'], { encoding: 'utf8' }).stderr.trim().replace('nginx version: ', '') : null,
+  commandExists('restic') ? run('restic', ['version']).split(' ').slice(0, 2).join(' ') : null,
+  commandExists('psql') ? run('psql', ['--version']).trim().replace(/^psql \(PostgreSQL\) /, 'PostgreSQL ') : null,
+].filter(Boolean);
+updateSection(
+  'machine',
+  [
+    `- CPU: ${m.cores} cores, ${m.cpu}`,
+    `- Memory: ${m.memoryGiB} GiB`,
+    `- Node ${m.node}, ${m.os}`,
+    `- Baselines and tools: ${tools.join(', ')}`,
+    `- Load average when \`npm run bench\` finished: ${m.loadAverage.join(' / ')} (anything near or above the core count means the numbers are noisy)`,
+    `- Last full run: \`npm run bench${opts.quick ? ' -- --quick' : ''}\`, ${round((Date.now() - started) / 1000, 0)} s`,
+  ].join('\n'),
+  'Machine',
+);
+const rows = [];
+for (const name of fs.existsSync(RESULTS_DIR) ? fs.readdirSync(RESULTS_DIR).sort() : []) {
+  if (!name.endsWith('.json')) continue;
+  const result = JSON.parse(fs.readFileSync(path.join(RESULTS_DIR, name), 'utf8'));
+  for (const v of result.verdicts ?? []) {
+    rows.push([v.what, v.value, v.target, v.met === null ? 'n/a' : v.met ? 'yes' : '**no**', `[${result.id}](#${result.id})`]);
+  }
+}
+updateSection('summary', markdownTable({ columns: ['target', 'measured', 'required', 'met', 'details'], rows }), 'Summary');
+log(`done in ${round((Date.now() - started) / 1000, 0)} s${failed.length ? `; failed: ${failed.join(', ')}` : ''}`);
+process.exit(failed.length ? 1 : 0);

@@ -52,6 +52,8 @@ export function blobHostRoutes(app: App, host: BlobHostService): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
   app.setErrorHandler((error, request, reply) => {
+    // A refused request whose body was not read to its end must not keep its connection (as in app.ts).
+    if (!request.raw.complete) reply.header('connection', 'close');
     if (error instanceof BlobApiError) {
       return reply.code(error.status).send({ error: { code: error.code, message: error.message } });
     }

@@ -221,6 +221,18 @@ describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint'
     expect((await api(b.url, key)('GET', '/api/backups')).status).toBe(200);
   });
 
+  it('one node sweeps at a time: while one holds the advisory lock, another skips its sweep', async () => {
+    const open = () => composeParts(loadConfig({ ...env, COFFER_DATA_DIR: tempDir('coffer-sweeper-') }));
+    const [first, second] = await Promise.all([open(), open()]);
+    try {
+      const held = await first.store.tryExclusive('sweeper', () => second.sweeper.runOnce());
+      expect(held).toEqual({ ran: true, value: { ran: false, moved: 0, orphans: 0, incomplete: 0 } });
+      expect((await second.sweeper.runOnce()).ran).toBe(true);
+    } finally {
+      await Promise.all([first.close(), second.close()]);
+    }
+  });
+
   async function objects(parts: Parts): Promise<string[]> {
     const out: string[] = [];
     for await (const entry of parts.blobs.list('backups/')) out.push(entry.key);

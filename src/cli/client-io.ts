@@ -21,8 +21,14 @@ export function clientFromEnv(env: NodeJS.ProcessEnv = process.env): CofferClien
   const baseUrl = env.COFFER_URL?.trim() || DEFAULT_URL;
   const apiKey = env.COFFER_API_KEY?.trim();
   if (!apiKey) throw usageError('COFFER_API_KEY is not set: export the API key the operator gave you');
+  const blobApiUrl = env.COFFER_BLOB_API_URL?.trim() || undefined;
+  for (const [name, value] of [['COFFER_URL', baseUrl], ['COFFER_BLOB_API_URL', blobApiUrl]] as const) {
+    if (value !== undefined && !/^https?:\/\/[^/]/i.test(value)) {
+      throw usageError(`${name} is not a valid http(s) URL: ${JSON.stringify(value)}`);
+    }
+  }
   try {
-    return new CofferClient({ baseUrl, apiKey, userAgent: 'coffer-cli/0.1.0' });
+    return new CofferClient({ baseUrl, apiKey, blobApiUrl, userAgent: 'coffer-cli/0.1.0' });
   } catch {
     throw usageError(`COFFER_URL is not a valid http(s) URL: ${JSON.stringify(baseUrl)}`);
   }
@@ -144,12 +150,14 @@ export async function confirmOnTerminal(question: string, expected: string): Pro
 
 export interface Progress {
   update(value: number, total?: number): void;
+  /** Shows 100 % at the current value (the total was an estimate). */
+  complete(): void;
   stop(): void;
 }
 
 /** A bytes/rate/ETA bar on stderr, only when stdout is a terminal (and not --json); silent otherwise. */
 export function progressBar(label: string, json: boolean): Progress {
-  if (json || !process.stdout.isTTY) return { update: () => undefined, stop: () => undefined };
+  if (json || !process.stdout.isTTY) return { update: () => undefined, complete: () => undefined, stop: () => undefined };
   const bar = new cliProgress.SingleBar(
     {
       format: `${label} [{bar}] {percentage}% | {done} / {size} | {rate} | ETA {eta_formatted}`,
@@ -163,6 +171,7 @@ export function progressBar(label: string, json: boolean): Progress {
   const started = Date.now();
   let running = false;
   let lastTotal = 0;
+  let lastValue = 0;
   return {
     update(value, total) {
       const size = total !== undefined && Number.isFinite(total) ? Math.max(total, value) : Math.max(lastTotal, value);
@@ -173,7 +182,14 @@ export function progressBar(label: string, json: boolean): Progress {
         running = true;
       } else if (size !== lastTotal) bar.setTotal(size);
       lastTotal = size;
+      lastValue = value;
       bar.update(value, payload);
+    },
+    complete() {
+      if (!running) return;
+      bar.setTotal(lastValue);
+      lastTotal = lastValue;
+      bar.update(lastValue);
     },
     stop() {
       if (running) bar.stop();

@@ -38,6 +38,11 @@ const print = (text: string): void => void process.stdout.write(`${text}\n`);
 const note = (text: string): void => void process.stderr.write(`${text}\n`);
 const printJson = (value: unknown): void => void process.stdout.write(`${JSON.stringify(value)}\n`);
 
+/** After Ctrl-C, whatever broke first, the command ends as "interrupted" (exit 130) once cleanup is done. */
+const interrupted = (signal: AbortSignal) => (error: unknown): never => {
+  throw signal.aborted ? signal.reason : error;
+};
+
 /** Runs a command body, mapping every failure to the right exit code and message. */
 function action<A extends unknown[]>(body: (...args: A) => Promise<void>) {
   return async (...args: A): Promise<void> => {
@@ -128,6 +133,7 @@ export function registerClientCommands(program: Command): void {
         const { signal, dispose } = interruptible();
         const onEvent = (event: BackupEvent) => {
           if (event.type === 'progress') bar.update(event.plaintextBytes, event.estimatedPlaintextBytes);
+          else if (event.type === 'uploaded') bar.complete();
           else if (event.type === 'measuring' && !options.json) note(`${event.reason}…`);
           else if (event.type === 'slot' && event.reused) note(`resuming the open upload slot ${event.backupId}`);
           else if (event.type === 'replaced') note(`deleted the unfinished upload ${event.backupId} (it can never be finalized)`);
@@ -143,7 +149,7 @@ export function registerClientCommands(program: Command): void {
             maxArchiveBytes: limit,
             signal,
             onEvent,
-          });
+          }).catch(interrupted(signal));
           bar.stop();
           if (options.json) return printJson(detail);
           print(
@@ -218,7 +224,7 @@ export function registerClientCommands(program: Command): void {
               if (event.type === 'progress') bar.update(event.received, event.total);
               else if (event.type === 'resumed' && !options.json) note(`connection lost; resuming at byte ${event.from}`);
             },
-          });
+          }).catch(interrupted(signal));
           bar.stop();
           if (options.json) return printJson(result.detail);
           const m = result.metadata;

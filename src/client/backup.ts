@@ -108,7 +108,7 @@ export async function measureCiphertext(scan: TreeScan, limit: number, gzipLevel
 
 interface Slot {
   backupId: string;
-  uploadUrl: string;
+  upload: { protocol: 'direct'; url: string } | { protocol: 'blobhost-client'; handleUploadUrl: string; blobPath: string };
 }
 
 /**
@@ -120,12 +120,15 @@ async function acquireSlot(client: CofferClient, signal: AbortSignal | undefined
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const created = await client.createBackup(signal);
-      const uploadUrl =
-        created.upload.protocol === 'direct'
-          ? client.directUploadUrl(created.backupId, created.upload.uploadUrl)
-          : client.directUploadUrl(created.backupId); // blobhost-client servers also take direct uploads here
       emit({ type: 'slot', backupId: created.backupId, reused: false });
-      return { backupId: created.backupId, uploadUrl };
+      const { upload } = created;
+      return {
+        backupId: created.backupId,
+        upload:
+          upload.protocol === 'direct'
+            ? { protocol: 'direct', url: client.directUploadUrl(created.backupId, upload.uploadUrl) }
+            : { protocol: 'blobhost-client', handleUploadUrl: upload.handleUploadUrl, blobPath: created.blobPath },
+      };
     } catch (error) {
       if (!(error instanceof CofferApiError) || error.code !== 'upload_in_progress') throw error;
       const otherId = error.details?.backupId;
@@ -135,8 +138,10 @@ async function acquireSlot(client: CofferClient, signal: AbortSignal | undefined
         throw e;
       });
       if (other?.status === 'PENDING_UPLOAD') {
+        // Its blobPath is not part of BackupDetail, so a reused slot is filled with a direct upload (which a
+        // Coffer server in blobhost-client mode accepts as well).
         emit({ type: 'slot', backupId: otherId, reused: true });
-        return { backupId: otherId, uploadUrl: client.directUploadUrl(otherId) };
+        return { backupId: otherId, upload: { protocol: 'direct', url: client.directUploadUrl(otherId) } };
       }
       if (other) {
         await client.deleteBackup(otherId, signal).catch((e: unknown) => {
@@ -188,18 +193,33 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     pipeline(packTree(scan, counts), plain, zlib.createGzip({ level: gzipLevel }), new EncryptStream(dek), cipher, (error) => {
       pipeError = error ?? null;
     });
-    let uploaded;
+    let probeTarget: Parameters<CofferClient['probeUploadLimit']>[0] | undefined;
     try {
-      uploaded = await client.uploadDirect(slot.uploadUrl, cipher, { signal });
+      if (slot.upload.protocol === 'direct') {
+        probeTarget = slot.upload;
+        const uploaded = await client.uploadDirect(slot.upload.url, cipher, { signal });
+        if (uploaded.size !== cipher.bytes) {
+          throw new Error(`the server stored ${uploaded.size} bytes but ${cipher.bytes} were sent`);
+        }
+      } else {
+        const { handleUploadUrl, blobPath } = slot.upload;
+        const clientToken = await client.negotiateBlobUpload(handleUploadUrl, blobPath, signal);
+        probeTarget = { protocol: 'blobhost-client', clientToken, blobPath };
+        await client.putToBlobHost(clientToken, blobPath, cipher, { signal });
+      }
     } catch (error) {
       if (error instanceof CofferApiError && error.code === 'payload_too_large') {
         const max = typeof error.details?.maxBytes === 'number' ? error.details.maxBytes : limit;
         throw tooLarge(max, Math.max(cipher.bytes, max + 1), true);
       }
-      throw pipeError ?? error;
-    }
-    if (uploaded.size !== cipher.bytes) {
-      throw new Error(`the server stored ${uploaded.size} bytes but ${cipher.bytes} were sent`);
+      const blobLimit = error instanceof CofferApiError ? /cannot be greater than (\d+)/.exec(error.message) : null;
+      if (blobLimit) throw tooLarge(Number(blobLimit[1]), Math.max(cipher.bytes, Number(blobLimit[1]) + 1), true);
+      if (error instanceof CofferNetworkError && probeTarget && cipher.bytes > 0 && !signal?.aborted) {
+        // The connection broke with no answer: was it a size cut-off whose 413 the TCP reset swallowed?
+        const max = await client.probeUploadLimit(probeTarget, cipher.bytes);
+        if (max !== undefined && cipher.bytes > max) throw tooLarge(max, cipher.bytes, true);
+      }
+      throw error instanceof CofferNetworkError || !pipeError ? error : pipeError;
     }
     emit({ type: 'uploaded', ciphertextBytes: cipher.bytes });
 

@@ -81,6 +81,8 @@ export interface CofferClientOptions {
   baseUrl: string;
   apiKey: string;
   userAgent?: string;
+  /** Blob host of the blobhost-client protocol (default: `<baseUrl>/blob`, the one Coffer serves itself). */
+  blobApiUrl?: string;
 }
 
 export interface ContentResponse {
@@ -112,6 +114,12 @@ function errorBodyFrom(status: number, text: string): ErrorResponseBody {
         ...(parsed.details ? { details: parsed.details } : {}),
       };
     }
+    // The blob host's own error shape (blobhost-client protocol): {"error": {"code", "message"}}
+    const blob = (parsed as { error?: { code?: unknown; message?: unknown } }).error;
+    if (blob && typeof blob === 'object' && typeof blob.code === 'string') {
+      const message = typeof blob.message === 'string' ? blob.message : `HTTP ${status}`;
+      return { error: message, code: `blob_${blob.code}`, message, resolution: 'See the blob host message above.' };
+    }
   } catch {
     // not JSON: fall through
   }
@@ -124,6 +132,7 @@ export class CofferClient {
   readonly baseUrl: string;
   private readonly apiKey: string;
   private readonly userAgent: string;
+  readonly blobApiUrl: string;
 
   constructor(options: CofferClientOptions) {
     const url = new URL(options.baseUrl);
@@ -133,6 +142,7 @@ export class CofferClient {
     this.baseUrl = url.toString().replace(/\/+$/, '');
     this.apiKey = options.apiKey;
     this.userAgent = options.userAgent ?? 'coffer-sdk/0.1.0';
+    this.blobApiUrl = (options.blobApiUrl ?? `${this.baseUrl}/blob`).replace(/\/+$/, '');
   }
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
@@ -237,12 +247,107 @@ export class CofferClient {
     body: Readable,
     options: { contentLength?: number; signal?: AbortSignal } = {},
   ): Promise<DirectUploadResponseBody> {
-    const url = new URL(this.url(uploadUrl));
+    return this.streamRequest<DirectUploadResponseBody>('POST', this.url(uploadUrl), body, {
+      ...options,
+      headers: this.headers({ 'content-type': 'application/octet-stream' }),
+    });
+  }
+
+  /**
+   * The blobhost-client protocol (DESIGN.md §Upload protocols), step 1: ask `handleUploadUrl` (with the API key)
+   * for a client token for the slot's `blobPath`.
+   */
+  async negotiateBlobUpload(handleUploadUrl: string, blobPath: string, signal?: AbortSignal): Promise<string> {
+    const negotiation = await this.request<{ type?: string; clientToken?: string }>('POST', handleUploadUrl, {
+      json: { type: 'blob.generate-client-token', payload: { pathname: blobPath, clientPayload: null, multipart: false } },
+      signal,
+    });
+    if (typeof negotiation.clientToken !== 'string') {
+      throw new CofferNetworkError('the upload negotiation answer has no clientToken');
+    }
+    return negotiation.clientToken;
+  }
+
+  /**
+   * Step 2: stream the ciphertext to the blob host with the client token only (`PUT <blobApiUrl>/?pathname=…`);
+   * the API key does not go there. The slot becomes UPLOADED when the blob host has stored it.
+   */
+  putToBlobHost(
+    clientToken: string,
+    blobPath: string,
+    body: Readable,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<{ pathname: string; url?: string }> {
+    const url = `${this.blobApiUrl}/?pathname=${encodeURIComponent(blobPath)}`;
+    return this.streamRequest('PUT', url, body, {
+      signal: options.signal,
+      headers: {
+        authorization: `Bearer ${clientToken}`,
+        'user-agent': this.userAgent,
+        'content-type': 'application/octet-stream',
+        'x-content-type': 'application/octet-stream',
+        'x-api-version': '11',
+      },
+    });
+  }
+
+  /**
+   * Asks the upload address whether it would take `contentLength` bytes, without sending any: the server checks
+   * Content-Length before reading (CONTRACT §6), so an over-limit length is answered 413 at once. Used after an
+   * upload broke off with no answer: a server that cut a body off with 413 and closed the connection while the
+   * client was still sending can make the TCP reset swallow that answer. Resolves with the server's limit, or
+   * undefined when the answer is anything else (the probe is then abandoned; it stores nothing).
+   */
+  probeUploadLimit(
+    slot: { protocol: 'direct'; url: string } | { protocol: 'blobhost-client'; clientToken: string; blobPath: string },
+    contentLength: number,
+    timeoutMs = 3000,
+  ): Promise<number | undefined> {
+    const url = new URL(
+      slot.protocol === 'direct' ? this.url(slot.url) : `${this.blobApiUrl}/?pathname=${encodeURIComponent(slot.blobPath)}`,
+    );
+    const headers =
+      slot.protocol === 'direct'
+        ? this.headers({ 'content-type': 'application/octet-stream' })
+        : { authorization: `Bearer ${slot.clientToken}`, 'x-content-type': 'application/octet-stream' };
+    headers['content-length'] = String(contentLength);
+    const transport = url.protocol === 'https:' ? https : http;
+    return new Promise((resolve) => {
+      const request = transport.request(url, { method: slot.protocol === 'direct' ? 'POST' : 'PUT', headers });
+      const done = (value: number | undefined) => {
+        clearTimeout(timer);
+        request.destroy();
+        resolve(value);
+      };
+      const timer = setTimeout(() => done(undefined), timeoutMs);
+      request.on('error', () => done(undefined));
+      request.on('response', (response) => {
+        const parts: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => parts.push(chunk));
+        response.on('error', () => done(undefined));
+        response.on('end', () => {
+          const body = errorBodyFrom(response.statusCode ?? 0, Buffer.concat(parts).toString('utf8'));
+          const max = (body.details as Record<string, unknown> | undefined)?.maxBytes;
+          const blobMax = /cannot be greater than (\d+)/.exec(body.message);
+          done(typeof max === 'number' ? max : blobMax ? Number(blobMax[1]) : undefined);
+        });
+      });
+      request.flushHeaders();
+    });
+  }
+
+  private streamRequest<T>(
+    method: 'POST' | 'PUT',
+    address: string,
+    body: Readable,
+    options: { contentLength?: number; signal?: AbortSignal; headers: Record<string, string> },
+  ): Promise<T> {
+    const url = new URL(address);
     const transport = url.protocol === 'https:' ? https : http;
     return new Promise((resolve, reject) => {
       let settled = false;
       let answered = false;
-      const settle = (error: Error | undefined, value?: DirectUploadResponseBody) => {
+      const settle = (error: Error | undefined, value?: T) => {
         if (settled) return;
         settled = true;
         options.signal?.removeEventListener('abort', onAbort);
@@ -254,9 +359,9 @@ export class CofferClient {
         } else resolve(value!);
       };
       const onAbort = () => settle(abortError(options.signal));
-      const headers = this.headers({ 'content-type': 'application/octet-stream' });
+      const headers = { ...options.headers };
       if (options.contentLength !== undefined) headers['content-length'] = String(options.contentLength);
-      const request = transport.request(url, { method: 'POST', headers });
+      const request = transport.request(url, { method, headers });
       request.on('response', (response) => {
         answered = true;
         const parts: Buffer[] = [];
@@ -267,7 +372,7 @@ export class CofferClient {
           const status = response.statusCode ?? 0;
           if (status >= 200 && status < 300) {
             try {
-              settle(undefined, JSON.parse(text) as DirectUploadResponseBody);
+              settle(undefined, JSON.parse(text) as T);
             } catch {
               settle(new CofferNetworkError('the upload answer is not JSON'));
             }
@@ -279,7 +384,7 @@ export class CofferClient {
       request.on('error', (error) => {
         // The server may have answered (e.g. 413) and closed while we were still sending: let the answer win.
         setTimeout(() => {
-          if (!answered) settle(new CofferNetworkError(`upload to ${this.baseUrl} failed: ${causeText(error)}`, { cause: error }));
+          if (!answered) settle(new CofferNetworkError(`upload to ${url.origin} failed: ${causeText(error)}`, { cause: error }));
         }, 250);
       });
       body.on('error', (error) => settle(error));

@@ -191,6 +191,32 @@ describe('transfers, limits and server rules', () => {
   });
 });
 
+/** A forwarding proxy that swallows the first 413 answer to an upload (drops the connection instead of relaying it). */
+async function swallowing413Proxy(upstream: string) {
+  let swallowed = 0;
+  const proxy = http.createServer((req, res) => {
+    let answered = false;
+    const forward = http.request(new URL(req.url!, upstream), { method: req.method, headers: req.headers }, (answer) => {
+      answered = true;
+      if (answer.statusCode === 413 && swallowed === 0) {
+        swallowed += 1;
+        answer.resume();
+        req.socket.destroy(); // what a TCP reset does to an answer the client has not read yet
+        return;
+      }
+      res.writeHead(answer.statusCode!, answer.headers);
+      answer.pipe(res);
+    });
+    // The upstream answers 413 and closes while the body is still coming: the answer may beat the broken pipe.
+    forward.on('error', () => setTimeout(() => answered || req.socket.destroy(), 500));
+    forward.flushHeaders(); // a request without body bytes (the client's Content-Length probe) must still be sent
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  return { url, swallowed: () => swallowed, close: () => new Promise<void>((resolve) => proxy.close(() => resolve())) };
+}
+
 describe('a server with a lower archive limit (413 while streaming)', () => {
   let server: TestServer;
   let work: string;
@@ -219,5 +245,64 @@ describe('a server with a lower archive limit (413 while streaming)', () => {
     const client = new CofferClient({ baseUrl: server.url, apiKey });
     const slot = await client.createBackup();
     expect(slot.status).toBe('PENDING_UPLOAD');
+    await client.deleteBackup(slot.backupId);
+  });
+
+  it('still names the limit when the 413 answer is lost to a dropped connection (probe by Content-Length)', async () => {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const proxy = await swallowing413Proxy(server.url);
+    try {
+      // The proxy only sits in front of the upload: the announced uploadUrl is re-rooted onto COFFER_URL.
+      const cli = cliFor(proxy.url, apiKey, PASSPHRASE);
+      expect((await cli(['init'])).code).toBe(0);
+      const result = await cli(['backup', path.join(work, 'src')]);
+      expect(proxy.swallowed(), result.stderr).toBe(1);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(/exceed the 1\.0 MiB \(1048576 bytes\) limit.*slot deleted/);
+      expect(json(await cli(['list', '--json']))).toEqual({ backups: [] });
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe('a server announcing the blobhost-client upload protocol', () => {
+  let server: TestServer;
+  let work: string;
+  beforeAll(async () => {
+    assertBuilt();
+    server = await startTestServer({ env: { COFFER_UPLOAD_PROTOCOL: 'blobhost-client', COFFER_MAX_ARCHIVE_BYTES: String(2 * MiB) } });
+    work = tempDir('coffer-blobhost-');
+  });
+  afterAll(async () => {
+    await server?.stop();
+    if (work) await fsp.rm(work, { recursive: true, force: true });
+  });
+
+  it('uploads through the client-token handshake and the blob host, then restores', async () => {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const cli = cliFor(server.url, apiKey, PASSPHRASE);
+    expect((await cli(['init'])).code).toBe(0);
+    const source = path.join(work, 'src');
+    await fsp.mkdir(source);
+    await fsp.writeFile(path.join(source, 'data.bin'), randomBytes(MiB));
+    const detail = json(await cli(['backup', source, '--json']));
+    expect(detail.status).toBe('READY');
+    const restored = await cli(['restore', detail.id, path.join(work, 'out')]);
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(await snapshot(path.join(work, 'out'))).toEqual(await snapshot(source));
+  });
+
+  it("stops when the blob host refuses the size, and deletes the slot", async () => {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const cli = cliFor(server.url, apiKey, PASSPHRASE);
+    expect((await cli(['init'])).code).toBe(0);
+    const source = path.join(work, 'big');
+    await fsp.mkdir(source);
+    await fsp.writeFile(path.join(source, 'data.bin'), randomBytes(3 * MiB));
+    const result = await cli(['backup', source]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/exceed the 2\.0 MiB \(2097152 bytes\) limit.*slot deleted/);
+    expect(json(await cli(['list', '--json']))).toEqual({ backups: [] });
   });
 });

@@ -13,7 +13,7 @@ import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
 import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
 import type { App, RouteContext } from '../api/context.js';
 import { COMPONENT_SCHEMAS } from '../api/schemas.js';
-import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
+import { UPLOAD_REQUEST_BODY, mediaType, uploadRoutes } from '../api/upload.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { EventStreamHub } from '../events/streams.js';
@@ -81,6 +81,11 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
         handler,
       ),
     bodyLimit: JSON_BODY_LIMIT,
+    // A path that does not percent-decode (`/api/backups/%ff`) names no route: 404, not Fastify's own 400.
+    frameworkErrors: (error, request, reply) => {
+      const known = error.code === 'FST_ERR_BAD_URL' ? new AppError('not_found', 'The path is not a valid URL.') : undefined;
+      sendError(reply, known ?? toAppError(error, request.log));
+    },
     exposeHeadRoutes: false,
     return503OnClosing: false,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: true } },
@@ -179,6 +184,10 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
       payload.on('end', () => done(null, undefined));
       payload.on('error', done);
     });
+    // The body is ignored, so is its Content-Type (Fastify answers one it cannot parse with an undeclared 415).
+    scope.addHook('preParsing', async (request) => {
+      delete request.headers['content-type'];
+    });
     accountReadRoutes(scope, ctx);
     backupReadRoutes(scope, ctx);
   });
@@ -199,6 +208,14 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
       } catch {
         done(new AppError('invalid_json', 'The request body is not valid JSON.'), undefined);
       }
+    });
+    // The media type alone decides: Fastify would answer a Content-Type it cannot parse (`;;;`,
+    // `application/json;;`) with an undeclared 415 before any parser runs.
+    scope.addHook('preParsing', async (request) => {
+      const type = request.headers['content-type'];
+      if (type === undefined) return;
+      if (mediaType(type) !== 'application/json') throw AppError.validation([{ path: '(body)', message: 'must be sent as application/json' }]);
+      request.headers['content-type'] = 'application/json';
     });
     accountWriteRoutes(scope, ctx);
     backupWriteRoutes(scope, ctx);

@@ -18,17 +18,23 @@ declare module 'fastify' {
 
 const unauthenticated = () => new AppError('authentication_required', 'Authentication is required.');
 
-/** The one secret the request presents, or null when it presents none or two different ones. */
+/**
+ * The one secret the request presents, or null when it presents none or two different ones. Every header
+ * line counts: Node keeps only the first of repeated `Authorization` lines, so read the raw lines.
+ */
 export function presentedKey(request: FastifyRequest): string | null | undefined {
   const candidates = new Set<string>();
-  const authorization = request.headers.authorization;
-  if (typeof authorization === 'string') {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    if (match) candidates.add(match[1]!);
+  const raw = request.raw.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!.trim();
+    if (name === 'authorization') {
+      const match = /^Bearer\s+(\S+)$/i.exec(value);
+      if (match) candidates.add(match[1]!);
+    } else if (name === 'x-api-key' && value !== '') {
+      candidates.add(value);
+    }
   }
-  const apiKeyHeader = request.headers['x-api-key'];
-  if (typeof apiKeyHeader === 'string' && apiKeyHeader.trim() !== '') candidates.add(apiKeyHeader.trim());
-  if (Array.isArray(apiKeyHeader)) return null;
   if (candidates.size > 1) return null;
   return candidates.values().next().value;
 }

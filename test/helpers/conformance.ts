@@ -24,7 +24,8 @@ export class Conformance {
     const params = (template: string) => template.split('{').length;
     this.templates = Object.keys(document.paths)
       .sort((a, b) => params(a) - params(b))
-      .map((template) => ({ template, regex: new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`) }));
+      // An empty segment is still that parameter (`/api/backups/` is GET /api/backups/{id} with a malformed id).
+      .map((template) => ({ template, regex: new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]*')}$`) }));
   }
 
   static async load(baseUrl: string): Promise<Conformance> {

@@ -1,0 +1,139 @@
+/**
+ * Contract fuzzing: for every /api operation in the server's own /openapi.json, valid and mutated requests
+ * (see arbitraries.ts) go to a real server on a real port over a raw socket. For each one:
+ * - never a 5xx, and always a complete response;
+ * - the status is declared for the operation (404/405 for unknown routes) and the body validates against
+ *   the declared schema (test/helpers/conformance.ts); an event stream's first frame validates too;
+ * - the order of checks holds: no/invalid/ambiguous credential → 401, missing scope → 403, an id that is not
+ *   one of the caller's visible backups → 404 (never another account's data);
+ * - a refused request (4xx) and any read changed nothing: accounts, vaults, keys, every backup record
+ *   (tombstones included) and the stored blob, temp and multipart files are as before.
+ * A request that succeeded in changing state gets a fresh world for the next case.
+ *
+ * Bounded: COFFER_FUZZ_RUNS cases per operation (default 120), seed COFFER_FUZZ_SEED (default fixed);
+ * fast-check prints the seed and path of a failure to replay it.
+ */
+import fc from 'fast-check';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../helpers/clock.js';
+import { type OpenApiDocument, type Operation, type RequestSpec, operationsOf, requestSpec, resolve } from './arbitraries.js';
+import { type Principal, expectationFor, principalOf } from './oracle.js';
+import { send } from './wire.js';
+import { type World, buildWorld, snapshot, useFuzzServer } from './world.js';
+
+const RUNS = Number(process.env.COFFER_FUZZ_RUNS ?? 120);
+const SEED = Number(process.env.COFFER_FUZZ_SEED ?? 20261121);
+
+const clock = new ManualClock(Date.now());
+const fx = useFuzzServer(clock);
+let document: OpenApiDocument;
+let operations: Operation[];
+let world: World;
+let port: number;
+const tally = { cases: 0, rebuilds: 0, byStatus: {} as Record<string, number> };
+
+beforeAll(async () => {
+  document = (await (await fetch(`${fx.server.url}/openapi.json`)).json()) as OpenApiDocument;
+  operations = operationsOf(document);
+  port = Number(new URL(fx.server.url).port);
+  world = await buildWorld(fx, clock);
+});
+
+function authWireValues(spec: RequestSpec, headers: [string, string | Buffer][]): { header: string; value: string }[] {
+  return headers
+    .filter(([name]) => ['authorization', 'x-api-key'].includes(name.toLowerCase()))
+    .map(([name, value]) => ({ header: name.toLowerCase(), value: value.toString() }));
+}
+
+function decodes(path: string): boolean {
+  try {
+    decodeURIComponent(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const MUTATING_SUCCESS = (method: string, status: number) => method !== 'GET' && status >= 200 && status < 300;
+
+async function runCase(spec: RequestSpec): Promise<void> {
+  tally.cases += 1;
+  const { wire, path } = resolve(world, spec);
+  const before = await snapshot(fx, world);
+  const response = await send(port, wire);
+  const label = `${wire.method} ${path.slice(0, 200)} → ${response.status} ${response.text.slice(0, 300)}`;
+  tally.byStatus[`${spec.op.method} ${spec.op.template} ${response.status}`] =
+    (tally.byStatus[`${spec.op.method} ${spec.op.template} ${response.status}`] ?? 0) + 1;
+
+  expect(response.status, label).toBeLessThan(500);
+  fx.conformance.check(wire.method, path, response);
+
+  const template = fx.conformance.templateOf(path);
+  if (template === spec.op.template) {
+    const principal: Principal = principalOf(world, spec, authWireValues(spec, wire.headers));
+    const decodedId = 'ref' in spec.id ? world.ids[spec.id.ref] : null;
+    const expected = expectationFor(world, spec, principal, decodedId);
+    if (!decodes(path.split('?')[0]!)) {
+      // A path that does not percent-decode names no route at all.
+      expect(response.status, `${label}\nan undecodable path is no route`).toBe(404);
+    } else if (expected.status !== undefined) {
+      expect(response.status, `${label}\nexpected ${expected.status} because ${expected.why}`).toBe(expected.status);
+      expect((response.body as { code: string }).code, label).toBe(expected.code);
+    } else {
+      expect([401, 403], `${label}\na valid key with the needed scope was refused`).not.toContain(response.status);
+    }
+  }
+
+  if (response.frames && response.frames[0]?.event === 'backup.status') {
+    fx.conformance.validate('#/components/schemas/BackupStatusEvent', JSON.parse(response.frames[0].data), label);
+  }
+  if (response.status === 200 && wire.method === 'GET' && template?.endsWith('/content')) {
+    expect(response.raw.length, label).toBe(Number(response.headers.get('content-length')));
+  }
+
+  if (MUTATING_SUCCESS(wire.method, response.status)) {
+    const created = (response.body as { created?: boolean }).created;
+    if (template === '/api/backup-account/bootstrap' && created === false) {
+      expect(await snapshot(fx, world), `${label}: bootstrap of an existing vault changed state`).toEqual(before);
+      return;
+    }
+    tally.rebuilds += 1;
+    world = await buildWorld(fx, clock);
+    return;
+  }
+  expect(await snapshot(fx, world), `${label}: a refused request (or a read) changed state`).toEqual(before);
+}
+
+describe('contract fuzzing of every /api operation', () => {
+  it('the document has the 13 operations of SPEC.md', () => {
+    expect(operations.map((op) => `${op.method} ${op.template}`).sort()).toHaveLength(13);
+  });
+
+  const names = [
+    'GET /api/backup-account',
+    'PATCH /api/backup-account',
+    'POST /api/backup-account/bootstrap',
+    'POST /api/backup-account/rotate',
+    'POST /api/backup-account/reset',
+    'GET /api/backups',
+    'POST /api/backups',
+    'POST /api/backups/upload',
+    'GET /api/backups/{id}',
+    'DELETE /api/backups/{id}',
+    'POST /api/backups/{id}/finalize',
+    'GET /api/backups/{id}/content',
+    'GET /api/backups/{id}/events',
+  ];
+  for (const name of names) {
+    it(`${name}: declared statuses, valid bodies, order of checks, refusals change nothing`, async () => {
+      const op = operations.find((o) => `${o.method} ${o.template}` === name);
+      expect(op, `${name} is in /openapi.json`).toBeDefined();
+      await fc.assert(fc.asyncProperty(requestSpec(document, op!), runCase), { numRuns: RUNS, seed: SEED, endOnFailure: false });
+    }, 120_000);
+  }
+
+  it('reports what it tried', () => {
+    console.log(`contract fuzzing: ${tally.cases} requests, ${tally.rebuilds} world rebuilds, seed ${SEED}, ${RUNS} runs per operation`);
+    console.log(Object.entries(tally.byStatus).sort().map(([k, v]) => `  ${k}: ${v}`).join('\n'));
+  });
+});

@@ -5,6 +5,7 @@
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
  * 3 cadence limit (429), 4 integrity failure.
  */
+import fsp from 'node:fs/promises';
 import type { Command } from 'commander';
 import { runBackup, type BackupEvent } from '../client/backup.js';
 import { openMetadata, unwrapDek, wipe, KDF_PROFILES, type BackupMetadata } from '../client/envelope.js';
@@ -25,7 +26,7 @@ import {
   readPassphrase,
   toCliError,
 } from './client-io.js';
-import { CliError, EXIT } from './output.js';
+import { CliError, EXIT, usageError } from './output.js';
 
 interface JsonOption {
   json?: boolean;
@@ -127,6 +128,9 @@ export function registerClientCommands(program: Command): void {
     .action(
       action(async (source: string, options: PassphraseOptions & { name?: string; hostappVersion?: string }) => {
         const limit = maxArchiveBytes();
+        await fsp.lstat(source).catch((error: NodeJS.ErrnoException) => {
+          throw usageError(`cannot back up ${source}: ${error.code === 'ENOENT' ? 'no such file or directory' : error.message}`);
+        });
         const client = clientFromEnv();
         const { masterKey } = await unlock(client, options);
         const bar = progressBar('encrypting + uploading', !!options.json);

@@ -131,13 +131,15 @@ describe('usage and configuration errors', () => {
   });
 
   it('missing COFFER_API_KEY, a bad COFFER_URL, a bad --kdf, a missing argument: exit 2', async () => {
-    const [noKey, badUrl, badKdf, missing] = await Promise.all([
+    const [noKey, badUrl, badKdf, missing, noSource] = await Promise.all([
       runCli(['list'], { COFFER_URL: server.url }),
       runCli(['list'], { COFFER_URL: 'ftp://example.org', COFFER_API_KEY: apiKey }),
       runCli(['init', '--kdf', 'bogus'], { COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_PASSPHRASE: 'x' }),
       runCli(['restore', '0190aaaa-0000-7000-8000-000000000000'], { COFFER_URL: server.url, COFFER_API_KEY: apiKey }),
+      runCli(['backup', '/nonexistent/coffer-source'], { COFFER_URL: server.url, COFFER_API_KEY: apiKey }),
     ]);
-    expect([noKey.code, badUrl.code, badKdf.code, missing.code]).toEqual([2, 2, 2, 2]);
+    expect([noKey.code, badUrl.code, badKdf.code, missing.code, noSource.code]).toEqual([2, 2, 2, 2, 2]);
+    expect(noSource.stderr).toMatch(/cannot back up \/nonexistent\/coffer-source: no such file or directory/);
     expect(noKey.stderr).toMatch(/COFFER_API_KEY is not set/);
     expect(badUrl.stderr).toMatch(/COFFER_URL/);
     expect(badKdf.stderr).toMatch(/unknown key-derivation profile "bogus"/);

@@ -1,0 +1,43 @@
+/**
+ * The Coffer client SDK: the typed HTTP client, crypto envelope v1, and the streamed backup / verified restore
+ * pipelines that the `coffer` CLI is built on. See docs/client.md and docs/crypto.md.
+ */
+export * from './sdk.js';
+export {
+  AD,
+  CHUNK_BYTES,
+  CRYPTO_VERSION,
+  DEFAULT_KDF_PROFILE,
+  DecryptStream,
+  EncryptStream,
+  IntegrityError,
+  KDF_PROFILES,
+  ciphertextSize,
+  deriveKek,
+  newKdfParams,
+  newKey,
+  openMetadata,
+  sealMetadata,
+  unwrapDek,
+  unwrapMasterKey,
+  wipe,
+  wrapDek,
+  wrapMasterKey,
+  type BackupMetadata,
+  type KdfParams,
+  type KdfProfile,
+  type VaultMaterial,
+} from './envelope.js';
+export { ArchiveTooLargeError, DEFAULT_MAX_ARCHIVE_BYTES, runBackup, type BackupEvent, type BackupOptions, type BackupResult } from './backup.js';
+export {
+  BackupNotRestorableError,
+  TargetNotEmptyError,
+  downloadCiphertext,
+  runRestore,
+  type RestoreEvent,
+  type RestoreOptions,
+  type RestoreResult,
+} from './restore.js';
+export { UnsafeArchiveError } from './archive.js';
+export { VaultStateError, changePassphrase, initVault, unlockVault } from './vault.js';
+export { StatusStreamError, TERMINAL_STATUSES, watchBackup, type WatchEvent } from './watch.js';

@@ -35,8 +35,17 @@ const pad512 = (n: number) => Math.ceil(n / BLOCK) * BLOCK;
 
 /** Walks the source once (lstat, no symlink following) for counts and a size bound. */
 export async function scanTree(source: string): Promise<TreeScan> {
-  const absolute = path.resolve(source);
-  const stat = await fsp.lstat(absolute);
+  let absolute = path.resolve(source);
+  let stat = await fsp.lstat(absolute);
+  if (stat.isSymbolicLink()) {
+    // A symlink named on the command line is followed when it leads to a directory (like `tar -H`, `cp -H`).
+    const real = await fsp.realpath(absolute).catch(() => undefined);
+    const target = real ? await fsp.stat(real) : undefined;
+    if (real && target?.isDirectory()) {
+      absolute = real;
+      stat = target;
+    }
+  }
   const scan: TreeScan = {
     kind: stat.isDirectory() ? 'directory' : 'file',
     cwd: stat.isDirectory() ? absolute : path.dirname(absolute),

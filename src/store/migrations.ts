@@ -71,6 +71,34 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('backups_blob_key').on('backups').column('blob_key').execute();
     },
   },
+  '0003_console_sessions': {
+    async up(db: Kysely<unknown>) {
+      // The console's one-time sign-in links and browser sessions: secrets are stored as SHA-256 hashes only.
+      await db.schema
+        .createTable('login_links')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('token_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('expires_at', 'bigint', (c) => c.notNull())
+        .addColumn('used_at', 'bigint')
+        .execute();
+      await db.schema
+        .createTable('sessions')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('token_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('key_id', 'text', (c) => c.references('api_keys.id'))
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('expires_at', 'bigint', (c) => c.notNull())
+        .addColumn('revoked_at', 'bigint')
+        .execute();
+      await db.schema.createIndex('login_links_expires').on('login_links').column('expires_at').execute();
+      await db.schema.createIndex('sessions_expires').on('sessions').column('expires_at').execute();
+      // The vault page shows when the key material was first stored and when it was last rotated.
+      await db.schema.alterTable('vaults').addColumn('created_at', 'bigint').execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -25,6 +25,8 @@ export interface VaultsTable {
   wrapped_master_key: string;
   wrapped_master_key_nonce: string;
   updated_at: number;
+  /** When the vault was first stored (null for vaults stored before migration 0003). */
+  created_at: number | null;
 }
 
 export interface BackupsTable {
@@ -54,10 +56,34 @@ export interface SettingsTable {
   created_at: number;
 }
 
+/** One-time console sign-in links (`coffer admin login-link`); only a hash of the token is stored. */
+export interface LoginLinksTable {
+  id: string;
+  account_id: string;
+  token_hash: string;
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
+}
+
+/** Console browser sessions; only a hash of the cookie secret is stored. */
+export interface SessionsTable {
+  id: string;
+  account_id: string;
+  token_hash: string;
+  /** The API key the session was opened with (the session ends with it), or null for a login link. */
+  key_id: string | null;
+  created_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+}
+
 export interface Database {
   settings: SettingsTable;
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
   vaults: VaultsTable;
   backups: BackupsTable;
+  login_links: LoginLinksTable;
+  sessions: SessionsTable;
 }

@@ -20,8 +20,27 @@ import {
 import type { Plan } from '../domain/plans.js';
 import type { Scope } from '../domain/scopes.js';
 import { migrateToLatest } from './migrations.js';
-import type { AccountsTable, ApiKeysTable, BackupsTable, Database, VaultsTable } from './schema.js';
-import type { Account, ApiKey, Backup, BackupCondition, BackupPatch, QueryCounts, Store, Vault } from './store.js';
+import type {
+  AccountsTable,
+  ApiKeysTable,
+  BackupsTable,
+  Database,
+  LoginLinksTable,
+  SessionsTable,
+  VaultsTable,
+} from './schema.js';
+import type {
+  Account,
+  ApiKey,
+  Backup,
+  BackupCondition,
+  BackupPatch,
+  LoginLink,
+  QueryCounts,
+  Session,
+  Store,
+  Vault,
+} from './store.js';
 
 // PostgreSQL bigint columns can arrive as strings; SQLite returns numbers. Normalise once here.
 const num = (value: number | string): number => Number(value);
@@ -54,10 +73,33 @@ function toVault(row: Selectable<VaultsTable>): Vault {
     wrappedMasterKey: row.wrapped_master_key,
     wrappedMasterKeyNonce: row.wrapped_master_key_nonce,
     updatedAt: num(row.updated_at),
+    ...(row.created_at === null ? {} : { createdAt: num(row.created_at) }),
   };
 }
 
-function vaultRow(accountId: string, vault: Vault): VaultsTable {
+function toLoginLink(row: Selectable<LoginLinksTable>): LoginLink {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    createdAt: num(row.created_at),
+    expiresAt: num(row.expires_at),
+    usedAt: numOrNull(row.used_at),
+  };
+}
+
+function toSession(row: Selectable<SessionsTable>): Session {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    keyId: row.key_id,
+    createdAt: num(row.created_at),
+    expiresAt: num(row.expires_at),
+    revokedAt: numOrNull(row.revoked_at),
+  };
+}
+
+/** The columns a rotation replaces (created_at is written once, by createVault). */
+function vaultRow(accountId: string, vault: Vault): Omit<VaultsTable, 'created_at'> {
   return {
     account_id: accountId,
     crypto_version: vault.cryptoVersion,
@@ -238,6 +280,11 @@ export class SqlStore implements Store {
     return rows.map(toApiKey);
   }
 
+  async getApiKey(keyId: string): Promise<ApiKey | undefined> {
+    const row = await this.db.selectFrom('api_keys').selectAll().where('id', '=', keyId).executeTakeFirst();
+    return row && toApiKey(row);
+  }
+
   async revokeApiKey(keyId: string, at: number): Promise<boolean> {
     const result = await this.db
       .updateTable('api_keys')
@@ -248,6 +295,69 @@ export class SqlStore implements Store {
     return Number(result.numUpdatedRows) > 0;
   }
 
+  async createLoginLink(link: LoginLink, tokenHash: string): Promise<void> {
+    await this.db
+      .insertInto('login_links')
+      .values({
+        id: link.id,
+        account_id: link.accountId,
+        token_hash: tokenHash,
+        created_at: link.createdAt,
+        expires_at: link.expiresAt,
+        used_at: link.usedAt,
+      })
+      .execute();
+  }
+
+  async consumeLoginLink(tokenHash: string, now: number): Promise<LoginLink | undefined> {
+    // One conditional UPDATE: of two concurrent uses (on any nodes), exactly one matches the row.
+    const row = await this.db
+      .updateTable('login_links')
+      .set({ used_at: now })
+      .where('token_hash', '=', tokenHash)
+      .where('used_at', 'is', null)
+      .where('expires_at', '>', now)
+      .returningAll()
+      .executeTakeFirst();
+    return row && toLoginLink(row);
+  }
+
+  async createSession(session: Session, tokenHash: string): Promise<void> {
+    await this.db
+      .insertInto('sessions')
+      .values({
+        id: session.id,
+        account_id: session.accountId,
+        token_hash: tokenHash,
+        key_id: session.keyId,
+        created_at: session.createdAt,
+        expires_at: session.expiresAt,
+        revoked_at: session.revokedAt,
+      })
+      .execute();
+  }
+
+  async findSessionByHash(tokenHash: string): Promise<Session | undefined> {
+    const row = await this.db.selectFrom('sessions').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    return row && toSession(row);
+  }
+
+  async revokeSession(sessionId: string, at: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable('sessions')
+      .set({ revoked_at: at })
+      .where('id', '=', sessionId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async pruneSessions(before: number): Promise<number> {
+    const links = await this.db.deleteFrom('login_links').where('expires_at', '<', before).executeTakeFirst();
+    const sessions = await this.db.deleteFrom('sessions').where('expires_at', '<', before).executeTakeFirst();
+    return Number(links.numDeletedRows) + Number(sessions.numDeletedRows);
+  }
+
   async getVault(accountId: string): Promise<Vault | undefined> {
     const row = await this.db.selectFrom('vaults').selectAll().where('account_id', '=', accountId).executeTakeFirst();
     return row && toVault(row);
@@ -256,7 +366,7 @@ export class SqlStore implements Store {
   async createVault(accountId: string, vault: Vault): Promise<boolean> {
     const result = await this.db
       .insertInto('vaults')
-      .values(vaultRow(accountId, vault))
+      .values({ ...vaultRow(accountId, vault), created_at: vault.createdAt ?? vault.updatedAt })
       .onConflict((oc) => oc.column('account_id').doNothing())
       .executeTakeFirst();
     return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;

@@ -16,6 +16,8 @@ export interface Vault {
   wrappedMasterKey: string;
   wrappedMasterKeyNonce: string;
   updatedAt: number;
+  /** When the vault was first stored (kept by rotations); absent for vaults stored before it was recorded. */
+  createdAt?: number;
 }
 
 export interface ApiKey {
@@ -24,6 +26,26 @@ export interface ApiKey {
   scopes: Scope[];
   createdAt: number;
   expiresAt: number | null;
+  revokedAt: number | null;
+}
+
+/** A one-time console sign-in link (its token is known only by hash). */
+export interface LoginLink {
+  id: string;
+  accountId: string;
+  createdAt: number;
+  expiresAt: number;
+  usedAt: number | null;
+}
+
+/** A console browser session (its cookie secret is known only by hash). */
+export interface Session {
+  id: string;
+  accountId: string;
+  /** The API key the session was opened with, or null when it was opened with a login link. */
+  keyId: string | null;
+  createdAt: number;
+  expiresAt: number;
   revokedAt: number | null;
 }
 
@@ -80,7 +102,21 @@ export interface Store {
   createApiKey(key: ApiKey, keyHash: string): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKey | undefined>;
   listApiKeys(accountId?: string): Promise<ApiKey[]>;
+  getApiKey(keyId: string): Promise<ApiKey | undefined>;
   revokeApiKey(keyId: string, at: number): Promise<boolean>;
+
+  createLoginLink(link: LoginLink, tokenHash: string): Promise<void>;
+  /**
+   * Uses a login link: marks it used when it is unused and unexpired at `now`, and returns it; undefined when it
+   * is unknown, used or expired. Atomic, so two nodes never both accept one link.
+   */
+  consumeLoginLink(tokenHash: string, now: number): Promise<LoginLink | undefined>;
+  createSession(session: Session, tokenHash: string): Promise<void>;
+  findSessionByHash(tokenHash: string): Promise<Session | undefined>;
+  /** Ends a session; false when it was unknown or already ended. */
+  revokeSession(sessionId: string, at: number): Promise<boolean>;
+  /** Deletes login links and sessions that expired before `before`; returns how many rows went. */
+  pruneSessions(before: number): Promise<number>;
 
   getVault(accountId: string): Promise<Vault | undefined>;
   /** Stores the vault unless one exists; true when it was created. */

@@ -171,15 +171,15 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     await expect(store.createApiKey({ ...key, id: uuidv7() }, hash)).rejects.toThrow();
   });
 
-  it.skipIf(engine.skip)('vaults: create once, replace, delete; 2^42 memlimit survives', async () => {
+  it.skipIf(engine.skip)('vaults: create once, replace (creation time kept), delete; 2^42 memlimit survives', async () => {
     const account = await newAccount('free', false);
     expect(await store.getVault(account.id)).toBeUndefined();
     expect(await store.replaceVault(account.id, vault('B'))).toBe(false);
     expect(await store.createVault(account.id, vault('A'))).toBe(true);
     expect(await store.createVault(account.id, vault('B'))).toBe(false);
-    expect(await store.getVault(account.id)).toEqual(vault('A'));
+    expect(await store.getVault(account.id)).toEqual({ ...vault('A'), createdAt: T0 });
     expect(await store.replaceVault(account.id, { ...vault('C'), updatedAt: T0 + 5 })).toBe(true);
-    expect(await store.getVault(account.id)).toEqual({ ...vault('C'), updatedAt: T0 + 5 });
+    expect(await store.getVault(account.id)).toEqual({ ...vault('C'), updatedAt: T0 + 5, createdAt: T0 });
     expect(await store.deleteVault(account.id)).toBe(true);
     expect(await store.deleteVault(account.id)).toBe(false);
   });
@@ -308,6 +308,59 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     const values = await Promise.all(nodes.map((node, i) => node.ensureSetting('contract.secret', `value-${i}`, T0)));
     expect(new Set(values).size).toBe(1);
     expect(await store.ensureSetting('contract.secret', 'other', T0)).toBe(values[0]);
+  });
+
+  it.skipIf(engine.skip)('API keys: read one by id', async () => {
+    const account = await newAccount();
+    const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null };
+    await store.createApiKey(key, `hash-${key.id}`);
+    expect(await store.getApiKey(key.id)).toEqual(key);
+    expect(await store.getApiKey(uuidv7())).toBeUndefined();
+  });
+
+  it.skipIf(engine.skip)('login links: used once, never after expiry, one winner among concurrent uses across nodes', async () => {
+    const account = await newAccount();
+    const link = { id: uuidv7(), accountId: account.id, createdAt: T0, expiresAt: T0 + 600_000, usedAt: null };
+    await store.createLoginLink(link, `link-${link.id}`);
+    await expect(store.createLoginLink({ ...link, id: uuidv7() }, `link-${link.id}`)).rejects.toThrow();
+    expect(await store.consumeLoginLink('unknown', T0)).toBeUndefined();
+    expect(await store.consumeLoginLink(`link-${link.id}`, T0 + 600_000)).toBeUndefined(); // expired at expiresAt
+    expect(await store.consumeLoginLink(`link-${link.id}`, T0 + 1)).toEqual({ ...link, usedAt: T0 + 1 });
+    expect(await store.consumeLoginLink(`link-${link.id}`, T0 + 2)).toBeUndefined(); // used
+
+    const raced = { ...link, id: uuidv7() };
+    await store.createLoginLink(raced, `link-${raced.id}`);
+    const nodes = [store, await engine.peer(), await engine.peer()];
+    const results = await Promise.all(nodes.map((node) => node.consumeLoginLink(`link-${raced.id}`, T0 + 3)));
+    expect(results.filter(Boolean)).toHaveLength(1);
+  });
+
+  it.skipIf(engine.skip)('sessions: stored by hash, revoked once, pruned after expiry (with expired links)', async () => {
+    const account = await newAccount();
+    const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null };
+    await store.createApiKey(key, `hash-${key.id}`);
+    const byLink = { id: uuidv7(), accountId: account.id, keyId: null, createdAt: T0, expiresAt: T0 + HOUR, revokedAt: null };
+    const byKey = { ...byLink, id: uuidv7(), keyId: key.id, expiresAt: T0 + 2 * HOUR };
+    await store.createSession(byLink, `session-${byLink.id}`);
+    await store.createSession(byKey, `session-${byKey.id}`);
+    await expect(store.createSession({ ...byLink, id: uuidv7() }, `session-${byLink.id}`)).rejects.toThrow();
+    expect(await store.findSessionByHash(`session-${byLink.id}`)).toEqual(byLink);
+    expect(await store.findSessionByHash(`session-${byKey.id}`)).toEqual(byKey);
+    expect(await store.findSessionByHash('unknown')).toBeUndefined();
+    expect(await store.revokeSession(byLink.id, T0 + 5)).toBe(true);
+    expect(await store.revokeSession(byLink.id, T0 + 6)).toBe(false);
+    expect(await store.revokeSession(uuidv7(), T0 + 6)).toBe(false);
+    expect((await store.findSessionByHash(`session-${byLink.id}`))?.revokedAt).toBe(T0 + 5);
+
+    const link = { id: uuidv7(), accountId: account.id, createdAt: T0, expiresAt: T0 + 60_000, usedAt: null };
+    await store.createLoginLink(link, `link-${link.id}`);
+    // Other accounts' rows from earlier cases may go too; count only this account's.
+    await store.pruneSessions(T0 + HOUR + 1);
+    expect(await store.findSessionByHash(`session-${byLink.id}`)).toBeUndefined();
+    expect(await store.findSessionByHash(`session-${byKey.id}`)).toEqual(byKey);
+    expect(await store.consumeLoginLink(`link-${link.id}`, T0)).toBeUndefined();
+    expect(await store.pruneSessions(T0 + 2 * HOUR + 1)).toBeGreaterThanOrEqual(1);
+    expect(await store.findSessionByHash(`session-${byKey.id}`)).toBeUndefined();
   });
 
   it.skipIf(engine.skip)('tryExclusive: one holder at a time across nodes, released after the task (and after a throw)', async () => {

@@ -10,6 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import { AppError } from '../domain/errors.js';
 import { BlobApiError, type BlobHostService } from '../services/blob-host.js';
+import { discardUnreadBody } from '../server/slow-client.js';
 import type { App } from './context.js';
 
 /** Reads a whole (small) body as text; more than `limit` bytes fails with `tooLarge()`. */
@@ -52,8 +53,7 @@ export function blobHostRoutes(app: App, host: BlobHostService): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
   app.setErrorHandler((error, request, reply) => {
-    // A refused request whose body was not read to its end must not keep its connection (as in app.ts).
-    if (!request.raw.complete) reply.header('connection', 'close');
+    discardUnreadBody(request.raw);
     if (error instanceof BlobApiError) {
       return reply.code(error.status).send({ error: { code: error.code, message: error.message } });
     }

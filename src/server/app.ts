@@ -22,9 +22,13 @@ import type { BackupService } from '../services/backups.js';
 import type { BlobHostService } from '../services/blob-host.js';
 import { blobHostRoutes } from '../api/blobhost.js';
 import type { KeyService } from '../services/keys.js';
+import type { SessionService } from '../services/sessions.js';
+import { consoleRoutes } from '../console/routes.js';
+import { SESSION_SECURITY_SCHEME, sessionCredential } from '../console/session-http.js';
 import { discoveryRoutes } from '../discovery/routes.js';
 import { authenticator } from './auth.js';
 import { hardening } from './hardening.js';
+import { discardUnreadBody } from './slow-client.js';
 import { Metrics } from './metrics.js';
 import { operationsRoutes } from './operations.js';
 import { sendError, toAppError } from './errors.js';
@@ -38,6 +42,8 @@ export interface AppParts {
   bus: StatusBus;
   backups: BackupService;
   keys: KeyService;
+  /** The console's sessions: the third credential of every API operation, and the console itself. */
+  sessions: SessionService;
   store: Store;
   blobs: BlobStore;
   /** Present in blobhost-client mode: serves /blob and the JSON branch of the upload operation. */
@@ -105,7 +111,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     config: parts.config,
     backups: parts.backups,
     streams,
-    requireScope: authenticator(parts.keys),
+    requireScope: authenticator(parts.keys, sessionCredential(parts.sessions, parts.config)),
     blobHost: parts.blobHost,
     metrics,
   };
@@ -127,9 +133,10 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' },
           apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+          sessionCookie: SESSION_SECURITY_SCHEME,
         },
       },
-      security: [{ bearerAuth: [] }, { apiKeyHeader: [] }],
+      security: [{ bearerAuth: [] }, { apiKeyHeader: [] }, { sessionCookie: [] }],
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
     transformObject: (documentObject) => {
@@ -149,9 +156,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
   });
 
   app.setErrorHandler((error, request, reply) => {
-    // A refused request whose body was not read to its end must not keep its connection: nobody will read
-    // the rest, and a kept-alive connection would stay busy (and block shutdown) forever.
-    if (!request.raw.complete) reply.header('connection', 'close');
+    discardUnreadBody(request.raw);
     return sendError(reply, toAppError(error, request.log));
   });
   app.setNotFoundHandler((request, reply) => {
@@ -175,6 +180,16 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
 
   // Public, read-only discovery surface (docs, /.well-known, /api-docs, /mcp, A2A, /healthz): src/discovery.
   await app.register(discoveryRoutes, { config: parts.config });
+
+  // The console (/console, /console/api, /downloads/coffer-cli.tgz): src/console/routes.ts.
+  await app.register(consoleRoutes, {
+    config: parts.config,
+    store: parts.store,
+    keys: parts.keys,
+    sessions: parts.sessions,
+    backups: parts.backups,
+    clock: parts.clock,
+  });
 
   // Routes that take no body: any body sent is drained and ignored, whatever its type.
   await app.register(async (scope) => {

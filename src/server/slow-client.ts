@@ -24,3 +24,20 @@ export function guardBodyRate(request: IncomingMessage, minBytesPerSecond: numbe
   timer.unref();
   request.once('close', () => clearInterval(timer));
 }
+
+/**
+ * A request was refused before its body was read to the end. Closing the connection at once would make the
+ * kernel reset it while the client is still sending, and the client would often lose the answer (a 413 in
+ * particular). So the rest of the body is read and discarded ("lingering close"), for at most `graceMs`;
+ * a client still sending after that has its connection closed. Once the body has been discarded, the
+ * connection stays usable for the next request.
+ */
+export function discardUnreadBody(request: IncomingMessage, graceMs = 5000): void {
+  if (request.complete || request.destroyed) return;
+  const timer = setTimeout(() => request.socket.destroy(), graceMs);
+  timer.unref();
+  const done = () => clearTimeout(timer);
+  request.once('end', done);
+  request.once('close', done);
+  request.resume();
+}

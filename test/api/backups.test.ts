@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { finalizeBody } from '../helpers/api.js';
@@ -159,6 +160,36 @@ describe('POST /api/backups/upload (direct)', () => {
     expect((await call('GET', `/api/backups/${id}`)).body.status).toBe('PENDING_UPLOAD');
     // The slot is still usable.
     expect((await upload(call, id, bytes(10))).status).toBe(201);
+  });
+
+  it('lets a client that keeps sending past the limit read its 413 (lingering close)', async () => {
+    const { call, apiKey } = await fx.account();
+    const id = await createSlot(call);
+    const status = await new Promise<number>((resolve, reject) => {
+      const request = http.request(`${fx.server.url}/api/backups/upload?backupId=${id}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/octet-stream' },
+      });
+      let answered = false;
+      request.on('response', (response) => {
+        answered = true;
+        response.resume();
+        request.destroy();
+        resolve(response.statusCode!);
+      });
+      request.on('error', (error) => (answered ? undefined : reject(error)));
+      const chunk = bytes(64 * 1024);
+      const pump = () => {
+        // Keep sending, as a streaming client does, until the answer arrives (up to 4× the limit).
+        for (let sent = 0; !answered && sent < 4 * 1024 * 1024; sent += chunk.length) {
+          if (!request.write(chunk)) return request.once('drain', pump);
+        }
+        if (!answered) request.end();
+      };
+      pump();
+    });
+    expect(status).toBe(413);
+    expect((await call('GET', `/api/backups/${id}`)).body.status).toBe('PENDING_UPLOAD');
   });
 
   it('refuses an upload to a slot that is not PENDING_UPLOAD with 409 invalid_backup_state', async () => {

@@ -56,7 +56,23 @@ function decodes(path: string): boolean {
 
 const MUTATING_SUCCESS = (method: string, status: number) => method !== 'GET' && status >= 200 && status < 300;
 
-async function runCase(spec: RequestSpec): Promise<void> {
+let dirty = false;
+
+/** A case that failed may have changed state without the rebuild: the next one (a shrink step) starts afresh. */
+async function runCase(...args: Parameters<typeof runOneCase>): Promise<void> {
+  if (dirty) {
+    world = await buildWorld(fx, clock);
+    dirty = false;
+  }
+  try {
+    await runOneCase(...args);
+  } catch (error) {
+    dirty = true;
+    throw error;
+  }
+}
+
+async function runOneCase(spec: RequestSpec): Promise<void> {
   tally.cases += 1;
   const { wire, path } = resolve(world, spec);
   const before = await snapshot(fx, world);

@@ -31,6 +31,9 @@ export interface WireResponse {
 
 export class NoResponse extends Error {}
 
+/** Nothing at all came back within the time allowed (the server may be waiting for bytes never sent). */
+export class Silence extends Error {}
+
 /** Serializes a request: request line, header lines, then the body (framed by Content-Length unless chunked). */
 export function serialize(request: WireRequest): Buffer {
   const parts: Buffer[] = [Buffer.from(`${request.method} ${request.target} HTTP/1.1\r\n`, 'latin1')];
@@ -105,10 +108,10 @@ export function exchange(port: number, bytes: Buffer, timeoutMs = 20_000): Promi
       if (error) reject(error);
       else resolve(response!);
     };
-    const timer = setTimeout(
-      () => finish(new Error(`no complete response within ${timeoutMs} ms (got ${data.length} bytes)`)),
-      timeoutMs,
-    );
+    const timer = setTimeout(() => {
+      const message = `no complete response within ${timeoutMs} ms (got ${data.length} bytes)`;
+      finish(data.length === 0 ? new Silence(message) : new Error(message));
+    }, timeoutMs);
     const tryParse = (ended: boolean) => {
       const headEnd = data.indexOf('\r\n\r\n');
       if (headEnd < 0) {

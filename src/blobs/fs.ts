@@ -16,6 +16,9 @@ import {
 
 const KEY = /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)*$/;
 
+/** Read size of blob downloads (memory per download stays about twice this, bounded by socket backpressure). */
+const READ_CHUNK_BYTES = 1024 * 1024;
+
 const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const PART_FILE = /^(\d+)\.([0-9a-f]{32})$/;
 
@@ -76,7 +79,9 @@ export class FsBlobStore implements BlobStore {
 
   async get(key: string, range?: ByteRange): Promise<Readable> {
     const handle = await fsp.open(this.pathOf(key), 'r');
-    return handle.createReadStream(range ? { start: range.start, end: range.end } : {});
+    // 1 MiB reads instead of the default 64 KiB: a 50 MiB download makes 50 read and socket-write calls instead
+    // of 800, ~40% less server CPU per download (bench P2, BENCHMARKS.md).
+    return handle.createReadStream({ highWaterMark: READ_CHUNK_BYTES, ...(range ? { start: range.start, end: range.end } : {}) });
   }
 
   async delete(key: string): Promise<void> {

@@ -221,6 +221,12 @@ export class BackupService {
   }
 
   async list(accountId: string): Promise<Backup[]> {
+    // Expired and failed records are pruned before a list is built (CONTRACT §3). The listed records themselves
+    // tell whether any is due, so the common case costs one query instead of a sweep query plus the list
+    // (bench P3). Unfinished deletes are not listed: the background sweeper completes those.
+    const now = this.clock.now();
+    const visible = await this.store.listBackups(accountId, VISIBLE_STATUSES);
+    if (!visible.some((backup) => sweepActionFor(backup.status, backup.expiresAt, now) !== null)) return visible;
     await this.sweep(accountId);
     return this.store.listBackups(accountId, VISIBLE_STATUSES);
   }

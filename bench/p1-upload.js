@@ -10,7 +10,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, MiB, logFile, commandLine, list, log, median, options, requireBuild, round, startChild, tempDir } from './lib/common.js';
+import { BENCH_DIR, MiB, cpuSecondsOf, logFile, commandLine, list, log, median, options, requireBuild, round, startChild, tempDir } from './lib/common.js';
 import { accounts, createSlot, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
 import { curl } from './lib/curl.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
@@ -42,24 +42,30 @@ export async function main() {
       const coffer = await startCoffer(prepared, { logFile: logFile(`${path.basename(import.meta.url, '.js')}-coffer-${backend}.log`) });
       try {
         const [account] = await accounts(coffer, 1);
+        const cpu = { coffer: [], baseline: [], baselineFsync: [] };
         const uploadOnce = async () => {
           const id = await createSlot(account.call);
+          const cpu0 = cpuSecondsOf(coffer.pid);
           const result = await curl(`${coffer.url}/api/backups/upload?backupId=${id}`, {
             method: 'POST',
             upload: bodyFile,
             headers: { authorization: `Bearer ${account.apiKey}`, 'content-type': 'application/octet-stream' },
           });
           if (result.status !== 201) throw new Error(`Coffer upload answered ${result.status}`);
+          cpu.coffer.push(cpuSecondsOf(coffer.pid) - cpu0);
           await account.call('DELETE', `/api/backups/${id}`, { expect: 200 });
           return result.seconds;
         };
         const baselineOnce = async (fsync) => {
+          const cpu0 = cpuSecondsOf(baseline.pid);
           const result = await curl(`${baseline.ready.url}/upload${fsync ? '?fsync=1' : ''}`, { method: 'POST', upload: bodyFile });
           if (result.status !== 201) throw new Error(`baseline upload answered ${result.status}`);
+          cpu[fsync ? 'baselineFsync' : 'baseline'].push(cpuSecondsOf(baseline.pid) - cpu0);
           return result.seconds;
         };
         await uploadOnce(); // warm-up: JIT, first file and table pages
         await baselineOnce(false);
+        for (const who of Object.keys(cpu)) cpu[who].length = 0;
         const samples = { coffer: [], baseline: [], baselineFsync: [] };
         for (let r = 0; r < opts.rounds; r++) {
           const order = r % 2 === 0 ? ['coffer', 'baseline', 'baselineFsync'] : ['baselineFsync', 'baseline', 'coffer'];
@@ -71,9 +77,10 @@ export async function main() {
         const coffer_ = median(samples.coffer);
         const base = median(samples.baseline);
         const baseFsync = median(samples.baselineFsync);
-        raw[backend] = samples;
+        raw[backend] = { ...samples, cpuSeconds: cpu };
+        const mean = (values) => (values.reduce((a, b) => a + b, 0) / values.length) * 1000;
         log(`P1 ${backend}: Coffer ${coffer_.toFixed(0)} MiB/s, baseline ${base.toFixed(0)} MiB/s (fsync ${baseFsync.toFixed(0)}) → ${fmtRatio(ratio(coffer_, base))}`);
-        rows.push({ backend, coffer: coffer_, base, baseFsync });
+        rows.push({ backend, coffer: coffer_, base, baseFsync, cpuMs: { coffer: mean(cpu.coffer), base: mean(cpu.baseline) } });
       } finally {
         await coffer.stop();
         await prepared.cleanup();
@@ -100,7 +107,7 @@ export async function main() {
     tables: [
       {
         title: `Upload throughput, ${opts['size-mib']} MiB body, curl over loopback, median of ${opts.rounds} rounds (MiB/s)`,
-        columns: ['backend', 'Coffer', 'node:http pipe (baseline)', 'ratio', 'node:http pipe + fsync', 'ratio vs fsync baseline'],
+        columns: ['backend', 'Coffer', 'node:http pipe (baseline)', 'ratio', 'node:http pipe + fsync', 'ratio vs fsync baseline', 'server CPU ms per upload: Coffer / baseline'],
         rows: rows.map((row) => [
           row.backend,
           round(row.coffer, 0),
@@ -108,6 +115,7 @@ export async function main() {
           fmtRatio(ratio(row.coffer, row.base)),
           round(row.baseFsync, 0),
           fmtRatio(ratio(row.coffer, row.baseFsync)),
+          `${round(row.cpuMs.coffer, 0)} / ${round(row.cpuMs.base, 0)}`,
         ]),
       },
     ],

@@ -10,20 +10,23 @@
  */
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { BENCH_DIR, commandLine, list, log, logFile, median, options, requireBuild, round, startChild } from './lib/common.js';
+import { BENCH_DIR, commandLine, cpuSecondsOf, list, log, logFile, median, options, requireBuild, round, startChild } from './lib/common.js';
 import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffer, uploadSmall } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
 export const TARGET_RATIO = 0.5;
 export const TARGET_P99_MS = 10;
 
-function cannon(url, { connections, duration, headers = {} }) {
+/** One autocannon run; `pid` is the server process, whose CPU time per request is read from /proc. */
+function cannon(url, { connections, duration, headers = {}, pid }) {
+  const cpu0 = pid ? cpuSecondsOf(pid) : null;
   return new Promise((resolve, reject) => {
     autocannon({ url, connections, duration, headers, pipelining: 1 }, (error, result) => {
       if (error) return reject(error);
+      const cpuUs = pid ? ((cpuSecondsOf(pid) - cpu0) / result.requests.total) * 1e6 : NaN;
       const bad = result.non2xx + result.errors + result.timeouts;
       if (bad > 0) return reject(new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`));
-      resolve({ rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, total: result.requests.total });
+      resolve({ rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, total: result.requests.total, cpuUs });
     });
   });
 }
@@ -36,7 +39,10 @@ export async function main() {
   const hasPg = await pgAvailable();
   const rows = [];
   const raw = {};
-  const notes = [];
+  const notes = [
+    'The hand-written reference (SQLite backends only) does the same reads with nothing else: Bearer → SHA-256 → api_keys row, then the list query (8 columns) or the account + vault rows, on prepared better-sqlite3 statements, serialized by Fastify. It is not a target, it splits the gap: hello-world → reference is what the work costs on this stack, reference → Coffer is what Coffer adds (Kysely, hooks, metrics, logging setup, pruning check, schema serialization).',
+    'Server CPU per request = user + system time of the server process during the run (from /proc) / requests answered: less sensitive to other load on the machine than req/s.',
+  ];
   const load = { connections: opts.connections, duration: opts.duration };
   try {
     for (const backend of list(opts.backends)) {
@@ -56,27 +62,45 @@ export async function main() {
         const listed = await account.call('GET', '/api/backups', { expect: 200 });
         if (listed.body.backups.length !== opts.records) throw new Error(`expected ${opts.records} records, got ${listed.body.backups.length}`);
         const headers = { authorization: `Bearer ${account.apiKey}` };
+        // The hand-written reference reads Coffer's own SQLite file (read-only), so the rows are the same.
+        const reference =
+          prepared.meta === 'sqlite'
+            ? await startChild(path.join(BENCH_DIR, 'lib', 'hello-fastify.js'), [path.join(prepared.dataDir, 'coffer.sqlite')])
+            : null;
         const targets = {
-          hello: { url: `${hello.ready.url}/`, headers: {} },
-          list: { url: `${coffer.url}/api/backups`, headers },
-          account: { url: `${coffer.url}/api/backup-account`, headers },
+          hello: { url: `${hello.ready.url}/`, headers: {}, pid: hello.pid },
+          list: { url: `${coffer.url}/api/backups`, headers, pid: coffer.pid },
+          account: { url: `${coffer.url}/api/backup-account`, headers, pid: coffer.pid },
+          ...(reference
+            ? {
+                refList: { url: `${reference.ready.url}/ref/list`, headers, pid: reference.pid },
+                refAccount: { url: `${reference.ready.url}/ref/account`, headers, pid: reference.pid },
+              }
+            : {}),
         };
         // Warm-up: one short run of each (JIT, connection pools, page cache).
         for (const target of Object.values(targets)) await cannon(target.url, { ...load, duration: 1, headers: target.headers });
-        const samples = { hello: [], list: [], account: [] };
         const names = Object.keys(targets);
+        const samples = Object.fromEntries(names.map((name) => [name, []]));
         for (let r = 0; r < opts.rounds; r++) {
           const order = names.slice(r % names.length).concat(names.slice(0, r % names.length));
-          for (const name of order) samples[name].push(await cannon(targets[name].url, { ...load, headers: targets[name].headers }));
+          for (const name of order) samples[name].push(await cannon(targets[name].url, { ...load, headers: targets[name].headers, pid: targets[name].pid }));
         }
         raw[backend] = samples;
         const summary = Object.fromEntries(
-          names.map((name) => [name, { rps: median(samples[name].map((s) => s.rps)), p99: median(samples[name].map((s) => s.p99)), p50: median(samples[name].map((s) => s.p50)) }]),
+          names.map((name) => [
+            name,
+            {
+              rps: median(samples[name].map((s) => s.rps)),
+              p99: median(samples[name].map((s) => s.p99)),
+              p50: median(samples[name].map((s) => s.p50)),
+              cpuUs: median(samples[name].map((s) => s.cpuUs)),
+            },
+          ]),
         );
-        const stats = await coffer.stats();
-        summary.queriesTotal = stats.queries;
+        await reference?.stop();
         log(`P3 ${backend}: hello ${summary.hello.rps.toFixed(0)} req/s; list ${summary.list.rps.toFixed(0)} req/s p99 ${summary.list.p99} ms; account ${summary.account.rps.toFixed(0)} req/s p99 ${summary.account.p99} ms`);
-        rows.push({ backend, ...summary });
+        rows.push({ backend, ...summary, names });
       } finally {
         await coffer.stop();
         await prepared.cleanup();
@@ -94,7 +118,14 @@ export async function main() {
       verdicts.push({ what: `P3 ${row.backend} ${name}: p99 at ${opts.connections} connections`, value: `${row[name].p99} ms`, target: `< ${TARGET_P99_MS} ms`, met: row[name].p99 < TARGET_P99_MS });
     }
   }
-  const label = { list: `GET /api/backups (${opts.records} records)`, account: 'GET /api/backup-account', hello: 'Fastify hello-world (baseline)' };
+  const label = {
+    list: `GET /api/backups (${opts.records} records)`,
+    account: 'GET /api/backup-account',
+    hello: 'Fastify hello-world (baseline)',
+    refList: 'reference: same list, hand-written',
+    refAccount: 'reference: same account read, hand-written',
+  };
+  const versus = { list: 'refList', account: 'refAccount' };
   return writeResult({
     id: 'p3',
     name: 'p3-metadata',
@@ -105,16 +136,20 @@ export async function main() {
     tables: [
       {
         title: `autocannon, ${opts.connections} connections, ${opts.duration} s per run, median of ${opts.rounds} rounds`,
-        columns: ['backend', 'endpoint', 'req/s', 'ratio to hello-world', 'p50 ms', 'p99 ms'],
+        columns: ['backend', 'endpoint', 'req/s', 'ratio to hello-world', 'ratio to hand-written reference', 'p50 ms', 'p99 ms', 'server CPU µs per request'],
         rows: rows.flatMap((row) =>
-          ['list', 'account', 'hello'].map((name) => [
-            row.backend,
-            label[name],
-            round(row[name].rps, 0),
-            name === 'hello' ? '1.00×' : fmtRatio(ratio(row[name].rps, row.hello.rps)),
-            row[name].p50,
-            row[name].p99,
-          ]),
+          ['list', 'account', 'hello', 'refList', 'refAccount']
+            .filter((name) => row[name])
+            .map((name) => [
+              row.backend,
+              label[name],
+              round(row[name].rps, 0),
+              fmtRatio(ratio(row[name].rps, row.hello.rps)),
+              versus[name] && row[versus[name]] ? fmtRatio(ratio(row[name].rps, row[versus[name]].rps)) : '',
+              row[name].p50,
+              row[name].p99,
+              round(row[name].cpuUs, 0),
+            ]),
         ),
       },
     ],

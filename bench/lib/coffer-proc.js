@@ -5,12 +5,15 @@
  * harness can issue API keys, move the clock (many READY backups per account without waiting 30 minutes)
  * and read the process's own counters (database statements, open event streams).
  */
+import fs from 'node:fs';
+import inspector from 'node:inspector';
 import { loadConfig } from '../../dist/config.js';
 import { startServer } from '../../dist/server/compose.js';
 import { serveParent } from './common.js';
 
 const config = loadConfig({ ...process.env, PORT: '0', HOST: '127.0.0.1' });
 let offset = 0;
+let session = null;
 const clock = { now: () => Date.now() + offset };
 const server = await startServer(config, {
   clock,
@@ -43,6 +46,23 @@ serveParent({
   async advance({ ms }) {
     offset += ms;
     return offset;
+  },
+  /** CPU profile of just the measured phase (node --cpu-prof would include start-up): start, then stop → file. */
+  async profile({ action, file }) {
+    const post = (method, params) =>
+      new Promise((resolve, reject) => session.post(method, params, (error, result) => (error ? reject(error) : resolve(result))));
+    if (action === 'start') {
+      session ??= new inspector.Session();
+      session.connect();
+      await post('Profiler.enable');
+      await post('Profiler.setSamplingInterval', { interval: 200 });
+      await post('Profiler.start');
+      return true;
+    }
+    const { profile } = await post('Profiler.stop');
+    session.disconnect();
+    fs.writeFileSync(file, JSON.stringify(profile));
+    return file;
   },
   async gc() {
     globalThis.gc?.();

@@ -99,6 +99,9 @@ export async function startCoffer(prepared, { env = {}, nodeArgs = [], logFile }
     keys: (count = 1, plan = 'pro') => child.request({ type: 'keys', count, plan }),
     stats: () => child.request({ type: 'stats' }),
     advance: (ms) => child.request({ type: 'advance', ms }),
+    /** Profiles the server between startProfile() and stopProfile(file) (inspector; writes a .cpuprofile). */
+    startProfile: () => child.request({ type: 'profile', action: 'start' }),
+    stopProfile: (file) => child.request({ type: 'profile', action: 'stop', file }),
   };
 }
 

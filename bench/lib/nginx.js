@@ -67,9 +67,18 @@ http {
     v.stderr.on('data', (c) => (text += c));
     v.on('exit', () => resolve(text.trim()));
   })).replace(/^nginx version: /, '');
+  // The worker serves the requests: its CPU time is what a transfer costs nginx.
+  let workerPid = null;
+  try {
+    workerPid = Number(fs.readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/)[0]) || null;
+  } catch {
+    workerPid = null;
+  }
   return {
     url,
     version,
+    pid: child.pid,
+    workerPid,
     async stop() {
       child.kill('SIGQUIT');
       await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.on('exit', resolve)));

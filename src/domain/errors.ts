@@ -4,6 +4,8 @@ export type ErrorCode =
   | 'invalid_json'
   | 'authentication_required'
   | 'insufficient_scope'
+  | 'csrf_token_invalid'
+  | 'login_link_invalid'
   | 'backup_not_found'
   | 'backup_content_unavailable'
   | 'not_found'
@@ -23,6 +25,8 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   invalid_json: 400,
   authentication_required: 401,
   insufficient_scope: 403,
+  csrf_token_invalid: 403,
+  login_link_invalid: 401,
   backup_not_found: 404,
   backup_content_unavailable: 404,
   not_found: 404,
@@ -44,6 +48,9 @@ export const RESOLUTION_OF: Record<ErrorCode, string> = {
   authentication_required:
     'Send a valid API key as "Authorization: Bearer <key>" or "x-api-key: <key>", or sign in with a browser session.',
   insufficient_scope: 'Use an API key that holds the permission named in details.requiredPermission.',
+  csrf_token_invalid:
+    'Send requests made with the console session from the console page itself, with its X-CSRF-Token header.',
+  login_link_invalid: 'Ask the operator for a new sign-in link (coffer admin login-link <accountId>); each works once.',
   backup_not_found: 'Check the backup id; list your backups with GET /api/backups.',
   backup_content_unavailable: 'Only READY backups have content; wait until the backup is READY.',
   not_found: 'Check the path against the API description at /openapi.json.',

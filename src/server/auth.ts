@@ -1,4 +1,7 @@
-/** Credentials (CONTRACT §2): Bearer or x-api-key; scopes checked before any id is looked at. */
+/**
+ * Credentials (CONTRACT §2): Bearer or x-api-key, or else the console's browser session (SPEC's 401 hint names
+ * it; src/console/session-http.ts) with an owner's scopes; scopes checked before any id is looked at.
+ */
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { AppError } from '../domain/errors.js';
 import type { Scope } from '../domain/scopes.js';
@@ -8,6 +11,8 @@ export interface Principal {
   accountId: string;
   keyId: string;
   scopes: readonly Scope[];
+  /** Set when the credential is a console session. */
+  sessionId?: string;
 }
 
 declare module 'fastify' {
@@ -39,19 +44,28 @@ export function presentedKey(request: FastifyRequest): string | null | undefined
   return candidates.values().next().value;
 }
 
-export function authenticator(keys: KeyService) {
+/** A credential other than an API key: its principal, undefined when the request carries none; throws to refuse. */
+export type SessionCredential = (request: FastifyRequest) => Promise<Principal | undefined>;
+
+export function authenticator(keys: KeyService, session?: SessionCredential) {
   return function requireScope(scope: Scope): onRequestAsyncHookHandler {
     return async function authenticate(request) {
       const secret = presentedKey(request);
-      if (!secret) throw unauthenticated();
-      const key = await keys.authenticate(secret);
-      if (!key) throw unauthenticated();
-      if (!key.scopes.includes(scope)) {
+      let principal: Principal | undefined;
+      if (secret) {
+        const key = await keys.authenticate(secret);
+        if (key) principal = { accountId: key.accountId, keyId: key.id, scopes: key.scopes };
+      } else if (secret === undefined && session) {
+        // No API key header at all: the browser session is the third credential.
+        principal = await session(request);
+      }
+      if (!principal) throw unauthenticated();
+      if (!principal.scopes.includes(scope)) {
         throw new AppError('insufficient_scope', `This API key lacks the ${scope} permission.`, {
           requiredPermission: scope,
         });
       }
-      request.principal = { accountId: key.accountId, keyId: key.id, scopes: key.scopes };
+      request.principal = principal;
     };
   };
 }

@@ -10,6 +10,7 @@ import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
 import { BackupService } from '../services/backups.js';
 import { BlobHostService } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
+import { SessionService } from '../services/sessions.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
 import { openPostgresStore } from '../store/postgres.js';
 import { openSqliteStore } from '../store/sqlite.js';
@@ -24,6 +25,8 @@ export interface Parts {
   bus: StatusBus;
   backups: BackupService;
   keys: KeyService;
+  /** Console sign-in links and browser sessions. */
+  sessions: SessionService;
   sweeper: Sweeper;
   /** The blob host of COFFER_UPLOAD_PROTOCOL=blobhost-client. */
   blobHost?: BlobHostService;
@@ -87,6 +90,7 @@ export async function composeParts(
     uploadWindowMs: config.uploadWindowMs,
   });
   const keys = new KeyService(store, clock);
+  const sessions = new SessionService(store, keys, clock);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that.
   const sweeper = new Sweeper(store, blobs, backups, {
     orphanGraceMs: Math.max(3_600_000, config.uploadWindowMs),
@@ -104,6 +108,7 @@ export async function composeParts(
     bus,
     backups,
     keys,
+    sessions,
     sweeper,
     blobHost,
     async close() {

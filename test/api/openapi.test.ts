@@ -47,7 +47,7 @@ describe('/openapi.json', () => {
     expect(operations).toEqual(SPEC_STATUSES);
   });
 
-  it('has a component for every SPEC.md resource and both security schemes', () => {
+  it('has a component for every SPEC.md resource and the three security schemes (two API-key headers, the console session)', () => {
     for (const name of [
       'BackupKdf',
       'BackupAccountEnvelope',
@@ -73,8 +73,9 @@ describe('/openapi.json', () => {
     expect(document.components.securitySchemes).toEqual({
       bearerAuth: expect.objectContaining({ type: 'http', scheme: 'bearer' }),
       apiKeyHeader: expect.objectContaining({ type: 'apiKey', in: 'header', name: 'x-api-key' }),
+      sessionCookie: expect.objectContaining({ type: 'apiKey', in: 'cookie', name: 'coffer_session' }),
     });
-    expect(document.security).toEqual([{ bearerAuth: [] }, { apiKeyHeader: [] }]);
+    expect(document.security).toEqual([{ bearerAuth: [] }, { apiKeyHeader: [] }, { sessionCookie: [] }]);
   });
 
   it('uses the public URL and documents the headers and media types SPEC.md names', () => {

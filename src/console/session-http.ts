@@ -1,0 +1,110 @@
+/**
+ * The console session as an HTTP credential: an httpOnly, SameSite=Strict cookie (Secure when the public URL is
+ * https), accepted by every /api operation with an owner's scopes. A request that changes state with it must
+ * come from the console's own origin and carry the session's CSRF token in `X-CSRF-Token` (synchronizer token,
+ * derived from the session secret), so a cross-site page can neither ride the cookie nor forge the token.
+ */
+import type { FastifyRequest } from 'fastify';
+import type { Config } from '../config.js';
+import { AppError } from '../domain/errors.js';
+import { SCOPES } from '../domain/scopes.js';
+import type { Principal } from '../server/auth.js';
+import type { SessionService } from '../services/sessions.js';
+import type { Session } from '../store/store.js';
+
+export const SESSION_COOKIE = 'coffer_session';
+export const CSRF_HEADER = 'x-csrf-token';
+
+/** The OpenAPI security scheme of the session (the third, after the two API-key headers). */
+export const SESSION_SECURITY_SCHEME = {
+  type: 'apiKey' as const,
+  in: 'cookie' as const,
+  name: SESSION_COOKIE,
+  description:
+    'Console browser session (sign in at /console with a one-time link from `coffer admin login-link` or an all-scope API key). ' +
+    'Holds all three scopes. Requests that change state must also send the X-CSRF-Token header the console receives at sign-in.',
+};
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The value of cookie `name` in a Cookie header (the first one, as browsers send the most specific first). */
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const at = part.indexOf('=');
+    if (at < 0) continue;
+    if (part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
+  }
+  return undefined;
+}
+
+const secureCookies = (config: Config) => config.publicUrl.startsWith('https:');
+
+export function sessionCookie(config: Config, secret: string, maxAgeMs: number): string {
+  const attributes = [`${SESSION_COOKIE}=${secret}`, 'Path=/', `Max-Age=${Math.floor(maxAgeMs / 1000)}`, 'HttpOnly', 'SameSite=Strict'];
+  if (secureCookies(config)) attributes.push('Secure');
+  return attributes.join('; ');
+}
+
+export function clearedSessionCookie(config: Config): string {
+  const attributes = [`${SESSION_COOKIE}=`, 'Path=/', 'Max-Age=0', 'HttpOnly', 'SameSite=Strict'];
+  if (secureCookies(config)) attributes.push('Secure');
+  return attributes.join('; ');
+}
+
+/**
+ * Whether the request comes from a page of this server. Browsers send `Origin` on every cross-origin request and
+ * on same-origin ones that change state, and `Sec-Fetch-Site` on all; absent headers (non-browser clients, which
+ * hold no cookie they did not choose to send) count as same-origin.
+ */
+export function fromOwnOrigin(request: FastifyRequest, config: Config): boolean {
+  const site = request.headers['sec-fetch-site'];
+  if (typeof site === 'string' && site !== 'same-origin' && site !== 'none') return false;
+  const origin = request.headers.origin;
+  if (origin === undefined) return true;
+  if (origin === new URL(config.publicUrl).origin) return true;
+  try {
+    return new URL(origin).host === request.headers.host;
+  } catch {
+    return false;
+  }
+}
+
+export interface SessionContext {
+  session: Session;
+  secret: string;
+}
+
+/** The session cookie's live session, or undefined (no cookie, unknown, signed out, expired). */
+export async function sessionOf(request: FastifyRequest, sessions: SessionService): Promise<SessionContext | undefined> {
+  const secret = readCookie(request.headers.cookie, SESSION_COOKIE);
+  if (!secret) return undefined;
+  const session = await sessions.authenticate(secret);
+  return session && { session, secret };
+}
+
+/** Refuses a state-changing request made with the session unless it is same-origin and carries the CSRF token. */
+export function checkCsrf(request: FastifyRequest, config: Config, sessions: SessionService, secret: string): void {
+  if (SAFE_METHODS.has(request.method)) return;
+  const header = request.headers[CSRF_HEADER];
+  if (!fromOwnOrigin(request, config) || !sessions.checkCsrf(secret, typeof header === 'string' ? header : undefined)) {
+    throw new AppError(
+      'csrf_token_invalid',
+      'This request uses the console session but does not come from the console (missing or wrong X-CSRF-Token).',
+    );
+  }
+}
+
+export function sessionPrincipal(session: Session): Principal {
+  return { accountId: session.accountId, keyId: session.keyId ?? `session:${session.id}`, scopes: SCOPES, sessionId: session.id };
+}
+
+/** The third credential of the API (after the two API-key headers): the console session, with an owner's scopes. */
+export function sessionCredential(sessions: SessionService, config: Config) {
+  return async function fromSession(request: FastifyRequest): Promise<Principal | undefined> {
+    const context = await sessionOf(request, sessions);
+    if (!context) return undefined;
+    checkCsrf(request, config, sessions, context.secret);
+    return sessionPrincipal(context.session);
+  };
+}

@@ -1,0 +1,123 @@
+/**
+ * Console sign-in without stored passwords: one-time login links (`coffer admin login-link`) and all-scope API
+ * keys open browser sessions. Link tokens and session secrets are random 256-bit values; only their SHA-256
+ * hashes are stored. The CSRF token of a session is derived from its secret (HMAC), so it needs no storage,
+ * changes with every session, and cannot be computed by anyone who cannot read the httpOnly cookie.
+ */
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
+import type { Clock } from '../domain/clock.js';
+import { SCOPES, type Scope } from '../domain/scopes.js';
+import type { Account, LoginLink, Session, Store } from '../store/store.js';
+import type { KeyService } from './keys.js';
+
+export const LOGIN_TOKEN_PATTERN = /^cfl_[A-Za-z0-9_-]{43}$/;
+export const SESSION_SECRET_PATTERN = /^cfs_[A-Za-z0-9_-]{43}$/;
+
+/** A login link is valid for this long unless the operator asks for less (or more, up to the maximum). */
+export const LOGIN_LINK_TTL_MS = 15 * 60_000;
+export const LOGIN_LINK_MAX_TTL_MS = 24 * 3_600_000;
+/** A session ends this long after sign-in, whatever happens (sign-out and key revocation end it sooner). */
+export const SESSION_TTL_MS = 12 * 3_600_000;
+
+const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
+const token = (prefix: string) => `${prefix}${randomBytes(32).toString('base64url')}`;
+
+/** The CSRF token that belongs to a session secret. */
+export function csrfTokenFor(sessionSecret: string): string {
+  return createHmac('sha256', sessionSecret).update('coffer/v1/csrf').digest('base64url');
+}
+
+export interface IssuedLoginLink {
+  link: LoginLink;
+  /** The secret part of the link, shown once. */
+  token: string;
+}
+
+export interface OpenedSession {
+  session: Session;
+  account: Account;
+  /** The cookie value (shown to the browser only). */
+  secret: string;
+  csrfToken: string;
+}
+
+export type KeySignIn =
+  | { ok: true; opened: OpenedSession }
+  | { ok: false; reason: 'unknown_key' }
+  | { ok: false; reason: 'insufficient_scope'; missing: Scope };
+
+export class SessionService {
+  constructor(
+    private readonly store: Store,
+    private readonly keys: KeyService,
+    private readonly clock: Clock,
+  ) {}
+
+  /** A new one-time link for `accountId`; undefined when there is no such account. */
+  async createLoginLink(accountId: string, ttlMs = LOGIN_LINK_TTL_MS): Promise<IssuedLoginLink | undefined> {
+    if (!(ttlMs > 0 && ttlMs <= LOGIN_LINK_MAX_TTL_MS)) throw new RangeError('login link lifetime out of range');
+    if (!(await this.store.getAccount(accountId))) return undefined;
+    const now = this.clock.now();
+    // Old links and sessions are removed now and then; expired ones are refused whether or not they remain.
+    await this.store.pruneSessions(now - 24 * 3_600_000);
+    const link: LoginLink = { id: uuidv7(), accountId, createdAt: now, expiresAt: now + ttlMs, usedAt: null };
+    const secret = token('cfl_');
+    await this.store.createLoginLink(link, sha256(secret));
+    return { link, token: secret };
+  }
+
+  /** Opens a session with a login link token; undefined when it is malformed, unknown, used or expired. */
+  async signInWithLink(loginToken: string): Promise<OpenedSession | undefined> {
+    if (!LOGIN_TOKEN_PATTERN.test(loginToken)) return undefined;
+    const link = await this.store.consumeLoginLink(sha256(loginToken), this.clock.now());
+    if (!link) return undefined;
+    return this.open(link.accountId, null);
+  }
+
+  /** Opens a session with an API key that holds every scope (an owner's key). */
+  async signInWithKey(apiKey: string): Promise<KeySignIn> {
+    const key = await this.keys.authenticate(apiKey);
+    if (!key) return { ok: false, reason: 'unknown_key' };
+    const missing = SCOPES.find((scope) => !key.scopes.includes(scope));
+    if (missing) return { ok: false, reason: 'insufficient_scope', missing };
+    const opened = await this.open(key.accountId, key.id);
+    return opened ? { ok: true, opened } : { ok: false, reason: 'unknown_key' };
+  }
+
+  private async open(accountId: string, keyId: string | null): Promise<OpenedSession | undefined> {
+    const account = await this.store.getAccount(accountId);
+    if (!account) return undefined;
+    const now = this.clock.now();
+    const session: Session = { id: uuidv7(), accountId, keyId, createdAt: now, expiresAt: now + SESSION_TTL_MS, revokedAt: null };
+    const secret = token('cfs_');
+    await this.store.createSession(session, sha256(secret));
+    return { session, account, secret, csrfToken: csrfTokenFor(secret) };
+  }
+
+  /** The live session behind a cookie secret: known, not signed out, not expired, and its key (if any) still valid. */
+  async authenticate(secret: string): Promise<Session | undefined> {
+    if (!SESSION_SECRET_PATTERN.test(secret)) return undefined;
+    const session = await this.store.findSessionByHash(sha256(secret));
+    const now = this.clock.now();
+    if (!session || session.revokedAt !== null || session.expiresAt <= now) return undefined;
+    if (session.keyId !== null) {
+      const key = await this.store.getApiKey(session.keyId);
+      if (!key || key.revokedAt !== null || (key.expiresAt !== null && key.expiresAt <= now)) return undefined;
+    }
+    return session;
+  }
+
+  /** Whether `presented` is the CSRF token of the session with `secret` (constant-time). */
+  checkCsrf(secret: string, presented: string | undefined): boolean {
+    if (typeof presented !== 'string') return false;
+    const expected = Buffer.from(csrfTokenFor(secret));
+    const given = Buffer.from(presented);
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  }
+
+  /** Ends the session server-side: its cookie is worthless from now on, wherever it was copied. */
+  async signOut(session: Session): Promise<void> {
+    await this.store.revokeSession(session.id, this.clock.now());
+  }
+}

@@ -35,6 +35,7 @@ import { sendError, toAppError } from './errors.js';
 
 export const API_VERSION = '0.1.0';
 export const JSON_BODY_LIMIT = 256 * 1024;
+const MAX_PARAM_LENGTH = 16 * 1024;
 
 export interface AppParts {
   config: Config;
@@ -87,10 +88,13 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
         handler,
       ),
     bodyLimit: JSON_BODY_LIMIT,
+    // An over-long id is still an id (401/403 first, then 404 like any malformed one), not Fastify's 414;
+    // Node's 16 KiB head limit bounds it anyway.
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // A path that does not percent-decode (`/api/backups/%ff`) names no route: 404, not Fastify's own 400.
     frameworkErrors: (error, request, reply) => {
-      const known = error.code === 'FST_ERR_BAD_URL' ? new AppError('not_found', 'The path is not a valid URL.') : undefined;
-      sendError(reply, known ?? toAppError(error, request.log));
+      const noRoute = error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      sendError(reply, noRoute ? new AppError('not_found', 'The path is not a valid URL.') : toAppError(error, request.log));
     },
     exposeHeadRoutes: false,
     return503OnClosing: false,
@@ -148,7 +152,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
   });
   for (const schema of COMPONENT_SCHEMAS) app.addSchema(schema);
 
-  const knownRoutes = FindMyWay();
+  const knownRoutes = FindMyWay({ maxParamLength: MAX_PARAM_LENGTH });
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) {
       if (method !== 'HEAD') knownRoutes.on(method as 'GET', route.url, () => undefined);

@@ -304,6 +304,8 @@ const hostileIdText = fc.oneof(
     '#frag',
   ),
   fc.string({ maxLength: 40 }),
+  // Longer than a router's default parameter limit (100), up to a few KiB.
+  fc.constantFrom(...['a', '0', '-'].flatMap((unit) => [101, 1000, 4000].map((n) => unit.repeat(n))), '%41'.repeat(101), '%41'.repeat(1000)),
   fc.uuid(),
   fc.uuid().map((u) => u.toUpperCase()),
   fc.uuid().map((u) => u.replace(/-/g, '')),
@@ -566,10 +568,13 @@ export function keyOf(world: World, key: KeySpec): string {
   return 'garbage' in key ? key.garbage : world.actors[key.actor].keys[key.kind];
 }
 
+/** encodeURIComponent, except that a lone surrogate (which it refuses) goes as U+FFFD. */
+const encode = (text: string) => encodeURIComponent(text.replace(/\p{Cs}/gu, '\uFFFD'));
+
 function idText(world: World, id: IdSpec): string {
   if ('ref' in id) return world.ids[id.ref];
-  if (!id.encode) return id.text.replace(/[^\u0021-\u007e]/g, (c) => encodeURIComponent(c)).replace(/[/?#]/g, encodeURIComponent);
-  return encodeURIComponent(id.text);
+  if (!id.encode) return id.text.replace(/[^\u0021-\u007e]/gu, encode).replace(/[/?#]/g, encode);
+  return encode(id.text);
 }
 
 const SPELL = {
@@ -617,7 +622,7 @@ export function resolve(world: World, spec: RequestSpec): Resolved {
   const id = idText(world, spec.id);
   const path = spec.op.template.replace('{id}', id);
   const query = spec.query
-    .map(([name, value]) => `${encodeURIComponent(name)}=${typeof value === 'string' ? encodeURIComponent(value) : idText(world, value)}`)
+    .map(([name, value]) => `${encode(name)}=${typeof value === 'string' ? encode(value) : idText(world, value)}`)
     .join('&');
   const target = query ? `${path}?${query}` : path;
   const headers: HeaderLine[] = [];

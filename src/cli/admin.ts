@@ -7,6 +7,7 @@ import { systemClock } from '../domain/clock.js';
 import { PLANS, isPlan, type Plan } from '../domain/plans.js';
 import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
 import { KeyService } from '../services/keys.js';
+import { LOGIN_LINK_MAX_TTL_MS, LOGIN_LINK_TTL_MS, SessionService } from '../services/sessions.js';
 import type { ApiKey, Store } from '../store/store.js';
 import { CliError, emit, usageError } from './output.js';
 
@@ -32,10 +33,10 @@ function expiresIn(value: string): number {
   return ms;
 }
 
-async function withStore<T>(work: (store: Store, keys: KeyService) => Promise<T>): Promise<T> {
+async function withStore<T>(work: (store: Store, keys: KeyService) => Promise<T>, config = loadConfig()): Promise<T> {
   // Loaded on demand so that `coffer --help` and the client commands do not pay for the server's modules.
   const { openStore } = await import('../server/compose.js');
-  const store = await openStore(loadConfig());
+  const store = await openStore(config);
   try {
     return await work(store, new KeyService(store, systemClock));
   } finally {
@@ -107,6 +108,28 @@ export function registerAdminCommands(program: Command): void {
       const { pages } = await snapshotSqlite(config.dataDir, target);
       const { size } = fs.statSync(target);
       emit(!!opts.json, { file: target, bytes: size, pages }, () => `snapshot written to ${target} (${size} bytes)`);
+    });
+
+  admin
+    .command('login-link <accountId>')
+    .description("print a one-time link that signs the account's owner in to the web console")
+    .option('--expires-in <duration>', 'how long the link works if unused, e.g. 10m (default 15m, at most 24h)')
+    .option('--json', 'print JSON')
+    .action(async (accountId: string, opts: { expiresIn?: string; json?: boolean }) => {
+      const lifetime = opts.expiresIn === undefined ? LOGIN_LINK_TTL_MS : expiresIn(opts.expiresIn);
+      if (lifetime > LOGIN_LINK_MAX_TTL_MS) throw usageError('--expires-in may be at most 24h');
+      const config = loadConfig();
+      const issued = await withStore(
+        (store, keys) => new SessionService(store, keys, systemClock).createLoginLink(accountId, lifetime),
+        config,
+      );
+      if (!issued) throw new CliError(`no account ${accountId}`);
+      // The token travels in the fragment: browsers never send it to a server, a proxy log or a Referer.
+      const url = `${config.publicUrl}/console/login#token=${issued.token}`;
+      const result = { accountId, url, expiresAt: iso(issued.link.expiresAt) };
+      emit(!!opts.json, result, () =>
+        [`Sign-in link for account ${accountId} (works once, until ${result.expiresAt}):`, url].join('\n'),
+      );
     });
 
   const keysCommand = admin.command('keys').description('manage API keys');

@@ -1,10 +1,9 @@
 #!/usr/bin/env node
 /** The one executable, `coffer` (CONTRACT §10). */
-import { Command, CommanderError } from 'commander';
-import { ConfigError } from '../config.js';
+import { Command } from 'commander';
 import { registerAdminCommands } from './admin.js';
 import { registerClientCommands } from './client.js';
-import { CliError, EXIT } from './output.js';
+import { run } from './run.js';
 import { registerServeCommand } from './serve.js';
 
 const program = new Command('coffer')
@@ -16,21 +15,4 @@ registerServeCommand(program);
 registerAdminCommands(program);
 registerClientCommands(program);
 
-try {
-  await program.parseAsync(process.argv);
-} catch (error) {
-  if (error instanceof CommanderError) {
-    const benign = ['commander.helpDisplayed', 'commander.version', 'commander.help'].includes(error.code);
-    process.exit(benign ? EXIT.ok : EXIT.usage);
-  }
-  if (error instanceof ConfigError) {
-    process.stderr.write(`coffer: invalid configuration: ${error.message}\n`);
-    process.exit(EXIT.failure);
-  }
-  if (error instanceof CliError) {
-    process.stderr.write(`coffer: ${error.message}\n`);
-    process.exit(error.exitCode);
-  }
-  process.stderr.write(`coffer: ${(error as Error).message}\n`);
-  process.exit(EXIT.failure);
-}
+await run(program);

@@ -1,0 +1,48 @@
+/** Small display helpers shared by the pages. */
+import type { BackupStatus } from './api.js';
+
+const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+
+export function When({ at, empty = '—' }: { at: string | null | undefined; empty?: string }) {
+  if (!at) return <span>{empty}</span>;
+  return (
+    <time dateTime={at} title={at}>
+      {dateTime.format(new Date(at))}
+    </time>
+  );
+}
+
+export function formatBytes(bytes: number | null | undefined): string {
+  if (bytes === null || bytes === undefined) return '—';
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
+}
+
+const STATUS_TEXT: Record<BackupStatus, string> = {
+  PENDING_UPLOAD: 'Waiting for upload',
+  UPLOADED: 'Uploaded, finishing',
+  READY: 'Ready',
+  FAILED: 'Failed',
+  DELETING: 'Deleting',
+  DELETED: 'Deleted',
+};
+
+/** A status as text and colour (never colour alone); the raw value stays readable for tests and screen readers. */
+export function StatusBadge({ status }: { status: BackupStatus }) {
+  return (
+    <span class={`badge badge-${status.toLowerCase()}`} data-status={status} title={STATUS_TEXT[status]}>
+      {status}
+    </span>
+  );
+}
+
+export const statusText = (status: BackupStatus) => STATUS_TEXT[status];
+
+export const shortId = (id: string) => id.slice(0, 8);

@@ -1,0 +1,253 @@
+/** One backup: its record (live), restore in the browser, and delete. */
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, api } from '../api.js';
+import type { BackupMetadata } from '../crypto/envelope.js';
+import { formatBytes, shortId, statusText, StatusBadge, When } from '../format.js';
+import { useBackup } from '../live.js';
+import { startRestore, type RestoreMessage } from '../restore-protocol.js';
+import { BASE, navigate } from '../router.js';
+
+type RestoreState =
+  | { phase: 'idle' }
+  | { phase: 'unlocking' }
+  | { phase: 'downloading'; done: number; total: number; metadata?: BackupMetadata }
+  | { phase: 'done'; url: string; fileName: string; bytes: number; metadata: BackupMetadata }
+  | { phase: 'error'; wrongPassphrase: boolean; integrity: boolean; message: string };
+
+const safeName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '') || 'backup';
+
+function Restore({ backupId }: { backupId: string }) {
+  const [passphrase, setPassphrase] = useState('');
+  const [state, setState] = useState<RestoreState>({ phase: 'idle' });
+  const stop = useRef<(() => void) | null>(null);
+  const saveLink = useRef<HTMLAnchorElement>(null);
+  const passphraseInput = useRef<HTMLInputElement>(null);
+
+  useEffect(
+    () => () => {
+      stop.current?.();
+      if (state.phase === 'done') URL.revokeObjectURL(state.url);
+    },
+    [state],
+  );
+
+  // Offer the file as soon as it is verified (the link stays for a second save).
+  useEffect(() => {
+    if (state.phase === 'done') saveLink.current?.click();
+    if (state.phase === 'error' && state.wrongPassphrase) passphraseInput.current?.focus();
+  }, [state.phase]);
+
+  const run = (event: Event) => {
+    event.preventDefault();
+    if (!passphrase) return;
+    let metadata: BackupMetadata | undefined;
+    setState({ phase: 'unlocking' });
+    stop.current = startRestore(
+      { backupId, passphrase },
+      {
+        onMessage(message: RestoreMessage) {
+          switch (message.type) {
+            case 'stage':
+              if (message.stage === 'downloading') setState({ phase: 'downloading', done: 0, total: 0, metadata });
+              break;
+            case 'metadata':
+              metadata = message.metadata;
+              break;
+            case 'progress':
+              setState({ phase: 'downloading', done: message.done, total: message.total, metadata });
+              break;
+            case 'done': {
+              const date = message.metadata.createdAt.slice(0, 10);
+              setState({
+                phase: 'done',
+                url: URL.createObjectURL(message.blob),
+                fileName: `${safeName(message.metadata.name)}-${date}-${shortId(backupId)}.tar`,
+                bytes: message.bytes,
+                metadata: message.metadata,
+              });
+              setPassphrase('');
+              break;
+            }
+            case 'error':
+              setState({ phase: 'error', wrongPassphrase: message.wrongPassphrase, integrity: message.integrity, message: message.message });
+              break;
+          }
+        },
+      },
+    );
+  };
+
+  const busy = state.phase === 'unlocking' || state.phase === 'downloading';
+  return (
+    <section class="panel" aria-labelledby="restore-title">
+      <h2 id="restore-title">Restore</h2>
+      <p>
+        The encrypted archive is downloaded and decrypted in this page with your passphrase, checked against its sealed SHA-256, then
+        saved as a <code>.tar</code> file. The passphrase and the files never leave this browser.
+      </p>
+      <form onSubmit={run}>
+        <label for="passphrase">Vault passphrase</label>
+        <input
+          id="passphrase"
+          ref={passphraseInput}
+          type="password"
+          autoComplete="off"
+          spellcheck={false}
+          value={passphrase}
+          onInput={(event) => setPassphrase((event.target as HTMLInputElement).value)}
+          aria-invalid={state.phase === 'error' && state.wrongPassphrase ? 'true' : undefined}
+          aria-describedby={state.phase === 'error' ? 'restore-error' : undefined}
+          required
+          disabled={busy}
+        />
+        <button type="submit" disabled={busy || !passphrase}>
+          Decrypt and save
+        </button>
+      </form>
+      <div aria-live="polite" role="status" class="restore-status">
+        {state.phase === 'unlocking' && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
+        {state.phase === 'downloading' && (
+          <>
+            <label for="restore-progress">Downloading and decrypting</label>
+            <progress id="restore-progress" max={state.total || 1} value={state.done} />
+            <p class="muted">
+              {formatBytes(state.done)} of {formatBytes(state.total)}
+            </p>
+          </>
+        )}
+        {state.phase === 'done' && (
+          <div class="success">
+            <p>
+              <strong>Decrypted and verified.</strong> {formatBytes(state.bytes)} archive of “{state.metadata.name}”:{' '}
+              {state.metadata.fileCount} files, {state.metadata.directoryCount} folders, {state.metadata.symlinkCount} links, from{' '}
+              <code>{state.metadata.sourcePath}</code>. Final tag, size and SHA-256 all match.
+            </p>
+            <p>
+              <a ref={saveLink} class="button" href={state.url} download={state.fileName}>
+                Save {state.fileName}
+              </a>
+            </p>
+            <p class="help">
+              Unpack with <code>tar -xf {state.fileName}</code>, or restore directly with <code>coffer restore {backupId} ./restored</code>.
+            </p>
+          </div>
+        )}
+      </div>
+      {state.phase === 'error' && (
+        <div class="error" role="alert" id="restore-error">
+          {state.wrongPassphrase ? (
+            <p>
+              <strong>Wrong passphrase.</strong> The vault could not be unlocked with it, so nothing was downloaded or decrypted. Check the
+              passphrase (it is case-sensitive) and try again.
+            </p>
+          ) : state.integrity ? (
+            <p>
+              <strong>This backup failed verification and was not saved:</strong> {state.message}.
+            </p>
+          ) : (
+            <p>
+              <strong>The restore did not finish:</strong> {state.message}
+            </p>
+          )}
+        </div>
+      )}
+    </section>
+  );
+}
+
+function Delete({ backupId }: { backupId: string }) {
+  const [confirming, setConfirming] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const remove = async () => {
+    try {
+      await api('DELETE', `/api/backups/${encodeURIComponent(backupId)}`);
+      navigate('/');
+    } catch (caught) {
+      setError(caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : String(caught));
+    }
+  };
+  return (
+    <section class="panel danger-zone" aria-labelledby="delete-title">
+      <h2 id="delete-title">Delete</h2>
+      <p>Deleting removes the encrypted archive from the server for good.</p>
+      {!confirming ? (
+        <button type="button" class="danger" onClick={() => setConfirming(true)}>
+          Delete this backup…
+        </button>
+      ) : (
+        <div class="confirm" role="group" aria-label="Confirm deletion">
+          <button type="button" class="danger" onClick={remove}>
+            Yes, delete it
+          </button>
+          <button type="button" class="secondary" onClick={() => setConfirming(false)}>
+            Keep it
+          </button>
+        </div>
+      )}
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}
+
+export function BackupPage({ id }: { id: string }) {
+  const { backup, error } = useBackup(id);
+  if (error) {
+    return (
+      <section>
+        <h1 tabIndex={-1}>Backup not found</h1>
+        <p class="error" role="alert">
+          {error.message} <a href={BASE}>Back to your backups</a>.
+        </p>
+      </section>
+    );
+  }
+  if (!backup) return <p role="status">Loading backup…</p>;
+  return (
+    <section>
+      <p class="crumbs">
+        <a href={BASE}>Backups</a> › {shortId(backup.id)}
+      </p>
+      <h1 tabIndex={-1}>
+        Backup <span class="mono">{shortId(backup.id)}</span>
+      </h1>
+      <dl class="facts">
+        <dt>Status</dt>
+        <dd>
+          <span aria-live="polite">
+            <StatusBadge status={backup.status} /> <span class="muted">{statusText(backup.status)}</span>
+          </span>
+        </dd>
+        <dt>Backup id</dt>
+        <dd class="mono">{backup.id}</dd>
+        <dt>Created</dt>
+        <dd>
+          <When at={backup.createdAt} />
+        </dd>
+        <dt>Expires</dt>
+        <dd>
+          <When at={backup.expiresAt} />
+        </dd>
+        <dt>Encrypted size</dt>
+        <dd>{formatBytes(backup.ciphertextSizeBytes)}</dd>
+        <dt>Original size (tar)</dt>
+        <dd>{formatBytes(backup.plaintextSizeBytes)}</dd>
+        <dt>Client version</dt>
+        <dd>{backup.clientVersion ?? '—'}</dd>
+        <dt>Host app version</dt>
+        <dd>{backup.hostappVersion ?? '—'}</dd>
+        <dt>Encryption</dt>
+        <dd>Envelope {backup.cryptoVersion}: XChaCha20-Poly1305 secretstream, key wrapped for this backup only</dd>
+      </dl>
+      {backup.status === 'READY' ? (
+        <Restore backupId={backup.id} />
+      ) : (
+        <p class="notice">This backup can be restored once it is READY.</p>
+      )}
+      <Delete backupId={backup.id} />
+    </section>
+  );
+}

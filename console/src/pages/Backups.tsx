@@ -1,0 +1,76 @@
+/** Backups, newest first, with live status (event streams) and new backups appearing as the CLI makes them. */
+import { formatBytes, shortId, StatusBadge, When } from '../format.js';
+import { useBackups } from '../live.js';
+import { BASE } from '../router.js';
+
+export function BackupsPage() {
+  const { backups, error, announcement } = useBackups();
+  const ready = backups?.filter((b) => b.status === 'READY').length ?? 0;
+  return (
+    <section>
+      <h1 tabIndex={-1}>Backups</h1>
+      <p class="lede">
+        Newest first. Statuses update live; new backups appear as your devices make them.{' '}
+        {backups && (
+          <span>
+            {backups.length} backup{backups.length === 1 ? '' : 's'}, {ready} ready to restore.
+          </span>
+        )}
+      </p>
+      <p class="visually-hidden" aria-live="polite" role="status">
+        {announcement}
+      </p>
+      {error && (
+        <p class="error" role="alert">
+          {error.message} {error.resolution}
+        </p>
+      )}
+      {backups === null && !error && <p role="status">Loading backups…</p>}
+      {backups && backups.length === 0 && (
+        <div class="empty">
+          <p>No backups yet.</p>
+          <p>
+            Make one with the CLI: <code>coffer backup ~/Documents</code>. <a href={`${BASE}/cli`}>Install the CLI</a>.
+          </p>
+        </div>
+      )}
+      {backups && backups.length > 0 && (
+        <table class="cards" aria-label="Backups">
+          <thead>
+            <tr>
+              <th scope="col">Created</th>
+              <th scope="col">Status</th>
+              <th scope="col">Size (encrypted / original)</th>
+              <th scope="col">Versions (client / host app)</th>
+              <th scope="col">Expires</th>
+            </tr>
+          </thead>
+          <tbody>
+            {backups.map((backup) => (
+              <tr key={backup.id} data-backup-id={backup.id}>
+                <td data-label="Created">
+                  <a href={`${BASE}/backups/${backup.id}`} aria-label={`Backup ${shortId(backup.id)}, open details`}>
+                    <When at={backup.createdAt} />
+                  </a>
+                  <span class="mono muted"> {shortId(backup.id)}</span>
+                </td>
+                <td data-label="Status">
+                  <StatusBadge status={backup.status} />
+                </td>
+                <td data-label="Size">
+                  {formatBytes(backup.ciphertextSizeBytes)} / {formatBytes(backup.plaintextSizeBytes)}
+                </td>
+                <td data-label="Versions">
+                  {backup.clientVersion ?? '—'} / {backup.hostappVersion ?? '—'}
+                </td>
+                <td data-label="Expires">
+                  <When at={backup.expiresAt} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,117 @@
+/**
+ * Restore in the browser, off the main thread: download the ciphertext with the session, unlock the vault with
+ * the passphrase (Argon2id in WebAssembly), decrypt and verify, and hand back the archive (.tar) as a Blob.
+ * The passphrase and the plaintext stay in this worker and the page; nothing is sent anywhere.
+ */
+/// <reference lib="webworker" />
+import {
+  IntegrityError,
+  SecretStreamReader,
+  Sha256,
+  openMetadata,
+  ready,
+  unwrapDek,
+  unwrapMasterKey,
+  wipe,
+  WRONG_PASSPHRASE,
+  type BackupMetadata,
+} from './crypto/envelope.js';
+import type { RestoreRequest, RestoreMessage } from './restore-protocol.js';
+
+declare const self: DedicatedWorkerGlobalScope;
+
+const post = (message: RestoreMessage, transfer: Transferable[] = []) => self.postMessage(message, transfer);
+
+async function getJson<T>(path: string): Promise<T> {
+  const response = await fetch(path, { credentials: 'same-origin', headers: { accept: 'application/json' } });
+  if (!response.ok) {
+    const body = (await response.json().catch(() => null)) as { message?: string } | null;
+    throw new Error(body?.message ?? `${path} answered ${response.status}`);
+  }
+  return (await response.json()) as T;
+}
+
+interface Detail {
+  id: string;
+  status: string;
+  ciphertextSizeBytes: number | null;
+  wrappedDek: string | null;
+  wrappedDekNonce: string | null;
+  encryptedMetadata: string | null;
+  encryptedMetadataNonce: string | null;
+}
+
+async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> {
+  await ready;
+  post({ type: 'stage', stage: 'unlocking' });
+  const [account, detail] = await Promise.all([
+    getJson<Parameters<typeof unwrapMasterKey>[0] & { initialized: boolean }>('/api/backup-account'),
+    getJson<Detail>(`/api/backups/${encodeURIComponent(backupId)}`),
+  ]);
+  if (!account.initialized) throw new IntegrityError('this account has no vault: nothing can be decrypted');
+  if (detail.status !== 'READY') throw new Error(`the backup is ${detail.status}; only READY backups can be restored`);
+
+  const masterKey = unwrapMasterKey(account, passphrase);
+  let dek: Uint8Array | undefined;
+  let metadata: BackupMetadata;
+  try {
+    dek = unwrapDek(masterKey, backupId, detail);
+    metadata = openMetadata(dek, backupId, detail);
+  } finally {
+    wipe(masterKey);
+  }
+  post({ type: 'metadata', metadata });
+
+  try {
+    post({ type: 'stage', stage: 'downloading' });
+    const response = await fetch(`/api/backups/${encodeURIComponent(backupId)}/content`, { credentials: 'same-origin' });
+    if (!response.ok || !response.body) throw new Error(`the download failed (${response.status})`);
+    const total = metadata.ciphertextSizeBytes;
+
+    const reader = new SecretStreamReader(dek);
+    const decrypted = response.body.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          for (const plain of reader.push(chunk)) controller.enqueue(plain);
+          post({ type: 'progress', done: reader.bytesIn, total });
+        },
+        flush(controller) {
+          for (const plain of reader.finish()) controller.enqueue(plain);
+        },
+      }),
+    );
+    const tar = decrypted.pipeThrough(new DecompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>);
+
+    const hash = new Sha256();
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    const consume = tar.getReader();
+    for (;;) {
+      const { done, value } = await consume.read();
+      if (done) break;
+      hash.update(value);
+      parts.push(value);
+      size += value.length;
+    }
+    if (reader.bytesIn !== total) {
+      throw new IntegrityError(`the download has ${reader.bytesIn} bytes, the sealed metadata says ${total}`);
+    }
+    if (size !== metadata.plaintextSizeBytes) {
+      throw new IntegrityError(`the archive has ${size} bytes, the sealed metadata says ${metadata.plaintextSizeBytes}`);
+    }
+    if (hash.hex() !== metadata.plaintextSha256) throw new IntegrityError('the archive does not match its sealed SHA-256');
+    const blob = new Blob(parts as BlobPart[], { type: 'application/x-tar' });
+    post({ type: 'done', blob, metadata, bytes: size });
+  } finally {
+    wipe(dek);
+  }
+}
+
+self.onmessage = (event: MessageEvent<RestoreRequest>) => {
+  restore(event.data).catch((error: unknown) => {
+    const integrity = error instanceof IntegrityError;
+    // DecompressionStream rejects a corrupt gzip stream with a TypeError; after authentication that means tampering.
+    const message = error instanceof Error ? error.message : String(error);
+    post({ type: 'error', integrity, wrongPassphrase: integrity && message === WRONG_PASSPHRASE, message });
+  });
+};

@@ -1,0 +1,18 @@
+#!/usr/bin/env node
+/**
+ * `coffer` as shipped in the CLI package that every Coffer server serves at /downloads/coffer-cli.tgz: the client
+ * commands only (encrypt locally, back up, restore), with none of the server's dependencies. `coffer serve` and
+ * `coffer admin` belong to the full `coffer` package.
+ */
+import { Command } from 'commander';
+import { registerClientCommands } from './client.js';
+import { run } from './run.js';
+
+const program = new Command('coffer')
+  .description('Coffer CLI: zero-knowledge encrypted backups (the client; the server is the full coffer package)')
+  .version('0.1.0')
+  .exitOverride()
+  .showHelpAfterError();
+registerClientCommands(program);
+
+await run(program);

@@ -14,6 +14,7 @@
  * (bench/lib/baseline-sse.js) for reference.
  *
  *   node bench/p4-events.js [--rounds 2] [--streams 10000] [--backups 100] [--window 5] [--backends sqlite+fs]
+ *                           [--baseline false] [--profile /tmp/p4.cpuprofile]  (CPU profile of the first round's server)
  */
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -49,6 +50,8 @@ function cofferTarget(coffer) {
     name: 'Coffer',
     pid: coffer.pid,
     reads: async () => (await coffer.stats()).queries.reads,
+    startProfile: () => coffer.startProfile(),
+    stopProfile: (file) => coffer.stopProfile(file),
     async prepare(count) {
       const accs = await accounts(coffer, count);
       return Promise.all(
@@ -82,13 +85,14 @@ function baselineTarget(server) {
 }
 
 /** Opens `perBackup` streams on each of `backups` backups, measures, changes every backup twice. */
-async function scenario(target, load, { backups, perBackup, windowS, spacingMs }) {
+async function scenario(target, load, { backups, perBackup, windowS, spacingMs, profile }) {
   const entries = await target.prepare(backups);
   const rssIdle = rssOf(target.pid);
   const sampler = sampleRss(target.pid, 100);
   const opened = await load.request({ type: 'open', targets: entries.map((e) => ({ url: e.url, headers: e.headers, count: perBackup })) }, 600_000);
   if (opened.failed > 0) log(`${target.name}: ${opened.failed} streams failed to open, e.g. ${opened.failures.join('; ')}`);
   await sleep(1000);
+  if (profile && target.startProfile) await target.startProfile();
   const reads0 = target.reads ? await target.reads() : null;
   await sleep(windowS * 1000);
   const reads1 = target.reads ? await target.reads() : null;
@@ -99,9 +103,11 @@ async function scenario(target, load, { backups, perBackup, windowS, spacingMs }
     const sentAt = new Map();
     const readsBefore = target.reads ? await target.reads() : null;
     const requests = [];
+    const requestMs = [];
     for (const entry of entries) {
-      sentAt.set(entry.id, now());
-      requests.push(entry.changes[phase]());
+      const t0 = now();
+      sentAt.set(entry.id, t0);
+      requests.push(entry.changes[phase]().then(() => requestMs.push(now() - t0)));
       await sleep(spacingMs);
     }
     await Promise.all(requests);
@@ -123,8 +129,11 @@ async function scenario(target, load, { backups, perBackup, windowS, spacingMs }
       p99: percentile(delays, 99),
       max: percentile(delays, 100),
       readsPerChange: target.reads ? (readsAfter - readsBefore) / entries.length : null,
+      requestP50: percentile(requestMs, 50),
+      requestP99: percentile(requestMs, 99),
     });
   }
+  if (profile && target.startProfile) log(`server profile (quiet window + changes): ${await target.stopProfile(profile)}`);
   const { peak } = sampler.stop();
   await load.request({ type: 'closeAll' });
   const all = phases.flatMap((p) => [p]);
@@ -141,19 +150,23 @@ async function scenario(target, load, { backups, perBackup, windowS, spacingMs }
     p50: median(all.map((p) => p.p50)),
     p99: Math.max(...all.map((p) => p.p99)),
     max: Math.max(...all.map((p) => p.max)),
+    requestP50: median(phases.map((p) => p.requestP50)),
+    requestP99: Math.max(...phases.map((p) => p.requestP99)),
     missing: phases.reduce((n, p) => n + (p.expected - p.arrived), 0),
   };
 }
 
 export async function main() {
-  const opts = options({ rounds: 2, streams: 10_000, backups: 100, window: 5, spacing: 20, backends: 'sqlite+fs', baseline: true });
+  const opts = options({ rounds: 2, streams: 10_000, backups: 100, window: 5, spacing: 20, backends: 'sqlite+fs', baseline: true, profile: '' });
   requireBuild();
   const started = Date.now();
   const perBackup = Math.ceil(opts.streams / opts.backups);
   const hasPg = await pgAvailable();
   const load = await startChild(path.join(BENCH_DIR, 'lib', 'sse-load.js'), [], { logFile: logFile('p4-sse-load.log') });
   const results = {};
-  const notes = [];
+  const notes = [
+    'Delay = arrival of the new status on a stream − the moment the harness sent the change request (Coffer: an upload of 1 KiB, then a finalize; reference: a POST that only changes the status). It includes the request itself, whose own latency is shown as "change request": on Coffer that is authentication, the blob write with its fsyncs and the SQLite commit (synchronous = FULL), which the bare fan-out does not do.',
+  ];
   const settings = { windowS: opts.window, spacingMs: opts.spacing, backups: opts.backups };
   try {
     for (let r = 0; r < opts.rounds; r++) {
@@ -167,7 +180,7 @@ export async function main() {
         try {
           const target = cofferTarget(coffer);
           const few = await scenario(target, load, { ...settings, perBackup: 1 });
-          const many = await scenario(target, load, { ...settings, perBackup });
+          const many = await scenario(target, load, { ...settings, perBackup, profile: r === 0 && opts.profile ? opts.profile : null });
           log(`P4 ${backend} round ${r + 1}: ${many.streams} streams (opened in ${many.openSeconds.toFixed(1)} s), RSS peak ${(many.rssPeak / MiB).toFixed(0)} MiB, ` +
             `reads/s ${few.steadyReadsPerSecond} → ${many.steadyReadsPerSecond}, reads/change ${few.readsPerChange} → ${many.readsPerChange}, ` +
             `delay p50 ${many.p50.toFixed(1)} ms p99 ${many.p99.toFixed(1)} ms, missing ${many.missing}`);
@@ -206,6 +219,8 @@ export async function main() {
       p99: med(runs, (x) => x.many.p99),
       max: med(runs, (x) => x.many.max),
       missing: med(runs, (x) => x.many.missing),
+      requestP50: med(runs, (x) => x.many.requestP50),
+      requestP99: med(runs, (x) => x.many.requestP99),
       readsFew: name === 'baseline' ? null : med(runs, (x) => x.few.steadyReadsPerSecond),
       readsMany: name === 'baseline' ? null : med(runs, (x) => x.many.steadyReadsPerSecond),
       perChangeFew: name === 'baseline' ? null : med(runs, (x) => x.few.readsPerChange),
@@ -225,6 +240,7 @@ export async function main() {
       round(s.p50, 1),
       round(s.p99, 1),
       round(s.max, 1),
+      `${round(s.requestP50, 1)} / ${round(s.requestP99, 1)}`,
       s.missing,
     ]);
     if (name === 'baseline') continue;
@@ -256,7 +272,7 @@ export async function main() {
     tables: [
       {
         title: `${opts.streams} streams over ${opts.backups} backups from one load process; ${opts.backups} × 2 status changes ${opts.spacing} ms apart; median of ${opts.rounds} rounds`,
-        columns: ['server', 'streams', 'open s', 'RSS idle MiB', 'RSS peak MiB', `DB reads/s idle (${opts.backups} → ${opts.streams} streams)`, 'DB reads per change (same)', 'delay p50 ms', 'delay p99 ms', 'delay max ms', 'missing'],
+        columns: ['server', 'streams', 'open s', 'RSS idle MiB', 'RSS peak MiB', `DB reads/s idle (${opts.backups} → ${opts.streams} streams)`, 'DB reads per change (same)', 'delay p50 ms', 'delay p99 ms', 'delay max ms', 'change request p50 / p99 ms', 'missing'],
         rows,
       },
     ],

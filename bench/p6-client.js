@@ -10,12 +10,15 @@
  * from its key file): each timed command derives its key from the passphrase once, on both sides. Every
  * restore is checked against the source tree (SHA-256 over paths and contents), outside the timing.
  *
- *   node bench/p6-client.js [--rounds 3]
+ *   node bench/p6-client.js [--rounds 3] [--kdf moderate,interactive]
+ *
+ * The first --kdf profile is the one the target is judged on (moderate is `coffer init`'s default); the others
+ * are shown for comparison (interactive is about restic's own key-derivation cost).
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { DIST, MiB, commandLine, ensureDebian, log, logFile, median, options, requireBuild, round, run, tempDir } from './lib/common.js';
+import { DIST, MiB, commandLine, ensureDebian, list, log, logFile, median, options, requireBuild, round, run, tempDir } from './lib/common.js';
 import { prepareBackend, startCoffer } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 import { generateTree, treeDigest } from './lib/tree.js';
@@ -48,7 +51,8 @@ function check(source, restored, who) {
 }
 
 export async function main() {
-  const opts = options({ rounds: 3, backend: 'sqlite+fs' });
+  const opts = options({ rounds: 3, backend: 'sqlite+fs', kdf: 'moderate,interactive' });
+  const kdfs = list(opts.kdf);
   requireBuild();
   ensureDebian('restic', 'restic');
   const coffer_ = path.join(DIST, 'cli', 'main.js');
@@ -61,24 +65,25 @@ export async function main() {
   const resticVersion = run('restic', ['version']).trim().split(' ').slice(0, 2).join(' ');
   const prepared = await prepareBackend(opts.backend);
   const server = await startCoffer(prepared, { logFile: logFile('p6-client-coffer.log') });
-  const samples = { coffer: [], restic: [] };
+  const samples = { restic: [], ...Object.fromEntries(kdfs.map((kdf) => [`coffer-${kdf}`, []])) };
   let resticKdf = null;
   let cipherBytes = null;
   try {
     for (let r = 0; r < opts.rounds; r++) {
-      const order = r % 2 === 0 ? ['coffer', 'restic'] : ['restic', 'coffer'];
+      const names = Object.keys(samples);
+      const order = r % 2 === 0 ? names : [...names].reverse();
       for (const who of order) {
         const target = path.join(work, `restore-${who}-${r}`);
-        if (who === 'coffer') {
+        if (who.startsWith('coffer')) {
           const [key] = await server.keys(1, 'pro');
           const env = { COFFER_URL: server.url, COFFER_API_KEY: key.apiKey, COFFER_PASSPHRASE: PASSPHRASE };
-          await timed(process.execPath, [coffer_, 'init'], { env });
+          await timed(process.execPath, [coffer_, 'init', '--kdf', who.slice('coffer-'.length)], { env });
           const backup = await timed(process.execPath, [coffer_, 'backup', tree, '--json'], { env });
           const detail = JSON.parse(backup.stdout);
           cipherBytes = detail.ciphertextSizeBytes;
           const restore = await timed(process.execPath, [coffer_, 'restore', detail.id, target], { env });
           check(source, target, 'coffer');
-          samples.coffer.push({ backup: backup.seconds, restore: restore.seconds });
+          samples[who].push({ backup: backup.seconds, restore: restore.seconds });
         } else {
           const repo = path.join(work, `restic-repo-${r}`);
           const env = { RESTIC_REPOSITORY: repo, RESTIC_PASSWORD: PASSPHRASE, RESTIC_CACHE_DIR: path.join(work, `restic-cache-${r}`) };
@@ -95,9 +100,7 @@ export async function main() {
         }
         fs.rmSync(target, { recursive: true, force: true });
       }
-      const c = samples.coffer.at(-1);
-      const s = samples.restic.at(-1);
-      log(`P6 round ${r + 1}: coffer backup ${c.backup.toFixed(2)} s + restore ${c.restore.toFixed(2)} s; restic backup ${s.backup.toFixed(2)} s + restore ${s.restore.toFixed(2)} s`);
+      log(`P6 round ${r + 1}: ` + names.map((n) => `${n} backup ${samples[n].at(-1).backup.toFixed(2)} s + restore ${samples[n].at(-1).restore.toFixed(2)} s`).join('; '));
     }
   } finally {
     await server.stop();
@@ -106,14 +109,15 @@ export async function main() {
   }
 
   const m = (who, pick) => median(samples[who].map(pick));
-  const sum = { coffer: m('coffer', (x) => x.backup + x.restore), restic: m('restic', (x) => x.backup + x.restore) };
-  const rows = ['backup', 'restore'].map((step) => {
-    const c = m('coffer', (x) => x[step]);
-    const s = m('restic', (x) => x[step]);
-    return [step, round(c, 2), round(s, 2), fmtRatio(ratio(s, c))];
+  const main_ = `coffer-${kdfs[0]}`;
+  const coffers = kdfs.map((kdf) => `coffer-${kdf}`);
+  const total = (who) => m(who, (x) => x.backup + x.restore);
+  const rows = ['backup', 'restore', 'backup + restore'].map((step) => {
+    const pick = step === 'backup + restore' ? (x) => x.backup + x.restore : (x) => x[step];
+    const restic = m('restic', pick);
+    return [step, ...coffers.flatMap((who) => [round(m(who, pick), 2), fmtRatio(ratio(restic, m(who, pick)))]), round(restic, 2)];
   });
-  rows.push(['backup + restore', round(sum.coffer, 2), round(sum.restic, 2), fmtRatio(ratio(sum.restic, sum.coffer))]);
-  const speed = ratio(sum.restic, sum.coffer);
+  const speed = ratio(total('restic'), total(main_));
   return writeResult({
     id: 'p6',
     name: 'p6-client',
@@ -124,15 +128,20 @@ export async function main() {
     tables: [
       {
         title: `Wall time in seconds, ${generated.files} files, ${round(generated.bytes / MiB, 1)} MiB, median of ${opts.rounds} rounds (speed ratio = restic time / Coffer time; > 1 means Coffer is faster)`,
-        columns: ['step', 'coffer', 'restic', 'speed ratio'],
+        columns: ['step', ...coffers.flatMap((who) => [`${who.replace('-', ' (Argon2id ')})`, 'speed ratio']), 'restic'],
         rows,
       },
     ],
     verdicts: [
-      { what: 'P6: coffer backup + restore vs restic', value: `${round(sum.coffer, 2)} s vs ${round(sum.restic, 2)} s (${fmtRatio(speed)})`, target: 'faster (> 1.00×)', met: speed > 1 },
+      {
+        what: `P6: coffer backup + restore (default Argon2id ${kdfs[0]}) vs restic`,
+        value: `${round(total(main_), 2)} s vs ${round(total('restic'), 2)} s (${fmtRatio(speed)})`,
+        target: 'faster (> 1.00×)',
+        met: speed > 1,
+      },
     ],
     notes: [
-      `Key derivation, once per command on both sides: Coffer Argon2id "moderate" (opslimit 3, 256 MiB, libsodium); ${resticVersion} ${resticKdf ? `${resticKdf.kdf} N=${resticKdf.N} r=${resticKdf.r} p=${resticKdf.p} (${resticKdf.memoryMiB} MiB), calibrated by restic init` : ''}.`,
+      `Key derivation, once per command on both sides: Coffer Argon2id "moderate" (the default: opslimit 3, 256 MiB) or "interactive" (opslimit 2, 64 MiB), libsodium; ${resticVersion} ${resticKdf ? `${resticKdf.kdf} N=${resticKdf.N} r=${resticKdf.r} p=${resticKdf.p} (${resticKdf.memoryMiB} MiB), calibrated by restic init` : ''}.`,
       `Pipelines: Coffer tar → gzip (level 6) → XChaCha20-Poly1305 secretstream → one HTTP upload to a local server (${opts.backend}); ciphertext ${cipherBytes === null ? 'n/a' : `${round(cipherBytes / MiB, 1)} MiB`}. restic: content-defined chunking, dedup, zstd (repository v2), AES-256 + Poly1305, local repository.`,
     ],
     chart: {
@@ -141,8 +150,12 @@ export async function main() {
       unit: 'seconds',
       series: ['backup', 'restore'],
       groups: [
-        { label: 'coffer', values: [m('coffer', (x) => x.backup), m('coffer', (x) => x.restore)] },
-        { label: `restic (baseline)`, values: [m('restic', (x) => x.backup), m('restic', (x) => x.restore)] },
+        ...coffers.map((who) => ({
+          label: who.replace('-', ' (') + ')',
+          note: fmtRatio(ratio(total('restic'), total(who))),
+          values: [m(who, (x) => x.backup), m(who, (x) => x.restore)],
+        })),
+        { label: 'restic (baseline)', values: [m('restic', (x) => x.backup), m('restic', (x) => x.restore)] },
       ],
     },
     raw: { samples, tree: generated, resticKdf },

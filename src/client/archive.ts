@@ -60,8 +60,15 @@ export async function scanTree(source: string): Promise<TreeScan> {
     throw new Error(`${source} is not a directory, a file or a symlink`);
   }
   const count = (entryPath: string, entryStat: fs.Stats) => {
-    // header + a possible pax header for long or non-ASCII names (3 blocks covers names up to ~1000 bytes)
-    scan.tarBoundBytes += 4 * BLOCK + pad512(Buffer.byteLength(entryPath)) ;
+    // One header block. A pax header (3 blocks covers names up to ~1000 bytes) is possible only for long or
+    // non-ASCII names, links (their target may be long) and ids too large for the ustar fields. The bound used
+    // to count one for every entry: 12% over the real tar of 3,000 small files, which made a 45 MiB tree
+    // (27 MiB compressed) look as if it might exceed 50 MiB and cost a second tar+gzip pass (bench P6).
+    const plainHeader =
+      entryStat.isDirectory() || (entryStat.isFile() && entryStat.nlink === 1)
+        ? /^[\x20-\x7e]{0,99}$/.test(entryPath) && entryStat.uid < 0o7777777 && entryStat.gid < 0o7777777
+        : false;
+    scan.tarBoundBytes += plainHeader ? BLOCK : 4 * BLOCK + pad512(Buffer.byteLength(entryPath));
     if (entryStat.isDirectory()) scan.directories += 1;
     else if (entryStat.isSymbolicLink()) scan.symlinks += 1;
     else if (entryStat.isFile()) {

@@ -45,8 +45,10 @@ export interface BlobStore {
   /**
    * Streams `body` into `key`. The blob becomes visible only once the whole body is stored durably;
    * when `body` fails or `signal` aborts, nothing is left behind and the error is rethrown.
+   * `size`, when the caller knows it (a Content-Length), lets a store stream without holding parts in memory
+   * (S3: one streamed PutObject instead of a multipart upload); a body of another length then fails.
    */
-  put(key: string, body: Readable, signal?: AbortSignal): Promise<{ size: number }>;
+  put(key: string, body: Readable, signal?: AbortSignal, size?: number): Promise<{ size: number }>;
   /** Size in bytes, or null when the blob does not exist. */
   stat(key: string): Promise<{ size: number } | null>;
   /** Streams the blob, or the inclusive byte range of it. */

@@ -1,0 +1,41 @@
+/** S3BlobStore.put with a known size: one streamed PutObject (no parts held in memory), same guarantees. */
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type TestS3, startS3 } from '../helpers/s3.js';
+
+const bytes = (size: number) => Buffer.from(Array.from({ length: size }, (_, i) => (i * 131 + 7) & 0xff));
+
+async function read(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+describe('S3BlobStore.put with a known size', () => {
+  let s3: TestS3;
+  beforeAll(async () => {
+    s3 = await startS3('coffer-sized-put');
+  });
+  afterAll(async () => {
+    await s3?.close();
+  });
+
+  it('stores a body larger than one multipart part byte for byte, with no multipart upload', async () => {
+    const store = s3.store();
+    const data = bytes(6 * 1024 * 1024 + 123);
+    expect(await store.put('backups/a/b/sized.bin', Readable.from([data.subarray(0, 1000), data.subarray(1000)]), undefined, data.length)).toEqual({
+      size: data.length,
+    });
+    expect((await read(await store.get('backups/a/b/sized.bin'))).equals(data)).toBe(true);
+    expect(s3.incompleteUploads()).toEqual([]);
+  });
+
+  it('leaves nothing behind when the body fails before its announced end', async () => {
+    const store = s3.store();
+    const body = new Readable({ read() {} });
+    body.push(bytes(64 * 1024));
+    setTimeout(() => body.destroy(new Error('client went away')), 50);
+    await expect(store.put('backups/a/b/broken.bin', body, undefined, 1024 * 1024)).rejects.toThrow();
+    expect(await store.stat('backups/a/b/broken.bin')).toBeNull();
+  });
+});

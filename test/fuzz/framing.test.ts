@@ -162,6 +162,7 @@ async function runOneCase(spec: RequestSpec, defect: Framing): Promise<void> {
   tally.cases += 1;
   const { wire, path } = resolve(world, spec);
   const label = `${JSON.stringify(defect).slice(0, 200)} on ${wire.method} ${path.slice(0, 120)}`;
+  await settle(label);
   const before = await snapshot(fx, world);
   let response;
   let waited = false;
@@ -208,13 +209,28 @@ async function runOneCase(spec: RequestSpec, defect: Framing): Promise<void> {
   }
   const outcome = response ? `${response.status} ${response.text.slice(0, 200)}` : waited ? 'silence, client hung up' : 'no answer';
   let after = await snapshot(fx, world);
-  // An aborted request is cleaned up once the server notices the hang-up: wait for that, boundedly.
-  for (let i = 0; waited && i < 50 && JSON.stringify(after) !== JSON.stringify(before); i++) {
+  // A request refused below the API (the parser failed in its body, or the client hung up) may still be in
+  // its handler, which cleans up after the connection is gone: wait for that, boundedly.
+  const body = response?.body;
+  const belowApi = !(typeof body === 'object' && body !== null && 'resolution' in body);
+  for (let i = 0; belowApi && i < 50 && JSON.stringify(after) !== JSON.stringify(before); i++) {
     await new Promise((resolve) => setTimeout(resolve, 100));
     after = await snapshot(fx, world);
   }
   expect(after, `${label} → ${outcome}: a refused request changed state`).toEqual(before);
   await stillServing(label);
+}
+
+/** Temp files and multipart leftovers of earlier cases must be gone (boundedly soon): none may leak. */
+async function settle(label: string): Promise<void> {
+  let leftovers: string[] = [];
+  for (let i = 0; i < 50; i++) {
+    const { tmp, uploads } = await snapshot(fx, world);
+    leftovers = [...Object.keys(tmp), ...Object.keys(uploads)];
+    if (leftovers.length === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`before ${label}: temp files or multipart uploads leaked by an earlier request: ${leftovers.join(', ')}`);
 }
 
 async function stillServing(label: string): Promise<void> {

@@ -4,19 +4,13 @@
  * The passphrase and the plaintext stay in this worker and the page; nothing is sent anywhere.
  */
 /// <reference lib="webworker" />
-import {
-  IntegrityError,
-  SecretStreamReader,
-  Sha256,
-  openMetadata,
-  ready,
-  unwrapDek,
-  unwrapMasterKey,
-  wipe,
-  WRONG_PASSPHRASE,
-  type BackupMetadata,
-} from './crypto/envelope.js';
+import type { BackupMetadata, VaultFields } from './crypto/envelope.js';
 import type { RestoreRequest, RestoreMessage } from './restore-protocol.js';
+
+// libsodium initializes its WebAssembly with a top-level await: imported statically, it would hold up this module,
+// and a message arriving meanwhile would find no handler. So the handler is installed first and the crypto loaded
+// on demand.
+const crypto = import('./crypto/envelope.js');
 
 declare const self: DedicatedWorkerGlobalScope;
 
@@ -42,10 +36,11 @@ interface Detail {
 }
 
 async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> {
+  const { IntegrityError, SecretStreamReader, Sha256, openMetadata, ready, unwrapDek, unwrapMasterKey, wipe } = await crypto;
   await ready;
   post({ type: 'stage', stage: 'unlocking' });
   const [account, detail] = await Promise.all([
-    getJson<Parameters<typeof unwrapMasterKey>[0] & { initialized: boolean }>('/api/backup-account'),
+    getJson<VaultFields & { initialized: boolean }>('/api/backup-account'),
     getJson<Detail>(`/api/backups/${encodeURIComponent(backupId)}`),
   ]);
   if (!account.initialized) throw new IntegrityError('this account has no vault: nothing can be decrypted');
@@ -108,7 +103,8 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
 }
 
 self.onmessage = (event: MessageEvent<RestoreRequest>) => {
-  restore(event.data).catch((error: unknown) => {
+  restore(event.data).catch(async (error: unknown) => {
+    const { IntegrityError, WRONG_PASSPHRASE } = await crypto;
     const integrity = error instanceof IntegrityError;
     // DecompressionStream rejects a corrupt gzip stream with a TypeError; after authentication that means tampering.
     const message = error instanceof Error ? error.message : String(error);

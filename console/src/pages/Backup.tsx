@@ -23,13 +23,13 @@ function Restore({ backupId }: { backupId: string }) {
   const saveLink = useRef<HTMLAnchorElement>(null);
   const passphraseInput = useRef<HTMLInputElement>(null);
 
-  useEffect(
-    () => () => {
-      stop.current?.();
-      if (state.phase === 'done') URL.revokeObjectURL(state.url);
-    },
-    [state],
-  );
+  // Leaving the page stops a running restore; a saved archive's object URL is released when it is replaced.
+  useEffect(() => () => stop.current?.(), []);
+  useEffect(() => {
+    if (state.phase !== 'done') return;
+    const { url } = state;
+    return () => URL.revokeObjectURL(url);
+  }, [state]);
 
   // Offer the file as soon as it is verified (the link stays for a second save).
   useEffect(() => {

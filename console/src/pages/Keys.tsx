@@ -46,7 +46,13 @@ function NewKey({ created, onDone }: { created: Created; onDone: () => void }) {
         </button>
       </div>
       <p aria-live="polite" class="help">
-        {copied ? 'Copied to the clipboard.' : `Permissions: ${created.scopes.join(', ')}. Expires: ${created.expiresAt ?? 'never'}.`}
+        {copied ? (
+          'Copied to the clipboard.'
+        ) : (
+          <>
+            Permissions: {created.scopes.join(', ')}. Expires: <When at={created.expiresAt} empty="never" />.
+          </>
+        )}
       </p>
       <button type="button" onClick={onDone}>
         I have stored it

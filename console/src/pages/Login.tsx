@@ -10,7 +10,7 @@ export function LoginPage({ onSignedIn, notice }: { onSignedIn: (session: Sessio
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
   const [apiKey, setApiKey] = useState('');
-  const tried = useRef(false);
+  const tried = useRef<string | null>(null);
 
   const signIn = async (body: { loginToken: string } | { apiKey: string }) => {
     setBusy(true);
@@ -25,13 +25,18 @@ export function LoginPage({ onSignedIn, notice }: { onSignedIn: (session: Sessio
   };
 
   useEffect(() => {
-    if (tried.current) return;
-    tried.current = true;
-    const token = new URLSearchParams(location.hash.slice(1)).get('token');
-    if (!token) return;
-    // Out of the address bar and the history before anything else: a login link works once.
-    history.replaceState(null, '', location.pathname);
-    void signIn({ loginToken: token });
+    const consume = () => {
+      const token = new URLSearchParams(location.hash.slice(1)).get('token');
+      if (!token || tried.current === token) return;
+      tried.current = token;
+      // Out of the address bar and the history before anything else: a login link works once.
+      history.replaceState(null, '', location.pathname);
+      void signIn({ loginToken: token });
+    };
+    consume();
+    // A link opened in a tab that already shows this page changes only the fragment.
+    addEventListener('hashchange', consume);
+    return () => removeEventListener('hashchange', consume);
   }, []);
 
   const linkRefused = error?.code === 'login_link_invalid';
@@ -47,7 +52,13 @@ export function LoginPage({ onSignedIn, notice }: { onSignedIn: (session: Sessio
       {error && (
         <div class="error" role="alert">
           <p>
-            <strong>{linkRefused ? 'This sign-in link cannot be used.' : 'Sign-in failed.'}</strong> {error.message}
+            {linkRefused ? (
+              <strong>This sign-in link cannot be used: it was already used, has expired, or is incomplete.</strong>
+            ) : (
+              <>
+                <strong>Sign-in failed.</strong> {error.message}
+              </>
+            )}
           </p>
           {linkRefused ? (
             <p>

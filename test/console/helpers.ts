@@ -1,0 +1,72 @@
+/** Console test helpers: the built page, Chromium, a proxy that can hold a request, small HTTP pages elsewhere. */
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { ROOT } from '../client/helpers.js';
+
+export const CHROMIUM = '/usr/bin/chromium';
+export const ARTIFACTS = path.resolve(ROOT, 'test-artifacts');
+export const hasChromium = fs.existsSync(CHROMIUM) || !!process.env.CI;
+
+/** Fails clearly when the console page or the CLI package is not built (`npm run build`). */
+export function assertConsoleBuilt(): void {
+  for (const file of ['dist/console-ui/index.html', 'dist/downloads/coffer-cli.tgz', 'dist/cli/main.js']) {
+    if (!fs.existsSync(path.join(ROOT, file))) throw new Error(`${file} is missing: run \`npm run build\` first`);
+  }
+}
+
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+/** A forwarding proxy that holds every request matching `hold` until released (the rest flows through). */
+export async function holdingProxy(upstream: string, hold: RegExp) {
+  const held: (() => void)[] = [];
+  let arrived: () => void = () => undefined;
+  const firstHeld = new Promise<void>((resolve) => (arrived = resolve));
+  const proxy = http.createServer((req, res) => {
+    const forward = () => {
+      const upstreamRequest = http.request(new URL(req.url!, upstream), { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode!, answer.headers);
+        answer.pipe(res);
+      });
+      upstreamRequest.on('error', () => res.destroy());
+      req.pipe(upstreamRequest);
+    };
+    if (hold.test(req.url!)) {
+      held.push(forward);
+      arrived();
+    } else forward();
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+    firstHeld,
+    release: () => held.splice(0).forEach((go) => go()),
+    close: () => new Promise<void>((resolve) => proxy.close(() => resolve())),
+  };
+}
+
+/** Serves one HTML page on 127.0.0.1 (another port), reachable as http://127.0.0.1:<port> and http://localhost:<port>. */
+export async function htmlServer(html: string) {
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return { port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}

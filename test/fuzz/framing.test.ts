@@ -127,7 +127,11 @@ function build(request: WireRequest, defect: Framing): Buffer {
     lines.push(Buffer.from(`Transfer-Encoding: ${defect.value}`));
     if (defect.withLength) lines.push(Buffer.from(`Content-Length: ${body.length}`));
     const size = defect.sizeLine ?? body.length.toString(16);
-    payload = Buffer.concat([Buffer.from(`${size}\r\n`, 'latin1'), body, Buffer.from('\r\n0\r\n\r\n')]);
+    // An empty body is the last chunk alone ("0" twice would be a complete request and then garbage).
+    payload =
+      size === '0'
+        ? Buffer.from('0\r\n\r\n')
+        : Buffer.concat([Buffer.from(`${size}\r\n`, 'latin1'), body, Buffer.from('\r\n0\r\n\r\n')]);
   } else if (request.body !== undefined) {
     lines.push(Buffer.from(`Content-Length: ${body.length}`));
   }

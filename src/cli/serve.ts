@@ -23,6 +23,7 @@ export function registerServeCommand(program: Command): void {
             'First start: created account ' + first.account.id + ' (free plan) and an API key with all scopes.',
             `API key (shown once, store it now): ${shown}`,
             `  export COFFER_URL=${config.publicUrl}`,
+            `Web console: ${config.publicUrl}/console (sign in with that key, or: coffer admin login-link ${first.account.id})`,
             '',
           ].join('\n') + '\n',
         );

@@ -60,6 +60,13 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
     expect(Object.keys(manifest.dependencies).sort()).toEqual(['cli-progress', 'commander', 'eventsource-parser', 'sodium-native', 'tar']);
   });
 
+  it('is what the public CLI guidance (docs and MCP) tells people to install', async () => {
+    const doc = await (await fetch(`${server.url}/docs/cli.md`)).text();
+    expect(doc).toContain(`npm install -g ${server.url}/downloads/coffer-cli.tgz`);
+    const full = await (await fetch(`${server.url}/llms-full.txt`)).text();
+    expect(full).toContain(`npm install -g ${server.url}/downloads/coffer-cli.tgz`);
+  });
+
   it('installs with `npm install -g <url> --prefix <tmp>` into a working `coffer` that backs up and restores', async () => {
     const prefix = path.join(work, 'prefix');
     await run('npm', ['install', '-g', `${server.url}/downloads/coffer-cli.tgz`, '--prefix', prefix, '--no-audit', '--no-fund'], {

@@ -146,7 +146,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect(strip(await snapshot(restored))).toEqual(strip(await snapshot(source)));
   });
 
-  it('shows plan and cadence, and the vault state', async () => {
+  it('shows plan and cadence, and the vault state (creation, KDF parameters, last rotation)', async () => {
     await page.getByRole('link', { name: 'Plan' }).click();
     await page.getByRole('heading', { level: 1, name: 'Plan and cadence' }).waitFor();
     const plan = await page.locator('main').innerText();
@@ -163,6 +163,14 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect(vault).toContain('Argon2id13');
     expect(vault).toMatch(/Memory limit\s+8\.0 KiB \(8,192 bytes\)/); // COFFER_KDF=min in tests
     expect(vault).toContain('Never rotated');
+
+    // `coffer passphrase` re-wraps the master key: the vault page shows when.
+    const rotate = await cliFor(server.url, apiKey, PASSPHRASE)(['passphrase'], { COFFER_NEW_PASSPHRASE: `${PASSPHRASE} (new)` });
+    expect(rotate.code, rotate.stderr).toBe(0);
+    await page.reload();
+    const rotation = page.locator('dt:text-is("Last rotation") + dd time');
+    await rotation.waitFor();
+    expect(Date.now() - Date.parse((await rotation.getAttribute('datetime'))!)).toBeLessThan(60_000);
     await shot('vault');
   });
 

@@ -14,6 +14,8 @@ import { tempDir } from './server.js';
 export interface TestS3 {
   endpoint: string;
   bucket: string;
+  /** s3rver's storage on disk (an object's file mtime is its LastModified). */
+  directory: string;
   /** Environment for a Coffer server using this endpoint. */
   env: Record<string, string>;
   options: S3BlobStoreOptions;
@@ -73,6 +75,17 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
     return next();
   });
 
+  // s3rver removes the "directories" a delete empties; a put into the same prefix at that moment then fails
+  // inside s3rver with an uncaught ENOENT. S3 has no directories: keep them, and only unlink the object's files.
+  const fsStore = (server as unknown as { store: { getResourcePath(b: string, k: string, r: string): string; deleteObject: unknown } }).store;
+  fsStore.deleteObject = async (bucketName: string, key: string) => {
+    for (const resource of ['object', 'object.md5', 'metadata.json']) {
+      await fs.promises.unlink(fsStore.getResourcePath(bucketName, key, resource)).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== 'ENOENT') throw error;
+      });
+    }
+  };
+
   const address = await server.run();
   const endpoint = `http://127.0.0.1:${address.port}`;
   const options: S3BlobStoreOptions = {
@@ -85,6 +98,7 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
   return {
     endpoint,
     bucket,
+    directory,
     options,
     env: {
       COFFER_BLOB_STORE: 's3',

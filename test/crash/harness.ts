@@ -1,0 +1,687 @@
+/**
+ * Crash safety: a real `coffer serve` process runs a mixed workload (bootstraps, creates, full and aborted
+ * uploads, finalizes, wrong-size finalizes, deletes, resets, rotations, event streams, downloads) from
+ * several concurrent clients, is SIGKILLed at a random moment, and is restarted on the same data. Once its
+ * start-up sweep has run (coffer_sweeper_runs_total{outcome="ok"} on /metrics), the harness checks:
+ *
+ * - storage: every READY record's blob exists with exactly ciphertextSizeBytes; no stored blob without a
+ *   live (not DELETED) record; no temp file or incomplete multipart upload;
+ * - records: nothing in PENDING_UPLOAD/UPLOADED past its expiry, nothing in DELETING or FAILED, at most one
+ *   slot in flight per account; the database's own integrity check (SQLite) passes;
+ * - the journal: every acknowledged (2xx) write is still there: created slots exist, acknowledged uploads
+ *   kept their size, acknowledged finalizes are READY (or DELETED if a delete was also sent), acknowledged
+ *   deletes and resets are DELETED, the vault holds the material last acknowledged (or one that was sent
+ *   after it, unacknowledged); no record carries a size the client never sent whole (an aborted upload is
+ *   never recorded); and a READY backup's content, downloaded through the API, is the exact bytes sent.
+ *
+ * The orphan sweep keeps blobs younger than its grace (1 h: they may belong to an upload still in flight on
+ * another node). A crash is taken to have happened longer ago than that: while the server is down the
+ * harness moves the stored files' timestamps back two hours (Backend.age), then the restarted server's
+ * first sweep must leave no orphan.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const BIN = path.join(ROOT, 'dist/cli/main.js');
+
+export interface Row {
+  id: string;
+  accountId: string;
+  status: string;
+  expiresAt: number;
+  blobKey: string | null;
+  size: number | null;
+}
+
+/** One storage pair (SQLite + files, PostgreSQL + S3) as the harness sees it from outside the server. */
+export interface Backend {
+  name: string;
+  /** Environment of the server process (data directory, database URL, S3 settings). */
+  env: Record<string, string>;
+  rows(): Promise<Row[]>;
+  /** accountId → wrappedMasterKey of the accounts that have a vault. */
+  vaults(): Promise<Map<string, string>>;
+  /** Complete blobs under `backups/`: key → size. */
+  blobs(): Promise<Map<string, number>>;
+  /** Temp files and incomplete multipart uploads. */
+  leftovers(): Promise<string[]>;
+  /** Moves every stored file's timestamp `ms` into the past (only while the server is down). */
+  age(ms: number): void;
+  /** Problems the database itself reports (SQLite integrity_check, foreign_key_check); [] when none. */
+  integrity(): Promise<string[]>;
+  /** `n` pro accounts with an all-scope key each, created before the first start. */
+  createKeys(n: number): Promise<{ accountId: string; apiKey: string }[]>;
+}
+
+export function assertBuilt(): void {
+  if (!fs.existsSync(BIN)) throw new Error('dist/cli/main.js is missing: run `npm run build` (npm test does it)');
+  const sources = fs.readdirSync(path.join(ROOT, 'src'), { recursive: true }) as string[];
+  for (const file of sources.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))) {
+    const built = path.join(ROOT, 'dist', file.replace(/\.ts$/, '.js'));
+    if (!fs.existsSync(built) || fs.statSync(built).mtimeMs < fs.statSync(path.join(ROOT, 'src', file)).mtimeMs) {
+      throw new Error(`dist is older than src/${file}: run \`npm run build\` (npm test does it)`);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The server process
+
+interface ServerProcess {
+  child: ChildProcess;
+  url: string;
+  startedAt: number;
+  output: () => string;
+}
+
+async function startServer(env: Record<string, string>, log: string[]): Promise<ServerProcess> {
+  const startedAt = Date.now();
+  const child = spawn(process.execPath, [BIN, 'serve'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', COFFER_UPLOAD_WINDOW: UPLOAD_WINDOW, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const collect = (chunk: Buffer) => {
+    output += chunk;
+    if (output.length > 200_000) output = output.slice(-100_000);
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  const deadline = Date.now() + 30_000;
+  while (!/listening on (\S+)/.test(output)) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`the server did not start:\n${output}`);
+    await sleep(20);
+  }
+  log.push(`started in ${Date.now() - startedAt} ms`);
+  return { child, url: /listening on (\S+)/.exec(output)![1]!, startedAt, output: () => output };
+}
+
+const exited = (child: ChildProcess) =>
+  new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until the server's start-up sweep has finished (its Prometheus counter), failing on a sweep error. */
+async function awaitSweep(server: ServerProcess): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const count = (outcome: string) => Number(new RegExp(`coffer_sweeper_runs_total\\{outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+    if (count('error') > 0) throw new Error(`the start-up sweep failed:\n${server.output()}`);
+    if (count('ok') > 0) return;
+    if (Date.now() > deadline) throw new Error(`no sweep finished within 30 s:\n${server.output()}`);
+    await sleep(20);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The client-side journal: what was sent, what was acknowledged
+
+interface BackupFacts {
+  id: string;
+  accountId: string;
+  /** size → SHA-256 of every body sent to this slot in full (acknowledged or not). */
+  sentWhole: Map<number, string>;
+  uploadAcked: number | null;
+  /** The size the server reported for the slot (a read), for the client's next finalize. */
+  knownSize: number | null;
+  finalizeSent: boolean;
+  finalizeAcked: boolean;
+  deleteSent: boolean;
+  deleteAcked: boolean;
+  /** The last round whose checks downloaded its content. */
+  contentChecked: boolean;
+}
+
+interface AccountFacts {
+  accountId: string;
+  apiKey: string;
+  /** Vault material (wrappedMasterKey) the account may hold: the last acknowledged, plus any sent since. */
+  vault: Set<string | null>;
+  /** A backup reached READY: its cadence is spent for 30 minutes. */
+  spent: boolean;
+  /** The slot in flight, as last known. */
+  slot: { id: string; status: 'PENDING_UPLOAD' | 'UPLOADED' } | null;
+  backups: string[];
+}
+
+export interface Tally {
+  rounds: number;
+  kills: number;
+  requests: number;
+  acknowledged: Record<string, number>;
+  inDoubt: number;
+  abortedUploads: number;
+  streams: number;
+  contentChecks: number;
+  startMs: number[];
+  /** Damage found on the data right after the kills, before a restart repaired it. */
+  found: { orphanBlobs: number; leftovers: number; deleting: number; expiredInFlight: number; failed: number };
+}
+
+class ServerGone extends Error {}
+
+interface Response {
+  status: number;
+  body: any;
+}
+
+class Client {
+  dead = false;
+  constructor(
+    private readonly url: string,
+    private readonly tally: Tally,
+  ) {}
+
+  /** A JSON request; ServerGone when the connection fails (the server was killed). */
+  async call(account: AccountFacts, method: string, route: string, json?: unknown): Promise<Response> {
+    if (this.dead) throw new ServerGone();
+    this.tally.requests += 1;
+    let response: globalThis.Response;
+    try {
+      response = await fetch(`${this.url}${route}`, {
+        method,
+        headers: { authorization: `Bearer ${account.apiKey}`, ...(json !== undefined ? { 'content-type': 'application/json' } : {}) },
+        body: json === undefined ? undefined : JSON.stringify(json),
+      });
+      const text = await response.text();
+      const body = text && (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text;
+      if (response.status >= 500) throw new Error(`${method} ${route} answered ${response.status}: ${text}`);
+      return { status: response.status, body };
+    } catch (error) {
+      if (error instanceof TypeError || (error as NodeJS.ErrnoException).name === 'SocketError') {
+        this.dead = true;
+        throw new ServerGone();
+      }
+      throw error;
+    }
+  }
+
+  /** Uploads `body`, whole or cut off after `cutAt` bytes (the connection is then destroyed). */
+  upload(account: AccountFacts, id: string, body: Buffer, cutAt?: number): Promise<Response> {
+    if (this.dead) return Promise.reject(new ServerGone());
+    this.tally.requests += 1;
+    return new Promise((resolveOnce, rejectOnce) => {
+      let settled = false;
+      const resolve = (value: Response) => {
+        if (!settled) resolveOnce(value);
+        settled = true;
+      };
+      const reject = (error: Error) => {
+        if (!settled) rejectOnce(error);
+        settled = true;
+      };
+      const request = http.request(`${this.url}/api/backups/upload?backupId=${id}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${account.apiKey}`,
+          'content-type': 'application/octet-stream',
+          'content-length': String(body.length),
+        },
+      });
+      request.on('response', (response) => {
+        let text = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk) => (text += chunk));
+        response.on('end', () => {
+          if (response.statusCode! >= 500) return reject(new Error(`upload answered ${response.statusCode}: ${text}`));
+          resolve({ status: response.statusCode!, body: text ? JSON.parse(text) : undefined });
+        });
+        response.on('error', () => reject(new ServerGone()));
+      });
+      request.on('error', () => {
+        if (cutAt === undefined) this.dead = true;
+        reject(new ServerGone());
+      });
+      // A request destroyed before any answer may close without an error event.
+      request.on('close', () => reject(new ServerGone()));
+      if (cutAt === undefined) {
+        request.end(body);
+      } else {
+        request.write(body.subarray(0, cutAt), () => setTimeout(() => request.destroy(), randomInt(0, 20)));
+      }
+    });
+  }
+
+  /** Follows an event stream until it closes (or the server dies); returns the statuses seen. */
+  async watch(account: AccountFacts, id: string, signal: AbortSignal): Promise<string[]> {
+    const statuses: string[] = [];
+    this.tally.streams += 1;
+    try {
+      const response = await fetch(`${this.url}/api/backups/${id}/events`, {
+        headers: { authorization: `Bearer ${account.apiKey}` },
+        signal,
+      });
+      if (response.status !== 200) {
+        await response.text();
+        return statuses;
+      }
+      const decoder = new TextDecoder();
+      let buffer = '';
+      for await (const chunk of response.body!) {
+        buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+        let end: number;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const event = /^event: (.*)$/m.exec(frame)?.[1];
+          const data = /^data: (.*)$/m.exec(frame)?.[1];
+          if (event === 'backup.status') statuses.push(JSON.parse(data!).status);
+          if (event === 'backup.stream.error') throw new Error(`event stream error: ${data}`);
+          if (event === 'backup.stream.closed') return statuses;
+        }
+      }
+    } catch (error) {
+      if (error instanceof Error && /stream error/.test(error.message)) throw error;
+    }
+    return statuses;
+  }
+}
+
+const UPLOAD_WINDOW = '2s';
+// 6 MB crosses the S3 store's 5 MiB part size: a kill mid-upload leaves an incomplete multipart upload to sweep.
+const SIZES = [0, 1, 1000, 65_536, 400_000, 1_500_000, 6_000_000];
+
+function material(): Record<string, unknown> {
+  return {
+    cryptoVersion: 'v1',
+    kdf: { salt: randomBytes(16).toString('base64'), opslimit: 2, memlimit: 67_108_864 },
+    wrappedMasterKey: randomBytes(48).toString('base64'),
+    wrappedMasterKeyNonce: randomBytes(24).toString('base64'),
+  };
+}
+
+function finalizeBody(size: number): Record<string, unknown> {
+  return {
+    cryptoVersion: 'v1',
+    wrappedDek: randomBytes(48).toString('base64'),
+    wrappedDekNonce: randomBytes(24).toString('base64'),
+    encryptedMetadata: randomBytes(100).toString('base64'),
+    encryptedMetadataNonce: randomBytes(24).toString('base64'),
+    ciphertextSizeBytes: size,
+    plaintextSizeBytes: size,
+  };
+}
+
+const sha = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+
+export class CrashLoop {
+  readonly tally: Tally = { rounds: 0, kills: 0, requests: 0, acknowledged: {}, inDoubt: 0, abortedUploads: 0, streams: 0, contentChecks: 0, startMs: [], found: { orphanBlobs: 0, leftovers: 0, deleting: 0, expiredInFlight: 0, failed: 0 } };
+  private readonly accounts: AccountFacts[] = [];
+  private readonly backups = new Map<string, BackupFacts>();
+  private nextAccount = 0;
+  private readonly log: string[] = [];
+  /** Slots in flight when the server was last killed (the restart's sweep fails those that expired). */
+  private readonly inFlightAtKill = new Set<string>();
+
+  constructor(
+    private readonly backend: Backend,
+    private readonly options: { rounds: number; actors: number; accounts: number },
+  ) {}
+
+  private ack(kind: string): void {
+    this.tally.acknowledged[kind] = (this.tally.acknowledged[kind] ?? 0) + 1;
+  }
+
+  async run(): Promise<void> {
+    const keys = await this.backend.createKeys(this.options.accounts);
+    for (const { accountId, apiKey } of keys) {
+      this.accounts.push({ accountId, apiKey, vault: new Set([null]), spent: false, slot: null, backups: [] });
+    }
+    let server = await startServer(this.backend.env, this.log);
+    try {
+      for (let round = 0; round < this.options.rounds; round++) {
+        await awaitSweep(server);
+        await this.check(server, round);
+        await this.workload(server);
+        this.tally.kills += 1;
+        this.tally.rounds += 1;
+        await exited(server.child);
+        await this.survey();
+        this.backend.age(2 * 3_600_000);
+        server = await startServer(this.backend.env, this.log);
+      }
+      await awaitSweep(server);
+      await this.check(server, this.options.rounds);
+    } catch (error) {
+      const tail = server.output().split('\n').slice(-40).join('\n');
+      throw new Error(`${(error as Error).message}\n--- server output (tail) ---\n${tail}`, { cause: error });
+    } finally {
+      server.child.kill('SIGKILL');
+      await exited(server.child);
+    }
+    this.tally.startMs = this.log.map((line) => Number(/(\d+) ms/.exec(line)?.[1] ?? 0));
+  }
+
+  // ---- workload ----
+
+  private takeAccount(): AccountFacts {
+    for (let tries = 0; tries < this.accounts.length; tries++) {
+      const account = this.accounts[this.nextAccount++ % this.accounts.length]!;
+      if (!account.spent) return account;
+    }
+    throw new Error('every account has used its cadence: raise `accounts`');
+  }
+
+  /** Several clients work until the server is killed at a random moment. */
+  private async workload(server: ServerProcess): Promise<void> {
+    const client = new Client(server.url, this.tally);
+    const watches = new AbortController();
+    const busy = new Set<string>();
+    const actors = Array.from({ length: this.options.actors }, async () => {
+      let account = this.takeAccount();
+      while (!client.dead) {
+        while (busy.has(account.accountId)) account = this.takeAccount();
+        busy.add(account.accountId);
+        let next: 'stay' | 'move' = 'stay';
+        try {
+          next = await this.step(client, account, watches.signal);
+        } catch (error) {
+          if (!(error instanceof ServerGone)) throw error;
+          this.tally.inDoubt += 1;
+        } finally {
+          busy.delete(account.accountId);
+        }
+        if (next === 'move') account = this.takeAccount();
+      }
+    });
+    const killAt = randomInt(150, 900);
+    const killer = sleep(killAt).then(() => {
+      server.child.kill('SIGKILL');
+      client.dead = true;
+    });
+    const results = await Promise.allSettled(actors);
+    await killer;
+    watches.abort();
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  private facts(account: AccountFacts, id: string): BackupFacts {
+    let facts = this.backups.get(id);
+    if (!facts) {
+      facts = {
+        id,
+        accountId: account.accountId,
+        sentWhole: new Map(),
+        uploadAcked: null,
+        knownSize: null,
+        finalizeSent: false,
+        finalizeAcked: false,
+        deleteSent: false,
+        deleteAcked: false,
+        contentChecked: false,
+      };
+      this.backups.set(id, facts);
+      account.backups.push(id);
+    }
+    return facts;
+  }
+
+  /** One action for the account; returns whether the actor should move on to another account. */
+  private async step(client: Client, account: AccountFacts, watches: AbortSignal): Promise<'stay' | 'move'> {
+    const roll = Math.random();
+    if (account.vault.has(null) && account.vault.size === 1) {
+      const envelope = material();
+      account.vault.add(envelope.wrappedMasterKey as string);
+      const response = await client.call(account, 'POST', '/api/backup-account/bootstrap', envelope);
+      expectStatus(response, [200], 'bootstrap');
+      account.vault = new Set([response.body.wrappedMasterKey]);
+      this.ack('bootstrap');
+      return 'stay';
+    }
+    if (account.slot === null) {
+      if (account.spent || roll < 0.08) return this.afterwards(client, account, watches);
+      const response = await client.call(account, 'POST', '/api/backups');
+      if (response.status === 201) {
+        this.facts(account, response.body.backupId);
+        account.slot = { id: response.body.backupId, status: 'PENDING_UPLOAD' };
+        this.ack('create');
+        if (Math.random() < 0.3) void client.watch(account, response.body.backupId, watches);
+        return 'stay';
+      }
+      if (response.status === 409 && response.body.code === 'upload_in_progress') {
+        const current = await client.call(account, 'GET', `/api/backups/${response.body.details.backupId}`);
+        expectStatus(current, [200, 404], 'read the slot in flight');
+        if (current.status !== 200) return 'move';
+        account.slot = { id: current.body.id, status: current.body.status };
+        this.facts(account, current.body.id).knownSize = current.body.ciphertextSizeBytes;
+        return 'stay';
+      }
+      if (response.status === 409 && response.body.code === 'vault_not_initialized') {
+        account.vault = new Set([null]);
+        return 'stay';
+      }
+      expectStatus(response, [429], 'create');
+      account.spent = true;
+      return 'move';
+    }
+    const slot = account.slot;
+    const facts = this.facts(account, slot.id);
+    if (slot.status === 'PENDING_UPLOAD') {
+      if (roll < 0.06) {
+        // Abandoned: the slot expires (COFFER_UPLOAD_WINDOW) and the sweeper fails and removes it.
+        account.slot = null;
+        return 'move';
+      }
+      if (roll < 0.14) return this.deleteBackup(client, account, facts);
+      const size = SIZES[randomInt(SIZES.length)]! + facts.sentWhole.size;
+      const data = randomBytes(size);
+      if (roll < 0.3 && size > 1) {
+        this.tally.abortedUploads += 1;
+        await client.upload(account, slot.id, data, randomInt(1, size)).catch((error) => {
+          if (!(error instanceof ServerGone)) throw error;
+        });
+        return 'stay';
+      }
+      facts.sentWhole.set(size, sha(data));
+      const response = await client.upload(account, slot.id, data);
+      if (response.status === 201) {
+        facts.uploadAcked = size;
+        account.slot = { id: slot.id, status: 'UPLOADED' };
+        this.ack('upload');
+        return 'stay';
+      }
+      // The slot expired, or an earlier (cut off, unacknowledged) attempt got there: look again.
+      expectStatus(response, [400, 409], 'upload');
+      return this.refresh(client, account, slot.id);
+    }
+    // UPLOADED
+    const size = facts.uploadAcked ?? facts.knownSize ?? [...facts.sentWhole.keys()].at(-1) ?? 0;
+    if (roll < 0.05) {
+      const response = await client.call(account, 'POST', `/api/backups/${slot.id}/finalize`, finalizeBody(size + 1));
+      expectStatus(response, [404, 409], 'finalize with a wrong size');
+      if (response.status === 409 && response.body.code !== 'ciphertext_size_mismatch') return this.refresh(client, account, slot.id);
+      return 'stay';
+    }
+    if (roll < 0.1) return this.deleteBackup(client, account, facts);
+    if (roll < 0.13) {
+      account.slot = null;
+      return 'move';
+    }
+    facts.finalizeSent = true;
+    const response = await client.call(account, 'POST', `/api/backups/${slot.id}/finalize`, finalizeBody(size));
+    if (response.status === 200) {
+      facts.finalizeAcked = true;
+      account.slot = null;
+      account.spent = true;
+      this.ack('finalize');
+      return 'stay';
+    }
+    expectStatus(response, [404, 409], 'finalize');
+    return this.refresh(client, account, slot.id);
+  }
+
+  /** Re-reads a slot whose state the client got wrong (expiry, or an unacknowledged attempt that landed). */
+  private async refresh(client: Client, account: AccountFacts, id: string): Promise<'stay' | 'move'> {
+    const current = await client.call(account, 'GET', `/api/backups/${id}`);
+    expectStatus(current, [200, 404], 'read a slot');
+    const status = current.status === 200 ? current.body.status : 'GONE';
+    account.slot = status === 'PENDING_UPLOAD' || status === 'UPLOADED' ? { id, status } : null;
+    if (current.status === 200) this.facts(account, id).knownSize = current.body.ciphertextSizeBytes;
+    if (status === 'READY') account.spent = true;
+    return account.slot ? 'stay' : 'move';
+  }
+
+  private async deleteBackup(client: Client, account: AccountFacts, facts: BackupFacts): Promise<'stay' | 'move'> {
+    facts.deleteSent = true;
+    const response = await client.call(account, 'DELETE', `/api/backups/${facts.id}`);
+    expectStatus(response, [200, 404], 'delete');
+    if (response.status === 200) {
+      facts.deleteAcked = true;
+      this.ack('delete');
+    }
+    if (account.slot?.id === facts.id) account.slot = null;
+    return 'stay';
+  }
+
+  /** With the cadence spent (or now and then): reads, downloads, streams, deletes, rotations, resets. */
+  private async afterwards(client: Client, account: AccountFacts, watches: AbortSignal): Promise<'stay' | 'move'> {
+    const roll = Math.random();
+    const ready = account.backups.map((id) => this.backups.get(id)!).filter((f) => f.finalizeAcked && !f.deleteSent);
+    if (roll < 0.2 && ready.length > 0) {
+      const facts = ready[randomInt(ready.length)]!;
+      const statuses = await client.watch(account, facts.id, watches);
+      if (!client.dead && statuses.length > 0 && statuses.at(-1) !== 'READY') throw new Error(`stream of READY ${facts.id} said ${statuses}`);
+      return 'stay';
+    }
+    if (roll < 0.35 && ready.length > 0) return this.deleteBackup(client, account, ready[randomInt(ready.length)]!);
+    if (roll < 0.45) {
+      const envelope = material();
+      account.vault.add(envelope.wrappedMasterKey as string);
+      const response = await client.call(account, 'POST', '/api/backup-account/rotate', envelope);
+      expectStatus(response, [200, 409], 'rotate');
+      account.vault = new Set([response.status === 200 ? response.body.wrappedMasterKey : null]);
+      if (response.status === 200) this.ack('rotate');
+      return 'stay';
+    }
+    if (roll < 0.55) {
+      const mine = account.backups.map((id) => this.backups.get(id)!);
+      for (const facts of mine) facts.deleteSent = true;
+      account.vault.add(null);
+      const response = await client.call(account, 'POST', '/api/backup-account/reset', { deleteBackups: true });
+      expectStatus(response, [200], 'reset');
+      for (const facts of mine) facts.deleteAcked = true;
+      account.vault = new Set([null]);
+      account.slot = null;
+      this.ack('reset');
+      return 'move';
+    }
+    if (roll < 0.7) {
+      const response = await client.call(account, 'GET', '/api/backups');
+      expectStatus(response, [200], 'list');
+      for (const record of response.body.backups) {
+        const facts = this.backups.get(record.id);
+        if (!facts) throw new Error(`the list of ${account.accountId} names a backup nobody created: ${record.id}`);
+      }
+      return 'stay';
+    }
+    return 'move';
+  }
+
+  // ---- invariants ----
+
+  /** Counts what the kill left for the restart to repair (read while the server is down). */
+  private async survey(): Promise<void> {
+    const rows = await this.backend.rows();
+    const live = new Set(rows.filter((r) => r.status !== 'DELETED' && r.blobKey !== null).map((r) => r.blobKey));
+    const found = this.tally.found;
+    for (const key of (await this.backend.blobs()).keys()) if (!live.has(key)) found.orphanBlobs += 1;
+    found.leftovers += (await this.backend.leftovers()).length;
+    this.inFlightAtKill.clear();
+    for (const row of rows) {
+      if (row.status === 'DELETING') found.deleting += 1;
+      if (row.status === 'FAILED') found.failed += 1;
+      if (row.status === 'PENDING_UPLOAD' || row.status === 'UPLOADED') this.inFlightAtKill.add(row.id);
+    }
+  }
+
+  private async check(server: ServerProcess, round: number): Promise<void> {
+    const where = `after restart ${round}`;
+    const problems: string[] = [];
+    const rows = await this.backend.rows();
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    const blobs = await this.backend.blobs();
+
+    // Storage.
+    for (const row of rows.filter((r) => r.status === 'READY')) {
+      const size = row.blobKey === null ? undefined : blobs.get(row.blobKey);
+      if (size !== row.size) problems.push(`READY ${row.id}: blob ${row.blobKey} has ${size ?? 'no'} bytes, record says ${row.size}`);
+    }
+    const live = new Set(rows.filter((r) => r.status !== 'DELETED' && r.blobKey !== null).map((r) => r.blobKey));
+    for (const key of blobs.keys()) if (!live.has(key)) problems.push(`blob ${key} has no live record`);
+    for (const leftover of await this.backend.leftovers()) problems.push(`leftover ${leftover}`);
+
+    // Records.
+    const inFlight = new Map<string, number>();
+    for (const row of rows) {
+      if (row.status === 'DELETING' || row.status === 'FAILED') problems.push(`${row.id} is still ${row.status}`);
+      if ((row.status === 'PENDING_UPLOAD' || row.status === 'UPLOADED') && row.expiresAt <= server.startedAt) {
+        problems.push(`${row.id} is ${row.status} past its expiry`);
+      }
+      if (row.status === 'PENDING_UPLOAD' || row.status === 'UPLOADED') inFlight.set(row.accountId, (inFlight.get(row.accountId) ?? 0) + 1);
+    }
+    for (const [account, count] of inFlight) if (count > 1) problems.push(`account ${account} has ${count} slots in flight`);
+    for (const id of this.inFlightAtKill) {
+      const row = byId.get(id);
+      if (row?.status === 'DELETED' && row.expiresAt <= server.startedAt && !this.backups.get(id)?.deleteSent) this.tally.found.expiredInFlight += 1;
+    }
+    problems.push(...(await this.backend.integrity()));
+
+    // The journal.
+    const vaults = await this.backend.vaults();
+    for (const account of this.accounts) {
+      const stored = vaults.get(account.accountId) ?? null;
+      if (!account.vault.has(stored)) problems.push(`vault of ${account.accountId} is ${stored}, expected one of ${[...account.vault]}`);
+      account.vault = new Set([stored]);
+    }
+    const contentChecks: BackupFacts[] = [];
+    for (const facts of this.backups.values()) {
+      const row = byId.get(facts.id);
+      const label = `backup ${facts.id}`;
+      if (!row) {
+        problems.push(`${label}: acknowledged create, no record`);
+        continue;
+      }
+      if (row.accountId !== facts.accountId) problems.push(`${label}: belongs to ${row.accountId}, not ${facts.accountId}`);
+      if (row.size !== null && !facts.sentWhole.has(row.size)) problems.push(`${label}: records ${row.size} bytes, never sent whole`);
+      if (facts.uploadAcked !== null && row.size !== facts.uploadAcked) problems.push(`${label}: acknowledged upload of ${facts.uploadAcked} bytes, record says ${row.size}`);
+      if (facts.uploadAcked !== null && row.status === 'PENDING_UPLOAD') problems.push(`${label}: acknowledged upload, still PENDING_UPLOAD`);
+      if (facts.deleteAcked && row.status !== 'DELETED') problems.push(`${label}: acknowledged delete, but ${row.status}`);
+      if (facts.finalizeAcked && !facts.deleteSent && row.status !== 'READY') problems.push(`${label}: acknowledged finalize, but ${row.status}`);
+      if (facts.finalizeAcked && facts.deleteSent && !['READY', 'DELETED'].includes(row.status)) problems.push(`${label}: finalized, ${row.status}`);
+      if (row.status === 'READY' && !facts.finalizeSent) problems.push(`${label}: READY without a finalize`);
+      if (row.status === 'READY' && !facts.contentChecked) contentChecks.push(facts);
+    }
+    // What the API serves for a READY backup is exactly what was sent.
+    for (const facts of contentChecks) {
+      const account = this.accounts.find((a) => a.accountId === facts.accountId)!;
+      const response = await fetch(`${server.url}/api/backups/${facts.id}/content`, { headers: { authorization: `Bearer ${account.apiKey}` } });
+      const data = Buffer.from(await response.arrayBuffer());
+      const row = byId.get(facts.id)!;
+      if (response.status !== 200) problems.push(`backup ${facts.id}: content answered ${response.status}`);
+      else if (sha(data) !== facts.sentWhole.get(row.size!)) problems.push(`backup ${facts.id}: content differs from the ${row.size} bytes sent`);
+      facts.contentChecked = true;
+      this.tally.contentChecks += 1;
+    }
+    // The client forgets what it believed about slots; it reads them again.
+    for (const account of this.accounts) {
+      if (!account.slot) continue;
+      const row = byId.get(account.slot.id);
+      account.slot = row && (row.status === 'PENDING_UPLOAD' || row.status === 'UPLOADED') ? { id: row.id, status: row.status } : null;
+      if (row) this.backups.get(row.id)!.knownSize = row.size;
+      if (row?.status === 'READY') account.spent = true;
+    }
+    if (problems.length > 0) throw new Error(`${this.backend.name} ${where}: ${problems.length} problem(s):\n  ${problems.slice(0, 30).join('\n  ')}`);
+  }
+}
+
+function expectStatus(response: Response, allowed: number[], what: string): void {
+  if (!allowed.includes(response.status)) {
+    throw new Error(`${what} answered ${response.status} (expected ${allowed.join('/')}): ${JSON.stringify(response.body)}`);
+  }
+}

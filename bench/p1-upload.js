@@ -91,12 +91,24 @@ export async function main() {
     fs.rmSync(work, { recursive: true, force: true });
   }
 
-  const verdicts = rows.map((row) => ({
-    what: `P1 ${row.backend}: upload ≥ ${TARGET}× baseline`,
-    value: fmtRatio(ratio(row.coffer, row.base)),
-    target: `≥ ${TARGET}×${row.backend.endsWith('+fs') ? '' : ' (target is defined for fs)'}`,
-    met: row.backend.endsWith('+fs') ? ratio(row.coffer, row.base) >= TARGET : null,
-  }));
+  const verdicts = rows.flatMap((row) => [
+    {
+      what: `P1 ${row.backend}: upload ≥ ${TARGET}× baseline`,
+      value: fmtRatio(ratio(row.coffer, row.base)),
+      target: `≥ ${TARGET}×${row.backend.endsWith('+fs') ? '' : ' (target is defined for fs)'}`,
+      met: row.backend.endsWith('+fs') ? ratio(row.coffer, row.base) >= TARGET : null,
+    },
+    ...(row.backend.endsWith('+fs')
+      ? [
+          {
+            what: `P1 ${row.backend} (proposed): upload ≥ ${TARGET}× the baseline with fsync (same durability)`,
+            value: fmtRatio(ratio(row.coffer, row.baseFsync)),
+            target: `≥ ${TARGET}×`,
+            met: ratio(row.coffer, row.baseFsync) >= TARGET,
+          },
+        ]
+      : []),
+  ]);
   return writeResult({
     id: 'p1',
     name: 'p1-upload',

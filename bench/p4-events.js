@@ -14,7 +14,7 @@
  * (bench/lib/baseline-sse.js) for reference.
  *
  *   node bench/p4-events.js [--rounds 2] [--streams 10000] [--backups 100] [--window 5] [--backends sqlite+fs]
- *                           [--baseline false] [--profile /tmp/p4.cpuprofile]  (CPU profile of the first round's server)
+ *                           [--baseline=false] [--profile /tmp/p4.cpuprofile]  (CPU profile of the first round's server)
  */
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -22,6 +22,8 @@ import { performance } from 'node:perf_hooks';
 import {
   BENCH_DIR,
   MiB,
+  cpuSecondsOf,
+  schedOf,
   commandLine,
   list,
   log,
@@ -94,7 +96,9 @@ async function scenario(target, load, { backups, perBackup, windowS, spacingMs, 
   await sleep(1000);
   if (profile && target.startProfile) await target.startProfile();
   const reads0 = target.reads ? await target.reads() : null;
+  const cpu0 = cpuSecondsOf(target.pid);
   await sleep(windowS * 1000);
+  const quietCpuShare = (cpuSecondsOf(target.pid) - cpu0) / windowS;
   const reads1 = target.reads ? await target.reads() : null;
   const rssOpen = rssOf(target.pid);
   const phases = [];
@@ -102,6 +106,9 @@ async function scenario(target, load, { backups, perBackup, windowS, spacingMs, 
     await load.request({ type: 'arrivals' });
     const sentAt = new Map();
     const readsBefore = target.reads ? await target.reads() : null;
+    const cpuBefore = cpuSecondsOf(target.pid);
+    const schedBefore = schedOf(target.pid);
+    const phaseStarted = now();
     const requests = [];
     const requestMs = [];
     for (const entry of entries) {
@@ -121,7 +128,12 @@ async function scenario(target, load, { backups, perBackup, windowS, spacingMs, 
       }
     }
     const readsAfter = target.reads ? await target.reads() : null;
+    const wallS = (now() - phaseStarted) / 1000;
+    const schedAfter = schedOf(target.pid);
     phases.push({
+      cpuShare: (cpuSecondsOf(target.pid) - cpuBefore) / wallS,
+      // Share of the phase the main thread was ready to run but waited for a CPU (other processes had it).
+      waitShare: schedAfter && schedBefore ? (schedAfter.wait - schedBefore.wait) / wallS : null,
       status,
       expected,
       arrived: delays.length,
@@ -151,6 +163,9 @@ async function scenario(target, load, { backups, perBackup, windowS, spacingMs, 
     p99: Math.max(...all.map((p) => p.p99)),
     max: Math.max(...all.map((p) => p.max)),
     requestP50: median(phases.map((p) => p.requestP50)),
+    cpuShare: median(phases.map((p) => p.cpuShare)),
+    waitShare: median(phases.map((p) => p.waitShare)),
+    quietCpuShare,
     requestP99: Math.max(...phases.map((p) => p.requestP99)),
     missing: phases.reduce((n, p) => n + (p.expected - p.arrived), 0),
   };
@@ -165,6 +180,7 @@ export async function main() {
   const load = await startChild(path.join(BENCH_DIR, 'lib', 'sse-load.js'), [], { logFile: logFile('p4-sse-load.log') });
   const results = {};
   const notes = [
+    'Server CPU is user + system time of the server process (from /proc) per second of wall time: "quiet" is the window with every stream open and no change (the 2 s status frames), "changes" the two change phases. When the machine is shared, a server that gets less CPU than it asks for queues everything, which shows first in the delay: "waiting for a CPU" is the share of the change phases its main thread was runnable but not running (/proc/<pid>/schedstat).',
     'Delay = arrival of the new status on a stream − the moment the harness sent the change request (Coffer: an upload of 1 KiB, then a finalize; reference: a POST that only changes the status). It includes the request itself, whose own latency is shown as "change request": on Coffer that is authentication, the blob write with its fsyncs and the SQLite commit (synchronous = FULL), which the bare fan-out does not do.',
   ];
   const settings = { windowS: opts.window, spacingMs: opts.spacing, backups: opts.backups };
@@ -221,6 +237,9 @@ export async function main() {
       missing: med(runs, (x) => x.many.missing),
       requestP50: med(runs, (x) => x.many.requestP50),
       requestP99: med(runs, (x) => x.many.requestP99),
+      cpuShare: med(runs, (x) => x.many.cpuShare),
+      waitShare: med(runs, (x) => x.many.waitShare),
+      quietCpuShare: med(runs, (x) => x.many.quietCpuShare),
       readsFew: name === 'baseline' ? null : med(runs, (x) => x.few.steadyReadsPerSecond),
       readsMany: name === 'baseline' ? null : med(runs, (x) => x.many.steadyReadsPerSecond),
       perChangeFew: name === 'baseline' ? null : med(runs, (x) => x.few.readsPerChange),
@@ -241,6 +260,8 @@ export async function main() {
       round(s.p99, 1),
       round(s.max, 1),
       `${round(s.requestP50, 1)} / ${round(s.requestP99, 1)}`,
+      `${round(s.quietCpuShare * 100, 0)}% / ${round(s.cpuShare * 100, 0)}%`,
+      `${round(s.waitShare * 100, 0)}%`,
       s.missing,
     ]);
     if (name === 'baseline') continue;
@@ -272,7 +293,7 @@ export async function main() {
     tables: [
       {
         title: `${opts.streams} streams over ${opts.backups} backups from one load process; ${opts.backups} × 2 status changes ${opts.spacing} ms apart; median of ${opts.rounds} rounds`,
-        columns: ['server', 'streams', 'open s', 'RSS idle MiB', 'RSS peak MiB', `DB reads/s idle (${opts.backups} → ${opts.streams} streams)`, 'DB reads per change (same)', 'delay p50 ms', 'delay p99 ms', 'delay max ms', 'change request p50 / p99 ms', 'missing'],
+        columns: ['server', 'streams', 'open s', 'RSS idle MiB', 'RSS peak MiB', `DB reads/s idle (${opts.backups} → ${opts.streams} streams)`, 'DB reads per change (same)', 'delay p50 ms', 'delay p99 ms', 'delay max ms', 'change request p50 / p99 ms', 'server CPU, % of a core: quiet / changes', 'server main thread waiting for a CPU during changes', 'missing'],
         rows,
       },
     ],

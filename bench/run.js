@@ -11,8 +11,8 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, ROOT, commandExists, list, log, machine, options, round, run } from './lib/common.js';
-import { RESULTS_DIR, markdownTable, updateSection } from './lib/report.js';
+import { BENCH_DIR, ROOT, commandExists, commandLine, list, log, machine, options, round, run } from './lib/common.js';
+import { updateSection, writeSummary } from './lib/report.js';
 
 const TARGETS = [
   { id: 'p1', script: 'p1-upload.js', quick: ['--rounds', '2', '--backends', 'sqlite+fs,postgres+fs'] },
@@ -58,18 +58,10 @@ updateSection(
     `- Node ${m.node}, ${m.os}`,
     `- Baselines and tools: ${tools.join(', ')}`,
     `- Load average when \`npm run bench\` finished: ${m.loadAverage.join(' / ')} (anything near or above the core count means the numbers are noisy)`,
-    `- Last full run: \`npm run bench${opts.quick ? ' -- --quick' : ''}\`, ${round((Date.now() - started) / 1000, 0)} s`,
+    `- Last run of the harness: \`${process.argv.length > 2 ? commandLine('run.js') : 'npm run bench'}\` (${[...chosen].join(', ')}), ${round((Date.now() - started) / 1000, 0)} s`,
   ].join('\n'),
   'Machine',
 );
-const rows = [];
-for (const name of fs.existsSync(RESULTS_DIR) ? fs.readdirSync(RESULTS_DIR).sort() : []) {
-  if (!name.endsWith('.json')) continue;
-  const result = JSON.parse(fs.readFileSync(path.join(RESULTS_DIR, name), 'utf8'));
-  for (const v of result.verdicts ?? []) {
-    rows.push([v.what, v.value, v.target, v.met === null ? 'n/a' : v.met ? 'yes' : '**no**', `[${result.id}](#${result.id})`]);
-  }
-}
-updateSection('summary', markdownTable({ columns: ['target', 'measured', 'required', 'met', 'details'], rows }), 'Summary');
+writeSummary();
 log(`done in ${round((Date.now() - started) / 1000, 0)} s${failed.length ? `; failed: ${failed.join(', ')}` : ''}`);
 process.exit(failed.length ? 1 : 0);

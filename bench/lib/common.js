@@ -129,6 +129,19 @@ export function cpuSecondsOf(pid) {
   }
 }
 
+/**
+ * Scheduler accounting of a process's main thread (/proc/<pid>/schedstat): seconds on a CPU, and seconds it was
+ * runnable but waiting for a CPU (what other load on a shared machine costs it).
+ */
+export function schedOf(pid) {
+  try {
+    const [run, wait] = fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+    return { run: run / 1e9, wait: wait / 1e9 };
+  } catch {
+    return null;
+  }
+}
+
 /** The open-file limit for children: as high as this process may set it (10,000 streams need > 10,000). */
 export const NOFILE_PREFIX = 'ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec "$@"';
 

@@ -80,3 +80,16 @@ export function render(full) {
 
 export const ratio = (a, b) => (b > 0 ? a / b : NaN);
 export const fmtRatio = (r) => (Number.isFinite(r) ? `${r.toFixed(2)}×` : 'n/a');
+
+/** The summary table of BENCHMARKS.md: every verdict of every saved result. */
+export function writeSummary() {
+  const rows = [];
+  for (const name of fs.existsSync(RESULTS_DIR) ? fs.readdirSync(RESULTS_DIR).sort() : []) {
+    if (!name.endsWith('.json')) continue;
+    const result = JSON.parse(fs.readFileSync(path.join(RESULTS_DIR, name), 'utf8'));
+    for (const v of result.verdicts ?? []) {
+      rows.push([v.what, v.value, v.target, v.met === null ? 'n/a' : v.met ? 'yes' : '**no**', `[${result.id}](#${result.id})`]);
+    }
+  }
+  updateSection('summary', markdownTable({ columns: ['target', 'measured', 'required', 'met', 'details'], rows }), 'Summary');
+}

@@ -10,6 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import { AppError } from '../domain/errors.js';
 import { BlobApiError, type BlobHostService } from '../services/blob-host.js';
+import { streamedBodies } from '../server/bodies.js';
 import { discardUnreadBody } from '../server/slow-client.js';
 import type { App } from './context.js';
 
@@ -50,8 +51,7 @@ const JSON_BODY_LIMIT = 256 * 1024;
 
 /** The blob-host endpoints; register in their own scope (they read their bodies themselves). */
 export function blobHostRoutes(app: App, host: BlobHostService): void {
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+  streamedBodies(app);
   app.setErrorHandler((error, request, reply) => {
     discardUnreadBody(request.raw);
     if (error instanceof BlobApiError) {
@@ -138,15 +138,21 @@ export async function negotiateUpload(host: BlobHostService, request: FastifyReq
     AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${jsonLimit / 1024} KiB` }]),
   );
   let body: unknown;
+  let parsed = true;
   try {
     body = JSON.parse(text);
   } catch {
-    throw new AppError('invalid_json', 'The request body is not valid JSON.');
+    parsed = false;
   }
+  // A callback authenticates with its signature over the body: check that before the body itself (401 before 400).
+  const signature = header(request, 'x-vercel-signature');
+  if (signature !== undefined && !host.isSigned(text, parsed ? body : undefined, signature)) {
+    throw new AppError('authentication_required', 'The x-vercel-signature does not match the body.');
+  }
+  if (!parsed) throw new AppError('invalid_json', 'The request body is not valid JSON.');
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw AppError.validation([{ path: '(body)', message: 'must be a JSON object' }]);
   }
-  const signature = header(request, 'x-vercel-signature');
   if (signature !== undefined) return host.uploadCompleted(text, body, signature);
   const type = (body as { type?: unknown }).type;
   if (type === 'blob.generate-client-token') {

@@ -2,16 +2,12 @@
 import { Type } from '@sinclair/typebox';
 import type { onRequestAsyncHookHandler } from 'fastify';
 import { AppError } from '../domain/errors.js';
+import { mediaType } from '../server/bodies.js';
 import { guardBodyRate } from '../server/slow-client.js';
 import { negotiateUpload } from './blobhost.js';
 import type { App, RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
 import { ClientUploadResponse, DirectUploadResponse } from './schemas.js';
-
-/** Media type of a Content-Type header, lower-cased, without parameters. */
-export function mediaType(header: string | undefined): string {
-  return (header ?? '').split(';')[0]!.trim().toLowerCase();
-}
 
 /**
  * Registered in a scope whose content-type parser leaves the body unread: the handler streams it itself,

@@ -19,6 +19,7 @@ import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import { IN_FLIGHT_STATUSES } from '../domain/backups.js';
 import { AppError } from '../domain/errors.js';
+import { jsonBodies } from '../server/bodies.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import type { BackupService } from '../services/backups.js';
@@ -131,21 +132,7 @@ export async function consoleRoutes(app: App, options: ConsoleOptions): Promise<
   const files = loadConsoleFiles(root);
   const version = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
 
-  // ---- JSON bodies (an empty body reads as absent), as in the API's JSON scope ----
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', (_request, payload, done) => {
-    payload.resume();
-    done(AppError.validation([{ path: '(body)', message: 'must be sent as application/json' }]), undefined);
-  });
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    const text = body as string;
-    if (text.trim() === '') return done(null, undefined);
-    try {
-      done(null, JSON.parse(text));
-    } catch {
-      done(new AppError('invalid_json', 'The request body is not valid JSON.'), undefined);
-    }
-  });
+  jsonBodies(app);
 
   // Console API answers are private and never cached.
   app.addHook('onSend', async (request, reply) => {

@@ -13,7 +13,7 @@ import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
 import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
 import type { App, RouteContext } from '../api/context.js';
 import { COMPONENT_SCHEMAS } from '../api/schemas.js';
-import { UPLOAD_REQUEST_BODY, mediaType, uploadRoutes } from '../api/upload.js';
+import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { EventStreamHub } from '../events/streams.js';
@@ -27,6 +27,7 @@ import { consoleRoutes } from '../console/routes.js';
 import { SESSION_SECURITY_SCHEME, sessionCredential } from '../console/session-http.js';
 import { discoveryRoutes } from '../discovery/routes.js';
 import { authenticator } from './auth.js';
+import { ignoreBodies, jsonBodies, streamedBodies } from './bodies.js';
 import { hardening } from './hardening.js';
 import { discardUnreadBody } from './slow-client.js';
 import { Metrics } from './metrics.js';
@@ -195,55 +196,19 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     clock: parts.clock,
   });
 
-  // Routes that take no body: any body sent is drained and ignored, whatever its type.
+  // Each scope reads bodies one way (src/server/bodies.ts).
   await app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', (_request, payload, done) => {
-      payload.resume();
-      payload.on('end', () => done(null, undefined));
-      payload.on('error', done);
-    });
-    // The body is ignored, so is its Content-Type (Fastify answers one it cannot parse with an undeclared 415).
-    scope.addHook('preParsing', async (request) => {
-      delete request.headers['content-type'];
-    });
+    ignoreBodies(scope);
     accountReadRoutes(scope, ctx);
     backupReadRoutes(scope, ctx);
   });
-
-  // Routes that take JSON: an empty body reads as absent. These operations do not declare 415, so another
-  // content type is a 400 validation_failed (SPEC's declared statuses win over CONTRACT §9's 415 here).
   await app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', (_request, payload, done) => {
-      payload.resume();
-      done(AppError.validation([{ path: '(body)', message: 'must be sent as application/json' }]), undefined);
-    });
-    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-      const text = body as string;
-      if (text.trim() === '') return done(null, undefined);
-      try {
-        done(null, JSON.parse(text));
-      } catch {
-        done(new AppError('invalid_json', 'The request body is not valid JSON.'), undefined);
-      }
-    });
-    // The media type alone decides: Fastify would answer a Content-Type it cannot parse (`;;;`,
-    // `application/json;;`) with an undeclared 415 before any parser runs.
-    scope.addHook('preParsing', async (request) => {
-      const type = request.headers['content-type'];
-      if (type === undefined) return;
-      if (mediaType(type) !== 'application/json') throw AppError.validation([{ path: '(body)', message: 'must be sent as application/json' }]);
-      request.headers['content-type'] = 'application/json';
-    });
+    jsonBodies(scope);
     accountWriteRoutes(scope, ctx);
     backupWriteRoutes(scope, ctx);
   });
-
-  // The archive upload: the body is left unread for the handler to stream.
   await app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined));
+    streamedBodies(scope);
     uploadRoutes(scope, ctx);
   });
 

@@ -180,10 +180,22 @@ export class BlobHostService {
    * HMAC-SHA256 of the JSON body). With Coffer as the blob host the slot is already UPLOADED (answered ok);
    * an external host that stored the bytes at the slot's pathname in the shared BlobStore completes it here.
    */
+  /** Whether `signature` is the HMAC of the body as sent, or of its compact JSON form (`body`, when it parsed). */
+  isSigned(rawBody: string, body: unknown, signature: string): boolean {
+    const given = signature.toLowerCase();
+    if (sameDigest(given, hmacHex(this.readWriteToken, rawBody))) return true;
+    if (body === undefined) return false;
+    let compact: string;
+    try {
+      compact = JSON.stringify(body);
+    } catch {
+      return false; // nested too deeply to serialize again: it was not signed in compact form either
+    }
+    return sameDigest(given, hmacHex(this.readWriteToken, compact));
+  }
+
   async uploadCompleted(rawBody: string, body: unknown, signature: string) {
-    const signedRaw = sameDigest(signature.toLowerCase(), hmacHex(this.readWriteToken, rawBody));
-    const signedCompact = sameDigest(signature.toLowerCase(), hmacHex(this.readWriteToken, JSON.stringify(body)));
-    if (!signedRaw && !signedCompact) {
+    if (!this.isSigned(rawBody, body, signature)) {
       throw new AppError('authentication_required', 'The x-vercel-signature does not match the body.');
     }
     if ((body as { type?: unknown }).type !== 'blob.upload-completed') {

@@ -599,6 +599,11 @@ function authValue(line: AuthLine, key: string): string {
   }
 }
 
+/** The credential header lines of `auth`, as sent. */
+export function authHeaders(world: World, auth: AuthLine[]): HeaderLine[] {
+  return auth.map((line) => [SPELL[line.spelling](line.header), authValue(line, keyOf(world, line.key))]);
+}
+
 function bodyBytes(body: BodySpec): Buffer | undefined {
   switch (body.kind) {
     case 'none':
@@ -625,8 +630,7 @@ export function resolve(world: World, spec: RequestSpec): Resolved {
     .map(([name, value]) => `${encode(name)}=${typeof value === 'string' ? encode(value) : idText(world, value)}`)
     .join('&');
   const target = query ? `${path}?${query}` : path;
-  const headers: HeaderLine[] = [];
-  for (const line of spec.auth) headers.push([SPELL[line.spelling](line.header), authValue(line, keyOf(world, line.key))]);
+  const headers: HeaderLine[] = authHeaders(world, spec.auth);
   for (const type of spec.contentType) headers.push(['Content-Type', type]);
   if (spec.range !== undefined) headers.push(['Range', spec.range]);
   headers.push(...spec.extraHeaders);

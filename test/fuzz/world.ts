@@ -18,12 +18,12 @@ import { startTestServer } from '../helpers/server.js';
  * Like useServer(), with the data directory in memory (/dev/shm) when the machine has one: the fuzzer is about
  * what the API answers, not about durability, and thousands of fsyncs would be most of its run time.
  */
-export function useFuzzServer(clock: ManualClock): Fixture {
+export function useFuzzServer(clock: ManualClock, env: Record<string, string> = {}): Fixture {
   const fixture = {} as Fixture;
   const base = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
   const dataDir = fs.mkdtempSync(path.join(base, 'coffer-fuzz-'));
   beforeAll(async () => {
-    fixture.server = await startTestServer({ clock, dataDir });
+    fixture.server = await startTestServer({ clock, dataDir, env });
     fixture.conformance = await Conformance.load(fixture.server.url);
     fixture.client = (apiKey) => conformantApi(fixture.server.url, fixture.conformance, apiKey);
   });

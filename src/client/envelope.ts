@@ -12,9 +12,10 @@
  */
 import { Transform, type TransformCallback } from 'node:stream';
 import sodium from 'sodium-native';
+import { AD, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX } from './envelope-format.js';
 
-export const CRYPTO_VERSION = 'v1' as const;
-export const CHUNK_BYTES = 64 * 1024;
+export { AD, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX };
+
 export const KEY_BYTES = 32;
 export const SALT_BYTES = sodium.crypto_pwhash_SALTBYTES; // 16
 export const NONCE_BYTES = sodium.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES; // 24
@@ -26,11 +27,6 @@ const TAG_FINAL = sodium.crypto_secretstream_xchacha20poly1305_TAG_FINAL;
 const STATE_BYTES = sodium.crypto_secretstream_xchacha20poly1305_STATEBYTES;
 
 /** Associated data: binds every ciphertext to its role and, for per-backup values, to the backup id. */
-export const AD = {
-  master: 'coffer/v1/master',
-  dek: (backupId: string) => `coffer/v1/dek/${backupId}`,
-  metadata: (backupId: string) => `coffer/v1/metadata/${backupId}`,
-} as const;
 
 /** Anything that failed to authenticate or decode: wrong passphrase, tampering, truncation, a hostile archive. */
 export class IntegrityError extends Error {
@@ -65,8 +61,6 @@ export type KdfProfile = keyof typeof KDF_PROFILES;
 export const DEFAULT_KDF_PROFILE: KdfProfile = 'moderate';
 export const isKdfProfile = (value: string): value is KdfProfile => Object.hasOwn(KDF_PROFILES, value);
 
-/** Upper bounds a client accepts from a (possibly hostile) server before spending CPU and memory. */
-export const KDF_ACCEPTED_MAX = { opslimit: 64, memlimit: 4 * 1024 ** 3 } as const;
 
 export function newKdfParams(profile: KdfProfile = DEFAULT_KDF_PROFILE): KdfParams {
   return { salt: randomBytes(SALT_BYTES), ...KDF_PROFILES[profile] };

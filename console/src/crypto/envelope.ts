@@ -11,11 +11,12 @@
  * Environment-neutral (no DOM, no Node API): the page's worker, the page's self-test and a Node test all use it.
  */
 import sodium from 'libsodium-wrappers-sumo';
+import { AD, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX } from '../../../src/client/envelope-format.js';
+
+export { AD, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX };
 
 export const ready: Promise<void> = sodium.ready;
 
-export const CRYPTO_VERSION = 'v1';
-export const CHUNK_BYTES = 64 * 1024;
 export const KEY_BYTES = 32;
 export const SALT_BYTES = 16;
 export const NONCE_BYTES = 24;
@@ -24,15 +25,8 @@ export const STREAM_HEADER_BYTES = 24;
 export const STREAM_ABYTES = 17;
 const FRAME_BYTES = CHUNK_BYTES + STREAM_ABYTES;
 
-/** Upper bounds accepted from a (possibly hostile) server before spending CPU and memory (as the CLI). */
-export const KDF_ACCEPTED_MAX = { opslimit: 64, memlimit: 4 * 1024 ** 3 } as const;
 const KDF_ACCEPTED_MIN = { opslimit: 1, memlimit: 8192 } as const;
 
-export const AD = {
-  master: 'coffer/v1/master',
-  dek: (backupId: string) => `coffer/v1/dek/${backupId}`,
-  metadata: (backupId: string) => `coffer/v1/metadata/${backupId}`,
-} as const;
 
 /** Anything that failed to authenticate or decode: wrong passphrase, tampering, truncation. */
 export class IntegrityError extends Error {

@@ -1,0 +1,18 @@
+/**
+ * The fixed facts of crypto envelope v1 (docs/crypto.md), shared by the CLI (sodium-native) and the console
+ * page (libsodium in WebAssembly). No imports, so both runtimes can use it.
+ */
+export const CRYPTO_VERSION = 'v1' as const;
+
+/** Plaintext bytes per secretstream message; the last message carries TAG_FINAL. */
+export const CHUNK_BYTES = 64 * 1024;
+
+/** Associated data binding each ciphertext to its role (and to its backup, so keys cannot be swapped). */
+export const AD = {
+  master: 'coffer/v1/master',
+  dek: (backupId: string) => `coffer/v1/dek/${backupId}`,
+  metadata: (backupId: string) => `coffer/v1/metadata/${backupId}`,
+} as const;
+
+/** Upper bounds a client accepts from a (possibly hostile) server before spending CPU and memory. */
+export const KDF_ACCEPTED_MAX = { opslimit: 64, memlimit: 4 * 1024 ** 3 } as const;

@@ -99,6 +99,30 @@ function limitBytes(source: Readable, limit: number): Readable {
   return source.pipe(limited);
 }
 
+/** A new upload slot: PENDING_UPLOAD, nothing uploaded or sealed yet. */
+export function newSlot(id: string, accountId: string, createdAt: number, expiresAt: number): Backup {
+  return {
+    id,
+    accountId,
+    status: 'PENDING_UPLOAD',
+    createdAt,
+    expiresAt,
+    updatedAt: createdAt,
+    blobPath: `backups/${accountId}/${id}`,
+    blobKey: null,
+    ciphertextSizeBytes: null,
+    plaintextSizeBytes: null,
+    clientVersion: null,
+    hostappVersion: null,
+    cryptoVersion: 'v1',
+    wrappedDek: null,
+    wrappedDekNonce: null,
+    encryptedMetadata: null,
+    encryptedMetadataNonce: null,
+    deletedAt: null,
+  };
+}
+
 export class BackupService {
   constructor(
     private readonly store: Store,
@@ -166,26 +190,7 @@ export class BackupService {
   async create(accountId: string): Promise<{ backup: Backup; plan: Plan }> {
     const now = this.clock.now();
     const id = uuidv7();
-    const backup: Backup = {
-      id,
-      accountId,
-      status: 'PENDING_UPLOAD',
-      createdAt: now,
-      expiresAt: slotExpiresAt(now, this.options.uploadWindowMs),
-      updatedAt: now,
-      blobPath: `backups/${accountId}/${id}`,
-      blobKey: null,
-      ciphertextSizeBytes: null,
-      plaintextSizeBytes: null,
-      clientVersion: null,
-      hostappVersion: null,
-      cryptoVersion: 'v1',
-      wrappedDek: null,
-      wrappedDekNonce: null,
-      encryptedMetadata: null,
-      encryptedMetadataNonce: null,
-      deletedAt: null,
-    };
+    const backup = newSlot(id, accountId, now, slotExpiresAt(now, this.options.uploadWindowMs));
     let plan: Plan = 'free';
     const decision = await this.store.createBackup(
       accountId,

@@ -11,32 +11,13 @@ import { LocalStatusBus, type StatusBus } from '../../src/events/status-bus.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import type { Backup, Store } from '../../src/store/store.js';
 import { PG_URL, createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
+import { newSlot } from '../../src/services/backups.js';
 
 const T0 = Date.parse('2026-11-21T10:00:00.000Z');
 
 function record(accountId: string, overrides: Partial<Backup> = {}): Backup {
   const id = uuidv7();
-  return {
-    id,
-    accountId,
-    status: 'PENDING_UPLOAD',
-    createdAt: T0,
-    expiresAt: T0 + 3_600_000,
-    updatedAt: T0,
-    blobPath: `backups/${accountId}/${id}`,
-    blobKey: null,
-    ciphertextSizeBytes: null,
-    plaintextSizeBytes: null,
-    clientVersion: null,
-    hostappVersion: null,
-    cryptoVersion: 'v1',
-    wrappedDek: null,
-    wrappedDekNonce: null,
-    encryptedMetadata: null,
-    encryptedMetadataNonce: null,
-    deletedAt: null,
-    ...overrides,
-  };
+  return { ...newSlot(id, accountId, T0, T0 + 3_600_000), ...overrides };
 }
 
 /** Resolves with the first `count` deliveries to a subscriber of `id`, or rejects after `ms`. */

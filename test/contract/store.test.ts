@@ -11,6 +11,7 @@ import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Account, Backup, Store, Vault } from '../../src/store/store.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { tempDir } from '../helpers/server.js';
+import { newSlot } from '../../src/services/backups.js';
 
 interface Engine {
   name: string;
@@ -85,27 +86,7 @@ function vault(fill = 'A'): Vault {
 
 function backup(accountId: string, overrides: Partial<Backup> = {}): Backup {
   const id = overrides.id ?? uuidv7();
-  return {
-    id,
-    accountId,
-    status: 'PENDING_UPLOAD',
-    createdAt: T0,
-    expiresAt: T0 + HOUR,
-    updatedAt: T0,
-    blobPath: `backups/${accountId}/${id}`,
-    blobKey: null,
-    ciphertextSizeBytes: null,
-    plaintextSizeBytes: null,
-    clientVersion: null,
-    hostappVersion: null,
-    cryptoVersion: 'v1',
-    wrappedDek: null,
-    wrappedDekNonce: null,
-    encryptedMetadata: null,
-    encryptedMetadataNonce: null,
-    deletedAt: null,
-    ...overrides,
-  };
+  return { ...newSlot(id, accountId, T0, T0 + HOUR), ...overrides };
 }
 
 describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engine) => {

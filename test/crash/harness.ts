@@ -159,6 +159,8 @@ export interface Tally {
   streams: number;
   contentChecks: number;
   startMs: number[];
+  /** Wall time spent per phase over the whole loop. */
+  phaseMs: { start: number; sweep: number; check: number; workload: number };
   /** Damage found on the data right after the kills, before a restart repaired it. */
   found: { orphanBlobs: number; leftovers: number; deleting: number; expiredInFlight: number; failed: number };
 }
@@ -310,7 +312,7 @@ function finalizeBody(size: number): Record<string, unknown> {
 const sha = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
 export class CrashLoop {
-  readonly tally: Tally = { rounds: 0, kills: 0, requests: 0, acknowledged: {}, inDoubt: 0, abortedUploads: 0, streams: 0, contentChecks: 0, startMs: [], found: { orphanBlobs: 0, leftovers: 0, deleting: 0, expiredInFlight: 0, failed: 0 } };
+  readonly tally: Tally = { rounds: 0, kills: 0, requests: 0, acknowledged: {}, inDoubt: 0, abortedUploads: 0, streams: 0, contentChecks: 0, startMs: [], phaseMs: { start: 0, sweep: 0, check: 0, workload: 0 }, found: { orphanBlobs: 0, leftovers: 0, deleting: 0, expiredInFlight: 0, failed: 0 } };
   private readonly accounts: AccountFacts[] = [];
   private readonly backups = new Map<string, BackupFacts>();
   private nextAccount = 0;
@@ -332,21 +334,30 @@ export class CrashLoop {
     for (const { accountId, apiKey } of keys) {
       this.accounts.push({ accountId, apiKey, vault: new Set([null]), spent: false, slot: null, backups: [] });
     }
-    let server = await startServer(this.backend.env, this.log);
+    const phases = this.tally.phaseMs;
+    const timed = async <T>(phase: keyof Tally['phaseMs'], task: () => Promise<T>): Promise<T> => {
+      const started = Date.now();
+      try {
+        return await task();
+      } finally {
+        phases[phase] += Date.now() - started;
+      }
+    };
+    let server = await timed('start', () => startServer(this.backend.env, this.log));
     try {
       for (let round = 0; round < this.options.rounds; round++) {
-        await awaitSweep(server);
-        await this.check(server, round);
-        await this.workload(server);
+        await timed('sweep', () => awaitSweep(server));
+        await timed('check', () => this.check(server, round));
+        await timed('workload', () => this.workload(server));
         this.tally.kills += 1;
         this.tally.rounds += 1;
         await exited(server.child);
-        await this.survey();
+        await timed('check', () => this.survey());
         this.backend.age(2 * 3_600_000);
-        server = await startServer(this.backend.env, this.log);
+        server = await timed('start', () => startServer(this.backend.env, this.log));
       }
-      await awaitSweep(server);
-      await this.check(server, this.options.rounds);
+      await timed('sweep', () => awaitSweep(server));
+      await timed('check', () => this.check(server, this.options.rounds));
     } catch (error) {
       const tail = server.output().split('\n').slice(-40).join('\n');
       throw new Error(`${(error as Error).message}\n--- server output (tail) ---\n${tail}`, { cause: error });
@@ -389,7 +400,7 @@ export class CrashLoop {
         if (next === 'move') account = this.takeAccount();
       }
     });
-    const killAt = randomInt(150, 900);
+    const killAt = randomInt(100, 700);
     const killer = sleep(killAt).then(() => {
       server.child.kill('SIGKILL');
       client.dead = true;

@@ -106,7 +106,8 @@ describe('crash safety: SQLite + files', () => {
       `crash loop sqlite+fs: ${t.rounds} rounds, ${t.kills} SIGKILLs, ${t.requests} requests, acknowledged ${JSON.stringify(t.acknowledged)}, ` +
         `${t.inDoubt} in doubt at a kill, ${t.abortedUploads} uploads cut off, ${t.streams} event streams, ${t.contentChecks} READY contents verified, ` +
         `found after the kills and repaired by the restart ${JSON.stringify(t.found)}, ` +
-        `start-up median ${t.startMs.sort((a, b) => a - b)[t.startMs.length >> 1]} ms, ${((Date.now() - started) / 1000).toFixed(1)} s in all; nothing lost`,
+        `start-up median ${t.startMs.sort((a, b) => a - b)[t.startMs.length >> 1]} ms, ${((Date.now() - started) / 1000).toFixed(1)} s in all ` +
+        `(phases ms ${JSON.stringify(t.phaseMs)}); nothing lost`,
     );
     expect(t.rounds).toBe(ROUNDS);
   }, 600_000);

@@ -40,6 +40,12 @@ export class InvalidPartError extends Error {
 
 export const MAX_PART_NUMBER = 10_000;
 
+export function checkPartNumber(partNumber: number): void {
+  if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
+    throw new InvalidPartError(`part numbers run from 1 to ${MAX_PART_NUMBER}`);
+  }
+}
+
 export interface BlobStore {
   readonly kind: 'fs' | 's3';
   /**

@@ -10,7 +10,7 @@ import {
   type BlobStore,
   type ByteRange,
   InvalidPartError,
-  MAX_PART_NUMBER,
+  checkPartNumber,
   UploadNotFoundError,
 } from './blob-store.js';
 
@@ -140,9 +140,7 @@ export class FsBlobStore implements BlobStore {
     body: Readable,
     options: { size?: number; signal?: AbortSignal } = {},
   ): Promise<{ etag: string; size: number }> {
-    if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
-      throw new InvalidPartError(`part numbers run from 1 to ${MAX_PART_NUMBER}`);
-    }
+    checkPartNumber(partNumber);
     const dir = await this.uploadPath(key, uploadId);
     const temp = path.join(this.tmpDir, randomUUID());
     const md5 = createHash('md5');

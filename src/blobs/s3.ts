@@ -27,7 +27,7 @@ import {
   type BlobStore,
   type ByteRange,
   InvalidPartError,
-  MAX_PART_NUMBER,
+  checkPartNumber,
   UploadNotFoundError,
 } from './blob-store.js';
 
@@ -286,9 +286,7 @@ export class S3BlobStore implements BlobStore {
     body: Readable,
     options: { size?: number; signal?: AbortSignal } = {},
   ): Promise<{ etag: string; size: number }> {
-    if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
-      throw new InvalidPartError(`part numbers run from 1 to ${MAX_PART_NUMBER}`);
-    }
+    checkPartNumber(partNumber);
     // UploadPart needs a Content-Length: stream when it is known, otherwise collect the part first.
     let payload: Readable | Buffer = body;
     let size = options.size;

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import FindMyWay from 'find-my-way';
 import type { Config } from '../config.js';
@@ -162,9 +162,11 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
 
   app.setErrorHandler((error, request, reply) => {
     discardUnreadBody(request.raw);
+    // A body sent to no route is parsed (and may fail) before the not-found handler runs: still a 404/405.
+    if (request.is404) return notFound(request, reply);
     return sendError(reply, toAppError(error, request.log));
   });
-  app.setNotFoundHandler((request, reply) => {
+  const notFound = (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0]!;
     const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => knownRoutes.find(m as 'GET', path));
     if (allowed.length > 0) {
@@ -176,7 +178,8 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
       );
     }
     return sendError(reply, new AppError('not_found', `No route ${request.method} ${path}.`));
-  });
+  };
+  app.setNotFoundHandler(notFound);
 
   app.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=300').header('access-control-allow-origin', '*');

@@ -6,7 +6,8 @@
  *
  *   node bench/run.js [--only p1,p2,p3,p4,p5,p6] [--quick] [--no-build]
  *
- * --quick runs each target with fewer rounds and shorter windows (a harness check, not a result to publish).
+ * --quick runs each target with fewer rounds and shorter windows: a harness check, not a result to publish, so
+ * its results go to a temp directory and BENCHMARKS.md, docs/bench and bench/results stay as they are.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -38,8 +39,14 @@ const failed = [];
 for (const target of TARGETS.filter((t) => chosen.has(t.id))) {
   const args = [path.join(BENCH_DIR, target.script), ...(opts.quick ? target.quick : [])];
   log(`── ${target.id}: node bench/${target.script} ${opts.quick ? target.quick.join(' ') : ''}`);
-  const result = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit' });
+  const env = opts.quick ? { ...process.env, BENCH_SCRATCH: '1' } : process.env;
+  const result = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit', env });
   if (result.status !== 0) failed.push(target.id);
+}
+
+if (opts.quick) {
+  log(`quick check done in ${round((Date.now() - started) / 1000, 0)} s${failed.length ? `; failed: ${failed.join(', ')}` : ''} (results in the temp directory, BENCHMARKS.md untouched)`);
+  process.exit(failed.length ? 1 : 0);
 }
 
 // Machine facts and the summary of every saved result (including targets not run this time).

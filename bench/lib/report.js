@@ -1,14 +1,21 @@
+/* global process */
 /**
  * Where results go: bench/results/<name>.json (everything measured, with the raw rounds), docs/bench/<name>.svg
  * (the chart), and the generated part of BENCHMARKS.md between `<!-- bench:<id>:begin -->` and
  * `<!-- bench:<id>:end -->` (the hand-written analysis around it is left alone).
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { ROOT, log, machine } from './common.js';
 import { barChart } from './svg.js';
 
-export const RESULTS_DIR = path.join(ROOT, 'bench', 'results');
+/**
+ * BENCH_SCRATCH=1 (set by `run.js --quick`): results go to a temp directory and BENCHMARKS.md, docs/bench and
+ * bench/results are left alone, so a harness check never overwrites the published tables.
+ */
+export const SCRATCH = process.env.BENCH_SCRATCH === '1';
+export const RESULTS_DIR = SCRATCH ? path.join(os.tmpdir(), 'coffer-bench-scratch') : path.join(ROOT, 'bench', 'results');
 export const CHART_DIR = path.join(ROOT, 'docs', 'bench');
 export const BENCHMARKS = path.join(ROOT, 'BENCHMARKS.md');
 
@@ -22,6 +29,7 @@ export function markdownTable({ columns, rows }) {
 
 /** Replaces (or appends) the generated block `id` of BENCHMARKS.md. */
 export function updateSection(id, body, heading) {
+  if (SCRATCH) return;
   const begin = `<!-- bench:${id}:begin -->`;
   const end = `<!-- bench:${id}:end -->`;
   let text = fs.existsSync(BENCHMARKS) ? fs.readFileSync(BENCHMARKS, 'utf8') : '# Benchmarks\n';
@@ -42,8 +50,8 @@ export function writeResult(result) {
   fs.mkdirSync(RESULTS_DIR, { recursive: true });
   const jsonPath = path.join(RESULTS_DIR, `${result.name}.json`);
   fs.writeFileSync(jsonPath, JSON.stringify(full, null, 2) + '\n');
-  log(`wrote ${path.relative(ROOT, jsonPath)}`);
-  render(full);
+  log(`wrote ${SCRATCH ? jsonPath : path.relative(ROOT, jsonPath)}`);
+  if (!SCRATCH) render(full);
   return full;
 }
 
@@ -83,6 +91,7 @@ export const fmtRatio = (r) => (Number.isFinite(r) ? `${r.toFixed(2)}×` : 'n/a'
 
 /** The summary table of BENCHMARKS.md: every verdict of every saved result. */
 export function writeSummary() {
+  if (SCRATCH) return;
   const rows = [];
   for (const name of fs.existsSync(RESULTS_DIR) ? fs.readdirSync(RESULTS_DIR).sort() : []) {
     if (!name.endsWith('.json')) continue;

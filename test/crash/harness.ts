@@ -1,7 +1,8 @@
 /**
  * Crash safety: a real `coffer serve` process runs a mixed workload (bootstraps, creates, full and aborted
  * uploads, finalizes, wrong-size finalizes, deletes, resets, rotations, event streams, downloads) from
- * several concurrent clients, is SIGKILLed at a random moment, and is restarted on the same data. Once its
+ * several concurrent clients, is SIGKILLed (at a random moment; every third round at the moment an upload is
+ * half-way in storage: a temp file, an incomplete S3 multipart upload) and is restarted on the same data. Once its
  * start-up sweep has run (coffer_sweeper_runs_total{outcome="ok"} on /metrics), the harness checks:
  *
  * - storage: every READY record's blob exists with exactly ciphertextSizeBytes; no stored blob without a
@@ -152,6 +153,8 @@ interface AccountFacts {
 export interface Tally {
   rounds: number;
   kills: number;
+  /** Kills timed to land while an upload was half-way in storage. */
+  midUploadKills: number;
   requests: number;
   acknowledged: Record<string, number>;
   inDoubt: number;
@@ -203,8 +206,11 @@ class Client {
     }
   }
 
-  /** Uploads `body`, whole or cut off after `cutAt` bytes (the connection is then destroyed). */
-  upload(account: AccountFacts, id: string, body: Buffer, cutAt?: number): Promise<Response> {
+  /**
+   * Uploads `body` with a Content-Length, or chunked (the S3 store then streams a multipart upload), whole or
+   * cut off after `cutAt` bytes (the connection is then destroyed).
+   */
+  upload(account: AccountFacts, id: string, body: Buffer, cutAt?: number, chunked = false): Promise<Response> {
     if (this.dead) return Promise.reject(new ServerGone());
     this.tally.requests += 1;
     return new Promise((resolveOnce, rejectOnce) => {
@@ -222,7 +228,7 @@ class Client {
         headers: {
           authorization: `Bearer ${account.apiKey}`,
           'content-type': 'application/octet-stream',
-          'content-length': String(body.length),
+          ...(chunked ? { 'transfer-encoding': 'chunked' } : { 'content-length': String(body.length) }),
         },
       });
       request.on('response', (response) => {
@@ -241,11 +247,11 @@ class Client {
       });
       // A request destroyed before any answer may close without an error event.
       request.on('close', () => reject(new ServerGone()));
-      if (cutAt === undefined) {
-        request.end(body);
-      } else {
-        request.write(body.subarray(0, cutAt), () => setTimeout(() => request.destroy(), randomInt(0, 20)));
-      }
+      const sent = cutAt === undefined ? body : body.subarray(0, cutAt);
+      for (let at = 0; chunked && at < sent.length - 65_536; at += 65_536) request.write(sent.subarray(at, at + 65_536));
+      const rest = chunked ? sent.subarray(Math.max(0, Math.ceil(sent.length / 65_536) - 1) * 65_536) : sent;
+      if (cutAt === undefined) request.end(rest);
+      else request.write(rest, () => setTimeout(() => request.destroy(), randomInt(0, 20)));
     });
   }
 
@@ -312,11 +318,13 @@ function finalizeBody(size: number): Record<string, unknown> {
 const sha = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
 export class CrashLoop {
-  readonly tally: Tally = { rounds: 0, kills: 0, requests: 0, acknowledged: {}, inDoubt: 0, abortedUploads: 0, streams: 0, contentChecks: 0, startMs: [], phaseMs: { start: 0, sweep: 0, check: 0, workload: 0 }, found: { orphanBlobs: 0, leftovers: 0, deleting: 0, expiredInFlight: 0, failed: 0 } };
+  readonly tally: Tally = { rounds: 0, kills: 0, midUploadKills: 0, requests: 0, acknowledged: {}, inDoubt: 0, abortedUploads: 0, streams: 0, contentChecks: 0, startMs: [], phaseMs: { start: 0, sweep: 0, check: 0, workload: 0 }, found: { orphanBlobs: 0, leftovers: 0, deleting: 0, expiredInFlight: 0, failed: 0 } };
   private readonly accounts: AccountFacts[] = [];
   private readonly backups = new Map<string, BackupFacts>();
   private nextAccount = 0;
   private readonly log: string[] = [];
+  /** In rounds whose kill waits for an upload half-way in storage, uploads are big (S3: multipart). */
+  private bigUploads = false;
   /** Slots in flight when the server was last killed (the restart's sweep fails those that expired). */
   private readonly inFlightAtKill = new Set<string>();
 
@@ -348,7 +356,7 @@ export class CrashLoop {
       for (let round = 0; round < this.options.rounds; round++) {
         await timed('sweep', () => awaitSweep(server));
         await timed('check', () => this.check(server, round));
-        await timed('workload', () => this.workload(server));
+        await timed('workload', () => this.workload(server, round % 3 === 2));
         this.tally.kills += 1;
         this.tally.rounds += 1;
         await exited(server.child);
@@ -370,23 +378,27 @@ export class CrashLoop {
 
   // ---- workload ----
 
-  private takeAccount(): AccountFacts {
+  /** The next account whose cadence is not spent and that no other client is using. */
+  private takeAccount(busy: Set<string>): AccountFacts {
     for (let tries = 0; tries < this.accounts.length; tries++) {
       const account = this.accounts[this.nextAccount++ % this.accounts.length]!;
-      if (!account.spent) return account;
+      if (!account.spent && !busy.has(account.accountId)) return account;
     }
-    throw new Error('every account has used its cadence: raise `accounts`');
+    throw new Error('every account has used its cadence (or is in use): raise `accounts`');
   }
 
   /** Several clients work until the server is killed at a random moment. */
-  private async workload(server: ServerProcess): Promise<void> {
+  private async workload(server: ServerProcess, targeted: boolean): Promise<void> {
+    this.bigUploads = targeted;
     const client = new Client(server.url, this.tally);
     const watches = new AbortController();
     const busy = new Set<string>();
     const actors = Array.from({ length: this.options.actors }, async () => {
-      let account = this.takeAccount();
+      let account = this.takeAccount(busy);
       while (!client.dead) {
-        while (busy.has(account.accountId)) account = this.takeAccount();
+        // Some steps need no I/O: let timers (the killer) run.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (busy.has(account.accountId)) account = this.takeAccount(busy);
         busy.add(account.accountId);
         let next: 'stay' | 'move' = 'stay';
         try {
@@ -397,14 +409,23 @@ export class CrashLoop {
         } finally {
           busy.delete(account.accountId);
         }
-        if (next === 'move') account = this.takeAccount();
+        if (next === 'move') account = this.takeAccount(busy);
       }
     });
-    const killAt = randomInt(100, 700);
-    const killer = sleep(killAt).then(() => {
+    const kill = () => {
       server.child.kill('SIGKILL');
       client.dead = true;
-    });
+    };
+    // Every third round the kill waits for an upload caught half-way in storage (a temp file, an incomplete
+    // multipart upload); the others kill at a random moment.
+    const killer = targeted
+      ? (async () => {
+          const deadline = Date.now() + 3000;
+          while (Date.now() < deadline && (await this.backend.leftovers()).length === 0) await sleep(2);
+          if (Date.now() < deadline) this.tally.midUploadKills += 1;
+          kill();
+        })()
+      : sleep(randomInt(100, 700)).then(kill);
     const results = await Promise.allSettled(actors);
     await killer;
     watches.abort();
@@ -480,17 +501,18 @@ export class CrashLoop {
         return 'move';
       }
       if (roll < 0.14) return this.deleteBackup(client, account, facts);
-      const size = SIZES[randomInt(SIZES.length)]! + facts.sentWhole.size;
+      const size = (this.bigUploads ? SIZES.at(-1)! : SIZES[randomInt(SIZES.length)]!) + facts.sentWhole.size;
       const data = randomBytes(size);
+      const chunked = this.bigUploads || Math.random() < 0.3;
       if (roll < 0.3 && size > 1) {
         this.tally.abortedUploads += 1;
-        await client.upload(account, slot.id, data, randomInt(1, size)).catch((error) => {
+        await client.upload(account, slot.id, data, randomInt(1, size), chunked).catch((error) => {
           if (!(error instanceof ServerGone)) throw error;
         });
         return 'stay';
       }
       facts.sentWhole.set(size, sha(data));
-      const response = await client.upload(account, slot.id, data);
+      const response = await client.upload(account, slot.id, data, undefined, chunked);
       if (response.status === 201) {
         facts.uploadAcked = size;
         account.slot = { id: slot.id, status: 'UPLOADED' };

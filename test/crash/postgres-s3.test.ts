@@ -122,11 +122,11 @@ describe.skipIf(skipPg)('crash safety: PostgreSQL + S3', () => {
   it(`survives ${ROUNDS} SIGKILLs in the middle of a mixed workload`, async () => {
     assertBuilt();
     const started = Date.now();
-    const loop = new CrashLoop(postgresS3Backend(url.toString(), s3!, dataDir), { rounds: ROUNDS, actors: 4, accounts: 6 * ROUNDS + 20 });
+    const loop = new CrashLoop(postgresS3Backend(url.toString(), s3!, dataDir), { rounds: ROUNDS, actors: 4, accounts: 10 * ROUNDS + 40 });
     await loop.run();
     const t = loop.tally;
     console.log(
-      `crash loop postgres+s3: ${t.rounds} rounds, ${t.kills} SIGKILLs, ${t.requests} requests, acknowledged ${JSON.stringify(t.acknowledged)}, ` +
+      `crash loop postgres+s3: ${t.rounds} rounds, ${t.kills} SIGKILLs (${t.midUploadKills} timed mid-upload), ${t.requests} requests, acknowledged ${JSON.stringify(t.acknowledged)}, ` +
         `${t.inDoubt} in doubt at a kill, ${t.abortedUploads} uploads cut off, ${t.streams} event streams, ${t.contentChecks} READY contents verified, ` +
         `found after the kills and repaired by the restart ${JSON.stringify(t.found)}, ` +
         `start-up median ${t.startMs.sort((a, b) => a - b)[t.startMs.length >> 1]} ms, ${((Date.now() - started) / 1000).toFixed(1)} s in all ` +

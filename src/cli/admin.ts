@@ -35,7 +35,7 @@ function expiresIn(value: string): number {
 
 async function withStore<T>(work: (store: Store, keys: KeyService) => Promise<T>, config = loadConfig()): Promise<T> {
   // Loaded on demand so that `coffer --help` and the client commands do not pay for the server's modules.
-  const { openStore } = await import('../server/compose.js');
+  const { openStore } = await import('../store/open.js');
   const store = await openStore(config);
   try {
     return await work(store, new KeyService(store, systemClock));

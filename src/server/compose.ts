@@ -3,17 +3,14 @@ import type { FastifyServerOptions } from 'fastify';
 import type { Config } from '../config.js';
 import type { BlobStore } from '../blobs/blob-store.js';
 import { FsBlobStore } from '../blobs/fs.js';
-import { S3BlobStore } from '../blobs/s3.js';
 import { type Clock, systemClock } from '../domain/clock.js';
-import { PgStatusBus } from '../events/pg-bus.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
 import { BackupService } from '../services/backups.js';
 import { BlobHostService } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
 import { SessionService } from '../services/sessions.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
-import { openPostgresStore } from '../store/postgres.js';
-import { openSqliteStore } from '../store/sqlite.js';
+import { openStore } from '../store/open.js';
 import type { Store } from '../store/store.js';
 import { type CofferApp, buildApp } from './app.js';
 
@@ -33,20 +30,9 @@ export interface Parts {
   close(): Promise<void>;
 }
 
-/** PostgreSQL when COFFER_DATABASE_URL is set, else SQLite in the data directory; migrated either way. */
-export async function openStore(config: Config): Promise<Store> {
-  const store = config.databaseUrl !== null ? openPostgresStore(config.databaseUrl) : openSqliteStore(config.dataDir);
-  try {
-    await store.migrate();
-  } catch (error) {
-    await store.close().catch(() => undefined);
-    throw error;
-  }
-  return store;
-}
-
-export function openBlobStore(config: Config): BlobStore {
+export async function openBlobStore(config: Config): Promise<BlobStore> {
   if (config.blobStore === 's3') {
+    const { S3BlobStore } = await import('../blobs/s3.js');
     return new S3BlobStore({
       bucket: config.s3.bucket!,
       endpoint: config.s3.endpoint,
@@ -69,10 +55,11 @@ export async function composeParts(
   options: ComposeOptions = {},
 ): Promise<Parts> {
   const store = await openStore(config);
-  const blobs = openBlobStore(config);
+  const blobs = await openBlobStore(config);
   let bus: StatusBus;
   if (config.databaseUrl !== null) {
     // Several nodes share the database: status changes travel between them on LISTEN/NOTIFY.
+    const { PgStatusBus } = await import('../events/pg-bus.js');
     const pgBus = new PgStatusBus({ connectionString: config.databaseUrl, load: (id) => store.getBackup(id), log: options.log });
     try {
       await pgBus.start();

@@ -164,7 +164,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     discardUnreadBody(request.raw);
     // A body sent to no route is parsed (and may fail) before the not-found handler runs: still a 404/405.
     if (request.is404) return notFound(request, reply);
-    return sendError(reply, toAppError(error, request.log));
+    return sendError(reply, toAppError(error, request.log, request.raw.destroyed));
   });
   const notFound = (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0]!;

@@ -25,7 +25,7 @@ function issueMessage(issue: AjvIssue): string {
 }
 
 /** Maps anything thrown while handling a request onto the contract's error vocabulary. */
-export function toAppError(error: unknown, log: FastifyBaseLogger): AppError {
+export function toAppError(error: unknown, log: FastifyBaseLogger, clientGone = false): AppError {
   if (error instanceof AppError) return error;
   const fastifyError = error as Partial<FastifyError> & { validation?: AjvIssue[]; validationContext?: string };
   if (Array.isArray(fastifyError.validation)) {
@@ -46,7 +46,9 @@ export function toAppError(error: unknown, log: FastifyBaseLogger): AppError {
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new AppError('invalid_json', 'The request body is not valid JSON.');
   }
-  log.error({ err: error }, 'unhandled error');
+  // A client that hung up (or was cut off as too slow) breaks its own request: not the server's fault.
+  if (clientGone) log.info({ err: { message: (error as Error)?.message } }, 'client went away before the answer');
+  else log.error({ err: error }, 'unhandled error');
   return new AppError('internal_error', 'Something went wrong on our side.');
 }
 

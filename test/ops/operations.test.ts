@@ -1,6 +1,7 @@
 /** Operations and hardening: probes, metrics, headers, CORS, slow clients, logs, snapshots, disk exhaustion. */
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -144,6 +145,25 @@ describe('logs', () => {
       await fetch(`${server.url}/api/backup-account/bootstrap`, { method: 'POST', headers, body: JSON.stringify(secret) });
       await fetch(`${server.url}/api/backups`, { method: 'GET', headers: { 'x-api-key': apiKey } });
       await fetch(`${server.url}/api/backup-account/rotate`, { method: 'POST', headers, body: '{"broken' });
+      // A client that hangs up mid-upload is not a server error.
+      const { backupId } = await (await fetch(`${server.url}/api/backups`, { method: 'POST', headers: { 'x-api-key': apiKey } })).json();
+      await new Promise<void>((resolve) => {
+        const request = http.request(`${server.url}/api/backups/upload?backupId=${backupId}`, {
+          method: 'POST',
+          headers: { 'x-api-key': apiKey, 'content-type': 'application/octet-stream', 'content-length': '1000000' },
+        });
+        request.on('error', () => resolve());
+        request.write(Buffer.alloc(100_000));
+        setTimeout(() => {
+          request.destroy();
+          resolve();
+        }, 200);
+      });
+      for (let i = 0; i < 50 && !lines.some((line) => line.includes('client went away')); i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(lines.some((line) => line.includes('client went away'))).toBe(true);
+      expect(lines.filter((line) => JSON.parse(line).level >= 50)).toEqual([]);
       expect(lines.length).toBeGreaterThan(3);
       for (const line of lines) JSON.parse(line);
       expect(lines.some((line) => JSON.parse(line).reqId)).toBe(true);

@@ -3,12 +3,9 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
 import { ROOT } from '../client/helpers.js';
 
-export const CHROMIUM = '/usr/bin/chromium';
 export const ARTIFACTS = path.resolve(ROOT, 'test-artifacts');
-export const hasChromium = fs.existsSync(CHROMIUM) || !!process.env.CI;
 
 /** Fails clearly when the console page or the CLI package is not built (`npm run build`). */
 export function assertConsoleBuilt(): void {
@@ -17,21 +14,6 @@ export function assertConsoleBuilt(): void {
   }
 }
 
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-}
 
 /** A forwarding proxy that holds every request matching `hold` until released (the rest flows through). */
 export async function holdingProxy(upstream: string, hold: RegExp) {
@@ -70,3 +52,5 @@ export async function htmlServer(html: string) {
   const port = (server.address() as AddressInfo).port;
   return { port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
+
+export { hasChromium, launchChromium } from '../helpers/browser.js';

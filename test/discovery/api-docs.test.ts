@@ -5,12 +5,11 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { get } from './helpers.js';
+import { hasChromium, launchChromium } from '../helpers/browser.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.resolve('test-artifacts');
 
 let server: TestServer;
@@ -47,23 +46,11 @@ describe('/api-docs page and assets', () => {
 });
 
 // Runs wherever Chromium is installed; CI (.ci/run) installs it, so there it always runs.
-describe.skipIf(!fs.existsSync(CHROMIUM) && !process.env.CI)('/api-docs in headless Chromium', () => {
+describe.skipIf(!hasChromium)('/api-docs in headless Chromium', () => {
   it('renders every operation, requests nothing outside the origin, logs no console error', async () => {
     const openapi = JSON.parse((await get(`${server.url}/openapi.json`)).text);
     const summaries = operationSummaries(openapi);
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
       const requests: string[] = [];

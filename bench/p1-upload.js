@@ -1,4 +1,3 @@
-/* global process, console */
 /**
  * P1 — 50 MiB direct upload over loopback: Coffer's POST /api/backups/upload vs a bare node:http server piping
  * the same body to a file (target ≥ 0.8× on the fs store). Same client (curl) for both, rounds interleaved
@@ -10,7 +9,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, MiB, cpuSecondsOf, logFile, commandLine, list, log, median, options, requireBuild, round, startChild, tempDir } from './lib/common.js';
+import { BENCH_DIR, MiB, cpuSecondsOf, logFile, commandLine, list, log, median, options, requireBuild, round, startChild, tempDir, runWhenMain } from './lib/common.js';
 import { accounts, createSlot, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
 import { curl } from './lib/curl.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
@@ -148,12 +147,4 @@ export async function main() {
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  main().then(
-    () => process.exit(0),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, main);

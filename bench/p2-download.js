@@ -1,4 +1,3 @@
-/* global process, console */
 /**
  * P2 — 50 MiB download: Coffer's GET /api/backups/{id}/content vs nginx serving the same file (target ≥ 0.8×).
  * On the fs store nginx serves the very blob file Coffer stores (a hard link to it); on S3 a copy of the same
@@ -10,7 +9,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, MiB, cpuSecondsOf, logFile, commandLine, list, log, median, options, requireBuild, round, startChild, tempDir } from './lib/common.js';
+import { BENCH_DIR, MiB, cpuSecondsOf, logFile, commandLine, list, log, median, options, requireBuild, round, startChild, tempDir, runWhenMain } from './lib/common.js';
 import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
 import { curl } from './lib/curl.js';
 import { startNginx } from './lib/nginx.js';
@@ -175,12 +174,4 @@ export async function main() {
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  main().then(
-    () => process.exit(0),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, main);

@@ -1,4 +1,3 @@
-/* global process, console */
 /**
  * P3 — metadata reads: autocannon (64 connections) against GET /api/backups (an account with 20 READY records)
  * and GET /api/backup-account, vs a Fastify hello-world started the same way (own process, loopback).
@@ -10,7 +9,7 @@
  */
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { BENCH_DIR, commandLine, cpuSecondsOf, list, log, logFile, median, options, requireBuild, round, startChild } from './lib/common.js';
+import { BENCH_DIR, commandLine, cpuSecondsOf, list, log, logFile, median, options, requireBuild, round, startChild, runWhenMain } from './lib/common.js';
 import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffer, uploadSmall } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
@@ -188,12 +187,4 @@ export async function main() {
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  main().then(
-    () => process.exit(0),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, main);

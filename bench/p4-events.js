@@ -1,4 +1,4 @@
-/* global process, console, fetch */
+/* global fetch */
 /**
  * P4 — 10,000 open event streams on one Coffer process: server RSS (≤ 512 MiB), database reads per second
  * from Coffer's own statement counter (must not grow with the number of streams), and the delay from a status
@@ -37,6 +37,7 @@ import {
   sampleRss,
   sleep,
   startChild,
+  runWhenMain,
 } from './lib/common.js';
 import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffer, uploadSmall } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
@@ -323,12 +324,4 @@ export async function main() {
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  main().then(
-    () => process.exit(0),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, main);

@@ -1,4 +1,4 @@
-/* global process, console, Buffer */
+/* global Buffer */
 /**
  * P5 — memory under 16 concurrent 50 MiB direct uploads: growth of the server's RSS (sampled from /proc every
  * 20 ms) above its idle RSS, Coffer vs the bare node:http pipe-to-file server (target: growth ≤ 64 MiB).
@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { BENCH_DIR, MiB, commandLine, list, log, logFile, median, options, requireBuild, round, rssOf, sampleRss, sleep, startChild, tempDir } from './lib/common.js';
+import { BENCH_DIR, MiB, commandLine, list, log, logFile, median, options, requireBuild, round, rssOf, sampleRss, sleep, startChild, tempDir, runWhenMain } from './lib/common.js';
 import { accounts, createSlot, prepareBackend, startCoffer } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
@@ -141,12 +141,4 @@ export async function main() {
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  main().then(
-    () => process.exit(0),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, main);

@@ -1,4 +1,4 @@
-/* global process, console */
+/* global process */
 /**
  * P6 — the client end to end: `coffer backup` + `coffer restore` of a generated 45 MiB tree (3,000 small files
  * and three 11 MiB ones) against a local Coffer server, vs `restic backup` + `restic restore` of the same tree
@@ -18,7 +18,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { DIST, MiB, commandLine, ensureDebian, list, log, logFile, median, options, requireBuild, round, run, tempDir } from './lib/common.js';
+import { DIST, MiB, commandLine, ensureDebian, list, log, logFile, median, options, requireBuild, round, run, tempDir, runWhenMain } from './lib/common.js';
 import { prepareBackend, startCoffer } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 import { generateTree, treeDigest } from './lib/tree.js';
@@ -162,12 +162,4 @@ export async function main() {
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  main().then(
-    () => process.exit(0),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, main);

@@ -42,6 +42,18 @@ function coerce(text, example) {
   return text;
 }
 
+/** Runs `main` when the script is started directly (not imported by run.js), exiting 1 on failure. */
+export function runWhenMain(moduleUrl, main) {
+  if (moduleUrl !== `file://${process.argv[1]}`) return;
+  main().then(
+    () => process.exit(0),
+    (error) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
+
 export const list = (text) => String(text).split(',').map((s) => s.trim()).filter(Boolean);
 
 export function median(values) {

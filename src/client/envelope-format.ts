@@ -16,3 +16,21 @@ export const AD = {
 
 /** Upper bounds a client accepts from a (possibly hostile) server before spending CPU and memory. */
 export const KDF_ACCEPTED_MAX = { opslimit: 64, memlimit: 4 * 1024 ** 3 } as const;
+
+/** What a backup says about itself, sealed with its DEK (docs/crypto.md §3); the server never sees it. */
+export interface BackupMetadata {
+  format: 'coffer-archive/v1';
+  name: string;
+  sourcePath: string;
+  createdAt: string;
+  kind: 'directory' | 'file';
+  fileCount: number;
+  directoryCount: number;
+  symlinkCount: number;
+  archive: 'tar';
+  compression: 'gzip';
+  chunkBytes: number;
+  plaintextSizeBytes: number;
+  plaintextSha256: string;
+  ciphertextSizeBytes: number;
+}

@@ -12,9 +12,9 @@
  */
 import { Transform, type TransformCallback } from 'node:stream';
 import sodium from 'sodium-native';
-import { AD, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX } from './envelope-format.js';
+import { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX } from './envelope-format.js';
 
-export { AD, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX };
+export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX };
 
 export const KEY_BYTES = 32;
 export const SALT_BYTES = sodium.crypto_pwhash_SALTBYTES; // 16
@@ -230,24 +230,6 @@ export function unwrapDek(
   const nonce = fromBase64(fields.wrappedDekNonce, 'wrappedDekNonce');
   if (wrapped.length !== KEY_BYTES + AEAD_ABYTES) throw new IntegrityError(what);
   return open(masterKey, wrapped, nonce, AD.dek(backupId), what, sodium.sodium_malloc(KEY_BYTES));
-}
-
-/** What a backup says about itself, sealed with its DEK (the server never sees it). */
-export interface BackupMetadata {
-  format: 'coffer-archive/v1';
-  name: string;
-  sourcePath: string;
-  createdAt: string;
-  kind: 'directory' | 'file';
-  fileCount: number;
-  directoryCount: number;
-  symlinkCount: number;
-  archive: 'tar';
-  compression: 'gzip';
-  chunkBytes: number;
-  plaintextSizeBytes: number;
-  plaintextSha256: string;
-  ciphertextSizeBytes: number;
 }
 
 export interface SealedMetadata {

@@ -11,9 +11,9 @@
  * Environment-neutral (no DOM, no Node API): the page's worker, the page's self-test and a Node test all use it.
  */
 import sodium from 'libsodium-wrappers-sumo';
-import { AD, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX } from '../../../src/client/envelope-format.js';
+import { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX } from '../../../src/client/envelope-format.js';
 
-export { AD, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX };
+export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX };
 
 export const ready: Promise<void> = sodium.ready;
 
@@ -158,24 +158,6 @@ export function unwrapDek(
   const nonce = fromBase64(fields.wrappedDekNonce, 'wrappedDekNonce');
   if (wrapped.length !== KEY_BYTES + AEAD_ABYTES) throw new IntegrityError(what);
   return open(masterKey, wrapped, nonce, AD.dek(backupId), what);
-}
-
-/** What a backup says about itself, sealed with its DEK (docs/crypto.md §3). */
-export interface BackupMetadata {
-  format: 'coffer-archive/v1';
-  name: string;
-  sourcePath: string;
-  createdAt: string;
-  kind: 'directory' | 'file';
-  fileCount: number;
-  directoryCount: number;
-  symlinkCount: number;
-  archive: 'tar';
-  compression: 'gzip';
-  chunkBytes: number;
-  plaintextSizeBytes: number;
-  plaintextSha256: string;
-  ciphertextSizeBytes: number;
 }
 
 export function sealMetadataJson(dek: Uint8Array, backupId: string, json: string, nonce?: Uint8Array) {

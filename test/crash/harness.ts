@@ -25,6 +25,9 @@ import { createHash, randomBytes, randomInt } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
+import { systemClock } from '../../src/domain/clock.js';
+import { KeyService } from '../../src/services/keys.js';
+import type { Store } from '../../src/store/store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BIN = path.join(ROOT, 'dist/cli/main.js');
@@ -56,6 +59,25 @@ export interface Backend {
   integrity(): Promise<string[]>;
   /** `n` pro accounts with an all-scope key each, created before the first start. */
   createKeys(n: number): Promise<{ accountId: string; apiKey: string }[]>;
+}
+
+/**
+ * `n` pro accounts with a key each, through the same KeyService `coffer admin keys create` uses, in-process
+ * (one admin process per account would cost a second or two each). Opens and closes `store`.
+ */
+export async function issueProKeys(store: Store, n: number): Promise<{ accountId: string; apiKey: string }[]> {
+  await store.migrate();
+  try {
+    const keys = new KeyService(store, systemClock);
+    const out: { accountId: string; apiKey: string }[] = [];
+    for (let i = 0; i < n; i++) {
+      const issued = await keys.issueKey(await keys.createAccount('pro'));
+      out.push({ accountId: issued.account.id, apiKey: issued.apiKey });
+    }
+    return out;
+  } finally {
+    await store.close();
+  }
 }
 
 export function assertBuilt(): void {

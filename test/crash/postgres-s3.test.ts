@@ -8,12 +8,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyService } from '../../src/services/keys.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { PG_URL, requirePg, skipPg } from '../helpers/pg.js';
 import { type TestS3, startS3 } from '../helpers/s3.js';
 import { tempDir } from '../helpers/server.js';
-import { type Backend, CrashLoop, type Row, assertBuilt } from './harness.js';
+import { type Backend, CrashLoop, type Row, assertBuilt, issueProKeys } from './harness.js';
 
 const ROUNDS = Number(process.env.COFFER_CRASH_ROUNDS ?? 30);
 
@@ -79,21 +78,7 @@ function postgresS3Backend(url: string, s3: TestS3, dataDir: string): Backend {
         return [`amcheck: ${(error as Error).message}`];
       }
     },
-    async createKeys(n) {
-      const store = openPostgresStore(url);
-      await store.migrate();
-      try {
-        const keys = new KeyService(store, { now: () => Date.now() });
-        const out: { accountId: string; apiKey: string }[] = [];
-        for (let i = 0; i < n; i++) {
-          const issued = await keys.issueKey(await keys.createAccount('pro'));
-          out.push({ accountId: issued.account.id, apiKey: issued.apiKey });
-        }
-        return out;
-      } finally {
-        await store.close();
-      }
-    },
+    createKeys: (n) => issueProKeys(openPostgresStore(url), n),
   };
 }
 

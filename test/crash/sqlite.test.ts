@@ -6,10 +6,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { KeyService } from '../../src/services/keys.js';
 import { SQLITE_FILE, openSqliteStore } from '../../src/store/sqlite.js';
 import { tempDir } from '../helpers/server.js';
-import { type Backend, CrashLoop, type Row, assertBuilt } from './harness.js';
+import { type Backend, CrashLoop, type Row, assertBuilt, issueProKeys } from './harness.js';
 
 const ROUNDS = Number(process.env.COFFER_CRASH_ROUNDS ?? 30);
 
@@ -72,23 +71,7 @@ function sqliteBackend(dataDir: string): Backend {
       if (foreign.length > 0) problems.push(`foreign_key_check: ${JSON.stringify(foreign)}`);
       return problems;
     },
-    async createKeys(n) {
-      // The same KeyService the `coffer admin keys create` command uses, in-process: one admin process per
-      // account would cost a second or two each.
-      const store = openSqliteStore(dataDir);
-      await store.migrate();
-      try {
-        const keys = new KeyService(store, { now: () => Date.now() });
-        const out: { accountId: string; apiKey: string }[] = [];
-        for (let i = 0; i < n; i++) {
-          const issued = await keys.issueKey(await keys.createAccount('pro'));
-          out.push({ accountId: issued.account.id, apiKey: issued.apiKey });
-        }
-        return out;
-      } finally {
-        await store.close();
-      }
-    },
+    createKeys: (n) => issueProKeys(openSqliteStore(dataDir), n),
   };
 }
 

@@ -23,8 +23,7 @@ import { jsonBodies } from '../server/bodies.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import type { BackupService } from '../services/backups.js';
-import type { KeyService } from '../services/keys.js';
-import { SESSION_TTL_MS, csrfTokenFor, type OpenedSession, type SessionService } from '../services/sessions.js';
+import { csrfTokenFor, type OpenedSession, type SessionService } from '../services/sessions.js';
 import type { ApiKey, Session, Store } from '../store/store.js';
 import { type CliTarball, type StaticFile, cliTarball, loadConsoleFiles, packageRoot } from './assets.js';
 import { checkCsrf, clearedSessionCookie, fromOwnOrigin, sessionCookie, sessionOf } from './session-http.js';
@@ -32,7 +31,6 @@ import { checkCsrf, clearedSessionCookie, fromOwnOrigin, sessionCookie, sessionO
 export interface ConsoleOptions {
   config: Config;
   store: Store;
-  keys: KeyService;
   sessions: SessionService;
   backups: BackupService;
   clock: Clock;
@@ -127,7 +125,7 @@ function sendStatic(request: FastifyRequest, reply: FastifyReply, file: StaticFi
 }
 
 export async function consoleRoutes(app: App, options: ConsoleOptions): Promise<void> {
-  const { config, store, keys, sessions, backups, clock } = options;
+  const { config, store, sessions, backups, clock } = options;
   const root = options.root ?? packageRoot();
   const files = loadConsoleFiles(root);
   const version = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
@@ -192,7 +190,7 @@ export async function consoleRoutes(app: App, options: ConsoleOptions): Promise<
         if (!outcome.ok) throw new AppError('authentication_required', 'This API key is unknown, revoked or expired.');
         opened = outcome.opened;
       }
-      reply.header('set-cookie', sessionCookie(config, opened.secret, SESSION_TTL_MS));
+      reply.header('set-cookie', sessionCookie(config, opened.secret, opened.session.expiresAt - opened.session.createdAt));
       return sessionBody({ ...opened, plan: opened.account.plan });
     },
   );
@@ -264,13 +262,11 @@ export async function consoleRoutes(app: App, options: ConsoleOptions): Promise<
     { schema: { ...hidden, body: CreateKeyBody }, onRequest: requireSession },
     async (request, reply) => {
       const session = request.consoleSession;
-      const account = await store.getAccount(session.accountId);
-      if (!account) throw new AppError('authentication_required', 'The account of this session no longer exists.');
       const scopes = SCOPES.filter((scope) => request.body.scopes.includes(scope));
       const { expiresInDays } = request.body;
-      const issued = await keys.issueKey(account, { scopes, expiresInMs: expiresInDays === null ? null : expiresInDays * 86_400_000 });
+      const minted = await sessions.mintKey(session, { scopes, expiresInMs: expiresInDays === null ? null : expiresInDays * 86_400_000 });
       reply.code(201);
-      return { ...keyView(issued.key, clock.now(), session), apiKey: issued.apiKey };
+      return { ...keyView(minted.key, clock.now(), session), apiKey: minted.apiKey, expiryCapped: minted.capped };
     },
   );
 

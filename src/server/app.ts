@@ -193,7 +193,6 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
   await app.register(consoleRoutes, {
     config: parts.config,
     store: parts.store,
-    keys: parts.keys,
     sessions: parts.sessions,
     backups: parts.backups,
     clock: parts.clock,

@@ -34,7 +34,8 @@ export class KeyService {
 
   async issueKey(
     account: Account,
-    options: { scopes?: Scope[]; expiresInMs?: number | null; apiKey?: string } = {},
+    /** `expiresAt` (an instant) wins over `expiresInMs` (from now); neither, or null, means no expiry. */
+    options: { scopes?: Scope[]; expiresInMs?: number | null; expiresAt?: number | null; apiKey?: string } = {},
   ): Promise<IssuedKey> {
     const now = this.clock.now();
     const apiKey = options.apiKey ?? generateApiKey();
@@ -43,7 +44,7 @@ export class KeyService {
       accountId: account.id,
       scopes: options.scopes ?? [...SCOPES],
       createdAt: now,
-      expiresAt: options.expiresInMs == null ? null : now + options.expiresInMs,
+      expiresAt: options.expiresAt !== undefined ? options.expiresAt : options.expiresInMs == null ? null : now + options.expiresInMs,
       revokedAt: null,
     };
     await this.store.createApiKey(key, hashApiKey(apiKey));

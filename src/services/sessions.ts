@@ -7,9 +7,11 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
+import { AppError } from '../domain/errors.js';
+import { type Grant, mintWithin } from '../domain/grants.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
-import type { Account, LoginLink, Session, Store } from '../store/store.js';
-import type { KeyService } from './keys.js';
+import type { Account, ApiKey, LoginLink, Session, Store } from '../store/store.js';
+import type { IssuedKey, KeyService } from './keys.js';
 
 export const LOGIN_TOKEN_PATTERN = /^cfl_[A-Za-z0-9_-]{43}$/;
 export const SESSION_SECRET_PATTERN = /^cfs_[A-Za-z0-9_-]{43}$/;
@@ -17,7 +19,10 @@ export const SESSION_SECRET_PATTERN = /^cfs_[A-Za-z0-9_-]{43}$/;
 /** A login link is valid for this long unless the operator asks for less (or more, up to the maximum). */
 export const LOGIN_LINK_TTL_MS = 15 * 60_000;
 export const LOGIN_LINK_MAX_TTL_MS = 24 * 3_600_000;
-/** A session ends this long after sign-in, whatever happens (sign-out and key revocation end it sooner). */
+/**
+ * A session ends this long after sign-in, or when the key it was opened with expires if that is sooner; sign-out
+ * and revocation of that key end it at once.
+ */
 export const SESSION_TTL_MS = 12 * 3_600_000;
 
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
@@ -46,6 +51,14 @@ export type KeySignIn =
   | { ok: true; opened: OpenedSession }
   | { ok: false; reason: 'unknown_key' }
   | { ok: false; reason: 'insufficient_scope'; missing: Scope };
+
+export interface MintedKey extends IssuedKey {
+  /** The requested expiry was later than the session's credential allows: the key ends with the credential. */
+  capped: boolean;
+}
+
+/** What a session opened with a login link may do: whatever the account's owner may (all scopes, no end). */
+const OWNER: Grant = { scopes: SCOPES, expiresAt: null };
 
 export class SessionService {
   constructor(
@@ -81,15 +94,22 @@ export class SessionService {
     if (!key) return { ok: false, reason: 'unknown_key' };
     const missing = SCOPES.find((scope) => !key.scopes.includes(scope));
     if (missing) return { ok: false, reason: 'insufficient_scope', missing };
-    const opened = await this.open(key.accountId, key.id);
+    const opened = await this.open(key.accountId, key);
     return opened ? { ok: true, opened } : { ok: false, reason: 'unknown_key' };
   }
 
-  private async open(accountId: string, keyId: string | null): Promise<OpenedSession | undefined> {
+  private async open(accountId: string, key: ApiKey | null): Promise<OpenedSession | undefined> {
     const account = await this.store.getAccount(accountId);
     if (!account) return undefined;
     const now = this.clock.now();
-    const session: Session = { id: uuidv7(), accountId, keyId, createdAt: now, expiresAt: now + SESSION_TTL_MS, revokedAt: null };
+    const session: Session = {
+      id: uuidv7(),
+      accountId,
+      keyId: key?.id ?? null,
+      createdAt: now,
+      expiresAt: Math.min(now + SESSION_TTL_MS, key?.expiresAt ?? Infinity),
+      revokedAt: null,
+    };
     const secret = token('cfs_');
     await this.store.createSession(session, sha256(secret));
     return { session, account, secret, csrfToken: csrfTokenFor(secret) };
@@ -106,6 +126,34 @@ export class SessionService {
       if (!key || key.revokedAt !== null || (key.expiresAt !== null && key.expiresAt <= now)) return undefined;
     }
     return session;
+  }
+
+  /**
+   * Issues a key for the session's account, bounded by the credential the session was opened with: the API key
+   * (its scopes and expiry), or, for a login link, the account's owner (any scopes, any expiry). A scope the
+   * credential lacks is refused (403 insufficient_scope); a later expiry is cut to the credential's.
+   */
+  async mintKey(session: Session, request: { scopes: Scope[]; expiresInMs: number | null }): Promise<MintedKey> {
+    const account = await this.store.getAccount(session.accountId);
+    if (!account) throw new AppError('authentication_required', 'The account of this session no longer exists.');
+    let credential = OWNER;
+    if (session.keyId !== null) {
+      const key = await this.store.getApiKey(session.keyId);
+      if (!key || key.revokedAt !== null) throw new AppError('authentication_required', 'The key this session was opened with was revoked.');
+      credential = key;
+    }
+    const now = this.clock.now();
+    const requested = { scopes: request.scopes, expiresAt: request.expiresInMs === null ? null : now + request.expiresInMs };
+    const decision = mintWithin(requested, credential);
+    if (!decision.ok) {
+      throw new AppError(
+        'insufficient_scope',
+        `This session was opened with a key that lacks ${decision.missing}; a key made here cannot hold more than that key.`,
+        { requiredPermission: decision.missing },
+      );
+    }
+    const issued = await this.keys.issueKey(account, { scopes: decision.grant.scopes, expiresAt: decision.grant.expiresAt });
+    return { ...issued, capped: decision.capped };
   }
 
   /** Whether `presented` is the CSRF token of the session with `secret` (constant-time). */

@@ -17,7 +17,7 @@ const EXPIRY: { label: string; days: number | null }[] = [
   { label: 'Never', days: null },
 ];
 
-type Created = KeyInfo & { apiKey: string };
+type Created = KeyInfo & { apiKey: string; expiryCapped: boolean };
 
 function NewKey({ created, onDone }: { created: Created; onDone: () => void }) {
   const [copied, setCopied] = useState(false);
@@ -51,6 +51,7 @@ function NewKey({ created, onDone }: { created: Created; onDone: () => void }) {
         ) : (
           <>
             Permissions: {created.scopes.join(', ')}. Expires: <When at={created.expiresAt} empty="never" />.
+            {created.expiryCapped && ' A key made here cannot outlive the key you signed in with, so it expires with that key.'}
           </>
         )}
       </p>

@@ -24,6 +24,8 @@ export interface Config {
   sweepIntervalMs: number;
   /** Protection against slow or idle clients (fixed defaults; tests shorten them). */
   limits: ConnectionLimits;
+  /** Console sign-in attempts (API key or login link) allowed per client address and window. */
+  signInLimit: { maxAttempts: number; windowMs: number };
   logLevel: string;
   initialApiKey: string | null;
 }
@@ -149,6 +151,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     sseTimeoutMs: duration(env, 'COFFER_SSE_TIMEOUT', '5m'),
     sweepIntervalMs: 60_000,
     limits: { ...DEFAULT_LIMITS },
+    signInLimit: {
+      maxAttempts: integer(env, 'COFFER_SIGNIN_ATTEMPTS', 30, 1, 1_000_000),
+      windowMs: duration(env, 'COFFER_SIGNIN_WINDOW', '10m', 1000),
+    },
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     initialApiKey,
   };

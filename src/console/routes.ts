@@ -19,6 +19,7 @@ import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import { IN_FLIGHT_STATUSES } from '../domain/backups.js';
 import { AppError } from '../domain/errors.js';
+import { FixedWindowLimiter } from '../discovery/rate-limit.js';
 import { jsonBodies } from '../server/bodies.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
@@ -160,9 +161,26 @@ export async function consoleRoutes(app: App, options: ConsoleOptions): Promise<
 
   // ---- sign in, session, sign out ----
 
+  // Every sign-in attempt counts (well-formed or not, accepted or not), per client address.
+  const signInLimiter = new FixedWindowLimiter(
+    { max: config.signInLimit.maxAttempts, windowMs: config.signInLimit.windowMs },
+    () => clock.now(),
+  );
+  const limitSignIn = async (request: FastifyRequest) => {
+    const verdict = signInLimiter.hit(request.ip);
+    if (verdict.allowed) return;
+    const wait = verdict.resetSeconds;
+    throw new AppError(
+      'too_many_sign_in_attempts',
+      `Too many sign-in attempts from this address. Try again in ${wait < 120 ? `${wait} seconds` : `${Math.ceil(wait / 60)} minutes`}.`,
+      { retryAfterSeconds: wait },
+      { 'retry-after': String(wait) },
+    );
+  };
+
   app.post<{ Body: Static<typeof SignInBody> | undefined }>(
     '/console/api/session',
-    { schema: { ...hidden, body: Type.Optional(SignInBody) } },
+    { schema: { ...hidden, body: Type.Optional(SignInBody) }, onRequest: limitSignIn },
     async (request, reply) => {
       // Login CSRF: only the console page itself may open a session in this browser.
       if (!fromOwnOrigin(request, config)) {

@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'backup_cadence_exceeded'
+  | 'too_many_sign_in_attempts'
   | 'internal_error';
 
 export const STATUS_OF: Record<ErrorCode, number> = {
@@ -39,6 +40,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   backup_cadence_exceeded: 429,
+  too_many_sign_in_attempts: 429,
   internal_error: 500,
 };
 
@@ -63,6 +65,7 @@ export const RESOLUTION_OF: Record<ErrorCode, string> = {
   payload_too_large: 'Keep the encrypted archive within the size limit given in details.maxBytes.',
   unsupported_media_type: 'Send the body with a supported Content-Type (application/octet-stream or application/json).',
   backup_cadence_exceeded: 'Wait until details.nextAllowedAt (see Retry-After) or move to a plan with a shorter interval.',
+  too_many_sign_in_attempts: 'Wait the number of seconds given in Retry-After, then sign in again.',
   internal_error: 'Try again later; if the problem persists, contact the operator.',
 };
 

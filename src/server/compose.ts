@@ -79,7 +79,7 @@ export async function composeParts(
   const keys = new KeyService(store, clock);
   const sessions = new SessionService(store, keys, clock);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that.
-  const sweeper = new Sweeper(store, blobs, backups, {
+  const sweeper = new Sweeper(store, blobs, backups, sessions, {
     orphanGraceMs: Math.max(3_600_000, config.uploadWindowMs),
     ...options.sweeper,
   });

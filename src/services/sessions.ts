@@ -72,8 +72,6 @@ export class SessionService {
     if (!(ttlMs > 0 && ttlMs <= LOGIN_LINK_MAX_TTL_MS)) throw new RangeError('login link lifetime out of range');
     if (!(await this.store.getAccount(accountId))) return undefined;
     const now = this.clock.now();
-    // Old links and sessions are removed now and then; expired ones are refused whether or not they remain.
-    await this.store.pruneSessions(now - 24 * 3_600_000);
     const link: LoginLink = { id: uuidv7(), accountId, createdAt: now, expiresAt: now + ttlMs, usedAt: null };
     const secret = token('cfl_');
     await this.store.createLoginLink(link, sha256(secret));
@@ -154,6 +152,11 @@ export class SessionService {
     }
     const issued = await this.keys.issueKey(account, { scopes: decision.grant.scopes, expiresAt: decision.grant.expiresAt });
     return { ...issued, capped: decision.capped };
+  }
+
+  /** Deletes login links and sessions that have ended (expired, used, signed out, or their key revoked). */
+  async prune(): Promise<number> {
+    return this.store.pruneSessions(this.clock.now());
   }
 
   /** Whether `presented` is the CSRF token of the session with `secret` (constant-time). */

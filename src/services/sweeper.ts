@@ -1,5 +1,6 @@
 /**
- * The background sweeper: expiry, pruning and unfinished deletes (BackupService.sweep), plus orphan removal.
+ * The background sweeper: expiry, pruning and unfinished deletes (BackupService.sweep), ended console sessions and
+ * login links (SessionService.prune), plus orphan removal.
  * It runs under the Store's exclusive lock "sweeper" (a PostgreSQL advisory lock), so with several nodes only
  * one sweeps at a time; the others skip their turn.
  *
@@ -12,6 +13,7 @@
 import type { BlobStore } from '../blobs/blob-store.js';
 import type { Store } from '../store/store.js';
 import type { BackupService } from './backups.js';
+import type { SessionService } from './sessions.js';
 
 export interface SweeperOptions {
   /** Minimum age of a blob or incomplete upload before it may be removed as an orphan. */
@@ -27,6 +29,8 @@ export interface SweepReport {
   ran: boolean;
   /** Records moved (expired, pruned, deletes finished). */
   moved: number;
+  /** Ended console sessions and login links deleted. */
+  sessions: number;
   /** Orphan blobs removed. */
   orphans: number;
   /** Incomplete uploads discarded. */
@@ -46,6 +50,7 @@ export class Sweeper {
     private readonly store: Store,
     private readonly blobs: BlobStore,
     private readonly backups: BackupService,
+    private readonly sessions: SessionService,
     options: SweeperOptions = {},
   ) {
     this.graceMs = options.orphanGraceMs ?? HOUR;
@@ -57,12 +62,13 @@ export class Sweeper {
   async runOnce(options: { orphans?: boolean } = {}): Promise<SweepReport> {
     const outcome = await this.store.tryExclusive('sweeper', async () => {
       const moved = await this.backups.sweep();
+      const sessions = await this.sessions.prune();
       const due = this.wallClock() - this.lastOrphanPass >= this.intervalMs;
-      if (!(options.orphans ?? due)) return { moved, orphans: 0, incomplete: 0 };
+      if (!(options.orphans ?? due)) return { moved, sessions, orphans: 0, incomplete: 0 };
       this.lastOrphanPass = this.wallClock();
-      return { moved, ...(await this.removeOrphans()) };
+      return { moved, sessions, ...(await this.removeOrphans()) };
     });
-    return outcome.ran ? { ran: true, ...outcome.value } : { ran: false, moved: 0, orphans: 0, incomplete: 0 };
+    return outcome.ran ? { ran: true, ...outcome.value } : { ran: false, moved: 0, sessions: 0, orphans: 0, incomplete: 0 };
   }
 
   /** Removes orphan blobs and incomplete uploads older than the grace period (or `graceMs`). */

@@ -379,8 +379,27 @@ export class SqlStore implements Store {
   }
 
   async pruneSessions(before: number): Promise<number> {
-    const links = await this.db.deleteFrom('login_links').where('expires_at', '<', before).executeTakeFirst();
-    const sessions = await this.db.deleteFrom('sessions').where('expires_at', '<', before).executeTakeFirst();
+    const links = await this.db
+      .deleteFrom('login_links')
+      .where((eb) => eb.or([eb('expires_at', '<', before), eb('used_at', '<', before)]))
+      .executeTakeFirst();
+    const sessions = await this.db
+      .deleteFrom('sessions')
+      .where((eb) =>
+        eb.or([
+          eb('expires_at', '<', before),
+          eb('revoked_at', '<', before),
+          eb(
+            'key_id',
+            'in',
+            eb
+              .selectFrom('api_keys')
+              .select('id')
+              .where((keys) => keys.or([keys('revoked_at', '<', before), keys('expires_at', '<', before)])),
+          ),
+        ]),
+      )
+      .executeTakeFirst();
     return Number(links.numDeletedRows) + Number(sessions.numDeletedRows);
   }
 

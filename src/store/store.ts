@@ -115,7 +115,10 @@ export interface Store {
   findSessionByHash(tokenHash: string): Promise<Session | undefined>;
   /** Ends a session; false when it was unknown or already ended. */
   revokeSession(sessionId: string, at: number): Promise<boolean>;
-  /** Deletes login links and sessions that expired before `before`; returns how many rows went. */
+  /**
+   * Deletes login links that expired or were used before `before`, and sessions that expired or were signed out
+   * before it or whose API key was revoked or expired before it; returns how many rows went.
+   */
   pruneSessions(before: number): Promise<number>;
 
   getVault(accountId: string): Promise<Vault | undefined>;

@@ -147,6 +147,8 @@ describe('coffer serve', () => {
     ['COFFER_SSE_INTERVAL', 'soon'],
     ['COFFER_UPLOAD_PROTOCOL', 'ftp'],
     ['COFFER_PUBLIC_URL', 'not a url'],
+    ['COFFER_SIGNIN_ATTEMPTS', '0'],
+    ['COFFER_SIGNIN_WINDOW', 'often'],
   ])('refuses an invalid %s with exit 1 and one line naming it', (variable, value) => {
     const result = coffer(['serve'], { COFFER_DATA_DIR: tempDir(), [variable]: value });
     expect(result.code).toBe(1);

@@ -1,13 +1,16 @@
 /**
- * What a console session may do, over real HTTP on a real port with a test clock: a key minted in a session never
- * outlives or out-scopes the credential the session was opened with.
+ * What a console session may do and how much it may cost, over real HTTP on a real port with a test clock:
+ * a key minted in a session never outlives or out-scopes the credential the session was opened with; ended
+ * sessions and login links are pruned by the sweeper (SQLite and PostgreSQL); sign-in attempts are limited per
+ * client address.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { v7 as uuidv7 } from 'uuid';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { csrfTokenFor } from '../../src/services/sessions.js';
 import { ManualClock } from '../helpers/clock.js';
+import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 interface Answer {
@@ -144,5 +147,102 @@ describe('keys minted in a console session', () => {
     const minted = await call(server, 'POST', '/console/api/keys', { ...session, json: { scopes: ['backups:read'], expiresInDays: null } });
     expect(minted.status).toBe(401);
     expect((await call(server, 'GET', '/console/api/session', session)).status).toBe(401);
+  });
+});
+
+const engines = [
+  { name: 'sqlite', skip: false },
+  { name: 'postgres', skip: skipPg },
+];
+
+describe.each(engines)('the sweeper prunes ended console sessions and login links ($name)', ({ name, skip }) => {
+  const clock = new ManualClock();
+  let server: TestServer;
+  let schema: TestSchema | undefined;
+
+  beforeAll(async () => {
+    if (skip) return;
+    const env: Record<string, string> = { COFFER_SIGNIN_ATTEMPTS: '1000' };
+    if (name === 'postgres') {
+      requirePg();
+      schema = await createTestSchema('coffer_sessions');
+      env.COFFER_DATABASE_URL = schema.url;
+    }
+    server = await startTestServer({ clock, env });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await schema?.drop();
+  });
+
+  it.skipIf(skip)('signed-out, used, revoked-key and expired rows go on the next sweep; live sessions stay', async () => {
+    const { store } = server.parts;
+    const owner = await server.newKey();
+    const live = await signIn(server, { loginToken: await linkFor(server, owner.accountId) });
+    const many: SignedIn[] = [];
+    for (let i = 0; i < 60; i++) many.push(await signIn(server, { apiKey: owner.apiKey }));
+    const doomedKey = await server.newKey({ accountId: owner.accountId });
+    const ofDoomedKey = await signIn(server, { apiKey: doomedKey.apiKey });
+    const signedOut = many.slice(0, 20);
+    for (const session of signedOut) expect((await call(server, 'DELETE', '/console/api/session', session)).status).toBe(204);
+    await store.revokeApiKey(doomedKey.keyId, clock.now());
+    const unused = await server.parts.sessions.createLoginLink(owner.accountId);
+    const exists = async (session: SignedIn) => (await store.findSessionByHash(sha256(session.secret))) !== undefined;
+
+    clock.advance(1);
+    await server.sweepOnce();
+    for (const session of [...signedOut, ofDoomedKey]) expect(await exists(session)).toBe(false);
+    for (const session of [live, ...many.slice(20)]) expect(await exists(session)).toBe(true);
+    expect((await call(server, 'GET', '/console/api/session', live)).status).toBe(200);
+    // An unused link stays until it expires.
+    expect(await store.consumeLoginLink(sha256(unused!.token), clock.now())).toBeDefined();
+
+    clock.advance(12 * HOUR);
+    await server.sweepOnce();
+    for (const session of [live, ...many]) expect(await exists(session)).toBe(false);
+  });
+});
+
+describe('sign-in attempts are limited per client address', () => {
+  const clock = new ManualClock();
+  let server: TestServer;
+  let accountId: string;
+  let apiKey: string;
+
+  beforeAll(async () => {
+    server = await startTestServer({ clock, env: { COFFER_SIGNIN_ATTEMPTS: '3', COFFER_SIGNIN_WINDOW: '5m' } });
+    ({ accountId, apiKey } = await server.newKey());
+  });
+  afterAll(() => server?.stop());
+  afterEach(() => clock.advance(5 * 60_000)); // a fresh window for the next case
+
+  it('the attempt over the limit gets 429 with Retry-After and no session; another address is unaffected', async () => {
+    const attempt = (body: unknown, from?: string) => call(server, 'POST', '/console/api/session', { json: body, from });
+    // Successes, failures and malformed requests all count.
+    expect((await attempt({ apiKey })).status).toBe(200);
+    expect((await attempt({ apiKey: `cfk_${'x'.repeat(43)}` })).status).toBe(401);
+    expect((await attempt({ loginToken: await linkFor(server, accountId), apiKey })).status).toBe(400);
+
+    const refused = await attempt({ loginToken: await linkFor(server, accountId) });
+    expect(refused.status).toBe(429);
+    expect(refused.headers['retry-after']).toBe('300');
+    expect(refused.headers['set-cookie']).toBeUndefined();
+    expect(refused.body).toMatchObject({
+      code: 'too_many_sign_in_attempts',
+      message: 'Too many sign-in attempts from this address. Try again in 5 minutes.',
+      details: { retryAfterSeconds: 300 },
+      resolution: expect.stringContaining('Retry-After'),
+    });
+    clock.advance(4 * 60_000);
+    expect((await attempt({ apiKey })).headers['retry-after']).toBe('60');
+
+    expect((await attempt({ apiKey }, '127.0.0.2')).status).toBe(200);
+  });
+
+  it('an address may sign in again once the window has passed', async () => {
+    for (let i = 0; i < 3; i++) expect((await call(server, 'POST', '/console/api/session', { json: { apiKey } })).status).toBe(200);
+    expect((await call(server, 'POST', '/console/api/session', { json: { apiKey } })).status).toBe(429);
+    clock.advance(5 * 60_000);
+    expect((await call(server, 'POST', '/console/api/session', { json: { apiKey } })).status).toBe(200);
   });
 });

@@ -344,6 +344,42 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(await store.findSessionByHash(`session-${byKey.id}`)).toBeUndefined();
   });
 
+  it.skipIf(engine.skip)('pruneSessions also removes ended rows: used links, signed-out sessions, sessions of dead keys', async () => {
+    const account = await newAccount();
+    const key = (overrides: { expiresAt?: number | null; revokedAt?: number | null } = {}) => ({
+      id: uuidv7(),
+      accountId: account.id,
+      scopes: ['backups:read'] as 'backups:read'[],
+      createdAt: T0,
+      expiresAt: null,
+      revokedAt: null,
+      ...overrides,
+    });
+    const [liveKey, revokedKey, expiredKey] = [key(), key({ revokedAt: T0 + 1 }), key({ expiresAt: T0 + 1 })];
+    for (const k of [liveKey, revokedKey, expiredKey]) await store.createApiKey(k, `hash-${k.id}`);
+    const session = (keyId: string | null, revokedAt: number | null = null) => ({
+      id: uuidv7(), accountId: account.id, keyId, createdAt: T0, expiresAt: T0 + 10 * HOUR, revokedAt,
+    });
+    const kept = [session(null), session(liveKey.id)];
+    const gone = [session(null, T0 + 1), session(revokedKey.id), session(expiredKey.id)];
+    for (const s of [...kept, ...gone]) await store.createSession(s, `session-${s.id}`);
+    const link = (usedAt: number | null) => ({ id: uuidv7(), accountId: account.id, createdAt: T0, expiresAt: T0 + HOUR, usedAt });
+    const [used, unused] = [link(null), link(null)];
+    for (const l of [used, unused]) await store.createLoginLink(l, `link-${l.id}`);
+    expect(await store.consumeLoginLink(`link-${used.id}`, T0 + 1)).toBeDefined();
+
+    // Rows that ended at `before` exactly stay for the next prune.
+    await store.pruneSessions(T0 + 1);
+    for (const s of [...kept, ...gone]) expect(await store.findSessionByHash(`session-${s.id}`)).toEqual(s);
+    // Other accounts' rows from earlier cases may go too; only this account's are checked.
+    expect(await store.pruneSessions(T0 + 2)).toBeGreaterThanOrEqual(gone.length + 1);
+    for (const s of kept) expect(await store.findSessionByHash(`session-${s.id}`)).toEqual(s);
+    for (const s of gone) expect(await store.findSessionByHash(`session-${s.id}`)).toBeUndefined();
+    // The used link is gone (a re-inserted twin with its hash no longer collides); the unused one still works.
+    await store.createLoginLink({ ...used, id: uuidv7(), usedAt: null }, `link-${used.id}`);
+    expect(await store.consumeLoginLink(`link-${unused.id}`, T0 + 3)).toBeDefined();
+  });
+
   it.skipIf(engine.skip)('tryExclusive: one holder at a time across nodes, released after the task (and after a throw)', async () => {
     const nodes = [store, await engine.peer(), await engine.peer()];
     let running = 0;

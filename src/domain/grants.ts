@@ -18,7 +18,7 @@ export type MintDecision =
   | { ok: false; missing: Scope };
 
 /** The earlier of two ends, where null means never. */
-export function earlierEnd(a: number | null, b: number | null): number | null {
+function earlierEnd(a: number | null, b: number | null): number | null {
   if (a === null) return b;
   if (b === null) return a;
   return Math.min(a, b);

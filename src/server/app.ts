@@ -121,7 +121,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     metrics,
   };
   hardening(app);
-  operationsRoutes(app, { store: parts.store, blobs: parts.blobs, metrics });
+  operationsRoutes(app, { store: parts.store, blobs: parts.blobs, metrics, metricsToken: parts.config.metricsToken });
 
   await app.register(fastifySwagger, {
     openapi: {

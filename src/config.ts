@@ -20,6 +20,8 @@ export interface Config {
   uploadWindowMs: number;
   sseIntervalMs: number;
   sseTimeoutMs: number;
+  /** Event streams open at once per account and per client address (CONTRACT §11); one more is refused in-stream. */
+  sseMaxStreams: { perAccount: number; perAddress: number };
   /** The bearer token `/metrics` requires; null: `/metrics` is not served (CONTRACT §11). */
   metricsToken: string | null;
   /** How often the background sweeper runs; not an operator setting in CONTRACT, fixed unless a test overrides it. */
@@ -153,6 +155,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     uploadWindowMs: duration(env, 'COFFER_UPLOAD_WINDOW', '1h'),
     sseIntervalMs: duration(env, 'COFFER_SSE_INTERVAL', '2s', 10),
     sseTimeoutMs: duration(env, 'COFFER_SSE_TIMEOUT', '5m'),
+    sseMaxStreams: {
+      perAccount: integer(env, 'COFFER_SSE_MAX_PER_ACCOUNT', 100, 1, 1_000_000),
+      perAddress: integer(env, 'COFFER_SSE_MAX_PER_ADDRESS', 500, 1, 1_000_000),
+    },
     metricsToken,
     sweepIntervalMs: 60_000,
     limits: { ...DEFAULT_LIMITS },

@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'backup_cadence_exceeded'
+  | 'too_many_streams'
   | 'internal_error';
 
 export const STATUS_OF: Record<ErrorCode, number> = {
@@ -39,6 +40,8 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   backup_cadence_exceeded: 429,
+  // Only ever sent inside an event stream (a backup.stream.error frame on a 200), never as an HTTP status.
+  too_many_streams: 429,
   internal_error: 500,
 };
 
@@ -63,6 +66,9 @@ export const RESOLUTION_OF: Record<ErrorCode, string> = {
   payload_too_large: 'Keep the encrypted archive within the size limit given in details.maxBytes.',
   unsupported_media_type: 'Send the body with a supported Content-Type (application/octet-stream or application/json).',
   backup_cadence_exceeded: 'Wait until details.nextAllowedAt (see Retry-After) or move to a plan with a shorter interval.',
+  too_many_streams:
+    'Close event streams you no longer need (details.limit names the cap that was reached: per account or per ' +
+    'client address, at most details.maxStreams open at once), then open this one again.',
   internal_error: 'Try again later; if the problem persists, contact the operator.',
 };
 

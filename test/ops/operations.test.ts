@@ -35,6 +35,7 @@ describe('probes and metrics', () => {
     expect(text).toMatch(/coffer_http_request_duration_seconds_bucket\{le="[^"]+",method="POST",route="\/api\/backup-account\/bootstrap"/);
     expect(text).toMatch(/coffer_upload_bytes_total 1234/);
     expect(text).toMatch(/coffer_event_streams_open 0/);
+    expect(text).toMatch(/coffer_event_streams_refused_total\{limit="account"\} 0/);
     expect(text).toMatch(/coffer_sweeper_runs_total\{outcome="ok"\} [1-9]/);
   });
 

@@ -193,7 +193,11 @@ export async function main() {
           continue;
         }
         const prepared = await prepareBackend(backend);
-        const coffer = await startCoffer(prepared, { logFile: logFile(`p4-events-coffer-${backend}.log`) });
+        // All streams come from one load process (one address), `perBackup` of them per account: lift the caps.
+        const coffer = await startCoffer(prepared, {
+          env: { COFFER_SSE_MAX_PER_ACCOUNT: String(perBackup), COFFER_SSE_MAX_PER_ADDRESS: String(opts.streams + opts.backups) },
+          logFile: logFile(`p4-events-coffer-${backend}.log`),
+        });
         try {
           const target = cofferTarget(coffer);
           const few = await scenario(target, load, { ...settings, perBackup: 1 });

@@ -20,6 +20,10 @@ export interface Config {
   uploadWindowMs: number;
   sseIntervalMs: number;
   sseTimeoutMs: number;
+  /** Event streams open at once per account and per client address (CONTRACT §11); one more is refused in-stream. */
+  sseMaxStreams: { perAccount: number; perAddress: number };
+  /** The bearer token `/metrics` requires; null: `/metrics` is not served (CONTRACT §11). */
+  metricsToken: string | null;
   /** How often the background sweeper runs; not an operator setting in CONTRACT, fixed unless a test overrides it. */
   sweepIntervalMs: number;
   /** Protection against slow or idle clients (fixed defaults; tests shorten them). */
@@ -136,6 +140,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   if (initialApiKey !== null && !/^cfk_[A-Za-z0-9_-]{43}$/.test(initialApiKey)) {
     throw new ConfigError('COFFER_INITIAL_API_KEY', 'expected cfk_ followed by 43 base64url characters');
   }
+  const metricsToken = read(env, 'COFFER_METRICS_TOKEN') ?? null;
+  if (metricsToken !== null && !/^[\x21-\x7e]{16,}$/.test(metricsToken)) {
+    throw new ConfigError('COFFER_METRICS_TOKEN', 'expected at least 16 printable characters without spaces');
+  }
   return {
     port,
     host: read(env, 'HOST') ?? '0.0.0.0',
@@ -149,6 +157,11 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     uploadWindowMs: duration(env, 'COFFER_UPLOAD_WINDOW', '1h'),
     sseIntervalMs: duration(env, 'COFFER_SSE_INTERVAL', '2s', 10),
     sseTimeoutMs: duration(env, 'COFFER_SSE_TIMEOUT', '5m'),
+    sseMaxStreams: {
+      perAccount: integer(env, 'COFFER_SSE_MAX_PER_ACCOUNT', 100, 1, 1_000_000),
+      perAddress: integer(env, 'COFFER_SSE_MAX_PER_ADDRESS', 500, 1, 1_000_000),
+    },
+    metricsToken,
     sweepIntervalMs: 60_000,
     limits: { ...DEFAULT_LIMITS },
     signInLimit: {

@@ -177,7 +177,8 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
         summary: 'Follow the status of a backup as Server-Sent Events',
         description:
           'Frames `backup.status` (BackupStatusEvent) at once, on every change and at least every 2 s; ' +
-          '`backup.stream.closed` after a terminal status, a timeout or a shutdown; `backup.stream.error` on an internal failure.',
+          '`backup.stream.closed` after a terminal status, a timeout or a shutdown; `backup.stream.error` on an internal failure, ' +
+          'or as the only frame (code `too_many_streams`) when the account or client address already has too many streams open.',
         tags,
         params: BackupIdParams,
         response: {
@@ -195,7 +196,7 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
     },
     async (request, reply) => {
       reply.hijack();
-      ctx.streams.open(reply.raw, request.backup);
+      ctx.streams.open(reply.raw, request.backup, { accountId: request.principal.accountId, address: request.ip });
     },
   );
 }

@@ -25,7 +25,8 @@ export class FixedWindowLimiter {
     this.maxKeys = options.maxKeys ?? 10_000;
   }
 
-  hit(key: string): RateLimitResult {
+  /** Counts `cost` requests (e.g. the messages of a JSON-RPC batch) for `key`. */
+  hit(key: string, cost = 1): RateLimitResult {
     const now = this.now();
     let window = this.windows.get(key);
     if (!window || window.resetAt <= now) {
@@ -34,7 +35,7 @@ export class FixedWindowLimiter {
       window = { count: 0, resetAt: now + this.options.windowMs };
       this.windows.set(key, window);
     }
-    window.count += 1;
+    window.count += cost;
     return {
       allowed: window.count <= this.options.max,
       remaining: Math.max(0, this.options.max - window.count),

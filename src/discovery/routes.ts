@@ -27,14 +27,17 @@ import { FixedWindowLimiter, type RateLimitOptions } from './rate-limit.js';
 
 export interface DiscoveryOptions {
   config: Config;
-  /** Per-address limit on /mcp and the A2A endpoint together (default 120 requests a minute). */
+  /** Per-address limit on /mcp and the A2A endpoint together (default 120 JSON-RPC messages a minute). */
   rateLimit?: RateLimitOptions;
   /** Largest JSON-RPC body accepted on /mcp and the A2A endpoint (default 64 KiB). */
   bodyLimit?: number;
+  /** Most messages in one JSON-RPC batch (default 20); each message counts against the rate limit. */
+  maxBatch?: number;
 }
 
 export const DEFAULT_RATE_LIMIT: RateLimitOptions = { max: 120, windowMs: 60_000 };
 export const DEFAULT_RPC_BODY_LIMIT = 64 * 1024;
+export const DEFAULT_MAX_BATCH = 20;
 
 const DOC_CACHE = 'public, max-age=300';
 const ASSET_CACHE = 'public, max-age=86400';
@@ -126,6 +129,12 @@ export const discoveryRoutes: FastifyPluginAsync<DiscoveryOptions> = async (app,
   // JSON-RPC endpoints: their own body parser, size limit, per-address rate limit and JSON-RPC error bodies.
   const limiter = new FixedWindowLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
   const bodyLimit = options.bodyLimit ?? DEFAULT_RPC_BODY_LIMIT;
+  const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
+  const tooManyRequests = (reply: FastifyReply, resetSeconds: number) =>
+    sendRpc(
+      reply.header('retry-after', String(resetSeconds)),
+      rpcError(null, -32000, 'Too many requests: slow down and retry after Retry-After seconds', 429),
+    );
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (_request, body, done) => {
@@ -148,13 +157,22 @@ export const discoveryRoutes: FastifyPluginAsync<DiscoveryOptions> = async (app,
       request.log.error({ err: error }, 'discovery JSON-RPC endpoint failed');
       return sendRpc(reply, rpcError(null, JSON_RPC.internalError, 'Internal error', 500));
     });
+    // A request counts once before its body is read; a batch then counts its other messages too.
     scope.addHook('onRequest', async (request, reply) => {
       if (request.method === 'OPTIONS') return;
       const verdict = limiter.hit(request.ip);
-      if (!verdict.allowed) {
-        reply.header('retry-after', String(verdict.resetSeconds));
-        return sendRpc(reply, rpcError(null, -32000, 'Too many requests: slow down and retry after Retry-After seconds', 429));
+      if (!verdict.allowed) return tooManyRequests(reply, verdict.resetSeconds);
+    });
+    scope.addHook('preHandler', async (request, reply) => {
+      if (!Array.isArray(request.body) || request.body.length < 2) return;
+      const verdict = limiter.hit(request.ip, request.body.length - 1);
+      if (request.body.length > maxBatch) {
+        return sendRpc(
+          reply,
+          rpcError(null, JSON_RPC.invalidRequest, `Invalid Request: a batch may hold at most ${maxBatch} messages`, 400),
+        );
       }
+      if (!verdict.allowed) return tooManyRequests(reply, verdict.resetSeconds);
     });
 
     for (const url of [MCP_PATH, A2A_PATH]) {

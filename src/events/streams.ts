@@ -16,6 +16,23 @@ export type CloseReason = 'terminal' | 'timeout' | 'shutdown';
 export interface StreamOptions {
   intervalMs: number;
   timeoutMs: number;
+  /** Streams open at once per account and per client address (CONTRACT §11). */
+  maxPerAccount: number;
+  maxPerAddress: number;
+}
+
+/** Who opened a stream: the caps are counted on both. */
+export interface StreamOwner {
+  accountId: string;
+  address: string;
+}
+
+export type StreamLimit = 'account' | 'address';
+
+export interface StreamStats {
+  open: number;
+  /** Streams refused since start, by the cap that was reached. */
+  refused: Record<StreamLimit, number>;
 }
 
 export const SSE_HEADERS = {
@@ -38,6 +55,12 @@ function statusJson(backup: Backup, observedAt: number): string {
   return lastStatus.json;
 }
 
+function frameText(id: number, event: string, json: string): string {
+  return `id: ${id}\nevent: ${event}\ndata: ${json}\n\n`;
+}
+
+const OPENING = 'retry: 2000\n\n';
+
 let lastIso: { ms: number; text: string } = { ms: NaN, text: '' };
 function isoOnce(ms: number): string {
   if (lastIso.ms !== ms) lastIso = { ms, text: iso(ms) };
@@ -56,13 +79,18 @@ class EventStream {
     private readonly response: ServerResponse,
     backup: Backup,
     private readonly hub: EventStreamHub,
+    readonly owner: StreamOwner,
   ) {
     this.latest = backup;
-    response.write('retry: 2000\n\n');
+    response.write(OPENING);
     this.unsubscribe = hub.bus.subscribe(backup.id, (next) => this.onChange(next));
     this.ticker = setInterval(() => this.sendStatus(), hub.options.intervalMs);
     this.deadline = setTimeout(() => this.close('timeout'), hub.options.timeoutMs);
     response.on('close', () => this.dispose());
+  }
+
+  /** The first frame; separate from the constructor so the hub counts the stream before it can end. */
+  start(): void {
     this.sendStatus();
   }
 
@@ -72,7 +100,7 @@ class EventStream {
 
   private frameJson(event: string, json: string): void {
     this.frameId += 1;
-    this.response.write(`id: ${this.frameId}\nevent: ${event}\ndata: ${json}\n\n`);
+    this.response.write(frameText(this.frameId, event, json));
   }
 
   private onChange(next: Backup): void {
@@ -119,8 +147,26 @@ class EventStream {
   }
 }
 
+/** Open streams per key (account id or client address); a key leaves the map when its last stream closes. */
+class Tally {
+  private readonly counts = new Map<string, number>();
+
+  get(key: string): number {
+    return this.counts.get(key) ?? 0;
+  }
+
+  add(key: string, delta: 1 | -1): void {
+    const next = this.get(key) + delta;
+    if (next > 0) this.counts.set(key, next);
+    else this.counts.delete(key);
+  }
+}
+
 export class EventStreamHub {
   private readonly streams = new Set<EventStream>();
+  private readonly perAccount = new Tally();
+  private readonly perAddress = new Tally();
+  private readonly refused: Record<StreamLimit, number> = { account: 0, address: 0 };
 
   constructor(
     readonly bus: StatusBus,
@@ -130,18 +176,46 @@ export class EventStreamHub {
     bus.onFailure(() => this.failAll(new AppError('internal_error', 'The status feed of this server failed.')));
   }
 
-  /** Starts a stream on a response whose headers the caller has not yet sent. */
-  open(response: ServerResponse, backup: Backup): void {
+  /**
+   * Starts a stream on a response whose headers the caller has not yet sent. Over a cap, the operation may only
+   * answer inside the stream protocol: one `backup.stream.error` frame (`too_many_streams`), then the end.
+   */
+  open(response: ServerResponse, backup: Backup, owner: StreamOwner): void {
     response.writeHead(200, SSE_HEADERS);
-    this.streams.add(new EventStream(response, backup, this));
+    const limit = this.limitReached(owner);
+    if (limit !== null) {
+      this.refused[limit] += 1;
+      const maxStreams = limit === 'account' ? this.options.maxPerAccount : this.options.maxPerAddress;
+      const error = new AppError('too_many_streams', `Too many open event streams for this ${limit}.`, { limit, maxStreams });
+      response.end(OPENING + frameText(1, 'backup.stream.error', JSON.stringify({ ...errorBody(error), backupId: backup.id })));
+      return;
+    }
+    const stream = new EventStream(response, backup, this, owner);
+    this.streams.add(stream);
+    this.perAccount.add(owner.accountId, 1);
+    this.perAddress.add(owner.address, 1);
+    stream.start();
   }
 
+  private limitReached(owner: StreamOwner): StreamLimit | null {
+    if (this.perAccount.get(owner.accountId) >= this.options.maxPerAccount) return 'account';
+    if (this.perAddress.get(owner.address) >= this.options.maxPerAddress) return 'address';
+    return null;
+  }
+
+  /** Every way a stream ends (hang-up, terminal status, timeout, shutdown, failure) comes here once. */
   forget(stream: EventStream): void {
-    this.streams.delete(stream);
+    if (!this.streams.delete(stream)) return;
+    this.perAccount.add(stream.owner.accountId, -1);
+    this.perAddress.add(stream.owner.address, -1);
   }
 
   get size(): number {
     return this.streams.size;
+  }
+
+  stats(): StreamStats {
+    return { open: this.streams.size, refused: { ...this.refused } };
   }
 
   closeAll(reason: CloseReason): void {

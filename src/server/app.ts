@@ -107,9 +107,11 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
   const streams = new EventStreamHub(parts.bus, parts.clock, {
     intervalMs: parts.config.sseIntervalMs,
     timeoutMs: parts.config.sseTimeoutMs,
+    maxPerAccount: parts.config.sseMaxStreams.perAccount,
+    maxPerAddress: parts.config.sseMaxStreams.perAddress,
   });
   const metrics = new Metrics(
-    () => streams.size,
+    () => streams.stats(),
     () => parts.store.queryCounts(),
   );
   const ctx: RouteContext = {
@@ -121,7 +123,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     metrics,
   };
   hardening(app);
-  operationsRoutes(app, { store: parts.store, blobs: parts.blobs, metrics });
+  operationsRoutes(app, { store: parts.store, blobs: parts.blobs, metrics, metricsToken: parts.config.metricsToken });
 
   await app.register(fastifySwagger, {
     openapi: {

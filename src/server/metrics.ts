@@ -1,5 +1,6 @@
 /** Prometheus metrics (prom-client): request rate and latency by route, upload bytes, event streams, sweeps. */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { StreamStats } from '../events/streams.js';
 import type { QueryCounts } from '../store/store.js';
 
 export class Metrics {
@@ -29,7 +30,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(openStreams: () => number, queryCounts: () => QueryCounts) {
+  constructor(streams: () => StreamStats, queryCounts: () => QueryCounts) {
     new Counter({
       name: 'coffer_db_queries_total',
       help: 'Statements sent to the metadata database, by kind.',
@@ -48,7 +49,19 @@ export class Metrics {
       help: 'Event streams currently open on this node.',
       registers: [this.registry],
       collect() {
-        this.set(openStreams());
+        this.set(streams().open);
+      },
+    });
+    new Counter({
+      name: 'coffer_event_streams_refused_total',
+      help: 'Event streams refused with too_many_streams, by the cap that was reached (account or address).',
+      labelNames: ['limit'] as const,
+      registers: [this.registry],
+      collect() {
+        const { refused } = streams();
+        this.reset();
+        this.inc({ limit: 'account' }, refused.account);
+        this.inc({ limit: 'address' }, refused.address);
       },
     });
     collectDefaultMetrics({ register: this.registry, prefix: 'coffer_' });

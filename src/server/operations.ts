@@ -1,7 +1,10 @@
 /** Operator endpoints: /readyz (dependencies reachable) and /metrics (Prometheus), plus request metrics. */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { BlobStore } from '../blobs/blob-store.js';
+import { AppError } from '../domain/errors.js';
 import type { Store } from '../store/store.js';
+import { errorBody } from './errors.js';
 import type { Metrics } from './metrics.js';
 
 const PROBE_TIMEOUT_MS = 2000;
@@ -21,7 +24,22 @@ async function probe(check: () => Promise<void>): Promise<'ok' | 'unreachable'> 
   }
 }
 
-export function operationsRoutes(app: FastifyInstance, deps: { store: Store; blobs: BlobStore; metrics: Metrics }): void {
+const sha256 = (text: string) => createHash('sha256').update(text).digest();
+
+/** Compares the Authorization header with `Bearer <token>` in constant time (both sides hashed to one length). */
+function bearerMatches(header: string | undefined, token: string): boolean {
+  return timingSafeEqual(sha256(header ?? ''), sha256(`Bearer ${token}`));
+}
+
+export interface OperationsDeps {
+  store: Store;
+  blobs: BlobStore;
+  metrics: Metrics;
+  /** `/metrics` needs `Authorization: Bearer <metricsToken>`; without a token it is not served at all. */
+  metricsToken: string | null;
+}
+
+export function operationsRoutes(app: FastifyInstance, deps: OperationsDeps): void {
   const { metrics } = deps;
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
@@ -36,8 +54,19 @@ export function operationsRoutes(app: FastifyInstance, deps: { store: Store; blo
     return { status: ready ? 'ready' : 'unavailable', checks: { database, blobs } };
   });
 
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
-    reply.header('content-type', metrics.registry.contentType).header('cache-control', 'no-store');
+  // Metrics reveal traffic and upload sizes (CONTRACT §11): never public.
+  const token = deps.metricsToken;
+  if (token === null) return;
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+    reply.header('cache-control', 'no-store');
+    if (!bearerMatches(request.headers.authorization, token)) {
+      const error = new AppError('authentication_required', 'GET /metrics needs the metrics token.');
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer realm="metrics"')
+        .send({ ...errorBody(error), resolution: 'Send "Authorization: Bearer <COFFER_METRICS_TOKEN>".' });
+    }
+    reply.header('content-type', metrics.registry.contentType);
     return metrics.registry.metrics();
   });
 }

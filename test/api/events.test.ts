@@ -1,11 +1,12 @@
 /** CONTRACT §8: the event stream, with a real EventSource client. */
+import http from 'node:http';
 import { EventSource } from 'eventsource';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { LocalStatusBus } from '../../src/events/status-bus.js';
 import { finalizeBody } from '../helpers/api.js';
 import { Conformance } from '../helpers/conformance.js';
-import { type Fixture, bytes, createSlot, upload, useServer } from '../helpers/fixture.js';
+import { type Fixture, bytes, createSlot, readyBackup, upload, useServer } from '../helpers/fixture.js';
 import { startTestServer } from '../helpers/server.js';
 
 interface Frame {
@@ -197,5 +198,159 @@ describe('shutdown', () => {
     const frames = await stream.until(closed);
     expect(frames.at(-1)).toMatchObject({ event: 'backup.stream.closed', data: { reason: 'shutdown' } });
     expect(accountId).toBeTruthy();
+  });
+});
+
+/**
+ * A stream over raw HTTP from a chosen loopback source address (Linux routes all of 127/8 to lo), so one test
+ * can act as several client addresses. Collects every frame until the server ends the response.
+ */
+function rawStream(baseUrl: string, apiKey: string, backupId: string, localAddress: string) {
+  const frames: EventSourceMessage[] = [];
+  const parser = createParser({ onEvent: (message) => frames.push(message) });
+  const head: { status?: number; type?: string } = {};
+  const request = http.get(`${baseUrl}/api/backups/${backupId}/events`, {
+    headers: { authorization: `Bearer ${apiKey}` },
+    localAddress,
+    agent: false,
+  });
+  const ended = new Promise<void>((resolve) => {
+    request.on('error', () => resolve());
+    request.on('response', (response) => {
+      head.status = response.statusCode;
+      head.type = response.headers['content-type'];
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => parser.feed(chunk));
+      response.on('close', () => resolve());
+    });
+  });
+  return {
+    frames,
+    head,
+    ended,
+    /** The client hangs up. */
+    close: () => request.destroy(),
+    /** Resolves with the first frame. */
+    async first(): Promise<EventSourceMessage> {
+      for (let i = 0; i < 250 && frames.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      if (frames.length === 0) throw new Error('no frame arrived');
+      return frames[0]!;
+    },
+  };
+}
+
+describe('event-stream caps (CONTRACT §11)', () => {
+  const METRICS_TOKEN = 'events-test-metrics-token';
+  const fx = useServer({
+    env: {
+      COFFER_SSE_INTERVAL: '20s',
+      COFFER_SSE_MAX_PER_ACCOUNT: '2',
+      COFFER_SSE_MAX_PER_ADDRESS: '3',
+      COFFER_METRICS_TOKEN: METRICS_TOKEN,
+    },
+  });
+  const open: ReturnType<typeof rawStream>[] = [];
+  const stream = (apiKey: string, backupId: string, address: string) => {
+    const s = rawStream(fx.server.url, apiKey, backupId, address);
+    open.push(s);
+    return s;
+  };
+  afterEach(async () => {
+    for (const s of open.splice(0)) s.close();
+    await waitForMetric(/^coffer_event_streams_open 0$/m);
+  });
+
+  async function metrics(): Promise<string> {
+    const response = await fetch(`${fx.server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    expect(response.status).toBe(200);
+    return response.text();
+  }
+  async function waitForMetric(pattern: RegExp): Promise<string> {
+    for (let i = 0; ; i++) {
+      const text = await metrics();
+      if (pattern.test(text)) return text;
+      if (i > 250) throw new Error(`metrics never matched ${pattern}:\n${text.split('\n').filter((l) => l.startsWith('coffer_event')).join('\n')}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  const refusedCount = (text: string, limit: string) =>
+    Number(new RegExp(`^coffer_event_streams_refused_total\\{limit="${limit}"\\} (\\d+)$`, 'm').exec(text)?.[1]);
+
+  /** A refused stream: 200, text/event-stream, exactly one backup.stream.error frame, then the end. */
+  async function expectRefused(s: ReturnType<typeof rawStream>, backupId: string, limit: string, maxStreams: number) {
+    await s.ended;
+    expect(s.head.status).toBe(200);
+    expect(s.head.type).toMatch(/^text\/event-stream/);
+    expect(s.frames.map((f) => f.event)).toEqual(['backup.stream.error']);
+    const data = JSON.parse(s.frames[0]!.data);
+    expect(data).toEqual({
+      error: expect.any(String),
+      code: 'too_many_streams',
+      message: data.error,
+      resolution: expect.stringMatching(/Close event streams/),
+      details: { limit, maxStreams },
+      backupId,
+    });
+  }
+
+  it('refuses the stream over the account cap in-stream, leaves other accounts alone, and frees a slot on close', async () => {
+    const a = await fx.account();
+    const b = await fx.account();
+    const idA = await createSlot(a.call);
+    const idB = await createSlot(b.call);
+    const before = await metrics();
+
+    const first = stream(a.apiKey, idA, '127.0.0.2');
+    const second = stream(a.apiKey, idA, '127.0.0.3');
+    expect((await first.first()).event).toBe('backup.status');
+    expect((await second.first()).event).toBe('backup.status');
+    // From yet another address: the account's own cap applies.
+    await expectRefused(stream(a.apiKey, idA, '127.0.0.4'), idA, 'account', 2);
+    // Another account is not held back by A's cap.
+    expect((await stream(b.apiKey, idB, '127.0.0.4').first()).event).toBe('backup.status');
+    const after = await waitForMetric(/^coffer_event_streams_open 3$/m);
+    expect(refusedCount(after, 'account')).toBe(refusedCount(before, 'account') + 1);
+
+    // The client hangs up: its slot is free again.
+    first.close();
+    await waitForMetric(/^coffer_event_streams_open 2$/m);
+    const third = stream(a.apiKey, idA, '127.0.0.2');
+    expect((await third.first()).event).toBe('backup.status');
+    await expectRefused(stream(a.apiKey, idA, '127.0.0.2'), idA, 'account', 2);
+
+    // A terminal status ends both of A's streams and frees both slots.
+    await a.call('DELETE', `/api/backups/${idA}`);
+    await Promise.all([second.ended, third.ended]);
+    expect(third.frames.at(-1)!.event).toBe('backup.stream.closed');
+    const idA2 = await createSlot(a.call);
+    for (const address of ['127.0.0.2', '127.0.0.3']) {
+      expect((await stream(a.apiKey, idA2, address).first()).event).toBe('backup.status');
+    }
+  });
+
+  it('releases the slot of a stream that ends at once (a backup already READY)', async () => {
+    const a = await fx.account();
+    const { id } = await readyBackup(a.call, 8);
+    for (let i = 0; i < 5; i++) {
+      const s = stream(a.apiKey, id, '127.0.0.7');
+      await s.ended;
+      expect(s.frames.map((f) => f.event)).toEqual(['backup.status', 'backup.stream.closed']);
+    }
+    await waitForMetric(/^coffer_event_streams_open 0$/m);
+  });
+
+  it('caps open streams per client address, across accounts', async () => {
+    const accounts = await Promise.all([fx.account(), fx.account()]);
+    const [a, b] = await Promise.all(accounts.map(async (x) => ({ ...x, id: await createSlot(x.call) })));
+    const before = await metrics();
+    for (const s of [stream(a!.apiKey, a!.id, '127.0.0.5'), stream(a!.apiKey, a!.id, '127.0.0.5'), stream(b!.apiKey, b!.id, '127.0.0.5')]) {
+      expect((await s.first()).event).toBe('backup.status');
+    }
+    await expectRefused(stream(b!.apiKey, b!.id, '127.0.0.5'), b!.id, 'address', 3);
+    // The same account from another address is within both caps.
+    expect((await stream(b!.apiKey, b!.id, '127.0.0.6').first()).event).toBe('backup.status');
+    const after = await waitForMetric(/^coffer_event_streams_open 4$/m);
+    expect(refusedCount(after, 'address')).toBe(refusedCount(before, 'address') + 1);
+    expect(refusedCount(after, 'account')).toBe(refusedCount(before, 'account'));
   });
 });

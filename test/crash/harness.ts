@@ -31,6 +31,8 @@ import type { Store } from '../../src/store/store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BIN = path.join(ROOT, 'dist/cli/main.js');
+/** /metrics is served only with a token (CONTRACT §11): the harness sets one to read the sweeper counter. */
+const METRICS_TOKEN = 'crash-harness-metrics-token';
 
 export interface Row {
   id: string;
@@ -104,7 +106,7 @@ interface ServerProcess {
 async function startServer(env: Record<string, string>, log: string[]): Promise<ServerProcess> {
   const startedAt = Date.now();
   const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', COFFER_UPLOAD_WINDOW: UPLOAD_WINDOW, ...env },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', COFFER_UPLOAD_WINDOW: UPLOAD_WINDOW, COFFER_METRICS_TOKEN: METRICS_TOKEN, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -132,7 +134,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 async function awaitSweep(server: ServerProcess): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const response = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    if (response.status !== 200) throw new Error(`/metrics answered ${response.status}`);
+    const text = await response.text();
     const count = (outcome: string) => Number(new RegExp(`coffer_sweeper_runs_total\\{outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
     if (count('error') > 0) throw new Error(`the start-up sweep failed:\n${server.output()}`);
     if (count('ok') > 0) return;

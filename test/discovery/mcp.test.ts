@@ -214,4 +214,37 @@ describe('per-address rate limit on /mcp and the A2A endpoint', () => {
       await own.stop();
     }
   });
+
+  const batch = (size: number, from = 0) =>
+    JSON.stringify(Array.from({ length: size }, (_, i) => ({ jsonrpc: '2.0', id: from + i, method: 'ping' })));
+
+  it('counts every message of a batch: 6 batches of 20 use up the 120 a minute', async () => {
+    const own = await startTestServer();
+    try {
+      for (let i = 0; i < 6; i++) {
+        const response = await rpc(own.url, batch(20, i * 20));
+        expect(response.status).toBe(200);
+        expect(JSON.parse(response.text)).toHaveLength(20);
+      }
+      const limited = await rpc(own.url, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }));
+      expect(limited.status).toBe(429);
+      expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('refuses a batch over 20 messages with a JSON-RPC error, and still counts its messages', async () => {
+    const own = await startTestServer();
+    try {
+      const tooBig = await rpc(own.url, batch(100));
+      expect(tooBig.status).toBe(400);
+      expect(JSON.parse(tooBig.text).error).toEqual({ code: -32600, message: expect.stringMatching(/at most 20 messages/) });
+      // 100 counted: one batch of 20 more reaches the 120, and the request after it is over the limit.
+      expect((await rpc(own.url, batch(20))).status).toBe(200);
+      expect((await rpc(own.url, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }))).status).toBe(429);
+    } finally {
+      await own.stop();
+    }
+  });
 });

@@ -16,6 +16,13 @@ describe('FixedWindowLimiter', () => {
     expect(limiter.hit('a')).toEqual({ allowed: true, remaining: 2, resetSeconds: 10 });
   });
 
+  it('counts a cost of several requests at once (the messages of a JSON-RPC batch)', () => {
+    const limiter = new FixedWindowLimiter({ max: 5, windowMs: 10_000 }, () => 0);
+    expect(limiter.hit('a', 4)).toMatchObject({ allowed: true, remaining: 1 });
+    expect(limiter.hit('a', 2)).toMatchObject({ allowed: false, remaining: 0 });
+    expect(limiter.hit('b', 5).allowed).toBe(true);
+  });
+
   it('never tracks more than maxKeys addresses', () => {
     let now = 0;
     const limiter = new FixedWindowLimiter({ max: 1, windowMs: 60_000, maxKeys: 100 }, () => now);

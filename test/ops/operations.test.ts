@@ -11,8 +11,11 @@ import { envelope } from '../helpers/api.js';
 import { bytes, createSlot, readyBackup, upload, useServer } from '../helpers/fixture.js';
 import { startTestServer, tempDir } from '../helpers/server.js';
 
+const METRICS_TOKEN = 'test-metrics-token-0123456789';
+const scrape = (url: string, token = METRICS_TOKEN) => fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${token}` } });
+
 describe('probes and metrics', () => {
-  const fx = useServer();
+  const fx = useServer({ env: { COFFER_METRICS_TOKEN: METRICS_TOKEN } });
 
   it('/readyz reports the database and blob store reachable', async () => {
     const response = await fetch(`${fx.server.url}/readyz`);
@@ -24,7 +27,7 @@ describe('probes and metrics', () => {
     const { call } = await fx.account();
     await readyBackup(call, 1234);
     await fx.server.sweepOnce();
-    const response = await fetch(`${fx.server.url}/metrics`);
+    const response = await scrape(fx.server.url);
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^text\/plain/);
     const text = await response.text();
@@ -32,7 +35,40 @@ describe('probes and metrics', () => {
     expect(text).toMatch(/coffer_http_request_duration_seconds_bucket\{le="[^"]+",method="POST",route="\/api\/backup-account\/bootstrap"/);
     expect(text).toMatch(/coffer_upload_bytes_total 1234/);
     expect(text).toMatch(/coffer_event_streams_open 0/);
+    expect(text).toMatch(/coffer_event_streams_refused_total\{limit="account"\} 0/);
     expect(text).toMatch(/coffer_sweeper_runs_total\{outcome="ok"\} [1-9]/);
+  });
+
+  it('/metrics answers 401 without the metrics token, or with another credential', async () => {
+    const { apiKey } = await fx.account();
+    const attempts = [
+      await fetch(`${fx.server.url}/metrics`),
+      await scrape(fx.server.url, `${METRICS_TOKEN}x`),
+      await scrape(fx.server.url, METRICS_TOKEN.slice(0, -1)),
+      await scrape(fx.server.url, apiKey),
+      await fetch(`${fx.server.url}/metrics`, { headers: { authorization: METRICS_TOKEN } }),
+    ];
+    for (const response of attempts) {
+      expect(response.status).toBe(401);
+      expect(response.headers.get('www-authenticate')).toBe('Bearer realm="metrics"');
+      const body = await response.json();
+      expect(body).toMatchObject({ code: 'authentication_required', resolution: expect.stringContaining('COFFER_METRICS_TOKEN') });
+      expect(JSON.stringify(body)).not.toMatch(/coffer_|nodejs/);
+    }
+  });
+});
+
+describe('metrics without COFFER_METRICS_TOKEN', () => {
+  const fx = useServer();
+
+  it('are not served at all: /metrics is an unknown path, whatever credential is sent', async () => {
+    const { apiKey } = await fx.account();
+    const attempts: Record<string, string>[] = [{}, { authorization: `Bearer ${apiKey}` }, { authorization: 'Bearer ' }];
+    for (const headers of attempts) {
+      const response = await fetch(`${fx.server.url}/metrics`, { headers });
+      expect(response.status).toBe(404);
+      expect(await response.text()).not.toMatch(/coffer_upload_bytes_total|nodejs_version/);
+    }
   });
 });
 

@@ -136,15 +136,28 @@ async function promptTwice(first: string, second: string | undefined, signal: Ab
   return value;
 }
 
-export async function confirmOnTerminal(question: string, expected: string): Promise<boolean> {
+export async function confirmOnTerminal(question: string, expected: string, signal?: AbortSignal): Promise<boolean> {
   if (!canPrompt()) return true;
+  signal?.throwIfAborted();
   process.stderr.write(question);
   const input = process.stdin;
   input.setEncoding('utf8');
   input.resume();
-  const answer = await new Promise<string>((resolve) => input.once('data', (chunk: string) => resolve(chunk)));
-  input.pause();
-  return answer.trim() === expected;
+  let onData: (chunk: string) => void = () => undefined;
+  let onAbort = () => undefined as void;
+  try {
+    const answer = await new Promise<string>((resolve, reject) => {
+      onData = resolve;
+      onAbort = () => reject(signal?.reason as Error);
+      input.once('data', onData);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    return answer.trim() === expected;
+  } finally {
+    input.off('data', onData);
+    signal?.removeEventListener('abort', onAbort);
+    input.pause();
+  }
 }
 
 // ---- progress ----

@@ -3,7 +3,7 @@
  * passphrase, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
  * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
- * 3 cadence limit (429), 4 integrity failure.
+ * 3 cadence limit (429), 4 integrity failure, 130 interrupted (SIGINT/SIGTERM, after cleanup).
  */
 import fsp from 'node:fs/promises';
 import type { Command } from 'commander';
@@ -320,6 +320,7 @@ export function registerClientCommands(program: Command): void {
           const confirmed = await confirmOnTerminal(
             'This deletes every backup and the vault key material for good. Type "delete" to continue: ',
             'delete',
+            signal,
           );
           if (!confirmed) throw new CliError('reset cancelled; nothing was deleted', EXIT.failure);
         }

@@ -5,9 +5,9 @@
 import fsp from 'node:fs/promises';
 import cliProgress from 'cli-progress';
 import { DEFAULT_KDF_PROFILE, IntegrityError, KDF_PROFILES, isKdfProfile, type KdfProfile } from '../client/envelope.js';
+import { fsReason } from '../client/fs-errors.js';
 import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { StatusStreamError } from '../client/watch.js';
-import { fsReason } from '../client/fs-errors.js';
 import { CliError, EXIT, usageError, writeHuman } from './output.js';
 
 export const DEFAULT_URL = 'http://localhost:8080';

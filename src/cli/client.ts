@@ -9,6 +9,7 @@ import fsp from 'node:fs/promises';
 import type { Command } from 'commander';
 import { runBackup, type BackupEvent } from '../client/backup.js';
 import { openMetadata, unwrapDek, wipe, KDF_PROFILES, type BackupMetadata } from '../client/envelope.js';
+import { fsReason } from '../client/fs-errors.js';
 import { checkTarget, runRestore } from '../client/restore.js';
 import type { BackupDetailBody, BackupRecordBody, CofferClient } from '../client/sdk.js';
 import { changePassphrase, initVault, unlockVault } from '../client/vault.js';
@@ -26,7 +27,6 @@ import {
   readPassphrase,
   toCliError,
 } from './client-io.js';
-import { fsReason } from '../client/fs-errors.js';
 import { CliError, EXIT, usageError, writeHuman } from './output.js';
 
 interface JsonOption {
@@ -266,20 +266,20 @@ export function registerClientCommands(program: Command): void {
         let last: string | undefined;
         let final: string | undefined;
         for await (const event of watchBackup(client, id, { signal })) {
-            if (event.type === 'status') {
-              final = event.data.status;
-              if (options.json) printJson(event.data);
-              else if (event.data.status !== last) {
-                print(`${localTime(event.data.observedAt)}  ${event.data.backupId}  ${event.data.status}`);
-              }
-              last = event.data.status;
-            } else if (event.type === 'closed') {
-              final = event.data.status;
-              if (options.json) printJson(event.data);
-            } else if (!options.json) {
-              note(`reconnecting (${event.reason})`);
+          if (event.type === 'status') {
+            final = event.data.status;
+            if (options.json) printJson(event.data);
+            else if (event.data.status !== last) {
+              print(`${localTime(event.data.observedAt)}  ${event.data.backupId}  ${event.data.status}`);
             }
+            last = event.data.status;
+          } else if (event.type === 'closed') {
+            final = event.data.status;
+            if (options.json) printJson(event.data);
+          } else if (!options.json) {
+            note(`reconnecting (${event.reason})`);
           }
+        }
         if (final === 'FAILED') throw new CliError(`backup ${id} FAILED`, EXIT.failure);
       }),
     );

@@ -123,7 +123,7 @@ const sameFile = (a: fs.Stats, b: fs.Stats) =>
  */
 export async function* packTree(scan: TreeScan, counts?: PackCounts): AsyncGenerator<Buffer> {
   let changed: Error | undefined;
-  const looks: Promise<void>[] = [];
+  const looks = new Set<Promise<void>>();
   const pack = tar.c(
     {
       cwd: scan.cwd,
@@ -137,16 +137,19 @@ export async function* packTree(scan: TreeScan, counts?: PackCounts): AsyncGener
         if (entry.type === 'File' && entry.stat) {
           const before = entry.stat;
           entry.once('end', () => {
-            looks.push(
-              fsp.lstat(entry.absolute).then(
+            const file = entry.absolute;
+            const look: Promise<void> = fsp
+              .lstat(file)
+              .then(
                 (after) => {
-                  if (!sameFile(before, after)) changed ??= changedWhileRead(entry.absolute);
+                  if (!sameFile(before, after)) changed ??= changedWhileRead(file);
                 },
-                (error: unknown) => {
-                  changed ??= (error as NodeJS.ErrnoException).code === 'ENOENT' ? changedWhileRead(entry.absolute) : cannotRead(entry.absolute, error);
+                (error: NodeJS.ErrnoException) => {
+                  changed ??= error.code === 'ENOENT' ? changedWhileRead(file) : cannotRead(file, error);
                 },
-              ),
-            );
+              )
+              .finally(() => looks.delete(look));
+            looks.add(look);
           });
         }
         if (!counts) return;

@@ -265,7 +265,8 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     const movedByOthers = error instanceof CofferApiError && error.status === 409;
     if (!movedByOthers) {
       // After Ctrl-C the slot is still freed, but a slow server may not hold up the exit.
-      const deleted = await client.deleteBackup(slot.backupId, signal?.aborted ? AbortSignal.timeout(CLEANUP_TIMEOUT_MS) : undefined).then(
+      const cleanup = signal?.aborted ? AbortSignal.timeout(CLEANUP_TIMEOUT_MS) : undefined;
+      const deleted = await client.deleteBackup(slot.backupId, cleanup).then(
         () => true,
         () => false,
       );

@@ -6,7 +6,6 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -306,7 +305,6 @@ describe('CLI robustness', () => {
       expect(result.code).toBe(1);
       expect(result.stderr).toContain(`cannot read ${secret}: permission denied`);
       expect(result.stderr).not.toMatch(/EACCES/);
-      fs.chmodSync(secret, 0o600);
     });
   });
 

@@ -22,6 +22,61 @@ export class ApiError extends Error {
   }
 }
 
+/** What each permission lets a key do. */
+const PERMISSION_USES: Record<string, string> = {
+  'backups:read': 'read backups',
+  'backups:write': 'make and delete backups',
+  'backups:restore': 'restore backups',
+};
+
+/** Text that speaks the HTTP API (paths, verbs, headers, response fields) instead of the page. */
+const API_INTERNALS = /\/api\/|details\.|bearer|authorization|x-api-key|x-csrf-token|content-type|\b(GET|POST|PUT|PATCH|DELETE) \//i;
+
+/**
+ * What the person at the page should do about a refusal. The API's own `resolution` is written for API callers
+ * (it names paths, headers and `details.*` fields), so known codes get the console's words; any other text is
+ * shown only when it does not speak API internals.
+ */
+export function userResolution(code: string, details: Record<string, unknown> | undefined, resolution: string): string {
+  const permission = typeof details?.requiredPermission === 'string' ? details.requiredPermission : undefined;
+  switch (code) {
+    case 'authentication_required':
+      return 'Check the key and sign in again, or open a new sign-in link from your operator (coffer admin login-link).';
+    case 'insufficient_scope':
+      return (
+        `This key may not ${permission ? PERMISSION_USES[permission] ?? 'do this' : 'do this'}${permission ? ` (it lacks ${permission})` : ''}. ` +
+        'Sign in with a key that holds read, write and restore, or ask your operator for one (coffer admin keys create).'
+      );
+    case 'csrf_token_invalid':
+      return 'Reload the page and try again.';
+    case 'backup_not_found':
+      return 'It may have been deleted or have expired: go back to your backups.';
+    case 'backup_content_unavailable':
+      return 'Only READY backups can be restored: wait until it is ready.';
+    case 'vault_not_initialized':
+      return 'Set up the vault first with the CLI: coffer init.';
+    case 'vault_not_empty':
+      return 'Delete the remaining backups first.';
+    case 'upload_in_progress':
+      return 'Wait until the upload in progress has finished, then try again.';
+    case 'invalid_backup_state':
+      return 'Reload the page to see its current status.';
+    case 'backup_cadence_exceeded':
+      return 'Wait until the next backup is allowed, or move to a plan with a shorter interval.';
+    case 'internal_error':
+      return 'Try again later; if it keeps failing, tell your operator.';
+    case 'validation_failed':
+      return 'Check what you entered and try again.';
+    case 'invalid_json':
+    case 'unsupported_media_type':
+    case 'method_not_allowed':
+    case 'not_found':
+      return 'Reload the page; if it keeps happening, tell your operator.';
+    default:
+      return API_INTERNALS.test(resolution) ? '' : resolution;
+  }
+}
+
 let csrfToken: string | null = null;
 let onSignedOut: () => void = () => undefined;
 
@@ -61,13 +116,9 @@ export async function api<T>(method: string, path: string, body?: unknown, optio
   if (!response.ok) {
     const error = (parsed ?? {}) as Partial<ErrorBody>;
     if (response.status === 401 && !options.quiet401) onSignedOut();
-    throw new ApiError(
-      response.status,
-      error.code ?? 'http_error',
-      error.message ?? `The server answered ${response.status}.`,
-      error.resolution ?? '',
-      error.details,
-    );
+    const code = error.code ?? 'http_error';
+    const message = error.message && !API_INTERNALS.test(error.message) ? error.message : 'The server refused this request.';
+    throw new ApiError(response.status, code, message, userResolution(code, error.details, error.resolution ?? ''), error.details);
   }
   return parsed as T;
 }

@@ -20,7 +20,7 @@ async function getJson<T>(path: string): Promise<T> {
   const response = await fetch(path, { credentials: 'same-origin', headers: { accept: 'application/json' } });
   if (!response.ok) {
     const body = (await response.json().catch(() => null)) as { message?: string } | null;
-    throw new Error(body?.message ?? `${path} answered ${response.status}`);
+    throw new Error(body?.message ?? `the server answered ${response.status}`);
   }
   return (await response.json()) as T;
 }

@@ -4,16 +4,13 @@
  */
 import fsp from 'node:fs/promises';
 import cliProgress from 'cli-progress';
-import { ArchiveTooLargeError } from '../client/backup.js';
 import { DEFAULT_KDF_PROFILE, IntegrityError, KDF_PROFILES, isKdfProfile, type KdfProfile } from '../client/envelope.js';
-import { BackupNotRestorableError, TargetNotEmptyError } from '../client/restore.js';
-import { CofferApiError, CofferClient, CofferNetworkError } from '../client/sdk.js';
-import { VaultStateError } from '../client/vault.js';
+import { fsReason } from '../client/fs-errors.js';
+import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { StatusStreamError } from '../client/watch.js';
-import { CliError, EXIT, usageError } from './output.js';
+import { CliError, EXIT, usageError, writeHuman } from './output.js';
 
 export const DEFAULT_URL = 'http://localhost:8080';
-export const EXIT_INTERRUPTED = 130;
 
 // ---- configuration ----
 
@@ -57,17 +54,19 @@ async function fromFile(file: string, option: string): Promise<string> {
   try {
     text = await fsp.readFile(file, 'utf8');
   } catch (error) {
-    throw usageError(`cannot read ${option} ${file}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`);
+    throw usageError(`cannot read ${option} ${file}: ${fsReason(error)}`);
   }
   return text.replace(/\r?\n$/, '');
 }
 
 /** Reads a line from the terminal without echoing it. */
-export function promptHidden(question: string): Promise<string> {
+export function promptHidden(question: string, signal?: AbortSignal): Promise<string> {
   const input = process.stdin;
   return new Promise((resolve, reject) => {
     let value = '';
+    const onAbort = () => finish(signal?.reason as Error);
     const finish = (error?: Error) => {
+      signal?.removeEventListener('abort', onAbort);
       input.off('data', onData);
       input.setRawMode(false);
       input.pause();
@@ -78,9 +77,9 @@ export function promptHidden(question: string): Promise<string> {
     const onData = (chunk: string) => {
       for (const ch of chunk) {
         if (ch === '\r' || ch === '\n') return finish();
-        if (ch === '\u0003') return finish(new CliError('cancelled', EXIT_INTERRUPTED));
+        if (ch === '\u0003') return finish(new CliError('cancelled', EXIT.interrupted));
         if (ch === '\u0004') {
-          if (value === '') return finish(new CliError('cancelled', EXIT_INTERRUPTED));
+          if (value === '') return finish(new CliError('cancelled', EXIT.interrupted));
           continue;
         }
         if (ch === '\u007f' || ch === '\b') {
@@ -90,6 +89,8 @@ export function promptHidden(question: string): Promise<string> {
         if (ch >= ' ') value += ch;
       }
     };
+    if (signal?.aborted) return reject(signal.reason as Error);
+    signal?.addEventListener('abort', onAbort, { once: true });
     process.stderr.write(question);
     input.setEncoding('utf8');
     input.setRawMode(true);
@@ -106,18 +107,18 @@ function nonEmpty(value: string, source: string): string {
 }
 
 /** The vault passphrase: --passphrase-file, else COFFER_PASSPHRASE, else a prompt (asked twice when `confirm`). */
-export async function readPassphrase(options: { passphraseFile?: string; confirm?: boolean }): Promise<string> {
+export async function readPassphrase(options: { passphraseFile?: string; confirm?: boolean; signal?: AbortSignal }): Promise<string> {
   if (options.passphraseFile) return nonEmpty(await fromFile(options.passphraseFile, '--passphrase-file'), '--passphrase-file');
   const env = process.env.COFFER_PASSPHRASE;
   if (env !== undefined && env !== '') return env;
   if (!canPrompt()) {
     throw usageError('no passphrase: set COFFER_PASSPHRASE, pass --passphrase-file <file>, or run on a terminal');
   }
-  return promptTwice('Passphrase: ', options.confirm ? 'Repeat the passphrase: ' : undefined);
+  return promptTwice('Passphrase: ', options.confirm ? 'Repeat the passphrase: ' : undefined, options.signal);
 }
 
 /** The new passphrase of `coffer passphrase`: --new-passphrase-file, COFFER_NEW_PASSPHRASE, or a prompt asked twice. */
-export async function readNewPassphrase(options: { newPassphraseFile?: string }): Promise<string> {
+export async function readNewPassphrase(options: { newPassphraseFile?: string; signal?: AbortSignal }): Promise<string> {
   if (options.newPassphraseFile) {
     return nonEmpty(await fromFile(options.newPassphraseFile, '--new-passphrase-file'), '--new-passphrase-file');
   }
@@ -126,24 +127,37 @@ export async function readNewPassphrase(options: { newPassphraseFile?: string })
   if (!canPrompt()) {
     throw usageError('no new passphrase: set COFFER_NEW_PASSPHRASE, pass --new-passphrase-file <file>, or run on a terminal');
   }
-  return promptTwice('New passphrase: ', 'Repeat the new passphrase: ');
+  return promptTwice('New passphrase: ', 'Repeat the new passphrase: ', options.signal);
 }
 
-async function promptTwice(first: string, second: string | undefined): Promise<string> {
-  const value = nonEmpty(await promptHidden(first), 'the prompt');
-  if (second !== undefined && (await promptHidden(second)) !== value) throw usageError('the passphrases do not match');
+async function promptTwice(first: string, second: string | undefined, signal: AbortSignal | undefined): Promise<string> {
+  const value = nonEmpty(await promptHidden(first, signal), 'the prompt');
+  if (second !== undefined && (await promptHidden(second, signal)) !== value) throw usageError('the passphrases do not match');
   return value;
 }
 
-export async function confirmOnTerminal(question: string, expected: string): Promise<boolean> {
+export async function confirmOnTerminal(question: string, expected: string, signal?: AbortSignal): Promise<boolean> {
   if (!canPrompt()) return true;
+  signal?.throwIfAborted();
   process.stderr.write(question);
   const input = process.stdin;
   input.setEncoding('utf8');
   input.resume();
-  const answer = await new Promise<string>((resolve) => input.once('data', (chunk: string) => resolve(chunk)));
-  input.pause();
-  return answer.trim() === expected;
+  let onData: (chunk: string) => void = () => undefined;
+  let onAbort = () => undefined as void;
+  try {
+    const answer = await new Promise<string>((resolve, reject) => {
+      onData = resolve;
+      onAbort = () => reject(signal?.reason as Error);
+      input.once('data', onData);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    return answer.trim() === expected;
+  } finally {
+    input.off('data', onData);
+    signal?.removeEventListener('abort', onAbort);
+    input.pause();
+  }
 }
 
 // ---- progress ----
@@ -262,6 +276,76 @@ export function cadenceMessage(error: CofferApiError): string {
 
 // ---- failures → exit codes ----
 
+/** What each permission lets a key do, in the commands that need it. */
+const PERMISSION_USES: Record<string, string> = {
+  'backups:read': 'read backups and the vault (list, show, watch, and every command that asks for the passphrase)',
+  'backups:write': 'make and delete backups or change the vault (init, backup, delete, passphrase, reset)',
+  'backups:restore': 'download backups (restore)',
+};
+
+/** Text that speaks the HTTP API (paths, verbs, headers, response fields) instead of the user's commands. */
+const API_INTERNALS = /\/api\/|details\.|bearer|authorization|x-api-key|content-type|\b(GET|POST|PUT|PATCH|DELETE) \//i;
+const userWords = (text: string) => (API_INTERNALS.test(text) ? '' : text.trim());
+
+/**
+ * A refusal of the server as what the user should do, in terms of this CLI. The API's own `resolution` is
+ * written for API callers (it names paths, headers and `details.*` fields), so known codes get their own words
+ * here; an unknown code falls back to the server's text only when it does not speak API internals.
+ */
+export function apiErrorMessage(error: CofferApiError): string {
+  const details = error.details ?? {};
+  const again = 'check that COFFER_URL points at a Coffer server of a matching version';
+  switch (error.code) {
+    case 'backup_cadence_exceeded':
+      return cadenceMessage(error);
+    case 'authentication_required':
+      return (
+        'the server refused the API key: it is unknown, revoked or expired. Set COFFER_API_KEY to a valid key ' +
+        "(create one on the console's Keys page, or ask the operator: coffer admin keys create)."
+      );
+    case 'insufficient_scope': {
+      const permission = typeof details.requiredPermission === 'string' ? details.requiredPermission : undefined;
+      const uses = permission ? PERMISSION_USES[permission] : undefined;
+      if (!permission || !uses) return 'this API key is not allowed to do this: use a key with more permissions (set COFFER_API_KEY).';
+      return (
+        `this API key is not allowed to ${uses}: it lacks the ${permission} permission. Use a key that has it ` +
+        `(create one on the console's Keys page, or ask the operator: coffer admin keys create --scopes ${permission}) ` +
+        'and set COFFER_API_KEY to it.'
+      );
+    }
+    case 'backup_not_found':
+      return 'no such backup: check the id (`coffer list` shows your backups).';
+    case 'backup_content_unavailable':
+      return 'this backup has no content to restore: only READY backups can be restored (see `coffer show <id>`).';
+    case 'vault_not_initialized':
+      return 'the vault is not initialized: run `coffer init` first.';
+    case 'vault_not_empty': {
+      const remaining = typeof details.remainingBackups === 'number' ? details.remainingBackups : 'some';
+      return `reset refused: ${remaining} backup(s) remain. Delete them first, or pass --delete-backups.`;
+    }
+    case 'upload_in_progress':
+      return 'another backup of this account is being uploaded: wait until it is finished, then try again.';
+    case 'invalid_backup_state':
+      return `the backup is ${typeof details.status === 'string' ? details.status : 'in another state'}, so this does not apply to it (see \`coffer show <id>\`).`;
+    case 'ciphertext_size_mismatch':
+      return 'the server holds a different number of bytes than were uploaded: run the backup again.';
+    case 'payload_too_large':
+      return 'the encrypted archive is larger than the server accepts: back up a smaller directory, or split it into several backups.';
+    case 'internal_error':
+      return 'the server failed on its side: try again later; if it keeps failing, tell the operator.';
+    case 'validation_failed':
+    case 'invalid_json':
+    case 'unsupported_media_type':
+    case 'not_found':
+    case 'method_not_allowed':
+      return `the server did not accept this request: ${again}.`;
+    default: {
+      const text = [userWords(error.message), userWords(error.resolution)].filter(Boolean).join(' ');
+      return `the server refused (${error.code})${text ? `: ${text}` : `: ${again}.`}`;
+    }
+  }
+}
+
 /** Turns any failure of a client command into a CliError with the exit code of CONTRACT §10. */
 export function toCliError(error: unknown, json: boolean): CliError {
   if (error instanceof CliError) return error;
@@ -270,38 +354,44 @@ export function toCliError(error: unknown, json: boolean): CliError {
   }
   if (error instanceof CofferApiError) {
     if (json) process.stdout.write(`${JSON.stringify(error.body)}\n`);
-    if (error.status === 429) return new CliError(cadenceMessage(error), EXIT.cadence);
-    if (error.status === 401) {
-      return new CliError(`the server refused the API key (${error.code}): check COFFER_API_KEY`, EXIT.failure);
-    }
-    const resolution = error.resolution ? ` ${error.resolution}` : '';
-    return new CliError(`${error.message} (${error.code}, HTTP ${error.status}).${resolution}`, EXIT.failure);
+    return new CliError(apiErrorMessage(error), error.status === 429 ? EXIT.cadence : EXIT.failure);
   }
   if (error instanceof StatusStreamError) return new CliError(`event stream error: ${error.message}`, EXIT.failure);
-  if (
-    error instanceof CofferNetworkError ||
-    error instanceof ArchiveTooLargeError ||
-    error instanceof TargetNotEmptyError ||
-    error instanceof BackupNotRestorableError ||
-    error instanceof VaultStateError
-  ) {
-    return new CliError(error.message, EXIT.failure);
-  }
   const message = error instanceof Error ? error.message : String(error);
   return new CliError(message, EXIT.failure);
 }
 
-/** An AbortController tied to Ctrl-C, so an interrupted backup or restore still cleans up after itself. */
+/** How long an interrupted command may take to clean up before it is ended anyway. */
+const INTERRUPT_GRACE_MS = 2000;
+
+/**
+ * The one abort mechanism of the CLI: every command runs with this signal, which Ctrl-C (SIGINT) or SIGTERM
+ * aborts; network requests, file I/O, retry sleeps and prompts all take it, clean up (upload slot, staging
+ * directory) and end the command with exit 130. A second signal, or a command still running
+ * INTERRUPT_GRACE_MS after the first, exits 130 at once.
+ */
 export function interruptible(): { signal: AbortSignal; dispose: () => void } {
   const controller = new AbortController();
-  const onSigint = () => controller.abort(new CliError('interrupted', EXIT_INTERRUPTED));
-  process.once('SIGINT', onSigint);
-  process.once('SIGTERM', onSigint);
+  let timer: NodeJS.Timeout | undefined;
+  const exitNow = () => {
+    if (process.stdin.isTTY && process.stdin.isRaw) process.stdin.setRawMode(false);
+    writeHuman(process.stderr, 'coffer: interrupted');
+    process.exit(EXIT.interrupted);
+  };
+  const onSignal = () => {
+    if (controller.signal.aborted) return exitNow();
+    controller.abort(new CliError('interrupted', EXIT.interrupted));
+    timer = setTimeout(exitNow, INTERRUPT_GRACE_MS);
+    timer.unref();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   return {
     signal: controller.signal,
     dispose: () => {
-      process.off('SIGINT', onSigint);
-      process.off('SIGTERM', onSigint);
+      clearTimeout(timer);
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
     },
   };
 }

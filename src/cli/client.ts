@@ -3,12 +3,13 @@
  * passphrase, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
  * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
- * 3 cadence limit (429), 4 integrity failure.
+ * 3 cadence limit (429), 4 integrity failure, 130 interrupted (SIGINT/SIGTERM, after cleanup).
  */
 import fsp from 'node:fs/promises';
 import type { Command } from 'commander';
 import { runBackup, type BackupEvent } from '../client/backup.js';
 import { openMetadata, unwrapDek, wipe, KDF_PROFILES, type BackupMetadata } from '../client/envelope.js';
+import { fsReason } from '../client/fs-errors.js';
 import { checkTarget, runRestore } from '../client/restore.js';
 import type { BackupDetailBody, BackupRecordBody, CofferClient } from '../client/sdk.js';
 import { changePassphrase, initVault, unlockVault } from '../client/vault.js';
@@ -26,7 +27,7 @@ import {
   readPassphrase,
   toCliError,
 } from './client-io.js';
-import { CliError, EXIT, usageError } from './output.js';
+import { CliError, EXIT, usageError, writeHuman } from './output.js';
 
 interface JsonOption {
   json?: boolean;
@@ -35,30 +36,33 @@ interface PassphraseOptions extends JsonOption {
   passphraseFile?: string;
 }
 
-const print = (text: string): void => void process.stdout.write(`${text}\n`);
-const note = (text: string): void => void process.stderr.write(`${text}\n`);
+/** Human text: much of it comes from the server, so it goes through writeHuman (no terminal controls). */
+const print = (text: string): void => writeHuman(process.stdout, text);
+const note = (text: string): void => writeHuman(process.stderr, text);
 const printJson = (value: unknown): void => void process.stdout.write(`${JSON.stringify(value)}\n`);
 
-/** After Ctrl-C, whatever broke first, the command ends as "interrupted" (exit 130) once cleanup is done. */
-const interrupted = (signal: AbortSignal) => (error: unknown): never => {
-  throw signal.aborted ? signal.reason : error;
-};
-
-/** Runs a command body, mapping every failure to the right exit code and message. */
-function action<A extends unknown[]>(body: (...args: A) => Promise<void>) {
+/**
+ * Runs a command body with the CLI's abort signal (Ctrl-C, SIGTERM), mapping every failure to the right exit
+ * code and message. After an interruption, whatever broke first, the command ends as "interrupted" (exit 130)
+ * once its cleanup is done.
+ */
+function action<A extends unknown[]>(body: (signal: AbortSignal, ...args: A) => Promise<void>) {
   return async (...args: A): Promise<void> => {
     const options = args.find((a): a is JsonOption => typeof a === 'object' && a !== null && !Array.isArray(a)) ?? {};
+    const { signal, dispose } = interruptible();
     try {
-      await body(...args);
+      await body(signal, ...args);
     } catch (error) {
-      throw toCliError(error, !!options.json);
+      throw toCliError(signal.aborted ? signal.reason : error, !!options.json);
+    } finally {
+      dispose();
     }
   };
 }
 
-async function unlock(client: CofferClient, options: PassphraseOptions) {
-  const passphrase = await readPassphrase({ passphraseFile: options.passphraseFile });
-  return unlockVault(client, passphrase);
+async function unlock(client: CofferClient, options: PassphraseOptions, signal: AbortSignal) {
+  const passphrase = await readPassphrase({ passphraseFile: options.passphraseFile, signal });
+  return unlockVault(client, passphrase, signal);
 }
 
 function recordLines(record: BackupRecordBody | BackupDetailBody): string[] {
@@ -106,11 +110,11 @@ export function registerClientCommands(program: Command): void {
     .option(...kdfOption)
     .option('--json', 'print the API response as JSON')
     .action(
-      action(async (options: PassphraseOptions & { kdf?: string }) => {
+      action(async (signal, options: PassphraseOptions & { kdf?: string }) => {
         const profile = kdfProfile(options.kdf);
         const client = clientFromEnv();
-        const passphrase = await readPassphrase({ passphraseFile: options.passphraseFile, confirm: true });
-        const result = await initVault(client, passphrase, profile);
+        const passphrase = await readPassphrase({ passphraseFile: options.passphraseFile, confirm: true, signal });
+        const result = await initVault(client, passphrase, profile, signal);
         if (options.json) return printJson(result);
         const { opslimit, memlimit } = KDF_PROFILES[profile];
         print(`vault initialized (Argon2id ${profile}: opslimit ${opslimit}, memlimit ${bytes(memlimit)}).`);
@@ -126,15 +130,14 @@ export function registerClientCommands(program: Command): void {
     .option('--hostapp-version <version>', 'version of the application whose data this is (stored in clear)')
     .option('--json', 'print the READY backup (BackupDetail) as JSON')
     .action(
-      action(async (source: string, options: PassphraseOptions & { name?: string; hostappVersion?: string }) => {
+      action(async (signal, source: string, options: PassphraseOptions & { name?: string; hostappVersion?: string }) => {
         const limit = maxArchiveBytes();
-        await fsp.lstat(source).catch((error: NodeJS.ErrnoException) => {
-          throw usageError(`cannot back up ${source}: ${error.code === 'ENOENT' ? 'no such file or directory' : error.message}`);
+        await fsp.lstat(source).catch((error: unknown) => {
+          throw usageError(`cannot back up ${source}: ${fsReason(error)}`);
         });
         const client = clientFromEnv();
-        const { masterKey } = await unlock(client, options);
+        const { masterKey } = await unlock(client, options, signal);
         const bar = progressBar('encrypting + uploading', !!options.json);
-        const { signal, dispose } = interruptible();
         const onEvent = (event: BackupEvent) => {
           if (event.type === 'progress') bar.update(event.plaintextBytes, event.estimatedPlaintextBytes);
           else if (event.type === 'uploaded') bar.complete();
@@ -153,7 +156,7 @@ export function registerClientCommands(program: Command): void {
             maxArchiveBytes: limit,
             signal,
             onEvent,
-          }).catch(interrupted(signal));
+          });
           bar.stop();
           if (options.json) return printJson(detail);
           print(
@@ -162,7 +165,6 @@ export function registerClientCommands(program: Command): void {
           );
         } finally {
           bar.stop();
-          dispose();
           wipe(masterKey);
         }
       }),
@@ -173,8 +175,8 @@ export function registerClientCommands(program: Command): void {
     .description('list your backups, newest first')
     .option('--json', 'print the API response ({"backups": [...]})')
     .action(
-      action(async (options: JsonOption) => {
-        const list = await clientFromEnv().listBackups();
+      action(async (signal, options: JsonOption) => {
+        const list = await clientFromEnv().listBackups(signal);
         if (options.json) return printJson(list);
         print(table(list.backups));
       }),
@@ -187,13 +189,13 @@ export function registerClientCommands(program: Command): void {
     .option(...passphraseFile)
     .option('--json', 'print the BackupDetail as JSON')
     .action(
-      action(async (id: string, options: PassphraseOptions & { metadata?: boolean }) => {
+      action(async (signal, id: string, options: PassphraseOptions & { metadata?: boolean }) => {
         const client = clientFromEnv();
-        const detail = await client.getBackup(id);
+        const detail = await client.getBackup(id, signal);
         if (options.json) return printJson(detail);
         print(recordLines(detail).join('\n'));
         if (!options.metadata || detail.encryptedMetadata === null) return;
-        const { masterKey } = await unlock(client, options);
+        const { masterKey } = await unlock(client, options, signal);
         const dek = unwrapDek(masterKey, detail.id, detail);
         try {
           print(metadataLines(openMetadata(dek, detail.id, detail)).join('\n'));
@@ -210,12 +212,11 @@ export function registerClientCommands(program: Command): void {
     .option('--force', 'restore into a non-empty directory, replacing what the backup holds')
     .option('--json', 'print the restored BackupDetail as JSON')
     .action(
-      action(async (id: string, dir: string, options: PassphraseOptions & { force?: boolean }) => {
+      action(async (signal, id: string, dir: string, options: PassphraseOptions & { force?: boolean }) => {
         await checkTarget(dir, !!options.force);
         const client = clientFromEnv();
-        const { masterKey } = await unlock(client, options);
+        const { masterKey } = await unlock(client, options, signal);
         const bar = progressBar('downloading + decrypting', !!options.json);
-        const { signal, dispose } = interruptible();
         try {
           const result = await runRestore({
             client,
@@ -228,7 +229,7 @@ export function registerClientCommands(program: Command): void {
               if (event.type === 'progress') bar.update(event.received, event.total);
               else if (event.type === 'resumed' && !options.json) note(`connection lost; resuming at byte ${event.from}`);
             },
-          }).catch(interrupted(signal));
+          });
           bar.stop();
           if (options.json) return printJson(result.detail);
           const m = result.metadata;
@@ -238,7 +239,6 @@ export function registerClientCommands(program: Command): void {
           );
         } finally {
           bar.stop();
-          dispose();
           wipe(masterKey);
         }
       }),
@@ -249,8 +249,8 @@ export function registerClientCommands(program: Command): void {
     .description('delete a backup and its encrypted archive')
     .option('--json', 'print the API response as JSON')
     .action(
-      action(async (id: string, options: JsonOption) => {
-        const result = await clientFromEnv().deleteBackup(id);
+      action(async (signal, id: string, options: JsonOption) => {
+        const result = await clientFromEnv().deleteBackup(id, signal);
         if (options.json) return printJson(result);
         print(`deleted backup ${result.id} (${result.status})`);
       }),
@@ -261,29 +261,24 @@ export function registerClientCommands(program: Command): void {
     .description('follow the status of a backup until it is READY, FAILED or DELETED (exit 1 when FAILED)')
     .option('--json', 'print each event (BackupStatusEvent, then the closing frame) as one JSON line')
     .action(
-      action(async (id: string, options: JsonOption) => {
+      action(async (signal, id: string, options: JsonOption) => {
         const client = clientFromEnv();
-        const { signal, dispose } = interruptible();
         let last: string | undefined;
         let final: string | undefined;
-        try {
-          for await (const event of watchBackup(client, id, { signal })) {
-            if (event.type === 'status') {
-              final = event.data.status;
-              if (options.json) printJson(event.data);
-              else if (event.data.status !== last) {
-                print(`${localTime(event.data.observedAt)}  ${event.data.backupId}  ${event.data.status}`);
-              }
-              last = event.data.status;
-            } else if (event.type === 'closed') {
-              final = event.data.status;
-              if (options.json) printJson(event.data);
-            } else if (!options.json) {
-              note(`reconnecting (${event.reason})`);
+        for await (const event of watchBackup(client, id, { signal })) {
+          if (event.type === 'status') {
+            final = event.data.status;
+            if (options.json) printJson(event.data);
+            else if (event.data.status !== last) {
+              print(`${localTime(event.data.observedAt)}  ${event.data.backupId}  ${event.data.status}`);
             }
+            last = event.data.status;
+          } else if (event.type === 'closed') {
+            final = event.data.status;
+            if (options.json) printJson(event.data);
+          } else if (!options.json) {
+            note(`reconnecting (${event.reason})`);
           }
-        } finally {
-          dispose();
         }
         if (final === 'FAILED') throw new CliError(`backup ${id} FAILED`, EXIT.failure);
       }),
@@ -297,13 +292,13 @@ export function registerClientCommands(program: Command): void {
     .option(...kdfOption)
     .option('--json', 'print the API response as JSON')
     .action(
-      action(async (options: PassphraseOptions & { newPassphraseFile?: string; kdf?: string }) => {
+      action(async (signal, options: PassphraseOptions & { newPassphraseFile?: string; kdf?: string }) => {
         const profile = kdfProfile(options.kdf);
         const client = clientFromEnv();
-        const { masterKey } = await unlock(client, options);
+        const { masterKey } = await unlock(client, options, signal);
         try {
-          const next = await readNewPassphrase({ newPassphraseFile: options.newPassphraseFile });
-          const result = await changePassphrase(client, masterKey, next, profile);
+          const next = await readNewPassphrase({ newPassphraseFile: options.newPassphraseFile, signal });
+          const result = await changePassphrase(client, masterKey, next, profile, signal);
           if (options.json) return printJson(result);
           print('passphrase changed; every backup stays readable with the new passphrase (the old one no longer works)');
         } finally {
@@ -319,32 +314,22 @@ export function registerClientCommands(program: Command): void {
     .option('--yes', 'do not ask for confirmation on a terminal')
     .option('--json', 'print the API response as JSON')
     .action(
-      action(async (options: JsonOption & { deleteBackups?: boolean; yes?: boolean }) => {
+      action(async (signal, options: JsonOption & { deleteBackups?: boolean; yes?: boolean }) => {
         const client = clientFromEnv();
         if (options.deleteBackups && !options.yes) {
           const confirmed = await confirmOnTerminal(
             'This deletes every backup and the vault key material for good. Type "delete" to continue: ',
             'delete',
+            signal,
           );
           if (!confirmed) throw new CliError('reset cancelled; nothing was deleted', EXIT.failure);
         }
-        try {
-          const result = await client.reset({ deleteBackups: !!options.deleteBackups });
-          if (options.json) return printJson(result);
-          print(
-            `reset: vault material ${result.accountDeleted ? 'deleted' : 'was already absent'}, ` +
-              `${result.deletedBackups} backup(s) deleted. Run \`coffer init\` to start again.`,
-          );
-        } catch (error) {
-          const remaining = (error as { code?: string; details?: { remainingBackups?: number } }).details?.remainingBackups;
-          if ((error as { code?: string }).code === 'vault_not_empty' && !options.json) {
-            throw new CliError(
-              `reset refused: ${remaining ?? 'some'} backup(s) remain. Delete them first, or pass --delete-backups.`,
-              EXIT.failure,
-            );
-          }
-          throw error;
-        }
+        const result = await client.reset({ deleteBackups: !!options.deleteBackups }, signal);
+        if (options.json) return printJson(result);
+        print(
+          `reset: vault material ${result.accountDeleted ? 'deleted' : 'was already absent'}, ` +
+            `${result.deletedBackups} backup(s) deleted. Run \`coffer init\` to start again.`,
+        );
       }),
     );
 }

@@ -1,5 +1,5 @@
 /** Shared CLI plumbing: exit codes (CONTRACT §10) and output in human or --json form. */
-export const EXIT = { ok: 0, failure: 1, usage: 2, cadence: 3, integrity: 4 } as const;
+export const EXIT = { ok: 0, failure: 1, usage: 2, cadence: 3, integrity: 4, interrupted: 130 } as const;
 
 export class CliError extends Error {
   constructor(
@@ -12,6 +12,29 @@ export class CliError extends Error {
 
 export const usageError = (message: string) => new CliError(message, EXIT.usage);
 
+/**
+ * C0 controls (except tab and newline), DEL, C1 controls and the bidirectional overrides/isolates: what a
+ * string would need to move the cursor, recolour, retitle or reorder the user's terminal.
+ */
+// eslint-disable-next-line no-control-regex
+const TERMINAL_CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * Human text made safe for a terminal: every control character is shown as a visible `\u{…}` escape. Much of
+ * what the CLI prints comes from the server (versions, statuses, error messages and resolutions), and a hostile
+ * server must not be able to rewrite the user's terminal with it. JSON output is left exact (JSON.stringify
+ * escapes controls itself).
+ */
+export function terminalSafe(text: string): string {
+  return text.replace(TERMINAL_CONTROLS, (ch) => `\\u{${ch.codePointAt(0)!.toString(16)}}`);
+}
+
+/** The one way human text reaches stdout/stderr. */
+export function writeHuman(stream: NodeJS.WriteStream, text: string): void {
+  stream.write(`${terminalSafe(text)}\n`);
+}
+
 export function emit(json: boolean, value: object, human: () => string): void {
-  process.stdout.write(json ? `${JSON.stringify(value)}\n` : `${human()}\n`);
+  if (json) process.stdout.write(`${JSON.stringify(value)}\n`);
+  else writeHuman(process.stdout, human());
 }

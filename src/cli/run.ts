@@ -1,7 +1,7 @@
 /** Runs a `coffer` program: parses argv and turns every failure into a message and an exit code (CONTRACT §10). */
 import { type Command, CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
-import { CliError, EXIT } from './output.js';
+import { CliError, EXIT, writeHuman } from './output.js';
 
 export async function run(program: Command): Promise<void> {
   try {
@@ -12,14 +12,14 @@ export async function run(program: Command): Promise<void> {
       process.exit(benign ? EXIT.ok : EXIT.usage);
     }
     if (error instanceof ConfigError) {
-      process.stderr.write(`coffer: invalid configuration: ${error.message}\n`);
+      writeHuman(process.stderr, `coffer: invalid configuration: ${error.message}`);
       process.exit(EXIT.failure);
     }
     if (error instanceof CliError) {
-      process.stderr.write(`coffer: ${error.message}\n`);
+      writeHuman(process.stderr, `coffer: ${error.message}`);
       process.exit(error.exitCode);
     }
-    process.stderr.write(`coffer: ${(error as Error).message}\n`);
+    writeHuman(process.stderr, `coffer: ${(error as Error).message}`);
     process.exit(EXIT.failure);
   }
 }

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { Transform, Writable, type TransformCallback } from 'node:stream';
 import * as tar from 'tar';
 import { IntegrityError } from './envelope.js';
+import { cannotRead, changedWhileRead } from './fs-errors.js';
 
 // ---- scanning ----
 
@@ -34,9 +35,11 @@ const BLOCK = 512;
 const pad512 = (n: number) => Math.ceil(n / BLOCK) * BLOCK;
 
 /** Walks the source once (lstat, no symlink following) for counts and a size bound. */
-export async function scanTree(source: string): Promise<TreeScan> {
+export async function scanTree(source: string, signal?: AbortSignal): Promise<TreeScan> {
   let absolute = path.resolve(source);
-  let stat = await fsp.lstat(absolute);
+  let stat = await fsp.lstat(absolute).catch((error: unknown) => {
+    throw cannotRead(absolute, error);
+  });
   if (stat.isSymbolicLink()) {
     // A symlink named on the command line is followed when it leads to a directory (like `tar -H`, `cp -H`).
     const real = await fsp.realpath(absolute).catch(() => undefined);
@@ -82,11 +85,16 @@ export async function scanTree(source: string): Promise<TreeScan> {
     return scan;
   }
   const walk = async (dir: string, relative: string): Promise<void> => {
-    const entries = await fsp.readdir(dir, { withFileTypes: true });
-    for (const entry of entries) {
-      const full = path.join(dir, entry.name);
-      const rel = `${relative}/${entry.name}`;
-      const entryStat = await fsp.lstat(full);
+    signal?.throwIfAborted();
+    const entries = await fsp.readdir(dir).catch((error: unknown) => {
+      throw cannotRead(dir, error);
+    });
+    for (const name of entries) {
+      const full = path.join(dir, name);
+      const rel = `${relative}/${name}`;
+      const entryStat = await fsp.lstat(full).catch((error: unknown) => {
+        throw cannotRead(full, error);
+      });
       count(rel, entryStat);
       if (entryStat.isDirectory()) await walk(full, rel);
     }
@@ -102,19 +110,48 @@ export interface PackCounts {
   symlinks: number;
 }
 
+/** Sizes, times and identity of a file: any difference between two looks means it changed in between. */
+const sameFile = (a: fs.Stats, b: fs.Stats) =>
+  a.size === b.size && a.mtimeMs === b.mtimeMs && a.ctimeMs === b.ctimeMs && a.ino === b.ino && a.dev === b.dev;
+
 /**
- * The tar stream of a scanned source. Unreadable entries fail the backup (strict) rather than vanish from it.
- * The result is an async-iterable stream of Buffers (usable as a pipeline source).
+ * The tar stream of a scanned source. Unreadable entries fail the backup (strict) rather than vanish from it,
+ * with the file named and the reason in words. A file that changes while it is read fails it too: tar writes
+ * the size it saw in the header, so a file that shrank ends early (tar's "unexpected EOF") and one that grew
+ * would be stored cut at its old size. Each file is looked at again once its content has been read, and the
+ * stream only ends after every such look found the file as it was when its header was written.
  */
-export function packTree(scan: TreeScan, counts?: PackCounts): AsyncIterable<Buffer> {
-  return tar.c(
+export async function* packTree(scan: TreeScan, counts?: PackCounts): AsyncGenerator<Buffer> {
+  let changed: Error | undefined;
+  const looks = new Set<Promise<void>>();
+  const pack = tar.c(
     {
       cwd: scan.cwd,
       portable: false,
       follow: false,
       strict: true,
       gzip: false,
+      // Reads of at most 1 MiB per file, so memory stays small and the upload's backpressure reaches the reads.
+      maxReadSize: 1024 * 1024,
       onWriteEntry: (entry) => {
+        if (entry.type === 'File' && entry.stat) {
+          const before = entry.stat;
+          entry.once('end', () => {
+            const file = entry.absolute;
+            const look: Promise<void> = fsp
+              .lstat(file)
+              .then(
+                (after) => {
+                  if (!sameFile(before, after)) changed ??= changedWhileRead(file);
+                },
+                (error: NodeJS.ErrnoException) => {
+                  changed ??= error.code === 'ENOENT' ? changedWhileRead(file) : cannotRead(file, error);
+                },
+              )
+              .finally(() => looks.delete(look));
+            looks.add(look);
+          });
+        }
         if (!counts) return;
         if (entry.type === 'Directory') {
           if (entry.path !== './') counts.directories += 1;
@@ -123,7 +160,28 @@ export function packTree(scan: TreeScan, counts?: PackCounts): AsyncIterable<Buf
       },
     },
     [scan.entry],
-  ) as unknown as AsyncIterable<Buffer>;
+  ) as unknown as AsyncIterable<Buffer> & { destroy(): void; on(event: 'error', listener: () => void): void };
+  let ended = false;
+  try {
+    for await (const chunk of pack) {
+      if (changed) throw changed;
+      yield chunk;
+    }
+    ended = true;
+  } catch (error) {
+    if (error === changed) throw error;
+    const failed = error as NodeJS.ErrnoException;
+    if (failed.code === 'EOF' && failed.path) throw changedWhileRead(failed.path);
+    if (failed.syscall && failed.path) throw cannotRead(failed.path, failed);
+    throw error;
+  } finally {
+    if (!ended) {
+      pack.on('error', () => undefined); // entries still being read may write into it once more
+      pack.destroy();
+    }
+  }
+  await Promise.all(looks);
+  if (changed) throw changed;
 }
 
 // ---- stream helpers ----

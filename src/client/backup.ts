@@ -30,6 +30,8 @@ import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferC
 /** CONTRACT §6: 52,428,800 bytes of ciphertext. */
 export const DEFAULT_MAX_ARCHIVE_BYTES = 50 * 1024 * 1024;
 export const CLIENT_VERSION = 'coffer-cli/0.1.0';
+/** How long freeing the slot of an interrupted backup may take. */
+const CLEANUP_TIMEOUT_MS = 1500;
 
 export class ArchiveTooLargeError extends Error {
   override readonly name = 'ArchiveTooLargeError';
@@ -160,7 +162,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   const limit = options.maxArchiveBytes ?? DEFAULT_MAX_ARCHIVE_BYTES;
   const gzipLevel = options.gzipLevel ?? zlib.constants.Z_DEFAULT_COMPRESSION;
 
-  const scan = await scanTree(options.source);
+  const scan = await scanTree(options.source, signal);
   emit({ type: 'scanned', scan });
   const bound = ciphertextSize(gzipBound(scan.tarBoundBytes));
   if (bound > limit) {
@@ -262,7 +264,9 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     // Someone else moved the slot on (409): it is theirs now. Anything else: free it for the next attempt.
     const movedByOthers = error instanceof CofferApiError && error.status === 409;
     if (!movedByOthers) {
-      const deleted = await client.deleteBackup(slot.backupId).then(
+      // After Ctrl-C the slot is still freed, but a slow server may not hold up the exit.
+      const cleanup = signal?.aborted ? AbortSignal.timeout(CLEANUP_TIMEOUT_MS) : undefined;
+      const deleted = await client.deleteBackup(slot.backupId, cleanup).then(
         () => true,
         () => false,
       );

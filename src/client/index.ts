@@ -39,5 +39,7 @@ export {
   type RestoreResult,
 } from './restore.js';
 export { UnsafeArchiveError } from './archive.js';
+export { RestoreTargetError } from './restore.js';
+export { SourceReadError } from './fs-errors.js';
 export { VaultStateError, changePassphrase, initVault, unlockVault } from './vault.js';
 export { StatusStreamError, TERMINAL_STATUSES, watchBackup, type WatchEvent } from './watch.js';

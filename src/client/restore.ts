@@ -13,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import zlib from 'node:zlib';
 import { Meter, applyDirectoryAttributes, extractInto, moveTree } from './archive.js';
 import { DecryptStream, IntegrityError, openMetadata, unwrapDek, wipe, type BackupMetadata } from './envelope.js';
+import { fsReason } from './fs-errors.js';
 import { CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
 
 export class TargetNotEmptyError extends Error {
@@ -165,7 +166,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
     const metadata = openMetadata(dek, detail.id, detail);
     emit({ type: 'verified-keys', metadata });
 
-    const created = await fsp.mkdir(target, { recursive: true });
+    const created = await createTarget(target);
     const staging = await fsp.mkdtemp(path.join(target, '.coffer-restore-'));
     let done = false;
     try {
@@ -206,4 +207,34 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
   } finally {
     wipe(dek);
   }
+}
+
+export class RestoreTargetError extends Error {
+  override readonly name = 'RestoreTargetError';
+}
+
+/**
+ * Creates the target directory and its missing parents, one level at a time, and returns the first one it
+ * created. Not `mkdir -p` (fs.mkdir's `recursive`), which loops forever where a directory cannot be created
+ * though its parent exists (under /proc, say): here that is a clear error naming the path.
+ */
+async function createTarget(target: string): Promise<string | undefined> {
+  const missing: string[] = [];
+  for (let dir = target; ; dir = path.dirname(dir)) {
+    const stat = await fsp.stat(dir).catch(() => undefined);
+    if (stat?.isDirectory()) break;
+    if (stat) throw new RestoreTargetError(`cannot create the restore target ${target}: ${dir} is not a directory`);
+    missing.unshift(dir);
+    if (path.dirname(dir) === dir) break;
+  }
+  for (const dir of missing) {
+    await fsp.mkdir(dir).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'EEXIST') return;
+      // Its parent exists, so ENOENT here means the file system takes no new directories there (/proc, /sys).
+      const reason = error.code === 'ENOENT' ? 'the file system does not allow creating directories there' : fsReason(error);
+      const where = dir === target ? '' : ` (creating ${dir})`;
+      throw new RestoreTargetError(`cannot create the restore target ${target}${where}: ${reason}`);
+    });
+  }
+  return missing[0];
 }

@@ -188,7 +188,9 @@ export class CofferClient {
     try {
       return JSON.parse(text) as T;
     } catch {
-      throw new CofferNetworkError(`the server at ${this.baseUrl} answered ${method} ${path} with something that is not JSON`);
+      throw new CofferNetworkError(
+        `the server at ${this.baseUrl} answered with something that is not JSON: check that COFFER_URL points at a Coffer server`,
+      );
     }
   }
 

@@ -22,15 +22,16 @@ export async function initVault(
   client: CofferClient,
   passphrase: string,
   profile: KdfProfile = DEFAULT_KDF_PROFILE,
+  signal?: AbortSignal,
 ): Promise<BootstrapResponseBody> {
-  const account = await client.getAccount();
+  const account = await client.getAccount(signal);
   if (account.initialized) {
     throw new VaultStateError('the vault is already initialized; use `coffer passphrase` to change its passphrase');
   }
   const masterKey = newKey();
   try {
     const envelope = await wrapMasterKey(masterKey, passphrase, newKdfParams(profile));
-    const result = await client.bootstrap(envelope);
+    const result = await client.bootstrap(envelope, signal);
     if (!result.created) {
       throw new VaultStateError('another client initialized the vault at the same time; nothing was changed');
     }
@@ -44,8 +45,9 @@ export async function initVault(
 export async function unlockVault(
   client: CofferClient,
   passphrase: string,
+  signal?: AbortSignal,
 ): Promise<{ account: BackupAccountBody; masterKey: Buffer }> {
-  const account = await client.getAccount();
+  const account = await client.getAccount(signal);
   if (!account.initialized) throw new VaultStateError('the vault is not initialized; run `coffer init` first');
   return { account, masterKey: await unwrapMasterKey(account, passphrase) };
 }
@@ -56,7 +58,8 @@ export async function changePassphrase(
   masterKey: Buffer,
   newPassphrase: string,
   profile: KdfProfile = DEFAULT_KDF_PROFILE,
+  signal?: AbortSignal,
 ): Promise<RotateResponseBody> {
   const envelope = await wrapMasterKey(masterKey, newPassphrase, newKdfParams(profile));
-  return client.rotate(envelope);
+  return client.rotate(envelope, signal);
 }

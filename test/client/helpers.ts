@@ -179,8 +179,9 @@ export async function readAllFiles(root: string): Promise<{ file: string; bytes:
 export const exists = (p: string) => fs.existsSync(p);
 
 /** Starts the CLI without waiting: `firstLine` resolves with its first stdout line, `done` with the result. */
-export function startCli(args: string[], env: Record<string, string | undefined>) {
-  const child = spawn(process.execPath, [CLI, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+export function startCli(args: string[], env: Record<string, string | undefined>, options: { command?: string[] } = {}) {
+  const [command, ...prefix] = options.command ?? [process.execPath];
+  const child = spawn(command!, [...prefix, CLI, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   let firstLine: (line: string) => void = () => undefined;
@@ -194,5 +195,22 @@ export function startCli(args: string[], env: Record<string, string | undefined>
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
   });
-  return { firstLine: first, done, kill: () => child.kill('SIGINT') };
+  /** Sends a signal (Ctrl-C by default). */
+  const kill = (signal: NodeJS.Signals = 'SIGINT') => child.kill(signal);
+  /** The result, or a failure after `ms` (the process is then killed): a bound against hangs, not a timing check. */
+  const within = async (ms: number): Promise<RunResult> => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`the CLI did not end within ${ms} ms; stderr: ${stderr}`));
+      }, ms);
+    });
+    try {
+      return await Promise.race([done, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  return { firstLine: first, done, kill, within, pid: child.pid! };
 }

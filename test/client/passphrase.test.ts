@@ -154,7 +154,7 @@ describe('usage and configuration errors', () => {
       cli(['backup', '.']),
     ]);
     expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toMatch(/backup_not_found, HTTP 404/);
+    expect(unknown.stderr).toMatch(/no such backup: check the id/);
     expect(badKey.code).toBe(1);
     expect(badKey.stderr).toMatch(/refused the API key/);
     expect(unreachable.code).toBe(1);

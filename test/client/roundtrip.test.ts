@@ -141,6 +141,6 @@ describe('coffer backup → restore round trip', () => {
     expect(json(await cli(['list', '--json']))).toEqual({ backups: [] });
     const gone = await cli(['show', backupId]);
     expect(gone.code).toBe(1);
-    expect(gone.stderr).toMatch(/backup_not_found/);
+    expect(gone.stderr).toMatch(/no such backup/);
   });
 });

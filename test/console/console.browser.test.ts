@@ -287,4 +287,21 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect(consoleErrors.filter((e) => !/status of 40[13]/.test(e))).toEqual([]);
     expect(foreignRequests).toEqual([]);
   });
+
+  it('explains a refused API key in the words of the page, not of the API', async () => {
+    const { apiKey: noRestore } = await server.newKey({ accountId, scopes: ['backups:read', 'backups:write'] });
+    const unknown = `cfk_${'A'.repeat(43)}`;
+    const cases: [string, RegExp][] = [
+      [noRestore, /lacks backups:restore[\s\S]*Sign in with a key that holds read, write and restore/],
+      [unknown, /unknown, revoked or expired[\s\S]*Check the key and sign in again/],
+    ];
+    await page.goto(`${server.url}/console/login`);
+    for (const [key, expected] of cases) {
+      await page.getByLabel('API key').fill(key);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await expect.poll(() => page.getByRole('alert').innerText().catch(() => '')).toMatch(expected);
+      expect(await page.getByRole('alert').innerText()).not.toMatch(/\/api\/|details\.|Bearer|Authorization/);
+    }
+    await shot('login-key-refused');
+  });
 });

@@ -130,13 +130,26 @@ function safeDecode(value: string | undefined): string | undefined {
 /**
  * The JSON branch of POST /api/backups/upload in blobhost-client mode. Returns the negotiation response
  * (200). `blob.generate-client-token` needs the caller's API key (checked before); a request carrying
- * `x-vercel-signature` is a `blob.upload-completed` callback authenticated by that signature instead.
+ * `x-vercel-signature` is a `blob.upload-completed` callback authenticated by that signature instead, and
+ * reaches here without a key check: when its body cannot be read whole, there is no signature to check, so
+ * `authenticate` (the key check) runs before that is answered (401 first).
  */
-export async function negotiateUpload(host: BlobHostService, request: FastifyRequest): Promise<Record<string, unknown>> {
+export async function negotiateUpload(
+  host: BlobHostService,
+  request: FastifyRequest,
+  authenticate: () => Promise<unknown>,
+): Promise<Record<string, unknown>> {
   const jsonLimit = JSON_BODY_LIMIT;
-  const text = await readText(request.raw, jsonLimit, () =>
-    AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${jsonLimit / 1024} KiB` }]),
-  );
+  const signature = header(request, 'x-vercel-signature');
+  let text: string;
+  try {
+    text = await readText(request.raw, jsonLimit, () =>
+      AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${jsonLimit / 1024} KiB` }]),
+    );
+  } catch (error) {
+    if (signature !== undefined) await authenticate();
+    throw error;
+  }
   let body: unknown;
   let parsed = true;
   try {
@@ -145,7 +158,6 @@ export async function negotiateUpload(host: BlobHostService, request: FastifyReq
     parsed = false;
   }
   // A callback authenticates with its signature over the body: check that before the body itself (401 before 400).
-  const signature = header(request, 'x-vercel-signature');
   if (signature !== undefined && !host.isSigned(text, parsed ? body : undefined, signature)) {
     throw new AppError('authentication_required', 'The x-vercel-signature does not match the body.');
   }
@@ -153,7 +165,7 @@ export async function negotiateUpload(host: BlobHostService, request: FastifyReq
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw AppError.validation([{ path: '(body)', message: 'must be a JSON object' }]);
   }
-  if (signature !== undefined) return host.uploadCompleted(text, body, signature);
+  if (signature !== undefined) return host.uploadCompleted(body);
   const type = (body as { type?: unknown }).type;
   if (type === 'blob.generate-client-token') {
     const { backupId } = request.query as { backupId?: string };

@@ -8,10 +8,12 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
+import type { ConnectionLimits } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { BlobApiError, type BlobHostService } from '../services/blob-host.js';
 import { streamedBodies } from '../server/bodies.js';
-import { discardUnreadBody } from '../server/slow-client.js';
+import { logUnhandled } from '../server/errors.js';
+import { discardUnreadBody, guardBodyRate } from '../server/slow-client.js';
 import type { App } from './context.js';
 
 /** Reads a whole (small) body as text; more than `limit` bytes fails with `tooLarge()`. */
@@ -50,8 +52,12 @@ const MAX_COMPLETE_BODY = 1024 * 1024;
 const JSON_BODY_LIMIT = 256 * 1024;
 
 /** The blob-host endpoints; register in their own scope (they read their bodies themselves). */
-export function blobHostRoutes(app: App, host: BlobHostService): void {
+export function blobHostRoutes(app: App, host: BlobHostService, limits: ConnectionLimits): void {
   streamedBodies(app);
+  // Bodies that trickle in too slowly are cut off, as for direct uploads.
+  app.addHook('onRequest', async (request) => {
+    guardBodyRate(request.raw, limits.minUploadBytesPerSecond, limits.uploadRateWindowMs);
+  });
   app.setErrorHandler((error, request, reply) => {
     discardUnreadBody(request.raw);
     if (error instanceof BlobApiError) {
@@ -61,7 +67,7 @@ export function blobHostRoutes(app: App, host: BlobHostService): void {
     if (typeof code === 'string' && code.startsWith('FST_ERR_CTP')) {
       return reply.code(400).send({ error: { code: 'bad_request', message: 'The request body is not acceptable.' } });
     }
-    request.log.error({ err: error }, 'blob host request failed');
+    logUnhandled(request.log, error, request.raw.destroyed);
     // An unknown code makes the client retry, which suits a passing storage failure.
     return reply.code(500).send({ error: { code: 'internal_server_error', message: 'Something went wrong on our side.' } });
   });

@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -61,7 +62,86 @@ describe('blobhost-client requests that misbehave', () => {
     if (server) fs.rmSync(server.dataDir, { recursive: true, force: true });
   });
 
+  /** Sends `head`, then `drip` bytes; resolves with what came back once the server closed the connection. */
+  function raw(head: string, drip: (socket: net.Socket) => void): Promise<string> {
+    return new Promise((resolve, reject) => {
+      let received = '';
+      const socket = net.connect(Number(new URL(server.url).port), '127.0.0.1', () => {
+        socket.write(head);
+        drip(socket);
+      });
+      // Without the guard the request would stay open for the 30-minute request timeout.
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error('the server kept the slow upload open'));
+      }, 15_000);
+      socket.on('data', (chunk) => (received += chunk));
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve(received);
+      });
+    });
+  }
+
   const errorLines = () => lines.filter((line) => line.level >= 50 || Boolean(line.err?.stack));
+
+  /** The log lines with `message`, once there are `count` of them (or after 2 s). */
+  async function logged(message: string, count = 1) {
+    const found = () => lines.filter((line) => line.msg === message);
+    for (let i = 0; i < 100 && found().length < count; i++) await new Promise((r) => setTimeout(r, 20));
+    return found();
+  }
+
+  it('a /blob PUT that trickles in is cut off like a direct upload, logged at info, nothing stored', async () => {
+    const s = await slot(server);
+    let timer: NodeJS.Timeout | undefined;
+    const head = [
+      `PUT /blob/?pathname=${encodeURIComponent(s.blobPath)} HTTP/1.1`,
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'Content-Length: 100000',
+      '',
+      '',
+    ].join('\r\n');
+    const received = await raw(head, (socket) => {
+      timer = setInterval(() => socket.writable && socket.write(Buffer.alloc(1, 1)), 100);
+      socket.on('close', () => clearInterval(timer));
+    }).finally(() => clearInterval(timer));
+    expect(received).not.toMatch(/ 200 /);
+    expect((await logged('client went away before the answer')).map((line) => line.level)).toEqual([30]);
+    expect(errorLines()).toEqual([]);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
+    const blobs: string[] = [];
+    for await (const entry of server.parts.blobs.list(`${s.blobPath}/`)) blobs.push(entry.key);
+    expect(blobs).toEqual([]);
+  });
+
+  it('a client hanging up in the middle of a part is logged at info', async () => {
+    const s = await slot(server);
+    const upload = (await mpu(server, s, 'create')).body as { key: string; uploadId: string };
+    const before = lines.filter((line) => line.msg === 'client went away before the answer').length;
+    const head = [
+      `POST /blob/mpu?pathname=${encodeURIComponent(s.blobPath)} HTTP/1.1`,
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'x-mpu-action: upload',
+      `x-mpu-key: ${encodeURIComponent(upload.key)}`,
+      `x-mpu-upload-id: ${upload.uploadId}`,
+      'x-mpu-part-number: 1',
+      'Content-Length: 1000000',
+      '',
+      '',
+    ].join('\r\n');
+    await raw(head, (socket) => {
+      socket.write(randomBytes(100_000));
+      setTimeout(() => socket.destroy(), 200);
+    });
+    expect((await logged('client went away before the answer', before + 1)).map((line) => line.level)).toEqual(
+      Array(before + 1).fill(30),
+    );
+    expect(errorLines()).toEqual([]);
+  });
 
   it('x-vercel-signature lets only a signed JSON callback past the API key: everything else is 401, then 403', async () => {
     const s = await slot(server);

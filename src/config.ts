@@ -24,6 +24,8 @@ export interface Config {
   sweepIntervalMs: number;
   /** Protection against slow or idle clients (fixed defaults; tests shorten them). */
   limits: ConnectionLimits;
+  /** blobhost-client: multipart uploads one backup slot may have open at once (fixed; tests may change it). */
+  maxMultipartUploadsPerSlot: number;
   logLevel: string;
   initialApiKey: string | null;
 }
@@ -149,6 +151,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     sseTimeoutMs: duration(env, 'COFFER_SSE_TIMEOUT', '5m'),
     sweepIntervalMs: 60_000,
     limits: { ...DEFAULT_LIMITS },
+    maxMultipartUploadsPerSlot: 4,
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     initialApiKey,
   };

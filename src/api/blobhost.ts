@@ -93,7 +93,6 @@ export function blobHostRoutes(app: App, host: BlobHostService, limits: Connecti
         request.raw.resume();
         return reply.code(200).send(await host.createMultipart(backup));
       case 'upload': {
-        host.checkDeclaredLength(token, declaredLength(request));
         const exact = header(request, 'content-length');
         const part = await host.uploadPart(
           token,

@@ -14,9 +14,47 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { api, envelope } from '../helpers/api.js';
+import { startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const KiB = 1024;
+const LIMIT = 1024 * KiB;
+const UPLOADS_PER_SLOT = 2;
+
+/** Parts on disk of the incomplete multipart uploads under `prefix` (upload dirs hold a `key` file, as in s3rver). */
+function partsOnDisk(uploadsDir: string, prefix: string): Map<string, number[]> {
+  const uploads = new Map<string, number[]>();
+  if (!fs.existsSync(uploadsDir)) return uploads;
+  for (const id of fs.readdirSync(uploadsDir)) {
+    const dir = path.join(uploadsDir, id);
+    if (!fs.readFileSync(path.join(dir, 'key'), 'utf8').startsWith(prefix)) continue;
+    // fs store: `<part>.<md5>`; s3rver: `<part>` (plus `<part>.md5`).
+    const parts = fs.readdirSync(dir).filter((name) => /^\d+(\.[0-9a-f]{32})?$/.test(name));
+    uploads.set(id, parts.map((name) => fs.statSync(path.join(dir, name)).size));
+  }
+  return uploads;
+}
+
+interface Backend {
+  name: string;
+  env(): Promise<Record<string, string>>;
+  uploadsDir(server: TestServer): string;
+  tearDown(): Promise<void>;
+}
+
+let s3: TestS3 | undefined;
+const backends: Backend[] = [
+  { name: 'fs', env: async () => ({}), uploadsDir: (server) => path.join(server.dataDir, 'uploads'), tearDown: async () => {} },
+  {
+    name: 's3',
+    async env() {
+      s3 = await startS3();
+      return s3.env;
+    },
+    uploadsDir: () => path.join(s3!.directory, s3!.bucket, '._S3rver_uploads'),
+    tearDown: async () => s3?.close(),
+  },
+];
 
 /** A new account with a vault, an open slot and a client token for it. */
 async function slot(server: TestServer) {
@@ -39,6 +77,102 @@ function mpu(server: TestServer, s: Slot, action: string, headers: Record<string
     body,
   });
 }
+
+async function create(server: TestServer, s: Slot) {
+  const created = await mpu(server, s, 'create');
+  expect(created.status).toBe(200);
+  return created.body as { key: string; uploadId: string };
+}
+
+function part(server: TestServer, s: Slot, upload: { key: string; uploadId: string }, partNumber: number, body: BodyInit) {
+  return mpu(
+    server,
+    s,
+    'upload',
+    { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'x-mpu-part-number': String(partNumber) },
+    body,
+  );
+}
+
+/** `size` bytes as a chunked body (no Content-Length): only counting while it streams can stop it. */
+function chunked(size: number): ReadableStream<Uint8Array> {
+  let sent = 0;
+  return new ReadableStream({
+    pull(controller) {
+      if (sent >= size) return controller.close();
+      const chunk = randomBytes(Math.min(64 * KiB, size - sent));
+      sent += chunk.length;
+      controller.enqueue(chunk);
+    },
+  });
+}
+
+describe.each(backends)('blobhost-client multipart limits: $name', (backend) => {
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startTestServer({
+      env: { ...(await backend.env()), COFFER_UPLOAD_PROTOCOL: 'blobhost-client', COFFER_MAX_ARCHIVE_BYTES: String(LIMIT) },
+      config: { maxMultipartUploadsPerSlot: UPLOADS_PER_SLOT },
+    });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    if (server) fs.rmSync(server.dataDir, { recursive: true, force: true });
+    await backend.tearDown();
+  });
+
+  it('parts adding up past the archive limit are refused as they arrive, and their upload leaves nothing on disk', async () => {
+    const s = await slot(server);
+    const first = await create(server, s);
+    for (const n of [1, 2, 3]) expect((await part(server, s, first, n, randomBytes(300 * KiB))).status).toBe(200);
+    // 900 KiB stored; 300 KiB more, streamed without a length, crosses 1 MiB while it arrives.
+    const over = await part(server, s, first, 4, chunked(300 * KiB));
+    expect(over.status).toBe(413);
+    expect(over.body).toEqual({ error: { code: 'bad_request', message: `the file length cannot be greater than ${LIMIT} bytes` } });
+    expect(partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)).toEqual(new Map());
+
+    // The limit is the slot's: a second upload's parts count together with a third one's.
+    const second = await create(server, s);
+    expect((await part(server, s, second, 1, randomBytes(600 * KiB))).status).toBe(200);
+    const third = await create(server, s);
+    const declared = await part(server, s, third, 1, randomBytes(500 * KiB));
+    expect(declared.status).toBe(413);
+    expect([...partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)]).toEqual([[second.uploadId, [600 * KiB]]]);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
+  });
+
+  it('a part sent again replaces the earlier copy on disk at once and counts once', async () => {
+    const s = await slot(server);
+    const upload = await create(server, s);
+    // Three times 700 KiB under one part number: 2.1 MiB sent, 700 KiB stored.
+    for (let i = 0; i < 3; i++) expect((await part(server, s, upload, 1, randomBytes(700 * KiB))).status).toBe(200);
+    expect([...partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)]).toEqual([[upload.uploadId, [700 * KiB]]]);
+    const last = randomBytes(200 * KiB);
+    const stored = await part(server, s, upload, 1, last);
+    expect([...partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)]).toEqual([[upload.uploadId, [200 * KiB]]]);
+    const done = await mpu(
+      server,
+      s,
+      'complete',
+      { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
+      JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
+    );
+    expect(done.status).toBe(200);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: last.length });
+  });
+
+  it(`a slot has at most ${UPLOADS_PER_SLOT} multipart uploads open`, async () => {
+    const s = await slot(server);
+    for (let i = 0; i < UPLOADS_PER_SLOT; i++) await create(server, s);
+    const refused = await mpu(server, s, 'create');
+    expect(refused.status).toBe(400);
+    expect(refused.body).toEqual({
+      error: { code: 'bad_request', message: `This backup slot already has ${UPLOADS_PER_SLOT} multipart uploads in progress.` },
+    });
+    expect(partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`).size).toBe(UPLOADS_PER_SLOT);
+  });
+});
 
 describe('blobhost-client requests that misbehave', () => {
   let server: TestServer;

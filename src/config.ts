@@ -30,6 +30,8 @@ export interface Config {
   limits: ConnectionLimits;
   /** Console sign-in attempts (API key or login link) allowed per client address and window. */
   signInLimit: { maxAttempts: number; windowMs: number };
+  /** blobhost-client: multipart uploads one backup slot may have open at once (fixed; tests may change it). */
+  maxMultipartUploadsPerSlot: number;
   logLevel: string;
   initialApiKey: string | null;
 }
@@ -168,6 +170,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       maxAttempts: integer(env, 'COFFER_SIGNIN_ATTEMPTS', 30, 1, 1_000_000),
       windowMs: duration(env, 'COFFER_SIGNIN_WINDOW', '10m', 1000),
     },
+    maxMultipartUploadsPerSlot: 4,
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     initialApiKey,
   };

@@ -8,10 +8,12 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
+import type { ConnectionLimits } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { BlobApiError, type BlobHostService } from '../services/blob-host.js';
 import { streamedBodies } from '../server/bodies.js';
-import { discardUnreadBody } from '../server/slow-client.js';
+import { logUnhandled } from '../server/errors.js';
+import { discardUnreadBody, guardBodyRate } from '../server/slow-client.js';
 import type { App } from './context.js';
 
 /** Reads a whole (small) body as text; more than `limit` bytes fails with `tooLarge()`. */
@@ -50,8 +52,12 @@ const MAX_COMPLETE_BODY = 1024 * 1024;
 const JSON_BODY_LIMIT = 256 * 1024;
 
 /** The blob-host endpoints; register in their own scope (they read their bodies themselves). */
-export function blobHostRoutes(app: App, host: BlobHostService): void {
+export function blobHostRoutes(app: App, host: BlobHostService, limits: ConnectionLimits): void {
   streamedBodies(app);
+  // Bodies that trickle in too slowly are cut off, as for direct uploads.
+  app.addHook('onRequest', async (request) => {
+    guardBodyRate(request.raw, limits.minUploadBytesPerSecond, limits.uploadRateWindowMs);
+  });
   app.setErrorHandler((error, request, reply) => {
     discardUnreadBody(request.raw);
     if (error instanceof BlobApiError) {
@@ -61,7 +67,7 @@ export function blobHostRoutes(app: App, host: BlobHostService): void {
     if (typeof code === 'string' && code.startsWith('FST_ERR_CTP')) {
       return reply.code(400).send({ error: { code: 'bad_request', message: 'The request body is not acceptable.' } });
     }
-    request.log.error({ err: error }, 'blob host request failed');
+    logUnhandled(request.log, error, request.raw.destroyed);
     // An unknown code makes the client retry, which suits a passing storage failure.
     return reply.code(500).send({ error: { code: 'internal_server_error', message: 'Something went wrong on our side.' } });
   });
@@ -87,7 +93,6 @@ export function blobHostRoutes(app: App, host: BlobHostService): void {
         request.raw.resume();
         return reply.code(200).send(await host.createMultipart(backup));
       case 'upload': {
-        host.checkDeclaredLength(token, declaredLength(request));
         const exact = header(request, 'content-length');
         const part = await host.uploadPart(
           token,
@@ -130,13 +135,26 @@ function safeDecode(value: string | undefined): string | undefined {
 /**
  * The JSON branch of POST /api/backups/upload in blobhost-client mode. Returns the negotiation response
  * (200). `blob.generate-client-token` needs the caller's API key (checked before); a request carrying
- * `x-vercel-signature` is a `blob.upload-completed` callback authenticated by that signature instead.
+ * `x-vercel-signature` is a `blob.upload-completed` callback authenticated by that signature instead, and
+ * reaches here without a key check: when its body cannot be read whole, there is no signature to check, so
+ * `authenticate` (the key check) runs before that is answered (401 first).
  */
-export async function negotiateUpload(host: BlobHostService, request: FastifyRequest): Promise<Record<string, unknown>> {
+export async function negotiateUpload(
+  host: BlobHostService,
+  request: FastifyRequest,
+  authenticate: () => Promise<unknown>,
+): Promise<Record<string, unknown>> {
   const jsonLimit = JSON_BODY_LIMIT;
-  const text = await readText(request.raw, jsonLimit, () =>
-    AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${jsonLimit / 1024} KiB` }]),
-  );
+  const signature = header(request, 'x-vercel-signature');
+  let text: string;
+  try {
+    text = await readText(request.raw, jsonLimit, () =>
+      AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${jsonLimit / 1024} KiB` }]),
+    );
+  } catch (error) {
+    if (signature !== undefined) await authenticate();
+    throw error;
+  }
   let body: unknown;
   let parsed = true;
   try {
@@ -145,7 +163,6 @@ export async function negotiateUpload(host: BlobHostService, request: FastifyReq
     parsed = false;
   }
   // A callback authenticates with its signature over the body: check that before the body itself (401 before 400).
-  const signature = header(request, 'x-vercel-signature');
   if (signature !== undefined && !host.isSigned(text, parsed ? body : undefined, signature)) {
     throw new AppError('authentication_required', 'The x-vercel-signature does not match the body.');
   }
@@ -153,7 +170,7 @@ export async function negotiateUpload(host: BlobHostService, request: FastifyReq
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw AppError.validation([{ path: '(body)', message: 'must be a JSON object' }]);
   }
-  if (signature !== undefined) return host.uploadCompleted(text, body, signature);
+  if (signature !== undefined) return host.uploadCompleted(body);
   const type = (body as { type?: unknown }).type;
   if (type === 'blob.generate-client-token') {
     const { backupId } = request.query as { backupId?: string };

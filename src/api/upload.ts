@@ -1,6 +1,6 @@
 /** POST /api/backups/upload: the archive ciphertext, streamed to the blob store (CONTRACT §6). */
 import { Type } from '@sinclair/typebox';
-import type { onRequestAsyncHookHandler } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';
 import { mediaType } from '../server/bodies.js';
 import { guardBodyRate } from '../server/slow-client.js';
@@ -14,6 +14,7 @@ import { ClientUploadResponse, DirectUploadResponse } from './schemas.js';
  * so no body is ever buffered whole and the size limit holds for chunked bodies too.
  */
 export function uploadRoutes(app: App, ctx: RouteContext): void {
+  const write = ctx.requireScope('backups:write');
   app.post(
     '/api/backups/upload',
     {
@@ -32,12 +33,17 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(400, 401, 403, 409, 413, 415, 500),
         },
       },
-      onRequest: uploadAuth(ctx),
+      // `backups:write`, except for what may be a blob host's callback: negotiateUpload checks its signature.
+      onRequest: async function authenticate(request, reply) {
+        if (!mayBeCallback(ctx, request)) return write.call(this, request, reply);
+      },
     },
-    async (request, reply) => {
+    async function upload(request, reply) {
+      const { minUploadBytesPerSecond, uploadRateWindowMs } = ctx.config.limits;
+      guardBodyRate(request.raw, minUploadBytesPerSecond, uploadRateWindowMs);
       const type = mediaType(request.headers['content-type']);
       if (type === 'application/json' && ctx.blobHost) {
-        return reply.code(200).send(await negotiateUpload(ctx.blobHost, request));
+        return reply.code(200).send(await negotiateUpload(ctx.blobHost, request, async () => write.call(this, request, reply)));
       }
       if (type === 'application/json') {
         throw new AppError(
@@ -49,8 +55,6 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
       if (type !== 'application/octet-stream') {
         throw new AppError('unsupported_media_type', 'Send the ciphertext as application/octet-stream.');
       }
-      const { minUploadBytesPerSecond, uploadRateWindowMs } = ctx.config.limits;
-      guardBodyRate(request.raw, minUploadBytesPerSecond, uploadRateWindowMs);
       const lengthHeader = request.headers['content-length'];
       const contentLength = lengthHeader === undefined ? undefined : Number(lengthHeader);
       const result = await ctx.backups.uploadDirect(
@@ -66,15 +70,15 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
 }
 
 /**
- * `backups:write`, except for a `blob.upload-completed` callback in blobhost-client mode: it comes from a blob
- * host, not a user, and is authenticated by its `x-vercel-signature` instead (checked in the handler).
+ * In blobhost-client mode a JSON body with `x-vercel-signature` may be a `blob.upload-completed` callback from a
+ * blob host, not a user, authenticated by that signature over the body. Only such a request may skip the key.
  */
-function uploadAuth(ctx: RouteContext): onRequestAsyncHookHandler {
-  const write = ctx.requireScope('backups:write');
-  return async function authenticate(request, reply) {
-    if (ctx.blobHost && request.headers['x-vercel-signature'] !== undefined) return;
-    return write.call(this, request, reply);
-  };
+function mayBeCallback(ctx: RouteContext, request: FastifyRequest): boolean {
+  return (
+    ctx.blobHost !== undefined &&
+    request.headers['x-vercel-signature'] !== undefined &&
+    mediaType(request.headers['content-type']) === 'application/json'
+  );
 }
 
 export const UPLOAD_REQUEST_BODY = {

@@ -22,6 +22,19 @@ export interface BlobPart {
   etag: string;
 }
 
+/** A stored part of a multipart upload, with its size. */
+export interface StoredPart extends BlobPart {
+  size: number;
+}
+
+/** A multipart upload that was neither completed nor aborted. */
+export interface MultipartUpload {
+  key: string;
+  uploadId: string;
+  /** When it was created (epoch ms, the storage's own clock). */
+  startedAt: number;
+}
+
 /** The multipart upload id is unknown, already completed or aborted. */
 export class UploadNotFoundError extends Error {
   constructor(message = 'No such multipart upload.') {
@@ -71,8 +84,9 @@ export interface BlobStore {
   /** Starts a multipart upload into `key`; returns its upload id. */
   createMultipart(key: string): Promise<string>;
   /**
-   * Stores one part (1..10,000; a later part with the same number replaces it). `size`, when known, is the
-   * exact byte count of `body`. A failed or aborted part leaves nothing behind.
+   * Stores one part (1..10,000). A later part with the same number replaces it: the earlier copy is gone once
+   * this returns. `size`, when known, is the exact byte count of `body`. A failed or aborted part leaves
+   * nothing behind.
    */
   putPart(
     key: string,
@@ -81,6 +95,10 @@ export interface BlobStore {
     body: Readable,
     options?: { size?: number; signal?: AbortSignal },
   ): Promise<{ etag: string; size: number }>;
+  /** The parts stored for an upload (never a replaced one), in no particular order; UploadNotFoundError when unknown. */
+  listParts(key: string, uploadId: string): Promise<StoredPart[]>;
+  /** Every incomplete multipart upload whose key starts with `prefix`, in no particular order. */
+  listMultipart(prefix?: string): AsyncIterable<MultipartUpload>;
   /** Assembles the listed parts (any order given; assembled by part number) into `key`, atomically. */
   completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }>;
   /** Discards a multipart upload and its parts; an unknown upload is not an error. */

@@ -10,6 +10,8 @@ import {
   type BlobStore,
   type ByteRange,
   InvalidPartError,
+  type MultipartUpload,
+  type StoredPart,
   checkPartNumber,
   UploadNotFoundError,
 } from './blob-store.js';
@@ -158,11 +160,35 @@ export class FsBlobStore implements BlobStore {
         throw new Error(`part ${partNumber} has ${size} bytes, ${options.size} were announced`);
       }
       const digest = md5.digest('hex');
-      await fsp.rename(temp, path.join(dir, `${partNumber}.${digest}`));
+      const name = `${partNumber}.${digest}`;
+      await fsp.rename(temp, path.join(dir, name));
+      // The part replaces any earlier one with its number (S3's rule): no superseded copy stays on disk.
+      for (const other of await fsp.readdir(dir)) {
+        if (other !== name && PART_FILE.exec(other)?.[1] === String(partNumber)) await fsp.rm(path.join(dir, other), { force: true });
+      }
       return { etag: `"${digest}"`, size };
     } catch (error) {
       await fsp.rm(temp, { force: true });
       throw error;
+    }
+  }
+
+  async listParts(key: string, uploadId: string): Promise<StoredPart[]> {
+    const dir = await this.uploadPath(key, uploadId);
+    const parts: StoredPart[] = [];
+    for (const name of await fsp.readdir(dir)) {
+      const match = PART_FILE.exec(name);
+      const stats = match && (await fsp.stat(path.join(dir, name)).catch(() => null));
+      if (stats) parts.push({ partNumber: Number(match[1]), etag: `"${match[2]}"`, size: stats.size });
+    }
+    return parts;
+  }
+
+  async *listMultipart(prefix = ''): AsyncIterable<MultipartUpload> {
+    for (const uploadId of await fsp.readdir(this.uploadDir)) {
+      const file = path.join(this.uploadDir, uploadId, 'key');
+      const [key, stats] = await Promise.all([fsp.readFile(file, 'utf8').catch(() => null), fsp.stat(file).catch(() => null)]);
+      if (key !== null && stats && key.startsWith(prefix)) yield { key, uploadId, startedAt: stats.mtimeMs };
     }
   }
 

@@ -15,6 +15,7 @@ import {
   HeadObjectCommand,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
+  ListPartsCommand,
   PutObjectCommand,
   S3Client,
   S3ServiceException,
@@ -27,6 +28,8 @@ import {
   type BlobStore,
   type ByteRange,
   InvalidPartError,
+  type MultipartUpload,
+  type StoredPart,
   checkPartNumber,
   UploadNotFoundError,
 } from './blob-store.js';
@@ -361,23 +364,55 @@ export class S3BlobStore implements BlobStore {
     }
   }
 
-  async removeIncomplete(before: number): Promise<number> {
-    let removed = 0;
+  async listParts(key: string, uploadId: string): Promise<StoredPart[]> {
+    const parts: StoredPart[] = [];
+    let marker: string | undefined;
+    do {
+      let page;
+      try {
+        page = await this.client.send(
+          new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumberMarker: marker }),
+        );
+      } catch (error) {
+        throw translate(error);
+      }
+      for (const part of page.Parts ?? []) {
+        if (part.PartNumber === undefined || !part.ETag) continue;
+        parts.push({ partNumber: part.PartNumber, etag: part.ETag, size: part.Size ?? 0 });
+      }
+      marker = page.IsTruncated ? page.NextPartNumberMarker : undefined;
+    } while (marker !== undefined);
+    return parts;
+  }
+
+  async *listMultipart(prefix = ''): AsyncIterable<MultipartUpload> {
     let keyMarker: string | undefined;
     let uploadIdMarker: string | undefined;
     do {
       const page = await this.client.send(
-        new ListMultipartUploadsCommand({ Bucket: this.bucket, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }),
+        new ListMultipartUploadsCommand({
+          Bucket: this.bucket,
+          Prefix: prefix || undefined,
+          KeyMarker: keyMarker,
+          UploadIdMarker: uploadIdMarker,
+        }),
       );
       for (const upload of page.Uploads ?? []) {
         if (!upload.Key || !upload.UploadId) continue;
-        if ((upload.Initiated?.getTime() ?? 0) >= before) continue;
-        await this.abortMultipart(upload.Key, upload.UploadId);
-        removed += 1;
+        yield { key: upload.Key, uploadId: upload.UploadId, startedAt: upload.Initiated?.getTime() ?? 0 };
       }
       keyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
       uploadIdMarker = page.IsTruncated ? page.NextUploadIdMarker : undefined;
     } while (keyMarker !== undefined);
+  }
+
+  async removeIncomplete(before: number): Promise<number> {
+    let removed = 0;
+    for await (const upload of this.listMultipart()) {
+      if (upload.startedAt >= before) continue;
+      await this.abortMultipart(upload.key, upload.uploadId);
+      removed += 1;
+    }
     return removed;
   }
 }

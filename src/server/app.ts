@@ -218,7 +218,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
 
   // blobhost-client: Coffer is the blob host the stock @vercel/blob client uploads to (src/api/blobhost.ts).
   const blobHost = parts.blobHost;
-  if (blobHost) await app.register(async (scope) => blobHostRoutes(scope, blobHost));
+  if (blobHost) await app.register(async (scope) => blobHostRoutes(scope, blobHost, limits));
 
   // Open event streams are told about the shutdown before the server stops accepting work.
   app.addHook('preClose', async () => streams.closeAll('shutdown'));

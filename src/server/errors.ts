@@ -46,10 +46,15 @@ export function toAppError(error: unknown, log: FastifyBaseLogger, clientGone = 
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new AppError('invalid_json', 'The request body is not valid JSON.');
   }
+  logUnhandled(log, error, clientGone);
+  return new AppError('internal_error', 'Something went wrong on our side.');
+}
+
+/** Logs a failure no error code covers: at error with its stack, or at info when the client is gone. */
+export function logUnhandled(log: FastifyBaseLogger, error: unknown, clientGone: boolean): void {
   // A client that hung up (or was cut off as too slow) breaks its own request: not the server's fault.
   if (clientGone) log.info({ err: { message: (error as Error)?.message } }, 'client went away before the answer');
   else log.error({ err: error }, 'unhandled error');
-  return new AppError('internal_error', 'Something went wrong on our side.');
 }
 
 export function errorBody(error: AppError) {

@@ -13,7 +13,14 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
-import { type BlobPart, type BlobStore, InvalidPartError, MAX_PART_NUMBER, UploadNotFoundError } from '../blobs/blob-store.js';
+import {
+  type BlobPart,
+  type BlobStore,
+  InvalidPartError,
+  MAX_PART_NUMBER,
+  type MultipartUpload,
+  UploadNotFoundError,
+} from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import type { Backup, Store } from '../store/store.js';
@@ -95,6 +102,7 @@ const PATHNAME = /^backups\/([0-9a-f-]{36})\/([0-9a-f-]{36})$/;
 export interface BlobHostOptions {
   readonly publicUrl: string;
   readonly maxArchiveBytes: number;
+  readonly maxMultipartUploadsPerSlot: number;
 }
 
 export class BlobHostService {
@@ -175,11 +183,6 @@ export class BlobHostService {
     return `${CLIENT_TOKEN_PREFIX}${this.storeId}_${Buffer.from(signed).toString('base64')}`;
   }
 
-  /**
-   * `blob.upload-completed`, signed by a blob host holding the read-write token (`x-vercel-signature`: hex
-   * HMAC-SHA256 of the JSON body). With Coffer as the blob host the slot is already UPLOADED (answered ok);
-   * an external host that stored the bytes at the slot's pathname in the shared BlobStore completes it here.
-   */
   /** Whether `signature` is the HMAC of the body as sent, or of its compact JSON form (`body`, when it parsed). */
   isSigned(rawBody: string, body: unknown, signature: string): boolean {
     const given = signature.toLowerCase();
@@ -194,10 +197,13 @@ export class BlobHostService {
     return sameDigest(given, hmacHex(this.readWriteToken, compact));
   }
 
-  async uploadCompleted(rawBody: string, body: unknown, signature: string) {
-    if (!this.isSigned(rawBody, body, signature)) {
-      throw new AppError('authentication_required', 'The x-vercel-signature does not match the body.');
-    }
+  /**
+   * `blob.upload-completed`, signed by a blob host holding the read-write token (`x-vercel-signature`: hex
+   * HMAC-SHA256 of the JSON body). With Coffer as the blob host the slot is already UPLOADED (answered ok);
+   * an external host that stored the bytes at the slot's pathname in the shared BlobStore completes it here.
+   * The caller has checked the signature (isSigned).
+   */
+  async uploadCompleted(body: object) {
     if ((body as { type?: unknown }).type !== 'blob.upload-completed') {
       throw AppError.validation([{ path: 'type', message: 'a signed request must be blob.upload-completed' }]);
     }
@@ -334,10 +340,47 @@ export class BlobHostService {
     return this.record(backup, blobKey, size);
   }
 
-  /** x-mpu-action: create. The returned key names this attempt's blob; the client echoes it on every part. */
+  /**
+   * x-mpu-action: create. The returned key names this attempt's blob; the client echoes it on every part.
+   * A slot has at most `maxMultipartUploadsPerSlot` uploads open; one created alongside others (on any node)
+   * is counted once it exists, and withdrawn when it made one too many.
+   */
   async createMultipart(backup: Backup): Promise<{ key: string; uploadId: string }> {
+    const tooMany = () =>
+      new BlobApiError(
+        400,
+        'bad_request',
+        `This backup slot already has ${this.options.maxMultipartUploadsPerSlot} multipart uploads in progress.`,
+      );
+    if ((await this.openUploads(backup)).length >= this.options.maxMultipartUploadsPerSlot) throw tooMany();
     const key = this.backups.newBlobKey(backup);
-    return { key, uploadId: await this.blobs.createMultipart(key) };
+    const uploadId = await this.blobs.createMultipart(key);
+    if ((await this.openUploads(backup)).length > this.options.maxMultipartUploadsPerSlot) {
+      await this.blobs.abortMultipart(key, uploadId);
+      throw tooMany();
+    }
+    return { key, uploadId };
+  }
+
+  private async openUploads(backup: Backup): Promise<MultipartUpload[]> {
+    const uploads: MultipartUpload[] = [];
+    for await (const upload of this.blobs.listMultipart(`${backup.blobPath}/`)) uploads.push(upload);
+    return uploads;
+  }
+
+  /** Bytes the slot's open multipart uploads hold together, leaving out one part (the one about to be replaced). */
+  private async storedBytes(backup: Backup, except?: { uploadId: string; partNumber: number }): Promise<number> {
+    let total = 0;
+    for (const upload of await this.openUploads(backup)) {
+      const parts = await this.blobs.listParts(upload.key, upload.uploadId).catch((error: unknown) => {
+        if (error instanceof UploadNotFoundError) return []; // completed or aborted meanwhile
+        throw error;
+      });
+      for (const part of parts) {
+        if (upload.uploadId !== except?.uploadId || part.partNumber !== except.partNumber) total += part.size;
+      }
+    }
+    return total;
   }
 
   private checkKey(backup: Backup, key: string | undefined, uploadId: string | undefined): { key: string; uploadId: string } {
@@ -348,7 +391,11 @@ export class BlobHostService {
     return { key: key!, uploadId };
   }
 
-  /** x-mpu-action: upload. One part, streamed; parts may arrive in any order and on any node. */
+  /**
+   * x-mpu-action: upload. One part, streamed; parts may arrive in any order and on any node. The archive limit
+   * holds while parts arrive, for what the slot's open uploads store together (a part sent again counts once):
+   * a part that would take them past it is refused with 413 and its upload discarded.
+   */
   async uploadPart(
     token: ClientTokenPayload,
     backup: Backup,
@@ -362,9 +409,14 @@ export class BlobHostService {
     }
     const limit = this.limitOf(token);
     try {
-      const part = await this.blobs.putPart(key, uploadId, partNumber, limited(body, limit), { size: headers.contentLength });
+      const room = limit - (await this.storedBytes(backup, { uploadId, partNumber }));
+      if (headers.contentLength !== undefined && headers.contentLength > room) throw new TooLarge();
+      const part = await this.blobs.putPart(key, uploadId, partNumber, limited(body, room), { size: headers.contentLength });
+      // Parts sent at the same time (on any node) each saw room for themselves: their sum is checked once stored.
+      if ((await this.storedBytes(backup)) > limit) throw new TooLarge();
       return { etag: part.etag };
     } catch (error) {
+      if (error instanceof TooLarge) await this.blobs.abortMultipart(key, uploadId);
       throw this.translate(error, limit);
     }
   }

@@ -20,6 +20,8 @@ interface Engine {
   setUp(): Promise<BlobStore>;
   /** Incomplete uploads and temporary files the backend still holds. */
   leftovers(): string[];
+  /** How many part files the backend holds on disk for an incomplete upload. */
+  partFiles(uploadId: string): number;
   tearDown(): Promise<void>;
 }
 
@@ -32,6 +34,7 @@ function fsEngine(): Engine {
       return new FsBlobStore(root);
     },
     leftovers: () => [...fs.readdirSync(path.join(root, 'tmp')), ...fs.readdirSync(path.join(root, 'uploads'))],
+    partFiles: (uploadId) => fs.readdirSync(path.join(root, 'uploads', uploadId)).filter((name) => name !== 'key').length,
     async tearDown() {
       fs.rmSync(root, { recursive: true, force: true });
     },
@@ -48,6 +51,7 @@ function s3Engine(): Engine {
       return s3.store();
     },
     leftovers: () => s3.incompleteUploads(),
+    partFiles: (uploadId) => s3.storedParts(uploadId).length,
     async tearDown() {
       await s3.close();
     },
@@ -224,6 +228,35 @@ describe.each([fsEngine(), s3Engine()])('BlobStore contract: $name', (engine) =>
     }
     expect(await store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: part.etag }])).toEqual({ size: data.length });
     expect((await readAll(await store.get(key))).equals(data)).toBe(true);
+  });
+
+  it('multipart: a part sent again replaces the earlier copy at once; listParts and listMultipart show what is stored', async () => {
+    const key = 'backups/mpu/e/attempt.bin';
+    const other = 'backups/mpu/f/attempt.bin';
+    const uploadId = await store.createMultipart(key);
+    const otherId = await store.createMultipart(other);
+    try {
+      await store.putPart(key, uploadId, 1, source(randomBytes(1000)), { size: 1000 });
+      await store.putPart(key, uploadId, 2, source(randomBytes(300)), { size: 300 });
+      const replaced = await store.putPart(key, uploadId, 1, source(randomBytes(700)), { size: 700 });
+      expect(engine.partFiles(uploadId)).toBe(2);
+      const parts = (await store.listParts(key, uploadId)).sort((a, b) => a.partNumber - b.partNumber);
+      expect(parts.map(({ partNumber, size }) => ({ partNumber, size }))).toEqual([
+        { partNumber: 1, size: 700 },
+        { partNumber: 2, size: 300 },
+      ]);
+      expect(parts[0]!.etag).toBe(replaced.etag);
+      const listed: string[] = [];
+      for await (const upload of store.listMultipart('backups/mpu/e/')) listed.push(`${upload.key} ${upload.uploadId}`);
+      expect(listed).toEqual([`${key} ${uploadId}`]);
+    } finally {
+      await store.abortMultipart(key, uploadId);
+      await store.abortMultipart(other, otherId);
+    }
+    await expect(store.listParts(key, uploadId)).rejects.toBeInstanceOf(UploadNotFoundError);
+    const left: string[] = [];
+    for await (const upload of store.listMultipart('backups/mpu/')) left.push(upload.key);
+    expect(left).toEqual([]);
   });
 
   it('multipart: abort discards the parts; an unknown upload is UploadNotFoundError', async () => {

@@ -1,8 +1,8 @@
 /**
  * An S3-protocol server on loopback for tests: s3rver on a random port with its own temp directory.
  *
- * s3rver implements multipart uploads but not AbortMultipartUpload, ListMultipartUploads or NoSuchUpload;
- * a small middleware adds those three the way S3 answers them, so the abort and cleanup paths of the S3
+ * s3rver implements multipart uploads but not AbortMultipartUpload, ListMultipartUploads, ListParts or
+ * NoSuchUpload; a small middleware adds those four the way S3 answers them (one page each), so the abort and cleanup paths of the S3
  * BlobStore run against an S3 protocol peer, and tests can see leftover parts on s3rver's disk.
  */
 import fs from 'node:fs';
@@ -51,11 +51,12 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
     const query = ctx.query as Record<string, string>;
     if (keyParts.length === 0 && ctx.method === 'GET' && 'uploads' in query) {
       const uploads = fs.existsSync(uploadsDir) ? fs.readdirSync(uploadsDir) : [];
-      const items = uploads.map((id) => {
+      const items = uploads.flatMap((id) => {
         const dir = path.join(uploadsDir, id);
         const key = fs.readFileSync(path.join(dir, 'key'), 'utf8');
+        if (!key.startsWith(query.prefix ?? '')) return [];
         const initiated = fs.statSync(path.join(dir, 'key')).mtime.toISOString();
-        return `<Upload><Key>${escapeXml(key)}</Key><UploadId>${id}</UploadId><Initiated>${initiated}</Initiated></Upload>`;
+        return [`<Upload><Key>${escapeXml(key)}</Key><UploadId>${id}</UploadId><Initiated>${initiated}</Initiated></Upload>`];
       });
       ctx.type = 'application/xml';
       ctx.body =
@@ -69,6 +70,22 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
       if (ctx.method === 'DELETE') {
         fs.rmSync(dir, { recursive: true, force: true });
         ctx.status = 204;
+        return;
+      }
+      if (ctx.method === 'GET') {
+        const parts = fs
+          .readdirSync(dir)
+          // s3rver writes a part's .md5 file once the part is complete.
+          .filter((name) => /^\d+$/.test(name) && fs.existsSync(path.join(dir, `${name}.md5`)))
+          .map((name) => {
+            const md5 = fs.readFileSync(path.join(dir, `${name}.md5`), 'utf8');
+            const size = fs.statSync(path.join(dir, name)).size;
+            return `<Part><PartNumber>${name}</PartNumber><ETag>"${md5}"</ETag><Size>${size}</Size></Part>`;
+          });
+        ctx.type = 'application/xml';
+        ctx.body =
+          '<?xml version="1.0" encoding="UTF-8"?>\n<ListPartsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
+          `<Bucket>${bucket}</Bucket><UploadId>${escapeXml(query.uploadId ?? '')}</UploadId><IsTruncated>false</IsTruncated>${parts.join('')}</ListPartsResult>`;
         return;
       }
     }

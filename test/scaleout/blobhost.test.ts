@@ -249,7 +249,7 @@ describe.each([embedded, scaleOut])('blobhost-client with the stock @vercel/blob
     const options = { access: 'private' as const, handleUploadUrl: s.handleUploadUrl, headers: { authorization: `Bearer ${s.apiKey}` } };
     await expect(upload(s.blobPath, randomBytes(LIMIT + 1), options)).rejects.toThrow(/File is too large/);
     await expectUntouched(s);
-    // Every 8 MiB part is within the limit; their sum is not: refused at completion, the object removed.
+    // Every 8 MiB part is within the limit; their sum is not: refused as the parts arrive, the upload aborted.
     await expect(upload(s.blobPath, randomBytes(LIMIT + 3 * MiB), { ...options, multipart: true })).rejects.toThrow(/File is too large/);
     await expectUntouched(s);
   });

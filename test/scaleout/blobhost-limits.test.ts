@@ -1,0 +1,306 @@
+/**
+ * Abuse limits of the blobhost-client blob host, through real HTTP on a loopback port:
+ * - multipart uploads: the archive limit holds for the bytes a slot's open uploads store while parts arrive,
+ *   a part sent again replaces the earlier copy on disk at once, and a slot has a bounded number of open
+ *   uploads (files and S3 via s3rver, counting what each backend holds on disk);
+ * - `/blob` bodies that trickle in are cut off like direct uploads, and a client hang-up is logged at info;
+ * - `x-vercel-signature` does not let a request that is not a signed JSON callback past the API key check.
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../../src/config.js';
+import { api, envelope } from '../helpers/api.js';
+import { startS3, type TestS3 } from '../helpers/s3.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const KiB = 1024;
+const LIMIT = 1024 * KiB;
+const UPLOADS_PER_SLOT = 2;
+
+/** Parts on disk of the incomplete multipart uploads under `prefix` (upload dirs hold a `key` file, as in s3rver). */
+function partsOnDisk(uploadsDir: string, prefix: string): Map<string, number[]> {
+  const uploads = new Map<string, number[]>();
+  if (!fs.existsSync(uploadsDir)) return uploads;
+  for (const id of fs.readdirSync(uploadsDir)) {
+    const dir = path.join(uploadsDir, id);
+    if (!fs.readFileSync(path.join(dir, 'key'), 'utf8').startsWith(prefix)) continue;
+    // fs store: `<part>.<md5>`; s3rver: `<part>` (plus `<part>.md5`).
+    const parts = fs.readdirSync(dir).filter((name) => /^\d+(\.[0-9a-f]{32})?$/.test(name));
+    uploads.set(id, parts.map((name) => fs.statSync(path.join(dir, name)).size));
+  }
+  return uploads;
+}
+
+interface Backend {
+  name: string;
+  env(): Promise<Record<string, string>>;
+  uploadsDir(server: TestServer): string;
+  tearDown(): Promise<void>;
+}
+
+let s3: TestS3 | undefined;
+const backends: Backend[] = [
+  { name: 'fs', env: async () => ({}), uploadsDir: (server) => path.join(server.dataDir, 'uploads'), tearDown: async () => {} },
+  {
+    name: 's3',
+    async env() {
+      s3 = await startS3();
+      return s3.env;
+    },
+    uploadsDir: () => path.join(s3!.directory, s3!.bucket, '._S3rver_uploads'),
+    tearDown: async () => s3?.close(),
+  },
+];
+
+/** A new account with a vault, an open slot and a client token for it. */
+async function slot(server: TestServer) {
+  const { apiKey } = await server.newKey({ plan: 'pro' });
+  const call = api(server.url, apiKey);
+  expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+  const { backupId, blobPath } = (await call('POST', '/api/backups')).body as { backupId: string; blobPath: string };
+  const handshake = await call('POST', '/api/backups/upload', {
+    json: { type: 'blob.generate-client-token', payload: { pathname: blobPath, clientPayload: null, multipart: true } },
+  });
+  expect(handshake.status).toBe(200);
+  return { call, apiKey, backupId, blobPath, token: handshake.body.clientToken as string };
+}
+
+type Slot = Awaited<ReturnType<typeof slot>>;
+
+function mpu(server: TestServer, s: Slot, action: string, headers: Record<string, string> = {}, body?: BodyInit) {
+  return api(server.url)('POST', `/blob/mpu?pathname=${encodeURIComponent(s.blobPath)}`, {
+    headers: { authorization: `Bearer ${s.token}`, 'x-mpu-action': action, ...headers },
+    body,
+  });
+}
+
+async function create(server: TestServer, s: Slot) {
+  const created = await mpu(server, s, 'create');
+  expect(created.status).toBe(200);
+  return created.body as { key: string; uploadId: string };
+}
+
+function part(server: TestServer, s: Slot, upload: { key: string; uploadId: string }, partNumber: number, body: BodyInit) {
+  return mpu(
+    server,
+    s,
+    'upload',
+    { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'x-mpu-part-number': String(partNumber) },
+    body,
+  );
+}
+
+/** `size` bytes as a chunked body (no Content-Length): only counting while it streams can stop it. */
+function chunked(size: number): ReadableStream<Uint8Array> {
+  let sent = 0;
+  return new ReadableStream({
+    pull(controller) {
+      if (sent >= size) return controller.close();
+      const chunk = randomBytes(Math.min(64 * KiB, size - sent));
+      sent += chunk.length;
+      controller.enqueue(chunk);
+    },
+  });
+}
+
+describe.each(backends)('blobhost-client multipart limits: $name', (backend) => {
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startTestServer({
+      env: { ...(await backend.env()), COFFER_UPLOAD_PROTOCOL: 'blobhost-client', COFFER_MAX_ARCHIVE_BYTES: String(LIMIT) },
+      config: { maxMultipartUploadsPerSlot: UPLOADS_PER_SLOT },
+    });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    if (server) fs.rmSync(server.dataDir, { recursive: true, force: true });
+    await backend.tearDown();
+  });
+
+  it('parts adding up past the archive limit are refused as they arrive, and their upload leaves nothing on disk', async () => {
+    const s = await slot(server);
+    const first = await create(server, s);
+    for (const n of [1, 2, 3]) expect((await part(server, s, first, n, randomBytes(300 * KiB))).status).toBe(200);
+    // 900 KiB stored; 300 KiB more, streamed without a length, crosses 1 MiB while it arrives.
+    const over = await part(server, s, first, 4, chunked(300 * KiB));
+    expect(over.status).toBe(413);
+    expect(over.body).toEqual({ error: { code: 'bad_request', message: `the file length cannot be greater than ${LIMIT} bytes` } });
+    expect(partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)).toEqual(new Map());
+
+    // The limit is the slot's: a second upload's parts count together with a third one's.
+    const second = await create(server, s);
+    expect((await part(server, s, second, 1, randomBytes(600 * KiB))).status).toBe(200);
+    const third = await create(server, s);
+    const declared = await part(server, s, third, 1, randomBytes(500 * KiB));
+    expect(declared.status).toBe(413);
+    expect([...partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)]).toEqual([[second.uploadId, [600 * KiB]]]);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
+  });
+
+  it('a part sent again replaces the earlier copy on disk at once and counts once', async () => {
+    const s = await slot(server);
+    const upload = await create(server, s);
+    // Three times 700 KiB under one part number: 2.1 MiB sent, 700 KiB stored.
+    for (let i = 0; i < 3; i++) expect((await part(server, s, upload, 1, randomBytes(700 * KiB))).status).toBe(200);
+    expect([...partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)]).toEqual([[upload.uploadId, [700 * KiB]]]);
+    const last = randomBytes(200 * KiB);
+    const stored = await part(server, s, upload, 1, last);
+    expect([...partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)]).toEqual([[upload.uploadId, [200 * KiB]]]);
+    const done = await mpu(
+      server,
+      s,
+      'complete',
+      { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
+      JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
+    );
+    expect(done.status).toBe(200);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: last.length });
+  });
+
+  it(`a slot has at most ${UPLOADS_PER_SLOT} multipart uploads open`, async () => {
+    const s = await slot(server);
+    for (let i = 0; i < UPLOADS_PER_SLOT; i++) await create(server, s);
+    const refused = await mpu(server, s, 'create');
+    expect(refused.status).toBe(400);
+    expect(refused.body).toEqual({
+      error: { code: 'bad_request', message: `This backup slot already has ${UPLOADS_PER_SLOT} multipart uploads in progress.` },
+    });
+    expect(partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`).size).toBe(UPLOADS_PER_SLOT);
+  });
+});
+
+describe('blobhost-client requests that misbehave', () => {
+  let server: TestServer;
+  const lines: { level: number; msg: string; err?: { stack?: string } }[] = [];
+
+  beforeAll(async () => {
+    const sink = new Writable({
+      write(chunk, _encoding, done) {
+        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+        done();
+      },
+    });
+    server = await startTestServer({
+      env: { COFFER_UPLOAD_PROTOCOL: 'blobhost-client' },
+      config: { limits: { ...DEFAULT_LIMITS, minUploadBytesPerSecond: 1000, uploadRateWindowMs: 300 } },
+      logger: { level: 'info', stream: sink },
+    });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    if (server) fs.rmSync(server.dataDir, { recursive: true, force: true });
+  });
+
+  /** Sends `head`, then `drip` bytes; resolves with what came back once the server closed the connection. */
+  function raw(head: string, drip: (socket: net.Socket) => void): Promise<string> {
+    return new Promise((resolve, reject) => {
+      let received = '';
+      const socket = net.connect(Number(new URL(server.url).port), '127.0.0.1', () => {
+        socket.write(head);
+        drip(socket);
+      });
+      // Without the guard the request would stay open for the 30-minute request timeout.
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error('the server kept the slow upload open'));
+      }, 15_000);
+      socket.on('data', (chunk) => (received += chunk));
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve(received);
+      });
+    });
+  }
+
+  const errorLines = () => lines.filter((line) => line.level >= 50 || Boolean(line.err?.stack));
+
+  /** The log lines with `message`, once there are `count` of them (or after 2 s). */
+  async function logged(message: string, count = 1) {
+    const found = () => lines.filter((line) => line.msg === message);
+    for (let i = 0; i < 100 && found().length < count; i++) await new Promise((r) => setTimeout(r, 20));
+    return found();
+  }
+
+  it('a /blob PUT that trickles in is cut off like a direct upload, logged at info, nothing stored', async () => {
+    const s = await slot(server);
+    let timer: NodeJS.Timeout | undefined;
+    const head = [
+      `PUT /blob/?pathname=${encodeURIComponent(s.blobPath)} HTTP/1.1`,
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'Content-Length: 100000',
+      '',
+      '',
+    ].join('\r\n');
+    const received = await raw(head, (socket) => {
+      timer = setInterval(() => socket.writable && socket.write(Buffer.alloc(1, 1)), 100);
+      socket.on('close', () => clearInterval(timer));
+    }).finally(() => clearInterval(timer));
+    expect(received).not.toMatch(/ 200 /);
+    expect((await logged('client went away before the answer')).map((line) => line.level)).toEqual([30]);
+    expect(errorLines()).toEqual([]);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
+    const blobs: string[] = [];
+    for await (const entry of server.parts.blobs.list(`${s.blobPath}/`)) blobs.push(entry.key);
+    expect(blobs).toEqual([]);
+  });
+
+  it('a client hanging up in the middle of a part is logged at info', async () => {
+    const s = await slot(server);
+    const upload = (await mpu(server, s, 'create')).body as { key: string; uploadId: string };
+    const before = lines.filter((line) => line.msg === 'client went away before the answer').length;
+    const head = [
+      `POST /blob/mpu?pathname=${encodeURIComponent(s.blobPath)} HTTP/1.1`,
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'x-mpu-action: upload',
+      `x-mpu-key: ${encodeURIComponent(upload.key)}`,
+      `x-mpu-upload-id: ${upload.uploadId}`,
+      'x-mpu-part-number: 1',
+      'Content-Length: 1000000',
+      '',
+      '',
+    ].join('\r\n');
+    await raw(head, (socket) => {
+      socket.write(randomBytes(100_000));
+      setTimeout(() => socket.destroy(), 200);
+    });
+    expect((await logged('client went away before the answer', before + 1)).map((line) => line.level)).toEqual(
+      Array(before + 1).fill(30),
+    );
+    expect(errorLines()).toEqual([]);
+  });
+
+  it('x-vercel-signature lets only a signed JSON callback past the API key: everything else is 401, then 403', async () => {
+    const s = await slot(server);
+    const anonymous = api(server.url);
+    const signed = { 'x-vercel-signature': 'deadbeef' };
+    const binary = await anonymous('POST', `/api/backups/upload?backupId=${s.backupId}`, {
+      headers: { ...signed, 'content-type': 'application/octet-stream' },
+      body: randomBytes(1000),
+    });
+    expect(binary.status).toBe(401);
+    expect(binary.body.code).toBe('authentication_required');
+    const text = await anonymous('POST', '/api/backups/upload', { headers: { ...signed, 'content-type': 'text/plain' }, body: 'hello' });
+    expect(text.status).toBe(401);
+    const json = await anonymous('POST', '/api/backups/upload', { headers: signed, json: { type: 'blob.upload-completed' } });
+    expect(json.status).toBe(401);
+    const { apiKey: readOnly } = await server.newKey({ scopes: ['backups:read'] });
+    const unscoped = await api(server.url, readOnly)('POST', '/api/backups/upload', {
+      headers: { ...signed, 'content-type': 'text/plain' },
+      body: 'hello',
+    });
+    expect(unscoped.status).toBe(403);
+    // With the key, the body is judged as usual.
+    const keyed = await s.call('POST', '/api/backups/upload', { headers: { ...signed, 'content-type': 'text/plain' }, body: 'hello' });
+    expect(keyed.status).toBe(415);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
+    expect(errorLines()).toEqual([]);
+  });
+});

@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import zlib from 'node:zlib';
-import { Meter, applyDirectoryAttributes, extractInto, moveTree } from './archive.js';
+import { Meter, extractInto, placeTree } from './archive.js';
 import { DecryptStream, IntegrityError, openMetadata, unwrapDek, wipe, type BackupMetadata } from './envelope.js';
 import { CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
 
@@ -192,9 +192,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
             `expected ${metadata.plaintextSha256}, ${metadata.plaintextSizeBytes} bytes)`,
         );
       }
-      await moveTree(staging, target, !!options.force);
-      await fsp.rmdir(staging);
-      await applyDirectoryAttributes(target, sink.directories);
+      await placeTree(staging, target, !!options.force, sink.directories);
       done = true;
       return { detail, metadata, entries: sink.entries, target };
     } finally {

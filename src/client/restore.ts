@@ -160,9 +160,10 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
   if (detail.status !== 'READY') {
     throw new BackupNotRestorableError(`backup ${backupId} is ${detail.status}; only READY backups can be restored`);
   }
-  const dek = unwrapDek(masterKey, detail.id, detail);
+  // Keys, metadata and content are opened for the id asked for (client.getBackup refused an answer for another).
+  const dek = unwrapDek(masterKey, backupId, detail);
   try {
-    const metadata = openMetadata(dek, detail.id, detail);
+    const metadata = openMetadata(dek, backupId, detail);
     emit({ type: 'verified-keys', metadata });
 
     const created = await fsp.mkdir(target, { recursive: true });
@@ -171,7 +172,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
     try {
       const plain = new Meter({ hash: true });
       const sink = extractInto(staging);
-      const chunks = downloadCiphertext(client, detail.id, {
+      const chunks = downloadCiphertext(client, backupId, {
         signal,
         retries: options.retries,
         onBytes: (received, total) => emit({ type: 'progress', received, total }),

@@ -2,9 +2,17 @@
  * The plaintext side of a backup: a tar stream of a directory (or one file) and its safe extraction.
  *
  * Backup:  tar (modes, mtimes to the second, empty directories, symlinks, hard links) → gzip
- * Restore: gunzip → tar, into a private staging directory; every entry is checked first (no absolute paths,
- *          no `..`, nothing written through a symlink, hard links only inside the archive). The staging tree is
- *          moved into place only after the caller has verified the archive, so a failed restore writes nothing.
+ * Restore: gunzip → tar, into a private staging directory (new, 0700, made by this restore inside the target).
+ *          The rules, which hold for any sequence of entries (extractInto() has the details):
+ *          - no byte, mode, owner or time is applied outside staging during extraction: paths are resolved
+ *            lexically against what the extractor itself created, never through a link on disk; an entry
+ *            below anything but a directory it created, replacing an earlier entry, or named with `..` or an
+ *            absolute path is refused; a hard link to a symlink becomes a copy of that symlink;
+ *          - every creation is exclusive, so case or Unicode aliases fail instead of redirecting a write;
+ *          - attributes use no-follow forms (descriptor-based fchmod/futimes, lutimes, O_NOFOLLOW opens);
+ *          - the staging tree is moved into the target only after the caller has authenticated the whole
+ *            archive and checked its size and SHA-256 (placeTree), so a failed restore writes nothing; the
+ *            move and the attribute pass never enter a symlink of the target.
  */
 import { createHash, type Hash } from 'node:crypto';
 import fs from 'node:fs';

@@ -240,7 +240,7 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
   const directories = new Map<string, DirectoryAttributes>();
   let failure: Error | undefined;
   let openFd: number | undefined;
-  let ended = false;
+  /** The final callback, waiting for the parser's end (or the first failure). */
   let whenEnded: (() => void) | undefined;
 
   const closeOpen = () => {
@@ -253,12 +253,16 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
       // already failing
     }
   };
-  const fail = (error: unknown) => {
-    failure ??= error as Error;
-    closeOpen();
+  const finish = () => {
     const next = whenEnded;
     whenEnded = undefined;
     next?.();
+  };
+  /** Records the first failure; a file-system error that is not a refusal is reported as such. */
+  const fail = (error: unknown) => {
+    failure ??= error instanceof IntegrityError ? error : new Error(`cannot write the restored files: ${(error as Error).message}`);
+    closeOpen();
+    finish();
   };
   const unsafe = (reason: string, p: unknown) => new UnsafeArchiveError(`refusing archive entry ${reason}: ${JSON.stringify(p)}`);
   const onDisk = (parts: string[]) => path.join(stagingDir, ...parts);
@@ -272,7 +276,7 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
       if (code === 'EEXIST' || code === 'ELOOP' || code === 'ENOTDIR') {
         throw unsafe('whose name the file system already holds for an earlier entry (a case or Unicode alias?)', shown);
       }
-      throw new Error(`cannot write the restored files: ${(error as Error).message}`);
+      throw error;
     }
   };
 
@@ -307,7 +311,7 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
       try {
         for (let offset = 0; offset < chunk.length; ) offset += fs.writeSync(fd, chunk, offset);
       } catch (error) {
-        fail(new Error(`cannot write the restored files: ${(error as Error).message}`));
+        fail(error);
       }
     });
     entry.on('end', () => {
@@ -319,7 +323,7 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
         openFd = undefined;
         fs.closeSync(fd);
       } catch (error) {
-        fail(new Error(`cannot write the restored files: ${(error as Error).message}`));
+        fail(error);
       }
     });
   };
@@ -352,7 +356,7 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
         const target = segments(shown, 'hard link target');
         parents(target, shown, false);
         const linked = made.get(target.join('/'));
-        if (!linked || target.length === 0) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+        if (!linked) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
         if (linked.kind === 'directory') throw unsafe('that is a hard link to a directory', entry.path);
         if (linked.kind === 'symlink') symlink(parts, linked.target, entry);
         else {
@@ -377,12 +381,7 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
     }
   });
   parser.on('error', (error: Error) => fail(new IntegrityError(`the archive is not a valid tar stream: ${error.message}`)));
-  parser.on('end', () => {
-    ended = true;
-    const next = whenEnded;
-    whenEnded = undefined;
-    next?.();
-  });
+  parser.on('end', finish);
 
   const sink = new Writable({
     write(chunk: Buffer, _encoding, callback) {
@@ -391,16 +390,11 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
     },
     final(callback) {
       if (failure) return callback(failure);
-      const done = () => {
+      whenEnded = () => {
         closeOpen();
         callback(failure ?? null);
       };
-      whenEnded = done;
       parser.end();
-      if (ended && whenEnded) {
-        whenEnded = undefined;
-        done();
-      }
     },
     destroy(error, callback) {
       closeOpen();

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { extractInto, placeTree } from '../../src/client/archive.js';
 import { IntegrityError } from '../../src/client/envelope.js';
 import { tempDir } from '../helpers/server.js';
-import { snapshot, tarArchive, type TarEntrySpec } from './helpers.js';
+import { tarArchive, treeState as state, type TarEntrySpec } from './helpers.js';
 
 const OUTSIDE = '<outside>'; // replaced by the run's absolute outside directory
 
@@ -73,12 +73,6 @@ function entriesOf(steps: Step[], outside: string): TarEntrySpec[] {
 
 /** What a --force target holds before the restore: symlinks to the outside where the archive may write. */
 const existing = fc.uniqueArray(fc.constantFrom('a', 'A', 'b', 's', 'h', '\u00e9'), { maxLength: 3 });
-
-async function state(dir: string, skip: (key: string) => boolean = () => false) {
-  const own = await fsp.lstat(dir);
-  const entries = Object.entries(await snapshot(dir)).filter(([key]) => !skip(key));
-  return { mode: own.mode & 0o7777, mtimeMs: own.mtimeMs, entries: Object.fromEntries(entries) };
-}
 
 describe('the restore extractor, under generated hostile tar sequences', () => {
   let work: string;

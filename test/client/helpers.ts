@@ -169,6 +169,13 @@ export async function snapshot(root: string): Promise<Record<string, EntrySnapsh
   return out;
 }
 
+/** Everything observable about `dir`: its own mode and exact mtime, and every entry below it (but `skip`'s). */
+export async function treeState(dir: string, skip: (key: string) => boolean = () => false) {
+  const own = await fsp.lstat(dir);
+  const entries = Object.entries(await snapshot(dir)).filter(([key]) => !skip(key));
+  return { mode: own.mode & 0o7777, mtimeMs: own.mtimeMs, entries: Object.fromEntries(entries) };
+}
+
 /** Every file below `root`, read whole (for searching server data for plaintext). */
 export async function readAllFiles(root: string): Promise<{ file: string; bytes: Buffer }[]> {
   const files: { file: string; bytes: Buffer }[] = [];

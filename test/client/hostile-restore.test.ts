@@ -12,7 +12,7 @@ import { CofferClient } from '../../src/client/sdk.js';
 import { unlockVault } from '../../src/client/vault.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
-import { assertBuilt, cliFor, exists, snapshot, tarArchive, uploadArchive, type TarEntrySpec } from './helpers.js';
+import { assertBuilt, cliFor, exists, tarArchive, treeState as state, uploadArchive, type TarEntrySpec } from './helpers.js';
 
 const PASSPHRASE = 'hostile-restore passphrase';
 const LATER = new Date('2030-03-03T03:03:03Z');
@@ -27,12 +27,6 @@ async function makeOutside(dir: string): Promise<void> {
     await fsp.chmod(path.join(dir, rel), mode);
     await fsp.utimes(path.join(dir, rel), old, old);
   }
-}
-
-/** Everything observable about `dir`: its own mode and mtime, and every entry below it. */
-async function state(dir: string) {
-  const own = await fsp.lstat(dir);
-  return { mode: own.mode & 0o7777, mtimeMs: own.mtimeMs, entries: await snapshot(dir) };
 }
 
 describe('restore of hostile archive sequences never touches anything outside the target', () => {

@@ -36,13 +36,15 @@ interface Detail {
 }
 
 async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> {
-  const { IntegrityError, SecretStreamReader, Sha256, openMetadata, ready, unwrapDek, unwrapMasterKey, wipe } = await crypto;
+  const { IntegrityError, SecretStreamReader, Sha256, openMetadata, ready, requireRequestedBackup, unwrapDek, unwrapMasterKey, wipe } =
+    await crypto;
   await ready;
   post({ type: 'stage', stage: 'unlocking' });
   const [account, detail] = await Promise.all([
     getJson<VaultFields & { initialized: boolean }>('/api/backup-account'),
     getJson<Detail>(`/api/backups/${encodeURIComponent(backupId)}`),
   ]);
+  requireRequestedBackup(backupId, detail);
   if (!account.initialized) throw new IntegrityError('this account has no vault: nothing can be decrypted');
   if (detail.status !== 'READY') throw new Error(`the backup is ${detail.status}; only READY backups can be restored`);
 

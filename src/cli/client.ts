@@ -196,9 +196,9 @@ export function registerClientCommands(program: Command): void {
         print(recordLines(detail).join('\n'));
         if (!options.metadata || detail.encryptedMetadata === null) return;
         const { masterKey } = await unlock(client, options, signal);
-        const dek = unwrapDek(masterKey, detail.id, detail);
+        const dek = unwrapDek(masterKey, id, detail);
         try {
-          print(metadataLines(openMetadata(dek, detail.id, detail)).join('\n'));
+          print(metadataLines(openMetadata(dek, id, detail)).join('\n'));
         } finally {
           wipe(dek, masterKey);
         }

@@ -2,9 +2,17 @@
  * The plaintext side of a backup: a tar stream of a directory (or one file) and its safe extraction.
  *
  * Backup:  tar (modes, mtimes to the second, empty directories, symlinks, hard links) → gzip
- * Restore: gunzip → tar, into a private staging directory; every entry is checked first (no absolute paths,
- *          no `..`, nothing written through a symlink, hard links only inside the archive). The staging tree is
- *          moved into place only after the caller has verified the archive, so a failed restore writes nothing.
+ * Restore: gunzip → tar, into a private staging directory (new, 0700, made by this restore inside the target).
+ *          The rules, which hold for any sequence of entries (extractInto() has the details):
+ *          - no byte, mode, owner or time is applied outside staging during extraction: paths are resolved
+ *            lexically against what the extractor itself created, never through a link on disk; an entry
+ *            below anything but a directory it created, replacing an earlier entry, or named with `..` or an
+ *            absolute path is refused; a hard link to a symlink becomes a copy of that symlink;
+ *          - every creation is exclusive, so case or Unicode aliases fail instead of redirecting a write;
+ *          - attributes use no-follow forms (descriptor-based fchmod/futimes, lutimes, O_NOFOLLOW opens);
+ *          - the staging tree is moved into the target only after the caller has authenticated the whole
+ *            archive and checked its size and SHA-256 (placeTree), so a failed restore writes nothing; the
+ *            move and the attribute pass never enter a symlink of the target.
  */
 import { createHash, type Hash } from 'node:crypto';
 import fs from 'node:fs';
@@ -235,9 +243,14 @@ export function countingSink(limit: number, onLimit: (seen: number) => Error): W
 /** A refused archive entry: the archive decrypted fine but is not safe to write. */
 export class UnsafeArchiveError extends IntegrityError {}
 
-const ALLOWED_TYPES = new Set(['File', 'OldFile', 'ContiguousFile', 'Directory', 'SymbolicLink', 'Link']);
+const RESTORED_TYPES = new Set(['File', 'OldFile', 'ContiguousFile', 'Directory', 'SymbolicLink', 'Link']);
 
 const SEPARATORS = process.platform === 'win32' ? /[/\\]+/ : /\/+/;
+
+const { O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fs.constants;
+
+/** Restoring as root keeps the archived owners (like tar); anyone else owns what they restore. */
+const KEEP_OWNERS = process.getuid?.() === 0;
 
 /** `p` as archive-relative segments, or a reason it is unsafe. */
 function segments(p: string, field: string): string[] {
@@ -256,125 +269,233 @@ export interface DirectoryAttributes {
   path: string; // archive-relative, '/'-joined
   mode: number;
   mtime: Date;
+  uid?: number;
+  gid?: number;
 }
 
+/** What the extractor itself made in staging, by archive-relative path: the only truth it resolves paths against. */
+type Made = { kind: 'directory' } | { kind: 'file' } | { kind: 'symlink'; target: string };
+
 /**
- * A Writable that extracts a tar stream into `stagingDir` after checking every entry, and finishes only when
- * tar has written everything. Directories are created owner-writable (so the tree can be filled and moved);
- * their archived modes and mtimes are collected for applyDirectoryAttributes().
+ * A Writable that extracts a tar stream into `stagingDir` (new, private, made by this restore) and finishes only
+ * when everything is written. Directories are created owner-writable (so the tree can be filled and moved);
+ * their archived modes and mtimes are collected for placeTree().
  *
- * Path safety is decided here, not by node-tar's sanitizing (`preservePaths: true`), because that would also
- * rewrite legitimate symlinks (absolute targets, targets outside the tree) instead of restoring them verbatim.
- * Symlinks are harmless as long as nothing is written through them, so the rules are: entry paths and hard-link
- * targets are relative without `..`; no entry (or hard-link target) lies below a symlink of the archive; a
- * symlink's path is never reused. The staging directory is new and private, so no other symlink can exist there.
+ * No path is ever resolved through the file system's view of staging. Every entry is resolved lexically against
+ * a record of what this extractor created there, and refused unless:
+ *  - its path and a hard link's target are relative, without `..` or NUL;
+ *  - every parent is a directory this extractor created (never a symlink, a file or a hard link);
+ *  - it does not replace an earlier entry (only a directory may be repeated, which updates its attributes);
+ *  - a hard link names an earlier file of the archive; a hard link to a symlink becomes that symlink (a copy
+ *    of it, so the link can never serve as a path to write through), a hard link to a directory is refused.
+ * Every creation is exclusive (mkdir, open O_CREAT|O_EXCL|O_NOFOLLOW, symlink, link), so a name that the file
+ * system takes for an earlier one (case or Unicode aliases on case- or normalization-insensitive file systems)
+ * fails instead of being written through. File modes, owners and mtimes are set on the open descriptor.
+ * Symlinks are restored verbatim (absolute or leaving the tree) and never followed.
  */
 export function extractInto(stagingDir: string): Writable & { directories: DirectoryAttributes[]; entries: number } {
-  const symlinks = new Set<string>();
-  const directories: DirectoryAttributes[] = [];
+  const made = new Map<string, Made>([['', { kind: 'directory' }]]);
+  const directories = new Map<string, DirectoryAttributes>();
   let failure: Error | undefined;
-  /** The write callback waiting for 'drain' and the final callback waiting for 'close' (a failure releases both). */
-  const waiting: { drain?: () => void; close?: () => void } = {};
-  const release = (event: 'drain' | 'close') => {
-    const next = waiting[event];
-    waiting[event] = undefined;
+  let openFd: number | undefined;
+  /** The final callback, waiting for the parser's end (or the first failure). */
+  let whenEnded: (() => void) | undefined;
+
+  const closeOpen = () => {
+    if (openFd === undefined) return;
+    const fd = openFd;
+    openFd = undefined;
+    try {
+      fs.closeSync(fd);
+    } catch {
+      // already failing
+    }
+  };
+  const finish = () => {
+    const next = whenEnded;
+    whenEnded = undefined;
     next?.();
   };
-  const fail = (error: Error) => {
-    failure ??= error;
-    release('drain');
-    release('close');
+  /** Records the first failure; a file-system error that is not a refusal is reported as such. */
+  const fail = (error: unknown) => {
+    failure ??= error instanceof IntegrityError ? error : new Error(`cannot write the restored files: ${(error as Error).message}`);
+    closeOpen();
+    finish();
+  };
+  const unsafe = (reason: string, p: unknown) => new UnsafeArchiveError(`refusing archive entry ${reason}: ${JSON.stringify(p)}`);
+  const onDisk = (parts: string[]) => path.join(stagingDir, ...parts);
+
+  /** Runs one exclusive creation; a name the file system already holds is an alias of an earlier entry. */
+  const create = <T>(shown: string, make: () => T): T => {
+    try {
+      return make();
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST' || code === 'ELOOP' || code === 'ENOTDIR') {
+        throw unsafe('whose name the file system already holds for an earlier entry (a case or Unicode alias?)', shown);
+      }
+      throw error;
+    }
   };
 
-  const unpack = tar.x({
-    cwd: stagingDir,
-    strict: true,
-    preservePaths: true,
-    chmod: true,
-    processUmask: 0,
-    filter: (entryPath: string, entry: unknown) => {
-      if (failure) return false;
-      const e = entry as tar.ReadEntry;
+  /** Resolves the parents of `parts` against `made`, creating missing ones (when allowed). */
+  const parents = (parts: string[], shown: string, createMissing: boolean) => {
+    for (let i = 1; i < parts.length; i++) {
+      const key = parts.slice(0, i).join('/');
+      const known = made.get(key);
+      if (known?.kind === 'directory') continue;
+      if (known?.kind === 'symlink') throw unsafe('that would be written through a symlink', shown);
+      if (known) throw unsafe('below a file', shown);
+      if (!createMissing) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+      create(shown, () => fs.mkdirSync(onDisk(parts.slice(0, i)), 0o755));
+      made.set(key, { kind: 'directory' });
+    }
+  };
+
+  const symlink = (parts: string[], target: string, entry: tar.ReadEntry) => {
+    if (target === '' || target.includes('\0')) throw unsafe('with an empty or NUL-bearing symlink target', entry.path);
+    create(entry.path, () => fs.symlinkSync(target, onDisk(parts)));
+    made.set(parts.join('/'), { kind: 'symlink', target });
+    if (KEEP_OWNERS && entry.uid !== undefined && entry.gid !== undefined) fs.lchownSync(onDisk(parts), entry.uid, entry.gid);
+    if (entry.mtime) fs.lutimesSync(onDisk(parts), entry.mtime, entry.mtime);
+  };
+
+  const file = (parts: string[], entry: tar.ReadEntry) => {
+    const fd = create(entry.path, () => fs.openSync(onDisk(parts), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
+    openFd = fd;
+    made.set(parts.join('/'), { kind: 'file' });
+    entry.on('data', (chunk: Buffer) => {
+      if (failure) return;
       try {
-        const parts = segments(entryPath, 'path');
-        if (!ALLOWED_TYPES.has(e.type)) return false; // devices, FIFOs: not restored
-        if (parts.length === 0) return false; // the archive root ('./') itself
-        const joined = parts.join('/');
-        const belowSymlink = (p: string[]) => p.some((_, i) => i > 0 && symlinks.has(p.slice(0, i).join('/')));
-        if (belowSymlink(parts)) {
-          throw new UnsafeArchiveError(`refusing archive entry that would be written through a symlink: ${JSON.stringify(entryPath)}`);
-        }
-        if (symlinks.has(joined)) {
-          throw new UnsafeArchiveError(`refusing archive entry that replaces a symlink: ${JSON.stringify(entryPath)}`);
-        }
-        if (e.type === 'Link') {
-          const target = segments(String(e.linkpath ?? ''), 'hard link target');
-          if (target.length === 0 || belowSymlink(target)) {
-            throw new UnsafeArchiveError(`refusing hard link through a symlink: ${JSON.stringify(e.linkpath)}`);
-          }
-        }
-        if (e.type === 'SymbolicLink') symlinks.add(joined);
-        if (e.type === 'Directory') {
-          const mode = (e.mode ?? 0o755) & 0o7777;
-          directories.push({ path: joined, mode, mtime: e.mtime ?? new Date() });
-          e.mode = mode | 0o700;
-        }
-        sink.entries += 1;
-        return true;
+        for (let offset = 0; offset < chunk.length; ) offset += fs.writeSync(fd, chunk, offset);
       } catch (error) {
-        fail(error as Error);
-        return false;
+        fail(error);
       }
-    },
+    });
+    entry.on('end', () => {
+      if (failure) return;
+      try {
+        if (KEEP_OWNERS && entry.uid !== undefined && entry.gid !== undefined) fs.fchownSync(fd, entry.uid, entry.gid);
+        fs.fchmodSync(fd, (entry.mode ?? 0o644) & 0o7777);
+        if (entry.mtime) fs.futimesSync(fd, entry.mtime, entry.mtime);
+        openFd = undefined;
+        fs.closeSync(fd);
+      } catch (error) {
+        fail(error);
+      }
+    });
+  };
+
+  const restore = (entry: tar.ReadEntry) => {
+    const parts = segments(entry.path, 'path');
+    if (!RESTORED_TYPES.has(entry.type)) return entry.resume(); // devices, FIFOs: not restored
+    if (parts.length === 0) {
+      if (entry.type === 'Directory') return entry.resume(); // the archive root ('./') itself
+      throw unsafe('without a name', entry.path);
+    }
+    parents(parts, entry.path, true);
+    const key = parts.join('/');
+    const known = made.get(key);
+    if (known && !(known.kind === 'directory' && entry.type === 'Directory')) throw unsafe('that replaces an earlier entry', entry.path);
+    sink.entries += 1;
+    switch (entry.type) {
+      case 'Directory':
+        if (!known) {
+          create(entry.path, () => fs.mkdirSync(onDisk(parts), 0o700));
+          made.set(key, { kind: 'directory' });
+        }
+        directories.set(key, { path: key, mode: (entry.mode ?? 0o755) & 0o7777, mtime: entry.mtime ?? new Date(), uid: entry.uid, gid: entry.gid });
+        return entry.resume();
+      case 'SymbolicLink':
+        symlink(parts, String(entry.linkpath ?? ''), entry);
+        return entry.resume();
+      case 'Link': {
+        const shown = String(entry.linkpath ?? '');
+        const target = segments(shown, 'hard link target');
+        parents(target, shown, false);
+        const linked = made.get(target.join('/'));
+        if (!linked) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+        if (linked.kind === 'directory') throw unsafe('that is a hard link to a directory', entry.path);
+        if (linked.kind === 'symlink') symlink(parts, linked.target, entry);
+        else {
+          create(entry.path, () => fs.linkSync(onDisk(target), onDisk(parts)));
+          made.set(key, { kind: 'file' });
+        }
+        return entry.resume();
+      }
+      default:
+        return file(parts, entry);
+    }
+  };
+
+  const parser = new tar.Parser({ strict: true });
+  parser.on('entry', (entry: tar.ReadEntry) => {
+    if (failure) return entry.resume();
+    try {
+      restore(entry);
+    } catch (error) {
+      fail(error);
+      entry.resume();
+    }
   });
-  unpack.on('error', (error: Error & { code?: string; tarCode?: string; syscall?: string }) => {
-    if (error.syscall) fail(new Error(`cannot write the restored files: ${error.message}`));
-    else if (error.code === 'TAR_ENTRY_ERROR' || error.name === 'SymlinkError') {
-      fail(new UnsafeArchiveError(`refusing archive: ${error.message}`));
-    } else fail(new IntegrityError(`the archive is not a valid tar stream: ${error.message}`));
-  });
-  let closed = false;
-  unpack.on('close', () => {
-    closed = true;
-    release('close');
-  });
-  unpack.on('drain', () => release('drain'));
+  parser.on('error', (error: Error) => fail(new IntegrityError(`the archive is not a valid tar stream: ${error.message}`)));
+  parser.on('end', finish);
 
   const sink = new Writable({
     write(chunk: Buffer, _encoding, callback) {
-      if (failure) return callback(failure);
-      const flowing = unpack.write(chunk);
-      if (failure) return callback(failure);
-      if (flowing) callback();
-      else waiting.drain = () => callback(failure ?? null);
+      if (!failure) parser.write(chunk);
+      callback(failure ?? null);
     },
     final(callback) {
       if (failure) return callback(failure);
-      if (closed) return callback();
-      waiting.close = () => callback(failure ?? null);
-      unpack.end();
+      whenEnded = () => {
+        closeOpen();
+        callback(failure ?? null);
+      };
+      parser.end();
+    },
+    destroy(error, callback) {
+      closeOpen();
+      callback(error);
     },
   }) as Writable & { directories: DirectoryAttributes[]; entries: number };
-  sink.directories = directories;
+  Object.defineProperty(sink, 'directories', { get: () => [...directories.values()] });
   sink.entries = 0;
   return sink;
 }
 
-/** Sets directory modes and mtimes, deepest first (writing children changed them). */
-export async function applyDirectoryAttributes(root: string, directories: DirectoryAttributes[]): Promise<void> {
+/**
+ * Moves the verified staging tree into `target` (the staging directory itself is removed), then sets directory
+ * modes, owners (as root) and mtimes deepest first, never through a symlink: every parent is checked with lstat
+ * and the directory is opened O_DIRECTORY|O_NOFOLLOW, its attributes set on that descriptor.
+ */
+export async function placeTree(staging: string, target: string, overwrite: boolean, directories: DirectoryAttributes[]): Promise<void> {
+  await moveTree(staging, target, overwrite);
+  await fsp.rmdir(staging);
   const ordered = [...directories].sort((a, b) => b.path.split('/').length - a.path.split('/').length);
   for (const dir of ordered) {
-    const full = path.join(root, ...dir.path.split('/'));
-    await fsp.chmod(full, dir.mode);
-    await fsp.utimes(full, dir.mtime, dir.mtime);
+    const parts = dir.path.split('/');
+    for (let i = 1; i < parts.length; i++) {
+      const parent = path.join(target, ...parts.slice(0, i));
+      if (!(await fsp.lstat(parent)).isDirectory()) throw new Error(`${parent} changed during the restore: it is no longer a directory`);
+    }
+    const handle = await fsp.open(path.join(target, ...parts), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    try {
+      if (KEEP_OWNERS && dir.uid !== undefined && dir.gid !== undefined) await handle.chown(dir.uid, dir.gid);
+      await handle.chmod(dir.mode);
+      await handle.utimes(dir.mtime, dir.mtime);
+    } finally {
+      await handle.close();
+    }
   }
 }
 
 /**
- * Moves every entry of `from` into `to`. Without `overwrite` the target entries must not exist; with it, a
- * directory is merged into an existing directory and anything else replaces what is there.
+ * Moves every entry of `from` into `to`, never following a symlink of `to` (existing entries are inspected with
+ * lstat; a symlink in the way is removed, not entered). Without `overwrite` the target entries must not exist;
+ * with it, a directory is merged into an existing directory and anything else replaces what is there.
  */
-export async function moveTree(from: string, to: string, overwrite: boolean): Promise<void> {
+async function moveTree(from: string, to: string, overwrite: boolean): Promise<void> {
   for (const name of await fsp.readdir(from)) {
     const source = path.join(from, name);
     const target = path.join(to, name);

@@ -14,6 +14,24 @@ export const AD = {
   metadata: (backupId: string) => `coffer/v1/metadata/${backupId}`,
 } as const;
 
+/** Anything that failed to authenticate or decode: wrong passphrase, tampering, truncation, a hostile archive. */
+export class IntegrityError extends Error {
+  override readonly name = 'IntegrityError';
+}
+
+/**
+ * The one rule for opening a backup, in the CLI and the console alike: the DEK is unwrapped, the metadata opened
+ * and the content downloaded for the id the user asked for, never for an id the (possibly hostile) server
+ * answers, and an answer about another backup is refused. (The associated data binds the DEK and the metadata
+ * to that id, so another backup's keys could not be opened as this one's anyway; this names the substitution.)
+ */
+export function requireRequestedBackup<T extends { id: string }>(requestedId: string, detail: T): T {
+  if (detail.id !== requestedId) {
+    throw new IntegrityError(`the server answered with backup ${JSON.stringify(detail.id)} when asked for ${JSON.stringify(requestedId)}`);
+  }
+  return detail;
+}
+
 /** Upper bounds a client accepts from a (possibly hostile) server before spending CPU and memory. */
 export const KDF_ACCEPTED_MAX = { opslimit: 64, memlimit: 4 * 1024 ** 3 } as const;
 

@@ -12,9 +12,9 @@
  */
 import { Transform, type TransformCallback } from 'node:stream';
 import sodium from 'sodium-native';
-import { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX } from './envelope-format.js';
+import { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, IntegrityError, KDF_ACCEPTED_MAX } from './envelope-format.js';
 
-export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX };
+export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, IntegrityError, KDF_ACCEPTED_MAX };
 
 export const KEY_BYTES = 32;
 export const SALT_BYTES = sodium.crypto_pwhash_SALTBYTES; // 16
@@ -25,13 +25,6 @@ export const STREAM_ABYTES = sodium.crypto_secretstream_xchacha20poly1305_ABYTES
 const TAG_MESSAGE = sodium.crypto_secretstream_xchacha20poly1305_TAG_MESSAGE;
 const TAG_FINAL = sodium.crypto_secretstream_xchacha20poly1305_TAG_FINAL;
 const STATE_BYTES = sodium.crypto_secretstream_xchacha20poly1305_STATEBYTES;
-
-/** Associated data: binds every ciphertext to its role and, for per-backup values, to the backup id. */
-
-/** Anything that failed to authenticate or decode: wrong passphrase, tampering, truncation, a hostile archive. */
-export class IntegrityError extends Error {
-  override readonly name = 'IntegrityError';
-}
 
 // ---- key derivation ----
 

@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import zlib from 'node:zlib';
-import { Meter, applyDirectoryAttributes, extractInto, moveTree } from './archive.js';
+import { Meter, extractInto, placeTree } from './archive.js';
 import { DecryptStream, IntegrityError, openMetadata, unwrapDek, wipe, type BackupMetadata } from './envelope.js';
 import { fsReason } from './fs-errors.js';
 import { CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
@@ -161,9 +161,10 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
   if (detail.status !== 'READY') {
     throw new BackupNotRestorableError(`backup ${backupId} is ${detail.status}; only READY backups can be restored`);
   }
-  const dek = unwrapDek(masterKey, detail.id, detail);
+  // Keys, metadata and content are opened for the id asked for (client.getBackup refused an answer for another).
+  const dek = unwrapDek(masterKey, backupId, detail);
   try {
-    const metadata = openMetadata(dek, detail.id, detail);
+    const metadata = openMetadata(dek, backupId, detail);
     emit({ type: 'verified-keys', metadata });
 
     const created = await createTarget(target);
@@ -172,7 +173,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
     try {
       const plain = new Meter({ hash: true });
       const sink = extractInto(staging);
-      const chunks = downloadCiphertext(client, detail.id, {
+      const chunks = downloadCiphertext(client, backupId, {
         signal,
         retries: options.retries,
         onBytes: (received, total) => emit({ type: 'progress', received, total }),
@@ -193,9 +194,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
             `expected ${metadata.plaintextSha256}, ${metadata.plaintextSizeBytes} bytes)`,
         );
       }
-      await moveTree(staging, target, !!options.force);
-      await fsp.rmdir(staging);
-      await applyDirectoryAttributes(target, sink.directories);
+      await placeTree(staging, target, !!options.force, sink.directories);
       done = true;
       return { detail, metadata, entries: sink.entries, target };
     } finally {

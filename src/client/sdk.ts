@@ -25,6 +25,7 @@ import type {
   BackupStatusEventBody,
   ErrorResponseBody,
 } from '../api/schemas.js';
+import { requireRequestedBackup } from './envelope-format.js';
 
 export type {
   BackupAccountEnvelopeBody,
@@ -222,8 +223,9 @@ export class CofferClient {
     return this.request('POST', '/api/backups', { signal });
   }
 
-  getBackup(id: string, signal?: AbortSignal): Promise<BackupDetailBody> {
-    return this.request('GET', `/api/backups/${encodeURIComponent(id)}`, { signal });
+  /** The backup asked for; an answer about another backup is an IntegrityError (requireRequestedBackup). */
+  async getBackup(id: string, signal?: AbortSignal): Promise<BackupDetailBody> {
+    return requireRequestedBackup(id, await this.request<BackupDetailBody>('GET', `/api/backups/${encodeURIComponent(id)}`, { signal }));
   }
 
   deleteBackup(id: string, signal?: AbortSignal): Promise<DeleteBackupResponseBody> {

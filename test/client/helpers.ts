@@ -1,13 +1,20 @@
 /**
  * Client test helpers: run the real built CLI (`node dist/cli/main.js`) as a process, build a test tree,
- * snapshot a tree for byte/mode/mtime comparison, and search files for plaintext.
+ * snapshot a tree for byte/mode/mtime comparison, search files for plaintext, and upload hand-made (hostile)
+ * tar archives sealed exactly like the CLI seals them.
  */
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import { fileURLToPath } from 'node:url';
+import zlib from 'node:zlib';
+import * as tar from 'tar';
+import { CHUNK_BYTES, EncryptStream, newKey, sealMetadata, wipe, wrapDek, type BackupMetadata } from '../../src/client/envelope.js';
+import type { CofferClient } from '../../src/client/sdk.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CLI = path.join(ROOT, 'dist/cli/main.js');
@@ -162,6 +169,13 @@ export async function snapshot(root: string): Promise<Record<string, EntrySnapsh
   return out;
 }
 
+/** Everything observable about `dir`: its own mode and exact mtime, and every entry below it (but `skip`'s). */
+export async function treeState(dir: string, skip: (key: string) => boolean = () => false) {
+  const own = await fsp.lstat(dir);
+  const entries = Object.entries(await snapshot(dir)).filter(([key]) => !skip(key));
+  return { mode: own.mode & 0o7777, mtimeMs: own.mtimeMs, entries: Object.fromEntries(entries) };
+}
+
 /** Every file below `root`, read whole (for searching server data for plaintext). */
 export async function readAllFiles(root: string): Promise<{ file: string; bytes: Buffer }[]> {
   const files: { file: string; bytes: Buffer }[] = [];
@@ -213,4 +227,84 @@ export function startCli(args: string[], env: Record<string, string | undefined>
     }
   };
   return { firstLine: first, done, kill, within, pid: child.pid! };
+}
+
+// ---- hand-made archives ----
+
+export interface TarEntrySpec {
+  path: string;
+  type?: 'File' | 'SymbolicLink' | 'Directory' | 'Link';
+  body?: string;
+  linkpath?: string;
+  mode?: number;
+  mtime?: Date;
+}
+
+/** One tar entry (ustar header, pax-free: names up to 100 bytes), body padded to 512 bytes. */
+export function tarEntry(entry: TarEntrySpec): Buffer {
+  const type = entry.type ?? 'File';
+  const body = Buffer.from(type === 'File' ? (entry.body ?? '') : '');
+  const header = Buffer.alloc(512);
+  new tar.Header({
+    path: entry.path,
+    mode: entry.mode ?? (type === 'Directory' ? 0o755 : 0o644),
+    size: body.length,
+    mtime: entry.mtime ?? new Date('2026-01-01T00:00:00Z'),
+    type,
+    linkpath: entry.linkpath,
+    uid: 0,
+    gid: 0,
+  }).encode(header, 0);
+  const padded = Buffer.alloc(Math.ceil(body.length / 512) * 512);
+  body.copy(padded);
+  return Buffer.concat([header, padded]);
+}
+
+/** A whole tar: the entries and the two zero blocks that end it. */
+export const tarArchive = (entries: TarEntrySpec[]): Buffer => Buffer.concat([...entries.map(tarEntry), Buffer.alloc(1024)]);
+
+/**
+ * Uploads `plain` (tar bytes) as a READY backup through the SDK: gzip, a fresh DEK, secretstream, the DEK
+ * wrapped and the metadata sealed for the new id, exactly as the CLI does. `plaintextSha256` overrides the
+ * sealed hash (an archive that fails its final check). Uses one upload slot (mind the plan's cadence).
+ */
+export async function uploadArchive(
+  client: CofferClient,
+  masterKey: Buffer,
+  plain: Buffer,
+  options: { plaintextSha256?: string } = {},
+): Promise<string> {
+  const dek = newKey();
+  try {
+    const sealed = await buffer(Readable.from([zlib.gzipSync(plain)]).pipe(new EncryptStream(dek)));
+    const slot = await client.createBackup();
+    if (slot.upload.protocol !== 'direct') throw new Error(`expected a direct upload slot, got ${slot.upload.protocol}`);
+    await client.uploadDirect(client.directUploadUrl(slot.backupId), Readable.from([sealed]));
+    const metadata: BackupMetadata = {
+      format: 'coffer-archive/v1',
+      name: 'hand-made',
+      sourcePath: '/nowhere',
+      createdAt: new Date().toISOString(),
+      kind: 'directory',
+      fileCount: 0,
+      directoryCount: 0,
+      symlinkCount: 0,
+      archive: 'tar',
+      compression: 'gzip',
+      chunkBytes: CHUNK_BYTES,
+      plaintextSizeBytes: plain.length,
+      plaintextSha256: options.plaintextSha256 ?? createHash('sha256').update(plain).digest('hex'),
+      ciphertextSizeBytes: sealed.length,
+    };
+    await client.finalizeBackup(slot.backupId, {
+      cryptoVersion: 'v1',
+      ...wrapDek(masterKey, slot.backupId, dek),
+      ...sealMetadata(dek, slot.backupId, metadata),
+      ciphertextSizeBytes: sealed.length,
+      plaintextSizeBytes: plain.length,
+    });
+    return slot.backupId;
+  } finally {
+    wipe(dek);
+  }
 }

@@ -6,28 +6,14 @@
 import { randomBytes } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { Readable } from 'node:stream';
-import { buffer } from 'node:stream/consumers';
-import zlib from 'node:zlib';
-import { createHash } from 'node:crypto';
-import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CHUNK_BYTES,
-  EncryptStream,
-  STREAM_ABYTES,
-  STREAM_HEADER_BYTES,
-  newKey,
-  sealMetadata,
-  wrapDek,
-  type BackupMetadata,
-} from '../../src/client/envelope.js';
+import { CHUNK_BYTES, STREAM_ABYTES, STREAM_HEADER_BYTES, wipe } from '../../src/client/envelope.js';
 import { CofferClient } from '../../src/client/sdk.js';
 import { unlockVault } from '../../src/client/vault.js';
 import type { Backup } from '../../src/store/store.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
-import { assertBuilt, cliFor, exists, json } from './helpers.js';
+import { assertBuilt, cliFor, exists, json, tarArchive, uploadArchive, type TarEntrySpec } from './helpers.js';
 
 const PASSPHRASE = 'tamper-test passphrase';
 const FRAME = CHUNK_BYTES + STREAM_ABYTES;
@@ -156,70 +142,26 @@ describe('restore refuses altered backups and hostile archives (exit 4, nothing 
 
   // ---- hostile archives, sealed with the right keys: authentic but unsafe ----
 
-  function tarEntry(entry: { path: string; body?: string; type?: 'File' | 'SymbolicLink' | 'Directory' | 'Link'; linkpath?: string }): Buffer {
-    const body = Buffer.from(entry.body ?? '');
-    const header = Buffer.alloc(512);
-    new tar.Header({
-      path: entry.path,
-      mode: entry.type === 'Directory' ? 0o755 : 0o644,
-      size: entry.type === 'File' || !entry.type ? body.length : 0,
-      mtime: new Date('2026-01-01T00:00:00Z'),
-      type: entry.type ?? 'File',
-      linkpath: entry.linkpath,
-      uid: 0,
-      gid: 0,
-    }).encode(header, 0);
-    const padded = Buffer.alloc(Math.ceil(body.length / 512) * 512);
-    body.copy(padded);
-    return Buffer.concat([header, padded]);
-  }
-
-  /** Uploads a hand-made tar as a READY backup through the SDK, sealed exactly like the CLI does. */
-  async function uploadHostile(entries: Buffer[]): Promise<string> {
-    const plain = Buffer.concat([...entries, Buffer.alloc(1024)]);
+  /** Uploads a hand-made tar as a READY backup, sealed with the right keys. */
+  async function uploadHostile(entries: TarEntrySpec[]): Promise<string> {
     const { masterKey } = await unlockVault(client, PASSPHRASE);
-    const dek = newKey();
-    const sealed = await buffer(Readable.from([zlib.gzipSync(plain)]).pipe(new EncryptStream(dek)));
-    const slot = await client.createBackup();
-    expect(slot.upload.protocol).toBe('direct');
-    const uploaded = await client.uploadDirect(client.directUploadUrl(slot.backupId), Readable.from([sealed]));
-    expect(uploaded.size).toBe(sealed.length);
-    const metadata: BackupMetadata = {
-      format: 'coffer-archive/v1',
-      name: 'hostile',
-      sourcePath: '/nowhere',
-      createdAt: new Date().toISOString(),
-      kind: 'directory',
-      fileCount: entries.length,
-      directoryCount: 0,
-      symlinkCount: 0,
-      archive: 'tar',
-      compression: 'gzip',
-      chunkBytes: CHUNK_BYTES,
-      plaintextSizeBytes: plain.length,
-      plaintextSha256: createHash('sha256').update(plain).digest('hex'),
-      ciphertextSizeBytes: sealed.length,
-    };
-    await client.finalizeBackup(slot.backupId, {
-      cryptoVersion: 'v1',
-      ...wrapDek(masterKey, slot.backupId, dek),
-      ...sealMetadata(dek, slot.backupId, metadata),
-      ciphertextSizeBytes: sealed.length,
-      plaintextSizeBytes: plain.length,
-    });
-    nextSlotAllowed();
-    return slot.backupId;
+    try {
+      return await uploadArchive(client, masterKey, tarArchive(entries));
+    } finally {
+      wipe(masterKey);
+      nextSlotAllowed();
+    }
   }
 
   it('refuses an archive with ../ entries', async () => {
-    const id = await uploadHostile([tarEntry({ path: 'fine.txt', body: 'ok' }), tarEntry({ path: '../escaped.txt', body: 'pwned' })]);
+    const id = await uploadHostile([{ path: 'fine.txt', body: 'ok' }, { path: '../escaped.txt', body: 'pwned' }]);
     await expectRefused(id, /leaves the target directory/);
     expect(exists(path.join(work, 'escaped.txt'))).toBe(false);
   });
 
   it('refuses an archive with an absolute path', async () => {
     const outside = path.join(work, 'absolute-escape.txt');
-    const id = await uploadHostile([tarEntry({ path: outside, body: 'pwned' })]);
+    const id = await uploadHostile([{ path: outside, body: 'pwned' }]);
     await expectRefused(id, /absolute path/);
     expect(exists(outside)).toBe(false);
   });
@@ -228,15 +170,15 @@ describe('restore refuses altered backups and hostile archives (exit 4, nothing 
     const outsideDir = path.join(work, 'outside-dir');
     await fsp.mkdir(outsideDir);
     const id = await uploadHostile([
-      tarEntry({ path: 'jump', type: 'SymbolicLink', linkpath: outsideDir }),
-      tarEntry({ path: 'jump/pwned.txt', body: 'pwned' }),
+      { path: 'jump', type: 'SymbolicLink', linkpath: outsideDir },
+      { path: 'jump/pwned.txt', body: 'pwned' },
     ]);
     await expectRefused(id, /through a symlink/);
     expect(await fsp.readdir(outsideDir)).toEqual([]);
   });
 
   it('refuses a hard link to a file outside the target', async () => {
-    const id = await uploadHostile([tarEntry({ path: 'passwd', type: 'Link', linkpath: '../../../../etc/passwd' })]);
+    const id = await uploadHostile([{ path: 'passwd', type: 'Link', linkpath: '../../../../etc/passwd' }]);
     await expectRefused(id, /hard link target leaves the target directory/);
   });
 });

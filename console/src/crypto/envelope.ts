@@ -11,9 +11,17 @@
  * Environment-neutral (no DOM, no Node API): the page's worker, the page's self-test and a Node test all use it.
  */
 import sodium from 'libsodium-wrappers-sumo';
-import { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX } from '../../../src/client/envelope-format.js';
+import {
+  AD,
+  type BackupMetadata,
+  CHUNK_BYTES,
+  CRYPTO_VERSION,
+  IntegrityError,
+  KDF_ACCEPTED_MAX,
+  requireRequestedBackup,
+} from '../../../src/client/envelope-format.js';
 
-export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, KDF_ACCEPTED_MAX };
+export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, IntegrityError, KDF_ACCEPTED_MAX, requireRequestedBackup };
 
 export const ready: Promise<void> = sodium.ready;
 
@@ -27,11 +35,6 @@ const FRAME_BYTES = CHUNK_BYTES + STREAM_ABYTES;
 
 const KDF_ACCEPTED_MIN = { opslimit: 1, memlimit: 8192 } as const;
 
-
-/** Anything that failed to authenticate or decode: wrong passphrase, tampering, truncation. */
-export class IntegrityError extends Error {
-  override readonly name = 'IntegrityError';
-}
 
 export const WRONG_PASSPHRASE = 'wrong passphrase (or the vault material was altered)';
 

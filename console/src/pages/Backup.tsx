@@ -243,11 +243,11 @@ export function BackupPage({ id }: { id: string }) {
         <dd>Envelope {backup.cryptoVersion}: XChaCha20-Poly1305 secretstream, key wrapped for this backup only</dd>
       </dl>
       {backup.status === 'READY' ? (
-        <Restore backupId={backup.id} />
+        <Restore backupId={id} />
       ) : (
         <p class="notice">This backup can be restored once it is READY.</p>
       )}
-      <Delete backupId={backup.id} />
+      <Delete backupId={id} />
     </section>
   );
 }

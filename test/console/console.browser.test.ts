@@ -149,6 +149,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
   it('shows plan and cadence, and the vault state (creation, KDF parameters, last rotation)', async () => {
     await page.getByRole('link', { name: 'Plan' }).click();
     await page.getByRole('heading', { level: 1, name: 'Plan and cadence' }).waitFor();
+    await page.locator('main dl.facts').waitFor(); // the facts, once the overview has arrived (until then: "Loading…")
     const plan = await page.locator('main').innerText();
     expect(plan).toMatch(/Plan\s+pro/i);
     expect(plan).toContain('One backup per 30 minutes');
@@ -158,6 +159,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
 
     await page.getByRole('link', { name: 'Vault' }).click();
     await page.getByRole('heading', { level: 1, name: 'Vault' }).waitFor();
+    await page.locator('main dl.facts').waitFor();
     const vault = await page.locator('main').innerText();
     expect(vault).toContain('Initialized');
     expect(vault).toContain('Argon2id13');

@@ -107,7 +107,7 @@ describe.skipIf(skipPg)('crash safety: PostgreSQL + S3', () => {
   it(`survives ${ROUNDS} SIGKILLs in the middle of a mixed workload`, async () => {
     assertBuilt();
     const started = Date.now();
-    const loop = new CrashLoop(postgresS3Backend(url.toString(), s3!, dataDir), { rounds: ROUNDS, actors: 4, accounts: 10 * ROUNDS + 40 });
+    const loop = new CrashLoop(postgresS3Backend(url.toString(), s3!, dataDir), { rounds: ROUNDS, actors: 4 });
     await loop.run();
     const t = loop.tally;
     console.log(

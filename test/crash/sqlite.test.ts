@@ -82,7 +82,7 @@ describe('crash safety: SQLite + files', () => {
   it(`survives ${ROUNDS} SIGKILLs in the middle of a mixed workload`, async () => {
     assertBuilt();
     const started = Date.now();
-    const loop = new CrashLoop(sqliteBackend(dataDir), { rounds: ROUNDS, actors: 4, accounts: 10 * ROUNDS + 40 });
+    const loop = new CrashLoop(sqliteBackend(dataDir), { rounds: ROUNDS, actors: 4 });
     await loop.run();
     const t = loop.tally;
     console.log(

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const BIN = path.resolve('dist/cli/main.js');
 
@@ -41,7 +41,9 @@ async function serve(env: Record<string, string>): Promise<Running> {
 }
 
 const exited = (child: ChildProcess) =>
-  new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', resolve)));
+  new Promise<number | null>((resolve) =>
+    child.exitCode !== null || child.signalCode !== null ? resolve(child.exitCode) : child.on('exit', resolve),
+  );
 
 beforeAll(() => {
   if (!fs.existsSync(BIN)) throw new Error('dist/cli/main.js is missing: run `npm run build` (npm test does it)');
@@ -50,7 +52,11 @@ beforeAll(() => {
 describe('coffer serve', () => {
   const dataDir = tempDir();
   let running: Running | undefined;
-  afterAll(() => running?.child.kill('SIGKILL'));
+  afterAll(async () => {
+    // Gone before its data directory is removed.
+    running?.child.kill('SIGKILL');
+    if (running) await exited(running.child);
+  });
 
   it('creates the first account and prints its all-scope key once', async () => {
     running = await serve({ COFFER_DATA_DIR: dataDir });

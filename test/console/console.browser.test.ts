@@ -14,7 +14,8 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, json, makeTree, runCli, snapshot } from '../client/helpers.js';
 import { ARTIFACTS, assertConsoleBuilt, hasChromium, holdingProxy, htmlServer, launchChromium } from './helpers.js';
 
@@ -62,7 +63,6 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
-    if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
   it('signs in with a one-time link from `coffer admin login-link`; the cookie is httpOnly and SameSite=Strict', async () => {

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BlobStore, InvalidPartError, UploadNotFoundError } from '../../src/blobs/blob-store.js';
 import { FsBlobStore } from '../../src/blobs/fs.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';
-import { tempDir } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 
 interface Engine {
   name: string;
@@ -32,9 +32,7 @@ function fsEngine(): Engine {
       return new FsBlobStore(root);
     },
     leftovers: () => [...fs.readdirSync(path.join(root, 'tmp')), ...fs.readdirSync(path.join(root, 'uploads'))],
-    async tearDown() {
-      fs.rmSync(root, { recursive: true, force: true });
-    },
+    async tearDown() {},
   };
 }
 

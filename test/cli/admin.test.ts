@@ -25,10 +25,14 @@ interface Running {
   output: () => string;
 }
 
+/** Every `coffer serve` started here; all are killed (and awaited) before their data directories go. */
+const started: ChildProcess[] = [];
+
 async function serve(env: Record<string, string>): Promise<Running> {
   const child = spawn(process.execPath, [BIN, 'serve'], {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', ...env },
   });
+  started.push(child);
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
@@ -49,14 +53,14 @@ beforeAll(() => {
   if (!fs.existsSync(BIN)) throw new Error('dist/cli/main.js is missing: run `npm run build` (npm test does it)');
 });
 
+afterAll(async () => {
+  for (const child of started) child.kill('SIGKILL');
+  await Promise.all(started.map(exited));
+});
+
 describe('coffer serve', () => {
   const dataDir = tempDir();
   let running: Running | undefined;
-  afterAll(async () => {
-    // Gone before its data directory is removed.
-    running?.child.kill('SIGKILL');
-    if (running) await exited(running.child);
-  });
 
   it('creates the first account and prints its all-scope key once', async () => {
     running = await serve({ COFFER_DATA_DIR: dataDir });

@@ -114,9 +114,14 @@ async function startServer(env: Record<string, string>, log: string[]): Promise<
   };
   child.stdout!.on('data', collect);
   child.stderr!.on('data', collect);
-  const deadline = Date.now() + 30_000;
+  // Only a hang detector: on a loaded machine a start has been seen to take 30 s.
+  const deadline = Date.now() + 120_000;
   while (!/listening on (\S+)/.test(output)) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`the server did not start:\n${output}`);
+    if (Date.now() > deadline || child.exitCode !== null) {
+      child.kill('SIGKILL');
+      await exited(child);
+      throw new Error(`the server did not start:\n${output}`);
+    }
     await sleep(20);
   }
   log.push(`started in ${Date.now() - startedAt} ms`);

@@ -2,7 +2,8 @@
  * The test run's own temp root (vitest `globalSetup`). Before the test workers start, TMPDIR points at a fresh
  * `coffer-test-run-XXXXXX` directory, so whatever the run puts in "the temp folder" (tempDir(), servers, CLI
  * processes, s3rver, Chromium) lands there. At the end the root is removed, and if anything was still in it,
- * the run fails naming it: a test that leaves files behind is a bug to fix, not to hide.
+ * the run fails naming it: a test that leaves files behind is a bug to fix, not to hide. (Keep the name short:
+ * Chromium puts a Unix socket in there, and socket paths are limited to about 100 bytes.)
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -18,7 +19,10 @@ export default function setup(): () => void {
     const left = fs.readdirSync(root);
     fs.rmSync(root, { recursive: true, force: true, maxRetries: 3 });
     if (left.length > 0) {
-      throw new Error(`the tests left ${left.length} temp entr${left.length === 1 ? 'y' : 'ies'} behind (now removed): ${left.join(', ')}`);
+      // Not thrown: vitest would then skip the rest of its shutdown (and leave its own temp files).
+      console.error(`\nThe tests left ${left.length} temp entr${left.length === 1 ? 'y' : 'ies'} behind (now removed): ${left.join(', ')}`);
+      console.error('Every test removes what it creates: see test/helpers/README.md.\n');
+      process.exitCode = 1;
     }
   };
 }

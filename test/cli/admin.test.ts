@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const BIN = path.resolve('dist/cli/main.js');
 
@@ -25,10 +25,14 @@ interface Running {
   output: () => string;
 }
 
+/** Every `coffer serve` started here; all are killed (and awaited) before their data directories go. */
+const started: ChildProcess[] = [];
+
 async function serve(env: Record<string, string>): Promise<Running> {
   const child = spawn(process.execPath, [BIN, 'serve'], {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', ...env },
   });
+  started.push(child);
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
@@ -41,16 +45,22 @@ async function serve(env: Record<string, string>): Promise<Running> {
 }
 
 const exited = (child: ChildProcess) =>
-  new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', resolve)));
+  new Promise<number | null>((resolve) =>
+    child.exitCode !== null || child.signalCode !== null ? resolve(child.exitCode) : child.on('exit', resolve),
+  );
 
 beforeAll(() => {
   if (!fs.existsSync(BIN)) throw new Error('dist/cli/main.js is missing: run `npm run build` (npm test does it)');
 });
 
+afterAll(async () => {
+  for (const child of started) child.kill('SIGKILL');
+  await Promise.all(started.map(exited));
+});
+
 describe('coffer serve', () => {
   const dataDir = tempDir();
   let running: Running | undefined;
-  afterAll(() => running?.child.kill('SIGKILL'));
 
   it('creates the first account and prints its all-scope key once', async () => {
     running = await serve({ COFFER_DATA_DIR: dataDir });

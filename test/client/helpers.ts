@@ -46,6 +46,8 @@ export function baseEnv(extra: Record<string, string | undefined> = {}): Record<
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? '/tmp',
+    // The run's temp root (test/helpers/global-setup.ts), so what a CLI process leaves there is seen.
+    ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
     TZ: 'UTC',
     LANG: 'C.UTF-8',
   };

@@ -5,7 +5,8 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, exists, json, runCli, type RunResult } from './helpers.js';
 
 const FIRST = 'first passphrase: ünïcode & spaces';
@@ -37,7 +38,6 @@ describe('passphrases', () => {
 
   afterAll(async () => {
     await server?.stop();
-    if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
   it('init reads --passphrase-file; backup reads COFFER_PASSPHRASE (the same passphrase)', async () => {

@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { CANARY_NAME, CANARY_TEXT, assertBuilt, cliFor, json, makeTree, readAllFiles, snapshot } from './helpers.js';
 
 const PASSPHRASE = 'round trip passphrase ✓ 42';
@@ -31,7 +32,6 @@ describe('coffer backup → restore round trip', () => {
 
   afterAll(async () => {
     await server?.stop();
-    if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
   it('initializes the vault once', async () => {

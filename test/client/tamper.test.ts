@@ -12,7 +12,8 @@ import { CofferClient } from '../../src/client/sdk.js';
 import { unlockVault } from '../../src/client/vault.js';
 import type { Backup } from '../../src/store/store.js';
 import { ManualClock } from '../helpers/clock.js';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, exists, json, tarArchive, uploadArchive, type TarEntrySpec } from './helpers.js';
 
 const PASSPHRASE = 'tamper-test passphrase';
@@ -69,7 +70,6 @@ describe('restore refuses altered backups and hostile archives (exit 4, nothing 
 
   afterAll(async () => {
     await server?.stop();
-    if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
   /** Runs `work` with the blob and record of `a` altered, then puts them back. */

@@ -13,7 +13,8 @@ import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CofferClient } from '../../src/client/sdk.js';
 import { ManualClock } from '../helpers/clock.js';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, json, snapshot, startCli } from './helpers.js';
 
 const PASSPHRASE = 'transfer tests';
@@ -86,7 +87,6 @@ describe('transfers, limits and server rules', () => {
 
   afterAll(async () => {
     await server?.stop();
-    if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
   it('resumes a broken download with Range + If-Range and still verifies everything', async () => {
@@ -227,7 +227,6 @@ describe('a server with a lower archive limit (413 while streaming)', () => {
   });
   afterAll(async () => {
     await server?.stop();
-    if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
   it('stops as soon as the server cuts the upload off, deletes the slot, and says why', async () => {
@@ -276,7 +275,6 @@ describe('a server announcing the blobhost-client upload protocol', () => {
   });
   afterAll(async () => {
     await server?.stop();
-    if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
   it('uploads through the client-token handshake and the blob host, then restores', async () => {

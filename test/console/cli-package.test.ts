@@ -10,7 +10,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { baseEnv, snapshot } from '../client/helpers.js';
 import { assertConsoleBuilt } from './helpers.js';
 
@@ -27,7 +28,6 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
   });
   afterAll(async () => {
     await server?.stop();
-    if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
   it('is an npm pack tarball of the client only, with its digest published on /console/api/about', async () => {

@@ -14,7 +14,8 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, json, makeTree, runCli, snapshot } from '../client/helpers.js';
 import { ARTIFACTS, assertConsoleBuilt, hasChromium, holdingProxy, htmlServer, launchChromium } from './helpers.js';
 
@@ -62,7 +63,6 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
-    if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
   it('signs in with a one-time link from `coffer admin login-link`; the cookie is httpOnly and SameSite=Strict', async () => {
@@ -149,6 +149,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
   it('shows plan and cadence, and the vault state (creation, KDF parameters, last rotation)', async () => {
     await page.getByRole('link', { name: 'Plan' }).click();
     await page.getByRole('heading', { level: 1, name: 'Plan and cadence' }).waitFor();
+    await page.locator('main dl.facts').waitFor(); // the facts, once the overview has arrived (until then: "Loading…")
     const plan = await page.locator('main').innerText();
     expect(plan).toMatch(/Plan\s+pro/i);
     expect(plan).toContain('One backup per 30 minutes');
@@ -158,6 +159,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
 
     await page.getByRole('link', { name: 'Vault' }).click();
     await page.getByRole('heading', { level: 1, name: 'Vault' }).waitFor();
+    await page.locator('main dl.facts').waitFor();
     const vault = await page.locator('main').innerText();
     expect(vault).toContain('Initialized');
     expect(vault).toContain('Argon2id13');

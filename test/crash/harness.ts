@@ -116,9 +116,14 @@ async function startServer(env: Record<string, string>, log: string[]): Promise<
   };
   child.stdout!.on('data', collect);
   child.stderr!.on('data', collect);
-  const deadline = Date.now() + 30_000;
+  // Only a hang detector: on a loaded machine a start has been seen to take 30 s.
+  const deadline = Date.now() + 120_000;
   while (!/listening on (\S+)/.test(output)) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`the server did not start:\n${output}`);
+    if (Date.now() > deadline || child.exitCode !== null) {
+      child.kill('SIGKILL');
+      await exited(child);
+      throw new Error(`the server did not start:\n${output}`);
+    }
     await sleep(20);
   }
   log.push(`started in ${Date.now() - startedAt} ms`);
@@ -317,6 +322,13 @@ class Client {
 }
 
 const UPLOAD_WINDOW = '2s';
+/**
+ * Finalizes (of the right size or not) one round may send. Only a finalize makes a backup READY, and only a READY
+ * backup spends its account's cadence, so at most `rounds × FINALIZES_PER_ROUND` accounts are ever spent: with
+ * `actors` more accounts than that, an actor always finds one, however many requests a fast machine gets through
+ * before the kill.
+ */
+const FINALIZES_PER_ROUND = 10;
 // 6 MB crosses the S3 store's 5 MiB part size: a kill mid-upload leaves an incomplete multipart upload to sweep.
 const SIZES = [0, 1, 1000, 65_536, 400_000, 1_500_000, 6_000_000];
 
@@ -353,10 +365,12 @@ export class CrashLoop {
   private bigUploads = false;
   /** Slots in flight when the server was last killed (the restart's sweep fails those that expired). */
   private readonly inFlightAtKill = new Set<string>();
+  /** Finalizes this round may still send (FINALIZES_PER_ROUND). */
+  private finalizesLeft = 0;
 
   constructor(
     private readonly backend: Backend,
-    private readonly options: { rounds: number; actors: number; accounts: number },
+    private readonly options: { rounds: number; actors: number },
   ) {}
 
   private ack(kind: string): void {
@@ -364,7 +378,7 @@ export class CrashLoop {
   }
 
   async run(): Promise<void> {
-    const keys = await this.backend.createKeys(this.options.accounts);
+    const keys = await this.backend.createKeys(this.options.rounds * FINALIZES_PER_ROUND + this.options.actors);
     for (const { accountId, apiKey } of keys) {
       this.accounts.push({ accountId, apiKey, vault: new Set([null]), spent: false, slot: null, backups: [] });
     }
@@ -410,12 +424,13 @@ export class CrashLoop {
       const account = this.accounts[this.nextAccount++ % this.accounts.length]!;
       if (!account.spent && !busy.has(account.accountId)) return account;
     }
-    throw new Error('every account has used its cadence (or is in use): raise `accounts`');
+    throw new Error(`every account has used its cadence (or is in use): more than ${FINALIZES_PER_ROUND} finalizes in a round?`);
   }
 
   /** Several clients work until the server is killed at a random moment. */
   private async workload(server: ServerProcess, targeted: boolean): Promise<void> {
     this.bigUploads = targeted;
+    this.finalizesLeft = FINALIZES_PER_ROUND;
     const client = new Client(server.url, this.tally);
     const watches = new AbortController();
     const busy = new Set<string>();
@@ -549,9 +564,11 @@ export class CrashLoop {
       expectStatus(response, [400, 409], 'upload');
       return this.refresh(client, account, slot.id);
     }
-    // UPLOADED
+    // UPLOADED; once the round's finalizes are used up, the slot waits (or expires) while the account does the rest.
+    if (this.finalizesLeft === 0) return this.afterwards(client, account, watches);
     const size = facts.uploadAcked ?? facts.knownSize ?? [...facts.sentWhole.keys()].at(-1) ?? 0;
     if (roll < 0.05) {
+      this.finalizesLeft -= 1;
       const response = await client.call(account, 'POST', `/api/backups/${slot.id}/finalize`, finalizeBody(size + 1));
       expectStatus(response, [404, 409], 'finalize with a wrong size');
       if (response.status === 409 && response.body.code !== 'ciphertext_size_mismatch') return this.refresh(client, account, slot.id);
@@ -562,6 +579,7 @@ export class CrashLoop {
       account.slot = null;
       return 'move';
     }
+    this.finalizesLeft -= 1;
     facts.finalizeSent = true;
     const response = await client.call(account, 'POST', `/api/backups/${slot.id}/finalize`, finalizeBody(size));
     if (response.status === 200) {

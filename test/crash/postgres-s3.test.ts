@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { PG_URL, requirePg, skipPg } from '../helpers/pg.js';
 import { type TestS3, startS3 } from '../helpers/s3.js';
-import { tempDir } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { type Backend, CrashLoop, type Row, assertBuilt, issueProKeys } from './harness.js';
 
 const ROUNDS = Number(process.env.COFFER_CRASH_ROUNDS ?? 30);
@@ -86,7 +86,6 @@ describe.skipIf(skipPg)('crash safety: PostgreSQL + S3', () => {
   const database = `coffer_crash_${process.pid}_${Date.now().toString(36)}`;
   const url = new URL(PG_URL);
   url.pathname = `/${database}`;
-  const dataDir = tempDir('coffer-crash-pg-');
   let s3: TestS3 | undefined;
   let created = false;
 
@@ -101,13 +100,12 @@ describe.skipIf(skipPg)('crash safety: PostgreSQL + S3', () => {
   afterAll(async () => {
     await s3?.close();
     if (created) await withClient(PG_URL, (client) => client.query(`drop database if exists "${database}" with (force)`));
-    fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
   it(`survives ${ROUNDS} SIGKILLs in the middle of a mixed workload`, async () => {
     assertBuilt();
     const started = Date.now();
-    const loop = new CrashLoop(postgresS3Backend(url.toString(), s3!, dataDir), { rounds: ROUNDS, actors: 4, accounts: 10 * ROUNDS + 40 });
+    const loop = new CrashLoop(postgresS3Backend(url.toString(), s3!, tempDir('coffer-crash-pg-')), { rounds: ROUNDS, actors: 4 });
     await loop.run();
     const t = loop.tally;
     console.log(

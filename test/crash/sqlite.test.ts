@@ -5,9 +5,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SQLITE_FILE, openSqliteStore } from '../../src/store/sqlite.js';
-import { tempDir } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { type Backend, CrashLoop, type Row, assertBuilt, issueProKeys } from './harness.js';
 
 const ROUNDS = Number(process.env.COFFER_CRASH_ROUNDS ?? 30);
@@ -76,13 +76,10 @@ function sqliteBackend(dataDir: string): Backend {
 }
 
 describe('crash safety: SQLite + files', () => {
-  const dataDir = tempDir('coffer-crash-');
-  afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-
   it(`survives ${ROUNDS} SIGKILLs in the middle of a mixed workload`, async () => {
     assertBuilt();
     const started = Date.now();
-    const loop = new CrashLoop(sqliteBackend(dataDir), { rounds: ROUNDS, actors: 4, accounts: 10 * ROUNDS + 40 });
+    const loop = new CrashLoop(sqliteBackend(tempDir('coffer-crash-')), { rounds: ROUNDS, actors: 4 });
     await loop.run();
     const t = loop.tally;
     console.log(

@@ -5,7 +5,6 @@
  * files and multipart leftovers) lets a test prove that a refused request changed nothing.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { envelope, finalizeBody } from '../helpers/api.js';
@@ -13,6 +12,7 @@ import type { ManualClock } from '../helpers/clock.js';
 import { Conformance, conformantApi } from '../helpers/conformance.js';
 import { type Fixture, bytes, createSlot, upload } from '../helpers/fixture.js';
 import { startTestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /**
  * Like useServer(), with the data directory in memory (/dev/shm) when the machine has one: the fuzzer is about
@@ -20,16 +20,14 @@ import { startTestServer } from '../helpers/server.js';
  */
 export function useFuzzServer(clock: ManualClock, env: Record<string, string> = {}): Fixture {
   const fixture = {} as Fixture;
-  const base = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
-  const dataDir = fs.mkdtempSync(path.join(base, 'coffer-fuzz-'));
   beforeAll(async () => {
+    const dataDir = tempDir('coffer-fuzz-', fs.existsSync('/dev/shm') ? '/dev/shm' : undefined);
     fixture.server = await startTestServer({ clock, dataDir, env });
     fixture.conformance = await Conformance.load(fixture.server.url);
     fixture.client = (apiKey) => conformantApi(fixture.server.url, fixture.conformance, apiKey);
   });
   afterAll(async () => {
     await fixture.server?.stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
   });
   return fixture;
 }

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import S3rver from 's3rver';
 import { S3BlobStore, type S3BlobStoreOptions } from '../../src/blobs/s3.js';
-import { tempDir } from './server.js';
+import { tempDir } from './tmp.js';
 
 export interface TestS3 {
   endpoint: string;

@@ -1,13 +1,11 @@
 /** Starts a real Coffer server on a real loopback port with its own data directory (and optionally a test clock). */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { FastifyServerOptions } from 'fastify';
 import { type Config, loadConfig } from '../../src/config.js';
 import type { Clock } from '../../src/domain/clock.js';
 import type { Plan } from '../../src/domain/plans.js';
 import type { Scope } from '../../src/domain/scopes.js';
 import { type Server, startServer } from '../../src/server/compose.js';
+import { tempDir } from './tmp.js';
 
 export interface TestServer extends Server {
   dataDir: string;
@@ -19,10 +17,6 @@ export interface TestServer extends Server {
   }>;
 }
 
-export function tempDir(prefix = 'coffer-test-'): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-}
-
 export interface TestServerOptions {
   env?: Record<string, string>;
   /** Settings that have no environment variable (limits, sweep interval). */
@@ -32,6 +26,7 @@ export interface TestServerOptions {
   logger?: FastifyServerOptions['logger'];
 }
 
+/** Stop it (server.stop()) in the file's afterAll; its data directory (a tempDir) goes after that. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? tempDir();
   const config: Config = {

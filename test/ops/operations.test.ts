@@ -9,7 +9,8 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { envelope } from '../helpers/api.js';
 import { bytes, createSlot, readyBackup, upload, useServer } from '../helpers/fixture.js';
-import { startTestServer, tempDir } from '../helpers/server.js';
+import { startTestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const METRICS_TOKEN = 'test-metrics-token-0123456789';
 const scrape = (url: string, token = METRICS_TOKEN) => fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${token}` } });

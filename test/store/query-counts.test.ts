@@ -1,7 +1,7 @@
 /** The statement counters a benchmark (P4: database reads per second) and /metrics read from the Store. */
 import { afterAll, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite.js';
-import { tempDir } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 
 describe('Store.queryCounts', () => {
   const store = openSqliteStore(tempDir('coffer-counts-'));

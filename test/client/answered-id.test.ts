@@ -10,7 +10,8 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../helpers/clock.js';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, exists, json } from './helpers.js';
 
 const PASSPHRASE = 'answered-id passphrase';

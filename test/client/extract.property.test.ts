@@ -16,7 +16,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { extractInto, placeTree } from '../../src/client/archive.js';
 import { IntegrityError } from '../../src/client/envelope.js';
-import { tempDir } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { tarArchive, treeState as state, type TarEntrySpec } from './helpers.js';
 
 const OUTSIDE = '<outside>'; // replaced by the run's absolute outside directory

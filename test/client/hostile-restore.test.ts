@@ -11,7 +11,8 @@ import { wipe } from '../../src/client/envelope.js';
 import { CofferClient } from '../../src/client/sdk.js';
 import { unlockVault } from '../../src/client/vault.js';
 import { ManualClock } from '../helpers/clock.js';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, exists, tarArchive, treeState as state, uploadArchive, type TarEntrySpec } from './helpers.js';
 
 const PASSPHRASE = 'hostile-restore passphrase';

@@ -12,7 +12,8 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CofferClient } from '../../src/client/sdk.js';
-import { startTestServer, tempDir, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, json, startCli } from './helpers.js';
 
 const PASSPHRASE = 'robustness tests';

@@ -239,7 +239,11 @@ export class SqlStore implements Store {
   }
 
   async migrate(): Promise<void> {
-    await migrateToLatest(this.db as Kysely<unknown>);
+    // Kysely looks for its migration tables in every schema unless told which one: with Coffer's tables in
+    // another schema of the same database, it would skip creating its own and then fail to lock them.
+    const schema =
+      this.kind === 'postgres' ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(this.db)).rows[0]?.schema : undefined;
+    await migrateToLatest(this.db as Kysely<unknown>, schema);
   }
 
   async close(): Promise<void> {

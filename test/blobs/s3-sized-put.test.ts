@@ -1,5 +1,7 @@
 /** S3BlobStore.put with a known size: one streamed PutObject (no parts held in memory), same guarantees. */
+import fs from 'node:fs';
 import { Readable } from 'node:stream';
+import { setTimeout } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestS3, startS3 } from '../helpers/s3.js';
 
@@ -34,8 +36,14 @@ describe('S3BlobStore.put with a known size', () => {
     const store = s3.store();
     const body = new Readable({ read() {} });
     body.push(bytes(64 * 1024));
-    setTimeout(() => body.destroy(new Error('client went away')), 50);
-    await expect(store.put('backups/a/b/broken.bin', body, undefined, 1024 * 1024)).rejects.toThrow();
+    // s3rver keeps the bytes of a PutObject cut short: fail the body only once s3rver has its file, so the
+    // store's clean-up is what has to remove it (failing earlier raced s3rver creating the file after it).
+    const holding = async () => {
+      while (!fs.existsSync(s3.objectFile('backups/a/b/broken.bin'))) await setTimeout(5);
+      body.destroy(new Error('client went away'));
+    };
+    const [put] = await Promise.allSettled([store.put('backups/a/b/broken.bin', body, undefined, 1024 * 1024), holding()]);
+    expect(put.status).toBe('rejected');
     expect(await store.stat('backups/a/b/broken.bin')).toBeNull();
   });
 });

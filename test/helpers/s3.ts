@@ -24,6 +24,8 @@ export interface TestS3 {
   incompleteUploads(): string[];
   /** Part numbers s3rver holds for an incomplete upload. */
   storedParts(uploadId: string): number[];
+  /** The file in which s3rver holds (or is writing) an object's bytes. */
+  objectFile(key: string): string;
   close(): Promise<void>;
 }
 
@@ -132,6 +134,7 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
         .readdirSync(path.join(uploadsDir, uploadId))
         .filter((name) => /^\d+$/.test(name))
         .map(Number),
+    objectFile: (key) => fsStore.getResourcePath(bucket, key, 'object'),
     async close() {
       await server.close();
       fs.rmSync(directory, { recursive: true, force: true });

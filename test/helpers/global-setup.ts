@@ -12,6 +12,8 @@ import path from 'node:path';
 export default function setup(): () => void {
   const outer = process.env.TMPDIR;
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-test-run-'));
+  // Traversable like the system temp folder: a test runs the CLI as an unprivileged user on files in here.
+  fs.chmodSync(root, 0o755);
   process.env.TMPDIR = root;
   return () => {
     if (outer === undefined) delete process.env.TMPDIR;

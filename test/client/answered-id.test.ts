@@ -5,21 +5,20 @@
  * restore or show A in B's place.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
-import { assertBuilt, cliFor, exists, json } from './helpers.js';
+import { assertBuilt, cliFor, exists, json, listenHttp } from './helpers.js';
 
 const PASSPHRASE = 'answered-id passphrase';
 
 /** Forwards to `upstream`, sending requests about `asked` to `answered`; `relabel` also puts `asked` back into the JSON. */
 async function startSwappingProxy(upstream: string, swap: { asked: string; answered: string; relabel: boolean }) {
   const target = new URL(upstream);
-  const server = http.createServer((req, res) => {
+  const handler: http.RequestListener = (req, res) => {
     const swapped = req.url!.startsWith(`/api/backups/${swap.asked}`);
     const forward = http.request(
       {
@@ -47,16 +46,8 @@ async function startSwappingProxy(upstream: string, swap: { asked: string; answe
     );
     forward.on('error', () => res.destroy());
     req.pipe(forward);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
   };
+  return listenHttp(handler);
 }
 
 describe('the CLI binds every unwrap, metadata open and download to the backup id it asked for', () => {

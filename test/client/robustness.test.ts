@@ -8,13 +8,12 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CofferClient } from '../../src/client/sdk.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
-import { assertBuilt, cliFor, json, startCli } from './helpers.js';
+import { assertBuilt, cliFor, json, listenHttp, startCli } from './helpers.js';
 
 const PASSPHRASE = 'robustness tests';
 const MiB = 1024 * 1024;
@@ -23,19 +22,6 @@ const BOUND_MS = 20_000;
 // eslint-disable-next-line no-control-regex
 const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
 const API_TALK = /\/api\/|details\.|Bearer|Authorization|HTTP \d{3}/;
-
-async function listen(handler: http.RequestListener) {
-  const server = http.createServer(handler);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 /**
  * A forwarding proxy to the real server that holds the first upload body (after its first chunk) or the first
@@ -48,7 +34,7 @@ async function holdingProxy(upstream: string, what: 'upload' | 'content') {
   const held = new Promise<string>((resolve) => (onHeld = resolve));
   let release = () => undefined as void;
   const forwards = new Set<http.ClientRequest>();
-  const proxy = await listen((req, res) => {
+  const proxy = await listenHttp((req, res) => {
     const url = new URL(req.url!, upstream);
     const hold = !holding && (what === 'upload' ? url.pathname === '/api/backups/upload' : url.pathname.endsWith('/content'));
     if (hold) holding = true;
@@ -137,11 +123,11 @@ describe('CLI robustness', () => {
       encryptedMetadataNonce: null,
     };
     const refusal = { error: `no ${evil}`, code: `odd${evil}`, message: `no ${evil}`, resolution: `do ${evil} now` };
-    let hostile: Awaited<ReturnType<typeof listen>>;
+    let hostile: Awaited<ReturnType<typeof listenHttp>>;
     let cli: ReturnType<typeof cliFor>;
 
     beforeAll(async () => {
-      hostile = await listen((req, res) => {
+      hostile = await listenHttp((req, res) => {
         const send = (status: number, body: unknown) => {
           res.writeHead(status, { 'content-type': 'application/json' });
           res.end(JSON.stringify(body));
@@ -201,7 +187,7 @@ describe('CLI robustness', () => {
     it('ends a command waiting on a server that never answers with exit 130 on SIGTERM', async () => {
       let asked: () => void = () => undefined;
       const waiting = new Promise<void>((resolve) => (asked = resolve));
-      const silent = await listen(() => asked());
+      const silent = await listenHttp(() => asked());
       try {
         const run = startCli(['list'], { COFFER_URL: silent.url, COFFER_API_KEY: 'cfk_anything' });
         await waiting;

@@ -34,10 +34,13 @@ export class KeyService {
 
   async issueKey(
     account: Account,
-    /** `expiresAt` (an instant) wins over `expiresInMs` (from now); neither, or null, means no expiry. */
-    options: { scopes?: Scope[]; expiresInMs?: number | null; expiresAt?: number | null; apiKey?: string } = {},
+    /**
+     * `expiresAt` (an instant) wins over `expiresInMs` (from now); neither, or null, means no expiry. `now`: the
+     * instant the caller computed `expiresAt` from, so that a key asked for 7 days lasts exactly 7 days.
+     */
+    options: { scopes?: Scope[]; expiresInMs?: number | null; expiresAt?: number | null; apiKey?: string; now?: number } = {},
   ): Promise<IssuedKey> {
-    const now = this.clock.now();
+    const now = options.now ?? this.clock.now();
     const apiKey = options.apiKey ?? generateApiKey();
     const key: ApiKey = {
       id: uuidv7(),

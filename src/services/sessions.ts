@@ -150,7 +150,7 @@ export class SessionService {
         { requiredPermission: decision.missing },
       );
     }
-    const issued = await this.keys.issueKey(account, { scopes: decision.grant.scopes, expiresAt: decision.grant.expiresAt });
+    const issued = await this.keys.issueKey(account, { scopes: decision.grant.scopes, expiresAt: decision.grant.expiresAt, now });
     return { ...issued, capped: decision.capped };
   }
 

@@ -155,6 +155,28 @@ const engines = [
   { name: 'postgres', skip: skipPg },
 ];
 
+describe('a key minted in a console session, while the clock moves', () => {
+  // Every read of this clock is a millisecond later: a key must still last exactly what was asked.
+  const clock = new ManualClock();
+  const ticking = { now: () => (clock.advance(1), clock.now()) };
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startTestServer({ clock: ticking });
+  });
+  afterAll(() => server?.stop());
+
+  it('lasts exactly the days asked for, counted from its creation', async () => {
+    const { accountId } = await server.newKey();
+    const owner = await signIn(server, { loginToken: await linkFor(server, accountId) });
+    const created = await call(server, 'POST', '/console/api/keys', { ...owner, json: { scopes: ['backups:read'], expiresInDays: 7 } });
+    expect(created.status).toBe(201);
+    const listed = await call(server, 'GET', '/console/api/keys', owner);
+    const key = listed.body.keys.find((entry: any) => entry.keyId === created.body.keyId);
+    expect(Date.parse(key.expiresAt) - Date.parse(key.createdAt)).toBe(7 * 24 * HOUR);
+  });
+});
+
 describe.each(engines)('the sweeper prunes ended console sessions and login links ($name)', ({ name, skip }) => {
   const clock = new ManualClock();
   let server: TestServer;

@@ -1,5 +1,5 @@
 /**
- * Crypto envelope v1 (docs/crypto.md): only libsodium primitives, composed, never hand-rolled.
+ * Crypto envelope v1 (docs/crypto.md): only libsodium primitives, composed as that document describes.
  *
  *   KEK         = Argon2id13(passphrase NFC UTF-8, salt 16 B, opslimit, memlimit) → 32 B
  *   master key  = 32 random bytes, XChaCha20-Poly1305-IETF(KEK, nonce 24 B, AD "coffer/v1/master")

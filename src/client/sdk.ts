@@ -297,9 +297,9 @@ export class CofferClient {
 
   /**
    * Asks the upload address whether it would take `contentLength` bytes, without sending any: the server checks
-   * Content-Length before reading (docs/api-rules.md#upload), so an over-limit length is answered 413 at once.
-   * Used after an upload broke off with no answer: a server that cut a body off with 413 and closed the connection
-   * while the client was still sending can make the TCP reset swallow that answer. Resolves with the server's limit, or
+   * Content-Length before reading (docs/api-rules.md#upload), so an over-limit length is answered 413 at once. Used
+   * after an upload broke off with no answer: a server that cut a body off with 413 and closed the connection while
+   * the client was still sending can make the TCP reset swallow that answer. Resolves with the server's limit, or
    * undefined when the answer is anything else (the probe is then abandoned; it stores nothing).
    */
   probeUploadLimit(

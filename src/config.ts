@@ -1,6 +1,6 @@
 import path from 'node:path';
 
-/** The only place that reads `process.env` (CONTRACT §10). Everything else receives a Config. */
+/** The only place that reads `process.env` (README.md#configuration). Everything else receives a Config. */
 export interface Config {
   port: number;
   host: string;
@@ -20,11 +20,14 @@ export interface Config {
   uploadWindowMs: number;
   sseIntervalMs: number;
   sseTimeoutMs: number;
-  /** Event streams open at once per account and per client address (CONTRACT §11); one more is refused in-stream. */
+  /**
+   * Event streams open at once per account and per client address; one more is refused in-stream
+   * (docs/api-rules.md#events).
+   */
   sseMaxStreams: { perAccount: number; perAddress: number };
-  /** The bearer token `/metrics` requires; null: `/metrics` is not served (CONTRACT §11). */
+  /** The bearer token `/metrics` requires; null: `/metrics` is not served (docs/operations.md#metrics). */
   metricsToken: string | null;
-  /** How often the background sweeper runs; not an operator setting in CONTRACT, fixed unless a test overrides it. */
+  /** How often the background sweeper runs; not an operator setting, fixed unless a test overrides it. */
   sweepIntervalMs: number;
   /** Protection against slow or idle clients (fixed defaults; tests shorten them). */
   limits: ConnectionLimits;

@@ -123,7 +123,7 @@ export async function api<T>(method: string, path: string, body?: unknown, optio
   return parsed as T;
 }
 
-// ---- wire types (SPEC.md and the console endpoints) ----
+// ---- wire types (the API and the console endpoints) ----
 
 export type BackupStatus = 'PENDING_UPLOAD' | 'UPLOADED' | 'READY' | 'FAILED' | 'DELETING' | 'DELETED';
 export const TERMINAL: readonly BackupStatus[] = ['READY', 'FAILED', 'DELETED'];

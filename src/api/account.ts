@@ -1,4 +1,4 @@
-/** /api/backup-account: vault material and reset (SPEC §Backup account, CONTRACT §5). */
+/** /api/backup-account: vault material and reset (docs/api-rules.md#account). */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../domain/errors.js';
 import type { App, RouteContext } from './context.js';
@@ -109,7 +109,7 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
         },
       },
       onRequest: ctx.requireScope('backups:write'),
-      // The body is optional: absent or empty means {} (CONTRACT §1).
+      // The body is optional: absent or empty means {} (docs/api-rules.md#encoding).
       preValidation: async (request) => {
         if (request.body === undefined) request.body = {};
       },

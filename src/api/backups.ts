@@ -1,4 +1,4 @@
-/** /api/backups and /api/backups/{id}: slots, records, finalize, delete (SPEC §Backups, CONTRACT §3–§7). */
+/** /api/backups and /api/backups/{id}: slots, records, finalize, delete (docs/api-rules.md#states to #download). */
 import { Type } from '@sinclair/typebox';
 import parseRange from 'range-parser';
 import { rateLimitPolicy } from '../domain/plans.js';

@@ -1,9 +1,9 @@
 /**
- * The `blobhost-client` protocol over HTTP (DESIGN.md §Upload protocols, docs/upload-protocols.md):
+ * The `blobhost-client` protocol over HTTP (docs/upload-protocols.md):
  * - the blob-host endpoints under /blob that the stock `@vercel/blob/client` calls when
  *   `VERCEL_BLOB_API_URL=<public URL>/blob` (client-token authenticated, errors in the blob API's shape);
  * - the JSON branch of POST /api/backups/upload (handshake and signed completion callback).
- * Only registered when COFFER_UPLOAD_PROTOCOL=blobhost-client. Not part of the SPEC surface, so the /blob
+ * Only registered when COFFER_UPLOAD_PROTOCOL=blobhost-client. Not part of the /api surface, so the /blob
  * routes are left out of /openapi.json.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -48,7 +48,7 @@ function pathnameOf(request: FastifyRequest): string | undefined {
 }
 
 const MAX_COMPLETE_BODY = 1024 * 1024;
-/** CONTRACT §1: JSON bodies over 256 KiB are a 400 validation_failed (same limit as the JSON routes). */
+/** docs/api-rules.md#encoding: JSON bodies over 256 KiB are a 400 validation_failed (same limit as the JSON routes). */
 const JSON_BODY_LIMIT = 256 * 1024;
 
 /** The blob-host endpoints; register in their own scope (they read their bodies themselves). */

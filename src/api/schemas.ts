@@ -1,5 +1,5 @@
 /**
- * Wire schemas of SPEC.md as TypeBox: the same objects validate requests, serialize responses and become
+ * The wire schemas as TypeBox: the same objects validate requests, serialize responses and become
  * the OpenAPI components (each has an $id, registered with app.addSchema and referenced with Type.Ref).
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
@@ -9,7 +9,7 @@ import type { BackupInterval } from '../domain/plans.js';
 const BASE64 = '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$';
 const PRINTABLE = '^[\\x20-\\x7E]*$';
 
-/** Standard base64 with padding; the decoded-size bounds of CONTRACT §1 are checked after the schema. */
+/** Standard base64 with padding; the decoded-size bounds of docs/api-rules.md#encoding are checked after the schema. */
 const Base64 = (maxBytes: number, description: string) =>
   Type.String({
     pattern: BASE64,

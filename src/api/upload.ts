@@ -1,4 +1,4 @@
-/** POST /api/backups/upload: the archive ciphertext, streamed to the blob store (CONTRACT §6). */
+/** POST /api/backups/upload: the archive ciphertext, streamed to the blob store (docs/api-rules.md#upload). */
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';

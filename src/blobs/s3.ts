@@ -51,7 +51,7 @@ const MIN_PART_SIZE = 5 * 1024 * 1024;
 /** S3's largest single PutObject. */
 const MAX_SINGLE_PUT = 5 * 1024 ** 3;
 
-/** Builds the S3 client the way every S3-compatible store accepts (see DESIGN.md, facts about the AWS SDK). */
+/** Builds the S3 client the way every S3-compatible store accepts (docs/deploy.md, S3 settings under Environment). */
 export function createS3Client(options: S3BlobStoreOptions): S3Client {
   return new S3Client({
     region: options.region ?? 'us-east-1',

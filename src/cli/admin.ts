@@ -1,4 +1,4 @@
-/** `coffer admin …`: operator commands that talk to the configured database directly (CONTRACT §10). */
+/** `coffer admin …`: operator commands that talk to the configured database directly (README.md#operator-commands). */
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';

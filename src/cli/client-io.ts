@@ -1,6 +1,6 @@
 /**
  * Terminal plumbing of the client commands: configuration from the environment, passphrases (never from argv),
- * the progress bar, human formatting, and the mapping of failures to exit codes (CONTRACT §10).
+ * the progress bar, human formatting, and the mapping of failures to exit codes (docs/client.md#exit-codes).
  */
 import fsp from 'node:fs/promises';
 import cliProgress from 'cli-progress';
@@ -346,7 +346,7 @@ export function apiErrorMessage(error: CofferApiError): string {
   }
 }
 
-/** Turns any failure of a client command into a CliError with the exit code of CONTRACT §10. */
+/** Turns any failure of a client command into a CliError with the exit code of docs/client.md#exit-codes. */
 export function toCliError(error: unknown, json: boolean): CliError {
   if (error instanceof CliError) return error;
   if (error instanceof IntegrityError) {

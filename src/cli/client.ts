@@ -1,5 +1,5 @@
 /**
- * The zero-knowledge client commands of CONTRACT §10: init, backup, list, show, restore, delete, watch,
+ * The zero-knowledge client commands (docs/client.md): init, backup, list, show, restore, delete, watch,
  * passphrase, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
  * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,

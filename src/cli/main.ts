@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-/** The one executable, `coffer` (CONTRACT §10). */
+/** The one executable, `coffer` (README.md, docs/client.md). */
 import { Command } from 'commander';
 import { registerAdminCommands } from './admin.js';
 import { registerClientCommands } from './client.js';

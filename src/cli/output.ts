@@ -1,4 +1,4 @@
-/** Shared CLI plumbing: exit codes (CONTRACT §10) and output in human or --json form. */
+/** Shared CLI plumbing: exit codes (docs/client.md#exit-codes) and output in human or --json form. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, cadence: 3, integrity: 4, interrupted: 130 } as const;
 
 export class CliError extends Error {

@@ -1,4 +1,4 @@
-/** Runs a `coffer` program: parses argv and turns every failure into a message and an exit code (CONTRACT §10). */
+/** Runs a `coffer` program: parses argv, turns every failure into a message and an exit code (docs/client.md). */
 import { type Command, CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
 import { CliError, EXIT, writeHuman } from './output.js';

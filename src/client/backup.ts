@@ -27,7 +27,7 @@ import {
 } from './envelope.js';
 import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
 
-/** CONTRACT §6: 52,428,800 bytes of ciphertext. */
+/** docs/api-rules.md#upload: 52,428,800 bytes of ciphertext. */
 export const DEFAULT_MAX_ARCHIVE_BYTES = 50 * 1024 * 1024;
 export const CLIENT_VERSION = 'coffer-cli/0.1.0';
 /** How long freeing the slot of an interrupted backup may take. */

@@ -1,5 +1,5 @@
 /**
- * Crypto envelope v1 (docs/crypto.md): only libsodium primitives, composed as DESIGN.md describes.
+ * Crypto envelope v1 (docs/crypto.md): only libsodium primitives, composed as that document describes.
  *
  *   KEK         = Argon2id13(passphrase NFC UTF-8, salt 16 B, opslimit, memlimit) → 32 B
  *   master key  = 32 random bytes, XChaCha20-Poly1305-IETF(KEK, nonce 24 B, AD "coffer/v1/master")
@@ -130,7 +130,7 @@ export function open(key: Buffer, ciphertext: Buffer, nonce: Buffer, ad: string,
   return plaintext;
 }
 
-// ---- base64 (standard, padded: CONTRACT §1) ----
+// ---- base64 (standard, padded: docs/api-rules.md#encoding) ----
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 

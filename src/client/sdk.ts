@@ -1,5 +1,5 @@
 /**
- * A typed HTTP client for the Coffer API (SPEC.md). The wire types are the server's own TypeBox schemas
+ * A typed HTTP client for the Coffer API (/openapi.json). The wire types are the server's own TypeBox schemas
  * (src/api/schemas.ts), imported as types only: there is no second hand-written copy of them, and the
  * client bundle pulls in no server code. Every non-2xx answer becomes a CofferApiError carrying the
  * ErrorResponse `code`, `resolution`, `details` and `Retry-After`.
@@ -45,7 +45,7 @@ export type DirectUploadResponseBody = Static<typeof DirectUploadResponse>;
 export type DeleteBackupResponseBody = Static<typeof DeleteBackupResponse>;
 export type BackupStatus = BackupRecordBody['status'];
 
-/** An ErrorResponse from the API (SPEC §Errors, CONTRACT §9). */
+/** An ErrorResponse from the API (docs/api-rules.md#errors). */
 export class CofferApiError extends Error {
   override readonly name = 'CofferApiError';
   readonly code: string;
@@ -258,7 +258,7 @@ export class CofferClient {
   }
 
   /**
-   * The blobhost-client protocol (DESIGN.md §Upload protocols), step 1: ask `handleUploadUrl` (with the API key)
+   * The blobhost-client protocol (docs/upload-protocols.md), step 1: ask `handleUploadUrl` (with the API key)
    * for a client token for the slot's `blobPath`.
    */
   async negotiateBlobUpload(handleUploadUrl: string, blobPath: string, signal?: AbortSignal): Promise<string> {
@@ -297,9 +297,9 @@ export class CofferClient {
 
   /**
    * Asks the upload address whether it would take `contentLength` bytes, without sending any: the server checks
-   * Content-Length before reading (CONTRACT §6), so an over-limit length is answered 413 at once. Used after an
-   * upload broke off with no answer: a server that cut a body off with 413 and closed the connection while the
-   * client was still sending can make the TCP reset swallow that answer. Resolves with the server's limit, or
+   * Content-Length before reading (docs/api-rules.md#upload), so an over-limit length is answered 413 at once. Used
+   * after an upload broke off with no answer: a server that cut a body off with 413 and closed the connection while
+   * the client was still sending can make the TCP reset swallow that answer. Resolves with the server's limit, or
    * undefined when the answer is anything else (the probe is then abandoned; it stores nothing).
    */
   probeUploadLimit(

@@ -2,8 +2,8 @@
  * The Coffer console: a zero-knowledge web page for account owners, served by Coffer itself under /console.
  *
  * - /console, /console/*: the page (built by Vite into dist/console-ui; client-side routes fall back to index.html).
- * - /console/api/*: what the page needs beyond SPEC.md (sign-in, sign-out, overview, key management). Kept outside
- *   /api so the API surface stays exactly SPEC.md's. Only the session cookie is accepted here.
+ * - /console/api/*: what the page needs beyond the API (sign-in, sign-out, overview, key management). Kept outside
+ *   /api so the API surface stays exactly what /openapi.json describes. Only the session cookie is accepted here.
  * - /downloads/coffer-cli.tgz: the CLI package (`npm pack` output), so `npm install -g <that URL>` works against
  *   any Coffer server.
  *

@@ -1,4 +1,4 @@
-/** Backup lifecycle rules (CONTRACT §3–§5): pure functions over plain values, no I/O. */
+/** Backup lifecycle rules (docs/api-rules.md#states, #cadence, #account): pure functions over plain values, no I/O. */
 import { PLAN_RULES, type Plan } from './plans.js';
 
 export const BACKUP_STATUSES = ['PENDING_UPLOAD', 'UPLOADED', 'READY', 'FAILED', 'DELETING', 'DELETED'] as const;
@@ -27,7 +27,7 @@ export type CreateDecision =
   | { allowed: false; reason: 'upload_in_progress'; backupId: string }
   | { allowed: false; reason: 'backup_cadence_exceeded'; nextAllowedAt: number };
 
-/** Order of refusals for create: vault, then one slot in flight, then cadence (CONTRACT, order of checks). */
+/** Order of refusals for create: vault, then one slot in flight, then cadence (docs/api-rules.md#statuses). */
 export function decideCreate(snapshot: CreateSnapshot, now: number): CreateDecision {
   if (!snapshot.vaultInitialized) return { allowed: false, reason: 'vault_not_initialized' };
   if (snapshot.inFlightBackupId !== null) {

@@ -1,4 +1,4 @@
-/** The error vocabulary of CONTRACT §9. Thrown by services, rendered by the HTTP layer as an ErrorResponse. */
+/** The error vocabulary (docs/api-rules.md#errors). Thrown by services, rendered by the HTTP layer. */
 export type ErrorCode =
   | 'validation_failed'
   | 'invalid_json'

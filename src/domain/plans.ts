@@ -1,4 +1,4 @@
-/** Billing plans and what they allow (SPEC §Limits, CONTRACT §3–§4). Pure data. */
+/** Billing plans and what they allow (docs/api-rules.md#cadence). Pure data. */
 export const PLANS = ['free', 'plus', 'pro'] as const;
 export type Plan = (typeof PLANS)[number];
 
@@ -25,7 +25,7 @@ export function isPlan(value: string): value is Plan {
   return (PLANS as readonly string[]).includes(value);
 }
 
-/** `X-RateLimit-Policy` value for a plan (CONTRACT §4). */
+/** `X-RateLimit-Policy` value for a plan (docs/api-rules.md#cadence). */
 export function rateLimitPolicy(plan: Plan): string {
   const rules = PLAN_RULES[plan];
   return `1;w=${rules.intervalMs / 1000};comment="${plan} plan: 1 backup per ${rules.intervalWords}"`;

@@ -1,4 +1,4 @@
-/** API key permissions (SPEC §Authentication, CONTRACT §2). */
+/** API key permissions (docs/api-rules.md#scopes). */
 export const SCOPES = ['backups:read', 'backups:write', 'backups:restore'] as const;
 export type Scope = (typeof SCOPES)[number];
 

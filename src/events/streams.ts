@@ -1,5 +1,5 @@
 /**
- * Server-Sent Event streams of backup status (CONTRACT §8). A stream reads the record once when it opens;
+ * Server-Sent Event streams of backup status (docs/api-rules.md#events). A stream reads the record once when it opens;
  * after that it only hears the status bus, so N streams cost no database reads per interval.
  */
 import type { ServerResponse } from 'node:http';
@@ -16,7 +16,7 @@ export type CloseReason = 'terminal' | 'timeout' | 'shutdown';
 export interface StreamOptions {
   intervalMs: number;
   timeoutMs: number;
-  /** Streams open at once per account and per client address (CONTRACT §11). */
+  /** Streams open at once per account and per client address (docs/api-rules.md#events). */
   maxPerAccount: number;
   maxPerAddress: number;
 }

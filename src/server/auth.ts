@@ -1,6 +1,6 @@
 /**
- * Credentials (CONTRACT §2): Bearer or x-api-key, or else the console's browser session (SPEC's 401 hint names
- * it; src/console/session-http.ts) with an owner's scopes; scopes checked before any id is looked at.
+ * Credentials (docs/api-rules.md#scopes): Bearer or x-api-key, or else the console's browser session (the 401
+ * hint names it; src/console/session-http.ts) with an owner's scopes; scopes checked before any id is looked at.
  */
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { AppError } from '../domain/errors.js';

@@ -1,4 +1,4 @@
-/** Every failure leaves as the ErrorResponse of SPEC.md with a CONTRACT §9 code; nothing internal leaks. */
+/** Every failure leaves as an ErrorResponse with a code of docs/api-rules.md#errors; nothing internal leaks. */
 import type { FastifyBaseLogger, FastifyError, FastifyReply } from 'fastify';
 import { AppError, RESOLUTION_OF, type ValidationIssue } from '../domain/errors.js';
 
@@ -24,7 +24,7 @@ function issueMessage(issue: AjvIssue): string {
   return issue.message ?? 'is invalid';
 }
 
-/** Maps anything thrown while handling a request onto the contract's error vocabulary. */
+/** Maps anything thrown while handling a request onto the error vocabulary of docs/api-rules.md#errors. */
 export function toAppError(error: unknown, log: FastifyBaseLogger, clientGone = false): AppError {
   if (error instanceof AppError) return error;
   const fastifyError = error as Partial<FastifyError> & { validation?: AjvIssue[]; validationContext?: string };

@@ -54,7 +54,7 @@ export function operationsRoutes(app: FastifyInstance, deps: OperationsDeps): vo
     return { status: ready ? 'ready' : 'unavailable', checks: { database, blobs } };
   });
 
-  // Metrics reveal traffic and upload sizes (CONTRACT §11): never public.
+  // Metrics reveal traffic and upload sizes (docs/operations.md#metrics): never public.
   const token = deps.metricsToken;
   if (token === null) return;
   app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {

@@ -53,7 +53,7 @@ export interface BackupServiceOptions {
   uploadWindowMs: number;
 }
 
-/** Decoded-size bounds of binary fields, in bytes (CONTRACT §1). */
+/** Decoded-size bounds of binary fields, in bytes (docs/api-rules.md#encoding). */
 const BINARY_BOUNDS: Record<string, [number, number]> = {
   salt: [8, 64],
   wrappedMasterKeyNonce: [8, 64],
@@ -226,8 +226,8 @@ export class BackupService {
   }
 
   async list(accountId: string): Promise<Backup[]> {
-    // Expired and failed records are pruned before a list is built (CONTRACT §3). The listed records themselves
-    // tell whether any is due, so the common case costs one query instead of a sweep query plus the list
+    // Expired and failed records are pruned before a list is built (docs/api-rules.md#states). The listed records
+    // themselves tell whether any is due, so the common case costs one query instead of a sweep query plus the list
     // (bench P3). Unfinished deletes are not listed: the background sweeper completes those.
     const now = this.clock.now();
     const visible = await this.store.listBackups(accountId, VISIBLE_STATUSES);

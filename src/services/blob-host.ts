@@ -1,8 +1,8 @@
 /**
- * The `blobhost-client` upload protocol (DESIGN.md §Upload protocols): Coffer speaks the Vercel Blob
+ * The `blobhost-client` upload protocol (docs/upload-protocols.md): Coffer speaks the Vercel Blob
  * client-upload handshake and is itself the blob host, so the stock `@vercel/blob/client` `upload()` works
  * against it unmodified (configured by `VERCEL_BLOB_API_URL=<COFFER_PUBLIC_URL>/blob` and an absolute
- * `handleUploadUrl`). Wire format: docs/upload-protocols.md.
+ * `handleUploadUrl`).
  *
  * - Handshake (API-key authenticated, on POST /api/backups/upload): `blob.generate-client-token` for the slot's
  *   `blobPath` → a client token signed with Coffer's read-write token (HMAC-SHA256), bound to that pathname,

@@ -1,4 +1,4 @@
-/** API keys: issued as `cfk_<43 base64url>`, stored only as a SHA-256 hash (CONTRACT §10). */
+/** API keys: issued as `cfk_<43 base64url>`, stored only as a SHA-256 hash (docs/api-rules.md#api-keys). */
 import { createHash, randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
@@ -63,7 +63,7 @@ export class KeyService {
     return key;
   }
 
-  /** First start on an empty database: one free account and one all-scope key (CONTRACT §10). */
+  /** First start on an empty database: one free account and one all-scope key (docs/api-rules.md#api-keys). */
   async bootstrapFirstAccount(initialApiKey: string | null): Promise<IssuedKey | null> {
     // Several nodes may start at once on one empty PostgreSQL database: only one of them bootstraps.
     const outcome = await this.store.tryExclusive('first-start', async () => {

@@ -1,4 +1,4 @@
-/** CONTRACT §8: the event stream, with a real EventSource client. */
+/** docs/api-rules.md#events: the event stream, with a real EventSource client. */
 import http from 'node:http';
 import { EventSource } from 'eventsource';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
@@ -93,7 +93,7 @@ describe('event stream with a long interval (changes must be pushed)', () => {
     expect(frames.at(-1)!.data.reason).toBe('terminal');
   });
 
-  it('serves the exact framing and headers of CONTRACT §8', async () => {
+  it('serves the exact framing and headers of docs/api-rules.md#events', async () => {
     const { call, apiKey } = await fx.account();
     const id = await createSlot(call);
     await upload(call, id, bytes(8));
@@ -239,7 +239,7 @@ function rawStream(baseUrl: string, apiKey: string, backupId: string, localAddre
   };
 }
 
-describe('event-stream caps (CONTRACT §11)', () => {
+describe('event-stream caps (docs/api-rules.md#events)', () => {
   const METRICS_TOKEN = 'events-test-metrics-token';
   const fx = useServer({
     env: {

@@ -1,4 +1,4 @@
-/** /openapi.json: a valid OpenAPI 3.1 document that declares exactly SPEC.md's statuses and resources. */
+/** /openapi.json: a valid OpenAPI 3.1 document that declares exactly the API's statuses and resources. */
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useServer } from '../helpers/fixture.js';
@@ -10,7 +10,8 @@ beforeAll(async () => {
   document = await (await fetch(`${fx.server.url}/openapi.json`)).json();
 });
 
-const SPEC_STATUSES: Record<string, number[]> = {
+/** The statuses each /api operation declares: its fixed surface (docs/api-rules.md#statuses). */
+const DECLARED_STATUSES: Record<string, number[]> = {
   'GET /api/backup-account': [200, 401, 403, 500],
   'PATCH /api/backup-account': [401, 403, 405],
   'POST /api/backup-account/bootstrap': [200, 400, 401, 403, 500],
@@ -22,7 +23,7 @@ const SPEC_STATUSES: Record<string, number[]> = {
   'GET /api/backups/{id}': [200, 401, 403, 404, 500],
   'DELETE /api/backups/{id}': [200, 401, 403, 404, 500],
   'POST /api/backups/{id}/finalize': [200, 400, 401, 403, 404, 409, 500],
-  // 206 is CONTRACT §7's one stated extension (resumable restore).
+  // 206 is the one stated extension (docs/api-rules.md#download) (resumable restore).
   'GET /api/backups/{id}/content': [200, 206, 401, 403, 404, 500],
   'GET /api/backups/{id}/events': [200, 401, 403, 404, 500],
 };
@@ -36,7 +37,7 @@ describe('/openapi.json', () => {
     expect(result.valid).toBe(true);
   });
 
-  it('declares exactly the statuses SPEC.md lists for every operation, and no other /api operation', () => {
+  it('declares exactly the allowed statuses for every operation, and no other /api operation', () => {
     const operations: Record<string, number[]> = {};
     for (const [path, item] of Object.entries<any>(document.paths)) {
       if (!path.startsWith('/api/')) continue;
@@ -44,10 +45,10 @@ describe('/openapi.json', () => {
         operations[`${method.toUpperCase()} ${path}`] = Object.keys(operation.responses).map(Number).sort((a, b) => a - b);
       }
     }
-    expect(operations).toEqual(SPEC_STATUSES);
+    expect(operations).toEqual(DECLARED_STATUSES);
   });
 
-  it('has a component for every SPEC.md resource and the three security schemes (two API-key headers, the console session)', () => {
+  it('has a component for every API resource and the three security schemes (two API-key headers, the console session)', () => {
     for (const name of [
       'BackupKdf',
       'BackupAccountEnvelope',
@@ -78,7 +79,7 @@ describe('/openapi.json', () => {
     expect(document.security).toEqual([{ bearerAuth: [] }, { apiKeyHeader: [] }, { sessionCookie: [] }]);
   });
 
-  it('uses the public URL and documents the headers and media types SPEC.md names', () => {
+  it('uses the public URL and documents the headers and media types of docs/api-rules.md', () => {
     expect(document.servers).toEqual([{ url: 'https://backup.example.test' }]);
     const create = document.paths['/api/backups'].post.responses['201'];
     expect(create.headers).toHaveProperty('X-RateLimit-Policy');

@@ -1,4 +1,4 @@
-/** CONTRACT §2: the scope matrix for every operation, credentials, and cross-account isolation. */
+/** docs/api-rules.md#scopes: the scope matrix for every operation, credentials, and cross-account isolation. */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Scope } from '../../src/domain/scopes.js';
 import { type ApiResponse, envelope, finalizeBody } from '../helpers/api.js';

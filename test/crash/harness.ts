@@ -31,7 +31,7 @@ import type { Store } from '../../src/store/store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BIN = path.join(ROOT, 'dist/cli/main.js');
-/** /metrics is served only with a token (CONTRACT §11): the harness sets one to read the sweeper counter. */
+/** /metrics is served only with a token (docs/operations.md#metrics): the harness sets one to read the sweeps. */
 const METRICS_TOKEN = 'crash-harness-metrics-token';
 
 export interface Row {

@@ -1,6 +1,7 @@
 /**
- * The Inspector CLI command of DISCOVERY.md against a real server. It downloads @modelcontextprotocol/inspector@1.0.3
- * from the npm registry, so it runs only when asked (COFFER_TEST_INSPECTOR=1): the default suite needs no network.
+ * The Inspector CLI check of docs/api-rules.md#discovery against a real server. It downloads
+ * @modelcontextprotocol/inspector@1.0.3 from the npm registry, so it runs only when asked
+ * (COFFER_TEST_INSPECTOR=1): the default suite needs no network.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';

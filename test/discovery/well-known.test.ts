@@ -167,7 +167,7 @@ describe('MCP server card', () => {
 });
 
 describe('/.well-known/oauth-protected-resource (RFC 9728)', () => {
-  it('parses with the SDK schema, names no authorization server, and matches DISCOVERY.md exactly', () => {
+  it('parses with the SDK schema, names no authorization server, and matches docs/api-rules.md exactly', () => {
     const metadata = json('/.well-known/oauth-protected-resource');
     expect(OAuthProtectedResourceMetadataSchema.safeParse(metadata).success).toBe(true);
     expect(metadata).toEqual({

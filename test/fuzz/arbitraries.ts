@@ -28,7 +28,7 @@ export interface Operation {
   bodyRequired: boolean;
 }
 
-/** CONTRACT §2: the scope each operation needs (not part of the OpenAPI document). */
+/** docs/api-rules.md#scopes: the scope each operation needs (not part of the OpenAPI document). */
 export const REQUIRED_SCOPE: Record<string, string> = {
   'GET /api/backup-account': 'backups:read',
   'PATCH /api/backup-account': 'backups:write',

@@ -214,7 +214,8 @@ async function runOneCase(spec: Spec): Promise<void> {
   fx.conformance.check('POST', path, response);
   const signedOk = spec.signature === 'raw' || spec.signature === 'compact' || spec.signature === 'upper';
   if (sig !== undefined && !signedOk) {
-    // A signature over a body the server will not read whole (over 256 KiB, CONTRACT §1) cannot be checked.
+    // A signature over a body the server will not read whole (over 256 KiB: docs/api-rules.md#encoding) cannot be
+    // checked.
     const allowed = body.length > 256 * 1024 ? [400, 401] : [401];
     expect(allowed, `${label}\na bad signature must be refused`).toContain(response.status);
   }

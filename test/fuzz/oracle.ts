@@ -15,8 +15,8 @@ export type Principal =
 const trimmed = (value: string) => value.replace(/^[ \t]+|[ \t]+$/g, '');
 
 /**
- * SPEC: either `Authorization: Bearer <key>` or `x-api-key: <key>`. Every credential line counts; two lines
- * naming different secrets are ambiguous and refused, like the two headers disagreeing.
+ * docs/api-rules.md#scopes: either `Authorization: Bearer <key>` or `x-api-key: <key>`. Every credential line
+ * counts; two lines naming different secrets are ambiguous and refused, like the two headers disagreeing.
  */
 export function principalOf(world: World, spec: RequestSpec, wireValues: { header: string; value: string }[]): Principal {
   const candidates = new Set<string>();

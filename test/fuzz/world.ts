@@ -55,7 +55,7 @@ export type IdName = (typeof ID_NAMES)[number];
 export const SIZES: Record<IdName, number> = { aReady1: 300, aReady2: 4096, aDeleted: 0, aPending: 0, bReady: 1000, bUploaded: 777, dReady: 1 };
 export const UPLOADED_SIZE = SIZES.bUploaded;
 
-/** Which of the ids each actor may see (CONTRACT: visible = not DELETING/DELETED, own account only). */
+/** Which of the ids each actor may see: visible ones (docs/api-rules.md#statuses) of its own account. */
 export const VISIBLE: Record<ActorName, IdName[]> = {
   a: ['aReady1', 'aReady2', 'aPending'],
   b: ['bReady', 'bUploaded'],

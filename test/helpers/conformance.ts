@@ -43,7 +43,7 @@ export class Conformance {
     const template = this.templateOf(path);
     const operation = template ? this.document.paths[template]![method.toLowerCase()] : undefined;
     if (!operation) {
-      // Unknown routes and methods: CONTRACT allows 404/405 with an ErrorResponse.
+      // Unknown routes and methods: docs/api-rules.md#statuses allows 404/405 with an ErrorResponse.
       expect([404, 405], `${method} ${path} is not an operation`).toContain(response.status);
       this.validate('#/components/schemas/ErrorResponse', response.body, `${method} ${path}`);
       return;

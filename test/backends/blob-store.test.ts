@@ -7,30 +7,29 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { type BlobStore, InvalidPartError, UploadNotFoundError } from '../../src/blobs/blob-store.js';
 import { FsBlobStore } from '../../src/blobs/fs.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';
 import { tempDir } from '../helpers/tmp.js';
+import { describeEngines, type Engine } from './engine.js';
 
-interface Engine {
-  name: string;
+interface BlobEngine extends Engine<BlobStore> {
   /** Whether completing with a wrong etag is refused (s3rver does not check part etags). */
   checksPartEtags: boolean;
-  setUp(): Promise<BlobStore>;
   /** Incomplete uploads and temporary files the backend still holds. */
   leftovers(): string[];
   /** How many part files the backend holds on disk for an incomplete upload. */
   partFiles(uploadId: string): number;
-  tearDown(): Promise<void>;
 }
 
-function fsEngine(): Engine {
-  const root = tempDir('coffer-blobs-');
+function fsEngine(): BlobEngine {
+  let root: string;
   return {
     name: 'fs',
     checksPartEtags: true,
     async setUp() {
+      root = tempDir('coffer-blobs-');
       return new FsBlobStore(root);
     },
     leftovers: () => [...fs.readdirSync(path.join(root, 'tmp')), ...fs.readdirSync(path.join(root, 'uploads'))],
@@ -39,7 +38,7 @@ function fsEngine(): Engine {
   };
 }
 
-function s3Engine(): Engine {
+function s3Engine(): BlobEngine {
   let s3: TestS3;
   return {
     name: 's3',
@@ -91,15 +90,12 @@ async function keys(store: BlobStore, prefix?: string): Promise<string[]> {
   return out.sort();
 }
 
-describe.each([fsEngine(), s3Engine()])('BlobStore contract: $name', (engine) => {
+describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend) => {
   let store: BlobStore;
   const big = randomBytes(12 * MiB + 12_345); // three 5 MiB-class parts on S3
 
-  beforeAll(async () => {
-    store = await engine.setUp();
-  });
-  afterAll(async () => {
-    await engine.tearDown();
+  beforeAll(() => {
+    store = backend();
   });
 
   it('ping, and put/stat/get/delete of a small blob compare equal', async () => {

@@ -3,7 +3,7 @@
  * PostgreSQL (its own schema per run). Concurrency cases use several independent handles on the same
  * database ("nodes": separate connection pools for PostgreSQL).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
 import { decideCreate, type BackupStatus } from '../../src/domain/backups.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
@@ -12,22 +12,18 @@ import type { Account, Backup, Store, Vault } from '../../src/store/store.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { tempDir } from '../helpers/tmp.js';
 import { newSlot } from '../../src/services/backups.js';
+import { describeEngines, type Engine } from './engine.js';
 
-interface Engine {
-  name: string;
-  skip: boolean;
-  /** Opens the database for the suite; returns the main handle. */
-  setUp(): Promise<Store>;
+/** setUp opens the database for the suite and returns the main handle. */
+interface StoreEngine extends Engine<Store> {
   /** Another handle on the same database, as a second node holds it. */
   peer(): Promise<Store>;
-  tearDown(): Promise<void>;
 }
 
-function sqliteEngine(): Engine {
+function sqliteEngine(): StoreEngine {
   let store: Store;
   return {
     name: 'sqlite',
-    skip: false,
     async setUp() {
       store = openSqliteStore(tempDir('coffer-store-'));
       await store.migrate();
@@ -44,7 +40,7 @@ function sqliteEngine(): Engine {
   };
 }
 
-function postgresEngine(): Engine {
+function postgresEngine(): StoreEngine {
   let schema: TestSchema;
   const opened: Store[] = [];
   return {
@@ -89,14 +85,10 @@ function backup(accountId: string, overrides: Partial<Backup> = {}): Backup {
   return { ...newSlot(id, accountId, T0, T0 + HOUR), ...overrides };
 }
 
-describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engine) => {
+describeEngines('Store backend', [sqliteEngine(), postgresEngine()], (engine, backend) => {
   let store: Store;
-
-  beforeAll(async () => {
-    if (!engine.skip) store = await engine.setUp();
-  });
-  afterAll(async () => {
-    if (!engine.skip) await engine.tearDown();
+  beforeAll(() => {
+    store = backend();
   });
 
   async function newAccount(plan: Account['plan'] = 'free', withVault = true): Promise<Account> {
@@ -113,13 +105,13 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     return record;
   }
 
-  it.skipIf(engine.skip)('migrates idempotently and answers ping', async () => {
+  it('migrates idempotently and answers ping', async () => {
     await store.migrate();
     await store.ping();
     expect(store.kind).toBe(engine.name);
   });
 
-  it.skipIf(engine.skip)('accounts: create, read, list, set plan; times come back as numbers', async () => {
+  it('accounts: create, read, list, set plan; times come back as numbers', async () => {
     const account = await newAccount('plus', false);
     expect(await store.getAccount(account.id)).toEqual(account);
     expect(await store.getAccount(uuidv7())).toBeUndefined();
@@ -131,7 +123,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(typeof read?.createdAt).toBe('number');
   });
 
-  it.skipIf(engine.skip)('API keys: stored by hash, listed, revoked once', async () => {
+  it('API keys: stored by hash, listed, revoked once', async () => {
     const account = await newAccount();
     const key = {
       id: uuidv7(),
@@ -152,7 +144,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     await expect(store.createApiKey({ ...key, id: uuidv7() }, hash)).rejects.toThrow();
   });
 
-  it.skipIf(engine.skip)('vaults: create once, replace (creation time kept), delete; 2^42 memlimit survives', async () => {
+  it('vaults: create once, replace (creation time kept), delete; 2^42 memlimit survives', async () => {
     const account = await newAccount('free', false);
     expect(await store.getVault(account.id)).toBeUndefined();
     expect(await store.replaceVault(account.id, vault('B'))).toBe(false);
@@ -165,7 +157,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(await store.deleteVault(account.id)).toBe(false);
   });
 
-  it.skipIf(engine.skip)('createBackup hands the snapshot to the decision and inserts only when allowed', async () => {
+  it('createBackup hands the snapshot to the decision and inserts only when allowed', async () => {
     const noVault = await newAccount('free', false);
     const refused = await store.createBackup(noVault.id, T0, (s) => decideCreate(s, T0), backup(noVault.id));
     expect(refused).toEqual({ allowed: false, reason: 'vault_not_initialized' });
@@ -193,7 +185,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     await expect(store.createBackup(uuidv7(), T0, () => ({ allowed: true }), backup(uuidv7()))).rejects.toThrow();
   });
 
-  it.skipIf(engine.skip)('concurrent creates for one account from several nodes: exactly one is allowed', async () => {
+  it('concurrent creates for one account from several nodes: exactly one is allowed', async () => {
     const account = await newAccount();
     const nodes = [store, await engine.peer(), await engine.peer()];
     const attempts = Array.from({ length: 12 }, (_, i) =>
@@ -205,7 +197,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(await store.listBackups(account.id, ['PENDING_UPLOAD'])).toHaveLength(1);
   });
 
-  it.skipIf(engine.skip)('lists newest first, filtered by status', async () => {
+  it('lists newest first, filtered by status', async () => {
     const account = await newAccount();
     const a = await insert(backup(account.id, { createdAt: T0, status: 'READY' }));
     const b = await insert(backup(account.id, { createdAt: T0 + 10, status: 'DELETED' }));
@@ -214,7 +206,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect((await store.listBackups(account.id, ['DELETED'])).map((x) => x.id)).toEqual([b.id]);
   });
 
-  it.skipIf(engine.skip)('updateBackup is a compare-and-set on status (and size); markReady moves the cadence clock', async () => {
+  it('updateBackup is a compare-and-set on status (and size); markReady moves the cadence clock', async () => {
     const account = await newAccount();
     const record = await insert(backup(account.id, { createdAt: T0 + 100 }));
     expect(await store.updateBackup(record.id, { statuses: ['UPLOADED'] }, { status: 'READY' })).toBeUndefined();
@@ -241,7 +233,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect((await store.getAccount(account.id))?.lastReadyCreatedAt).toBe(T0 + 100);
   });
 
-  it.skipIf(engine.skip)('concurrent compare-and-set: one winner', async () => {
+  it('concurrent compare-and-set: one winner', async () => {
     const account = await newAccount();
     const record = await insert(backup(account.id));
     const nodes = [store, await engine.peer()];
@@ -253,7 +245,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(results.filter(Boolean)).toHaveLength(1);
   });
 
-  it.skipIf(engine.skip)('sweep candidates: expired in-flight, FAILED, expired READY, DELETING', async () => {
+  it('sweep candidates: expired in-flight, FAILED, expired READY, DELETING', async () => {
     const account = await newAccount();
     const now = T0 + 5 * HOUR;
     const make = (status: BackupStatus, expiresAt: number) => insert(backup(account.id, { status, expiresAt }));
@@ -272,7 +264,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect((await store.listSweepCandidates(now)).map((b) => b.id)).toEqual(expect.arrayContaining(ids));
   });
 
-  it.skipIf(engine.skip)('liveBlobKeys: keys referenced by a record that is not DELETED', async () => {
+  it('liveBlobKeys: keys referenced by a record that is not DELETED', async () => {
     const account = await newAccount();
     const live = await insert(backup(account.id, { status: 'READY', blobKey: 'backups/a/live.bin' }));
     await insert(backup(account.id, { status: 'DELETING', blobKey: 'backups/a/deleting.bin' }));
@@ -284,14 +276,14 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(await store.liveBlobKeys(many)).toEqual(new Set([live.blobKey]));
   });
 
-  it.skipIf(engine.skip)('ensureSetting: the first writer wins, on every node', async () => {
+  it('ensureSetting: the first writer wins, on every node', async () => {
     const nodes = [store, await engine.peer(), await engine.peer()];
     const values = await Promise.all(nodes.map((node, i) => node.ensureSetting('contract.secret', `value-${i}`, T0)));
     expect(new Set(values).size).toBe(1);
     expect(await store.ensureSetting('contract.secret', 'other', T0)).toBe(values[0]);
   });
 
-  it.skipIf(engine.skip)('API keys: read one by id', async () => {
+  it('API keys: read one by id', async () => {
     const account = await newAccount();
     const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null };
     await store.createApiKey(key, `hash-${key.id}`);
@@ -299,7 +291,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(await store.getApiKey(uuidv7())).toBeUndefined();
   });
 
-  it.skipIf(engine.skip)('login links: used once, never after expiry, one winner among concurrent uses across nodes', async () => {
+  it('login links: used once, never after expiry, one winner among concurrent uses across nodes', async () => {
     const account = await newAccount();
     const link = { id: uuidv7(), accountId: account.id, createdAt: T0, expiresAt: T0 + 600_000, usedAt: null };
     await store.createLoginLink(link, `link-${link.id}`);
@@ -316,7 +308,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(results.filter(Boolean)).toHaveLength(1);
   });
 
-  it.skipIf(engine.skip)('sessions: stored by hash, revoked once, pruned after expiry (with expired links)', async () => {
+  it('sessions: stored by hash, revoked once, pruned after expiry (with expired links)', async () => {
     const account = await newAccount();
     const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null };
     await store.createApiKey(key, `hash-${key.id}`);
@@ -344,7 +336,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(await store.findSessionByHash(`session-${byKey.id}`)).toBeUndefined();
   });
 
-  it.skipIf(engine.skip)('pruneSessions also removes ended rows: used links, signed-out sessions, sessions of dead keys', async () => {
+  it('pruneSessions also removes ended rows: used links, signed-out sessions, sessions of dead keys', async () => {
     const account = await newAccount();
     const key = (overrides: { expiresAt?: number | null; revokedAt?: number | null } = {}) => ({
       id: uuidv7(),
@@ -380,7 +372,7 @@ describe.each([sqliteEngine(), postgresEngine()])('Store contract: $name', (engi
     expect(await store.consumeLoginLink(`link-${unused.id}`, T0 + 3)).toBeDefined();
   });
 
-  it.skipIf(engine.skip)('tryExclusive: one holder at a time across nodes, released after the task (and after a throw)', async () => {
+  it('tryExclusive: one holder at a time across nodes, released after the task (and after a throw)', async () => {
     const nodes = [store, await engine.peer(), await engine.peer()];
     let running = 0;
     let maxRunning = 0;

@@ -3,7 +3,7 @@
  * bus must do: a change published on node A reaches subscribers on node B, read once per change on B however
  * many streams follow it, and a broken LISTEN connection is reported and then repaired.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
 import pg from 'pg';
 import { PgStatusBus } from '../../src/events/pg-bus.js';
@@ -12,6 +12,7 @@ import { openPostgresStore } from '../../src/store/postgres.js';
 import type { Backup, Store } from '../../src/store/store.js';
 import { PG_URL, createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { newSlot } from '../../src/services/backups.js';
+import { describeEngines, type Engine } from './engine.js';
 
 const T0 = Date.parse('2026-11-21T10:00:00.000Z');
 
@@ -41,23 +42,21 @@ function collect(bus: StatusBus, id: string, count = 1, ms = 3000): Promise<Back
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-interface Engine {
-  name: string;
-  skip: boolean;
-  setUp(): Promise<void>;
+/** setUp returns the account the suite's records belong to. */
+interface BusEngine extends Engine<string> {
   /** A bus as one node holds it; the same node each call for the in-process bus. */
   node(): Promise<StatusBus>;
   /** Stores a record so a shared bus can read it. */
   save(backup: Backup): Promise<void>;
-  tearDown(): Promise<void>;
 }
 
-function localEngine(): Engine {
+function localEngine(): BusEngine {
   const bus = new LocalStatusBus();
   return {
     name: 'local',
-    skip: false,
-    async setUp() {},
+    async setUp() {
+      return uuidv7();
+    },
     async node() {
       return bus;
     },
@@ -68,9 +67,8 @@ function localEngine(): Engine {
   };
 }
 
-let pgState: { schema: TestSchema; store: Store; accountId: string; buses: PgStatusBus[] } | undefined;
-
-function pgEngine(): Engine {
+function pgEngine(): BusEngine {
+  let pgState: { schema: TestSchema; store: Store; buses: PgStatusBus[] } | undefined;
   return {
     name: 'postgres',
     skip: skipPg,
@@ -78,10 +76,11 @@ function pgEngine(): Engine {
       requirePg();
       const schema = await createTestSchema('coffer_bus');
       const store = openPostgresStore(schema.url);
+      pgState = { schema, store, buses: [] };
       await store.migrate();
       const accountId = uuidv7();
       await store.createAccount({ id: accountId, plan: 'free', createdAt: T0, lastReadyCreatedAt: null });
-      pgState = { schema, store, accountId, buses: [] };
+      return accountId;
     },
     async node() {
       const bus = new PgStatusBus({ connectionString: pgState!.schema.url, load: (id) => pgState!.store.getBackup(id) });
@@ -107,18 +106,13 @@ function pgEngine(): Engine {
   };
 }
 
-describe.each([localEngine(), pgEngine()])('StatusBus contract: $name', (engine) => {
-  let accountId = uuidv7();
-  beforeAll(async () => {
-    if (engine.skip) return;
-    await engine.setUp();
-    if (pgState && engine.name === 'postgres') accountId = pgState.accountId;
-  });
-  afterAll(async () => {
-    if (!engine.skip) await engine.tearDown();
+describeEngines('StatusBus backend', [localEngine(), pgEngine()], (engine, backend) => {
+  let accountId: string;
+  beforeAll(() => {
+    accountId = backend();
   });
 
-  it.skipIf(engine.skip)('delivers a published change to the subscribers of that backup only, on the same node', async () => {
+  it('delivers a published change to the subscribers of that backup only, on the same node', async () => {
     const bus = await engine.node();
     const mine = record(accountId);
     const other = record(accountId);
@@ -133,7 +127,7 @@ describe.each([localEngine(), pgEngine()])('StatusBus contract: $name', (engine)
     offOther();
   });
 
-  it.skipIf(engine.skip)('unsubscribe stops delivery (and twice is harmless)', async () => {
+  it('unsubscribe stops delivery (and twice is harmless)', async () => {
     const bus = await engine.node();
     const backup = record(accountId);
     await engine.save(backup);
@@ -147,7 +141,7 @@ describe.each([localEngine(), pgEngine()])('StatusBus contract: $name', (engine)
     expect(count).toBe(1);
   });
 
-  it.skipIf(engine.skip || engine.name !== 'postgres')(
+  it.skipIf(engine.name !== 'postgres')(
     'a change published on node A reaches node B, read once per change however many streams follow it',
     async () => {
       const [a, b] = [await engine.node(), await engine.node()];
@@ -176,7 +170,7 @@ describe.each([localEngine(), pgEngine()])('StatusBus contract: $name', (engine)
     },
   );
 
-  it.skipIf(engine.skip || engine.name !== 'postgres')(
+  it.skipIf(engine.name !== 'postgres')(
     'a burst of changes on A coalesces into few reads on B, and B ends on the latest state',
     async () => {
       const [a, b] = [await engine.node(), await engine.node()];
@@ -198,7 +192,7 @@ describe.each([localEngine(), pgEngine()])('StatusBus contract: $name', (engine)
     },
   );
 
-  it.skipIf(engine.skip || engine.name !== 'postgres')(
+  it.skipIf(engine.name !== 'postgres')(
     'a lost LISTEN connection is reported to the streams, then repaired',
     async () => {
       const [a, b] = [await engine.node(), await engine.node()];

@@ -1,10 +1,13 @@
-/** The environment → Config step (src/config.ts), called directly: defaults, durations, and one line per bad value. */
+/**
+ * The environment → settings step (src/config.ts) of the server (loadConfig) and of the client commands
+ * (loadClientConfig), called directly: defaults, durations, and one line per bad value.
+ */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEFAULT_LIMITS, loadConfig, parseDuration } from '../src/config.js';
+import { ConfigError, DEFAULT_LIMITS, loadClientConfig, loadConfig, parseDuration } from '../src/config.js';
 
 const KEY = `cfk_${'A'.repeat(43)}`;
 
-/** The error loading `env` throws: a ConfigError whose message is one line naming the variable. */
+/** What `load` throws: a ConfigError, its message one line. */
 function configError(load: () => unknown): ConfigError {
   try {
     load();
@@ -153,5 +156,62 @@ describe('loadConfig', () => {
   it('durations at their minimum are accepted', () => {
     const config = loadConfig({ COFFER_UPLOAD_WINDOW: '1ms', COFFER_SSE_INTERVAL: '10ms', COFFER_SIGNIN_WINDOW: '1s' });
     expect([config.uploadWindowMs, config.sseIntervalMs, config.signInLimit.windowMs]).toEqual([1, 10, 1000]);
+  });
+});
+
+describe('loadClientConfig', () => {
+  it('defaults when nothing is set (blank counts as unset)', () => {
+    const expected = {
+      url: 'http://localhost:8080',
+      apiKey: null,
+      blobApiUrl: null,
+      passphrase: null,
+      newPassphrase: null,
+      kdf: 'moderate',
+      maxArchiveBytes: null,
+    };
+    expect(loadClientConfig({})).toEqual(expected);
+    const blank = { COFFER_URL: ' ', COFFER_API_KEY: '', COFFER_BLOB_API_URL: '  ', COFFER_KDF: '', COFFER_MAX_ARCHIVE_BYTES: '' };
+    expect(loadClientConfig({ ...blank, COFFER_PASSPHRASE: '', COFFER_NEW_PASSPHRASE: '' })).toEqual(expected);
+  });
+
+  it('reads every variable; passphrases exactly as given, everything else trimmed', () => {
+    expect(
+      loadClientConfig({
+        COFFER_URL: ' https://backups.example.org/coffer/ ',
+        COFFER_API_KEY: ` ${KEY}\n`,
+        COFFER_BLOB_API_URL: 'https://blobs.example.org/',
+        COFFER_PASSPHRASE: ' correct horse ',
+        COFFER_NEW_PASSPHRASE: 'battery staple\n',
+        COFFER_KDF: 'min',
+        COFFER_MAX_ARCHIVE_BYTES: '1048576',
+      }),
+    ).toEqual({
+      url: 'https://backups.example.org/coffer',
+      apiKey: KEY,
+      blobApiUrl: 'https://blobs.example.org',
+      passphrase: ' correct horse ',
+      newPassphrase: 'battery staple\n',
+      kdf: 'min',
+      maxArchiveBytes: 1_048_576,
+    });
+  });
+
+  it('an invalid value stops with one line naming the variable', () => {
+    const cases: [Record<string, string>, string, string][] = [
+      [{ COFFER_URL: 'ftp://example.org' }, 'COFFER_URL', 'expected an http(s) URL, got "ftp://example.org"'],
+      [{ COFFER_URL: 'localhost:8080' }, 'COFFER_URL', 'expected an http(s) URL, got "localhost:8080"'],
+      [{ COFFER_URL: 'http://' }, 'COFFER_URL', 'expected an http(s) URL, got "http://"'],
+      [{ COFFER_BLOB_API_URL: 'blobs.example.org' }, 'COFFER_BLOB_API_URL', 'expected an http(s) URL, got "blobs.example.org"'],
+      [{ COFFER_KDF: 'bogus' }, 'COFFER_KDF', 'must be one of min, interactive, moderate, sensitive, got "bogus"'],
+      [{ COFFER_KDF: 'Moderate' }, 'COFFER_KDF', 'must be one of min, interactive, moderate, sensitive, got "Moderate"'],
+      [{ COFFER_MAX_ARCHIVE_BYTES: '1MiB' }, 'COFFER_MAX_ARCHIVE_BYTES', 'expected a whole number, got "1MiB"'],
+      [{ COFFER_MAX_ARCHIVE_BYTES: '-5' }, 'COFFER_MAX_ARCHIVE_BYTES', 'expected a whole number, got "-5"'],
+      [{ COFFER_MAX_ARCHIVE_BYTES: '0' }, 'COFFER_MAX_ARCHIVE_BYTES', `must be between 1 and ${Number.MAX_SAFE_INTEGER}, got 0`],
+    ];
+    for (const [env, variable, problem] of cases) {
+      const error = configError(() => loadClientConfig(env));
+      expect([error.variable, error.message], JSON.stringify(env)).toEqual([variable, `${variable}: ${problem}`]);
+    }
   });
 });

@@ -1,6 +1,5 @@
 /**
- * Terminal plumbing of the client commands: the SDK client and options from the ClientConfig (loadClientConfig in
- * config.ts reads the environment), passphrases (never from argv),
+ * Terminal plumbing of the client commands: the SDK client from the ClientConfig, passphrases (never from argv),
  * the progress bar, human formatting, and the mapping of failures to exit codes (CONTRACT §10).
  */
 import fsp from 'node:fs/promises';

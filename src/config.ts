@@ -1,6 +1,10 @@
 import path from 'node:path';
+import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './client/envelope-format.js';
 
-/** The only place that reads `process.env` (README.md#configuration). Everything else receives a Config. */
+/**
+ * The only place that reads `process.env` (README.md#configuration): the server's settings (loadConfig → Config)
+ * and the client commands' (loadClientConfig → ClientConfig). Everything else receives one of them.
+ */
 export interface Config {
   port: number;
   host: string;
@@ -96,7 +100,7 @@ function duration(env: Env, name: string, fallback: string, minMs = 1): number {
   return ms;
 }
 
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+function integer<F extends number | null>(env: Env, name: string, fallback: F, min: number, max: number): number | F {
   const text = read(env, name);
   if (text === undefined) return fallback;
   if (!/^\d+$/.test(text)) throw new ConfigError(name, `expected a whole number, got "${text}"`);
@@ -113,8 +117,10 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return text as T;
 }
 
-function url(env: Env, name: string, fallback: string): string {
-  const text = read(env, name) ?? fallback;
+/** An http(s) URL without trailing slashes; `fallback` when unset. */
+function url<F extends string | null>(env: Env, name: string, fallback: F): string | F {
+  const text = read(env, name);
+  if (text === undefined) return fallback;
   try {
     const parsed = new URL(text);
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('scheme');
@@ -176,5 +182,38 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxMultipartUploadsPerSlot: 4,
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     initialApiKey,
+  };
+}
+
+/**
+ * The settings of the `coffer` client commands (docs/client.md). A value that is set but invalid throws a
+ * ConfigError; whether a setting is needed is up to the command (the API key for every command that talks to the
+ * server, a passphrase only when no file or prompt gives it).
+ */
+export interface ClientConfig {
+  /** COFFER_URL: the server, without trailing slashes. */
+  url: string;
+  /** COFFER_API_KEY; null when unset. */
+  apiKey: string | null;
+  /** COFFER_BLOB_API_URL: the blob host of a blobhost-client server; null: `<url>/blob`. */
+  blobApiUrl: string | null;
+  /** COFFER_PASSPHRASE and COFFER_NEW_PASSPHRASE exactly as given (spaces count); null when unset or empty. */
+  passphrase: string | null;
+  newPassphrase: string | null;
+  /** COFFER_KDF: the Argon2id profile of a new wrapping when `--kdf` names none. */
+  kdf: KdfProfile;
+  /** COFFER_MAX_ARCHIVE_BYTES: the ciphertext limit the client enforces; null: the client's default. */
+  maxArchiveBytes: number | null;
+}
+
+export function loadClientConfig(env: Env = process.env): ClientConfig {
+  return {
+    url: url(env, 'COFFER_URL', 'http://localhost:8080'),
+    apiKey: read(env, 'COFFER_API_KEY') ?? null,
+    blobApiUrl: url(env, 'COFFER_BLOB_API_URL', null),
+    passphrase: env.COFFER_PASSPHRASE || null,
+    newPassphrase: env.COFFER_NEW_PASSPHRASE || null,
+    kdf: oneOf(env, 'COFFER_KDF', KDF_PROFILE_NAMES, DEFAULT_KDF_PROFILE),
+    maxArchiveBytes: integer(env, 'COFFER_MAX_ARCHIVE_BYTES', null, 1, Number.MAX_SAFE_INTEGER),
   };
 }

@@ -1,50 +1,33 @@
 /**
- * Terminal plumbing of the client commands: configuration from the environment, passphrases (never from argv),
+ * Terminal plumbing of the client commands: the SDK client from the ClientConfig, passphrases (never from argv),
  * the progress bar, human formatting, and the mapping of failures to exit codes (docs/client.md#exit-codes).
  */
 import fsp from 'node:fs/promises';
 import cliProgress from 'cli-progress';
-import { DEFAULT_KDF_PROFILE, IntegrityError, KDF_PROFILES, isKdfProfile, type KdfProfile } from '../client/envelope.js';
+import { IntegrityError, isKdfProfile, type KdfProfile } from '../client/envelope.js';
+import { KDF_PROFILE_NAMES } from '../client/envelope-format.js';
 import { fsReason } from '../client/fs-errors.js';
 import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { StatusStreamError } from '../client/watch.js';
+import { type ClientConfig, ConfigError } from '../config.js';
 import { CliError, EXIT, usageError, writeHuman } from './output.js';
-
-export const DEFAULT_URL = 'http://localhost:8080';
 
 // ---- configuration ----
 
-export function clientFromEnv(env: NodeJS.ProcessEnv = process.env): CofferClient {
-  const baseUrl = env.COFFER_URL?.trim() || DEFAULT_URL;
-  const apiKey = env.COFFER_API_KEY?.trim();
-  if (!apiKey) throw usageError('COFFER_API_KEY is not set: export the API key the operator gave you');
-  const blobApiUrl = env.COFFER_BLOB_API_URL?.trim() || undefined;
-  for (const [name, value] of [['COFFER_URL', baseUrl], ['COFFER_BLOB_API_URL', blobApiUrl]] as const) {
-    if (value !== undefined && !/^https?:\/\/[^/]/i.test(value)) {
-      throw usageError(`${name} is not a valid http(s) URL: ${JSON.stringify(value)}`);
-    }
-  }
-  try {
-    return new CofferClient({ baseUrl, apiKey, blobApiUrl, userAgent: 'coffer-cli/0.1.0' });
-  } catch {
-    throw usageError(`COFFER_URL is not a valid http(s) URL: ${JSON.stringify(baseUrl)}`);
-  }
+/** The SDK client for the configured server: every command that talks to it needs COFFER_API_KEY. */
+export function clientFor(config: ClientConfig): CofferClient {
+  if (config.apiKey === null) throw usageError('COFFER_API_KEY is not set: export the API key the operator gave you');
+  const blobApiUrl = config.blobApiUrl ?? undefined;
+  return new CofferClient({ baseUrl: config.url, apiKey: config.apiKey, blobApiUrl, userAgent: 'coffer-cli/0.1.0' });
 }
 
-export function kdfProfile(option: string | undefined, env: NodeJS.ProcessEnv = process.env): KdfProfile {
-  const value = option ?? env.COFFER_KDF ?? DEFAULT_KDF_PROFILE;
-  if (!isKdfProfile(value)) {
-    throw usageError(`unknown key-derivation profile "${value}" (expected ${Object.keys(KDF_PROFILES).join(', ')})`);
+/** The Argon2id profile of a new wrapping: --kdf, else COFFER_KDF, else the default. */
+export function kdfProfile(option: string | undefined, config: ClientConfig): KdfProfile {
+  if (option === undefined) return config.kdf;
+  if (!isKdfProfile(option)) {
+    throw usageError(`unknown key-derivation profile "${option}" (expected ${KDF_PROFILE_NAMES.join(', ')})`);
   }
-  return value;
-}
-
-export function maxArchiveBytes(env: NodeJS.ProcessEnv = process.env): number | undefined {
-  const raw = env.COFFER_MAX_ARCHIVE_BYTES;
-  if (raw === undefined || raw === '') return undefined;
-  const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value <= 0) throw usageError('COFFER_MAX_ARCHIVE_BYTES must be a positive integer');
-  return value;
+  return option;
 }
 
 // ---- passphrases: --passphrase-file, the environment, or a no-echo prompt on a terminal ----
@@ -107,10 +90,12 @@ function nonEmpty(value: string, source: string): string {
 }
 
 /** The vault passphrase: --passphrase-file, else COFFER_PASSPHRASE, else a prompt (asked twice when `confirm`). */
-export async function readPassphrase(options: { passphraseFile?: string; confirm?: boolean; signal?: AbortSignal }): Promise<string> {
+export async function readPassphrase(
+  config: ClientConfig,
+  options: { passphraseFile?: string; confirm?: boolean; signal?: AbortSignal },
+): Promise<string> {
   if (options.passphraseFile) return nonEmpty(await fromFile(options.passphraseFile, '--passphrase-file'), '--passphrase-file');
-  const env = process.env.COFFER_PASSPHRASE;
-  if (env !== undefined && env !== '') return env;
+  if (config.passphrase !== null) return config.passphrase;
   if (!canPrompt()) {
     throw usageError('no passphrase: set COFFER_PASSPHRASE, pass --passphrase-file <file>, or run on a terminal');
   }
@@ -118,12 +103,14 @@ export async function readPassphrase(options: { passphraseFile?: string; confirm
 }
 
 /** The new passphrase of `coffer passphrase`: --new-passphrase-file, COFFER_NEW_PASSPHRASE, or a prompt asked twice. */
-export async function readNewPassphrase(options: { newPassphraseFile?: string; signal?: AbortSignal }): Promise<string> {
+export async function readNewPassphrase(
+  config: ClientConfig,
+  options: { newPassphraseFile?: string; signal?: AbortSignal },
+): Promise<string> {
   if (options.newPassphraseFile) {
     return nonEmpty(await fromFile(options.newPassphraseFile, '--new-passphrase-file'), '--new-passphrase-file');
   }
-  const env = process.env.COFFER_NEW_PASSPHRASE;
-  if (env !== undefined && env !== '') return env;
+  if (config.newPassphrase !== null) return config.newPassphrase;
   if (!canPrompt()) {
     throw usageError('no new passphrase: set COFFER_NEW_PASSPHRASE, pass --new-passphrase-file <file>, or run on a terminal');
   }
@@ -349,6 +336,7 @@ export function apiErrorMessage(error: CofferApiError): string {
 /** Turns any failure of a client command into a CliError with the exit code of docs/client.md#exit-codes. */
 export function toCliError(error: unknown, json: boolean): CliError {
   if (error instanceof CliError) return error;
+  if (error instanceof ConfigError) return usageError(`invalid configuration: ${error.message}`);
   if (error instanceof IntegrityError) {
     return new CliError(`integrity check failed: ${error.message}; nothing was written`, EXIT.integrity);
   }

@@ -14,14 +14,14 @@ import { checkTarget, runRestore } from '../client/restore.js';
 import type { BackupDetailBody, BackupRecordBody, CofferClient } from '../client/sdk.js';
 import { changePassphrase, initVault, unlockVault } from '../client/vault.js';
 import { watchBackup } from '../client/watch.js';
+import { type ClientConfig, loadClientConfig } from '../config.js';
 import {
   bytes,
-  clientFromEnv,
+  clientFor,
   confirmOnTerminal,
   interruptible,
   kdfProfile,
   localTime,
-  maxArchiveBytes,
   progressBar,
   readNewPassphrase,
   readPassphrase,
@@ -41,17 +41,23 @@ const print = (text: string): void => writeHuman(process.stdout, text);
 const note = (text: string): void => writeHuman(process.stderr, text);
 const printJson = (value: unknown): void => void process.stdout.write(`${JSON.stringify(value)}\n`);
 
+/** What every command body gets: the CLI's abort signal and the client's settings. */
+interface Run {
+  signal: AbortSignal;
+  config: ClientConfig;
+}
+
 /**
- * Runs a command body with the CLI's abort signal (Ctrl-C, SIGTERM), mapping every failure to the right exit
- * code and message. After an interruption, whatever broke first, the command ends as "interrupted" (exit 130)
- * once its cleanup is done.
+ * Runs a command body with the CLI's abort signal (Ctrl-C, SIGTERM) and the settings from the environment,
+ * mapping every failure to the right exit code and message. After an interruption, whatever broke first, the
+ * command ends as "interrupted" (exit 130) once its cleanup is done.
  */
-function action<A extends unknown[]>(body: (signal: AbortSignal, ...args: A) => Promise<void>) {
+function action<A extends unknown[]>(body: (run: Run, ...args: A) => Promise<void>) {
   return async (...args: A): Promise<void> => {
     const options = args.find((a): a is JsonOption => typeof a === 'object' && a !== null && !Array.isArray(a)) ?? {};
     const { signal, dispose } = interruptible();
     try {
-      await body(signal, ...args);
+      await body({ signal, config: loadClientConfig() }, ...args);
     } catch (error) {
       throw toCliError(signal.aborted ? signal.reason : error, !!options.json);
     } finally {
@@ -60,8 +66,8 @@ function action<A extends unknown[]>(body: (signal: AbortSignal, ...args: A) => 
   };
 }
 
-async function unlock(client: CofferClient, options: PassphraseOptions, signal: AbortSignal) {
-  const passphrase = await readPassphrase({ passphraseFile: options.passphraseFile, signal });
+async function unlock(client: CofferClient, config: ClientConfig, options: PassphraseOptions, signal: AbortSignal) {
+  const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, signal });
   return unlockVault(client, passphrase, signal);
 }
 
@@ -110,10 +116,10 @@ export function registerClientCommands(program: Command): void {
     .option(...kdfOption)
     .option('--json', 'print the API response as JSON')
     .action(
-      action(async (signal, options: PassphraseOptions & { kdf?: string }) => {
-        const profile = kdfProfile(options.kdf);
-        const client = clientFromEnv();
-        const passphrase = await readPassphrase({ passphraseFile: options.passphraseFile, confirm: true, signal });
+      action(async ({ signal, config }, options: PassphraseOptions & { kdf?: string }) => {
+        const profile = kdfProfile(options.kdf, config);
+        const client = clientFor(config);
+        const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, confirm: true, signal });
         const result = await initVault(client, passphrase, profile, signal);
         if (options.json) return printJson(result);
         const { opslimit, memlimit } = KDF_PROFILES[profile];
@@ -130,13 +136,12 @@ export function registerClientCommands(program: Command): void {
     .option('--hostapp-version <version>', 'version of the application whose data this is (stored in clear)')
     .option('--json', 'print the READY backup (BackupDetail) as JSON')
     .action(
-      action(async (signal, source: string, options: PassphraseOptions & { name?: string; hostappVersion?: string }) => {
-        const limit = maxArchiveBytes();
+      action(async ({ signal, config }, source: string, options: PassphraseOptions & { name?: string; hostappVersion?: string }) => {
         await fsp.lstat(source).catch((error: unknown) => {
           throw usageError(`cannot back up ${source}: ${fsReason(error)}`);
         });
-        const client = clientFromEnv();
-        const { masterKey } = await unlock(client, options, signal);
+        const client = clientFor(config);
+        const { masterKey } = await unlock(client, config, options, signal);
         const bar = progressBar('encrypting + uploading', !!options.json);
         const onEvent = (event: BackupEvent) => {
           if (event.type === 'progress') bar.update(event.plaintextBytes, event.estimatedPlaintextBytes);
@@ -153,7 +158,7 @@ export function registerClientCommands(program: Command): void {
             source,
             name: options.name,
             hostappVersion: options.hostappVersion,
-            maxArchiveBytes: limit,
+            maxArchiveBytes: config.maxArchiveBytes ?? undefined,
             signal,
             onEvent,
           });
@@ -175,8 +180,8 @@ export function registerClientCommands(program: Command): void {
     .description('list your backups, newest first')
     .option('--json', 'print the API response ({"backups": [...]})')
     .action(
-      action(async (signal, options: JsonOption) => {
-        const list = await clientFromEnv().listBackups(signal);
+      action(async ({ signal, config }, options: JsonOption) => {
+        const list = await clientFor(config).listBackups(signal);
         if (options.json) return printJson(list);
         print(table(list.backups));
       }),
@@ -189,13 +194,13 @@ export function registerClientCommands(program: Command): void {
     .option(...passphraseFile)
     .option('--json', 'print the BackupDetail as JSON')
     .action(
-      action(async (signal, id: string, options: PassphraseOptions & { metadata?: boolean }) => {
-        const client = clientFromEnv();
+      action(async ({ signal, config }, id: string, options: PassphraseOptions & { metadata?: boolean }) => {
+        const client = clientFor(config);
         const detail = await client.getBackup(id, signal);
         if (options.json) return printJson(detail);
         print(recordLines(detail).join('\n'));
         if (!options.metadata || detail.encryptedMetadata === null) return;
-        const { masterKey } = await unlock(client, options, signal);
+        const { masterKey } = await unlock(client, config, options, signal);
         const dek = unwrapDek(masterKey, id, detail);
         try {
           print(metadataLines(openMetadata(dek, id, detail)).join('\n'));
@@ -212,10 +217,10 @@ export function registerClientCommands(program: Command): void {
     .option('--force', 'restore into a non-empty directory, replacing what the backup holds')
     .option('--json', 'print the restored BackupDetail as JSON')
     .action(
-      action(async (signal, id: string, dir: string, options: PassphraseOptions & { force?: boolean }) => {
+      action(async ({ signal, config }, id: string, dir: string, options: PassphraseOptions & { force?: boolean }) => {
         await checkTarget(dir, !!options.force);
-        const client = clientFromEnv();
-        const { masterKey } = await unlock(client, options, signal);
+        const client = clientFor(config);
+        const { masterKey } = await unlock(client, config, options, signal);
         const bar = progressBar('downloading + decrypting', !!options.json);
         try {
           const result = await runRestore({
@@ -249,8 +254,8 @@ export function registerClientCommands(program: Command): void {
     .description('delete a backup and its encrypted archive')
     .option('--json', 'print the API response as JSON')
     .action(
-      action(async (signal, id: string, options: JsonOption) => {
-        const result = await clientFromEnv().deleteBackup(id, signal);
+      action(async ({ signal, config }, id: string, options: JsonOption) => {
+        const result = await clientFor(config).deleteBackup(id, signal);
         if (options.json) return printJson(result);
         print(`deleted backup ${result.id} (${result.status})`);
       }),
@@ -261,8 +266,8 @@ export function registerClientCommands(program: Command): void {
     .description('follow the status of a backup until it is READY, FAILED or DELETED (exit 1 when FAILED)')
     .option('--json', 'print each event (BackupStatusEvent, then the closing frame) as one JSON line')
     .action(
-      action(async (signal, id: string, options: JsonOption) => {
-        const client = clientFromEnv();
+      action(async ({ signal, config }, id: string, options: JsonOption) => {
+        const client = clientFor(config);
         let last: string | undefined;
         let final: string | undefined;
         for await (const event of watchBackup(client, id, { signal })) {
@@ -292,12 +297,12 @@ export function registerClientCommands(program: Command): void {
     .option(...kdfOption)
     .option('--json', 'print the API response as JSON')
     .action(
-      action(async (signal, options: PassphraseOptions & { newPassphraseFile?: string; kdf?: string }) => {
-        const profile = kdfProfile(options.kdf);
-        const client = clientFromEnv();
-        const { masterKey } = await unlock(client, options, signal);
+      action(async ({ signal, config }, options: PassphraseOptions & { newPassphraseFile?: string; kdf?: string }) => {
+        const profile = kdfProfile(options.kdf, config);
+        const client = clientFor(config);
+        const { masterKey } = await unlock(client, config, options, signal);
         try {
-          const next = await readNewPassphrase({ newPassphraseFile: options.newPassphraseFile, signal });
+          const next = await readNewPassphrase(config, { newPassphraseFile: options.newPassphraseFile, signal });
           const result = await changePassphrase(client, masterKey, next, profile, signal);
           if (options.json) return printJson(result);
           print('passphrase changed; every backup stays readable with the new passphrase (the old one no longer works)');
@@ -314,8 +319,8 @@ export function registerClientCommands(program: Command): void {
     .option('--yes', 'do not ask for confirmation on a terminal')
     .option('--json', 'print the API response as JSON')
     .action(
-      action(async (signal, options: JsonOption & { deleteBackups?: boolean; yes?: boolean }) => {
-        const client = clientFromEnv();
+      action(async ({ signal, config }, options: JsonOption & { deleteBackups?: boolean; yes?: boolean }) => {
+        const client = clientFor(config);
         if (options.deleteBackups && !options.yes) {
           const confirmed = await confirmOnTerminal(
             'This deletes every backup and the vault key material for good. Type "delete" to continue: ',

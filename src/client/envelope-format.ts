@@ -32,6 +32,12 @@ export function requireRequestedBackup<T extends { id: string }>(requestedId: st
   return detail;
 }
 
+/** The named Argon2id cost profiles a new wrapping may use (their limits: KDF_PROFILES in envelope.ts). */
+export const KDF_PROFILE_NAMES = ['min', 'interactive', 'moderate', 'sensitive'] as const;
+export type KdfProfile = (typeof KDF_PROFILE_NAMES)[number];
+/** The profile of new vaults and passphrase changes unless the user picks another. */
+export const DEFAULT_KDF_PROFILE: KdfProfile = 'moderate';
+
 /** Upper bounds a client accepts from a (possibly hostile) server before spending CPU and memory. */
 export const KDF_ACCEPTED_MAX = { opslimit: 64, memlimit: 4 * 1024 ** 3 } as const;
 

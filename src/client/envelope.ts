@@ -12,9 +12,18 @@
  */
 import { Transform, type TransformCallback } from 'node:stream';
 import sodium from 'sodium-native';
-import { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, IntegrityError, KDF_ACCEPTED_MAX } from './envelope-format.js';
+import {
+  AD,
+  type BackupMetadata,
+  CHUNK_BYTES,
+  CRYPTO_VERSION,
+  DEFAULT_KDF_PROFILE,
+  IntegrityError,
+  KDF_ACCEPTED_MAX,
+  type KdfProfile,
+} from './envelope-format.js';
 
-export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, IntegrityError, KDF_ACCEPTED_MAX };
+export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile };
 
 export const KEY_BYTES = 32;
 export const SALT_BYTES = sodium.crypto_pwhash_SALTBYTES; // 16
@@ -37,7 +46,7 @@ export interface KdfParams extends KdfLimits {
   salt: Buffer;
 }
 
-/** Argon2id cost profiles (libsodium's named limits). The default for new vaults is `moderate`. */
+/** Argon2id cost profiles (libsodium's named limits), one for each of KDF_PROFILE_NAMES. */
 export const KDF_PROFILES = {
   min: { opslimit: sodium.crypto_pwhash_OPSLIMIT_MIN, memlimit: sodium.crypto_pwhash_MEMLIMIT_MIN },
   interactive: {
@@ -49,9 +58,7 @@ export const KDF_PROFILES = {
     opslimit: sodium.crypto_pwhash_OPSLIMIT_SENSITIVE,
     memlimit: sodium.crypto_pwhash_MEMLIMIT_SENSITIVE,
   },
-} as const satisfies Record<string, KdfLimits>;
-export type KdfProfile = keyof typeof KDF_PROFILES;
-export const DEFAULT_KDF_PROFILE: KdfProfile = 'moderate';
+} as const satisfies Record<KdfProfile, KdfLimits>;
 export const isKdfProfile = (value: string): value is KdfProfile => Object.hasOwn(KDF_PROFILES, value);
 
 

@@ -145,6 +145,24 @@ describe('usage and configuration errors', () => {
     expect(badKdf.stderr).toMatch(/unknown key-derivation profile "bogus"/);
   });
 
+  it('an invalid setting in the environment: exit 2 with one line naming the variable', async () => {
+    const env = { COFFER_URL: server.url, COFFER_API_KEY: apiKey };
+    const [badKdf, badLimit] = await Promise.all([
+      runCli(['list'], { ...env, COFFER_KDF: 'bogus' }),
+      runCli(['list'], { ...env, COFFER_MAX_ARCHIVE_BYTES: '50MiB' }),
+    ]);
+    expect([badKdf.code, badKdf.stdout, badKdf.stderr]).toEqual([
+      2,
+      '',
+      'coffer: invalid configuration: COFFER_KDF: must be one of min, interactive, moderate, sensitive, got "bogus"\n',
+    ]);
+    expect([badLimit.code, badLimit.stdout, badLimit.stderr]).toEqual([
+      2,
+      '',
+      'coffer: invalid configuration: COFFER_MAX_ARCHIVE_BYTES: expected a whole number, got "50MiB"\n',
+    ]);
+  });
+
   it('server-side refusals and an unreachable server: exit 1 with the reason', async () => {
     const cli = cliFor(server.url, apiKey, 'p');
     const [unknown, badKey, unreachable, noVault] = await Promise.all([

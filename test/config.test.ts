@@ -1,0 +1,217 @@
+/**
+ * The environment → settings step (src/config.ts) of the server (loadConfig) and of the client commands
+ * (loadClientConfig), called directly: defaults, durations, and one line per bad value.
+ */
+import { describe, expect, it } from 'vitest';
+import { ConfigError, DEFAULT_LIMITS, loadClientConfig, loadConfig, parseDuration } from '../src/config.js';
+
+const KEY = `cfk_${'A'.repeat(43)}`;
+
+/** What `load` throws: a ConfigError, its message one line. */
+function configError(load: () => unknown): ConfigError {
+  try {
+    load();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).not.toContain('\n');
+    return error as ConfigError;
+  }
+  throw new Error('expected a ConfigError, the configuration loaded');
+}
+
+describe('parseDuration', () => {
+  it('reads <n>ms|s|m|h|d', () => {
+    const cases: [string, number][] = [
+      ['250ms', 250],
+      ['2s', 2000],
+      ['10m', 600_000],
+      ['1h', 3_600_000],
+      ['30d', 30 * 86_400_000],
+      ['0s', 0],
+      [' 5m ', 300_000],
+    ];
+    for (const [text, ms] of cases) expect(parseDuration(text), text).toBe(ms);
+  });
+
+  it('returns null for anything else', () => {
+    for (const text of ['', '2', 's', '2x', '2 s', '2S', '1.5h', '-1s', '+1s', '1h30m', '2sec', '1e3ms', '99999999999999999999d']) {
+      expect(parseDuration(text), text).toBeNull();
+    }
+  });
+});
+
+describe('loadConfig', () => {
+  it('defaults when nothing is set (blank counts as unset)', () => {
+    const expected = {
+      port: 8080,
+      host: '0.0.0.0',
+      publicUrl: 'http://localhost:8080',
+      dataDir: '/srv/coffer/data',
+      databaseUrl: null,
+      blobStore: 'fs',
+      s3: { endpoint: null, bucket: null, region: 'us-east-1', accessKeyId: null, secretAccessKey: null },
+      uploadProtocol: 'direct',
+      maxArchiveBytes: 52_428_800,
+      uploadWindowMs: 3_600_000,
+      sseIntervalMs: 2000,
+      sseTimeoutMs: 300_000,
+      sseMaxStreams: { perAccount: 100, perAddress: 500 },
+      metricsToken: null,
+      sweepIntervalMs: 60_000,
+      limits: DEFAULT_LIMITS,
+      signInLimit: { maxAttempts: 30, windowMs: 600_000 },
+      maxMultipartUploadsPerSlot: 4,
+      logLevel: 'info',
+      initialApiKey: null,
+    };
+    expect(loadConfig({}, '/srv/coffer')).toEqual(expected);
+    expect(loadConfig({ PORT: ' ', COFFER_UPLOAD_WINDOW: '', LOG_LEVEL: '  ' }, '/srv/coffer')).toEqual(expected);
+  });
+
+  it('reads every variable that is set', () => {
+    const config = loadConfig(
+      {
+        PORT: '9000',
+        HOST: '127.0.0.1',
+        COFFER_PUBLIC_URL: 'https://backups.example.org/',
+        COFFER_DATA_DIR: 'state',
+        COFFER_DATABASE_URL: 'postgresql://coffer@db/coffer',
+        COFFER_BLOB_STORE: 's3',
+        COFFER_S3_ENDPOINT: 'http://s3.local:9000',
+        COFFER_S3_BUCKET: 'coffer',
+        COFFER_S3_REGION: 'eu-west-1',
+        COFFER_S3_ACCESS_KEY_ID: 'id',
+        COFFER_S3_SECRET_ACCESS_KEY: 'secret',
+        COFFER_UPLOAD_PROTOCOL: 'blobhost-client',
+        COFFER_MAX_ARCHIVE_BYTES: '1048576',
+        COFFER_UPLOAD_WINDOW: '10m',
+        COFFER_SSE_INTERVAL: '250ms',
+        COFFER_SSE_TIMEOUT: '1h',
+        COFFER_SSE_MAX_PER_ACCOUNT: '3',
+        COFFER_SSE_MAX_PER_ADDRESS: '7',
+        COFFER_METRICS_TOKEN: 'metrics-token-0123',
+        COFFER_SIGNIN_ATTEMPTS: '5',
+        COFFER_SIGNIN_WINDOW: '2s',
+        LOG_LEVEL: 'warn',
+        COFFER_INITIAL_API_KEY: ` ${KEY} `,
+      },
+      '/srv/coffer',
+    );
+    expect(config).toMatchObject({
+      port: 9000,
+      host: '127.0.0.1',
+      publicUrl: 'https://backups.example.org',
+      dataDir: '/srv/coffer/state',
+      databaseUrl: 'postgresql://coffer@db/coffer',
+      blobStore: 's3',
+      s3: { endpoint: 'http://s3.local:9000', bucket: 'coffer', region: 'eu-west-1', accessKeyId: 'id', secretAccessKey: 'secret' },
+      uploadProtocol: 'blobhost-client',
+      maxArchiveBytes: 1_048_576,
+      uploadWindowMs: 600_000,
+      sseIntervalMs: 250,
+      sseTimeoutMs: 3_600_000,
+      sseMaxStreams: { perAccount: 3, perAddress: 7 },
+      metricsToken: 'metrics-token-0123',
+      signInLimit: { maxAttempts: 5, windowMs: 2000 },
+      logLevel: 'warn',
+      initialApiKey: KEY,
+    });
+    expect(loadConfig({ PORT: '9000' }).publicUrl).toBe('http://localhost:9000');
+  });
+
+  it('an invalid value stops with one line naming the variable', () => {
+    const duration = (text: string) => `expected a duration like 2s, 5m or 1h, got "${text}"`;
+    const cases: [Record<string, string>, string, string][] = [
+      [{ PORT: 'eighty' }, 'PORT', 'expected a whole number, got "eighty"'],
+      [{ PORT: '-1' }, 'PORT', 'expected a whole number, got "-1"'],
+      [{ PORT: '65536' }, 'PORT', 'must be between 0 and 65535, got 65536'],
+      [{ COFFER_PUBLIC_URL: 'backups.example.org' }, 'COFFER_PUBLIC_URL', 'expected an http(s) URL, got "backups.example.org"'],
+      [{ COFFER_PUBLIC_URL: 'ftp://example.org' }, 'COFFER_PUBLIC_URL', 'expected an http(s) URL, got "ftp://example.org"'],
+      [{ COFFER_DATABASE_URL: 'mysql://db/coffer' }, 'COFFER_DATABASE_URL', 'expected a postgres:// URL'],
+      [{ COFFER_BLOB_STORE: 'gcs' }, 'COFFER_BLOB_STORE', 'must be one of fs, s3, got "gcs"'],
+      [{ COFFER_BLOB_STORE: 's3' }, 'COFFER_S3_BUCKET', 'is required when COFFER_BLOB_STORE=s3'],
+      [{ COFFER_UPLOAD_PROTOCOL: 'tus' }, 'COFFER_UPLOAD_PROTOCOL', 'must be one of direct, blobhost-client, got "tus"'],
+      [{ COFFER_MAX_ARCHIVE_BYTES: '50MiB' }, 'COFFER_MAX_ARCHIVE_BYTES', 'expected a whole number, got "50MiB"'],
+      [{ COFFER_MAX_ARCHIVE_BYTES: '0' }, 'COFFER_MAX_ARCHIVE_BYTES', `must be between 1 and ${Number.MAX_SAFE_INTEGER}, got 0`],
+      [{ COFFER_UPLOAD_WINDOW: '1 hour' }, 'COFFER_UPLOAD_WINDOW', duration('1 hour')],
+      [{ COFFER_UPLOAD_WINDOW: '0s' }, 'COFFER_UPLOAD_WINDOW', duration('0s')],
+      [{ COFFER_SSE_INTERVAL: '2w' }, 'COFFER_SSE_INTERVAL', duration('2w')],
+      [{ COFFER_SSE_INTERVAL: '9ms' }, 'COFFER_SSE_INTERVAL', duration('9ms')],
+      [{ COFFER_SSE_TIMEOUT: '300' }, 'COFFER_SSE_TIMEOUT', duration('300')],
+      [{ COFFER_SSE_MAX_PER_ACCOUNT: '0' }, 'COFFER_SSE_MAX_PER_ACCOUNT', 'must be between 1 and 1000000, got 0'],
+      [{ COFFER_SSE_MAX_PER_ADDRESS: 'many' }, 'COFFER_SSE_MAX_PER_ADDRESS', 'expected a whole number, got "many"'],
+      [{ COFFER_METRICS_TOKEN: 'short' }, 'COFFER_METRICS_TOKEN', 'expected at least 16 printable characters without spaces'],
+      [{ COFFER_METRICS_TOKEN: 'has a space in it!' }, 'COFFER_METRICS_TOKEN', 'expected at least 16 printable characters without spaces'],
+      [{ COFFER_SIGNIN_ATTEMPTS: '1000001' }, 'COFFER_SIGNIN_ATTEMPTS', 'must be between 1 and 1000000, got 1000001'],
+      [{ COFFER_SIGNIN_WINDOW: '999ms' }, 'COFFER_SIGNIN_WINDOW', duration('999ms')],
+      [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"'],
+      [{ COFFER_INITIAL_API_KEY: 'cfk_short' }, 'COFFER_INITIAL_API_KEY', 'expected cfk_ followed by 43 base64url characters'],
+    ];
+    for (const [env, variable, problem] of cases) {
+      const error = configError(() => loadConfig(env));
+      expect([error.variable, error.message], JSON.stringify(env)).toEqual([variable, `${variable}: ${problem}`]);
+    }
+  });
+
+  it('durations at their minimum are accepted', () => {
+    const config = loadConfig({ COFFER_UPLOAD_WINDOW: '1ms', COFFER_SSE_INTERVAL: '10ms', COFFER_SIGNIN_WINDOW: '1s' });
+    expect([config.uploadWindowMs, config.sseIntervalMs, config.signInLimit.windowMs]).toEqual([1, 10, 1000]);
+  });
+});
+
+describe('loadClientConfig', () => {
+  it('defaults when nothing is set (blank counts as unset)', () => {
+    const expected = {
+      url: 'http://localhost:8080',
+      apiKey: null,
+      blobApiUrl: null,
+      passphrase: null,
+      newPassphrase: null,
+      kdf: 'moderate',
+      maxArchiveBytes: null,
+    };
+    expect(loadClientConfig({})).toEqual(expected);
+    const blank = { COFFER_URL: ' ', COFFER_API_KEY: '', COFFER_BLOB_API_URL: '  ', COFFER_KDF: '', COFFER_MAX_ARCHIVE_BYTES: '' };
+    expect(loadClientConfig({ ...blank, COFFER_PASSPHRASE: '', COFFER_NEW_PASSPHRASE: '' })).toEqual(expected);
+  });
+
+  it('reads every variable; passphrases exactly as given, everything else trimmed', () => {
+    expect(
+      loadClientConfig({
+        COFFER_URL: ' https://backups.example.org/coffer/ ',
+        COFFER_API_KEY: ` ${KEY}\n`,
+        COFFER_BLOB_API_URL: 'https://blobs.example.org/',
+        COFFER_PASSPHRASE: ' correct horse ',
+        COFFER_NEW_PASSPHRASE: 'battery staple\n',
+        COFFER_KDF: 'min',
+        COFFER_MAX_ARCHIVE_BYTES: '1048576',
+      }),
+    ).toEqual({
+      url: 'https://backups.example.org/coffer',
+      apiKey: KEY,
+      blobApiUrl: 'https://blobs.example.org',
+      passphrase: ' correct horse ',
+      newPassphrase: 'battery staple\n',
+      kdf: 'min',
+      maxArchiveBytes: 1_048_576,
+    });
+  });
+
+  it('an invalid value stops with one line naming the variable', () => {
+    const cases: [Record<string, string>, string, string][] = [
+      [{ COFFER_URL: 'ftp://example.org' }, 'COFFER_URL', 'expected an http(s) URL, got "ftp://example.org"'],
+      [{ COFFER_URL: 'localhost:8080' }, 'COFFER_URL', 'expected an http(s) URL, got "localhost:8080"'],
+      [{ COFFER_URL: 'http://' }, 'COFFER_URL', 'expected an http(s) URL, got "http://"'],
+      [{ COFFER_BLOB_API_URL: 'blobs.example.org' }, 'COFFER_BLOB_API_URL', 'expected an http(s) URL, got "blobs.example.org"'],
+      [{ COFFER_KDF: 'bogus' }, 'COFFER_KDF', 'must be one of min, interactive, moderate, sensitive, got "bogus"'],
+      [{ COFFER_KDF: 'Moderate' }, 'COFFER_KDF', 'must be one of min, interactive, moderate, sensitive, got "Moderate"'],
+      [{ COFFER_MAX_ARCHIVE_BYTES: '1MiB' }, 'COFFER_MAX_ARCHIVE_BYTES', 'expected a whole number, got "1MiB"'],
+      [{ COFFER_MAX_ARCHIVE_BYTES: '-5' }, 'COFFER_MAX_ARCHIVE_BYTES', 'expected a whole number, got "-5"'],
+      [{ COFFER_MAX_ARCHIVE_BYTES: '0' }, 'COFFER_MAX_ARCHIVE_BYTES', `must be between 1 and ${Number.MAX_SAFE_INTEGER}, got 0`],
+    ];
+    for (const [env, variable, problem] of cases) {
+      const error = configError(() => loadClientConfig(env));
+      expect([error.variable, error.message], JSON.stringify(env)).toEqual([variable, `${variable}: ${problem}`]);
+    }
+  });
+});

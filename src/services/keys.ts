@@ -121,6 +121,7 @@ export class KeyService {
     return { key: (await this.store.getApiKey(key.id)) ?? key, revoked };
   }
 
+  /** Whether the key is active, revoked or expired now. */
   status(key: ApiKey): KeyStatus {
     return keyStatus(key, this.clock.now());
   }

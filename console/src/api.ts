@@ -2,13 +2,11 @@
  * The page's HTTP client: same-origin requests carrying the session cookie (httpOnly: this code never sees it),
  * and the session's CSRF token on every request that changes state.
  */
-export interface ErrorBody {
-  error: string;
-  code: string;
-  message: string;
-  resolution: string;
-  details?: Record<string, unknown>;
-}
+import type { Static } from '@sinclair/typebox';
+import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, ErrorResponseBody as ErrorBody } from '../../src/api/schemas.js';
+import type { About as AboutSchema, ConsoleKey, ConsoleSession, Overview as OverviewSchema } from '../../src/console/schemas.js';
+import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
+import { SCOPES, type Scope } from '../../src/domain/scopes.js';
 
 export class ApiError extends Error {
   constructor(
@@ -123,79 +121,16 @@ export async function api<T>(method: string, path: string, body?: unknown, optio
   return parsed as T;
 }
 
-// ---- wire types (the API and the console endpoints) ----
+// ---- wire types: the server's own schemas (the API's in src/api/schemas.ts, the console's in src/console/schemas.ts) ----
+// Type-only imports are erased by the build: the page gets the shapes, not the server code. The two constants are
+// domain/'s plain arrays.
 
-export type BackupStatus = 'PENDING_UPLOAD' | 'UPLOADED' | 'READY' | 'FAILED' | 'DELETING' | 'DELETED';
-export const TERMINAL: readonly BackupStatus[] = ['READY', 'FAILED', 'DELETED'];
-
-export interface BackupRecord {
-  id: string;
-  status: BackupStatus;
-  createdAt: string;
-  expiresAt: string;
-  ciphertextSizeBytes: number | null;
-  plaintextSizeBytes: number | null;
-  clientVersion: string | null;
-  hostappVersion: string | null;
-}
-
-export interface BackupDetail extends BackupRecord {
-  cryptoVersion: 'v1';
-  wrappedDek: string | null;
-  wrappedDekNonce: string | null;
-  encryptedMetadata: string | null;
-  encryptedMetadataNonce: string | null;
-}
-
-export interface StatusEvent extends Omit<BackupRecord, 'id'> {
-  backupId: string;
-  observedAt: string;
-}
-
-export interface SessionInfo {
-  accountId: string;
-  plan: string;
-  signedInWith: 'login-link' | 'api-key';
-  keyId: string | null;
-  createdAt: string;
-  expiresAt: string;
-  csrfToken: string;
-}
-
-export interface Overview {
-  accountId: string;
-  plan: string;
-  backupInterval: string;
-  intervalWords: string;
-  retentionDays: number;
-  backups: { count: number; ready: number; newestCreatedAt: string | null; storedCiphertextBytes: number };
-  cadence: { lastReadyBackupCreatedAt: string | null; nextAllowedAt: string | null; inFlightBackupId: string | null };
-  vault: {
-    initialized: boolean;
-    cryptoVersion: string | null;
-    kdf: { algorithm: string; opslimit: number; memlimit: number; saltBytes: number } | null;
-    createdAt: string | null;
-    updatedAt: string | null;
-    lastRotatedAt: string | null;
-  };
-}
-
-export type Scope = 'backups:read' | 'backups:write' | 'backups:restore';
-export const SCOPES: readonly Scope[] = ['backups:read', 'backups:write', 'backups:restore'];
-
-export interface KeyInfo {
-  keyId: string;
-  scopes: Scope[];
-  createdAt: string;
-  expiresAt: string | null;
-  revokedAt: string | null;
-  status: 'active' | 'revoked' | 'expired';
-  usedByThisSession: boolean;
-}
-
-export interface About {
-  name: string;
-  version: string;
-  publicUrl: string;
-  cli: { url: string; install: string; bytes: number; sha256: string; integrity: string } | null;
-}
+export type BackupRecord = BackupRecordBody;
+export type BackupDetail = BackupDetailBody;
+export type StatusEvent = BackupStatusEventBody;
+export type SessionInfo = Static<typeof ConsoleSession>;
+export type Overview = Static<typeof OverviewSchema>;
+export type KeyInfo = Static<typeof ConsoleKey>;
+export type About = Static<typeof AboutSchema>;
+export type { BackupStatus, Scope };
+export { SCOPES, TERMINAL_STATUSES };

@@ -3,7 +3,7 @@
  * is not in a terminal state is followed on its Server-Sent Events stream, so a status change shows at once.
  */
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, TERMINAL, api, type BackupDetail, type BackupRecord, type StatusEvent } from './api.js';
+import { ApiError, TERMINAL_STATUSES, api, type BackupDetail, type BackupRecord, type StatusEvent } from './api.js';
 import { statusText } from './format.js';
 
 const POLL_MS = 3000;
@@ -53,7 +53,7 @@ export function useBackups(): LiveBackups {
     if (before && before.status !== event.status) setAnnouncement(`Backup ${event.backupId.slice(0, 8)}: ${statusText(event.status)}.`);
     setBackups((list) => list?.map((b) => (b.id === event.backupId ? applyEvent(b, event) : b)) ?? list);
     if (before) known.current.set(event.backupId, applyEvent(before, event));
-    if (TERMINAL.includes(event.status)) {
+    if (TERMINAL_STATUSES.includes(event.status)) {
       streams.current.get(event.backupId)?.();
       streams.current.delete(event.backupId);
     }
@@ -72,13 +72,13 @@ export function useBackups(): LiveBackups {
       setError(null);
       for (const [id, stop] of streams.current) {
         const record = known.current.get(id);
-        if (!record || TERMINAL.includes(record.status)) {
+        if (!record || TERMINAL_STATUSES.includes(record.status)) {
           stop();
           streams.current.delete(id);
         }
       }
       for (const record of list) {
-        if (!TERMINAL.includes(record.status) && !streams.current.has(record.id)) {
+        if (!TERMINAL_STATUSES.includes(record.status) && !streams.current.has(record.id)) {
           streams.current.set(record.id, followStatus(record.id, onStatus));
         }
       }
@@ -114,7 +114,7 @@ export function useBackup(id: string) {
       (detail) => {
         if (cancelled) return;
         setBackup(detail);
-        if (!TERMINAL.includes(detail.status)) {
+        if (!TERMINAL_STATUSES.includes(detail.status)) {
           stop = followStatus(id, (event) => {
             setBackup((current) => (current ? applyEvent(current, event) : current));
             // READY brings the wrapped key and sealed metadata with it: read the whole record again.

@@ -4,7 +4,7 @@
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { BACKUP_STATUSES, type BackupStatus as BackupStatusValue } from '../domain/backups.js';
-import type { BackupInterval } from '../domain/plans.js';
+import { BACKUP_INTERVALS, type BackupInterval } from '../domain/plans.js';
 
 const BASE64 = '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$';
 const PRINTABLE = '^[\\x20-\\x7E]*$';
@@ -45,7 +45,7 @@ export const BackupAccountEnvelope = Type.Object(
 
 const backupAccountFields = {
   initialized: Type.Boolean(),
-  backupInterval: Type.Unsafe<BackupInterval>({ type: 'string', enum: ['30m', '4h', '1d'] }),
+  backupInterval: Type.Unsafe<BackupInterval>({ type: 'string', enum: [...BACKUP_INTERVALS] }),
   cryptoVersion: Nullable(Type.String()),
   kdf: Nullable(Type.Ref(BackupKdf)),
   wrappedMasterKey: Nullable(Type.String()),

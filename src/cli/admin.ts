@@ -6,9 +6,9 @@ import { loadConfig, parseDuration } from '../config.js';
 import { systemClock } from '../domain/clock.js';
 import { PLANS, isPlan, type Plan } from '../domain/plans.js';
 import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
-import { KeyService } from '../services/keys.js';
+import { KeyService, keyView } from '../services/keys.js';
 import { LOGIN_LINK_MAX_TTL_MS, LOGIN_LINK_TTL_MS, SessionService } from '../services/sessions.js';
-import type { ApiKey, Store } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import { CliError, emit, usageError } from './output.js';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -42,17 +42,6 @@ async function withStore<T>(work: (store: Store, keys: KeyService) => Promise<T>
   } finally {
     await store.close();
   }
-}
-
-function keyView(key: ApiKey) {
-  return {
-    keyId: key.id,
-    accountId: key.accountId,
-    scopes: key.scopes,
-    createdAt: iso(key.createdAt),
-    expiresAt: iso(key.expiresAt),
-    revokedAt: iso(key.revokedAt),
-  };
 }
 
 export function registerAdminCommands(program: Command): void {
@@ -186,7 +175,7 @@ export function registerAdminCommands(program: Command): void {
     .option('--account <id>', 'only this account')
     .option('--json', 'print JSON')
     .action(async (opts: { account?: string; json?: boolean }) => {
-      const list = (await withStore((store) => store.listApiKeys(opts.account))).map(keyView);
+      const list = await withStore(async (_store, keys) => (await keys.list(opts.account)).map((key) => keyView(key, systemClock.now())));
       emit(!!opts.json, { keys: list }, () =>
         list.length === 0
           ? 'no keys'
@@ -204,8 +193,8 @@ export function registerAdminCommands(program: Command): void {
     .description('revoke an API key')
     .option('--json', 'print JSON')
     .action(async (keyId: string, opts: { json?: boolean }) => {
-      const revoked = await withStore((store, _keys) => store.revokeApiKey(keyId, Date.now()));
-      if (!revoked) throw new CliError(`no active key ${keyId}`);
+      const outcome = await withStore((_store, keys) => keys.revoke(keyId));
+      if (!outcome?.revoked) throw new CliError(`no active key ${keyId}`);
       emit(!!opts.json, { keyId, revoked: true }, () => `key ${keyId} revoked`);
     });
 }

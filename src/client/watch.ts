@@ -2,7 +2,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CofferNetworkError, type BackupStatusEventBody, type CofferClient } from './sdk.js';
 
-export const TERMINAL_STATUSES = ['READY', 'FAILED', 'DELETED'] as const;
+export { TERMINAL_STATUSES } from '../domain/backups.js';
 
 export interface StreamClosedBody {
   backupId: string;

@@ -33,12 +33,19 @@ export function decideCreate(snapshot: CreateSnapshot, now: number): CreateDecis
   if (snapshot.inFlightBackupId !== null) {
     return { allowed: false, reason: 'upload_in_progress', backupId: snapshot.inFlightBackupId };
   }
-  if (snapshot.lastReadyCreatedAt !== null) {
-    const nextAllowedAt = snapshot.lastReadyCreatedAt + PLAN_RULES[snapshot.plan].intervalMs;
-    if (now < nextAllowedAt) return { allowed: false, reason: 'backup_cadence_exceeded', nextAllowedAt };
-  }
+  const next = nextAllowedAt(snapshot);
+  if (next !== null && now < next) return { allowed: false, reason: 'backup_cadence_exceeded', nextAllowedAt: next };
   return { allowed: true };
 }
+
+/** When the plan's cadence next allows a backup (ms), counted from the newest backup that reached READY; null: no such backup. */
+export function nextAllowedAt(account: Pick<CreateSnapshot, 'plan' | 'lastReadyCreatedAt'>): number | null {
+  return account.lastReadyCreatedAt === null ? null : account.lastReadyCreatedAt + PLAN_RULES[account.plan].intervalMs;
+}
+
+/** A slot still open for its upload (it holds the account's one place in flight). */
+export const isInFlight = (backup: { status: BackupStatus; expiresAt: number }, now: number): boolean =>
+  IN_FLIGHT_STATUSES.includes(backup.status) && backup.expiresAt > now;
 
 /** Whole seconds until `at`, never negative (Retry-After). */
 export function secondsUntil(at: number, now: number): number {

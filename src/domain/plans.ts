@@ -2,7 +2,8 @@
 export const PLANS = ['free', 'plus', 'pro'] as const;
 export type Plan = (typeof PLANS)[number];
 
-export type BackupInterval = '30m' | '4h' | '1d';
+export const BACKUP_INTERVALS = ['30m', '4h', '1d'] as const;
+export type BackupInterval = (typeof BACKUP_INTERVALS)[number];
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

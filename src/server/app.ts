@@ -194,8 +194,8 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
   // The console (/console, /console/api, /downloads/coffer-cli.tgz): src/console/routes.ts.
   await app.register(consoleRoutes, {
     config: parts.config,
-    store: parts.store,
     sessions: parts.sessions,
+    keys: parts.keys,
     backups: parts.backups,
     clock: parts.clock,
   });

@@ -2,9 +2,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
+import { AppError } from '../domain/errors.js';
+import { type Grant, mintWithin } from '../domain/grants.js';
+import { keyStatus, type KeyStatus } from '../domain/keys.js';
 import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
-import type { Account, ApiKey, Store } from '../store/store.js';
+import type { Account, ApiKey, Session, Store } from '../store/store.js';
 
 export const API_KEY_PATTERN = /^cfk_[A-Za-z0-9_-]{43}$/;
 
@@ -18,6 +21,29 @@ export interface IssuedKey {
   key: ApiKey;
   apiKey: string;
   account: Account;
+}
+
+export interface MintedKey extends IssuedKey {
+  /** The requested expiry was later than the session's credential allows: the key ends with the credential. */
+  capped: boolean;
+}
+
+/** What a session opened with a login link may do: whatever the account's owner may (all scopes, no end). */
+const OWNER: Grant = { scopes: SCOPES, expiresAt: null };
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/** A key as operators and owners see it (`coffer admin keys list`, the console): never its secret or hash. */
+export function keyView(key: ApiKey, now: number) {
+  return {
+    keyId: key.id,
+    accountId: key.accountId,
+    scopes: key.scopes,
+    createdAt: new Date(key.createdAt).toISOString(),
+    expiresAt: iso(key.expiresAt),
+    revokedAt: iso(key.revokedAt),
+    status: keyStatus(key, now),
+  };
 }
 
 export class KeyService {
@@ -54,13 +80,60 @@ export class KeyService {
     return { key, apiKey, account };
   }
 
+  /**
+   * Issues a key for the session's account, bounded by the credential the session was opened with: the API key
+   * (its scopes and expiry), or, for a login link, the account's owner (any scopes, any expiry). A scope the
+   * credential lacks is refused (403 insufficient_scope); a later expiry is cut to the credential's.
+   */
+  async create(session: Pick<Session, 'accountId' | 'keyId'>, request: { scopes: Scope[]; expiresInMs: number | null }): Promise<MintedKey> {
+    const account = await this.store.getAccount(session.accountId);
+    if (!account) throw new AppError('authentication_required', 'The account of this session no longer exists.');
+    let credential = OWNER;
+    if (session.keyId !== null) {
+      const key = await this.store.getApiKey(session.keyId);
+      if (!key || key.revokedAt !== null) throw new AppError('authentication_required', 'The key this session was opened with was revoked.');
+      credential = key;
+    }
+    const now = this.clock.now();
+    const requested = { scopes: request.scopes, expiresAt: request.expiresInMs === null ? null : now + request.expiresInMs };
+    const decision = mintWithin(requested, credential);
+    if (!decision.ok) {
+      throw new AppError(
+        'insufficient_scope',
+        `This session was opened with a key that lacks ${decision.missing}; a key made here cannot hold more than that key.`,
+        { requiredPermission: decision.missing },
+      );
+    }
+    const issued = await this.issueKey(account, { scopes: decision.grant.scopes, expiresAt: decision.grant.expiresAt, now });
+    return { ...issued, capped: decision.capped };
+  }
+
+  /** The keys of an account (of every account when none is given), oldest first. */
+  list(accountId?: string): Promise<ApiKey[]> {
+    return this.store.listApiKeys(accountId);
+  }
+
+  /**
+   * Revokes a key (only if it belongs to `accountId`, when given). The key as it is afterwards, and whether this
+   * call revoked it (false: it already was); undefined when there is no such key.
+   */
+  async revoke(keyId: string, accountId?: string): Promise<{ key: ApiKey; revoked: boolean } | undefined> {
+    const key = await this.store.getApiKey(keyId);
+    if (!key || (accountId !== undefined && key.accountId !== accountId)) return undefined;
+    const revoked = await this.store.revokeApiKey(key.id, this.clock.now());
+    return { key: (await this.store.getApiKey(key.id)) ?? key, revoked };
+  }
+
+  /** Whether the key is active, revoked or expired now. */
+  status(key: ApiKey): KeyStatus {
+    return keyStatus(key, this.clock.now());
+  }
+
   /** The key behind a presented secret, if it is known, not revoked and not expired. */
   async authenticate(apiKey: string): Promise<ApiKey | undefined> {
     if (!API_KEY_PATTERN.test(apiKey)) return undefined;
     const key = await this.store.findApiKeyByHash(hashApiKey(apiKey));
-    if (!key || key.revokedAt !== null) return undefined;
-    if (key.expiresAt !== null && key.expiresAt <= this.clock.now()) return undefined;
-    return key;
+    return key && this.status(key) === 'active' ? key : undefined;
   }
 
   /** First start on an empty database: one free account and one all-scope key (docs/api-rules.md#api-keys). */

@@ -7,11 +7,10 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
-import { AppError } from '../domain/errors.js';
-import { type Grant, mintWithin } from '../domain/grants.js';
+import { keyStatus } from '../domain/keys.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import type { Account, ApiKey, LoginLink, Session, Store } from '../store/store.js';
-import type { IssuedKey, KeyService } from './keys.js';
+import type { KeyService } from './keys.js';
 
 export const LOGIN_TOKEN_PATTERN = /^cfl_[A-Za-z0-9_-]{43}$/;
 export const SESSION_SECRET_PATTERN = /^cfs_[A-Za-z0-9_-]{43}$/;
@@ -51,14 +50,6 @@ export type KeySignIn =
   | { ok: true; opened: OpenedSession }
   | { ok: false; reason: 'unknown_key' }
   | { ok: false; reason: 'insufficient_scope'; missing: Scope };
-
-export interface MintedKey extends IssuedKey {
-  /** The requested expiry was later than the session's credential allows: the key ends with the credential. */
-  capped: boolean;
-}
-
-/** What a session opened with a login link may do: whatever the account's owner may (all scopes, no end). */
-const OWNER: Grant = { scopes: SCOPES, expiresAt: null };
 
 export class SessionService {
   constructor(
@@ -121,37 +112,14 @@ export class SessionService {
     if (!session || session.revokedAt !== null || session.expiresAt <= now) return undefined;
     if (session.keyId !== null) {
       const key = await this.store.getApiKey(session.keyId);
-      if (!key || key.revokedAt !== null || (key.expiresAt !== null && key.expiresAt <= now)) return undefined;
+      if (!key || keyStatus(key, now) !== 'active') return undefined;
     }
     return session;
   }
 
-  /**
-   * Issues a key for the session's account, bounded by the credential the session was opened with: the API key
-   * (its scopes and expiry), or, for a login link, the account's owner (any scopes, any expiry). A scope the
-   * credential lacks is refused (403 insufficient_scope); a later expiry is cut to the credential's.
-   */
-  async mintKey(session: Session, request: { scopes: Scope[]; expiresInMs: number | null }): Promise<MintedKey> {
-    const account = await this.store.getAccount(session.accountId);
-    if (!account) throw new AppError('authentication_required', 'The account of this session no longer exists.');
-    let credential = OWNER;
-    if (session.keyId !== null) {
-      const key = await this.store.getApiKey(session.keyId);
-      if (!key || key.revokedAt !== null) throw new AppError('authentication_required', 'The key this session was opened with was revoked.');
-      credential = key;
-    }
-    const now = this.clock.now();
-    const requested = { scopes: request.scopes, expiresAt: request.expiresInMs === null ? null : now + request.expiresInMs };
-    const decision = mintWithin(requested, credential);
-    if (!decision.ok) {
-      throw new AppError(
-        'insufficient_scope',
-        `This session was opened with a key that lacks ${decision.missing}; a key made here cannot hold more than that key.`,
-        { requiredPermission: decision.missing },
-      );
-    }
-    const issued = await this.keys.issueKey(account, { scopes: decision.grant.scopes, expiresAt: decision.grant.expiresAt, now });
-    return { ...issued, capped: decision.capped };
+  /** The account a live session belongs to (undefined if it no longer exists). */
+  account(session: Session): Promise<Account | undefined> {
+    return this.store.getAccount(session.accountId);
   }
 
   /** Deletes login links and sessions that have ended (expired, used, signed out, or their key revoked). */

@@ -5,7 +5,7 @@ import { PLANS, PLAN_RULES, isPlan, rateLimitPolicy } from '../../src/domain/pla
 import { SCOPES, isScope } from '../../src/domain/scopes.js';
 
 describe('plans', () => {
-  it('X-RateLimit-Policy names the window in seconds and the interval in words (CONTRACT §4)', () => {
+  it('X-RateLimit-Policy names the window in seconds and the interval in words (docs/api-rules.md#cadence)', () => {
     expect(PLANS.map((plan) => [plan, PLAN_RULES[plan].interval, rateLimitPolicy(plan)])).toEqual([
       ['free', '1d', '1;w=86400;comment="free plan: 1 backup per day"'],
       ['plus', '4h', '1;w=14400;comment="plus plan: 1 backup per 4 hours"'],

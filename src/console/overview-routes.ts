@@ -1,0 +1,51 @@
+/** /console/api/overview: the account's plan, cadence, backups and vault at a glance. */
+import type { App } from '../api/context.js';
+import { isInFlight, nextAllowedAt } from '../domain/backups.js';
+import { PLAN_RULES } from '../domain/plans.js';
+import type { AccountView } from '../services/backups.js';
+import type { Backup } from '../store/store.js';
+import { type ConsoleContext, hidden, iso, isoOrNull } from './context.js';
+import { Overview } from './schemas.js';
+
+/** The overview of an account whose visible backups are `visible` (newest first), at `now`. */
+function overviewBody({ account, vault }: AccountView, visible: Backup[], now: number) {
+  const rules = PLAN_RULES[account.plan];
+  const next = nextAllowedAt(account);
+  return {
+    accountId: account.id,
+    plan: account.plan,
+    backupInterval: rules.interval,
+    intervalWords: rules.intervalWords,
+    retentionDays: Math.round(rules.retentionMs / 86_400_000),
+    backups: {
+      count: visible.length,
+      ready: visible.filter((b) => b.status === 'READY').length,
+      newestCreatedAt: isoOrNull(visible[0]?.createdAt),
+      storedCiphertextBytes: visible.reduce((sum, b) => sum + (b.status === 'READY' ? (b.ciphertextSizeBytes ?? 0) : 0), 0),
+    },
+    cadence: {
+      lastReadyBackupCreatedAt: isoOrNull(account.lastReadyCreatedAt),
+      nextAllowedAt: next !== null && next > now ? iso(next) : null,
+      inFlightBackupId: visible.find((b) => isInFlight(b, now))?.id ?? null,
+    },
+    vault: vault
+      ? {
+          initialized: true,
+          cryptoVersion: vault.cryptoVersion,
+          kdf: { algorithm: 'Argon2id13', opslimit: vault.kdf.opslimit, memlimit: vault.kdf.memlimit, saltBytes: Buffer.from(vault.kdf.salt, 'base64').length },
+          createdAt: isoOrNull(vault.createdAt),
+          updatedAt: iso(vault.updatedAt),
+          lastRotatedAt: vault.createdAt !== undefined && vault.updatedAt > vault.createdAt ? iso(vault.updatedAt) : null,
+        }
+      : { initialized: false, cryptoVersion: null, kdf: null, createdAt: null, updatedAt: null, lastRotatedAt: null },
+  };
+}
+
+export function overviewRoutes(app: App, { backups, clock, requireSession }: ConsoleContext): void {
+  app.get('/console/api/overview', { schema: { ...hidden, response: { 200: Overview } }, onRequest: requireSession }, async (request) => {
+    const { accountId } = request.consoleSession;
+    const now = clock.now();
+    const view = await backups.accountView(accountId);
+    return overviewBody(view, await backups.list(accountId), now);
+  });
+}

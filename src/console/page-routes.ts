@@ -1,0 +1,93 @@
+/** The page itself (/console, /console/*), what this server is (/console/api/about), and its CLI package (/downloads). */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { App } from '../api/context.js';
+import type { Config } from '../config.js';
+import { AppError } from '../domain/errors.js';
+import { type CliTarball, type StaticFile, cliTarball, loadConsoleFiles, packageRoot } from './assets.js';
+import { type ConsoleContext, hidden } from './context.js';
+import { About } from './schemas.js';
+
+/**
+ * The page's policy: only its own scripts, styles and connections; WebAssembly (libsodium) may compile, nothing
+ * may be evaluated from strings, framed, or posted elsewhere.
+ */
+export const CONSOLE_CSP = [
+  "default-src 'self'",
+  "script-src 'self' 'wasm-unsafe-eval'",
+  "style-src 'self'",
+  "img-src 'self' data: blob:",
+  "connect-src 'self'",
+  "worker-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+function aboutBody(config: Config, version: string, tarball: CliTarball | undefined) {
+  return {
+    name: 'Coffer',
+    version,
+    publicUrl: config.publicUrl,
+    cli: tarball
+      ? {
+          url: `${config.publicUrl}/downloads/coffer-cli.tgz`,
+          install: `npm install -g ${config.publicUrl}/downloads/coffer-cli.tgz`,
+          bytes: tarball.bytes,
+          sha256: tarball.sha256,
+          integrity: tarball.integrity,
+        }
+      : null,
+  };
+}
+
+function sendStatic(request: FastifyRequest, reply: FastifyReply, file: StaticFile) {
+  reply
+    .header('content-type', file.type)
+    .header('etag', file.etag)
+    .header('cache-control', file.immutable ? 'public, max-age=31536000, immutable' : 'no-cache')
+    .header('content-security-policy', CONSOLE_CSP)
+    .header('cross-origin-opener-policy', 'same-origin');
+  if (request.headers['if-none-match'] === file.etag) return reply.code(304).send();
+  return reply.code(200).send(file.body);
+}
+
+export function pageRoutes(app: App, { config, root = packageRoot() }: ConsoleContext): void {
+  const files = loadConsoleFiles(root);
+  const version = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
+
+  // ---- public: what this server is, and its CLI ----
+
+  app.get('/console/api/about', { schema: { ...hidden, response: { 200: About } } }, async () => aboutBody(config, version, cliTarball(root)));
+
+  app.get('/downloads/coffer-cli.tgz', { schema: hidden }, async (_request, reply) => {
+    const tarball = cliTarball(root);
+    if (!tarball) throw new AppError('not_found', 'The CLI package has not been built on this server (npm run build).');
+    return reply
+      .header('content-type', 'application/gzip')
+      .header('content-length', tarball.bytes)
+      .header('content-disposition', `attachment; filename="coffer-cli-${version}.tgz"`)
+      .header('etag', `"${tarball.sha256}"`)
+      .header('cache-control', 'no-cache')
+      .header('access-control-allow-origin', '*')
+      .send(fs.createReadStream(tarball.file));
+  });
+
+  // ---- the page ----
+
+  const index = files.get('/index.html');
+  const page = async (request: FastifyRequest, reply: FastifyReply) => {
+    const rest = (request.params as { '*'?: string })['*'] ?? '';
+    const file = rest === '' ? undefined : files.get(`/${rest}`);
+    if (file) return sendStatic(request, reply, file);
+    if (rest.startsWith('api/') || rest.startsWith('assets/')) {
+      throw new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
+    }
+    if (!index) throw new AppError('not_found', 'The console has not been built on this server (npm run build).');
+    return sendStatic(request, reply, index);
+  };
+  app.get('/console', { schema: hidden }, page);
+  app.get('/console/*', { schema: hidden }, page);
+}

@@ -1,0 +1,115 @@
+/**
+ * Wire schemas of the console's own endpoints (/console/api/*) as TypeBox: they validate the requests, serialize
+ * the answers, and the page (console/src/api.ts) derives its types from them with `import type`. Pure: TypeBox and
+ * domain/ only, so the page's type check can read this file without any server code.
+ */
+import { Type, type TSchema } from '@sinclair/typebox';
+import { KEY_STATUSES, type KeyStatus } from '../domain/keys.js';
+import { BACKUP_INTERVALS, PLANS, type BackupInterval, type Plan } from '../domain/plans.js';
+import { SCOPES, type Scope } from '../domain/scopes.js';
+
+const DateTime = Type.String({ format: 'date-time' });
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+const Count = Type.Integer({ minimum: 0 });
+const closed = { additionalProperties: false } as const;
+
+const PlanName = Type.Unsafe<Plan>({ type: 'string', enum: [...PLANS] });
+const ScopeName = Type.Unsafe<Scope>({ type: 'string', enum: [...SCOPES] });
+
+// ---- requests ----
+
+export const SignInBody = Type.Object(
+  {
+    loginToken: Type.Optional(Type.String({ maxLength: 200 })),
+    apiKey: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  closed,
+);
+
+export const CreateKeyBody = Type.Object(
+  {
+    scopes: Type.Array(ScopeName, { minItems: 1, maxItems: 3, uniqueItems: true }),
+    expiresInDays: Nullable(Type.Integer({ minimum: 1, maximum: 3650 })),
+  },
+  closed,
+);
+
+export const KeyParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+
+// ---- answers ----
+
+export const ConsoleSession = Type.Object(
+  {
+    accountId: Type.String(),
+    plan: PlanName,
+    signedInWith: Type.Union([Type.Literal('login-link'), Type.Literal('api-key')]),
+    keyId: Nullable(Type.String()),
+    createdAt: DateTime,
+    expiresAt: DateTime,
+    csrfToken: Type.String(),
+  },
+  closed,
+);
+
+export const Overview = Type.Object(
+  {
+    accountId: Type.String(),
+    plan: PlanName,
+    backupInterval: Type.Unsafe<BackupInterval>({ type: 'string', enum: [...BACKUP_INTERVALS] }),
+    intervalWords: Type.String(),
+    retentionDays: Count,
+    backups: Type.Object(
+      { count: Count, ready: Count, newestCreatedAt: Nullable(DateTime), storedCiphertextBytes: Count },
+      closed,
+    ),
+    cadence: Type.Object(
+      { lastReadyBackupCreatedAt: Nullable(DateTime), nextAllowedAt: Nullable(DateTime), inFlightBackupId: Nullable(Type.String()) },
+      closed,
+    ),
+    vault: Type.Object(
+      {
+        initialized: Type.Boolean(),
+        cryptoVersion: Nullable(Type.String()),
+        kdf: Nullable(
+          Type.Object({ algorithm: Type.String(), opslimit: Count, memlimit: Count, saltBytes: Count }, closed),
+        ),
+        createdAt: Nullable(DateTime),
+        updatedAt: Nullable(DateTime),
+        lastRotatedAt: Nullable(DateTime),
+      },
+      closed,
+    ),
+  },
+  closed,
+);
+
+const keyFields = {
+  keyId: Type.String(),
+  scopes: Type.Array(ScopeName),
+  createdAt: DateTime,
+  expiresAt: Nullable(DateTime),
+  revokedAt: Nullable(DateTime),
+  status: Type.Unsafe<KeyStatus>({ type: 'string', enum: [...KEY_STATUSES] }),
+  /** The key this session was opened with: revoking it signs the page out. */
+  usedByThisSession: Type.Boolean(),
+};
+
+export const ConsoleKey = Type.Object(keyFields, closed);
+export const ConsoleKeyList = Type.Object({ keys: Type.Array(ConsoleKey) }, closed);
+/** A new key: its secret, shown once, and whether its expiry was cut to the session's credential. */
+export const CreatedKey = Type.Object({ ...keyFields, apiKey: Type.String(), expiryCapped: Type.Boolean() }, closed);
+
+export const About = Type.Object(
+  {
+    name: Type.String(),
+    version: Type.String(),
+    publicUrl: Type.String(),
+    cli: Nullable(
+      Type.Object(
+        { url: Type.String(), install: Type.String(), bytes: Count, sha256: Type.String(), integrity: Type.String() },
+        closed,
+      ),
+    ),
+  },
+  closed,
+);

@@ -1,0 +1,90 @@
+/** /console/api/session: sign in (login link or all-scope API key, limited per address), the session, sign out. */
+import { Type } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
+import type { App } from '../api/context.js';
+import { FixedWindowLimiter } from '../discovery/rate-limit.js';
+import { AppError } from '../domain/errors.js';
+import type { Plan } from '../domain/plans.js';
+import { csrfTokenFor, type OpenedSession } from '../services/sessions.js';
+import type { Session } from '../store/store.js';
+import { type ConsoleContext, hidden, iso } from './context.js';
+import { ConsoleSession, SignInBody } from './schemas.js';
+import { clearedSessionCookie, fromOwnOrigin, sessionCookie } from './session-http.js';
+
+function sessionBody(session: Session, plan: Plan, csrfToken: string) {
+  return {
+    accountId: session.accountId,
+    plan,
+    signedInWith: session.keyId === null ? ('login-link' as const) : ('api-key' as const),
+    keyId: session.keyId,
+    createdAt: iso(session.createdAt),
+    expiresAt: iso(session.expiresAt),
+    csrfToken,
+  };
+}
+
+export function sessionRoutes(app: App, { config, sessions, clock, requireSession }: ConsoleContext): void {
+  // Every sign-in attempt counts (well-formed or not, accepted or not), per client address.
+  const signInLimiter = new FixedWindowLimiter(
+    { max: config.signInLimit.maxAttempts, windowMs: config.signInLimit.windowMs },
+    () => clock.now(),
+  );
+  const limitSignIn = async (request: FastifyRequest) => {
+    const verdict = signInLimiter.hit(request.ip);
+    if (verdict.allowed) return;
+    const wait = verdict.resetSeconds;
+    throw new AppError(
+      'too_many_sign_in_attempts',
+      `Too many sign-in attempts from this address. Try again in ${wait < 120 ? `${wait} seconds` : `${Math.ceil(wait / 60)} minutes`}.`,
+      { retryAfterSeconds: wait },
+      { 'retry-after': String(wait) },
+    );
+  };
+
+  app.post(
+    '/console/api/session',
+    { schema: { ...hidden, body: Type.Optional(SignInBody), response: { 200: ConsoleSession } }, onRequest: limitSignIn },
+    async (request, reply) => {
+      // Login CSRF: only the console page itself may open a session in this browser.
+      if (!fromOwnOrigin(request, config)) {
+        throw new AppError('csrf_token_invalid', 'Sign-in requests must come from the console page.');
+      }
+      const body = request.body ?? {};
+      if ((body.loginToken === undefined) === (body.apiKey === undefined)) {
+        throw AppError.validation([{ path: '(body)', message: 'send exactly one of loginToken and apiKey' }]);
+      }
+      let opened: OpenedSession | undefined;
+      if (body.loginToken !== undefined) {
+        opened = await sessions.signInWithLink(body.loginToken);
+        if (!opened) {
+          throw new AppError('login_link_invalid', 'This sign-in link is not valid: it was already used, has expired, or was mistyped.');
+        }
+      } else {
+        const outcome = await sessions.signInWithKey(body.apiKey!);
+        if (!outcome.ok && outcome.reason === 'insufficient_scope') {
+          throw new AppError(
+            'insufficient_scope',
+            `The console needs a key that holds all three permissions; this one lacks ${outcome.missing}.`,
+            { requiredPermission: outcome.missing },
+          );
+        }
+        if (!outcome.ok) throw new AppError('authentication_required', 'This API key is unknown, revoked or expired.');
+        opened = outcome.opened;
+      }
+      reply.header('set-cookie', sessionCookie(config, opened.secret, opened.session.expiresAt - opened.session.createdAt));
+      return sessionBody(opened.session, opened.account.plan, opened.csrfToken);
+    },
+  );
+
+  app.get('/console/api/session', { schema: { ...hidden, response: { 200: ConsoleSession } }, onRequest: requireSession }, async (request) => {
+    const session = request.consoleSession;
+    const account = await sessions.account(session);
+    return sessionBody(session, account?.plan ?? 'free', csrfTokenFor(request.consoleSecret));
+  });
+
+  app.delete('/console/api/session', { schema: hidden, onRequest: requireSession }, async (request, reply) => {
+    await sessions.signOut(request.consoleSession);
+    reply.header('set-cookie', clearedSessionCookie(config)).code(204);
+    return reply.send();
+  });
+}

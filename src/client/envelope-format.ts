@@ -32,7 +32,8 @@ export function requireRequestedBackup<T extends { id: string }>(requestedId: st
   return detail;
 }
 
-/** Upper bounds a client accepts from a (possibly hostile) server before spending CPU and memory. */
+/** Bounds a client accepts from a (possibly hostile) server before spending CPU and memory (the minimums are libsodium's). */
+export const KDF_ACCEPTED_MIN = { opslimit: 1, memlimit: 8192 } as const;
 export const KDF_ACCEPTED_MAX = { opslimit: 64, memlimit: 4 * 1024 ** 3 } as const;
 
 /** What a backup says about itself, sealed with its DEK (docs/crypto.md §3); the server never sees it. */

@@ -193,16 +193,16 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     checkKdf(kdf);
     const normalized = passphrase.normalize('NFC');
     // At most 3 UTF-8 bytes per UTF-16 code unit; the passphrase bytes never leave secure memory.
-    const buffer = p.secureAlloc(normalized.length * 3);
+    const password = p.secureAlloc(normalized.length * 3);
     const kek = p.secureAlloc(KEY_BYTES);
     try {
-      const { written } = utf8.encodeInto(normalized, buffer);
-      await p.argon2id(kek, buffer.subarray(0, written), kdf.salt, kdf.opslimit, kdf.memlimit);
+      const { written } = utf8.encodeInto(normalized, password);
+      await p.argon2id(kek, password.subarray(0, written), kdf.salt, kdf.opslimit, kdf.memlimit);
     } catch (error) {
       p.wipe(kek);
       throw error;
     } finally {
-      p.wipe(buffer);
+      p.wipe(password);
     }
     return kek;
   }

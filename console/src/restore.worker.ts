@@ -48,7 +48,7 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
   if (!account.initialized) throw new IntegrityError('this account has no vault: nothing can be decrypted');
   if (detail.status !== 'READY') throw new Error(`the backup is ${detail.status}; only READY backups can be restored`);
 
-  const masterKey = unwrapMasterKey(account, passphrase);
+  const masterKey = await unwrapMasterKey(account, passphrase);
   let dek: Uint8Array | undefined;
   let metadata: BackupMetadata;
   try {
@@ -69,11 +69,11 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
     const decrypted = response.body.pipeThrough(
       new TransformStream<Uint8Array, Uint8Array>({
         transform(chunk, controller) {
-          for (const plain of reader.push(chunk)) controller.enqueue(plain);
+          reader.push(chunk, (plain) => controller.enqueue(plain));
           post({ type: 'progress', done: reader.bytesIn, total });
         },
         flush(controller) {
-          for (const plain of reader.finish()) controller.enqueue(plain);
+          reader.finish((plain) => controller.enqueue(plain));
         },
       }),
     );

@@ -32,13 +32,14 @@ export function requireRequestedBackup<T extends { id: string }>(requestedId: st
   return detail;
 }
 
-/** The named Argon2id cost profiles a new wrapping may use (their limits: KDF_PROFILES in envelope.ts). */
+/** The named Argon2id cost profiles a new wrapping may use (their limits: KDF_PROFILES in envelope-core.ts). */
 export const KDF_PROFILE_NAMES = ['min', 'interactive', 'moderate', 'sensitive'] as const;
 export type KdfProfile = (typeof KDF_PROFILE_NAMES)[number];
 /** The profile of new vaults and passphrase changes unless the user picks another. */
 export const DEFAULT_KDF_PROFILE: KdfProfile = 'moderate';
 
-/** Upper bounds a client accepts from a (possibly hostile) server before spending CPU and memory. */
+/** Bounds a client accepts from a (possibly hostile) server before spending CPU and memory (the minimums are libsodium's). */
+export const KDF_ACCEPTED_MIN = { opslimit: 1, memlimit: 8192 } as const;
 export const KDF_ACCEPTED_MAX = { opslimit: 64, memlimit: 4 * 1024 ** 3 } as const;
 
 /** What a backup says about itself, sealed with its DEK (docs/crypto.md §3); the server never sees it. */

@@ -1,9 +1,9 @@
 /**
  * The part of sodium-native (libsodium bindings, v5) that the client uses. The package ships no types;
- * these signatures follow its index.js. Buffers are Node Buffers (any ArrayBufferView works).
+ * these signatures follow its index.js. Byte arguments are any Uint8Array (Buffers included).
  */
 declare module 'sodium-native' {
-  type Bytes = Buffer;
+  type Bytes = Uint8Array;
 
   namespace sodium {
 

@@ -1,6 +1,7 @@
 /** Backup and vault operations: the domain rules applied to the store, the blob store and the status bus. */
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import { v7 as uuidv7 } from 'uuid';
+import type { BackupAccountEnvelopeBody } from '../api/schemas.js';
 import {
   IN_FLIGHT_STATUSES,
   decideCreate,
@@ -24,12 +25,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const isUuid = (value: string): boolean => UUID.test(value);
 
-export interface VaultEnvelope {
-  cryptoVersion: 'v1';
-  kdf: { salt: string; opslimit: number; memlimit: number };
-  wrappedMasterKey: string;
-  wrappedMasterKeyNonce: string;
-}
+/** The bootstrap/rotate body: its one definition is the TypeBox schema (a type-only import, nothing at run time). */
+export type VaultEnvelope = BackupAccountEnvelopeBody;
 
 export interface FinalizeInput {
   cryptoVersion: 'v1';

@@ -9,12 +9,17 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import zlib from 'node:zlib';
+import sodium from 'sodium-native';
 import { describe, expect, it } from 'vitest';
 import {
+  AEAD_ABYTES,
   CHUNK_BYTES,
   DecryptStream,
   EncryptStream,
   IntegrityError,
+  KDF_PROFILES,
+  NONCE_BYTES,
+  SALT_BYTES,
   STREAM_ABYTES,
   STREAM_HEADER_BYTES,
   ciphertextSize,
@@ -29,6 +34,7 @@ import {
   wrapMasterKey,
   type BackupMetadata,
 } from '../../src/client/envelope.js';
+import { TAG_FINAL, TAG_MESSAGE } from '../../src/client/envelope-core.js';
 import { ROOT } from './helpers.js';
 
 const DOC = path.join(ROOT, 'docs/crypto.md');
@@ -100,6 +106,26 @@ describe('docs/crypto.md test vectors', () => {
     const run = spawnSync('python3', [path.join(ROOT, 'test/client/vectors_libsodium.py'), DOC], { encoding: 'utf8' });
     expect(run.stderr).toBe('');
     expect(run.stdout.trim()).toBe('ok');
+  });
+});
+
+describe('envelope constants', () => {
+  it("are libsodium's (the shared core states them as numbers; sodium-native names them)", () => {
+    expect([SALT_BYTES, NONCE_BYTES, AEAD_ABYTES, STREAM_HEADER_BYTES, STREAM_ABYTES, TAG_MESSAGE, TAG_FINAL]).toEqual([
+      sodium.crypto_pwhash_SALTBYTES,
+      sodium.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES,
+      sodium.crypto_aead_xchacha20poly1305_ietf_ABYTES,
+      sodium.crypto_secretstream_xchacha20poly1305_HEADERBYTES,
+      sodium.crypto_secretstream_xchacha20poly1305_ABYTES,
+      sodium.crypto_secretstream_xchacha20poly1305_TAG_MESSAGE,
+      sodium.crypto_secretstream_xchacha20poly1305_TAG_FINAL,
+    ]);
+    expect(KDF_PROFILES).toEqual({
+      min: { opslimit: sodium.crypto_pwhash_OPSLIMIT_MIN, memlimit: sodium.crypto_pwhash_MEMLIMIT_MIN },
+      interactive: { opslimit: sodium.crypto_pwhash_OPSLIMIT_INTERACTIVE, memlimit: sodium.crypto_pwhash_MEMLIMIT_INTERACTIVE },
+      moderate: { opslimit: sodium.crypto_pwhash_OPSLIMIT_MODERATE, memlimit: sodium.crypto_pwhash_MEMLIMIT_MODERATE },
+      sensitive: { opslimit: sodium.crypto_pwhash_OPSLIMIT_SENSITIVE, memlimit: sodium.crypto_pwhash_MEMLIMIT_SENSITIVE },
+    });
   });
 });
 

@@ -1,21 +1,10 @@
 /**
- * The published test vectors of docs/crypto.md, checked against this page's envelope implementation. The console's
- * "Browser check" page runs them in the browser; test/console/envelope-web.test.ts runs them in Node.
+ * The published test vectors of docs/crypto.md, checked against the envelope (src/client/envelope-core.ts) on a
+ * provider's primitives, by default this page's libsodium.js. The console's "Browser check" page runs them in the
+ * browser; test/console/envelope-web.test.ts runs them in Node on both providers.
  */
-import {
-  SecretStreamReader,
-  Sha256,
-  deriveKek,
-  fromBase64,
-  fromHex,
-  openMetadata,
-  sealMetadataJson,
-  toHex,
-  unwrapDek,
-  unwrapMasterKey,
-  wrapDek,
-  wrapMasterKey,
-} from './envelope.js';
+import { SecretStreamReader, createEnvelope, type Primitives } from '../../../src/client/envelope-core.js';
+import { Sha256, fromHex, toHex, webPrimitives } from './envelope.js';
 
 export interface Vectors {
   passphrase: string;
@@ -58,6 +47,8 @@ export function tarFiles(tar: Uint8Array): Record<string, Uint8Array> {
   return files;
 }
 
+const ignore = () => {};
+
 export interface Check {
   name: string;
   ok: boolean;
@@ -65,7 +56,13 @@ export interface Check {
 }
 
 /** Runs every vector; `gunzip` is the environment's (DecompressionStream in the browser, zlib in Node). */
-export async function runVectorChecks(v: Vectors, gunzip: (bytes: Uint8Array) => Promise<Uint8Array>): Promise<Check[]> {
+export async function runVectorChecks(
+  v: Vectors,
+  gunzip: (bytes: Uint8Array) => Promise<Uint8Array>,
+  primitives: Primitives = webPrimitives,
+): Promise<Check[]> {
+  const { deriveKek, fromBase64, openMetadata, sealMetadataJson, unwrapDek, unwrapMasterKey, wrapDek, wrapMasterKey } =
+    createEnvelope(primitives);
   const checks: Check[] = [];
   const check = async (name: string, run: () => boolean | Promise<boolean>) => {
     try {
@@ -78,15 +75,15 @@ export async function runVectorChecks(v: Vectors, gunzip: (bytes: Uint8Array) =>
   const masterKey = fromHex(v.masterKey);
   const dek = fromHex(v.dek);
 
-  await check('Argon2id13 KEK from the NFC-normalized passphrase', () => toHex(deriveKek(v.passphrase, kdf)) === v.kek);
-  await check('master key wrapping (XChaCha20-Poly1305, AD coffer/v1/master)', () => {
-    const vault = wrapMasterKey(masterKey, v.passphrase, kdf, fromHex(v.wrappedMasterKeyNonce));
+  await check('Argon2id13 KEK from the NFC-normalized passphrase', async () => toHex(await deriveKek(v.passphrase, kdf)) === v.kek);
+  await check('master key wrapping (XChaCha20-Poly1305, AD coffer/v1/master)', async () => {
+    const vault = await wrapMasterKey(masterKey, v.passphrase, kdf, fromHex(v.wrappedMasterKeyNonce));
     return JSON.stringify(vault) === JSON.stringify(v.vault);
   });
-  await check('master key unwrapping with the passphrase', () => toHex(unwrapMasterKey(v.vault, v.passphrase)) === v.masterKey);
-  await check('a wrong passphrase is refused', () => {
+  await check('master key unwrapping with the passphrase', async () => toHex(await unwrapMasterKey(v.vault, v.passphrase)) === v.masterKey);
+  await check('a wrong passphrase is refused', async () => {
     try {
-      unwrapMasterKey(v.vault, `${v.passphrase}!`);
+      await unwrapMasterKey(v.vault, `${v.passphrase}!`);
       return false;
     } catch (error) {
       return (error as Error).name === 'IntegrityError';
@@ -104,10 +101,11 @@ export async function runVectorChecks(v: Vectors, gunzip: (bytes: Uint8Array) =>
   await check('archive: secretstream decryption, gunzip, SHA-256 and contents', async () => {
     const sealed = fromBase64(v.archive.ciphertext, 'archive.ciphertext');
     // Fed in uneven pieces, as a network download arrives.
-    const reader = new SecretStreamReader(dek);
+    const reader = new SecretStreamReader(primitives, dek);
     const parts: Uint8Array[] = [];
-    for (let at = 0; at < sealed.length; at += 7) parts.push(...reader.push(sealed.subarray(at, at + 7)));
-    parts.push(...reader.finish());
+    const keep = (part: Uint8Array) => parts.push(part);
+    for (let at = 0; at < sealed.length; at += 7) reader.push(sealed.subarray(at, at + 7), keep);
+    reader.finish(keep);
     const compressed = new Uint8Array(parts.reduce((sum, p) => sum + p.length, 0));
     let offset = 0;
     for (const part of parts) {
@@ -126,9 +124,9 @@ export async function runVectorChecks(v: Vectors, gunzip: (bytes: Uint8Array) =>
     const sealed = fromBase64(v.archive.ciphertext, 'archive.ciphertext').slice();
     sealed[40] = sealed[40]! ^ 1;
     try {
-      const reader = new SecretStreamReader(dek);
-      reader.push(sealed);
-      reader.finish();
+      const reader = new SecretStreamReader(primitives, dek);
+      reader.push(sealed, ignore);
+      reader.finish(ignore);
       return false;
     } catch (error) {
       return (error as Error).name === 'IntegrityError';
@@ -137,9 +135,9 @@ export async function runVectorChecks(v: Vectors, gunzip: (bytes: Uint8Array) =>
   await check('a truncated archive is refused', () => {
     const sealed = fromBase64(v.archive.ciphertext, 'archive.ciphertext');
     try {
-      const reader = new SecretStreamReader(dek);
-      reader.push(sealed.subarray(0, sealed.length - 1));
-      reader.finish();
+      const reader = new SecretStreamReader(primitives, dek);
+      reader.push(sealed.subarray(0, sealed.length - 1), ignore);
+      reader.finish(ignore);
       return false;
     } catch (error) {
       return (error as Error).name === 'IntegrityError';

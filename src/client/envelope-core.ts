@@ -1,0 +1,449 @@
+/**
+ * Crypto envelope v1 (docs/crypto.md), written once against a small set of libsodium primitives. The CLI binds it
+ * to sodium-native (src/client/envelope.ts), the console page to libsodium in WebAssembly
+ * (console/src/crypto/envelope.ts); this module imports neither, nor any Node or DOM API.
+ *
+ *   KEK         = Argon2id13(passphrase NFC UTF-8, salt 16 B, opslimit, memlimit) → 32 B
+ *   master key  = 32 random bytes, XChaCha20-Poly1305-IETF(KEK, nonce 24 B, AD "coffer/v1/master")
+ *   DEK         = 32 random bytes per backup, XChaCha20-Poly1305-IETF(master, nonce, AD "coffer/v1/dek/<id>")
+ *   metadata    = JSON, XChaCha20-Poly1305-IETF(DEK, nonce, AD "coffer/v1/metadata/<id>")
+ *   archive     = secretstream XChaCha20-Poly1305(DEK): 24 B header, then 64 KiB plaintext chunks, each
+ *                 + 17 B; every chunk TAG_MESSAGE except the last, TAG_FINAL (truncation is detected)
+ *
+ * Binary values travel as standard padded base64.
+ */
+import type { BackupAccountEnvelopeBody } from '../api/schemas.js';
+import {
+  AD,
+  type BackupMetadata,
+  CHUNK_BYTES,
+  CRYPTO_VERSION,
+  DEFAULT_KDF_PROFILE,
+  IntegrityError,
+  KDF_ACCEPTED_MAX,
+  KDF_ACCEPTED_MIN,
+  type KdfProfile,
+  requireRequestedBackup,
+} from './envelope-format.js';
+
+export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, requireRequestedBackup };
+
+export const KEY_BYTES = 32;
+export const SALT_BYTES = 16; // crypto_pwhash_SALTBYTES
+export const NONCE_BYTES = 24; // crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
+export const AEAD_ABYTES = 16; // crypto_aead_xchacha20poly1305_ietf_ABYTES
+export const STREAM_HEADER_BYTES = 24; // crypto_secretstream_xchacha20poly1305_HEADERBYTES
+export const STREAM_ABYTES = 17; // crypto_secretstream_xchacha20poly1305_ABYTES
+export const TAG_MESSAGE = 0; // crypto_secretstream_xchacha20poly1305_TAG_MESSAGE
+export const TAG_FINAL = 3; // crypto_secretstream_xchacha20poly1305_TAG_FINAL
+const FRAME_BYTES = CHUNK_BYTES + STREAM_ABYTES;
+
+export const WRONG_PASSPHRASE = 'wrong passphrase (or the vault material was altered)';
+
+/**
+ * The libsodium functions the envelope is made of, in libsodium's own shape: outputs are written into buffers the
+ * caller allocated with `alloc`/`secureAlloc`. `B` is the provider's byte type (Buffer in Node).
+ */
+export interface Primitives<B extends Uint8Array = Uint8Array> {
+  /** A buffer the caller fills completely (its initial contents are unspecified). */
+  alloc(length: number): B;
+  /** A zeroed buffer for secret keys (guarded memory, sodium_malloc, where the runtime has it). */
+  secureAlloc(length: number): B;
+  /** sodium_memzero. */
+  wipe(bytes: Uint8Array): void;
+  /** randombytes_buf. */
+  random(into: Uint8Array): void;
+  /** crypto_pwhash(ALG_ARGON2ID13) into `key`; may run off the calling thread. */
+  argon2id(key: B, password: Uint8Array, salt: Uint8Array, opslimit: number, memlimit: number): Promise<void>;
+  /** crypto_aead_xchacha20poly1305_ietf_encrypt: `into` is plaintext + AEAD_ABYTES long. */
+  aeadEncrypt(into: B, plaintext: Uint8Array, ad: Uint8Array, nonce: Uint8Array, key: Uint8Array): void;
+  /** crypto_aead_xchacha20poly1305_ietf_decrypt: false when the tag does not verify. */
+  aeadDecrypt(into: B, ciphertext: Uint8Array, ad: Uint8Array, nonce: Uint8Array, key: Uint8Array): boolean;
+  /** crypto_secretstream_xchacha20poly1305_init_push: writes the header, returns the state. */
+  streamInitPush(header: B, key: Uint8Array): StreamState;
+  /** crypto_secretstream_xchacha20poly1305_push (no AD): `into` is message + STREAM_ABYTES long. */
+  streamPush(state: StreamState, into: B, message: Uint8Array, tag: number): void;
+  /** crypto_secretstream_xchacha20poly1305_init_pull. */
+  streamInitPull(header: Uint8Array, key: Uint8Array): StreamState;
+  /** crypto_secretstream_xchacha20poly1305_pull (no AD): the frame's tag, or undefined when it does not verify. */
+  streamPull(state: StreamState, into: B, frame: Uint8Array): number | undefined;
+  /** Forgets a stream state (zeroes it where the provider holds it). */
+  streamWipe(state: StreamState): void;
+  /** Standard padded base64 (sodium_bin2base64 ORIGINAL). */
+  toBase64(bytes: Uint8Array): string;
+  /** The bytes of canonical padded base64 (already checked by the caller). */
+  fromBase64(value: string): B;
+}
+
+/** A provider's secretstream state, opaque to the envelope. */
+export type StreamState = unknown;
+
+export interface KdfLimits {
+  opslimit: number;
+  memlimit: number;
+}
+
+export interface KdfParams extends KdfLimits {
+  salt: Uint8Array;
+}
+
+/** Argon2id cost profiles: libsodium's named limits (crypto_pwhash_{OPS,MEM}LIMIT_*). New vaults use `moderate`. */
+export const KDF_PROFILES = {
+  min: { opslimit: 1, memlimit: 8192 },
+  interactive: { opslimit: 2, memlimit: 67_108_864 },
+  moderate: { opslimit: 3, memlimit: 268_435_456 },
+  sensitive: { opslimit: 4, memlimit: 1_073_741_824 },
+} as const satisfies Record<KdfProfile, KdfLimits>;
+export const isKdfProfile = (value: string): value is KdfProfile => Object.hasOwn(KDF_PROFILES, value);
+
+/** A BackupAccountEnvelope: the bootstrap/rotate body, and the vault fields of an initialized BackupAccount. */
+export type VaultMaterial = BackupAccountEnvelopeBody;
+
+/** The vault fields of a BackupAccount as the server answers them (null before bootstrap). */
+export interface VaultFields {
+  cryptoVersion: string | null;
+  kdf: { salt: string; opslimit: number; memlimit: number } | null;
+  wrappedMasterKey: string | null;
+  wrappedMasterKeyNonce: string | null;
+}
+
+export interface WrappedDek {
+  wrappedDek: string;
+  wrappedDekNonce: string;
+}
+
+export interface SealedMetadata {
+  encryptedMetadata: string;
+  encryptedMetadataNonce: string;
+}
+
+/** Exact ciphertext size for `plainBytes` of stream input: header + one 17-byte overhead per chunk (≥ 1 chunk). */
+export function ciphertextSize(plainBytes: number): number {
+  const chunks = Math.max(1, Math.ceil(plainBytes / CHUNK_BYTES));
+  return STREAM_HEADER_BYTES + plainBytes + chunks * STREAM_ABYTES;
+}
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const utf8 = new TextEncoder();
+
+function checkKdf({ salt, opslimit, memlimit }: KdfParams): void {
+  if (salt.length !== SALT_BYTES) throw new IntegrityError(`the vault salt must be ${SALT_BYTES} bytes`);
+  if (!Number.isInteger(opslimit) || opslimit < KDF_ACCEPTED_MIN.opslimit || opslimit > KDF_ACCEPTED_MAX.opslimit) {
+    throw new IntegrityError(`the vault's Argon2id opslimit (${opslimit}) is outside the accepted range`);
+  }
+  if (!Number.isInteger(memlimit) || memlimit < KDF_ACCEPTED_MIN.memlimit || memlimit > KDF_ACCEPTED_MAX.memlimit) {
+    throw new IntegrityError(`the vault's Argon2id memlimit (${memlimit}) is outside the accepted range`);
+  }
+}
+
+function parseMetadata(plain: Uint8Array): BackupMetadata {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(plain));
+  } catch {
+    throw new IntegrityError('the backup metadata is not JSON');
+  }
+  const m = parsed as Partial<BackupMetadata> | null;
+  const ok =
+    typeof m === 'object' &&
+    m !== null &&
+    m.format === 'coffer-archive/v1' &&
+    m.archive === 'tar' &&
+    m.compression === 'gzip' &&
+    m.chunkBytes === CHUNK_BYTES &&
+    typeof m.plaintextSha256 === 'string' &&
+    /^[0-9a-f]{64}$/.test(m.plaintextSha256) &&
+    Number.isSafeInteger(m.plaintextSizeBytes) &&
+    Number.isSafeInteger(m.ciphertextSizeBytes);
+  if (!ok) throw new IntegrityError('the backup metadata is not coffer-archive/v1 metadata');
+  return m as BackupMetadata;
+}
+
+/** The envelope's operations on one provider's primitives. */
+export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
+  function randomBytes(length: number): B {
+    const bytes = p.alloc(length);
+    p.random(bytes);
+    return bytes;
+  }
+
+  /** A fresh 32-byte key in a secure buffer. */
+  function newKey(): B {
+    const key = p.secureAlloc(KEY_BYTES);
+    p.random(key);
+    return key;
+  }
+
+  function wipe(...buffers: (Uint8Array | undefined)[]): void {
+    for (const buffer of buffers) if (buffer) p.wipe(buffer);
+  }
+
+  /** Strict decoding of a server-provided field: anything but canonical padded base64 is an integrity failure. */
+  function fromBase64(value: string | null | undefined, field: string): B {
+    if (typeof value !== 'string' || !BASE64.test(value)) throw new IntegrityError(`${field} is missing or not base64`);
+    return p.fromBase64(value);
+  }
+
+  function newKdfParams(profile: KdfProfile = DEFAULT_KDF_PROFILE): KdfParams {
+    return { salt: randomBytes(SALT_BYTES), ...KDF_PROFILES[profile] };
+  }
+
+  /** KEK = Argon2id13(NFC UTF-8 passphrase, salt, opslimit, memlimit), 32 bytes in a secure buffer. */
+  async function deriveKek(passphrase: string, kdf: KdfParams): Promise<B> {
+    checkKdf(kdf);
+    const normalized = passphrase.normalize('NFC');
+    // At most 3 UTF-8 bytes per UTF-16 code unit; the passphrase bytes never leave secure memory.
+    const password = p.secureAlloc(normalized.length * 3);
+    const kek = p.secureAlloc(KEY_BYTES);
+    try {
+      const { written } = utf8.encodeInto(normalized, password);
+      await p.argon2id(kek, password.subarray(0, written), kdf.salt, kdf.opslimit, kdf.memlimit);
+    } catch (error) {
+      p.wipe(kek);
+      throw error;
+    } finally {
+      p.wipe(password);
+    }
+    return kek;
+  }
+
+  function seal(key: Uint8Array, plaintext: Uint8Array, ad: string, nonce: Uint8Array = randomBytes(NONCE_BYTES)) {
+    if (nonce.length !== NONCE_BYTES) throw new Error(`nonce must be ${NONCE_BYTES} bytes`);
+    const ciphertext = p.alloc(plaintext.length + AEAD_ABYTES);
+    p.aeadEncrypt(ciphertext, plaintext, utf8.encode(ad), nonce, key);
+    return { ciphertext, nonce };
+  }
+
+  /** Opens an AEAD box (a key: into a secure buffer); throws IntegrityError(`what`) when it does not verify. */
+  function open(key: Uint8Array, ciphertext: Uint8Array, nonce: Uint8Array, ad: string, what: string, secure = false): B {
+    if (nonce.length !== NONCE_BYTES || ciphertext.length < AEAD_ABYTES) throw new IntegrityError(what);
+    const length = ciphertext.length - AEAD_ABYTES;
+    const plaintext = secure ? p.secureAlloc(length) : p.alloc(length);
+    if (!p.aeadDecrypt(plaintext, ciphertext, utf8.encode(ad), nonce, key)) {
+      p.wipe(plaintext);
+      throw new IntegrityError(what);
+    }
+    return plaintext;
+  }
+
+  /** Wraps `masterKey` under a KEK derived from `passphrase` with new (or given) KDF parameters. */
+  async function wrapMasterKey(
+    masterKey: Uint8Array,
+    passphrase: string,
+    kdf: KdfParams = newKdfParams(),
+    nonce?: Uint8Array,
+  ): Promise<VaultMaterial> {
+    const kek = await deriveKek(passphrase, kdf);
+    try {
+      const box = seal(kek, masterKey, AD.master, nonce);
+      return {
+        cryptoVersion: CRYPTO_VERSION,
+        kdf: { salt: p.toBase64(kdf.salt), opslimit: kdf.opslimit, memlimit: kdf.memlimit },
+        wrappedMasterKey: p.toBase64(box.ciphertext),
+        wrappedMasterKeyNonce: p.toBase64(box.nonce),
+      };
+    } finally {
+      wipe(kek);
+    }
+  }
+
+  /** The master key, in a secure buffer; IntegrityError(WRONG_PASSPHRASE) on a wrong passphrase or altered material. */
+  async function unwrapMasterKey(vault: VaultFields, passphrase: string): Promise<B> {
+    if (vault.cryptoVersion !== CRYPTO_VERSION) {
+      throw new IntegrityError(`unsupported vault crypto version ${JSON.stringify(vault.cryptoVersion)}`);
+    }
+    if (!vault.kdf) throw new IntegrityError('the vault has no key-derivation parameters');
+    const kdf = { salt: fromBase64(vault.kdf.salt, 'kdf.salt'), opslimit: vault.kdf.opslimit, memlimit: vault.kdf.memlimit };
+    const wrapped = fromBase64(vault.wrappedMasterKey, 'wrappedMasterKey');
+    const nonce = fromBase64(vault.wrappedMasterKeyNonce, 'wrappedMasterKeyNonce');
+    if (wrapped.length !== KEY_BYTES + AEAD_ABYTES) throw new IntegrityError(WRONG_PASSPHRASE);
+    const kek = await deriveKek(passphrase, kdf);
+    try {
+      return open(kek, wrapped, nonce, AD.master, WRONG_PASSPHRASE, true);
+    } finally {
+      wipe(kek);
+    }
+  }
+
+  function wrapDek(masterKey: Uint8Array, backupId: string, dek: Uint8Array, nonce?: Uint8Array): WrappedDek {
+    const box = seal(masterKey, dek, AD.dek(backupId), nonce);
+    return { wrappedDek: p.toBase64(box.ciphertext), wrappedDekNonce: p.toBase64(box.nonce) };
+  }
+
+  /** The backup's DEK, in a secure buffer. */
+  function unwrapDek(
+    masterKey: Uint8Array,
+    backupId: string,
+    fields: { wrappedDek: string | null; wrappedDekNonce: string | null },
+  ): B {
+    const what = 'the backup data key does not belong to this backup or vault (wrappedDek altered or swapped)';
+    const wrapped = fromBase64(fields.wrappedDek, 'wrappedDek');
+    const nonce = fromBase64(fields.wrappedDekNonce, 'wrappedDekNonce');
+    if (wrapped.length !== KEY_BYTES + AEAD_ABYTES) throw new IntegrityError(what);
+    return open(masterKey, wrapped, nonce, AD.dek(backupId), what, true);
+  }
+
+  /** Seals metadata given as its exact JSON text (the test vectors fix the bytes). */
+  function sealMetadataJson(dek: Uint8Array, backupId: string, json: string, nonce?: Uint8Array): SealedMetadata {
+    const box = seal(dek, utf8.encode(json), AD.metadata(backupId), nonce);
+    return { encryptedMetadata: p.toBase64(box.ciphertext), encryptedMetadataNonce: p.toBase64(box.nonce) };
+  }
+
+  const sealMetadata = (dek: Uint8Array, backupId: string, metadata: BackupMetadata, nonce?: Uint8Array): SealedMetadata =>
+    sealMetadataJson(dek, backupId, JSON.stringify(metadata), nonce);
+
+  function openMetadata(
+    dek: Uint8Array,
+    backupId: string,
+    fields: { encryptedMetadata: string | null; encryptedMetadataNonce: string | null },
+  ): BackupMetadata {
+    const sealed = fromBase64(fields.encryptedMetadata, 'encryptedMetadata');
+    const nonce = fromBase64(fields.encryptedMetadataNonce, 'encryptedMetadataNonce');
+    return parseMetadata(open(dek, sealed, nonce, AD.metadata(backupId), 'the backup metadata was altered'));
+  }
+
+  return {
+    randomBytes,
+    newKey,
+    wipe,
+    fromBase64,
+    newKdfParams,
+    deriveKek,
+    wrapMasterKey,
+    unwrapMasterKey,
+    wrapDek,
+    unwrapDek,
+    sealMetadata,
+    sealMetadataJson,
+    openMetadata,
+  };
+}
+
+/** Receives each piece of output as soon as it is complete (a Node stream's push, a TransformStream's enqueue). */
+export type Emit<B> = (bytes: B) => void;
+
+/**
+ * Encrypts a byte stream fed in pieces of any size: the header first, then one sealed chunk per 64 KiB, the last one
+ * TAG_FINAL. Ciphertext is emitted chunk by chunk.
+ */
+export class SecretStreamWriter<B extends Uint8Array> {
+  private state: StreamState | undefined;
+  private readonly pending = new Uint8Array(CHUNK_BYTES);
+  private filled = 0;
+
+  constructor(
+    private readonly p: Primitives<B>,
+    private readonly key: Uint8Array,
+  ) {}
+
+  private start(emit: Emit<B>): void {
+    if (this.state !== undefined) return;
+    const header = this.p.alloc(STREAM_HEADER_BYTES);
+    this.state = this.p.streamInitPush(header, this.key);
+    emit(header);
+  }
+
+  private seal(length: number, tag: number, emit: Emit<B>): void {
+    const sealed = this.p.alloc(length + STREAM_ABYTES);
+    this.p.streamPush(this.state, sealed, this.pending.subarray(0, length), tag);
+    this.filled = 0;
+    emit(sealed);
+  }
+
+  push(chunk: Uint8Array, emit: Emit<B>): void {
+    this.start(emit);
+    let offset = 0;
+    while (offset < chunk.length) {
+      // A full pending chunk is only sealed once more data shows it is not the last one.
+      if (this.filled === CHUNK_BYTES) this.seal(CHUNK_BYTES, TAG_MESSAGE, emit);
+      const take = Math.min(CHUNK_BYTES - this.filled, chunk.length - offset);
+      this.pending.set(chunk.subarray(offset, offset + take), this.filled);
+      this.filled += take;
+      offset += take;
+    }
+  }
+
+  /** The last chunk (TAG_FINAL), also for an empty stream. */
+  finish(emit: Emit<B>): void {
+    this.start(emit);
+    this.seal(this.filled, TAG_FINAL, emit);
+    this.dispose();
+  }
+
+  /** Zeroes the state and the pending plaintext. */
+  dispose(): void {
+    if (this.state !== undefined) this.p.streamWipe(this.state);
+    this.p.wipe(this.pending);
+  }
+}
+
+/**
+ * Decrypts and authenticates a secretstream fed in pieces of any size: every frame must verify, the last one must
+ * carry TAG_FINAL and nothing may follow it. Plaintext comes out frame by frame (bounded memory) and is
+ * unconfirmed until finish() returned without throwing.
+ */
+export class SecretStreamReader<B extends Uint8Array> {
+  private state: StreamState | undefined;
+  private readonly header = new Uint8Array(STREAM_HEADER_BYTES);
+  private headerFilled = 0;
+  private readonly frame = new Uint8Array(FRAME_BYTES);
+  private filled = 0;
+  private frames = 0;
+  private finished = false;
+  /** Ciphertext bytes seen so far. */
+  bytesIn = 0;
+
+  constructor(
+    private readonly p: Primitives<B>,
+    private readonly key: Uint8Array,
+  ) {}
+
+  private pull(length: number, emit: Emit<B>): void {
+    if (length < STREAM_ABYTES) throw new IntegrityError('the archive is truncated (partial chunk)');
+    const plain = this.p.alloc(length - STREAM_ABYTES);
+    const tag = this.p.streamPull(this.state, plain, this.frame.subarray(0, length));
+    if (tag === undefined) {
+      throw new IntegrityError(`archive chunk ${this.frames} failed authentication (tampered, truncated or wrong key)`);
+    }
+    this.frames += 1;
+    if (tag === TAG_FINAL) this.finished = true;
+    else if (tag !== TAG_MESSAGE) throw new IntegrityError(`archive chunk ${this.frames - 1} has an unexpected tag`);
+    this.filled = 0;
+    if (plain.length > 0) emit(plain);
+  }
+
+  /** Feeds ciphertext; emits the plaintext of every frame it completes. */
+  push(chunk: Uint8Array, emit: Emit<B>): void {
+    this.bytesIn += chunk.length;
+    let offset = 0;
+    if (this.headerFilled < STREAM_HEADER_BYTES) {
+      const take = Math.min(STREAM_HEADER_BYTES - this.headerFilled, chunk.length);
+      this.header.set(chunk.subarray(0, take), this.headerFilled);
+      this.headerFilled += take;
+      offset = take;
+      if (this.headerFilled === STREAM_HEADER_BYTES) this.state = this.p.streamInitPull(this.header, this.key);
+    }
+    while (offset < chunk.length) {
+      if (this.finished) throw new IntegrityError('the archive has data after its final chunk');
+      const take = Math.min(FRAME_BYTES - this.filled, chunk.length - offset);
+      this.frame.set(chunk.subarray(offset, offset + take), this.filled);
+      this.filled += take;
+      offset += take;
+      if (this.filled === FRAME_BYTES) this.pull(FRAME_BYTES, emit);
+    }
+  }
+
+  /** Ends the stream: the last (short) frame, and the proof that the final tag was seen. */
+  finish(emit: Emit<B>): void {
+    if (this.headerFilled < STREAM_HEADER_BYTES) throw new IntegrityError('the archive is truncated (no header)');
+    if (!this.finished && this.filled > 0) this.pull(this.filled, emit);
+    if (!this.finished) throw new IntegrityError('the archive is truncated (final chunk missing)');
+    this.dispose();
+  }
+
+  /** Zeroes the state and the buffered ciphertext. */
+  dispose(): void {
+    if (this.state !== undefined) this.p.streamWipe(this.state);
+    this.p.wipe(this.frame);
+  }
+}

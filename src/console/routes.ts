@@ -7,20 +7,20 @@
  * - /downloads/coffer-cli.tgz: the CLI package (`npm pack` output), so `npm install -g <that URL>` works against
  *   any Coffer server.
  *
- * The page talks to /api with the same session (the third credential of src/server/auth.ts). It downloads
+ * The page talks to /api with the same session (the third credential of src/http/auth.ts). It downloads
  * ciphertext and decrypts it in the browser; passphrases and plaintext never reach the server.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { App } from '../api/context.js';
+import type { App } from '../http/fastify.js';
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import { IN_FLIGHT_STATUSES } from '../domain/backups.js';
 import { AppError } from '../domain/errors.js';
-import { FixedWindowLimiter } from '../discovery/rate-limit.js';
-import { jsonBodies } from '../server/bodies.js';
+import { FixedWindowLimiter } from '../http/rate-limit.js';
+import { jsonBodies } from '../http/bodies.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import type { BackupService } from '../services/backups.js';

@@ -23,7 +23,7 @@ import {
 } from './documents.js';
 import { Knowledge } from './knowledge.js';
 import { buildMcpServer } from './mcp.js';
-import { FixedWindowLimiter, type RateLimitOptions } from './rate-limit.js';
+import { FixedWindowLimiter, type RateLimitOptions } from '../http/rate-limit.js';
 
 export interface DiscoveryOptions {
   config: Config;

@@ -1,7 +1,12 @@
 import path from 'node:path';
 
-/** The only place that reads `process.env` (CONTRACT §10). Everything else receives a Config. */
-export interface Config {
+/**
+ * The only place that reads `process.env` (CONTRACT §10). Everything else receives a Config, complete from the
+ * start (the public URL included) and never changed afterwards.
+ */
+export type Config = Readonly<ConfigFields>;
+
+interface ConfigFields {
   port: number;
   host: string;
   publicUrl: string;

@@ -1,6 +1,43 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/**
+ * The layers of src/ (README "Layout"), top to bottom: a folder imports only from the rows below its own, so
+ * the arrows run one way. `config` is src/config.ts. The client stands apart: packed alone as the CLI package,
+ * it shares only the domain and the API's wire types (as types) with the server. Dynamic `import()` is not
+ * checked by the rule; it follows the same arrows (cli/ and server/ use it).
+ */
+const ROWS = [
+  ['cli'],
+  ['server'],
+  ['api', 'console', 'discovery', 'ops'],
+  ['http'],
+  ['services'],
+  ['events'],
+  ['store', 'blobs'],
+  ['domain', 'config'],
+];
+// Each folder with the folders it may import: the rows below its own.
+const LAYERS = Object.fromEntries(ROWS.flatMap((row, i) => row.map((folder) => [folder, ROWS.slice(i + 1).flat()])));
+LAYERS.client = ['domain'];
+delete LAYERS.config; // a file, with its own rule below
+const FOLDERS = Object.keys(LAYERS);
+
+function layerRule(folder, allowed) {
+  const message = `src/${folder}/ may import only from ${allowed.length ? allowed.join(', ') : 'itself'} (layers: README "Layout").`;
+  const forbidden = FOLDERS.filter((other) => other !== folder && !allowed.includes(other)).map((other) => `../${other}/*`);
+  if (!allowed.includes('config')) forbidden.push('../config.js');
+  const patterns = [{ group: forbidden, message }];
+  if (folder === 'client') {
+    forbidden.push('!../api/schemas.js');
+    patterns.push({ group: ['../api/schemas.js'], allowTypeImports: true, message: `${message} API schemas: types only.` });
+  }
+  return {
+    files: [`src/${folder}/**/*.ts`],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns }] },
+  };
+}
+
 export default tseslint.config(
   { ignores: ['dist/', 'data/', 'node_modules/', 'coverage/'] },
   js.configs.recommended,
@@ -13,5 +50,17 @@ export default tseslint.config(
   {
     files: ['test/**/*.ts', 'bench/**/*'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+  ...Object.entries(LAYERS)
+    .filter(([folder]) => folder !== 'cli') // the top imports anything, the client too
+    .map(([folder, allowed]) => layerRule(folder, allowed)),
+  {
+    files: ['src/config.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['./*/*'], message: 'src/config.ts imports nothing from src/ (layers: README "Layout").' }] },
+      ],
+    },
   },
 );

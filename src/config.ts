@@ -3,9 +3,12 @@ import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './clien
 
 /**
  * The only place that reads `process.env` (README.md#configuration): the server's settings (loadConfig → Config)
- * and the client commands' (loadClientConfig → ClientConfig). Everything else receives one of them.
+ * and the client commands' (loadClientConfig → ClientConfig). Everything else receives one of them; a Config is
+ * complete from the start (the public URL included) and never changed afterwards.
  */
-export interface Config {
+export type Config = Readonly<ConfigFields>;
+
+interface ConfigFields {
   port: number;
   host: string;
   publicUrl: string;

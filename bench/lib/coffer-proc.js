@@ -8,19 +8,19 @@
 import fs from 'node:fs';
 import inspector from 'node:inspector';
 import { loadConfig } from '../../dist/config.js';
-import { startServer } from '../../dist/server/compose.js';
+import { startOnFreePort } from '../../dist/server/compose.js';
 import { serveParent } from './common.js';
 
-const config = loadConfig({ ...process.env, PORT: '0', HOST: '127.0.0.1' });
+// Create responses carry upload URLs built from the public URL: it is the real port's URL.
+const configFor = (port, url) => loadConfig({ ...process.env, PORT: String(port), HOST: '127.0.0.1', COFFER_PUBLIC_URL: url });
+const { logLevel } = loadConfig(process.env);
 let offset = 0;
 let session = null;
 const clock = { now: () => Date.now() + offset };
-const server = await startServer(config, {
+const server = await startOnFreePort(configFor, {
   clock,
-  logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
+  logger: logLevel === 'silent' ? false : { level: logLevel },
 });
-// Create responses carry upload URLs built from the public URL: make them point at the real port.
-config.publicUrl = server.url;
 
 serveParent({
   async keys({ count = 1, plan = 'pro' }) {

@@ -1,7 +1,8 @@
 /** /api/backup-account: vault material and reset (docs/api-rules.md#account). */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../domain/errors.js';
-import type { App, RouteContext } from './context.js';
+import type { App } from '../http/fastify.js';
+import type { RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
 import {
   BackupAccount,

@@ -2,7 +2,8 @@
 import { Type } from '@sinclair/typebox';
 import parseRange from 'range-parser';
 import { rateLimitPolicy } from '../domain/plans.js';
-import { type App, type RouteContext, loadBackup } from './context.js';
+import type { App } from '../http/fastify.js';
+import { type RouteContext, loadBackup } from './context.js';
 import { errorResponses, json } from './responses.js';
 import {
   BackupDetail,

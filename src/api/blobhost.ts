@@ -11,10 +11,10 @@ import type { Readable } from 'node:stream';
 import type { ConnectionLimits } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { BlobApiError, type BlobHostService } from '../services/blob-host.js';
-import { streamedBodies } from '../server/bodies.js';
-import { logUnhandled } from '../server/errors.js';
-import { discardUnreadBody, guardBodyRate } from '../server/slow-client.js';
-import type { App } from './context.js';
+import { JSON_BODY_LIMIT, streamedBodies } from '../http/bodies.js';
+import { logUnhandled } from '../http/errors.js';
+import { discardUnreadBody, guardBodyRate } from '../http/slow-client.js';
+import type { App } from '../http/fastify.js';
 
 /** Reads a whole (small) body as text; more than `limit` bytes fails with `tooLarge()`. */
 export async function readText(body: Readable, limit: number, tooLarge: () => Error): Promise<string> {
@@ -48,8 +48,6 @@ function pathnameOf(request: FastifyRequest): string | undefined {
 }
 
 const MAX_COMPLETE_BODY = 1024 * 1024;
-/** docs/api-rules.md#encoding: JSON bodies over 256 KiB are a 400 validation_failed (same limit as the JSON routes). */
-const JSON_BODY_LIMIT = 256 * 1024;
 
 /** The blob-host endpoints; register in their own scope (they read their bodies themselves). */
 export function blobHostRoutes(app: App, host: BlobHostService, limits: ConnectionLimits): void {
@@ -144,12 +142,11 @@ export async function negotiateUpload(
   request: FastifyRequest,
   authenticate: () => Promise<unknown>,
 ): Promise<Record<string, unknown>> {
-  const jsonLimit = JSON_BODY_LIMIT;
   const signature = header(request, 'x-vercel-signature');
   let text: string;
   try {
-    text = await readText(request.raw, jsonLimit, () =>
-      AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${jsonLimit / 1024} KiB` }]),
+    text = await readText(request.raw, JSON_BODY_LIMIT, () =>
+      AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${JSON_BODY_LIMIT / 1024} KiB` }]),
     );
   } catch (error) {
     if (signature !== undefined) await authenticate();

@@ -1,20 +1,11 @@
-import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { Config } from '../config.js';
 import type { Scope } from '../domain/scopes.js';
-import type { EventStreamHub } from '../events/streams.js';
+import type { EventStreamHub } from './streams.js';
 import type { BackupService } from '../services/backups.js';
 import type { BlobHostService } from '../services/blob-host.js';
 import type { Backup } from '../store/store.js';
-import type { Metrics } from '../server/metrics.js';
-
-export type App = FastifyInstance<
-  import('node:http').Server,
-  import('node:http').IncomingMessage,
-  import('node:http').ServerResponse,
-  import('fastify').FastifyBaseLogger,
-  TypeBoxTypeProvider
->;
+import type { Metrics } from '../http/metrics.js';
 
 export interface RouteContext {
   config: Config;

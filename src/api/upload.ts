@@ -2,10 +2,11 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';
-import { mediaType } from '../server/bodies.js';
-import { guardBodyRate } from '../server/slow-client.js';
+import { mediaType } from '../http/bodies.js';
+import { guardBodyRate } from '../http/slow-client.js';
 import { negotiateUpload } from './blobhost.js';
-import type { App, RouteContext } from './context.js';
+import type { App } from '../http/fastify.js';
+import type { RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
 import { ClientUploadResponse, DirectUploadResponse } from './schemas.js';
 

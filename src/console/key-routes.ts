@@ -1,5 +1,5 @@
 /** /console/api/keys: the account's API keys, newest first; make one (bounded by the session's credential); revoke. */
-import type { App } from '../api/context.js';
+import type { App } from '../http/fastify.js';
 import { AppError } from '../domain/errors.js';
 import { SCOPES } from '../domain/scopes.js';
 import { keyView } from '../services/keys.js';

@@ -1,5 +1,5 @@
 /** /console/api/overview: the account's plan, cadence, backups and vault at a glance. */
-import type { App } from '../api/context.js';
+import type { App } from '../http/fastify.js';
 import { isInFlight, nextAllowedAt } from '../domain/backups.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import type { AccountView } from '../services/backups.js';

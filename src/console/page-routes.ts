@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { App } from '../api/context.js';
+import type { App } from '../http/fastify.js';
 import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { type CliTarball, type StaticFile, cliTarball, loadConsoleFiles, packageRoot } from './assets.js';

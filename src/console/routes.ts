@@ -8,15 +8,15 @@
  * - /downloads/coffer-cli.tgz: the CLI package (`npm pack` output), so `npm install -g <that URL>` works against
  *   any Coffer server.
  *
- * The page talks to /api with the same session (the third credential of src/server/auth.ts). It downloads
+ * The page talks to /api with the same session (the third credential of src/http/auth.ts). It downloads
  * ciphertext and decrypts it in the browser; passphrases and plaintext never reach the server.
  *
  * The routes are in session-routes.ts, overview-routes.ts, key-routes.ts and page-routes.ts.
  */
 import type { FastifyRequest } from 'fastify';
-import type { App } from '../api/context.js';
+import type { App } from '../http/fastify.js';
 import { AppError } from '../domain/errors.js';
-import { jsonBodies } from '../server/bodies.js';
+import { jsonBodies } from '../http/bodies.js';
 import type { ConsoleContext, ConsoleOptions } from './context.js';
 import { keyRoutes } from './key-routes.js';
 import { overviewRoutes } from './overview-routes.js';

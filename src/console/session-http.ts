@@ -8,7 +8,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { SCOPES } from '../domain/scopes.js';
-import type { Principal } from '../server/auth.js';
+import type { Principal } from '../http/auth.js';
 import type { SessionService } from '../services/sessions.js';
 import type { Session } from '../store/store.js';
 

@@ -1,8 +1,8 @@
 /** /console/api/session: sign in (login link or all-scope API key, limited per address), the session, sign out. */
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
-import type { App } from '../api/context.js';
-import { FixedWindowLimiter } from '../discovery/rate-limit.js';
+import type { App } from '../http/fastify.js';
+import { FixedWindowLimiter } from '../http/rate-limit.js';
 import { AppError } from '../domain/errors.js';
 import type { Plan } from '../domain/plans.js';
 import { csrfTokenFor, type OpenedSession } from '../services/sessions.js';

@@ -23,7 +23,7 @@ import {
 } from './documents.js';
 import { Knowledge } from './knowledge.js';
 import { buildMcpServer } from './mcp.js';
-import { FixedWindowLimiter, type RateLimitOptions } from './rate-limit.js';
+import { FixedWindowLimiter, type RateLimitOptions } from '../http/rate-limit.js';
 
 export interface DiscoveryOptions {
   config: Config;
@@ -88,13 +88,12 @@ export const discoveryRoutes: FastifyPluginAsync<DiscoveryOptions> = async (app,
   const content = loadContent();
   const openapi = () => (app as unknown as { swagger(): OpenApiLike }).swagger();
 
-  // Built on first use and again only if the public URL changes (tests learn their port after listen()).
-  let state: { key: string; site: Site; knowledge: Knowledge } | null = null;
+  // Built on first use: the OpenAPI document exists only once the app is ready.
+  let state: { site: Site; knowledge: Knowledge } | null = null;
   const current = () => {
-    const key = config.publicUrl;
-    if (state?.key !== key) {
-      const site = buildSite(content, { base: key, openapi: openapi(), maxArchiveBytes: config.maxArchiveBytes });
-      state = { key, site, knowledge: new Knowledge(content, site) };
+    if (!state) {
+      const site = buildSite(content, { base: config.publicUrl, openapi: openapi(), maxArchiveBytes: config.maxArchiveBytes });
+      state = { site, knowledge: new Knowledge(content, site) };
     }
     return state;
   };

@@ -11,12 +11,13 @@ import type { BlobStore } from '../blobs/blob-store.js';
 import type { Store } from '../store/store.js';
 import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
 import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
-import type { App, RouteContext } from '../api/context.js';
+import type { RouteContext } from '../api/context.js';
+import type { App } from '../http/fastify.js';
 import { COMPONENT_SCHEMAS } from '../api/schemas.js';
 import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
-import { EventStreamHub } from '../events/streams.js';
+import { EventStreamHub } from '../api/streams.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { BackupService } from '../services/backups.js';
 import type { BlobHostService } from '../services/blob-host.js';
@@ -26,16 +27,15 @@ import type { SessionService } from '../services/sessions.js';
 import { consoleRoutes } from '../console/routes.js';
 import { SESSION_SECURITY_SCHEME, sessionCredential } from '../console/session-http.js';
 import { discoveryRoutes } from '../discovery/routes.js';
-import { authenticator } from './auth.js';
-import { ignoreBodies, jsonBodies, streamedBodies } from './bodies.js';
-import { hardening } from './hardening.js';
-import { discardUnreadBody } from './slow-client.js';
-import { Metrics } from './metrics.js';
-import { operationsRoutes } from './operations.js';
-import { sendError, toAppError } from './errors.js';
+import { authenticator } from '../http/auth.js';
+import { JSON_BODY_LIMIT, ignoreBodies, jsonBodies, streamedBodies } from '../http/bodies.js';
+import { hardening } from '../http/hardening.js';
+import { discardUnreadBody } from '../http/slow-client.js';
+import { Metrics, requestMetrics } from '../http/metrics.js';
+import { operationsRoutes } from '../ops/routes.js';
+import { sendError, toAppError } from '../http/errors.js';
 
 export const API_VERSION = '0.1.0';
-export const JSON_BODY_LIMIT = 256 * 1024;
 const MAX_PARAM_LENGTH = 16 * 1024;
 
 export interface AppParts {
@@ -123,6 +123,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     metrics,
   };
   hardening(app);
+  requestMetrics(app, metrics);
   operationsRoutes(app, { store: parts.store, blobs: parts.blobs, metrics, metricsToken: parts.config.metricsToken });
 
   await app.register(fastifySwagger, {
@@ -200,7 +201,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     clock: parts.clock,
   });
 
-  // Each scope reads bodies one way (src/server/bodies.ts).
+  // Each scope reads bodies one way (src/http/bodies.ts).
   await app.register(async (scope) => {
     ignoreBodies(scope);
     accountReadRoutes(scope, ctx);

@@ -1,4 +1,5 @@
 /** The composition root: turns a Config into running parts. The only place that picks implementations. */
+import net from 'node:net';
 import type { FastifyServerOptions } from 'fastify';
 import type { Config } from '../config.js';
 import type { BlobStore } from '../blobs/blob-store.js';
@@ -113,11 +114,14 @@ export interface Server extends CofferApp {
   stop(): Promise<void>;
 }
 
+export interface StartOptions {
+  clock?: Clock;
+  logger?: FastifyServerOptions['logger'];
+  sweeper?: SweeperOptions;
+}
+
 /** Starts everything: migrations, HTTP listener, background sweeper. */
-export async function startServer(
-  config: Config,
-  options: { clock?: Clock; logger?: FastifyServerOptions['logger']; sweeper?: SweeperOptions } = {},
-): Promise<Server> {
+export async function startServer(config: Config, options: StartOptions = {}): Promise<Server> {
   let log: (message: string, error?: unknown) => void = () => undefined;
   const parts = await composeParts(config, options.clock, {
     sweeper: options.sweeper,
@@ -125,7 +129,13 @@ export async function startServer(
   });
   const coffer = await buildApp({ ...parts, logger: options.logger });
   log = (message, error) => coffer.app.log.warn({ err: error }, message);
-  await coffer.app.listen({ port: config.port, host: config.host });
+  try {
+    await coffer.app.listen({ port: config.port, host: config.host });
+  } catch (error) {
+    await coffer.app.close();
+    await parts.close();
+    throw error;
+  }
   const address = coffer.app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
@@ -174,4 +184,35 @@ export async function startServer(
       await parts.close();
     },
   };
+}
+
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, host, () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts on a free port of `host`, with that port's URL as the public URL unless `configFor` says otherwise
+ * (tests, benchmarks): the port is picked before anything is built, so the config is complete from the start.
+ * A port another process takes in between is picked again.
+ */
+export async function startOnFreePort(
+  configFor: (port: number, url: string) => Config,
+  options: StartOptions = {},
+  host = '127.0.0.1',
+): Promise<Server> {
+  for (let attempt = 1; ; attempt += 1) {
+    const port = await freePort(host);
+    try {
+      return await startServer(configFor(port, `http://${host}:${port}`), options);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt === 5) throw error;
+    }
+  }
 }

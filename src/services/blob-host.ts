@@ -98,7 +98,6 @@ function limited(source: Readable, limit: number): Readable {
 
 const PATHNAME = /^backups\/([0-9a-f-]{36})\/([0-9a-f-]{36})$/;
 
-/** Read at use time (the composition root's Config: tests learn the public URL only after listening). */
 export interface BlobHostOptions {
   readonly publicUrl: string;
   readonly maxArchiveBytes: number;

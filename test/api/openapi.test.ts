@@ -102,3 +102,12 @@ describe('/openapi.json', () => {
     expect(document.components.schemas.BackupFinalizeRequest.additionalProperties).toBe(false);
   });
 });
+
+describe('/openapi.json of a server without COFFER_PUBLIC_URL', () => {
+  const local = useServer();
+
+  it('names the address the server listens on: the public URL is part of the config from the start', async () => {
+    const served = await (await fetch(`${local.server.url}/openapi.json`)).json();
+    expect(served.servers).toEqual([{ url: local.server.url }]);
+  });
+});

@@ -4,7 +4,7 @@ import { type Config, loadConfig } from '../../src/config.js';
 import type { Clock } from '../../src/domain/clock.js';
 import type { Plan } from '../../src/domain/plans.js';
 import type { Scope } from '../../src/domain/scopes.js';
-import { type Server, startServer } from '../../src/server/compose.js';
+import { type Server, startOnFreePort } from '../../src/server/compose.js';
 import { tempDir } from './tmp.js';
 
 export interface TestServer extends Server {
@@ -29,12 +29,13 @@ export interface TestServerOptions {
 /** Stop it (server.stop()) in the file's afterAll; its data directory (a tempDir) goes after that. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? tempDir();
-  const config: Config = {
-    ...loadConfig({ PORT: '0', HOST: '127.0.0.1', COFFER_DATA_DIR: dataDir, ...options.env }),
-    ...options.config,
-  };
-  const server = await startServer(config, { clock: options.clock, logger: options.logger });
-  if (!options.env?.COFFER_PUBLIC_URL) config.publicUrl = server.url;
+  const server = await startOnFreePort(
+    (port, url): Config => ({
+      ...loadConfig({ PORT: String(port), HOST: '127.0.0.1', COFFER_PUBLIC_URL: url, COFFER_DATA_DIR: dataDir, ...options.env }),
+      ...options.config,
+    }),
+    { clock: options.clock, logger: options.logger },
+  );
   return {
     ...server,
     dataDir,

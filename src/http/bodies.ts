@@ -5,6 +5,9 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.js';
 
+/** CONTRACT §1: JSON bodies over 256 KiB are a 400 validation_failed (the JSON routes and the blob host). */
+export const JSON_BODY_LIMIT = 256 * 1024;
+
 /** Media type of a Content-Type header, lower-cased, without parameters. */
 export function mediaType(header: string | undefined): string {
   return (header ?? '').split(';')[0]!.trim().toLowerCase();

@@ -1,6 +1,6 @@
 /** The in-memory limiter behind /mcp and the A2A endpoint: fixed windows per address, bounded memory. */
 import { describe, expect, it } from 'vitest';
-import { FixedWindowLimiter } from '../../src/discovery/rate-limit.js';
+import { FixedWindowLimiter } from '../../src/http/rate-limit.js';
 
 describe('FixedWindowLimiter', () => {
   it('allows max requests per window and address, then refuses until the window resets', () => {

@@ -1,7 +1,13 @@
 /** Prometheus metrics (prom-client): request rate and latency by route, upload bytes, event streams, sweeps. */
+import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { StreamStats } from '../events/streams.js';
 import type { QueryCounts } from '../store/store.js';
+
+/** What the event streams report (src/api/streams.ts): open now, and refused since start by the cap reached. */
+export interface StreamStats {
+  open: number;
+  refused: Record<'account' | 'address', number>;
+}
 
 export class Metrics {
   readonly registry = new Registry();
@@ -66,4 +72,13 @@ export class Metrics {
     });
     collectDefaultMetrics({ register: this.registry, prefix: 'coffer_' });
   }
+}
+
+/** Counts every answered request and its latency, by method, route template and status. */
+export function requestMetrics(app: FastifyInstance, metrics: Metrics): void {
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    metrics.requests.inc({ method: request.method, route, status: reply.statusCode });
+    metrics.latency.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
 }

@@ -1,11 +1,11 @@
-/** Operator endpoints: /readyz (dependencies reachable) and /metrics (Prometheus), plus request metrics. */
+/** Operator endpoints: /readyz (dependencies reachable) and /metrics (Prometheus). */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { BlobStore } from '../blobs/blob-store.js';
 import { AppError } from '../domain/errors.js';
 import type { Store } from '../store/store.js';
-import { errorBody } from './errors.js';
-import type { Metrics } from './metrics.js';
+import { errorBody } from '../http/errors.js';
+import type { Metrics } from '../http/metrics.js';
 
 const PROBE_TIMEOUT_MS = 2000;
 
@@ -41,12 +41,6 @@ export interface OperationsDeps {
 
 export function operationsRoutes(app: FastifyInstance, deps: OperationsDeps): void {
   const { metrics } = deps;
-  app.addHook('onResponse', async (request, reply) => {
-    const route = request.routeOptions.url ?? 'unmatched';
-    metrics.requests.inc({ method: request.method, route, status: reply.statusCode });
-    metrics.latency.observe({ method: request.method, route }, reply.elapsedTime / 1000);
-  });
-
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     const [database, blobs] = await Promise.all([probe(() => deps.store.ping()), probe(() => deps.blobs.ping())]);
     const ready = database === 'ok' && blobs === 'ok';

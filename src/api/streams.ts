@@ -6,10 +6,11 @@ import type { ServerResponse } from 'node:http';
 import { isTerminal } from '../domain/backups.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
-import { errorBody } from '../server/errors.js';
-import { iso, statusEventBody } from '../api/views.js';
+import { errorBody } from '../http/errors.js';
+import type { StreamStats } from '../http/metrics.js';
+import { iso, statusEventBody } from './views.js';
 import type { Backup } from '../store/store.js';
-import type { StatusBus } from './status-bus.js';
+import type { StatusBus } from '../events/status-bus.js';
 
 export type CloseReason = 'terminal' | 'timeout' | 'shutdown';
 
@@ -27,13 +28,7 @@ export interface StreamOwner {
   address: string;
 }
 
-export type StreamLimit = 'account' | 'address';
-
-export interface StreamStats {
-  open: number;
-  /** Streams refused since start, by the cap that was reached. */
-  refused: Record<StreamLimit, number>;
-}
+export type StreamLimit = keyof StreamStats['refused'];
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './client/envelope-format.js';
+import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './domain/kdf.js';
 
 /**
  * The only place that reads `process.env` (README.md#configuration): the server's settings (loadConfig → Config)

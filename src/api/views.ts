@@ -1,10 +1,11 @@
 /** Domain records → wire bodies (the serializer then enforces the schema). */
 import { PLAN_RULES } from '../domain/plans.js';
 import type { AccountView } from '../services/backups.js';
+import { iso } from '../domain/time.js';
 import type { Backup } from '../store/store.js';
 import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody } from './schemas.js';
 
-export const iso = (ms: number): string => new Date(ms).toISOString();
+export { iso };
 
 export function accountBody({ account, vault }: AccountView) {
   return {

@@ -6,12 +6,12 @@ import { loadConfig, parseDuration } from '../config.js';
 import { systemClock } from '../domain/clock.js';
 import { PLANS, isPlan, type Plan } from '../domain/plans.js';
 import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
+import { iso, isoOrNull } from '../domain/time.js';
 import { KeyService, keyView } from '../services/keys.js';
 import { LOGIN_LINK_MAX_TTL_MS, LOGIN_LINK_TTL_MS, SessionService } from '../services/sessions.js';
 import type { Store } from '../store/store.js';
 import { CliError, emit, usageError } from './output.js';
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 function plan(value: string): Plan {
   if (!isPlan(value)) throw usageError(`unknown plan "${value}" (expected ${PLANS.join(', ')})`);
@@ -157,7 +157,7 @@ export function registerAdminCommands(program: Command): void {
           apiKey: issued.apiKey,
           plan: issued.account.plan,
           scopes: issued.key.scopes,
-          expiresAt: iso(issued.key.expiresAt),
+          expiresAt: isoOrNull(issued.key.expiresAt),
         };
         emit(!!opts.json, result, () =>
           [

@@ -1,6 +1,6 @@
 /**
  * The fixed facts of crypto envelope v1 (docs/crypto.md), shared by the CLI (sodium-native) and the console
- * page (libsodium in WebAssembly). No imports, so both runtimes can use it.
+ * page (libsodium in WebAssembly). It imports only pure domain/ code, so both runtimes can use it.
  */
 export const CRYPTO_VERSION = 'v1' as const;
 
@@ -32,11 +32,7 @@ export function requireRequestedBackup<T extends { id: string }>(requestedId: st
   return detail;
 }
 
-/** The named Argon2id cost profiles a new wrapping may use (their limits: KDF_PROFILES in envelope-core.ts). */
-export const KDF_PROFILE_NAMES = ['min', 'interactive', 'moderate', 'sensitive'] as const;
-export type KdfProfile = (typeof KDF_PROFILE_NAMES)[number];
-/** The profile of new vaults and passphrase changes unless the user picks another. */
-export const DEFAULT_KDF_PROFILE: KdfProfile = 'moderate';
+export { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from '../domain/kdf.js';
 
 /** Bounds a client accepts from a (possibly hostile) server before spending CPU and memory (the minimums are libsodium's). */
 export const KDF_ACCEPTED_MIN = { opslimit: 1, memlimit: 8192 } as const;

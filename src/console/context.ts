@@ -1,6 +1,5 @@
 /** What the console's route groups share: their options, the session guard, and small helpers. */
 import type { FastifyRequest } from 'fastify';
-import { iso } from '../api/views.js';
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import type { BackupService } from '../services/backups.js';
@@ -30,8 +29,7 @@ declare module 'fastify' {
   }
 }
 
-export { iso };
-export const isoOrNull = (ms: number | null | undefined): string | null => (ms === null || ms === undefined ? null : iso(ms));
+export { iso, isoOrNull } from '../domain/time.js';
 
 /** Not in /openapi.json: the console's endpoints are not part of the API that /openapi.json describes. */
 export const hidden = { hide: true } as const;

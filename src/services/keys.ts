@@ -7,6 +7,7 @@ import { type Grant, mintWithin } from '../domain/grants.js';
 import { keyStatus, type KeyStatus } from '../domain/keys.js';
 import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
+import { isoOrNull } from '../domain/time.js';
 import type { Account, ApiKey, Session, Store } from '../store/store.js';
 
 export const API_KEY_PATTERN = /^cfk_[A-Za-z0-9_-]{43}$/;
@@ -31,7 +32,6 @@ export interface MintedKey extends IssuedKey {
 /** What a session opened with a login link may do: whatever the account's owner may (all scopes, no end). */
 const OWNER: Grant = { scopes: SCOPES, expiresAt: null };
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /** A key as operators and owners see it (`coffer admin keys list`, the console): never its secret or hash. */
 export function keyView(key: ApiKey, now: number) {
@@ -40,8 +40,8 @@ export function keyView(key: ApiKey, now: number) {
     accountId: key.accountId,
     scopes: key.scopes,
     createdAt: new Date(key.createdAt).toISOString(),
-    expiresAt: iso(key.expiresAt),
-    revokedAt: iso(key.revokedAt),
+    expiresAt: isoOrNull(key.expiresAt),
+    revokedAt: isoOrNull(key.revokedAt),
     status: keyStatus(key, now),
   };
 }

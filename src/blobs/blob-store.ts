@@ -59,15 +59,21 @@ export function checkPartNumber(partNumber: number): void {
   }
 }
 
+/** How a body is stored: `size`, when the caller knows it (a Content-Length), is its exact byte count; `signal` aborts. */
+export interface PutOptions {
+  size?: number;
+  signal?: AbortSignal;
+}
+
 export interface BlobStore {
   readonly kind: 'fs' | 's3';
   /**
    * Streams `body` into `key`. The blob becomes visible only once the whole body is stored durably;
-   * when `body` fails or `signal` aborts, nothing is left behind and the error is rethrown.
-   * `size`, when the caller knows it (a Content-Length), lets a store stream without holding parts in memory
-   * (S3: one streamed PutObject instead of a multipart upload); a body of another length then fails.
+   * when `body` fails or `options.signal` aborts, nothing is left behind and the error is rethrown.
+   * `options.size` lets a store stream without holding parts in memory (S3: one streamed PutObject instead
+   * of a multipart upload); a body of another length then fails.
    */
-  put(key: string, body: Readable, signal?: AbortSignal, size?: number): Promise<{ size: number }>;
+  put(key: string, body: Readable, options?: PutOptions): Promise<{ size: number }>;
   /** Size in bytes, or null when the blob does not exist. */
   stat(key: string): Promise<{ size: number } | null>;
   /** Streams the blob, or the inclusive byte range of it. */
@@ -93,7 +99,7 @@ export interface BlobStore {
     uploadId: string,
     partNumber: number,
     body: Readable,
-    options?: { size?: number; signal?: AbortSignal },
+    options?: PutOptions,
   ): Promise<{ etag: string; size: number }>;
   /** The parts stored for an upload (never a replaced one), in no particular order; UploadNotFoundError when unknown. */
   listParts(key: string, uploadId: string): Promise<StoredPart[]>;

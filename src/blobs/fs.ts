@@ -11,6 +11,7 @@ import {
   type ByteRange,
   InvalidPartError,
   type MultipartUpload,
+  type PutOptions,
   type StoredPart,
   checkPartNumber,
   UploadNotFoundError,
@@ -53,7 +54,7 @@ export class FsBlobStore implements BlobStore {
     return path.join(this.blobDir, key);
   }
 
-  async put(key: string, body: Readable, signal?: AbortSignal): Promise<{ size: number }> {
+  async put(key: string, body: Readable, { signal }: PutOptions = {}): Promise<{ size: number }> {
     const target = this.pathOf(key);
     const temp = path.join(this.tmpDir, randomUUID());
     try {
@@ -140,7 +141,7 @@ export class FsBlobStore implements BlobStore {
     uploadId: string,
     partNumber: number,
     body: Readable,
-    options: { size?: number; signal?: AbortSignal } = {},
+    options: PutOptions = {},
   ): Promise<{ etag: string; size: number }> {
     checkPartNumber(partNumber);
     const dir = await this.uploadPath(key, uploadId);

@@ -29,6 +29,7 @@ import {
   type ByteRange,
   InvalidPartError,
   type MultipartUpload,
+  type PutOptions,
   type StoredPart,
   checkPartNumber,
   UploadNotFoundError,
@@ -142,7 +143,7 @@ export class S3BlobStore implements BlobStore {
     this.queueSize = Math.max(1, options.queueSize ?? 2);
   }
 
-  async put(key: string, body: Readable, signal?: AbortSignal, size?: number): Promise<{ size: number }> {
+  async put(key: string, body: Readable, { size, signal }: PutOptions = {}): Promise<{ size: number }> {
     if (size !== undefined && size <= MAX_SINGLE_PUT) return this.putKnownSize(key, body, size, signal);
     const counted = countBytes(body);
     // Aborting destroys the body: lib-storage then fails its own way, which aborts the multipart upload and
@@ -287,7 +288,7 @@ export class S3BlobStore implements BlobStore {
     uploadId: string,
     partNumber: number,
     body: Readable,
-    options: { size?: number; signal?: AbortSignal } = {},
+    options: PutOptions = {},
   ): Promise<{ etag: string; size: number }> {
     checkPartNumber(partNumber);
     // UploadPart needs a Content-Length: stream when it is known, otherwise collect the part first.

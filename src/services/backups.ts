@@ -272,7 +272,7 @@ export class BackupService {
     const blobKey = this.newBlobKey(backup);
     let size: number;
     try {
-      ({ size } = await this.blobs.put(blobKey, limitBytes(body, max), undefined, contentLength));
+      ({ size } = await this.blobs.put(blobKey, limitBytes(body, max), { size: contentLength }));
     } catch (error) {
       if (error instanceof ArchiveTooLarge) throw this.tooLarge();
       throw error;

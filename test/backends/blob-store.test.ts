@@ -146,7 +146,7 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
   it('an aborted put (client disconnect) leaves nothing, also after parts were sent', async () => {
     for (const stallAfter of [200_000, 11 * MiB]) {
       const controller = new AbortController();
-      const put = store.put(`backups/abort/${stallAfter}.bin`, source(big, { stallAfter }), controller.signal);
+      const put = store.put(`backups/abort/${stallAfter}.bin`, source(big, { stallAfter }), { signal: controller.signal });
       setTimeout(() => controller.abort(new Error('client disconnected')), 300);
       await expect(put).rejects.toThrow();
       expect(await store.stat(`backups/abort/${stallAfter}.bin`)).toBeNull();

@@ -25,7 +25,7 @@ describe('S3BlobStore.put with a known size', () => {
   it('stores a body larger than one multipart part byte for byte, with no multipart upload', async () => {
     const store = s3.store();
     const data = bytes(6 * 1024 * 1024 + 123);
-    expect(await store.put('backups/a/b/sized.bin', Readable.from([data.subarray(0, 1000), data.subarray(1000)]), undefined, data.length)).toEqual({
+    expect(await store.put('backups/a/b/sized.bin', Readable.from([data.subarray(0, 1000), data.subarray(1000)]), { size: data.length })).toEqual({
       size: data.length,
     });
     expect((await read(await store.get('backups/a/b/sized.bin'))).equals(data)).toBe(true);
@@ -42,7 +42,7 @@ describe('S3BlobStore.put with a known size', () => {
       while (!fs.existsSync(s3.objectFile('backups/a/b/broken.bin'))) await setTimeout(5);
       body.destroy(new Error('client went away'));
     };
-    const [put] = await Promise.allSettled([store.put('backups/a/b/broken.bin', body, undefined, 1024 * 1024), holding()]);
+    const [put] = await Promise.allSettled([store.put('backups/a/b/broken.bin', body, { size: 1024 * 1024 }), holding()]);
     expect(put.status).toBe('rejected');
     expect(await store.stat('backups/a/b/broken.bin')).toBeNull();
   });

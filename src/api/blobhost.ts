@@ -10,7 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { ConnectionLimits } from '../config.js';
 import { AppError } from '../domain/errors.js';
-import { BlobApiError, type BlobHostService } from '../services/blob-host.js';
+import { BlobApiError, type BlobHostService, checkBody, JsonObject } from '../services/blob-host.js';
 import { JSON_BODY_LIMIT, streamedBodies } from '../http/bodies.js';
 import { logUnhandled } from '../http/errors.js';
 import { discardUnreadBody, guardBodyRate } from '../http/slow-client.js';
@@ -164,11 +164,9 @@ export async function negotiateUpload(
     throw new AppError('authentication_required', 'The x-vercel-signature does not match the body.');
   }
   if (!parsed) throw new AppError('invalid_json', 'The request body is not valid JSON.');
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw AppError.validation([{ path: '(body)', message: 'must be a JSON object' }]);
-  }
+  checkBody(JsonObject, body);
   if (signature !== undefined) return host.uploadCompleted(body);
-  const type = (body as { type?: unknown }).type;
+  const { type } = body as { type?: unknown };
   if (type === 'blob.generate-client-token') {
     const { backupId } = request.query as { backupId?: string };
     return host.generateClientToken(request.principal.accountId, body, backupId);

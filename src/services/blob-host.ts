@@ -13,8 +13,9 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
 import {
-  type BlobPart,
   type BlobStore,
   InvalidPartError,
   MAX_PART_NUMBER,
@@ -22,7 +23,7 @@ import {
   UploadNotFoundError,
 } from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
-import { AppError } from '../domain/errors.js';
+import { AppError, type ValidationIssue } from '../domain/errors.js';
 import type { Backup, Store } from '../store/store.js';
 import { type BackupService, isUuid } from './backups.js';
 
@@ -61,6 +62,54 @@ export interface PutBlobResult {
   contentType: string;
   contentDisposition: string;
   etag: string;
+}
+
+// ---- the protocol's bodies, checked with Value.Check. A node names the validation issue its failure reports.
+
+const issue = (path: string, message: string): { issue: ValidationIssue } => ({ issue: { path, message } });
+
+/** A JSON object (not an array): the JSON bodies of POST /api/backups/upload. */
+export const JsonObject = Type.Object({}, issue('(body)', 'must be a JSON object'));
+
+/** What Coffer reads of a `blob.generate-client-token` body. */
+const ClientTokenRequest = Type.Object({
+  payload: Type.Object(
+    {
+      pathname: Type.String(issue('payload.pathname', 'must be a string')),
+      clientPayload: Type.Optional(
+        Type.Union([Type.String(), Type.Null()], issue('payload.clientPayload', 'must be a string or null')),
+      ),
+      multipart: Type.Optional(Type.Boolean(issue('payload.multipart', 'must be a boolean'))),
+    },
+    issue('payload', 'must be an object'),
+  ),
+});
+
+/** A signed request is a `blob.upload-completed` callback (checked before its payload). */
+const UploadCompletedType = Type.Object({
+  type: Type.Literal('blob.upload-completed', issue('type', 'a signed request must be blob.upload-completed')),
+});
+
+const blobPathname = issue('payload.blob.pathname', 'must be a string');
+/** What Coffer reads of a `blob.upload-completed` body. */
+const UploadCompleted = Type.Object({
+  payload: Type.Object({ blob: Type.Object({ pathname: Type.String(blobPathname) }, blobPathname) }, blobPathname),
+});
+
+/** The body of x-mpu-action: complete. */
+const PartList = Type.Array(Type.Object({ partNumber: Type.Integer(), etag: Type.String() }), {
+  minItems: 1,
+  maxItems: MAX_PART_NUMBER,
+});
+
+/** The client token's claims the blob host relies on (it signed the token; other fields pass through). */
+const TokenClaims = Type.Object({ pathname: Type.String(), validUntil: Type.Number() });
+
+/** Refuses `value` unless it has the shape of `schema`, with the issue of the first node it fails. */
+export function checkBody<T extends TSchema>(schema: T, value: unknown): asserts value is Static<T> {
+  if (Value.Check(schema, value)) return;
+  const failed = Value.Errors(schema, value).First()?.schema as { issue?: ValidationIssue } | undefined;
+  throw AppError.validation([failed?.issue ?? { path: '(body)', message: 'does not have the expected shape' }]);
 }
 
 export function generateReadWriteToken(): string {
@@ -139,18 +188,8 @@ export class BlobHostService {
 
   /** `blob.generate-client-token` from an authenticated caller: a token for one of their PENDING_UPLOAD slots. */
   async generateClientToken(accountId: string, body: unknown, backupId: string | undefined) {
-    const payload = (body as { payload?: unknown }).payload;
-    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-      throw AppError.validation([{ path: 'payload', message: 'must be an object' }]);
-    }
-    const { pathname, clientPayload, multipart } = payload as Record<string, unknown>;
-    if (typeof pathname !== 'string') throw AppError.validation([{ path: 'payload.pathname', message: 'must be a string' }]);
-    if (clientPayload !== undefined && clientPayload !== null && typeof clientPayload !== 'string') {
-      throw AppError.validation([{ path: 'payload.clientPayload', message: 'must be a string or null' }]);
-    }
-    if (multipart !== undefined && typeof multipart !== 'boolean') {
-      throw AppError.validation([{ path: 'payload.multipart', message: 'must be a boolean' }]);
-    }
+    checkBody(ClientTokenRequest, body);
+    const { pathname, clientPayload } = body.payload;
     const match = PATHNAME.exec(pathname);
     const backup = match && match[1] === accountId ? await this.backups.findVisible(accountId, match[2]!) : undefined;
     if (!backup || backup.blobPath !== pathname) {
@@ -171,7 +210,7 @@ export class BlobHostService {
       validUntil: Math.min(backup.expiresAt, this.clock.now() + MAX_TOKEN_LIFETIME_MS),
       addRandomSuffix: false,
       allowOverwrite: false,
-      onUploadCompleted: { callbackUrl: this.handleUploadUrl, tokenPayload: (clientPayload as string | null) ?? null },
+      onUploadCompleted: { callbackUrl: this.handleUploadUrl, tokenPayload: clientPayload ?? null },
     };
     return { type: 'blob.generate-client-token' as const, clientToken: this.signClientToken(token) };
   }
@@ -202,14 +241,10 @@ export class BlobHostService {
    * an external host that stored the bytes at the slot's pathname in the shared BlobStore completes it here.
    * The caller has checked the signature (isSigned).
    */
-  async uploadCompleted(body: object) {
-    if ((body as { type?: unknown }).type !== 'blob.upload-completed') {
-      throw AppError.validation([{ path: 'type', message: 'a signed request must be blob.upload-completed' }]);
-    }
-    const pathname = (body as { payload?: { blob?: { pathname?: unknown } } }).payload?.blob?.pathname;
-    if (typeof pathname !== 'string') {
-      throw AppError.validation([{ path: 'payload.blob.pathname', message: 'must be a string' }]);
-    }
+  async uploadCompleted(body: unknown) {
+    checkBody(UploadCompletedType, body);
+    checkBody(UploadCompleted, body);
+    const { pathname } = body.payload.blob;
     const match = PATHNAME.exec(pathname);
     const backup = match ? await this.backups.findVisible(match[1]!, match[2]!) : undefined;
     if (!backup) {
@@ -278,15 +313,15 @@ export class BlobHostService {
     const signature = decoded.slice(0, dot);
     const encoded = decoded.slice(dot + 1);
     if (!sameDigest(signature, hmacHex(this.readWriteToken, encoded))) throw denied();
-    let payload: ClientTokenPayload;
+    let payload: unknown;
     try {
-      payload = JSON.parse(Buffer.from(encoded, 'base64').toString('utf8')) as ClientTokenPayload;
+      payload = JSON.parse(Buffer.from(encoded, 'base64').toString('utf8'));
     } catch {
       throw denied();
     }
-    if (typeof payload.pathname !== 'string' || typeof payload.validUntil !== 'number') throw denied();
+    if (!Value.Check(TokenClaims, payload)) throw denied();
     if (payload.validUntil <= this.clock.now()) throw new BlobApiError(403, 'forbidden', 'Token expired');
-    return payload;
+    return payload as ClientTokenPayload;
   }
 
   private limitOf(token: ClientTokenPayload): number {
@@ -428,20 +463,13 @@ export class BlobHostService {
     parts: unknown,
   ): Promise<PutBlobResult> {
     const { key, uploadId } = this.checkKey(backup, headers.key, headers.uploadId);
-    if (
-      !Array.isArray(parts) ||
-      parts.length === 0 ||
-      parts.length > MAX_PART_NUMBER ||
-      !parts.every(
-        (p: Partial<BlobPart> | null) => p !== null && typeof p === 'object' && Number.isInteger(p.partNumber) && typeof p.etag === 'string',
-      )
-    ) {
+    if (!Value.Check(PartList, parts)) {
       throw new BlobApiError(400, 'bad_request', 'The body must be a JSON array of {partNumber, etag}.');
     }
     const limit = this.limitOf(token);
     let size: number;
     try {
-      ({ size } = await this.blobs.completeMultipart(key, uploadId, parts as BlobPart[]));
+      ({ size } = await this.blobs.completeMultipart(key, uploadId, parts));
     } catch (error) {
       throw this.translate(error, limit);
     }

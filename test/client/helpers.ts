@@ -21,21 +21,7 @@ import type { CofferClient } from '../../src/client/sdk.js';
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CLI = path.join(ROOT, 'dist/cli/main.js');
 
-/** Fails clearly when dist is missing or older than a client source file (run `npm run build`). */
-export function assertBuilt(): void {
-  if (!fs.existsSync(CLI)) throw new Error('dist/cli/main.js is missing: run `npm run build` first');
-  const sources = [
-    ...fs.readdirSync(path.join(ROOT, 'src/client')).filter((f) => !f.endsWith('.d.ts')).map((f) => `client/${f}`),
-    'cli/client.ts',
-    'cli/client-io.ts',
-  ];
-  for (const source of sources) {
-    const built = fs.statSync(path.join(ROOT, 'dist', source.replace(/\.ts$/, '.js')), { throwIfNoEntry: false });
-    if (!built || fs.statSync(path.join(ROOT, 'src', source)).mtimeMs > built.mtimeMs + 1000) {
-      throw new Error(`dist/${source.replace(/\.ts$/, '.js')} is missing or older than its source: run \`npm run build\` first`);
-    }
-  }
-}
+export { assertBuilt } from '../helpers/built.js';
 
 export interface RunResult {
   code: number;

@@ -22,7 +22,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes, randomInt } from 'node:crypto';
-import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { systemClock } from '../../src/domain/clock.js';
@@ -82,16 +81,7 @@ export async function issueProKeys(store: Store, n: number): Promise<{ accountId
   }
 }
 
-export function assertBuilt(): void {
-  if (!fs.existsSync(BIN)) throw new Error('dist/cli/main.js is missing: run `npm run build` (npm test does it)');
-  const sources = fs.readdirSync(path.join(ROOT, 'src'), { recursive: true }) as string[];
-  for (const file of sources.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))) {
-    const built = path.join(ROOT, 'dist', file.replace(/\.ts$/, '.js'));
-    if (!fs.existsSync(built) || fs.statSync(built).mtimeMs < fs.statSync(path.join(ROOT, 'src', file)).mtimeMs) {
-      throw new Error(`dist is older than src/${file}: run \`npm run build\` (npm test does it)`);
-    }
-  }
-}
+export { assertBuilt } from '../helpers/built.js';
 
 // ---------------------------------------------------------------------------------------------------------
 // The server process

@@ -7,7 +7,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -21,23 +20,12 @@ import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';
+import { assertBuilt } from '../helpers/built.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BIN = path.join(ROOT, 'dist/cli/main.js');
 const MiB = 1024 * 1024;
-
-/**
- * The nodes run the built server (`npm test` builds first). Only presence is checked: tsc's incremental build
- * leaves an output untouched when its source changed back, so modification times cannot tell staleness.
- */
-function assertBuilt(): void {
-  for (const file of ['cli/main.js', 'events/pg-bus.js', 'blobs/s3.js', 'services/sweeper.js', 'store/postgres.js']) {
-    if (!fs.existsSync(path.join(ROOT, 'dist', file))) {
-      throw new Error(`dist/${file} is missing: run \`npm run build\` (npm test does it)`);
-    }
-  }
-}
 
 interface Node {
   name: string;

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Plan, PLANS } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
+import { VERSION } from '../domain/version.js';
 
 export const DOC_IDS = ['overview', 'security', 'pricing', 'cli', 'api', 'auth', 'webhooks'] as const;
 export type DocId = (typeof DOC_IDS)[number];
@@ -81,12 +82,11 @@ export function contentDir(): string {
   return found;
 }
 
-function packageJson(): { version: string; engines?: { node?: string } } {
+/** The Node engine range of package.json (its version is VERSION). */
+function nodeEngine(): string {
   // src/discovery and dist/discovery are both two levels below the package root.
-  return JSON.parse(fs.readFileSync(path.resolve(here, '../../package.json'), 'utf8')) as {
-    version: string;
-    engines?: { node?: string };
-  };
+  const pkg = JSON.parse(fs.readFileSync(path.resolve(here, '../../package.json'), 'utf8')) as { engines?: { node?: string } };
+  return pkg.engines?.node ?? '>=20';
 }
 
 function sameKeys(what: string, actual: object, expected: readonly string[]): void {
@@ -103,7 +103,6 @@ export function loadContent(): Content {
   const dir = contentDir();
   const read = (file: string) => fs.readFileSync(path.join(dir, file), 'utf8');
   const json = <T>(file: string) => JSON.parse(read(file)) as T;
-  const pkg = packageJson();
   const pricing = json<Content['pricing']>('plans.json');
   const scopes = json<Content['scopes']>('scopes.json');
   const topics = json<Topic[]>('topics.json');
@@ -118,8 +117,8 @@ export function loadContent(): Content {
   cached = {
     product: json<ProductFacts>('product.json'),
     pages: json<Pages>('pages.json'),
-    version: pkg.version,
-    nodeEngine: pkg.engines?.node ?? '>=20',
+    version: VERSION,
+    nodeEngine: nodeEngine(),
     pricing,
     scopes,
     topics,

@@ -11,7 +11,7 @@
  *   streamed into the configured BlobStore; when the bytes are stored the slot becomes UPLOADED.
  * - `blob.upload-completed` callbacks signed with the read-write token are accepted too (external blob hosts).
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import {
   type BlobPart,
@@ -23,6 +23,7 @@ import {
 } from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
+import { sameSecret } from '../domain/compare.js';
 import type { Backup, Store } from '../store/store.js';
 import { type BackupService, isUuid } from './backups.js';
 
@@ -69,13 +70,6 @@ export function generateReadWriteToken(): string {
 }
 
 const hmacHex = (key: string, data: string): string => createHmac('sha256', key).update(data).digest('hex');
-
-/** Constant-time equality of two hex digests (unequal lengths are unequal without comparing). */
-function sameDigest(actual: string, expected: string): boolean {
-  const a = Buffer.from(actual, 'utf8');
-  const b = Buffer.from(expected, 'utf8');
-  return a.length === b.length && timingSafeEqual(a, b);
-}
 
 class TooLarge extends Error {}
 
@@ -185,7 +179,7 @@ export class BlobHostService {
   /** Whether `signature` is the HMAC of the body as sent, or of its compact JSON form (`body`, when it parsed). */
   isSigned(rawBody: string, body: unknown, signature: string): boolean {
     const given = signature.toLowerCase();
-    if (sameDigest(given, hmacHex(this.readWriteToken, rawBody))) return true;
+    if (sameSecret(given, hmacHex(this.readWriteToken, rawBody))) return true;
     if (body === undefined) return false;
     let compact: string;
     try {
@@ -193,7 +187,7 @@ export class BlobHostService {
     } catch {
       return false; // nested too deeply to serialize again: it was not signed in compact form either
     }
-    return sameDigest(given, hmacHex(this.readWriteToken, compact));
+    return sameSecret(given, hmacHex(this.readWriteToken, compact));
   }
 
   /**
@@ -277,7 +271,7 @@ export class BlobHostService {
     if (dot < 0) throw denied();
     const signature = decoded.slice(0, dot);
     const encoded = decoded.slice(dot + 1);
-    if (!sameDigest(signature, hmacHex(this.readWriteToken, encoded))) throw denied();
+    if (!sameSecret(signature, hmacHex(this.readWriteToken, encoded))) throw denied();
     let payload: ClientTokenPayload;
     try {
       payload = JSON.parse(Buffer.from(encoded, 'base64').toString('utf8')) as ClientTokenPayload;

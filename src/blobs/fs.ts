@@ -4,6 +4,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { isUuid } from '../domain/ids.js';
 import {
   type BlobEntry,
   type BlobPart,
@@ -21,7 +22,6 @@ const KEY = /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)*$/;
 /** Read size of blob downloads (memory per download stays about twice this, bounded by socket backpressure). */
 const READ_CHUNK_BYTES = 1024 * 1024;
 
-const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const PART_FILE = /^(\d+)\.([0-9a-f]{32})$/;
 
 /**
@@ -119,7 +119,7 @@ export class FsBlobStore implements BlobStore {
 
   private async uploadPath(key: string, uploadId: string): Promise<string> {
     this.pathOf(key);
-    if (!UPLOAD_ID.test(uploadId)) throw new UploadNotFoundError();
+    if (!isUuid(uploadId)) throw new UploadNotFoundError();
     const dir = path.join(this.uploadDir, uploadId);
     const owner = await fsp.readFile(path.join(dir, 'key'), 'utf8').catch(() => null);
     if (owner !== key) throw new UploadNotFoundError();

@@ -16,14 +16,12 @@ import {
 import type { Clock } from '../domain/clock.js';
 import { AppError, type ValidationIssue } from '../domain/errors.js';
 import { PLAN_RULES, type Plan } from '../domain/plans.js';
+import { isUuid } from '../domain/ids.js';
 import type { BlobStore, ByteRange } from '../blobs/blob-store.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { Account, Backup, Store, Vault } from '../store/store.js';
 
 const VISIBLE_STATUSES = BACKUP_STATUSES.filter(isVisible);
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export const isUuid = (value: string): boolean => UUID.test(value);
 
 /** The bootstrap/rotate body: its one definition is the TypeBox schema (a type-only import, nothing at run time). */
 export type VaultEnvelope = BackupAccountEnvelopeBody;

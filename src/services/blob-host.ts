@@ -24,8 +24,9 @@ import {
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { sameSecret } from '../domain/compare.js';
+import { isUuid } from '../domain/ids.js';
 import type { Backup, Store } from '../store/store.js';
-import { type BackupService, isUuid } from './backups.js';
+import { type BackupService } from './backups.js';
 
 export const RW_TOKEN_SETTING = 'blobhost.rw_token';
 export const ALLOWED_CONTENT_TYPE = 'application/octet-stream';

@@ -12,7 +12,7 @@
  * - `blob.upload-completed` callbacks signed with the read-write token are accepted too (external blob hosts).
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import type { Readable } from 'node:stream';
 import {
   type BlobPart,
   type BlobStore,
@@ -27,6 +27,7 @@ import { sameSecret } from '../domain/compare.js';
 import { isUuid } from '../domain/ids.js';
 import type { Backup, Store } from '../store/store.js';
 import { type BackupService } from './backups.js';
+import { limited, TooLarge } from './byte-limit.js';
 
 export const RW_TOKEN_SETTING = 'blobhost.rw_token';
 export const ALLOWED_CONTENT_TYPE = 'application/octet-stream';
@@ -71,25 +72,6 @@ export function generateReadWriteToken(): string {
 }
 
 const hmacHex = (key: string, data: string): string => createHmac('sha256', key).update(data).digest('hex');
-
-class TooLarge extends Error {}
-
-/** Passes at most `limit` bytes; one more fails the stream with TooLarge. Source failures fail it too. */
-function limited(source: Readable, limit: number): Readable {
-  let seen = 0;
-  const out = new Transform({
-    transform(chunk: Buffer, _encoding, callback: TransformCallback) {
-      seen += chunk.length;
-      if (seen > limit) callback(new TooLarge());
-      else callback(null, chunk);
-    },
-  });
-  source.once('error', (error) => out.destroy(error));
-  source.once('close', () => {
-    if (!source.readableEnded) out.destroy(new Error('the client closed the upload before its end'));
-  });
-  return source.pipe(out);
-}
 
 const PATHNAME = /^backups\/([0-9a-f-]{36})\/([0-9a-f-]{36})$/;
 

@@ -24,6 +24,7 @@ import {
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { sameSecret } from '../domain/compare.js';
+import { backupEtag } from '../domain/backups.js';
 import { isUuid } from '../domain/ids.js';
 import type { Backup, Store } from '../store/store.js';
 import { type BackupService } from './backups.js';
@@ -288,7 +289,7 @@ export class BlobHostService {
       pathname: backup.blobPath,
       contentType: ALLOWED_CONTENT_TYPE,
       contentDisposition: `attachment; filename="backup-${backup.id}.bin"`,
-      etag: `"${backup.id}-${size}"`,
+      etag: backupEtag(backup.id, size),
     };
   }
 

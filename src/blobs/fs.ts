@@ -14,6 +14,7 @@ import {
   type MultipartUpload,
   type StoredPart,
   checkPartNumber,
+  orderedParts,
   UploadNotFoundError,
 } from './blob-store.js';
 
@@ -195,12 +196,7 @@ export class FsBlobStore implements BlobStore {
   async completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }> {
     const dir = await this.uploadPath(key, uploadId);
     const stored = new Set((await fsp.readdir(dir)).filter((name) => PART_FILE.test(name)));
-    const ordered = [...parts].sort((a, b) => a.partNumber - b.partNumber);
-    if (ordered.length === 0) throw new InvalidPartError('a multipart upload needs at least one part');
-    const files = ordered.map((part, i) => {
-      if (i > 0 && ordered[i - 1]!.partNumber === part.partNumber) {
-        throw new InvalidPartError(`part ${part.partNumber} is listed twice`);
-      }
+    const files = orderedParts(parts).map((part) => {
       const name = `${part.partNumber}.${part.etag.replace(/"/g, '').toLowerCase()}`;
       if (!stored.has(name)) throw new InvalidPartError(`part ${part.partNumber} with etag ${part.etag} was not uploaded`);
       return path.join(dir, name);

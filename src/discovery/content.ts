@@ -1,6 +1,6 @@
 /**
  * The single source of product facts for the discovery surface: Markdown and JSON under ./content,
- * plus the domain rules (plans, scopes, error codes) and package.json (version, Node engine).
+ * plus the domain rules (plans, scopes, error codes) and package.json (version, Node engine: domain/version.ts).
  * Every public document is generated from this and from the OpenAPI document; nothing here is repeated elsewhere.
  */
 import fs from 'node:fs';
@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Plan, PLANS } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
-import { VERSION } from '../domain/version.js';
+import { NODE_ENGINE, VERSION } from '../domain/version.js';
 
 export const DOC_IDS = ['overview', 'security', 'pricing', 'cli', 'api', 'auth', 'webhooks'] as const;
 export type DocId = (typeof DOC_IDS)[number];
@@ -82,13 +82,6 @@ export function contentDir(): string {
   return found;
 }
 
-/** The Node engine range of package.json (its version is VERSION). */
-function nodeEngine(): string {
-  // src/discovery and dist/discovery are both two levels below the package root.
-  const pkg = JSON.parse(fs.readFileSync(path.resolve(here, '../../package.json'), 'utf8')) as { engines?: { node?: string } };
-  return pkg.engines?.node ?? '>=20';
-}
-
 function sameKeys(what: string, actual: object, expected: readonly string[]): void {
   const keys = Object.keys(actual).sort();
   if (keys.join() !== [...expected].sort().join()) {
@@ -118,7 +111,7 @@ export function loadContent(): Content {
     product: json<ProductFacts>('product.json'),
     pages: json<Pages>('pages.json'),
     version: VERSION,
-    nodeEngine: nodeEngine(),
+    nodeEngine: NODE_ENGINE,
     pricing,
     scopes,
     topics,

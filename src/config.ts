@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './domain/kdf.js';
+import { API_KEY_PATTERN } from './domain/keys.js';
 
 /**
  * The only place that reads `process.env` (README.md#configuration): the server's settings (loadConfig → Config)
@@ -151,7 +152,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     throw new ConfigError('COFFER_S3_BUCKET', 'is required when COFFER_BLOB_STORE=s3');
   }
   const initialApiKey = read(env, 'COFFER_INITIAL_API_KEY') ?? null;
-  if (initialApiKey !== null && !/^cfk_[A-Za-z0-9_-]{43}$/.test(initialApiKey)) {
+  if (initialApiKey !== null && !API_KEY_PATTERN.test(initialApiKey)) {
     throw new ConfigError('COFFER_INITIAL_API_KEY', 'expected cfk_ followed by 43 base64url characters');
   }
   const metricsToken = read(env, 'COFFER_METRICS_TOKEN') ?? null;

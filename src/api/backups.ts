@@ -1,6 +1,7 @@
 /** /api/backups and /api/backups/{id}: slots, records, finalize, delete (docs/api-rules.md#states to #download). */
 import { Type } from '@sinclair/typebox';
 import parseRange from 'range-parser';
+import { backupEtag } from '../domain/backups.js';
 import { rateLimitPolicy } from '../domain/plans.js';
 import type { App } from '../http/fastify.js';
 import { type RouteContext, loadBackup } from './context.js';
@@ -146,7 +147,7 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
     async (request, reply) => {
       const { id, ciphertextSizeBytes } = request.backup;
       const size = ciphertextSizeBytes ?? 0;
-      const etag = `"${id}-${size}"`;
+      const etag = backupEtag(id, size);
       const ifRange = request.headers['if-range'];
       const rangeHeader = request.headers.range;
       const parsed = rangeHeader && (ifRange === undefined || ifRange === etag) ? parseRange(size, rangeHeader) : -1;

@@ -59,6 +59,18 @@ export function checkPartNumber(partNumber: number): void {
   }
 }
 
+/** The parts named on completion in part-number order; at least one, none twice (InvalidPartError otherwise). */
+export function orderedParts(parts: readonly BlobPart[]): BlobPart[] {
+  const ordered = [...parts].sort((a, b) => a.partNumber - b.partNumber);
+  if (ordered.length === 0) throw new InvalidPartError('a multipart upload needs at least one part');
+  for (let i = 1; i < ordered.length; i++) {
+    if (ordered[i - 1]!.partNumber === ordered[i]!.partNumber) {
+      throw new InvalidPartError(`part ${ordered[i]!.partNumber} is listed twice`);
+    }
+  }
+  return ordered;
+}
+
 /** How a body is stored: `size`, when the caller knows it (a Content-Length), is its exact byte count; `signal` aborts. */
 export interface PutOptions {
   size?: number;

@@ -4,6 +4,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { isUuid } from '../domain/ids.js';
 import {
   type BlobEntry,
   type BlobPart,
@@ -14,6 +15,7 @@ import {
   type PutOptions,
   type StoredPart,
   checkPartNumber,
+  orderedParts,
   UploadNotFoundError,
 } from './blob-store.js';
 
@@ -22,7 +24,6 @@ const KEY = /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)*$/;
 /** Read size of blob downloads (memory per download stays about twice this, bounded by socket backpressure). */
 const READ_CHUNK_BYTES = 1024 * 1024;
 
-const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const PART_FILE = /^(\d+)\.([0-9a-f]{32})$/;
 
 /**
@@ -120,7 +121,7 @@ export class FsBlobStore implements BlobStore {
 
   private async uploadPath(key: string, uploadId: string): Promise<string> {
     this.pathOf(key);
-    if (!UPLOAD_ID.test(uploadId)) throw new UploadNotFoundError();
+    if (!isUuid(uploadId)) throw new UploadNotFoundError();
     const dir = path.join(this.uploadDir, uploadId);
     const owner = await fsp.readFile(path.join(dir, 'key'), 'utf8').catch(() => null);
     if (owner !== key) throw new UploadNotFoundError();
@@ -196,12 +197,7 @@ export class FsBlobStore implements BlobStore {
   async completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }> {
     const dir = await this.uploadPath(key, uploadId);
     const stored = new Set((await fsp.readdir(dir)).filter((name) => PART_FILE.test(name)));
-    const ordered = [...parts].sort((a, b) => a.partNumber - b.partNumber);
-    if (ordered.length === 0) throw new InvalidPartError('a multipart upload needs at least one part');
-    const files = ordered.map((part, i) => {
-      if (i > 0 && ordered[i - 1]!.partNumber === part.partNumber) {
-        throw new InvalidPartError(`part ${part.partNumber} is listed twice`);
-      }
+    const files = orderedParts(parts).map((part) => {
       const name = `${part.partNumber}.${part.etag.replace(/"/g, '').toLowerCase()}`;
       if (!stored.has(name)) throw new InvalidPartError(`part ${part.partNumber} with etag ${part.etag} was not uploaded`);
       return path.join(dir, name);

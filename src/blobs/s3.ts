@@ -32,6 +32,7 @@ import {
   type PutOptions,
   type StoredPart,
   checkPartNumber,
+  orderedParts,
   UploadNotFoundError,
 } from './blob-store.js';
 
@@ -333,13 +334,7 @@ export class S3BlobStore implements BlobStore {
   }
 
   async completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }> {
-    const ordered = [...parts].sort((a, b) => a.partNumber - b.partNumber);
-    if (ordered.length === 0) throw new InvalidPartError('a multipart upload needs at least one part');
-    for (let i = 1; i < ordered.length; i++) {
-      if (ordered[i - 1]!.partNumber === ordered[i]!.partNumber) {
-        throw new InvalidPartError(`part ${ordered[i]!.partNumber} is listed twice`);
-      }
-    }
+    const ordered = orderedParts(parts);
     try {
       await this.client.send(
         new CompleteMultipartUploadCommand({

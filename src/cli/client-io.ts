@@ -7,6 +7,7 @@ import cliProgress from 'cli-progress';
 import { IntegrityError, isKdfProfile, type KdfProfile } from '../client/envelope.js';
 import { KDF_PROFILE_NAMES } from '../client/envelope-format.js';
 import { fsReason } from '../client/fs-errors.js';
+import { CLIENT_VERSION } from '../client/backup.js';
 import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { StatusStreamError } from '../client/watch.js';
 import { type ClientConfig, ConfigError } from '../config.js';
@@ -18,7 +19,7 @@ import { CliError, EXIT, usageError, writeHuman } from './output.js';
 export function clientFor(config: ClientConfig): CofferClient {
   if (config.apiKey === null) throw usageError('COFFER_API_KEY is not set: export the API key the operator gave you');
   const blobApiUrl = config.blobApiUrl ?? undefined;
-  return new CofferClient({ baseUrl: config.url, apiKey: config.apiKey, blobApiUrl, userAgent: 'coffer-cli/0.1.0' });
+  return new CofferClient({ baseUrl: config.url, apiKey: config.apiKey, blobApiUrl, userAgent: CLIENT_VERSION });
 }
 
 /** The Argon2id profile of a new wrapping: --kdf, else COFFER_KDF, else the default. */

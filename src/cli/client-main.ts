@@ -5,12 +5,13 @@
  * `coffer admin` belong to the full `coffer` package.
  */
 import { Command } from 'commander';
+import { VERSION } from '../domain/version.js';
 import { registerClientCommands } from './client.js';
 import { run } from './run.js';
 
 const program = new Command('coffer')
   .description('Coffer CLI: zero-knowledge encrypted backups (the client; the server is the full coffer package)')
-  .version('0.1.0')
+  .version(VERSION)
   .exitOverride()
   .showHelpAfterError();
 registerClientCommands(program);

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The one executable, `coffer` (README.md, docs/client.md). */
 import { Command } from 'commander';
+import { VERSION } from '../domain/version.js';
 import { registerAdminCommands } from './admin.js';
 import { registerClientCommands } from './client.js';
 import { run } from './run.js';
@@ -8,7 +9,7 @@ import { registerServeCommand } from './serve.js';
 
 const program = new Command('coffer')
   .description('Coffer: zero-knowledge encrypted backups')
-  .version('0.1.0')
+  .version(VERSION)
   .exitOverride()
   .showHelpAfterError();
 registerServeCommand(program);

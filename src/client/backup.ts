@@ -26,10 +26,11 @@ import {
   type BackupMetadata,
 } from './envelope.js';
 import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
+import { VERSION } from '../domain/version.js';
 
 /** docs/api-rules.md#upload: 52,428,800 bytes of ciphertext. */
 export const DEFAULT_MAX_ARCHIVE_BYTES = 50 * 1024 * 1024;
-export const CLIENT_VERSION = 'coffer-cli/0.1.0';
+export const CLIENT_VERSION = `coffer-cli/${VERSION}`;
 /** How long freeing the slot of an interrupted backup may take. */
 const CLEANUP_TIMEOUT_MS = 1500;
 

@@ -26,6 +26,7 @@ import type {
   ErrorResponseBody,
 } from '../api/schemas.js';
 import { requireRequestedBackup } from './envelope-format.js';
+import { VERSION } from '../domain/version.js';
 
 export type {
   BackupAccountEnvelopeBody,
@@ -142,7 +143,7 @@ export class CofferClient {
     }
     this.baseUrl = url.toString().replace(/\/+$/, '');
     this.apiKey = options.apiKey;
-    this.userAgent = options.userAgent ?? 'coffer-sdk/0.1.0';
+    this.userAgent = options.userAgent ?? `coffer-sdk/${VERSION}`;
     this.blobApiUrl = (options.blobApiUrl ?? `${this.baseUrl}/blob`).replace(/\/+$/, '');
   }
 

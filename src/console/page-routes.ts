@@ -1,10 +1,10 @@
 /** The page itself (/console, /console/*), what this server is (/console/api/about), and its CLI package (/downloads). */
 import fs from 'node:fs';
-import path from 'node:path';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../http/fastify.js';
 import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
+import { VERSION } from '../domain/version.js';
 import { type CliTarball, type StaticFile, cliTarball, loadConsoleFiles, packageRoot } from './assets.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { About } from './schemas.js';
@@ -56,11 +56,10 @@ function sendStatic(request: FastifyRequest, reply: FastifyReply, file: StaticFi
 
 export function pageRoutes(app: App, { config, root = packageRoot() }: ConsoleContext): void {
   const files = loadConsoleFiles(root);
-  const version = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
 
   // ---- public: what this server is, and its CLI ----
 
-  app.get('/console/api/about', { schema: { ...hidden, response: { 200: About } } }, async () => aboutBody(config, version, cliTarball(root)));
+  app.get('/console/api/about', { schema: { ...hidden, response: { 200: About } } }, async () => aboutBody(config, VERSION, cliTarball(root)));
 
   app.get('/downloads/coffer-cli.tgz', { schema: hidden }, async (_request, reply) => {
     const tarball = cliTarball(root);
@@ -68,7 +67,7 @@ export function pageRoutes(app: App, { config, root = packageRoot() }: ConsoleCo
     return reply
       .header('content-type', 'application/gzip')
       .header('content-length', tarball.bytes)
-      .header('content-disposition', `attachment; filename="coffer-cli-${version}.tgz"`)
+      .header('content-disposition', `attachment; filename="coffer-cli-${VERSION}.tgz"`)
       .header('etag', `"${tarball.sha256}"`)
       .header('cache-control', 'no-cache')
       .header('access-control-allow-origin', '*')

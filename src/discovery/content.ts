@@ -1,6 +1,6 @@
 /**
  * The single source of product facts for the discovery surface: Markdown and JSON under ./content,
- * plus the domain rules (plans, scopes, error codes) and package.json (version, Node engine).
+ * plus the domain rules (plans, scopes, error codes) and package.json (version, Node engine: domain/version.ts).
  * Every public document is generated from this and from the OpenAPI document; nothing here is repeated elsewhere.
  */
 import fs from 'node:fs';
@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Plan, PLANS } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
+import { NODE_ENGINE, VERSION } from '../domain/version.js';
 
 export const DOC_IDS = ['overview', 'security', 'pricing', 'cli', 'api', 'auth', 'webhooks'] as const;
 export type DocId = (typeof DOC_IDS)[number];
@@ -81,14 +82,6 @@ export function contentDir(): string {
   return found;
 }
 
-function packageJson(): { version: string; engines?: { node?: string } } {
-  // src/discovery and dist/discovery are both two levels below the package root.
-  return JSON.parse(fs.readFileSync(path.resolve(here, '../../package.json'), 'utf8')) as {
-    version: string;
-    engines?: { node?: string };
-  };
-}
-
 function sameKeys(what: string, actual: object, expected: readonly string[]): void {
   const keys = Object.keys(actual).sort();
   if (keys.join() !== [...expected].sort().join()) {
@@ -103,7 +96,6 @@ export function loadContent(): Content {
   const dir = contentDir();
   const read = (file: string) => fs.readFileSync(path.join(dir, file), 'utf8');
   const json = <T>(file: string) => JSON.parse(read(file)) as T;
-  const pkg = packageJson();
   const pricing = json<Content['pricing']>('plans.json');
   const scopes = json<Content['scopes']>('scopes.json');
   const topics = json<Topic[]>('topics.json');
@@ -118,8 +110,8 @@ export function loadContent(): Content {
   cached = {
     product: json<ProductFacts>('product.json'),
     pages: json<Pages>('pages.json'),
-    version: pkg.version,
-    nodeEngine: pkg.engines?.node ?? '>=20',
+    version: VERSION,
+    nodeEngine: NODE_ENGINE,
     pricing,
     scopes,
     topics,

@@ -74,3 +74,6 @@ export function sweepActionFor(status: BackupStatus, expiresAt: number, now: num
       return null;
   }
 }
+
+/** The ETag of a backup's ciphertext (its download and the blob host's put result): it changes only with the bytes. */
+export const backupEtag = (id: string, size: number): string => `"${id}-${size}"`;

@@ -1,4 +1,8 @@
 /** API key lifecycle (docs/api-rules.md#api-keys): pure. */
+
+/** An API key as issued: `cfk_` and 43 base64url characters (32 random bytes). */
+export const API_KEY_PATTERN = /^cfk_[A-Za-z0-9_-]{43}$/;
+
 export const KEY_STATUSES = ['active', 'revoked', 'expired'] as const;
 export type KeyStatus = (typeof KEY_STATUSES)[number];
 

@@ -1,5 +1,5 @@
 /** Operator endpoints: /readyz (dependencies reachable) and /metrics (Prometheus). */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { sameSecret } from '../domain/compare.js';
 import type { FastifyInstance } from 'fastify';
 import type { BlobStore } from '../blobs/blob-store.js';
 import { AppError } from '../domain/errors.js';
@@ -24,11 +24,9 @@ async function probe(check: () => Promise<void>): Promise<'ok' | 'unreachable'> 
   }
 }
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest();
-
-/** Compares the Authorization header with `Bearer <token>` in constant time (both sides hashed to one length). */
+/** Compares the Authorization header with `Bearer <token>` in constant time. */
 function bearerMatches(header: string | undefined, token: string): boolean {
-  return timingSafeEqual(sha256(header ?? ''), sha256(`Bearer ${token}`));
+  return sameSecret(header ?? '', `Bearer ${token}`);
 }
 
 export interface OperationsDeps {

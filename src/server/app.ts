@@ -34,8 +34,8 @@ import { discardUnreadBody } from '../http/slow-client.js';
 import { Metrics, requestMetrics } from '../http/metrics.js';
 import { operationsRoutes } from '../ops/routes.js';
 import { sendError, toAppError } from '../http/errors.js';
+import { VERSION } from '../domain/version.js';
 
-export const API_VERSION = '0.1.0';
 const MAX_PARAM_LENGTH = 16 * 1024;
 
 export interface AppParts {
@@ -131,7 +131,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
       openapi: '3.1.0',
       info: {
         title: 'Coffer: Encrypted Backup Service API',
-        version: API_VERSION,
+        version: VERSION,
         description:
           'Zero-knowledge backups: clients encrypt archives locally; the service stores only ciphertext, ' +
           'wrapped key material and operational metadata.',

@@ -1,5 +1,5 @@
 /** Backup and vault operations: the domain rules applied to the store, the blob store and the status bus. */
-import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { v7 as uuidv7 } from 'uuid';
 import type { BackupAccountEnvelopeBody } from '../api/schemas.js';
 import {
@@ -16,14 +16,13 @@ import {
 import type { Clock } from '../domain/clock.js';
 import { AppError, type ValidationIssue } from '../domain/errors.js';
 import { PLAN_RULES, type Plan } from '../domain/plans.js';
+import { isUuid } from '../domain/ids.js';
 import type { BlobStore, ByteRange } from '../blobs/blob-store.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { Account, Backup, Store, Vault } from '../store/store.js';
+import { limited, TooLarge } from './byte-limit.js';
 
 const VISIBLE_STATUSES = BACKUP_STATUSES.filter(isVisible);
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export const isUuid = (value: string): boolean => UUID.test(value);
 
 /** The bootstrap/rotate body: its one definition is the TypeBox schema (a type-only import, nothing at run time). */
 export type VaultEnvelope = BackupAccountEnvelopeBody;
@@ -72,28 +71,6 @@ export function binaryIssues(fields: Record<string, string>, prefix = ''): Valid
     }
   }
   return issues;
-}
-
-class ArchiveTooLarge extends Error {}
-
-/**
- * `source` passed through a byte counter that fails as soon as more than `limit` bytes arrive. The source is
- * not destroyed on overflow (so a 413 can still be answered), but its own failure or early close fails the result.
- */
-function limitBytes(source: Readable, limit: number): Readable {
-  let seen = 0;
-  const limited = new Transform({
-    transform(chunk: Buffer, _encoding, callback: TransformCallback) {
-      seen += chunk.length;
-      if (seen > limit) callback(new ArchiveTooLarge());
-      else callback(null, chunk);
-    },
-  });
-  source.once('error', (error) => limited.destroy(error));
-  source.once('close', () => {
-    if (!source.readableEnded) limited.destroy(new Error('the client closed the upload before its end'));
-  });
-  return source.pipe(limited);
 }
 
 /** A new upload slot: PENDING_UPLOAD, nothing uploaded or sealed yet. */
@@ -272,9 +249,9 @@ export class BackupService {
     const blobKey = this.newBlobKey(backup);
     let size: number;
     try {
-      ({ size } = await this.blobs.put(blobKey, limitBytes(body, max), { size: contentLength }));
+      ({ size } = await this.blobs.put(blobKey, limited(body, max), { size: contentLength }));
     } catch (error) {
-      if (error instanceof ArchiveTooLarge) throw this.tooLarge();
+      if (error instanceof TooLarge) throw this.tooLarge();
       throw error;
     }
     await this.recordUpload(backup, blobKey, size);

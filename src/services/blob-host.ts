@@ -11,8 +11,8 @@
  *   streamed into the configured BlobStore; when the bytes are stored the slot becomes UPLOADED.
  * - `blob.upload-completed` callbacks signed with the read-write token are accepted too (external blob hosts).
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { createHmac, randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import {
@@ -24,8 +24,12 @@ import {
 } from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError, type ValidationIssue } from '../domain/errors.js';
+import { sameSecret } from '../domain/compare.js';
+import { backupEtag } from '../domain/backups.js';
+import { isUuid } from '../domain/ids.js';
 import type { Backup, Store } from '../store/store.js';
-import { type BackupService, isUuid } from './backups.js';
+import { type BackupService } from './backups.js';
+import { limited, TooLarge } from './byte-limit.js';
 
 export const RW_TOKEN_SETTING = 'blobhost.rw_token';
 export const ALLOWED_CONTENT_TYPE = 'application/octet-stream';
@@ -119,32 +123,6 @@ export function generateReadWriteToken(): string {
 
 const hmacHex = (key: string, data: string): string => createHmac('sha256', key).update(data).digest('hex');
 
-/** Constant-time equality of two hex digests (unequal lengths are unequal without comparing). */
-function sameDigest(actual: string, expected: string): boolean {
-  const a = Buffer.from(actual, 'utf8');
-  const b = Buffer.from(expected, 'utf8');
-  return a.length === b.length && timingSafeEqual(a, b);
-}
-
-class TooLarge extends Error {}
-
-/** Passes at most `limit` bytes; one more fails the stream with TooLarge. Source failures fail it too. */
-function limited(source: Readable, limit: number): Readable {
-  let seen = 0;
-  const out = new Transform({
-    transform(chunk: Buffer, _encoding, callback: TransformCallback) {
-      seen += chunk.length;
-      if (seen > limit) callback(new TooLarge());
-      else callback(null, chunk);
-    },
-  });
-  source.once('error', (error) => out.destroy(error));
-  source.once('close', () => {
-    if (!source.readableEnded) out.destroy(new Error('the client closed the upload before its end'));
-  });
-  return source.pipe(out);
-}
-
 const PATHNAME = /^backups\/([0-9a-f-]{36})\/([0-9a-f-]{36})$/;
 
 export interface BlobHostOptions {
@@ -224,7 +202,7 @@ export class BlobHostService {
   /** Whether `signature` is the HMAC of the body as sent, or of its compact JSON form (`body`, when it parsed). */
   isSigned(rawBody: string, body: unknown, signature: string): boolean {
     const given = signature.toLowerCase();
-    if (sameDigest(given, hmacHex(this.readWriteToken, rawBody))) return true;
+    if (sameSecret(given, hmacHex(this.readWriteToken, rawBody))) return true;
     if (body === undefined) return false;
     let compact: string;
     try {
@@ -232,7 +210,7 @@ export class BlobHostService {
     } catch {
       return false; // nested too deeply to serialize again: it was not signed in compact form either
     }
-    return sameDigest(given, hmacHex(this.readWriteToken, compact));
+    return sameSecret(given, hmacHex(this.readWriteToken, compact));
   }
 
   /**
@@ -312,7 +290,7 @@ export class BlobHostService {
     if (dot < 0) throw denied();
     const signature = decoded.slice(0, dot);
     const encoded = decoded.slice(dot + 1);
-    if (!sameDigest(signature, hmacHex(this.readWriteToken, encoded))) throw denied();
+    if (!sameSecret(signature, hmacHex(this.readWriteToken, encoded))) throw denied();
     let payload: unknown;
     try {
       payload = JSON.parse(Buffer.from(encoded, 'base64').toString('utf8'));
@@ -346,7 +324,7 @@ export class BlobHostService {
       pathname: backup.blobPath,
       contentType: ALLOWED_CONTENT_TYPE,
       contentDisposition: `attachment; filename="backup-${backup.id}.bin"`,
-      etag: `"${backup.id}-${size}"`,
+      etag: backupEtag(backup.id, size),
     };
   }
 

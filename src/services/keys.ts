@@ -4,13 +4,11 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { type Grant, mintWithin } from '../domain/grants.js';
-import { keyStatus, type KeyStatus } from '../domain/keys.js';
+import { API_KEY_PATTERN, keyStatus, type KeyStatus } from '../domain/keys.js';
 import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import { isoOrNull } from '../domain/time.js';
 import type { Account, ApiKey, Session, Store } from '../store/store.js';
-
-export const API_KEY_PATTERN = /^cfk_[A-Za-z0-9_-]{43}$/;
 
 export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey).digest('hex');
 

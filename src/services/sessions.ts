@@ -4,10 +4,11 @@
  * hashes are stored. The CSRF token of a session is derived from its secret (HMAC), so it needs no storage,
  * changes with every session, and cannot be computed by anyone who cannot read the httpOnly cookie.
  */
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
 import { keyStatus } from '../domain/keys.js';
+import { sameSecret } from '../domain/compare.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import type { Account, ApiKey, LoginLink, Session, Store } from '../store/store.js';
 import type { KeyService } from './keys.js';
@@ -130,9 +131,7 @@ export class SessionService {
   /** Whether `presented` is the CSRF token of the session with `secret` (constant-time). */
   checkCsrf(secret: string, presented: string | undefined): boolean {
     if (typeof presented !== 'string') return false;
-    const expected = Buffer.from(csrfTokenFor(secret));
-    const given = Buffer.from(presented);
-    return given.length === expected.length && timingSafeEqual(given, expected);
+    return sameSecret(presented, csrfTokenFor(secret));
   }
 
   /** Ends the session server-side: its cookie is worthless from now on, wherever it was copied. */

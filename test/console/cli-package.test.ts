@@ -78,6 +78,9 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
     const help = await run(coffer, ['--help'], { env: baseEnv() });
     expect(help.stdout).toContain('Usage: coffer');
     for (const command of ['init', 'backup', 'restore', 'list', 'watch', 'passphrase']) expect(help.stdout).toContain(command);
+    // The packed CLI knows Coffer's version, read from the package.json it ships with.
+    const { version } = JSON.parse(await fsp.readFile('package.json', 'utf8')) as { version: string };
+    expect((await run(coffer, ['--version'], { env: baseEnv() })).stdout.trim()).toBe(version);
 
     // It really works: a small backup and restore against this server, with the installed binary.
     const { apiKey } = await server.newKey({ plan: 'pro' });

@@ -151,10 +151,8 @@ describeEngines('StatusBus backend', [localEngine(), pgEngine()], (engine, backe
       const readsBefore = (b as PgStatusBus).stats.reads;
       const uploaded = { ...backup, status: 'UPLOADED' as const, updatedAt: T0 + 1 };
       await engine.save(uploaded);
-      const started = Date.now();
       await a.publish(uploaded);
       const delivered = await Promise.all(streams);
-      expect(Date.now() - started).toBeLessThan(1000);
       for (const [got] of delivered) expect(got).toEqual(uploaded);
       expect((b as PgStatusBus).stats.reads - readsBefore).toBe(1);
 

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import path from 'node:path';
 import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './domain/kdf.js';
 import { API_KEY_PATTERN } from './domain/keys.js';
@@ -33,6 +34,12 @@ interface ConfigFields {
    * (docs/api-rules.md#events).
    */
   sseMaxStreams: { perAccount: number; perAddress: number };
+  /**
+   * COFFER_TRUST_PROXY: the reverse proxies whose `X-Forwarded-*` headers are believed (addresses, CIDR ranges,
+   * or `loopback`/`linklocal`/`uniquelocal`); the client address is then the nearest forwarded address not in
+   * this list. Empty: the headers are ignored and the client address is the connection's (docs/deploy.md).
+   */
+  trustProxy: readonly string[];
   /** The bearer token `/metrics` requires; null: `/metrics` is not served (docs/operations.md#metrics). */
   metricsToken: string | null;
   /** How often the background sweeper runs; not an operator setting, fixed unless a test overrides it. */
@@ -134,6 +141,28 @@ function url<F extends string | null>(env: Env, name: string, fallback: F): stri
   return text.replace(/\/+$/, '');
 }
 
+const PROXY_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/** A comma-separated list of addresses, CIDR ranges and proxy-addr's range names; [] when unset. */
+function trustedProxies(env: Env, name: string): string[] {
+  const text = read(env, name);
+  if (text === undefined) return [];
+  return text.split(',').map((entry) => {
+    const item = entry.trim();
+    if (PROXY_NAMES.includes(item)) return item;
+    const [address = '', prefix, ...rest] = item.split('/');
+    const family = net.isIP(address);
+    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 6 ? 128 : 32));
+    if (family === 0 || !prefixOk || rest.length > 0) {
+      throw new ConfigError(
+        name,
+        `expected a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) or ${PROXY_NAMES.join('/')}, got "${item}"`,
+      );
+    }
+    return item;
+  });
+}
+
 export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
   const port = integer(env, 'PORT', 8080, 0, 65535);
   const databaseUrl = read(env, 'COFFER_DATABASE_URL') ?? null;
@@ -176,6 +205,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       perAccount: integer(env, 'COFFER_SSE_MAX_PER_ACCOUNT', 100, 1, 1_000_000),
       perAddress: integer(env, 'COFFER_SSE_MAX_PER_ADDRESS', 500, 1, 1_000_000),
     },
+    trustProxy: trustedProxies(env, 'COFFER_TRUST_PROXY'),
     metricsToken,
     sweepIntervalMs: 60_000,
     limits: { ...DEFAULT_LIMITS },

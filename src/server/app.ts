@@ -89,6 +89,8 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
         handler,
       ),
     bodyLimit: JSON_BODY_LIMIT,
+    // request.ip (sign-in, event-stream and discovery limits) reads X-Forwarded-For only from these proxies.
+    trustProxy: parts.config.trustProxy.length > 0 ? [...parts.config.trustProxy] : false,
     // An over-long id is still an id (401/403 first, then 404 like any malformed one), not Fastify's 414;
     // Node's 16 KiB head limit bounds it anyway.
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },

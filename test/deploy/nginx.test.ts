@@ -1,0 +1,369 @@
+/**
+ * docs/deploy.md#behind-a-reverse-proxy, tested: Debian's nginx, as an unprivileged foreground process with its own
+ * prefix in a temp dir, runs deploy/nginx.conf (the file the doc shows verbatim; only the listen address, the
+ * upstream address and the certificate paths are substituted) with TLS in front of a real Coffer server.
+ * Skipped when nginx is not installed, unless COFFER_REQUIRE_PG=1 (.ci/run installs it): then it fails.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import https from 'node:https';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createParser } from 'eventsource-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envelope, finalizeBody } from '../helpers/api.js';
+import { bytes } from '../helpers/fixture.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const DOC_CONF = fs.readFileSync(path.join(ROOT, 'deploy/nginx.conf'), 'utf8');
+const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((file) => fs.existsSync(file));
+const REQUIRED = process.env.COFFER_REQUIRE_PG === '1';
+if (!NGINX && !REQUIRED) console.warn('nginx is not installed (apt-get install nginx-light): skipping the nginx tests');
+
+const MiB = 1024 * 1024;
+
+it('docs/deploy.md shows deploy/nginx.conf verbatim', () => {
+  const doc = fs.readFileSync(path.join(ROOT, 'docs/deploy.md'), 'utf8');
+  expect(doc).toContain('```nginx\n' + DOC_CONF + '```\n');
+});
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The documented configuration with only what differs on this machine substituted; each substitution must apply. */
+function renderConf(options: { listenPort: number; upstream: string; certDir: string }): string {
+  const substitutions: [string, string][] = [
+    ['listen 443 ssl http2;', `listen 127.0.0.1:${options.listenPort} ssl http2;`],
+    ['server 127.0.0.1:8080;', `server ${options.upstream};`],
+    ['/etc/letsencrypt/live/backup.example.com/fullchain.pem', path.join(options.certDir, 'fullchain.pem')],
+    ['/etc/letsencrypt/live/backup.example.com/privkey.pem', path.join(options.certDir, 'privkey.pem')],
+  ];
+  let conf = DOC_CONF;
+  for (const [from, to] of substitutions) {
+    expect(conf, `deploy/nginx.conf contains ${from}`).toContain(from);
+    conf = conf.replace(from, to);
+  }
+  return conf;
+}
+
+interface Nginx {
+  /** A request through nginx's site on `port` over TLS (optionally from another loopback address). */
+  request(port: number, method: string, urlPath: string, options?: RequestOptions): Promise<Reply>;
+  /** An event stream through nginx's site on `port`. */
+  stream(port: number, urlPath: string, headers: Record<string, string>): EventStreamClient;
+  stop(): Promise<void>;
+}
+
+interface RequestOptions {
+  headers?: Record<string, string>;
+  body?: Buffer;
+  from?: string;
+}
+
+interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}
+
+interface EventStreamClient {
+  /** Frames received so far, in order. */
+  frames: { event: string; data: any }[];
+  /** Bytes of the response body received so far. */
+  received(): number;
+  /** Resolves once a frame matches; rejects when the response ends first. */
+  until(predicate: (frame: { event: string; data: any }) => boolean): Promise<void>;
+  ended: Promise<void>;
+  close(): void;
+}
+
+/** A directory for nginx's prefix, with a self-signed certificate for 127.0.0.1 in it. */
+function nginxDir(): string {
+  const dir = tempDir('coffer-nginx-');
+  fs.chmodSync(dir, 0o755);
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+    '-keyout', path.join(dir, 'privkey.pem'), '-out', path.join(dir, 'fullchain.pem'),
+  ], { stdio: 'ignore' });
+  return dir;
+}
+
+/**
+ * Starts nginx in the foreground with the given sites (each listening on 127.0.0.1:<port>), as `nobody` when the
+ * tests run as root; everything it writes stays in `dir`.
+ */
+async function startNginx(dir: string, confs: string[]): Promise<Nginx> {
+  const ca = fs.readFileSync(path.join(dir, 'fullchain.pem'));
+  const includes = confs.map((conf, i) => {
+    const file = path.join(dir, `site-${i}.conf`);
+    fs.writeFileSync(file, conf);
+    return `  include ${file};`;
+  });
+  const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((name) => `  ${name}_temp_path ${path.join(dir, name)};`);
+  const main = path.join(dir, 'nginx.conf');
+  fs.writeFileSync(
+    main,
+    ['worker_processes 1;', 'events { worker_connections 256; }', 'http {', '  access_log off;', ...temp, ...includes, '}', ''].join('\n'),
+  );
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) execFileSync('chown', ['-R', '65534:65534', dir]);
+  const errorLog = path.join(dir, 'error.log');
+  const child: ChildProcess = spawn(
+    NGINX!,
+    ['-p', `${dir}/`, '-c', main, '-g', `daemon off; pid ${path.join(dir, 'nginx.pid')}; error_log ${errorLog} info;`],
+    { stdio: ['ignore', 'ignore', 'pipe'], ...(asRoot ? { uid: 65534, gid: 65534 } : {}) },
+  );
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const log = () => `${stderr}${fs.existsSync(errorLog) ? fs.readFileSync(errorLog, 'utf8') : ''}`;
+
+  const ports = confs.map((conf) => Number(/listen 127\.0\.0\.1:(\d+) /.exec(conf)![1]));
+  const request = (port: number, method: string, urlPath: string, options: RequestOptions = {}) =>
+    new Promise<Reply>((resolve, reject) => {
+      const req = https.request(
+        { host: '127.0.0.1', port, path: urlPath, method, headers: options.headers, ca, localAddress: options.from, agent: false },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(options.body);
+    });
+  const stream = (port: number, urlPath: string, headers: Record<string, string>): EventStreamClient => {
+    const frames: { event: string; data: any }[] = [];
+    let bytesIn = 0;
+    const waiters = new Set<() => void>();
+    let done = false;
+    const parser = createParser({
+      onEvent: (message) => {
+        frames.push({ event: message.event ?? 'message', data: JSON.parse(message.data) });
+        for (const wake of waiters) wake();
+      },
+    });
+    let req: ReturnType<typeof https.request>;
+    const ended = new Promise<void>((resolve, reject) => {
+      req = https.request({ host: '127.0.0.1', port, path: urlPath, headers, ca, agent: false }, (res) => {
+        if (res.statusCode !== 200) reject(new Error(`event stream answered ${res.statusCode}`));
+        res.setEncoding('utf8');
+        res.on('data', (text: string) => {
+          bytesIn += Buffer.byteLength(text);
+          parser.feed(text);
+        });
+        res.on('end', () => {
+          done = true;
+          for (const wake of waiters) wake();
+          resolve();
+        });
+      });
+      req.on('error', (error) => {
+        done = true;
+        for (const wake of waiters) wake();
+        reject(error);
+      });
+      req.end();
+    });
+    ended.catch(() => undefined);
+    return {
+      frames,
+      received: () => bytesIn,
+      ended,
+      close: () => req.destroy(),
+      until: (predicate) =>
+        new Promise<void>((resolve, reject) => {
+          const check = () => {
+            if (frames.some(predicate)) {
+              waiters.delete(check);
+              resolve();
+            } else if (done) {
+              waiters.delete(check);
+              reject(new Error(`the stream ended first; frames: ${JSON.stringify(frames)}`));
+            }
+          };
+          waiters.add(check);
+          check();
+        }),
+    };
+  };
+
+  // Ready once it answers through to Coffer.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const replies = await Promise.all(ports.map((port) => request(port, 'GET', '/healthz')));
+      if (replies.every((reply) => reply.status === 200)) break;
+    } catch {
+      // not listening yet
+    }
+    if (child.exitCode !== null || attempt > 100) {
+      child.kill('SIGTERM');
+      await exited;
+      throw new Error(`nginx did not start:\n${log()}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return {
+    request,
+    stream,
+    async stop() {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await exited;
+      }
+    },
+  };
+}
+
+describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', () => {
+  let server: TestServer;
+  let nginx: Nginx;
+  /** The documented site, and the buffering control. */
+  let port: number;
+  let controlPort: number;
+  const request = (method: string, urlPath: string, options?: RequestOptions) => nginx.request(port, method, urlPath, options);
+  const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+
+  /** A new account with a vault and an upload slot, through nginx. */
+  async function newSlot(): Promise<{ auth: Record<string, string>; id: string }> {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const auth = { authorization: `Bearer ${apiKey}` };
+    const headers = { ...auth, 'content-type': 'application/json' };
+    expect((await request('POST', '/api/backup-account/bootstrap', { headers, body: json(envelope()) })).status).toBe(200);
+    const created = await request('POST', '/api/backups', { headers: auth });
+    expect(created.status).toBe(201);
+    return { auth, id: JSON.parse(created.body.toString()).backupId as string };
+  }
+
+  beforeAll(async () => {
+    if (!NGINX) throw new Error('nginx is not installed (COFFER_REQUIRE_PG=1: this must not be skipped); apt-get install nginx-light');
+    [port, controlPort] = [await freePort(), await freePort()];
+    server = await startTestServer({
+      env: {
+        COFFER_PUBLIC_URL: `https://127.0.0.1:${port}`,
+        // No periodic frame for an hour: a status frame that arrives was pushed, not flushed by a later frame.
+        COFFER_SSE_INTERVAL: '1h',
+        COFFER_SSE_TIMEOUT: '2h',
+        COFFER_TRUST_PROXY: '127.0.0.1',
+        COFFER_SIGNIN_ATTEMPTS: '2',
+        COFFER_SIGNIN_WINDOW: '10m',
+      },
+    });
+    const upstream = new URL(server.url).host;
+    const certDir = nginxDir();
+    const documented = renderConf({ listenPort: port, upstream, certDir });
+    // The control: the same file with response buffering forced on for event streams (and Coffer's
+    // X-Accel-Buffering: no ignored), to show that the stream check below can tell buffering apart.
+    expect(documented).toContain('proxy_buffering off;');
+    const buffered = renderConf({ listenPort: controlPort, upstream, certDir })
+      .replace('upstream coffer {', 'upstream coffer_buffered {')
+      .replaceAll('proxy_pass http://coffer;', 'proxy_pass http://coffer_buffered;')
+      .replace('proxy_buffering off;', 'proxy_buffering on; proxy_ignore_headers X-Accel-Buffering;');
+    nginx = await startNginx(certDir, [documented, buffered]);
+  });
+  afterAll(async () => {
+    await nginx?.stop();
+    await server?.stop();
+  });
+
+  it('an event stream delivers each status change while it is open (no proxy buffering)', async () => {
+    const { auth, id } = await newSlot();
+
+    const stream = nginx.stream(port, `/api/backups/${id}/events`, auth);
+    const control = nginx.stream(controlPort, `/api/backups/${id}/events`, auth);
+    await stream.until((f) => f.data.status === 'PENDING_UPLOAD');
+
+    const startedAt = Date.now();
+    const uploaded = await request('POST', `/api/backups/upload?backupId=${id}`, {
+      headers: { ...auth, 'content-type': 'application/octet-stream' },
+      body: bytes(64),
+    });
+    expect(uploaded.status).toBe(201);
+    // The interval is an hour and nothing ends the stream before the finalize below: only a frame that nginx
+    // passed on at once can arrive here.
+    await stream.until((f) => f.data.status === 'UPLOADED');
+    const deliveredMs = Date.now() - startedAt;
+    expect(server.streams.stats().open).toBe(2);
+    // Through the buffering control, not a byte of the same stream has arrived yet.
+    expect(control.received()).toBe(0);
+
+    const finalized = await request('POST', `/api/backups/${id}/finalize`, {
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: json(finalizeBody(64)),
+    });
+    expect(finalized.status).toBe(200);
+    await Promise.all([stream.ended, control.ended]);
+    const statuses = (frames: { event: string; data: any }[]) => frames.map((f) => `${f.event} ${f.data.status}`);
+    const expected = ['backup.status PENDING_UPLOAD', 'backup.status UPLOADED', 'backup.status READY', 'backup.stream.closed READY'];
+    expect(statuses(stream.frames)).toEqual(expected);
+    // The control got the same frames, all at the end of the response.
+    expect(statuses(control.frames)).toEqual(expected);
+    console.info(`nginx: upload sent → UPLOADED frame received in ${deliveredMs} ms`);
+  });
+
+  it('a 50 MiB upload and a Range download pass through', async () => {
+    const { auth, id } = await newSlot();
+    const data = bytes(50 * MiB);
+    const uploaded = await request('POST', `/api/backups/upload?backupId=${id}`, {
+      headers: { ...auth, 'content-type': 'application/octet-stream' },
+      body: data,
+    });
+    expect(uploaded.status, uploaded.body.toString()).toBe(201);
+    const finalized = await request('POST', `/api/backups/${id}/finalize`, {
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: json(finalizeBody(data.length)),
+    });
+    expect(finalized.status).toBe(200);
+
+    const start = 30 * MiB + 17;
+    const end = start + 2 * MiB;
+    const range = await request('GET', `/api/backups/${id}/content`, { headers: { ...auth, range: `bytes=${start}-${end}` } });
+    expect(range.status).toBe(206);
+    expect(range.headers['content-range']).toBe(`bytes ${start}-${end}/${data.length}`);
+    expect(range.body.equals(data.subarray(start, end + 1))).toBe(true);
+
+    const whole = await request('GET', `/api/backups/${id}/content`, { headers: auth });
+    expect(whole.status).toBe(200);
+    expect(whole.body.equals(data)).toBe(true);
+  });
+
+  it('the console session cookie is Secure (X-Forwarded-Proto: https, https public URL)', async () => {
+    const { apiKey } = await server.newKey();
+    const signedIn = await request('POST', '/console/api/session', {
+      headers: { 'content-type': 'application/json' },
+      body: json({ apiKey }),
+      from: '127.0.0.4',
+    });
+    expect(signedIn.status).toBe(200);
+    const cookie = [signedIn.headers['set-cookie']].flat()[0]!;
+    expect(cookie).toMatch(/^coffer_session=/);
+    expect(cookie.split('; ')).toContain('Secure');
+  });
+
+  it('with nginx trusted, each client address has its own sign-in limit, and a forged X-Forwarded-For does not help', async () => {
+    const attempt = async (from: string, forged?: string) =>
+      (
+        await request('POST', '/console/api/session', {
+          headers: { 'content-type': 'application/json', ...(forged ? { 'x-forwarded-for': forged } : {}) },
+          body: Buffer.from('{}'),
+          from,
+        })
+      ).status;
+    // 127.0.0.2 forges a new address each time: nginx appends the one it saw, and only that one is believed.
+    expect([await attempt('127.0.0.2', '203.0.113.1'), await attempt('127.0.0.2', '203.0.113.2'), await attempt('127.0.0.2', '203.0.113.3')]).toEqual([
+      400, 400, 429,
+    ]);
+    // Another client behind the same nginx is counted on its own.
+    expect([await attempt('127.0.0.3'), await attempt('127.0.0.3'), await attempt('127.0.0.3')]).toEqual([400, 400, 429]);
+  });
+});

@@ -5,6 +5,7 @@
  */
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSlot, useServer } from '../helpers/fixture.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /** One malformed sign-in attempt (it still counts against the limit); resolves to the status code. */
@@ -67,5 +68,53 @@ describe('with COFFER_TRUST_PROXY naming the proxy', () => {
     const statuses = [];
     for (const n of [1, 2, 3]) statuses.push(await signIn(server, { 'x-forwarded-for': `192.0.2.${n}` }, '127.0.0.3'));
     expect(statuses).toEqual([400, 400, 429]);
+  });
+});
+
+/** Opens an event stream and resolves with the name of its first event; the stream stays open until closed. */
+function firstEvent(baseUrl: string, apiKey: string, backupId: string, forwardedFor: string) {
+  let request!: http.ClientRequest;
+  const event = new Promise<string>((resolve, reject) => {
+    request = http.get(
+      `${baseUrl}/api/backups/${backupId}/events`,
+      { headers: { authorization: `Bearer ${apiKey}`, 'x-forwarded-for': forwardedFor }, agent: false },
+      (response) => {
+        let text = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => {
+          text += chunk;
+          const match = /^event: (.+)$/m.exec(text);
+          if (match) resolve(match[1]!);
+        });
+        response.on('end', () => reject(new Error(`the stream ended without an event: ${text}`)));
+      },
+    );
+    request.on('error', reject);
+  });
+  return { event, close: () => request.destroy() };
+}
+
+describe.each([
+  { trust: undefined, second: 'backup.stream.error' },
+  { trust: '127.0.0.1', second: 'backup.status' },
+])('open event streams per address (COFFER_TRUST_PROXY=$trust)', ({ trust, second }) => {
+  const fx = useServer({ env: { COFFER_SSE_MAX_PER_ADDRESS: '1', ...(trust ? { COFFER_TRUST_PROXY: trust } : {}) } });
+
+  it(`a second forwarded address gets ${second}`, async () => {
+    const { call, apiKey } = await fx.account();
+    const id = await createSlot(call);
+    const first = firstEvent(fx.server.url, apiKey, id, '203.0.113.1');
+    try {
+      // The first stream is counted before the second opens.
+      expect(await first.event).toBe('backup.status');
+      const other = firstEvent(fx.server.url, apiKey, id, '203.0.113.2');
+      try {
+        expect(await other.event).toBe(second);
+      } finally {
+        other.close();
+      }
+    } finally {
+      first.close();
+    }
   });
 });

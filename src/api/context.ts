@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import type { Scope } from '../domain/scopes.js';
 import type { EventStreamHub } from './streams.js';
 import type { BackupService } from '../services/backups.js';
-import type { BlobHostService } from '../services/blob-host.js';
+import type { UploadHandshake } from '../services/upload-handshake.js';
 import type { Backup } from '../store/store.js';
 import type { Metrics } from '../http/metrics.js';
 
@@ -12,8 +12,8 @@ export interface RouteContext {
   backups: BackupService;
   streams: EventStreamHub;
   requireScope: (scope: Scope) => onRequestAsyncHookHandler;
-  /** The blob host of the blobhost-client upload protocol; absent in direct mode. */
-  blobHost?: BlobHostService;
+  /** The handshake of the blobhost-client upload protocol; absent in direct mode. */
+  uploadHandshake?: UploadHandshake;
   metrics: Metrics;
 }
 

@@ -21,6 +21,7 @@ import { EventStreamHub } from '../api/streams.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { BackupService } from '../services/backups.js';
 import type { BlobHostService } from '../services/blob-host.js';
+import type { UploadHandshake } from '../services/upload-handshake.js';
 import { blobHostRoutes } from '../api/blobhost.js';
 import type { KeyService } from '../services/keys.js';
 import type { SessionService } from '../services/sessions.js';
@@ -48,8 +49,9 @@ export interface AppParts {
   sessions: SessionService;
   store: Store;
   blobs: BlobStore;
-  /** Present in blobhost-client mode: serves /blob and the JSON branch of the upload operation. */
+  /** Present in blobhost-client mode: the blob host serves /blob, the handshake the JSON branch of the upload operation. */
   blobHost?: BlobHostService;
+  uploadHandshake?: UploadHandshake;
   logger?: FastifyServerOptions['logger'];
 }
 
@@ -119,7 +121,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     backups: parts.backups,
     streams,
     requireScope: authenticator(parts.keys, sessionCredential(parts.sessions, parts.config)),
-    blobHost: parts.blobHost,
+    uploadHandshake: parts.uploadHandshake,
     metrics,
   };
   hardening(app);

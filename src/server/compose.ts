@@ -7,9 +7,10 @@ import { FsBlobStore } from '../blobs/fs.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
 import { BackupService } from '../services/backups.js';
-import { BlobHostService } from '../services/blob-host.js';
+import { BlobHostService, ReadWriteToken } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
 import { SessionService } from '../services/sessions.js';
+import { UploadHandshake } from '../services/upload-handshake.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
 import { openStore } from '../store/open.js';
 import type { Store } from '../store/store.js';
@@ -26,8 +27,9 @@ export interface Parts {
   /** Console sign-in links and browser sessions. */
   sessions: SessionService;
   sweeper: Sweeper;
-  /** The blob host of COFFER_UPLOAD_PROTOCOL=blobhost-client. */
+  /** The blob host and the handshake of COFFER_UPLOAD_PROTOCOL=blobhost-client. */
   blobHost?: BlobHostService;
+  uploadHandshake?: UploadHandshake;
   close(): Promise<void>;
 }
 
@@ -84,10 +86,13 @@ export async function composeParts(
     orphanGraceMs: Math.max(3_600_000, config.uploadWindowMs),
     ...options.sweeper,
   });
-  const blobHost =
-    config.uploadProtocol === 'blobhost-client'
-      ? await BlobHostService.open(store, blobs, backups, clock, config)
-      : undefined;
+  let blobHost: BlobHostService | undefined;
+  let uploadHandshake: UploadHandshake | undefined;
+  if (config.uploadProtocol === 'blobhost-client') {
+    const token = await ReadWriteToken.open(store, clock);
+    blobHost = new BlobHostService(blobs, backups, clock, config, token);
+    uploadHandshake = new UploadHandshake(blobs, backups, clock, config, token);
+  }
   return {
     config,
     clock,
@@ -99,6 +104,7 @@ export async function composeParts(
     sessions,
     sweeper,
     blobHost,
+    uploadHandshake,
     async close() {
       await bus.close();
       await store.close();

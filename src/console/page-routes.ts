@@ -54,7 +54,8 @@ function sendStatic(request: FastifyRequest, reply: FastifyReply, file: StaticFi
   return reply.code(200).send(file.body);
 }
 
-export function pageRoutes(app: App, { config, root = packageRoot() }: ConsoleContext): void {
+export function pageRoutes(app: App, { config }: ConsoleContext): void {
+  const root = packageRoot();
   const files = loadConsoleFiles(root);
 
   // ---- public: what this server is, and its CLI ----

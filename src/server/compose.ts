@@ -11,25 +11,13 @@ import { BlobHostService, ReadWriteToken } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
 import { SessionService } from '../services/sessions.js';
 import { UploadHandshake } from '../services/upload-handshake.js';
+import type { Services } from '../services/services.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
 import { openStore } from '../store/open.js';
-import type { Store } from '../store/store.js';
 import { type CofferApp, buildApp } from './app.js';
 
-export interface Parts {
-  config: Config;
-  clock: Clock;
-  store: Store;
-  blobs: BlobStore;
-  bus: StatusBus;
-  backups: BackupService;
-  keys: KeyService;
-  /** Console sign-in links and browser sessions. */
-  sessions: SessionService;
-  sweeper: Sweeper;
-  /** The blob host and the handshake of COFFER_UPLOAD_PROTOCOL=blobhost-client. */
-  blobHost?: BlobHostService;
-  uploadHandshake?: UploadHandshake;
+/** The services, and how to release what they hold (the status bus and the database). */
+export interface Parts extends Services {
   close(): Promise<void>;
 }
 
@@ -133,7 +121,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     sweeper: options.sweeper,
     log: (message, error) => log(message, error),
   });
-  const coffer = await buildApp({ ...parts, logger: options.logger });
+  const coffer = await buildApp(parts, { logger: options.logger });
   log = (message, error) => coffer.app.log.warn({ err: error }, message);
   try {
     await coffer.app.listen({ port: config.port, host: config.host });

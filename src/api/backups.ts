@@ -15,7 +15,8 @@ import {
   CreateBackupResponse,
   DeleteBackupResponse,
 } from './schemas.js';
-import { detailBody, iso, recordBody } from './views.js';
+import { iso } from '../domain/time.js';
+import { detailBody, recordBody } from './views.js';
 
 const tags = ['Backups'];
 

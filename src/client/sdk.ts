@@ -26,7 +26,7 @@ import type {
   ErrorResponseBody,
 } from '../api/schemas.js';
 import { requireRequestedBackup } from './envelope-format.js';
-import { VERSION } from '../domain/version.js';
+import { VERSION } from '../lib/version.js';
 
 export type {
   BackupAccountEnvelopeBody,

@@ -1,4 +1,4 @@
-/** What the console's route groups share: their options, the session guard, and small helpers. */
+/** What the console's route groups share: the services they use, the session guard, and small helpers. */
 import type { FastifyRequest } from 'fastify';
 import type { Services } from '../services/services.js';
 import type { Session } from '../store/store.js';
@@ -17,8 +17,6 @@ declare module 'fastify' {
     consoleSecret: string;
   }
 }
-
-export { iso, isoOrNull } from '../domain/time.js';
 
 /** Not in /openapi.json: the console's endpoints are not part of the API that /openapi.json describes. */
 export const hidden = { hide: true } as const;

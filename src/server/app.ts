@@ -26,7 +26,7 @@ import { discardUnreadBody } from '../http/slow-client.js';
 import { Metrics, requestMetrics } from '../http/metrics.js';
 import { operationsRoutes } from '../ops/routes.js';
 import { sendError, toAppError } from '../http/errors.js';
-import { VERSION } from '../domain/version.js';
+import { VERSION } from '../lib/version.js';
 
 const MAX_PARAM_LENGTH = 16 * 1024;
 

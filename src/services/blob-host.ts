@@ -21,7 +21,7 @@ import {
 } from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
-import { sameSecret } from '../domain/compare.js';
+import { sameSecret } from '../lib/compare.js';
 import { backupEtag } from '../domain/backups.js';
 import { isUuid } from '../domain/ids.js';
 import type { Backup, Store } from '../store/store.js';

@@ -12,7 +12,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { BlobStore } from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError, type ValidationIssue } from '../domain/errors.js';
-import { sameSecret } from '../domain/compare.js';
+import { sameSecret } from '../lib/compare.js';
 import type { BackupService } from './backups.js';
 import { ALLOWED_CONTENT_TYPE, type ClientTokenPayload, type ReadWriteToken, slotOf } from './blob-host.js';
 

@@ -12,7 +12,7 @@ import type { ConnectionLimits } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { BlobApiError, type BlobHostService } from '../services/blob-host.js';
 import { checkBody, JsonObject, type UploadHandshake } from '../services/upload-handshake.js';
-import { JSON_BODY_LIMIT, streamedBodies } from '../http/bodies.js';
+import { JSON_BODY_LIMIT, jsonTooLarge, streamedBodies } from '../http/bodies.js';
 import { logUnhandled } from '../http/errors.js';
 import { discardUnreadBody, guardBodyRate } from '../http/slow-client.js';
 import type { App } from '../http/fastify.js';
@@ -146,9 +146,7 @@ export async function negotiateUpload(
   const signature = header(request, 'x-vercel-signature');
   let text: string;
   try {
-    text = await readText(request.raw, JSON_BODY_LIMIT, () =>
-      AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${JSON_BODY_LIMIT / 1024} KiB` }]),
-    );
+    text = await readText(request.raw, JSON_BODY_LIMIT, jsonTooLarge);
   } catch (error) {
     if (signature !== undefined) await authenticate();
     throw error;

@@ -7,6 +7,10 @@ import tseslint from 'typescript-eslint';
  * it shares only the domain and the API's wire types with the server. Every layer may name the API's wire
  * types (src/api/schemas.ts) as types only: they are the one source of those shapes. Dynamic `import()` is not
  * checked by the rule; it follows the same arrows (cli/ and server/ use it).
+ *
+ * `lib` (the bottom row) holds the few helpers that touch Node itself (package.json, node:crypto): every server-side
+ * layer and the client may use it, it imports nothing of ours, and domain/ (pure rules) and config.ts may not
+ * import it. Neither may the console page (console/src), which runs in the browser.
  */
 const ROWS = [
   ['cli'],
@@ -17,10 +21,12 @@ const ROWS = [
   ['events'],
   ['store', 'blobs'],
   ['domain', 'config'],
+  ['lib'],
 ];
 // Each folder with the folders it may import: the rows below its own.
 const LAYERS = Object.fromEntries(ROWS.flatMap((row, i) => row.map((folder) => [folder, ROWS.slice(i + 1).flat()])));
-LAYERS.client = ['domain'];
+LAYERS.domain = []; // pure: not even lib/
+LAYERS.client = ['domain', 'lib'];
 delete LAYERS.config; // a file, with its own rule below
 const FOLDERS = Object.keys(LAYERS);
 
@@ -29,7 +35,7 @@ function layerRule(folder, allowed) {
   const forbidden = FOLDERS.filter((other) => other !== folder && !allowed.includes(other)).map((other) => `../${other}/*`);
   if (!allowed.includes('config')) forbidden.push('../config.js');
   const patterns = [{ group: forbidden, message }];
-  if (!allowed.includes('api') && folder !== 'api') {
+  if (!allowed.includes('api') && folder !== 'api' && folder !== 'lib') {
     // The API's TypeBox schemas are the one source of the wire shapes: any layer may name them, as types.
     forbidden.push('!../api/schemas.js');
     patterns.push({ group: ['../api/schemas.js'], allowTypeImports: true, message: `${message} API schemas: types only.` });
@@ -56,6 +62,15 @@ export default tseslint.config(
   ...Object.entries(LAYERS)
     .filter(([folder]) => folder !== 'cli') // the top imports anything, the client too
     .map(([folder, allowed]) => layerRule(folder, allowed)),
+  {
+    files: ['console/src/**/*.{ts,tsx}'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/src/lib/*'], message: 'The console page runs in the browser: no src/lib/ (Node) in its bundle.' }] },
+      ],
+    },
+  },
   {
     files: ['src/config.ts'],
     rules: {

@@ -1,8 +1,8 @@
 /** /api/backups and /api/backups/{id}: slots, records, finalize, delete (docs/api-rules.md#states to #download). */
 import { Type } from '@sinclair/typebox';
-import parseRange from 'range-parser';
 import { backupEtag } from '../domain/backups.js';
 import { rateLimitPolicy } from '../domain/plans.js';
+import { sendContent } from '../http/content-response.js';
 import type { App } from '../http/fastify.js';
 import { type RouteContext, loadBackup } from './context.js';
 import { errorResponses, json } from './responses.js';
@@ -15,7 +15,8 @@ import {
   CreateBackupResponse,
   DeleteBackupResponse,
 } from './schemas.js';
-import { detailBody, iso, recordBody } from './views.js';
+import { iso } from '../domain/time.js';
+import { detailBody, recordBody } from './views.js';
 
 const tags = ['Backups'];
 
@@ -147,27 +148,12 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
     async (request, reply) => {
       const { id, ciphertextSizeBytes } = request.backup;
       const size = ciphertextSizeBytes ?? 0;
-      const etag = backupEtag(id, size);
-      const ifRange = request.headers['if-range'];
-      const rangeHeader = request.headers.range;
-      const parsed = rangeHeader && (ifRange === undefined || ifRange === etag) ? parseRange(size, rangeHeader) : -1;
-      const range = Array.isArray(parsed) && parsed.type === 'bytes' && parsed.length === 1 ? parsed[0] : undefined;
-      const { stream } = await ctx.backups.openContent(request.principal.accountId, id, range);
-      reply
-        .header('content-type', 'application/octet-stream')
-        .header('content-disposition', `attachment; filename="backup-${id}.bin"`)
-        .header('etag', etag)
-        .header('cache-control', 'private, no-store')
-        .header('accept-ranges', 'bytes');
-      if (range) {
-        reply
-          .code(206)
-          .header('content-range', `bytes ${range.start}-${range.end}/${size}`)
-          .header('content-length', range.end - range.start + 1);
-      } else {
-        reply.code(200).header('content-length', size);
-      }
-      return reply.send(stream);
+      return sendContent(request, reply, {
+        size,
+        etag: backupEtag(id, size),
+        filename: `backup-${id}.bin`,
+        open: async (range) => (await ctx.backups.openContent(request.principal.accountId, id, range)).stream,
+      });
     },
   );
 

@@ -10,8 +10,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Readable } from 'node:stream';
 import type { ConnectionLimits } from '../config.js';
 import { AppError } from '../domain/errors.js';
-import { BlobApiError, type BlobHostService, checkBody, JsonObject } from '../services/blob-host.js';
-import { JSON_BODY_LIMIT, streamedBodies } from '../http/bodies.js';
+import { BlobApiError, type BlobHostService } from '../services/blob-host.js';
+import { checkBody, JsonObject, type UploadHandshake } from '../services/upload-handshake.js';
+import { JSON_BODY_LIMIT, jsonTooLarge, streamedBodies } from '../http/bodies.js';
 import { logUnhandled } from '../http/errors.js';
 import { discardUnreadBody, guardBodyRate } from '../http/slow-client.js';
 import type { App } from '../http/fastify.js';
@@ -138,16 +139,14 @@ function safeDecode(value: string | undefined): string | undefined {
  * `authenticate` (the key check) runs before that is answered (401 first).
  */
 export async function negotiateUpload(
-  host: BlobHostService,
+  handshake: UploadHandshake,
   request: FastifyRequest,
   authenticate: () => Promise<unknown>,
 ): Promise<Record<string, unknown>> {
   const signature = header(request, 'x-vercel-signature');
   let text: string;
   try {
-    text = await readText(request.raw, JSON_BODY_LIMIT, () =>
-      AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${JSON_BODY_LIMIT / 1024} KiB` }]),
-    );
+    text = await readText(request.raw, JSON_BODY_LIMIT, jsonTooLarge);
   } catch (error) {
     if (signature !== undefined) await authenticate();
     throw error;
@@ -160,16 +159,16 @@ export async function negotiateUpload(
     parsed = false;
   }
   // A callback authenticates with its signature over the body: check that before the body itself (401 before 400).
-  if (signature !== undefined && !host.isSigned(text, parsed ? body : undefined, signature)) {
+  if (signature !== undefined && !handshake.isSigned(text, parsed ? body : undefined, signature)) {
     throw new AppError('authentication_required', 'The x-vercel-signature does not match the body.');
   }
   if (!parsed) throw new AppError('invalid_json', 'The request body is not valid JSON.');
   checkBody(JsonObject, body);
-  if (signature !== undefined) return host.uploadCompleted(body);
+  if (signature !== undefined) return handshake.uploadCompleted(body);
   const { type } = body as { type?: unknown };
   if (type === 'blob.generate-client-token') {
     const { backupId } = request.query as { backupId?: string };
-    return host.generateClientToken(request.principal.accountId, body, backupId);
+    return handshake.generateClientToken(request.principal.accountId, body, backupId);
   }
   if (type === 'blob.upload-completed') {
     throw AppError.validation([{ path: 'type', message: 'blob.upload-completed must be signed (x-vercel-signature)' }]);

@@ -1,19 +1,14 @@
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
-import type { Config } from '../config.js';
 import type { Scope } from '../domain/scopes.js';
 import type { EventStreamHub } from './streams.js';
-import type { BackupService } from '../services/backups.js';
-import type { BlobHostService } from '../services/blob-host.js';
+import type { Services } from '../services/services.js';
 import type { Backup } from '../store/store.js';
 import type { Metrics } from '../http/metrics.js';
 
-export interface RouteContext {
-  config: Config;
-  backups: BackupService;
+/** What the /api routes use: three of the services, and what the app builds for them. */
+export interface RouteContext extends Pick<Services, 'config' | 'backups' | 'uploadHandshake'> {
   streams: EventStreamHub;
   requireScope: (scope: Scope) => onRequestAsyncHookHandler;
-  /** The blob host of the blobhost-client upload protocol; absent in direct mode. */
-  blobHost?: BlobHostService;
   metrics: Metrics;
 }
 

@@ -8,7 +8,8 @@ import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { errorBody } from '../http/errors.js';
 import type { StreamStats } from '../http/metrics.js';
-import { iso, statusEventBody } from './views.js';
+import { iso } from '../domain/time.js';
+import { statusEventBody } from './views.js';
 import type { Backup } from '../store/store.js';
 import type { StatusBus } from '../events/status-bus.js';
 

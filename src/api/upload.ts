@@ -43,8 +43,8 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
       const { minUploadBytesPerSecond, uploadRateWindowMs } = ctx.config.limits;
       guardBodyRate(request.raw, minUploadBytesPerSecond, uploadRateWindowMs);
       const type = mediaType(request.headers['content-type']);
-      if (type === 'application/json' && ctx.blobHost) {
-        return reply.code(200).send(await negotiateUpload(ctx.blobHost, request, async () => write.call(this, request, reply)));
+      if (type === 'application/json' && ctx.uploadHandshake) {
+        return reply.code(200).send(await negotiateUpload(ctx.uploadHandshake, request, async () => write.call(this, request, reply)));
       }
       if (type === 'application/json') {
         throw new AppError(
@@ -76,7 +76,7 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
  */
 function mayBeCallback(ctx: RouteContext, request: FastifyRequest): boolean {
   return (
-    ctx.blobHost !== undefined &&
+    ctx.uploadHandshake !== undefined &&
     request.headers['x-vercel-signature'] !== undefined &&
     mediaType(request.headers['content-type']) === 'application/json'
   );

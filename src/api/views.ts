@@ -5,8 +5,6 @@ import { iso } from '../domain/time.js';
 import type { Backup } from '../store/store.js';
 import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody } from './schemas.js';
 
-export { iso };
-
 export function accountBody({ account, vault }: AccountView) {
   return {
     initialized: vault !== undefined,

@@ -5,7 +5,7 @@
  * `coffer admin` belong to the full `coffer` package.
  */
 import { Command } from 'commander';
-import { VERSION } from '../domain/version.js';
+import { VERSION } from '../lib/version.js';
 import { registerClientCommands } from './client.js';
 import { run } from './run.js';
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /** The one executable, `coffer` (README.md, docs/client.md). */
 import { Command } from 'commander';
-import { VERSION } from '../domain/version.js';
+import { VERSION } from '../lib/version.js';
 import { registerAdminCommands } from './admin.js';
 import { registerClientCommands } from './client.js';
 import { run } from './run.js';

@@ -26,7 +26,7 @@ import {
   type BackupMetadata,
 } from './envelope.js';
 import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
-import { VERSION } from '../domain/version.js';
+import { VERSION } from '../lib/version.js';
 
 /** docs/api-rules.md#upload: 52,428,800 bytes of ciphertext. */
 export const DEFAULT_MAX_ARCHIVE_BYTES = 50 * 1024 * 1024;

@@ -7,43 +7,42 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Readable } from 'node:stream';
-import type { Static } from '@sinclair/typebox';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import type {
-  BackupAccount,
-  BackupList,
-  BootstrapResponse,
-  CreateBackupResponse,
-  DeleteBackupResponse,
-  DirectUploadResponse,
-  ResetResponse,
-  RotateResponse,
+  BackupAccountBody,
   BackupAccountEnvelopeBody,
   BackupDetailBody,
   BackupFinalizeBody,
+  BackupListBody,
   BackupRecordBody,
   BackupStatusEventBody,
+  BootstrapResponseBody,
+  CreateBackupResponseBody,
+  DeleteBackupResponseBody,
+  DirectUploadResponseBody,
   ErrorResponseBody,
+  ResetResponseBody,
+  RotateResponseBody,
 } from '../api/schemas.js';
 import { requireRequestedBackup } from './envelope-format.js';
-import { VERSION } from '../domain/version.js';
+import { VERSION } from '../lib/version.js';
 
 export type {
+  BackupAccountBody,
   BackupAccountEnvelopeBody,
   BackupDetailBody,
   BackupFinalizeBody,
+  BackupListBody,
   BackupRecordBody,
   BackupStatusEventBody,
+  BootstrapResponseBody,
+  CreateBackupResponseBody,
+  DeleteBackupResponseBody,
+  DirectUploadResponseBody,
   ErrorResponseBody,
+  ResetResponseBody,
+  RotateResponseBody,
 };
-export type BackupAccountBody = Static<typeof BackupAccount>;
-export type BootstrapResponseBody = Static<typeof BootstrapResponse>;
-export type RotateResponseBody = Static<typeof RotateResponse>;
-export type ResetResponseBody = Static<typeof ResetResponse>;
-export type BackupListBody = Static<typeof BackupList>;
-export type CreateBackupResponseBody = Static<typeof CreateBackupResponse>;
-export type DirectUploadResponseBody = Static<typeof DirectUploadResponse>;
-export type DeleteBackupResponseBody = Static<typeof DeleteBackupResponse>;
 export type BackupStatus = BackupRecordBody['status'];
 
 /** An ErrorResponse from the API (docs/api-rules.md#errors). */

@@ -1,23 +1,12 @@
-/** What the console's route groups share: their options, the session guard, and small helpers. */
+/** What the console's route groups share: the services they use, the session guard, and small helpers. */
 import type { FastifyRequest } from 'fastify';
-import type { Config } from '../config.js';
-import type { Clock } from '../domain/clock.js';
-import type { BackupService } from '../services/backups.js';
-import type { KeyService } from '../services/keys.js';
-import type { SessionService } from '../services/sessions.js';
+import type { Services } from '../services/services.js';
 import type { Session } from '../store/store.js';
 
-export interface ConsoleOptions {
-  config: Config;
-  sessions: SessionService;
-  keys: KeyService;
-  backups: BackupService;
-  clock: Clock;
-  /** Where dist/console-ui and dist/downloads are (default: this package). */
-  root?: string;
-}
+/** The services the console uses. */
+export type ConsoleServices = Pick<Services, 'config' | 'sessions' | 'keys' | 'backups' | 'clock'>;
 
-export interface ConsoleContext extends ConsoleOptions {
+export interface ConsoleContext extends ConsoleServices {
   /** onRequest guard: a live session (cookie only), and the CSRF token on state-changing requests. */
   requireSession: (request: FastifyRequest) => Promise<void>;
 }
@@ -28,8 +17,6 @@ declare module 'fastify' {
     consoleSecret: string;
   }
 }
-
-export { iso, isoOrNull } from '../domain/time.js';
 
 /** Not in /openapi.json: the console's endpoints are not part of the API that /openapi.json describes. */
 export const hidden = { hide: true } as const;

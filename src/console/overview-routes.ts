@@ -4,7 +4,8 @@ import { isInFlight, nextAllowedAt } from '../domain/backups.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import type { AccountView } from '../services/backups.js';
 import type { Backup } from '../store/store.js';
-import { type ConsoleContext, hidden, iso, isoOrNull } from './context.js';
+import { iso, isoOrNull } from '../domain/time.js';
+import { type ConsoleContext, hidden } from './context.js';
 import { Overview } from './schemas.js';
 
 /** The overview of an account whose visible backups are `visible` (newest first), at `now`. */

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../http/fastify.js';
 import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
-import { VERSION } from '../domain/version.js';
+import { VERSION } from '../lib/version.js';
 import { type CliTarball, type StaticFile, cliTarball, loadConsoleFiles, packageRoot } from './assets.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { About } from './schemas.js';
@@ -54,7 +54,8 @@ function sendStatic(request: FastifyRequest, reply: FastifyReply, file: StaticFi
   return reply.code(200).send(file.body);
 }
 
-export function pageRoutes(app: App, { config, root = packageRoot() }: ConsoleContext): void {
+export function pageRoutes(app: App, { config }: ConsoleContext): void {
+  const root = packageRoot();
   const files = loadConsoleFiles(root);
 
   // ---- public: what this server is, and its CLI ----

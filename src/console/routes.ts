@@ -17,15 +17,15 @@ import type { FastifyRequest } from 'fastify';
 import type { App } from '../http/fastify.js';
 import { AppError } from '../domain/errors.js';
 import { jsonBodies } from '../http/bodies.js';
-import type { ConsoleContext, ConsoleOptions } from './context.js';
+import type { ConsoleContext, ConsoleServices } from './context.js';
 import { keyRoutes } from './key-routes.js';
 import { overviewRoutes } from './overview-routes.js';
 import { pageRoutes } from './page-routes.js';
 import { checkCsrf, sessionOf } from './session-http.js';
 import { sessionRoutes } from './session-routes.js';
 
-export async function consoleRoutes(app: App, options: ConsoleOptions): Promise<void> {
-  const { config, sessions } = options;
+export async function consoleRoutes(app: App, services: ConsoleServices): Promise<void> {
+  const { config, sessions, keys, backups, clock } = services;
   jsonBodies(app);
 
   // Console API answers are private and never cached.
@@ -41,7 +41,7 @@ export async function consoleRoutes(app: App, options: ConsoleOptions): Promise<
     request.consoleSecret = context.secret;
   };
 
-  const ctx: ConsoleContext = { ...options, requireSession };
+  const ctx: ConsoleContext = { config, sessions, keys, backups, clock, requireSession };
   sessionRoutes(app, ctx);
   overviewRoutes(app, ctx);
   keyRoutes(app, ctx);

@@ -7,7 +7,8 @@ import { AppError } from '../domain/errors.js';
 import type { Plan } from '../domain/plans.js';
 import { csrfTokenFor, type OpenedSession } from '../services/sessions.js';
 import type { Session } from '../store/store.js';
-import { type ConsoleContext, hidden, iso } from './context.js';
+import { iso } from '../domain/time.js';
+import { type ConsoleContext, hidden } from './context.js';
 import { ConsoleSession, SignInBody } from './schemas.js';
 import { clearedSessionCookie, fromOwnOrigin, sessionCookie } from './session-http.js';
 

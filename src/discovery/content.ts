@@ -1,6 +1,6 @@
 /**
  * The single source of product facts for the discovery surface: Markdown and JSON under ./content,
- * plus the domain rules (plans, scopes, error codes) and package.json (version, Node engine: domain/version.ts).
+ * plus the domain rules (plans, scopes, error codes) and package.json (version, Node engine: lib/version.ts).
  * Every public document is generated from this and from the OpenAPI document; nothing here is repeated elsewhere.
  */
 import fs from 'node:fs';
@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Plan, PLANS } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
-import { NODE_ENGINE, VERSION } from '../domain/version.js';
+import { NODE_ENGINE, VERSION } from '../lib/version.js';
 
 export const DOC_IDS = ['overview', 'security', 'pricing', 'cli', 'api', 'auth', 'webhooks'] as const;
 export type DocId = (typeof DOC_IDS)[number];

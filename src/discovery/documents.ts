@@ -162,7 +162,24 @@ function json(value: unknown): Buffer {
   return Buffer.from(`${JSON.stringify(value, null, 2)}\n`);
 }
 
-export function buildSite(content: Content, input: SiteInput): Site {
+/** What every document is built from: the content with its placeholders filled, for one base URL. */
+interface Parts {
+  content: Content;
+  base: string;
+  openapi: OpenApiLike;
+  docs: Site['docs'];
+  titles: Site['titles'];
+  pricingTable: string;
+  sections: Section[];
+  url: (path: string) => string;
+}
+
+interface Section {
+  title: string;
+  links: { title: string; url: string; path: string; note: string; doc?: DocId }[];
+}
+
+function siteParts(content: Content, input: SiteInput): Parts {
   const { base, openapi } = input;
   const { product } = content;
   const table = pricingTable(content);
@@ -184,8 +201,6 @@ export function buildSite(content: Content, input: SiteInput): Site {
   const docs = Object.fromEntries(ids.map((id) => [id, renderTemplate(content.docs[id], values)])) as Site['docs'];
   const titles = Object.fromEntries(ids.map((id) => [id, firstHeading(docs[id])])) as Site['titles'];
   const url = (path: string) => `${base}${path}`;
-
-  // llms.txt: H1, summary, intro prose, then H2 sections of links only (llmstxt.org).
   const sections = content.pages.sections.map((section) => ({
     title: section.title,
     links: section.links.map((link) => ({
@@ -196,7 +211,13 @@ export function buildSite(content: Content, input: SiteInput): Site {
       doc: link.doc,
     })),
   }));
-  const llmsTxt = [
+  return { content, base, openapi, docs, titles, pricingTable: table, sections, url };
+}
+
+/** llms.txt: H1, summary, intro prose, then H2 sections of links only (llmstxt.org). */
+function llmsTxt({ content, sections }: Parts): string {
+  const { product } = content;
+  return [
     `# ${product.name}`,
     '',
     `> ${product.summary}`,
@@ -210,7 +231,10 @@ export function buildSite(content: Content, input: SiteInput): Site {
       '',
     ]),
   ].join('\n');
+}
 
+function llmsFullTxt({ content, base, openapi, docs, sections, url }: Parts): string {
+  const { product } = content;
   const discoveryLines = sections
     .flatMap((section) => section.links)
     .map((link) => `- ${link.title}: ${link.url}`)
@@ -220,7 +244,7 @@ export function buildSite(content: Content, input: SiteInput): Site {
       `- Health: ${url('/healthz')}`,
     ]);
   const fullOrder: (DocId | 'legal')[] = ['overview', 'security', 'pricing', 'cli', 'api', 'auth', 'webhooks'];
-  const llmsFullTxt = [
+  return [
     `# ${product.name}`,
     '',
     `> ${product.summary}`,
@@ -235,8 +259,11 @@ export function buildSite(content: Content, input: SiteInput): Site {
     ...discoveryLines,
     '',
   ].join('\n');
+}
 
-  const skillMd = [
+function skillMd({ content, docs, titles, pricingTable, url }: Parts): string {
+  const { product } = content;
+  return [
     '---',
     `name: ${product.skillName}`,
     `description: ${product.agentSkillDescription}`,
@@ -250,7 +277,7 @@ export function buildSite(content: Content, input: SiteInput): Site {
     '',
     `## ${titles.pricing}`,
     '',
-    table,
+    pricingTable,
     '',
     `## ${titles.security}`,
     '',
@@ -259,10 +286,16 @@ export function buildSite(content: Content, input: SiteInput): Site {
     `More: ${url('/llms-full.txt')} (all docs), ${url('/api-docs')} (API reference).`,
     '',
   ].join('\n');
+}
 
-  const serverInfo = { name: product.mcpName, title: product.title, version: content.version, websiteUrl: url('/') };
+function serverInfo({ content, url }: Parts): Site['serverInfo'] {
+  const { product } = content;
+  return { name: product.mcpName, title: product.title, version: content.version, websiteUrl: url('/') };
+}
 
-  const apiCatalog = {
+/** RFC 9727 api-catalog linkset. */
+function apiCatalog({ url }: Parts): object {
+  return {
     linkset: [
       {
         anchor: url('/'),
@@ -272,13 +305,21 @@ export function buildSite(content: Content, input: SiteInput): Site {
       },
     ],
   };
-  const oauthProtectedResource = {
+}
+
+function oauthProtectedResource({ content, base, url }: Parts): object {
+  return {
     resource: base,
     bearer_methods_supported: ['header'],
-    resource_name: `${product.name} API`,
+    resource_name: `${content.product.name} API`,
     resource_documentation: url('/auth.md'),
   };
-  const agentCard = {
+}
+
+/** A2A agent card. */
+function agentCard({ content, url }: Parts): object {
+  const { product } = content;
+  return {
     protocolVersion: A2A_PROTOCOL_VERSION,
     name: product.name,
     description: product.summary,
@@ -301,7 +342,11 @@ export function buildSite(content: Content, input: SiteInput): Site {
     })),
     supportsAuthenticatedExtendedCard: false,
   };
-  const aiPlugin = {
+}
+
+function aiPlugin({ content, url }: Parts): object {
+  const { product } = content;
+  return {
     schema_version: 'v1',
     name_for_human: product.name,
     name_for_model: product.modelName,
@@ -313,18 +358,27 @@ export function buildSite(content: Content, input: SiteInput): Site {
     contact_email: product.contactEmail,
     legal_info_url: url('/legal.md'),
   };
-  const serverCard = {
+}
+
+/** MCP server card. */
+function serverCard(parts: Parts, info: Site['serverInfo']): object {
+  const { url } = parts;
+  return {
     $schema: MCP_SERVER_CARD_SCHEMA,
-    name: serverInfo.name,
-    title: serverInfo.title,
-    version: serverInfo.version,
-    description: product.tagline,
-    websiteUrl: serverInfo.websiteUrl,
+    name: info.name,
+    title: info.title,
+    version: info.version,
+    description: parts.content.product.tagline,
+    websiteUrl: info.websiteUrl,
     icons: [{ src: url('/logo.svg'), mimeType: 'image/svg+xml', sizes: ['any'] }],
     remotes: [{ type: 'streamable-http', url: url(MCP_PATH), supportedProtocolVersions: SUPPORTED_PROTOCOL_VERSIONS }],
   };
+}
+
+function aiCatalog({ content, base, url }: Parts): object {
+  const { product } = content;
   const host = new URL(base).hostname;
-  const aiCatalog = {
+  return {
     specVersion: 'draft',
     entries: [
       {
@@ -335,20 +389,32 @@ export function buildSite(content: Content, input: SiteInput): Site {
       },
     ],
   };
-  const skillPath = `/.well-known/agent-skills/${product.skillName}/SKILL.md`;
-  const skillsIndex = {
+}
+
+function skillPath(content: Content): string {
+  return `/.well-known/agent-skills/${content.product.skillName}/SKILL.md`;
+}
+
+function skillsIndex({ content }: Parts, skill: string): object {
+  const { product } = content;
+  return {
     $schema: AGENT_SKILLS_SCHEMA,
     skills: [
       {
         name: product.skillName,
         type: 'skill-md',
         description: product.agentSkillDescription,
-        url: skillPath,
-        digest: `sha256:${sha256Hex(skillMd)}`,
+        url: skillPath(content),
+        digest: `sha256:${sha256Hex(skill)}`,
       },
     ],
   };
+}
 
+/** Every static discovery resource by path. */
+function resources(parts: Parts, texts: Pick<Site, 'llmsTxt' | 'llmsFullTxt' | 'skillMd'>, docs: Site['json']) {
+  const { content, sections, url } = parts;
+  const { product } = content;
   const landing = landingHtml(product.name, product.summary, content.pages.intro, sections);
   const resources = new Map<string, Resource>();
   const add = (path: string, type: string, bytes: Buffer | string, headers: Record<string, string> = {}) => {
@@ -356,44 +422,57 @@ export function buildSite(content: Content, input: SiteInput): Site {
     resources.set(path, { type, body: buffer, etag: etagOf(buffer), headers });
   };
   add('/', MEDIA.html, landing);
-  add('/llms.txt', MEDIA.markdown, llmsTxt);
-  add('/.well-known/llms.txt', MEDIA.markdown, llmsTxt);
-  add('/llms-full.txt', MEDIA.markdown, llmsFullTxt);
+  add('/llms.txt', MEDIA.markdown, texts.llmsTxt);
+  add('/.well-known/llms.txt', MEDIA.markdown, texts.llmsTxt);
+  add('/llms-full.txt', MEDIA.markdown, texts.llmsFullTxt);
   for (const link of sections.flatMap((section) => section.links)) {
-    if (link.doc) add(link.path, MEDIA.markdown, docs[link.doc]);
+    if (link.doc) add(link.path, MEDIA.markdown, parts.docs[link.doc]);
   }
-  add('/legal.md', MEDIA.markdown, docs.legal);
+  add('/legal.md', MEDIA.markdown, parts.docs.legal);
   add('/logo.svg', MEDIA.svg, content.logoSvg);
-  add('/.well-known/api-catalog', MEDIA.linkset, json(apiCatalog), {
+  add('/.well-known/api-catalog', MEDIA.linkset, json(docs.apiCatalog), {
     link: `<${url('/.well-known/api-catalog')}>; rel="api-catalog"`,
   });
-  add('/.well-known/oauth-protected-resource', MEDIA.json, json(oauthProtectedResource));
-  add('/.well-known/agent-card.json', MEDIA.json, json(agentCard));
-  add('/.well-known/agent.json', MEDIA.json, json(agentCard));
-  add('/.well-known/ai-plugin.json', MEDIA.json, json(aiPlugin));
-  const card = json(serverCard);
+  add('/.well-known/oauth-protected-resource', MEDIA.json, json(docs.oauthProtectedResource));
+  add('/.well-known/agent-card.json', MEDIA.json, json(docs.agentCard));
+  add('/.well-known/agent.json', MEDIA.json, json(docs.agentCard));
+  add('/.well-known/ai-plugin.json', MEDIA.json, json(docs.aiPlugin));
+  const card = json(docs.serverCard);
   add('/.well-known/mcp', MEDIA.json, card);
   add('/.well-known/mcp/server-card.json', MEDIA.json, card);
   add('/mcp/server-card', MEDIA.serverCard, card);
-  add('/.well-known/mcp/catalog.json', MEDIA.json, json(aiCatalog));
-  add('/.well-known/ai-catalog.json', MEDIA.json, json(aiCatalog));
-  add('/.well-known/agent-skills/index.json', MEDIA.json, json(skillsIndex));
-  add(skillPath, MEDIA.markdown, skillMd);
-  const apiDocs = apiDocsPage(openapi.info.title);
+  add('/.well-known/mcp/catalog.json', MEDIA.json, json(docs.aiCatalog));
+  add('/.well-known/ai-catalog.json', MEDIA.json, json(docs.aiCatalog));
+  add('/.well-known/agent-skills/index.json', MEDIA.json, json(docs.skillsIndex));
+  add(skillPath(content), MEDIA.markdown, texts.skillMd);
+  const apiDocs = apiDocsPage(parts.openapi.info.title);
   add('/api-docs', MEDIA.html, apiDocs.html, { 'content-security-policy': apiDocs.csp });
+  return resources;
+}
 
+export function buildSite(content: Content, input: SiteInput): Site {
+  const parts = siteParts(content, input);
+  const texts = { llmsTxt: llmsTxt(parts), llmsFullTxt: llmsFullTxt(parts), skillMd: skillMd(parts) };
+  const info = serverInfo(parts);
+  const documents = {
+    apiCatalog: apiCatalog(parts),
+    oauthProtectedResource: oauthProtectedResource(parts),
+    agentCard: agentCard(parts),
+    aiPlugin: aiPlugin(parts),
+    serverCard: serverCard(parts, info),
+    aiCatalog: aiCatalog(parts),
+    skillsIndex: skillsIndex(parts, texts.skillMd),
+  };
   return {
-    base,
+    base: parts.base,
     version: content.version,
-    docs,
-    titles,
-    pricingTable: table,
-    serverInfo,
-    llmsTxt,
-    llmsFullTxt,
-    skillMd,
-    json: { apiCatalog, oauthProtectedResource, agentCard, aiPlugin, serverCard, aiCatalog, skillsIndex },
-    resources,
+    docs: parts.docs,
+    titles: parts.titles,
+    pricingTable: parts.pricingTable,
+    serverInfo: info,
+    ...texts,
+    json: documents,
+    resources: resources(parts, texts, documents),
   };
 }
 

@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../config.js';
+import type { Services } from '../services/services.js';
 import { handleA2aRequest, JSON_RPC, type JsonRpcReply, rpcError } from './a2a.js';
 import { loadContent } from './content.js';
 import {
@@ -25,19 +25,12 @@ import { Knowledge } from './knowledge.js';
 import { buildMcpServer } from './mcp.js';
 import { FixedWindowLimiter, type RateLimitOptions } from '../http/rate-limit.js';
 
-export interface DiscoveryOptions {
-  config: Config;
-  /** Per-address limit on /mcp and the A2A endpoint together (default 120 JSON-RPC messages a minute). */
-  rateLimit?: RateLimitOptions;
-  /** Largest JSON-RPC body accepted on /mcp and the A2A endpoint (default 64 KiB). */
-  bodyLimit?: number;
-  /** Most messages in one JSON-RPC batch (default 20); each message counts against the rate limit. */
-  maxBatch?: number;
-}
-
-export const DEFAULT_RATE_LIMIT: RateLimitOptions = { max: 120, windowMs: 60_000 };
-export const DEFAULT_RPC_BODY_LIMIT = 64 * 1024;
-export const DEFAULT_MAX_BATCH = 20;
+/** Per-address limit on /mcp and the A2A endpoint together: JSON-RPC messages a minute. */
+export const RPC_RATE_LIMIT: RateLimitOptions = { max: 120, windowMs: 60_000 };
+/** Largest JSON-RPC body accepted on /mcp and the A2A endpoint. */
+export const RPC_BODY_LIMIT = 64 * 1024;
+/** Most messages in one JSON-RPC batch; each message counts against the rate limit. */
+export const MAX_BATCH = 20;
 
 const DOC_CACHE = 'public, max-age=300';
 const ASSET_CACHE = 'public, max-age=86400';
@@ -83,8 +76,7 @@ function sendRpc(reply: FastifyReply, result: JsonRpcReply) {
   return reply.code(result.status).headers(RPC_CORS).type('application/json; charset=utf-8').send(result.payload);
 }
 
-export const discoveryRoutes: FastifyPluginAsync<DiscoveryOptions> = async (app, options) => {
-  const { config } = options;
+export const discoveryRoutes: FastifyPluginAsync<Pick<Services, 'config'>> = async (app, { config }) => {
   const content = loadContent();
   const openapi = () => (app as unknown as { swagger(): OpenApiLike }).swagger();
 
@@ -126,9 +118,7 @@ export const discoveryRoutes: FastifyPluginAsync<DiscoveryOptions> = async (app,
   );
 
   // JSON-RPC endpoints: their own body parser, size limit, per-address rate limit and JSON-RPC error bodies.
-  const limiter = new FixedWindowLimiter(options.rateLimit ?? DEFAULT_RATE_LIMIT);
-  const bodyLimit = options.bodyLimit ?? DEFAULT_RPC_BODY_LIMIT;
-  const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
+  const limiter = new FixedWindowLimiter(RPC_RATE_LIMIT);
   const tooManyRequests = (reply: FastifyReply, resetSeconds: number) =>
     sendRpc(
       reply.header('retry-after', String(resetSeconds)),
@@ -136,7 +126,7 @@ export const discoveryRoutes: FastifyPluginAsync<DiscoveryOptions> = async (app,
     );
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (_request, body, done) => {
+    scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: RPC_BODY_LIMIT }, (_request, body, done) => {
       try {
         done(null, JSON.parse(body as string));
       } catch {
@@ -147,7 +137,7 @@ export const discoveryRoutes: FastifyPluginAsync<DiscoveryOptions> = async (app,
       if (error instanceof JsonParseError) return sendRpc(reply, rpcError(null, JSON_RPC.parseError, 'Parse error', 400));
       switch (error.code) {
         case 'FST_ERR_CTP_BODY_TOO_LARGE':
-          return sendRpc(reply, rpcError(null, JSON_RPC.invalidRequest, `Request body over ${bodyLimit} bytes`, 413));
+          return sendRpc(reply, rpcError(null, JSON_RPC.invalidRequest, `Request body over ${RPC_BODY_LIMIT} bytes`, 413));
         case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
           return sendRpc(reply, rpcError(null, JSON_RPC.invalidRequest, 'Content-Type must be application/json', 415));
         case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
@@ -165,10 +155,10 @@ export const discoveryRoutes: FastifyPluginAsync<DiscoveryOptions> = async (app,
     scope.addHook('preHandler', async (request, reply) => {
       if (!Array.isArray(request.body) || request.body.length < 2) return;
       const verdict = limiter.hit(request.ip, request.body.length - 1);
-      if (request.body.length > maxBatch) {
+      if (request.body.length > MAX_BATCH) {
         return sendRpc(
           reply,
-          rpcError(null, JSON_RPC.invalidRequest, `Invalid Request: a batch may hold at most ${maxBatch} messages`, 400),
+          rpcError(null, JSON_RPC.invalidRequest, `Invalid Request: a batch may hold at most ${MAX_BATCH} messages`, 400),
         );
       }
       if (!verdict.allowed) return tooManyRequests(reply, verdict.resetSeconds);

@@ -8,6 +8,10 @@ import { AppError } from '../domain/errors.js';
 /** CONTRACT §1: JSON bodies over 256 KiB are a 400 validation_failed (the JSON routes and the blob host). */
 export const JSON_BODY_LIMIT = 256 * 1024;
 
+/** The answer to a JSON body over JSON_BODY_LIMIT, however it was read. */
+export const jsonTooLarge = (): AppError =>
+  AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${JSON_BODY_LIMIT / 1024} KiB` }]);
+
 /** Media type of a Content-Type header, lower-cased, without parameters. */
 export function mediaType(header: string | undefined): string {
   return (header ?? '').split(';')[0]!.trim().toLowerCase();

@@ -1,7 +1,7 @@
 /** Every failure leaves as an ErrorResponse with a code of docs/api-rules.md#errors; nothing internal leaks. */
 import type { FastifyBaseLogger, FastifyError, FastifyReply } from 'fastify';
 import { AppError, RESOLUTION_OF, type ValidationIssue } from '../domain/errors.js';
-import { JSON_BODY_LIMIT } from './bodies.js';
+import { jsonTooLarge } from './bodies.js';
 
 interface AjvIssue {
   instancePath: string;
@@ -40,7 +40,7 @@ export function toAppError(error: unknown, log: FastifyBaseLogger, clientGone = 
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new AppError('unsupported_media_type', 'This Content-Type is not accepted here.');
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return AppError.validation([{ path: '(body)', message: `JSON bodies are limited to ${JSON_BODY_LIMIT / 1024} KiB` }]);
+      return jsonTooLarge();
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return AppError.validation([{ path: '(body)', message: 'Content-Length does not match the body' }]);
     case 'FST_ERR_CTP_INVALID_JSON_BODY':

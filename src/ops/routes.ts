@@ -1,5 +1,5 @@
 /** Operator endpoints: /readyz (dependencies reachable) and /metrics (Prometheus). */
-import { sameSecret } from '../domain/compare.js';
+import { sameSecret } from '../lib/compare.js';
 import type { FastifyInstance } from 'fastify';
 import type { BlobStore } from '../blobs/blob-store.js';
 import { AppError } from '../domain/errors.js';

@@ -6,24 +6,16 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import FindMyWay from 'find-my-way';
-import type { Config } from '../config.js';
-import type { BlobStore } from '../blobs/blob-store.js';
-import type { Store } from '../store/store.js';
 import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
 import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
 import type { RouteContext } from '../api/context.js';
 import type { App } from '../http/fastify.js';
 import { COMPONENT_SCHEMAS } from '../api/schemas.js';
 import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
-import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { EventStreamHub } from '../api/streams.js';
-import type { StatusBus } from '../events/status-bus.js';
-import type { BackupService } from '../services/backups.js';
-import type { BlobHostService } from '../services/blob-host.js';
 import { blobHostRoutes } from '../api/blobhost.js';
-import type { KeyService } from '../services/keys.js';
-import type { SessionService } from '../services/sessions.js';
+import type { Services } from '../services/services.js';
 import { consoleRoutes } from '../console/routes.js';
 import { SESSION_SECURITY_SCHEME, sessionCredential } from '../console/session-http.js';
 import { discoveryRoutes } from '../discovery/routes.js';
@@ -34,22 +26,11 @@ import { discardUnreadBody } from '../http/slow-client.js';
 import { Metrics, requestMetrics } from '../http/metrics.js';
 import { operationsRoutes } from '../ops/routes.js';
 import { sendError, toAppError } from '../http/errors.js';
-import { VERSION } from '../domain/version.js';
+import { VERSION } from '../lib/version.js';
 
 const MAX_PARAM_LENGTH = 16 * 1024;
 
-export interface AppParts {
-  config: Config;
-  clock: Clock;
-  bus: StatusBus;
-  backups: BackupService;
-  keys: KeyService;
-  /** The console's sessions: the third credential of every API operation, and the console itself. */
-  sessions: SessionService;
-  store: Store;
-  blobs: BlobStore;
-  /** Present in blobhost-client mode: serves /blob and the JSON branch of the upload operation. */
-  blobHost?: BlobHostService;
+export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
 }
 
@@ -72,10 +53,10 @@ function withRedaction(logger: FastifyServerOptions['logger']): FastifyServerOpt
   };
 }
 
-export async function buildApp(parts: AppParts): Promise<CofferApp> {
+export async function buildApp(parts: Services, options: AppOptions = {}): Promise<CofferApp> {
   const { limits } = parts.config;
   const app: App = Fastify({
-    logger: withRedaction(parts.logger ?? false),
+    logger: withRedaction(options.logger ?? false),
     genReqId: () => randomUUID(),
     // Node checks header and request deadlines every connectionsCheckingInterval (30 s by default).
     serverFactory: (handler) =>
@@ -121,7 +102,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
     backups: parts.backups,
     streams,
     requireScope: authenticator(parts.keys, sessionCredential(parts.sessions, parts.config)),
-    blobHost: parts.blobHost,
+    uploadHandshake: parts.uploadHandshake,
     metrics,
   };
   hardening(app);
@@ -195,13 +176,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
   await app.register(discoveryRoutes, { config: parts.config });
 
   // The console (/console, /console/api, /downloads/coffer-cli.tgz): src/console/routes.ts.
-  await app.register(consoleRoutes, {
-    config: parts.config,
-    sessions: parts.sessions,
-    keys: parts.keys,
-    backups: parts.backups,
-    clock: parts.clock,
-  });
+  await app.register(async (scope) => consoleRoutes(scope, parts));
 
   // Each scope reads bodies one way (src/http/bodies.ts).
   await app.register(async (scope) => {

@@ -7,27 +7,17 @@ import { FsBlobStore } from '../blobs/fs.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
 import { BackupService } from '../services/backups.js';
-import { BlobHostService } from '../services/blob-host.js';
+import { BlobHostService, ReadWriteToken } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
 import { SessionService } from '../services/sessions.js';
+import { UploadHandshake } from '../services/upload-handshake.js';
+import type { Services } from '../services/services.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
 import { openStore } from '../store/open.js';
-import type { Store } from '../store/store.js';
 import { type CofferApp, buildApp } from './app.js';
 
-export interface Parts {
-  config: Config;
-  clock: Clock;
-  store: Store;
-  blobs: BlobStore;
-  bus: StatusBus;
-  backups: BackupService;
-  keys: KeyService;
-  /** Console sign-in links and browser sessions. */
-  sessions: SessionService;
-  sweeper: Sweeper;
-  /** The blob host of COFFER_UPLOAD_PROTOCOL=blobhost-client. */
-  blobHost?: BlobHostService;
+/** The services, and how to release what they hold (the status bus and the database). */
+export interface Parts extends Services {
   close(): Promise<void>;
 }
 
@@ -84,10 +74,13 @@ export async function composeParts(
     orphanGraceMs: Math.max(3_600_000, config.uploadWindowMs),
     ...options.sweeper,
   });
-  const blobHost =
-    config.uploadProtocol === 'blobhost-client'
-      ? await BlobHostService.open(store, blobs, backups, clock, config)
-      : undefined;
+  let blobHost: BlobHostService | undefined;
+  let uploadHandshake: UploadHandshake | undefined;
+  if (config.uploadProtocol === 'blobhost-client') {
+    const token = await ReadWriteToken.open(store, clock);
+    blobHost = new BlobHostService(blobs, backups, clock, config, token);
+    uploadHandshake = new UploadHandshake(blobs, backups, clock, config, token);
+  }
   return {
     config,
     clock,
@@ -99,6 +92,7 @@ export async function composeParts(
     sessions,
     sweeper,
     blobHost,
+    uploadHandshake,
     async close() {
       await bus.close();
       await store.close();
@@ -127,7 +121,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     sweeper: options.sweeper,
     log: (message, error) => log(message, error),
   });
-  const coffer = await buildApp({ ...parts, logger: options.logger });
+  const coffer = await buildApp(parts, { logger: options.logger });
   log = (message, error) => coffer.app.log.warn({ err: error }, message);
   try {
     await coffer.app.listen({ port: config.port, host: config.host });

@@ -17,6 +17,7 @@ import type { Clock } from '../domain/clock.js';
 import { AppError, type ValidationIssue } from '../domain/errors.js';
 import { PLAN_RULES, type Plan } from '../domain/plans.js';
 import { isUuid } from '../domain/ids.js';
+import { iso } from '../domain/time.js';
 import type { BlobStore, ByteRange } from '../blobs/blob-store.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { Account, Backup, Store, Vault } from '../store/store.js';
@@ -189,7 +190,7 @@ export class BackupService {
           'backup_cadence_exceeded',
           `The ${plan} plan allows one backup per ${PLAN_RULES[plan].intervalWords}.`,
           {
-            nextAllowedAt: new Date(decision.nextAllowedAt).toISOString(),
+            nextAllowedAt: iso(decision.nextAllowedAt),
             backupInterval: PLAN_RULES[plan].interval,
             retryAfterSeconds: retryAfter,
           },

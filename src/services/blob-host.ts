@@ -1,19 +1,16 @@
 /**
- * The `blobhost-client` upload protocol (docs/upload-protocols.md): Coffer speaks the Vercel Blob
- * client-upload handshake and is itself the blob host, so the stock `@vercel/blob/client` `upload()` works
- * against it unmodified (configured by `VERCEL_BLOB_API_URL=<COFFER_PUBLIC_URL>/blob` and an absolute
- * `handleUploadUrl`).
+ * The blob host of the `blobhost-client` upload protocol (docs/upload-protocols.md): Coffer is itself the blob
+ * host, so the stock `@vercel/blob/client` `upload()` works against it unmodified (configured by
+ * `VERCEL_BLOB_API_URL=<COFFER_PUBLIC_URL>/blob` and an absolute `handleUploadUrl`).
  *
- * - Handshake (API-key authenticated, on POST /api/backups/upload): `blob.generate-client-token` for the slot's
- *   `blobPath` → a client token signed with Coffer's read-write token (HMAC-SHA256), bound to that pathname,
- *   `application/octet-stream`, the archive size limit and the slot's expiry.
- * - Blob host (client-token authenticated, under /blob): single PUT and multipart create/upload/complete,
- *   streamed into the configured BlobStore; when the bytes are stored the slot becomes UPLOADED.
- * - `blob.upload-completed` callbacks signed with the read-write token are accepted too (external blob hosts).
+ * Client-token authenticated, under /blob: single PUT and multipart create/upload/complete, streamed into the
+ * configured BlobStore; when the bytes are stored the slot becomes UPLOADED. Not part of the Coffer API: its
+ * errors are BlobApiErrors, in the blob API's shape. The client tokens come from the handshake
+ * (./upload-handshake.ts), signed with the read-write token defined here.
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import {
   type BlobStore,
@@ -23,8 +20,8 @@ import {
   UploadNotFoundError,
 } from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
-import { AppError, type ValidationIssue } from '../domain/errors.js';
-import { sameSecret } from '../domain/compare.js';
+import { AppError } from '../domain/errors.js';
+import { sameSecret } from '../lib/compare.js';
 import { backupEtag } from '../domain/backups.js';
 import { isUuid } from '../domain/ids.js';
 import type { Backup, Store } from '../store/store.js';
@@ -34,7 +31,6 @@ import { limited, TooLarge } from './byte-limit.js';
 export const RW_TOKEN_SETTING = 'blobhost.rw_token';
 export const ALLOWED_CONTENT_TYPE = 'application/octet-stream';
 const CLIENT_TOKEN_PREFIX = 'vercel_blob_client_';
-const MAX_TOKEN_LIFETIME_MS = 3_600_000;
 
 /** An error of the blob host API: `{"error":{"code","message"}}` with a code the client does not retry. */
 export class BlobApiError extends Error {
@@ -68,38 +64,6 @@ export interface PutBlobResult {
   etag: string;
 }
 
-// ---- the protocol's bodies, checked with Value.Check. A node names the validation issue its failure reports.
-
-const issue = (path: string, message: string): { issue: ValidationIssue } => ({ issue: { path, message } });
-
-/** A JSON object (not an array): the JSON bodies of POST /api/backups/upload. */
-export const JsonObject = Type.Object({}, issue('(body)', 'must be a JSON object'));
-
-/** What Coffer reads of a `blob.generate-client-token` body. */
-const ClientTokenRequest = Type.Object({
-  payload: Type.Object(
-    {
-      pathname: Type.String(issue('payload.pathname', 'must be a string')),
-      clientPayload: Type.Optional(
-        Type.Union([Type.String(), Type.Null()], issue('payload.clientPayload', 'must be a string or null')),
-      ),
-      multipart: Type.Optional(Type.Boolean(issue('payload.multipart', 'must be a boolean'))),
-    },
-    issue('payload', 'must be an object'),
-  ),
-});
-
-/** A signed request is a `blob.upload-completed` callback (checked before its payload). */
-const UploadCompletedType = Type.Object({
-  type: Type.Literal('blob.upload-completed', issue('type', 'a signed request must be blob.upload-completed')),
-});
-
-const blobPathname = issue('payload.blob.pathname', 'must be a string');
-/** What Coffer reads of a `blob.upload-completed` body. */
-const UploadCompleted = Type.Object({
-  payload: Type.Object({ blob: Type.Object({ pathname: Type.String(blobPathname) }, blobPathname) }, blobPathname),
-});
-
 /** The body of x-mpu-action: complete. */
 const PartList = Type.Array(Type.Object({ partNumber: Type.Integer(), etag: Type.String() }), {
   minItems: 1,
@@ -109,21 +73,47 @@ const PartList = Type.Array(Type.Object({ partNumber: Type.Integer(), etag: Type
 /** The client token's claims the blob host relies on (it signed the token; other fields pass through). */
 const TokenClaims = Type.Object({ pathname: Type.String(), validUntil: Type.Number() });
 
-/** Refuses `value` unless it has the shape of `schema`, with the issue of the first node it fails. */
-export function checkBody<T extends TSchema>(schema: T, value: unknown): asserts value is Static<T> {
-  if (Value.Check(schema, value)) return;
-  const failed = Value.Errors(schema, value).First()?.schema as { issue?: ValidationIssue } | undefined;
-  throw AppError.validation([failed?.issue ?? { path: '(body)', message: 'does not have the expected shape' }]);
-}
-
 export function generateReadWriteToken(): string {
   // The store id must not contain "_" (the client splits the token on it).
   return `vercel_blob_rw_${randomBytes(8).toString('hex')}_${randomBytes(32).toString('hex')}`;
 }
 
-const hmacHex = (key: string, data: string): string => createHmac('sha256', key).update(data).digest('hex');
+/**
+ * The read-write token shared by every node (created at first start, kept in the database): it signs the
+ * client tokens (HMAC-SHA256) and the `blob.upload-completed` callbacks.
+ */
+export class ReadWriteToken {
+  /** What every client token of this store starts with. */
+  readonly clientTokenPrefix: string;
+
+  constructor(private readonly secret: string) {
+    const storeId = secret.split('_')[3];
+    if (!secret.startsWith('vercel_blob_rw_') || !storeId) throw new Error('malformed blob read-write token');
+    this.clientTokenPrefix = `${CLIENT_TOKEN_PREFIX}${storeId}_`;
+  }
+
+  static async open(store: Store, clock: Clock): Promise<ReadWriteToken> {
+    return new ReadWriteToken(await store.ensureSetting(RW_TOKEN_SETTING, generateReadWriteToken(), clock.now()));
+  }
+
+  /** Hex HMAC-SHA256 of `data`. */
+  sign(data: string): string {
+    return createHmac('sha256', this.secret).update(data).digest('hex');
+  }
+
+  signClientToken(payload: ClientTokenPayload): string {
+    const encoded = Buffer.from(JSON.stringify(payload)).toString('base64');
+    return `${this.clientTokenPrefix}${Buffer.from(`${this.sign(encoded)}.${encoded}`).toString('base64')}`;
+  }
+}
 
 const PATHNAME = /^backups\/([0-9a-f-]{36})\/([0-9a-f-]{36})$/;
+
+/** The account and backup a slot's `blobPath` names, if it has that shape. */
+export function slotOf(pathname: string): { accountId: string; backupId: string } | undefined {
+  const match = PATHNAME.exec(pathname);
+  return match ? { accountId: match[1]!, backupId: match[2]! } : undefined;
+}
 
 export interface BlobHostOptions {
   readonly publicUrl: string;
@@ -132,122 +122,13 @@ export interface BlobHostOptions {
 }
 
 export class BlobHostService {
-  private readonly storeId: string;
-
   constructor(
     private readonly blobs: BlobStore,
     private readonly backups: BackupService,
     private readonly clock: Clock,
     private readonly options: BlobHostOptions,
-    private readonly readWriteToken: string,
-  ) {
-    const storeId = readWriteToken.split('_')[3];
-    if (!readWriteToken.startsWith('vercel_blob_rw_') || !storeId) throw new Error('malformed blob read-write token');
-    this.storeId = storeId;
-  }
-
-  /** The read-write token shared by every node (created at first start, kept in the database). */
-  static async open(
-    store: Store,
-    blobs: BlobStore,
-    backups: BackupService,
-    clock: Clock,
-    options: BlobHostOptions,
-  ): Promise<BlobHostService> {
-    const token = await store.ensureSetting(RW_TOKEN_SETTING, generateReadWriteToken(), clock.now());
-    return new BlobHostService(blobs, backups, clock, options, token);
-  }
-
-  get handleUploadUrl(): string {
-    return `${this.options.publicUrl}/api/backups/upload`;
-  }
-
-  // ---------------------------------------------------------------- handshake (Coffer API, AppError)
-
-  /** `blob.generate-client-token` from an authenticated caller: a token for one of their PENDING_UPLOAD slots. */
-  async generateClientToken(accountId: string, body: unknown, backupId: string | undefined) {
-    checkBody(ClientTokenRequest, body);
-    const { pathname, clientPayload } = body.payload;
-    const match = PATHNAME.exec(pathname);
-    const backup = match && match[1] === accountId ? await this.backups.findVisible(accountId, match[2]!) : undefined;
-    if (!backup || backup.blobPath !== pathname) {
-      throw AppError.validation([
-        { path: 'payload.pathname', message: "must be the blobPath of one of your backup slots (from POST /api/backups)" },
-      ]);
-    }
-    if (backupId !== undefined && backupId !== backup.id) {
-      throw AppError.validation([{ path: 'backupId', message: 'names a different backup than payload.pathname' }]);
-    }
-    if (backup.status !== 'PENDING_UPLOAD') {
-      throw new AppError('invalid_backup_state', `The backup is ${backup.status}.`, { status: backup.status });
-    }
-    const token: ClientTokenPayload = {
-      pathname,
-      allowedContentTypes: [ALLOWED_CONTENT_TYPE],
-      maximumSizeInBytes: this.options.maxArchiveBytes,
-      validUntil: Math.min(backup.expiresAt, this.clock.now() + MAX_TOKEN_LIFETIME_MS),
-      addRandomSuffix: false,
-      allowOverwrite: false,
-      onUploadCompleted: { callbackUrl: this.handleUploadUrl, tokenPayload: clientPayload ?? null },
-    };
-    return { type: 'blob.generate-client-token' as const, clientToken: this.signClientToken(token) };
-  }
-
-  signClientToken(payload: ClientTokenPayload): string {
-    const encoded = Buffer.from(JSON.stringify(payload)).toString('base64');
-    const signed = `${hmacHex(this.readWriteToken, encoded)}.${encoded}`;
-    return `${CLIENT_TOKEN_PREFIX}${this.storeId}_${Buffer.from(signed).toString('base64')}`;
-  }
-
-  /** Whether `signature` is the HMAC of the body as sent, or of its compact JSON form (`body`, when it parsed). */
-  isSigned(rawBody: string, body: unknown, signature: string): boolean {
-    const given = signature.toLowerCase();
-    if (sameSecret(given, hmacHex(this.readWriteToken, rawBody))) return true;
-    if (body === undefined) return false;
-    let compact: string;
-    try {
-      compact = JSON.stringify(body);
-    } catch {
-      return false; // nested too deeply to serialize again: it was not signed in compact form either
-    }
-    return sameSecret(given, hmacHex(this.readWriteToken, compact));
-  }
-
-  /**
-   * `blob.upload-completed`, signed by a blob host holding the read-write token (`x-vercel-signature`: hex
-   * HMAC-SHA256 of the JSON body). With Coffer as the blob host the slot is already UPLOADED (answered ok);
-   * an external host that stored the bytes at the slot's pathname in the shared BlobStore completes it here.
-   * The caller has checked the signature (isSigned).
-   */
-  async uploadCompleted(body: unknown) {
-    checkBody(UploadCompletedType, body);
-    checkBody(UploadCompleted, body);
-    const { pathname } = body.payload.blob;
-    const match = PATHNAME.exec(pathname);
-    const backup = match ? await this.backups.findVisible(match[1]!, match[2]!) : undefined;
-    if (!backup) {
-      throw AppError.validation([{ path: 'payload.blob.pathname', message: 'does not name a backup slot' }]);
-    }
-    const ok = { type: 'blob.upload-completed' as const, response: 'ok' as const };
-    if (backup.status === 'UPLOADED' || backup.status === 'READY') return ok;
-    if (backup.status !== 'PENDING_UPLOAD') {
-      throw new AppError('invalid_backup_state', `The backup is ${backup.status}.`, { status: backup.status });
-    }
-    const stored = await this.blobs.stat(pathname);
-    if (!stored) {
-      throw AppError.validation([{ path: 'payload.blob.pathname', message: 'no ciphertext is stored at this pathname' }]);
-    }
-    if (stored.size > this.options.maxArchiveBytes) {
-      await this.blobs.delete(pathname);
-      throw new AppError('payload_too_large', `The encrypted archive is larger than ${this.options.maxArchiveBytes} bytes.`, {
-        maxBytes: this.options.maxArchiveBytes,
-      });
-    }
-    await this.backups.recordUpload(backup, pathname, stored.size);
-    return ok;
-  }
-
-  // ---------------------------------------------------------------- blob host (BlobApiError)
+    private readonly token: ReadWriteToken,
+  ) {}
 
   /**
    * Verifies the client token of a blob-host request for `pathname`: signature (constant time), expiry,
@@ -271,8 +152,8 @@ export class BlobHostService {
     if (!allowed.some((entry) => entry === type || (entry.endsWith('/*') && type.startsWith(entry.slice(0, -1))))) {
       throw new BlobApiError(400, 'bad_request', `The "contentType" ${type} is not allowed (allowed: ${allowed.join(', ')})`);
     }
-    const match = PATHNAME.exec(token.pathname);
-    const backup = match ? await this.backups.findVisible(match[1]!, match[2]!) : undefined;
+    const slot = slotOf(token.pathname);
+    const backup = slot ? await this.backups.findVisible(slot.accountId, slot.backupId) : undefined;
     if (!backup) throw new BlobApiError(404, 'not_found', 'The backup slot of this token no longer exists.');
     if (backup.status !== 'PENDING_UPLOAD') {
       throw new BlobApiError(400, 'bad_request', `The backup is ${backup.status}; it takes no upload.`);
@@ -283,14 +164,14 @@ export class BlobHostService {
   verifyClientToken(authorization: string | undefined): ClientTokenPayload {
     const denied = () => new BlobApiError(403, 'forbidden', 'Access denied, please provide a valid token for this resource.');
     const match = /^Bearer\s+(\S+)$/i.exec(authorization ?? '');
-    const prefix = `${CLIENT_TOKEN_PREFIX}${this.storeId}_`;
+    const prefix = this.token.clientTokenPrefix;
     if (!match || !match[1]!.startsWith(prefix)) throw denied();
     const decoded = Buffer.from(match[1]!.slice(prefix.length), 'base64').toString('utf8');
     const dot = decoded.indexOf('.');
     if (dot < 0) throw denied();
     const signature = decoded.slice(0, dot);
     const encoded = decoded.slice(dot + 1);
-    if (!sameSecret(signature, hmacHex(this.readWriteToken, encoded))) throw denied();
+    if (!sameSecret(signature, this.token.sign(encoded))) throw denied();
     let payload: unknown;
     try {
       payload = JSON.parse(Buffer.from(encoded, 'base64').toString('utf8'));

@@ -7,7 +7,7 @@ import { type Grant, mintWithin } from '../domain/grants.js';
 import { API_KEY_PATTERN, keyStatus, type KeyStatus } from '../domain/keys.js';
 import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
-import { isoOrNull } from '../domain/time.js';
+import { iso, isoOrNull } from '../domain/time.js';
 import type { Account, ApiKey, Session, Store } from '../store/store.js';
 
 export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey).digest('hex');
@@ -37,7 +37,7 @@ export function keyView(key: ApiKey, now: number) {
     keyId: key.id,
     accountId: key.accountId,
     scopes: key.scopes,
-    createdAt: new Date(key.createdAt).toISOString(),
+    createdAt: iso(key.createdAt),
     expiresAt: isoOrNull(key.expiresAt),
     revokedAt: isoOrNull(key.revokedAt),
     status: keyStatus(key, now),

@@ -8,7 +8,7 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
 import { keyStatus } from '../domain/keys.js';
-import { sameSecret } from '../domain/compare.js';
+import { sameSecret } from '../lib/compare.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import type { Account, ApiKey, LoginLink, Session, Store } from '../store/store.js';
 import type { KeyService } from './keys.js';

@@ -1,6 +1,6 @@
 /**
- * Coffer's version and Node engine range, read once from package.json: the one place they are written. src/domain
- * and dist/domain are both two levels below the package root, and so is dist/domain in the CLI package
+ * Coffer's version and Node engine range, read once from package.json: the one place they are written. src/lib
+ * and dist/lib are both two levels below the package root, and so is dist/lib in the CLI package
  * (scripts/pack-cli.mjs writes its package.json with this same version), so one relative path serves all three.
  */
 import fs from 'node:fs';

@@ -1,0 +1,31 @@
+/**
+ * Everything the composition root (src/server/compose.ts) builds once for a Config. The app and its route plugins
+ * take it whole or as much of it as they use (a Pick<Services, …>); nothing else assembles these parts.
+ */
+import type { BlobStore } from '../blobs/blob-store.js';
+import type { Config } from '../config.js';
+import type { Clock } from '../domain/clock.js';
+import type { StatusBus } from '../events/status-bus.js';
+import type { Store } from '../store/store.js';
+import type { BackupService } from './backups.js';
+import type { BlobHostService } from './blob-host.js';
+import type { KeyService } from './keys.js';
+import type { SessionService } from './sessions.js';
+import type { Sweeper } from './sweeper.js';
+import type { UploadHandshake } from './upload-handshake.js';
+
+export interface Services {
+  config: Config;
+  clock: Clock;
+  store: Store;
+  blobs: BlobStore;
+  bus: StatusBus;
+  backups: BackupService;
+  keys: KeyService;
+  /** Console sign-in links and browser sessions: the console, and the third credential of every API operation. */
+  sessions: SessionService;
+  sweeper: Sweeper;
+  /** COFFER_UPLOAD_PROTOCOL=blobhost-client only: the /blob host and the handshake of POST /api/backups/upload. */
+  blobHost?: BlobHostService;
+  uploadHandshake?: UploadHandshake;
+}

@@ -518,7 +518,8 @@ export const SCALAR_ASSET_PATH = '/api-docs/scalar.js';
 
 /**
  * The API reference page: Scalar renders /openapi.json. URLs are relative to the page, so it works behind a proxy
- * and under any host name; fonts, telemetry and the hosted agent are off, so the page makes no request elsewhere.
+ * and under any host name; fonts, telemetry, the hosted agent and the MCP generator are off, so the page makes no
+ * request elsewhere and offers no hosted Scalar service.
  */
 export function apiDocsPage(title: string): { html: string; csp: string } {
   const configuration = {
@@ -526,6 +527,7 @@ export function apiDocsPage(title: string): { html: string; csp: string } {
     withDefaultFonts: false,
     telemetry: false,
     agent: { disabled: true },
+    mcp: { disabled: true },
     defaultOpenAllTags: true,
     showDeveloperTools: 'never',
     documentDownloadType: 'json',

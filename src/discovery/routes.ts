@@ -3,11 +3,8 @@
  * and the A2A endpoint. Registered once by the app (before the API scopes). Everything here is public, read-only
  * and generated from ./content plus the OpenAPI document, lazily and once per public URL.
  */
-import fs from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import Fastify, { type FastifyError, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Services } from '../services/services.js';
 import { handleA2aRequest, JSON_RPC, type JsonRpcReply, rpcError } from './a2a.js';
 import { loadContent } from './content.js';
@@ -49,12 +46,22 @@ const RPC_CORS = {
 
 class JsonParseError extends Error {}
 
-function scalarBundle(): Resource {
-  const require = createRequire(import.meta.url);
-  // The package's own layout: dist/index.js next to dist/js/standalone.js (the browser bundle it serves itself).
-  const file = path.join(path.dirname(require.resolve('@scalar/fastify-api-reference')), 'js', 'standalone.js');
-  const body = fs.readFileSync(file);
-  return { type: 'application/javascript; charset=utf-8', body, etag: etagOf(body), headers: {} };
+/**
+ * The Scalar browser bundle, taken once from the package's own Fastify plugin (it inlines the bundle and serves it at
+ * js/scalar.js) in a scratch instance that never listens: only the bundle is served here, never the plugin's page.
+ */
+async function scalarBundle(): Promise<Resource> {
+  const { default: apiReference } = await import('@scalar/fastify-api-reference');
+  const scratch = Fastify({ logger: false });
+  try {
+    await scratch.register(apiReference, { routePrefix: '/', configuration: { url: './openapi.json' } });
+    const response = await scratch.inject({ method: 'GET', url: '/js/scalar.js' });
+    if (response.statusCode !== 200) throw new Error(`@scalar/fastify-api-reference served its bundle with ${response.statusCode}`);
+    const body = response.rawPayload;
+    return { type: 'application/javascript; charset=utf-8', body, etag: etagOf(body), headers: {} };
+  } finally {
+    await scratch.close();
+  }
 }
 
 function notModified(request: FastifyRequest, etag: string): boolean {
@@ -104,10 +111,13 @@ export const discoveryRoutes: FastifyPluginAsync<Pick<Services, 'config'>> = asy
     );
   }
 
-  let scalar: Resource | null = null;
+  let scalar: Promise<Resource> | null = null;
   app.get(SCALAR_ASSET_PATH, { exposeHeadRoute: true, schema: { hide: true } }, async (request, reply) => {
-    scalar ??= scalarBundle();
-    return sendResource(request, reply, scalar, ASSET_CACHE);
+    scalar ??= scalarBundle().catch((error: unknown) => {
+      scalar = null;
+      throw error;
+    });
+    return sendResource(request, reply, await scalar, ASSET_CACHE);
   });
 
   app.get('/healthz', { exposeHeadRoute: true, schema: { hide: true } }, async (_request, reply) =>

@@ -10,6 +10,7 @@ import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
 import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
 import type { RouteContext } from '../api/context.js';
 import type { App } from '../http/fastify.js';
+import { API_TAGS, documentRoute } from '../api/openapi.js';
 import { COMPONENT_SCHEMAS } from '../api/schemas.js';
 import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
 import { AppError } from '../domain/errors.js';
@@ -18,6 +19,7 @@ import { blobHostRoutes } from '../api/blobhost.js';
 import type { Services } from '../services/services.js';
 import { consoleRoutes } from '../console/routes.js';
 import { SESSION_SECURITY_SCHEME, sessionCredential } from '../console/session-http.js';
+import { loadContent } from '../discovery/content.js';
 import { discoveryRoutes } from '../discovery/routes.js';
 import { authenticator } from '../http/auth.js';
 import { JSON_BODY_LIMIT, ignoreBodies, jsonBodies, streamedBodies } from '../http/bodies.js';
@@ -109,6 +111,7 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
   requestMetrics(app, metrics);
   operationsRoutes(app, { store: parts.store, blobs: parts.blobs, metrics, metricsToken: parts.config.metricsToken });
 
+  const { product } = loadContent();
   await app.register(fastifySwagger, {
     openapi: {
       openapi: '3.1.0',
@@ -118,8 +121,11 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
         description:
           'Zero-knowledge backups: clients encrypt archives locally; the service stores only ciphertext, ' +
           'wrapped key material and operational metadata.',
+        contact: { name: product.organization, email: product.contactEmail },
+        license: { name: product.license, identifier: product.license },
       },
       servers: [{ url: parts.config.publicUrl }],
+      tags: API_TAGS,
       components: {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' },
@@ -130,6 +136,7 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
       security: [{ bearerAuth: [] }, { apiKeyHeader: [] }, { sessionCookie: [] }],
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    transform: documentRoute,
     transformObject: (documentObject) => {
       const document = (documentObject as { openapiObject: OpenAPIV3_1.Document }).openapiObject;
       const upload = document.paths?.['/api/backups/upload']?.post;

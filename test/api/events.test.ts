@@ -48,9 +48,18 @@ function follow(baseUrl: string, apiKey: string, backupId: string) {
 
 const closed = (frames: Frame[]) => frames.some((f) => f.event !== 'backup.status');
 
+const STREAM_ITEMS = 'openapi.json#/paths/~1api~1backups~1{id}~1events/get/responses/200/content/text~1event-stream/schema/items';
+
+/** Every frame matches the event the document declares for its name, and so does its JSON data. */
 function validateFrames(fx: Fixture | { conformance: Conformance }, frames: Frame[]) {
-  for (const frame of frames.filter((f) => f.event === 'backup.status')) {
-    fx.conformance.validate('#/components/schemas/BackupStatusEvent', frame.data, 'backup.status');
+  const stream = (fx.conformance.document as any).paths['/api/backups/{id}/events'].get.responses['200'].content['text/event-stream'];
+  const events: any[] = stream.schema.items.anyOf;
+  for (const frame of frames) {
+    const i = events.findIndex((event) => event.properties?.event?.enum?.[0] === frame.event);
+    expect(i, `${frame.event} is declared`).toBeGreaterThanOrEqual(0);
+    const wire = { id: frame.id, event: frame.event, data: JSON.stringify(frame.data) };
+    fx.conformance.validate(`${STREAM_ITEMS}/anyOf/${i}`, wire, frame.event);
+    fx.conformance.validate(`${STREAM_ITEMS}/anyOf/${i}/properties/data/contentSchema`, frame.data, frame.event);
   }
 }
 
@@ -135,6 +144,7 @@ describe('event stream with a long interval (changes must be pushed)', () => {
     expect(error.event).toBe('backup.stream.error');
     expect(error.data).toMatchObject({ backupId: id, code: 'internal_error', resolution: expect.any(String) });
     expect(JSON.stringify(error.data)).not.toContain('status feed lost');
+    validateFrames(fx, frames);
   });
 });
 

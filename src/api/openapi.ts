@@ -1,0 +1,129 @@
+/**
+ * The documentation-only parts of /openapi.json: tag and operation descriptions and the frames of the event stream.
+ * They reach the document through the @fastify/swagger `transform` (documentRoute), never the route schemas that
+ * Fastify validates and serializes with, so nothing here can change what the server accepts or sends.
+ */
+import { Type, type TSchema } from '@sinclair/typebox';
+import type { FastifySchema } from 'fastify';
+import { BackupStatus, BackupStatusEvent, ErrorResponse } from './schemas.js';
+
+export const API_TAGS = [
+  {
+    name: 'Backup account',
+    description: "The account's vault: the KDF parameters and the master key wrapped by the client, and its reset.",
+  },
+  {
+    name: 'Backups',
+    description: 'One backup from slot to ciphertext: create, upload, finalize, then read, follow, download or delete it.',
+  },
+];
+
+/** By operationId; what each operation does beyond its summary (docs/api-rules.md has the reasons). */
+const OPERATION_DESCRIPTIONS: Record<string, string> = {
+  getBackupAccount:
+    "The plan's backup interval and, once the vault is bootstrapped, the KDF parameters and the wrapped master key " +
+    'a client needs to unlock its backups. Needs `backups:read`.',
+  updateBackupAccount:
+    'Reserved: the cadence follows the plan. After authentication and the `backups:write` check it always answers ' +
+    '`405 method_not_allowed` with `Allow: GET`, so it declares no success response.',
+  bootstrapBackupAccount:
+    'Stores the vault material the first time. On an initialized vault it answers `200` with `created: false` and ' +
+    "changes nothing: replacing the material is rotate's job. Needs `backups:write`.",
+  rotateBackupAccount:
+    'Replaces the KDF parameters and the wrapped master key in one step (`rotated: true`). Backups stay readable: only ' +
+    'the master key is re-wrapped. Without a vault: `409 vault_not_initialized`. Needs `backups:write`.',
+  resetBackupAccount:
+    'Deletes the vault material. With visible backups and `deleteBackups` not `true`: `409 vault_not_empty`. The plan ' +
+    'and the cadence clock survive a reset. Needs `backups:write`.',
+  listBackups:
+    'Every visible backup (any status but `DELETING` and `DELETED`), newest first; expired backups are pruned before ' +
+    'the list is built. Needs `backups:read`.',
+  createBackup:
+    'Opens a `PENDING_UPLOAD` slot for the upload window and says how to upload into it. Refused with ' +
+    '`409 vault_not_initialized`, `409 upload_in_progress` (one slot at a time), then `429 backup_cadence_exceeded` ' +
+    "while the plan's interval since the newest READY backup has not passed. Needs `backups:write`.",
+  uploadBackup:
+    'Direct (`application/octet-stream`, `?backupId=`): streams the ciphertext into the slot, which becomes ' +
+    '`UPLOADED`; over the archive limit it is `413`. blobhost-client (`application/json`): the Vercel Blob ' +
+    "client-upload handshake (docs/upload-protocols.md). Needs `backups:write`, except for the blob host's signed callback.",
+  getBackup: 'One visible backup with its wrapped data key and sealed metadata. Needs `backups:read`.',
+  deleteBackup:
+    'Removes the ciphertext and answers once it is gone; the record stays as a `DELETED` tombstone. Deleting does not ' +
+    'move the cadence clock back. Needs `backups:write`.',
+  getBackupContent:
+    'The ciphertext of a `READY` backup (`404 backup_content_unavailable` in any other state), with an ETag. One ' +
+    '`bytes=` range gives `206` with `Content-Range` (`If-Range` is compared with the ETag); any other range is ' +
+    'ignored and answered `200` with the whole body. Needs `backups:restore`.',
+  finalizeBackup:
+    'Only from `UPLOADED` (else `409 invalid_backup_state`), and `ciphertextSizeBytes` must equal the stored size ' +
+    "(else `409 ciphertext_size_mismatch`). `expiresAt` becomes now plus the plan's retention. Needs `backups:write`.",
+};
+
+/** A frame's `data:` line: one line of JSON. */
+const jsonData = (schema: TSchema) => Type.String({ contentMediaType: 'application/json', contentSchema: schema });
+const frame = (event: string, data: TSchema, description: string) =>
+  Type.Object(
+    { id: Type.String({ description: 'A counter per stream.' }), event: Type.Literal(event), data: jsonData(data) },
+    { description, additionalProperties: false },
+  );
+
+/**
+ * The text/event-stream body as OpenAPI 3.2 reads `schema` on a sequential media type: the whole stream as an array
+ * of events, each event an object of its SSE fields (docs/api-rules.md#events).
+ */
+const BACKUP_EVENT_STREAM = Type.Array(
+  Type.Union([
+    Type.Object(
+      { retry: Type.Literal(2000) },
+      { description: 'The first event: reconnect after 2 s.', additionalProperties: false },
+    ),
+    frame(
+      'backup.status',
+      Type.Ref(BackupStatusEvent),
+      'The backup now: sent at once, on every status change and at least every `COFFER_SSE_INTERVAL`.',
+    ),
+    frame(
+      'backup.stream.closed',
+      Type.Object(
+        {
+          backupId: Type.String({ format: 'uuid' }),
+          reason: Type.Unsafe<string>({ type: 'string', enum: ['terminal', 'timeout', 'shutdown'] }),
+          status: Type.Ref(BackupStatus),
+          observedAt: Type.String({ format: 'date-time' }),
+        },
+        { additionalProperties: false },
+      ),
+      'The last event after a terminal status, the stream timeout or a shutdown.',
+    ),
+    frame(
+      'backup.stream.error',
+      Type.Composite([ErrorResponse, Type.Object({ backupId: Type.String({ format: 'uuid' }) })], {
+        additionalProperties: false,
+      }),
+      'The last event after an internal failure, or the only one (`too_many_streams`) over the open-stream caps.',
+    ),
+  ]),
+  {
+    description:
+      'Server-Sent Events. Each `backup.status` event carries a BackupStatusEvent; the stream ends with ' +
+      '`backup.stream.closed` or `backup.stream.error`.',
+  },
+);
+
+interface RouteSchema {
+  operationId?: string;
+  description?: string;
+  response?: Record<string, { content?: Record<string, unknown> }>;
+}
+
+/** The @fastify/swagger `transform`: a documented copy of a route schema (the route keeps its own). */
+export function documentRoute({ schema, url }: { schema: FastifySchema; url: string }): { schema: FastifySchema; url: string } {
+  const route = schema as RouteSchema | undefined;
+  if (!route?.operationId) return { schema, url };
+  const documented: RouteSchema = { ...route, description: route.description ?? OPERATION_DESCRIPTIONS[route.operationId] };
+  const ok = route.response?.[200];
+  if (ok?.content?.['text/event-stream']) {
+    documented.response = { ...route.response, 200: { ...ok, content: { 'text/event-stream': { schema: BACKUP_EVENT_STREAM } } } };
+  }
+  return { schema: documented as FastifySchema, url };
+}

@@ -6,7 +6,7 @@
  */
 import { Command } from 'commander';
 import { VERSION } from '../domain/version.js';
-import { registerClientCommands } from './client.js';
+import { registerClientCommands } from './commands/index.js';
 import { run } from './run.js';
 
 const program = new Command('coffer')

@@ -3,7 +3,7 @@
 import { Command } from 'commander';
 import { VERSION } from '../domain/version.js';
 import { registerAdminCommands } from './admin.js';
-import { registerClientCommands } from './client.js';
+import { registerClientCommands } from './commands/index.js';
 import { run } from './run.js';
 import { registerServeCommand } from './serve.js';
 

@@ -1,6 +1,7 @@
 /** `coffer serve`: the API server (`npm start`). */
 import type { Command } from 'commander';
-import { loadConfig } from '../config.js';
+import { loadConfig, SERVER_SETTINGS } from '../config.js';
+import { settingsHelp } from './settings-help.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
 
@@ -8,6 +9,7 @@ export function registerServeCommand(program: Command): void {
   program
     .command('serve')
     .description('run the Coffer server (configured by environment variables)')
+    .addHelpText('after', settingsHelp('Settings, as environment variables', SERVER_SETTINGS))
     .action(async () => {
       const config = loadConfig();
       const { startServer } = await import('../server/compose.js');

@@ -7,6 +7,8 @@
  * The shared frame (action, unlock, options, formatting, exit codes) is in ../client-io.ts and ../output.ts.
  */
 import type { Command } from 'commander';
+import { CLIENT_SETTINGS } from '../../config.js';
+import { settingsHelp } from '../settings-help.js';
 import { registerBackup } from './backup.js';
 import { registerDelete } from './delete.js';
 import { registerInit } from './init.js';
@@ -32,4 +34,5 @@ const CLIENT_COMMANDS: readonly ((program: Command) => void)[] = [
 
 export function registerClientCommands(program: Command): void {
   for (const register of CLIENT_COMMANDS) register(program);
+  program.addHelpText('after', settingsHelp('Settings of the client commands, as environment variables', CLIENT_SETTINGS));
 }

@@ -17,9 +17,11 @@ export function registerServeCommand(program: Command): void {
         logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
       });
       const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey);
+      // Plain-text notices go to stderr: stdout carries only the JSON log lines, and a log shipper reading them
+      // must never see the first API key.
       if (first) {
         const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY)' : first.apiKey;
-        process.stdout.write(
+        process.stderr.write(
           [
             '',
             'First start: created account ' + first.account.id + ' (free plan) and an API key with all scopes.',
@@ -30,13 +32,13 @@ export function registerServeCommand(program: Command): void {
           ].join('\n') + '\n',
         );
       }
-      process.stdout.write(`Coffer listening on ${server.url} (public URL ${config.publicUrl})\n`);
+      process.stderr.write(`Coffer listening on ${server.url} (public URL ${config.publicUrl})\n`);
 
       let stopping = false;
       const shutdown = (signal: string) => {
         if (stopping) return;
         stopping = true;
-        process.stdout.write(`${signal}: finishing in-flight requests and closing event streams…\n`);
+        process.stderr.write(`${signal}: finishing in-flight requests and closing event streams…\n`);
         const force = setTimeout(() => {
           process.stderr.write('shutdown took too long; exiting (unfinished uploads leave no blob)\n');
           process.exit(1);

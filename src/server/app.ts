@@ -32,6 +32,7 @@ import { JSON_BODY_LIMIT, ignoreBodies, jsonBodies, streamedBodies } from '../ht
 import { hardening } from '../http/hardening.js';
 import { discardUnreadBody } from '../http/slow-client.js';
 import { Metrics, requestMetrics } from '../http/metrics.js';
+import { RequestLog } from '../http/request-log.js';
 import { operationsRoutes } from '../ops/routes.js';
 import { sendError, toAppError } from '../http/errors.js';
 import { VERSION } from '../domain/version.js';
@@ -77,6 +78,7 @@ export async function buildApp(parts: AppParts): Promise<CofferApp> {
   const app: App = Fastify({
     logger: withRedaction(parts.logger ?? false),
     genReqId: () => randomUUID(),
+    logController: new RequestLog(),
     // Node checks header and request deadlines every connectionsCheckingInterval (30 s by default).
     serverFactory: (handler) =>
       http.createServer(

@@ -103,7 +103,10 @@ export interface Setting {
   readonly values?: readonly string[];
 }
 
-function settings<const T extends Record<string, Omit<Setting, 'name'>>>(table: T): { readonly [K in keyof T & string]: T[K] & { name: K } } {
+/** A table keyed by variable name; each entry also carries its name, so a reader needs only the entry. */
+function settings<const T extends Record<string, Omit<Setting, 'name'>>>(
+  table: T,
+): { readonly [K in keyof T & string]: T[K] & { name: K } } {
   return Object.fromEntries(Object.entries(table).map(([name, entry]) => [name, { ...entry, name }])) as never;
 }
 

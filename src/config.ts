@@ -99,55 +99,129 @@ export function parseDuration(text: string): number | null {
 
 type Env = Record<string, string | undefined>;
 
-function read(env: Env, name: string): string | undefined {
-  const value = env[name];
-  return value === undefined || value.trim() === '' ? undefined : value.trim();
+/**
+ * One environment variable: its default as the text one would set (null: unset; the loaders parse it like a set
+ * value, so the default shown is the default used), one line on what it does, and for a choice its values.
+ */
+export interface Setting {
+  readonly name: string;
+  readonly default: string | null;
+  readonly about: string;
+  readonly values?: readonly string[];
 }
 
-function duration(env: Env, name: string, fallback: string, minMs = 1): number {
-  const text = read(env, name) ?? fallback;
-  const ms = parseDuration(text);
-  if (ms === null || ms < minMs) throw new ConfigError(name, `expected a duration like 2s, 5m or 1h, got "${text}"`);
+/** A table keyed by variable name; each entry also carries its name, so a reader needs only the entry. */
+function settings<const T extends Record<string, Omit<Setting, 'name'>>>(
+  table: T,
+): { readonly [K in keyof T & string]: T[K] & { name: K } } {
+  return Object.fromEntries(Object.entries(table).map(([name, entry]) => [name, { ...entry, name }])) as never;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/**
+ * Every setting of the server, the one list: loadConfig reads only these (its readers take an entry of this table,
+ * not a name), and `coffer serve --help` prints it. To add a setting: one line here, then read it in loadConfig.
+ */
+export const SERVER_SETTINGS = settings({
+  PORT: { default: '8080', about: 'TCP port to listen on (0: any free port)' },
+  HOST: { default: '0.0.0.0', about: 'address to listen on' },
+  COFFER_PUBLIC_URL: { default: null, about: 'URL clients and the console reach this server at (unset: http://localhost:<PORT>)' },
+  COFFER_DATA_DIR: { default: './data', about: 'directory of the SQLite database and of the fs blob store' },
+  COFFER_DATABASE_URL: { default: null, about: 'postgres:// URL of a PostgreSQL database (unset: SQLite in COFFER_DATA_DIR)' },
+  COFFER_BLOB_STORE: { default: 'fs', values: ['fs', 's3'], about: 'where encrypted archives are stored' },
+  COFFER_S3_ENDPOINT: { default: null, about: 'S3-compatible endpoint, path-style (unset: AWS S3)' },
+  COFFER_S3_BUCKET: { default: null, about: 'bucket of the archives (required with COFFER_BLOB_STORE=s3)' },
+  COFFER_S3_REGION: { default: 'us-east-1', about: 'S3 region' },
+  COFFER_S3_ACCESS_KEY_ID: { default: null, about: 'S3 access key id (unset, with the secret: the AWS default chain)' },
+  COFFER_S3_SECRET_ACCESS_KEY: { default: null, about: 'S3 secret access key' },
+  COFFER_UPLOAD_PROTOCOL: { default: 'direct', values: ['direct', 'blobhost-client'], about: 'how clients upload (docs/upload-protocols.md)' },
+  COFFER_MAX_ARCHIVE_BYTES: { default: '52428800', about: 'largest encrypted archive accepted, in bytes' },
+  COFFER_UPLOAD_WINDOW: { default: '1h', about: 'how long an upload slot stays open' },
+  COFFER_SSE_INTERVAL: { default: '2s', about: "how often an event stream looks at its backup's status" },
+  COFFER_SSE_TIMEOUT: { default: '5m', about: 'an event stream is closed after this long' },
+  COFFER_SSE_MAX_PER_ACCOUNT: { default: '100', about: 'event streams open at once per account' },
+  COFFER_SSE_MAX_PER_ADDRESS: { default: '500', about: 'event streams open at once per client address' },
+  COFFER_METRICS_TOKEN: { default: null, about: 'bearer token /metrics requires, 16+ characters (unset: no /metrics)' },
+  COFFER_SIGNIN_ATTEMPTS: { default: '30', about: 'console sign-in attempts per client address and window' },
+  COFFER_SIGNIN_WINDOW: { default: '10m', about: 'the window of COFFER_SIGNIN_ATTEMPTS' },
+  COFFER_TRUST_PROXY: { default: null, about: 'reverse proxies whose X-Forwarded-For is believed: addresses, CIDRs, loopback (unset: none)' },
+  LOG_LEVEL: { default: 'info', values: LOG_LEVELS, about: 'level of the JSON log lines on stdout' },
+  COFFER_INITIAL_API_KEY: { default: null, about: 'API key of the first account on an empty database (unset: one is made and shown once)' },
+});
+
+/** Every setting of the client commands (`coffer --help` prints it; docs/client.md#environment). */
+export const CLIENT_SETTINGS = settings({
+  COFFER_URL: { default: 'http://localhost:8080', about: 'the Coffer server' },
+  COFFER_API_KEY: { default: null, about: 'API key (required by every command that talks to the server)' },
+  COFFER_BLOB_API_URL: { default: null, about: 'blob host of a blobhost-client server (unset: <COFFER_URL>/blob)' },
+  COFFER_PASSPHRASE: { default: null, about: 'the vault passphrase, exactly (else --passphrase-file, else a prompt)' },
+  COFFER_NEW_PASSPHRASE: { default: null, about: 'the new passphrase of `coffer passphrase` (else --new-passphrase-file, else a prompt)' },
+  COFFER_KDF: { default: DEFAULT_KDF_PROFILE, values: KDF_PROFILE_NAMES, about: 'Argon2id cost of a new wrapping (init, passphrase); min is for tests' },
+  COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "ciphertext limit the client enforces (unset: the server's default, 52428800)" },
+});
+
+/** What a reader returns: never null when the setting has a default. */
+type Value<S extends Setting, T> = S['default'] extends string ? T : T | null;
+
+function read(env: Env, setting: Setting): string | null {
+  const value = env[setting.name];
+  return value === undefined || value.trim() === '' ? setting.default : value.trim();
+}
+
+function text<S extends Setting>(env: Env, setting: S): Value<S, string> {
+  return read(env, setting) as Value<S, string>;
+}
+
+/** Exactly as set, spaces included (a passphrase); null when unset or empty. */
+function exact(env: Env, setting: Setting): string | null {
+  return env[setting.name] || setting.default;
+}
+
+function duration(env: Env, setting: Setting & { default: string }, minMs = 1): number {
+  const value = read(env, setting)!;
+  const ms = parseDuration(value);
+  if (ms === null || ms < minMs) throw new ConfigError(setting.name, `expected a duration like 2s, 5m or 1h, got "${value}"`);
   return ms;
 }
 
-function integer<F extends number | null>(env: Env, name: string, fallback: F, min: number, max: number): number | F {
-  const text = read(env, name);
-  if (text === undefined) return fallback;
-  if (!/^\d+$/.test(text)) throw new ConfigError(name, `expected a whole number, got "${text}"`);
-  const value = Number(text);
-  if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
-  return value;
+function integer<S extends Setting>(env: Env, setting: S, min: number, max: number): Value<S, number> {
+  const value = read(env, setting);
+  if (value === null) return null as Value<S, number>;
+  if (!/^\d+$/.test(value)) throw new ConfigError(setting.name, `expected a whole number, got "${value}"`);
+  const n = Number(value);
+  if (n < min || n > max) throw new ConfigError(setting.name, `must be between ${min} and ${max}, got ${n}`);
+  return n;
 }
 
-function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
-  const text = read(env, name) ?? fallback;
-  if (!(allowed as readonly string[]).includes(text)) {
-    throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${text}"`);
+function oneOf<V extends string>(env: Env, setting: Setting & { default: V; values: readonly V[] }): V {
+  const value = read(env, setting)!;
+  if (!(setting.values as readonly string[]).includes(value)) {
+    throw new ConfigError(setting.name, `must be one of ${setting.values.join(', ')}, got "${value}"`);
   }
-  return text as T;
+  return value as V;
 }
 
-/** An http(s) URL without trailing slashes; `fallback` when unset. */
-function url<F extends string | null>(env: Env, name: string, fallback: F): string | F {
-  const text = read(env, name);
-  if (text === undefined) return fallback;
+/** An http(s) URL without trailing slashes. */
+function url<S extends Setting>(env: Env, setting: S): Value<S, string> {
+  const value = read(env, setting);
+  if (value === null) return null as Value<S, string>;
   try {
-    const parsed = new URL(text);
+    const parsed = new URL(value);
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('scheme');
   } catch {
-    throw new ConfigError(name, `expected an http(s) URL, got "${text}"`);
+    throw new ConfigError(setting.name, `expected an http(s) URL, got "${value}"`);
   }
-  return text.replace(/\/+$/, '');
+  return value.replace(/\/+$/, '');
 }
 
 const PROXY_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
 
 /** A comma-separated list of addresses, CIDR ranges and proxy-addr's range names; [] when unset. */
-function trustedProxies(env: Env, name: string): string[] {
-  const text = read(env, name);
-  if (text === undefined) return [];
-  return text.split(',').map((entry) => {
+function trustedProxies(env: Env, setting: Setting): string[] {
+  const list = read(env, setting);
+  if (list === null) return [];
+  return list.split(',').map((entry) => {
     const item = entry.trim();
     if (PROXY_NAMES.includes(item)) return item;
     const [address = '', prefix, ...rest] = item.split('/');
@@ -155,7 +229,7 @@ function trustedProxies(env: Env, name: string): string[] {
     const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 6 ? 128 : 32));
     if (family === 0 || !prefixOk || rest.length > 0) {
       throw new ConfigError(
-        name,
+        setting.name,
         `expected a comma-separated list of IP addresses, CIDR ranges (10.0.0.0/8) or ${PROXY_NAMES.join('/')}, got "${item}"`,
       );
     }
@@ -164,57 +238,58 @@ function trustedProxies(env: Env, name: string): string[] {
 }
 
 export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
-  const port = integer(env, 'PORT', 8080, 0, 65535);
-  const databaseUrl = read(env, 'COFFER_DATABASE_URL') ?? null;
+  const S = SERVER_SETTINGS;
+  const port = integer(env, S.PORT, 0, 65535);
+  const databaseUrl = text(env, S.COFFER_DATABASE_URL);
   if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new ConfigError('COFFER_DATABASE_URL', 'expected a postgres:// URL');
+    throw new ConfigError(S.COFFER_DATABASE_URL.name, 'expected a postgres:// URL');
   }
-  const blobStore = oneOf(env, 'COFFER_BLOB_STORE', ['fs', 's3'] as const, 'fs');
+  const blobStore = oneOf(env, S.COFFER_BLOB_STORE);
   const s3 = {
-    endpoint: read(env, 'COFFER_S3_ENDPOINT') ?? null,
-    bucket: read(env, 'COFFER_S3_BUCKET') ?? null,
-    region: read(env, 'COFFER_S3_REGION') ?? 'us-east-1',
-    accessKeyId: read(env, 'COFFER_S3_ACCESS_KEY_ID') ?? null,
-    secretAccessKey: read(env, 'COFFER_S3_SECRET_ACCESS_KEY') ?? null,
+    endpoint: text(env, S.COFFER_S3_ENDPOINT),
+    bucket: text(env, S.COFFER_S3_BUCKET),
+    region: text(env, S.COFFER_S3_REGION),
+    accessKeyId: text(env, S.COFFER_S3_ACCESS_KEY_ID),
+    secretAccessKey: text(env, S.COFFER_S3_SECRET_ACCESS_KEY),
   };
   if (blobStore === 's3' && s3.bucket === null) {
-    throw new ConfigError('COFFER_S3_BUCKET', 'is required when COFFER_BLOB_STORE=s3');
+    throw new ConfigError(S.COFFER_S3_BUCKET.name, 'is required when COFFER_BLOB_STORE=s3');
   }
-  const initialApiKey = read(env, 'COFFER_INITIAL_API_KEY') ?? null;
+  const initialApiKey = text(env, S.COFFER_INITIAL_API_KEY);
   if (initialApiKey !== null && !API_KEY_PATTERN.test(initialApiKey)) {
-    throw new ConfigError('COFFER_INITIAL_API_KEY', 'expected cfk_ followed by 43 base64url characters');
+    throw new ConfigError(S.COFFER_INITIAL_API_KEY.name, 'expected cfk_ followed by 43 base64url characters');
   }
-  const metricsToken = read(env, 'COFFER_METRICS_TOKEN') ?? null;
+  const metricsToken = text(env, S.COFFER_METRICS_TOKEN);
   if (metricsToken !== null && !/^[\x21-\x7e]{16,}$/.test(metricsToken)) {
-    throw new ConfigError('COFFER_METRICS_TOKEN', 'expected at least 16 printable characters without spaces');
+    throw new ConfigError(S.COFFER_METRICS_TOKEN.name, 'expected at least 16 printable characters without spaces');
   }
   return {
     port,
-    host: read(env, 'HOST') ?? '0.0.0.0',
-    publicUrl: url(env, 'COFFER_PUBLIC_URL', `http://localhost:${port}`),
-    dataDir: path.resolve(cwd, read(env, 'COFFER_DATA_DIR') ?? './data'),
+    host: text(env, S.HOST),
+    publicUrl: url(env, S.COFFER_PUBLIC_URL) ?? `http://localhost:${port}`,
+    dataDir: path.resolve(cwd, text(env, S.COFFER_DATA_DIR)),
     databaseUrl,
     blobStore,
     s3,
-    uploadProtocol: oneOf(env, 'COFFER_UPLOAD_PROTOCOL', ['direct', 'blobhost-client'] as const, 'direct'),
-    maxArchiveBytes: integer(env, 'COFFER_MAX_ARCHIVE_BYTES', 52_428_800, 1, Number.MAX_SAFE_INTEGER),
-    uploadWindowMs: duration(env, 'COFFER_UPLOAD_WINDOW', '1h'),
-    sseIntervalMs: duration(env, 'COFFER_SSE_INTERVAL', '2s', 10),
-    sseTimeoutMs: duration(env, 'COFFER_SSE_TIMEOUT', '5m'),
+    uploadProtocol: oneOf(env, S.COFFER_UPLOAD_PROTOCOL),
+    maxArchiveBytes: integer(env, S.COFFER_MAX_ARCHIVE_BYTES, 1, Number.MAX_SAFE_INTEGER),
+    uploadWindowMs: duration(env, S.COFFER_UPLOAD_WINDOW),
+    sseIntervalMs: duration(env, S.COFFER_SSE_INTERVAL, 10),
+    sseTimeoutMs: duration(env, S.COFFER_SSE_TIMEOUT),
     sseMaxStreams: {
-      perAccount: integer(env, 'COFFER_SSE_MAX_PER_ACCOUNT', 100, 1, 1_000_000),
-      perAddress: integer(env, 'COFFER_SSE_MAX_PER_ADDRESS', 500, 1, 1_000_000),
+      perAccount: integer(env, S.COFFER_SSE_MAX_PER_ACCOUNT, 1, 1_000_000),
+      perAddress: integer(env, S.COFFER_SSE_MAX_PER_ADDRESS, 1, 1_000_000),
     },
-    trustProxy: trustedProxies(env, 'COFFER_TRUST_PROXY'),
+    trustProxy: trustedProxies(env, S.COFFER_TRUST_PROXY),
     metricsToken,
     sweepIntervalMs: 60_000,
     limits: { ...DEFAULT_LIMITS },
     signInLimit: {
-      maxAttempts: integer(env, 'COFFER_SIGNIN_ATTEMPTS', 30, 1, 1_000_000),
-      windowMs: duration(env, 'COFFER_SIGNIN_WINDOW', '10m', 1000),
+      maxAttempts: integer(env, S.COFFER_SIGNIN_ATTEMPTS, 1, 1_000_000),
+      windowMs: duration(env, S.COFFER_SIGNIN_WINDOW, 1000),
     },
     maxMultipartUploadsPerSlot: 4,
-    logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+    logLevel: oneOf(env, S.LOG_LEVEL),
     initialApiKey,
   };
 }
@@ -241,13 +316,14 @@ export interface ClientConfig {
 }
 
 export function loadClientConfig(env: Env = process.env): ClientConfig {
+  const S = CLIENT_SETTINGS;
   return {
-    url: url(env, 'COFFER_URL', 'http://localhost:8080'),
-    apiKey: read(env, 'COFFER_API_KEY') ?? null,
-    blobApiUrl: url(env, 'COFFER_BLOB_API_URL', null),
-    passphrase: env.COFFER_PASSPHRASE || null,
-    newPassphrase: env.COFFER_NEW_PASSPHRASE || null,
-    kdf: oneOf(env, 'COFFER_KDF', KDF_PROFILE_NAMES, DEFAULT_KDF_PROFILE),
-    maxArchiveBytes: integer(env, 'COFFER_MAX_ARCHIVE_BYTES', null, 1, Number.MAX_SAFE_INTEGER),
+    url: url(env, S.COFFER_URL),
+    apiKey: text(env, S.COFFER_API_KEY),
+    blobApiUrl: url(env, S.COFFER_BLOB_API_URL),
+    passphrase: exact(env, S.COFFER_PASSPHRASE),
+    newPassphrase: exact(env, S.COFFER_NEW_PASSPHRASE),
+    kdf: oneOf(env, S.COFFER_KDF),
+    maxArchiveBytes: integer(env, S.COFFER_MAX_ARCHIVE_BYTES, 1, Number.MAX_SAFE_INTEGER),
   };
 }

@@ -1,17 +1,69 @@
 /**
- * Terminal plumbing of the client commands: the SDK client from the ClientConfig, passphrases (never from argv),
- * the progress bar, human formatting, and the mapping of failures to exit codes (docs/client.md#exit-codes).
+ * Terminal plumbing of the client commands (src/cli/commands/): the action wrapper every command runs in, the SDK
+ * client from the ClientConfig, passphrases (never from argv), the progress bar, human formatting, and the mapping
+ * of failures to exit codes (docs/client.md#exit-codes).
  */
 import fsp from 'node:fs/promises';
 import cliProgress from 'cli-progress';
-import { IntegrityError, isKdfProfile, type KdfProfile } from '../client/envelope.js';
+import { IntegrityError, isKdfProfile, KDF_PROFILES, type KdfProfile } from '../client/envelope.js';
 import { KDF_PROFILE_NAMES } from '../client/envelope-format.js';
 import { fsReason } from '../client/fs-errors.js';
 import { CLIENT_VERSION } from '../client/backup.js';
 import { CofferApiError, CofferClient } from '../client/sdk.js';
+import { unlockVault } from '../client/vault.js';
 import { StatusStreamError } from '../client/watch.js';
-import { type ClientConfig, ConfigError } from '../config.js';
+import { type ClientConfig, ConfigError, loadClientConfig } from '../config.js';
 import { CliError, EXIT, usageError, writeHuman } from './output.js';
+
+// ---- the frame of every client command ----
+
+export interface JsonOption {
+  json?: boolean;
+}
+export interface PassphraseOptions extends JsonOption {
+  passphraseFile?: string;
+}
+
+/** Options several commands share, as commander's `.option(...)` arguments. */
+export const PASSPHRASE_FILE_OPTION = [
+  '--passphrase-file <file>',
+  'read the passphrase from this file (else COFFER_PASSPHRASE, else a prompt)',
+] as const;
+export const KDF_OPTION = [
+  '--kdf <profile>',
+  `Argon2id cost for the new wrapping: ${Object.keys(KDF_PROFILES).join(' | ')} (default COFFER_KDF or moderate)`,
+] as const;
+
+/** What every command body gets: the CLI's abort signal and the client's settings. */
+export interface Run {
+  signal: AbortSignal;
+  config: ClientConfig;
+}
+
+/**
+ * Runs a command body with the CLI's abort signal (Ctrl-C, SIGTERM) and the settings from the environment,
+ * mapping every failure to the right exit code and message. After an interruption, whatever broke first, the
+ * command ends as "interrupted" (exit 130) once its cleanup is done.
+ */
+export function action<A extends unknown[]>(body: (run: Run, ...args: A) => Promise<void>) {
+  return async (...args: A): Promise<void> => {
+    const options = args.find((a): a is JsonOption => typeof a === 'object' && a !== null && !Array.isArray(a)) ?? {};
+    const { signal, dispose } = interruptible();
+    try {
+      await body({ signal, config: loadClientConfig() }, ...args);
+    } catch (error) {
+      throw toCliError(signal.aborted ? signal.reason : error, !!options.json);
+    } finally {
+      dispose();
+    }
+  };
+}
+
+/** Asks for the passphrase (file, environment or prompt) and unlocks the vault's master key. */
+export async function unlock(client: CofferClient, config: ClientConfig, options: PassphraseOptions, signal: AbortSignal) {
+  const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, signal });
+  return unlockVault(client, passphrase, signal);
+}
 
 // ---- configuration ----
 

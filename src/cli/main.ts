@@ -3,7 +3,9 @@
 import { Command } from 'commander';
 import { VERSION } from '../lib/version.js';
 import { registerAdminCommands } from './admin.js';
-import { registerClientCommands } from './client.js';
+import { registerCompletion } from './commands/completion.js';
+import { registerClientCommands } from './commands/index.js';
+import { registerVersion } from './commands/version.js';
 import { run } from './run.js';
 import { registerServeCommand } from './serve.js';
 
@@ -15,5 +17,7 @@ const program = new Command('coffer')
 registerServeCommand(program);
 registerAdminCommands(program);
 registerClientCommands(program);
+registerVersion(program);
+registerCompletion(program); // last: it completes the commands registered before it
 
 await run(program);

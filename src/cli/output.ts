@@ -34,6 +34,11 @@ export function writeHuman(stream: NodeJS.WriteStream, text: string): void {
   stream.write(`${terminalSafe(text)}\n`);
 }
 
+/** Human text: much of it comes from the server, so it goes through writeHuman (no terminal controls). */
+export const print = (text: string): void => writeHuman(process.stdout, text);
+export const note = (text: string): void => writeHuman(process.stderr, text);
+export const printJson = (value: unknown): void => void process.stdout.write(`${JSON.stringify(value)}\n`);
+
 export function emit(json: boolean, value: object, human: () => string): void {
   if (json) process.stdout.write(`${JSON.stringify(value)}\n`);
   else writeHuman(process.stdout, human());

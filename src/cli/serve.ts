@@ -1,6 +1,7 @@
 /** `coffer serve`: the API server (`npm start`). */
 import type { Command } from 'commander';
-import { loadConfig } from '../config.js';
+import { loadConfig, SERVER_SETTINGS } from '../config.js';
+import { settingsHelp } from './settings-help.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
 
@@ -8,6 +9,7 @@ export function registerServeCommand(program: Command): void {
   program
     .command('serve')
     .description('run the Coffer server (configured by environment variables)')
+    .addHelpText('after', settingsHelp('Settings, as environment variables', SERVER_SETTINGS))
     .action(async () => {
       const config = loadConfig();
       const { startServer } = await import('../server/compose.js');
@@ -15,9 +17,11 @@ export function registerServeCommand(program: Command): void {
         logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
       });
       const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey);
+      // Plain-text notices go to stderr: stdout carries only the JSON log lines, and a log shipper reading them
+      // must never see the first API key.
       if (first) {
         const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY)' : first.apiKey;
-        process.stdout.write(
+        process.stderr.write(
           [
             '',
             'First start: created account ' + first.account.id + ' (free plan) and an API key with all scopes.',
@@ -28,13 +32,13 @@ export function registerServeCommand(program: Command): void {
           ].join('\n') + '\n',
         );
       }
-      process.stdout.write(`Coffer listening on ${server.url} (public URL ${config.publicUrl})\n`);
+      process.stderr.write(`Coffer listening on ${server.url} (public URL ${config.publicUrl})\n`);
 
       let stopping = false;
       const shutdown = (signal: string) => {
         if (stopping) return;
         stopping = true;
-        process.stdout.write(`${signal}: finishing in-flight requests and closing event streams…\n`);
+        process.stderr.write(`${signal}: finishing in-flight requests and closing event streams…\n`);
         const force = setTimeout(() => {
           process.stderr.write('shutdown took too long; exiting (unfinished uploads leave no blob)\n');
           process.exit(1);

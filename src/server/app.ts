@@ -26,6 +26,7 @@ import { JSON_BODY_LIMIT, ignoreBodies, jsonBodies, streamedBodies } from '../ht
 import { hardening } from '../http/hardening.js';
 import { discardUnreadBody } from '../http/slow-client.js';
 import { Metrics, requestMetrics } from '../http/metrics.js';
+import { RequestLog } from '../http/request-log.js';
 import { operationsRoutes } from '../ops/routes.js';
 import { sendError, toAppError } from '../http/errors.js';
 import { VERSION } from '../lib/version.js';
@@ -60,6 +61,7 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
   const app: App = Fastify({
     logger: withRedaction(options.logger ?? false),
     genReqId: () => randomUUID(),
+    logController: new RequestLog(),
     // Node checks header and request deadlines every connectionsCheckingInterval (30 s by default).
     serverFactory: (handler) =>
       http.createServer(

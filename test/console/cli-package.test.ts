@@ -57,7 +57,14 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
       }),
     );
     expect(manifest).toMatchObject({ name: 'coffer-cli', bin: { coffer: 'dist/cli/client-main.js' } });
-    expect(Object.keys(manifest.dependencies).sort()).toEqual(['cli-progress', 'commander', 'eventsource-parser', 'sodium-native', 'tar']);
+    expect(Object.keys(manifest.dependencies).sort()).toEqual([
+      '@bomb.sh/tab',
+      'cli-progress',
+      'commander',
+      'eventsource-parser',
+      'sodium-native',
+      'tar',
+    ]);
   });
 
   it('is what the public CLI guidance (docs and MCP) tells people to install', async () => {
@@ -81,6 +88,9 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
     // The packed CLI knows Coffer's version, read from the package.json it ships with.
     const { version } = JSON.parse(await fsp.readFile('package.json', 'utf8')) as { version: string };
     expect((await run(coffer, ['--version'], { env: baseEnv() })).stdout.trim()).toBe(version);
+    // Shell completion comes with it, and the installed program answers the script's questions.
+    expect((await run(coffer, ['completion', 'bash'], { env: baseEnv() })).stdout).toContain('complete -F __coffer_complete coffer');
+    expect((await run(coffer, ['complete', '--', 'rest'], { env: baseEnv() })).stdout).toMatch(/^restore\t/m);
 
     // It really works: a small backup and restore against this server, with the installed binary.
     const { apiKey } = await server.newKey({ plan: 'pro' });

@@ -1,0 +1,38 @@
+/**
+ * The zero-knowledge client commands (docs/client.md), one module each: init, backup, list, show, restore, delete,
+ * watch, passphrase, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
+ * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
+ * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
+ * 3 cadence limit (429), 4 integrity failure, 130 interrupted (SIGINT/SIGTERM, after cleanup).
+ * The shared frame (action, unlock, options, formatting, exit codes) is in ../client-io.ts and ../output.ts.
+ */
+import type { Command } from 'commander';
+import { CLIENT_SETTINGS } from '../../config.js';
+import { settingsHelp } from '../settings-help.js';
+import { registerBackup } from './backup.js';
+import { registerDelete } from './delete.js';
+import { registerInit } from './init.js';
+import { registerList } from './list.js';
+import { registerPassphrase } from './passphrase.js';
+import { registerReset } from './reset.js';
+import { registerRestore } from './restore.js';
+import { registerShow } from './show.js';
+import { registerWatch } from './watch.js';
+
+/** In the order `coffer --help` lists them. */
+const CLIENT_COMMANDS: readonly ((program: Command) => void)[] = [
+  registerInit,
+  registerBackup,
+  registerList,
+  registerShow,
+  registerRestore,
+  registerDelete,
+  registerWatch,
+  registerPassphrase,
+  registerReset,
+];
+
+export function registerClientCommands(program: Command): void {
+  for (const register of CLIENT_COMMANDS) register(program);
+  program.addHelpText('after', settingsHelp('Settings of the client commands, as environment variables', CLIENT_SETTINGS));
+}

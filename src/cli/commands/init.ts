@@ -1,0 +1,27 @@
+/** `coffer init`: creates the vault, a master key wrapped under the passphrase. */
+import type { Command } from 'commander';
+import { KDF_PROFILES } from '../../client/envelope.js';
+import { initVault } from '../../client/vault.js';
+import { action, bytes, clientFor, KDF_OPTION, kdfProfile, PASSPHRASE_FILE_OPTION, type PassphraseOptions, readPassphrase } from '../client-io.js';
+import { print, printJson } from '../output.js';
+
+export function registerInit(program: Command): void {
+  program
+    .command('init')
+    .description('create the vault: a master key wrapped under your passphrase (the passphrase never leaves this machine)')
+    .option(...PASSPHRASE_FILE_OPTION)
+    .option(...KDF_OPTION)
+    .option('--json', 'print the API response as JSON')
+    .action(
+      action(async ({ signal, config }, options: PassphraseOptions & { kdf?: string }) => {
+        const profile = kdfProfile(options.kdf, config);
+        const client = clientFor(config);
+        const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, confirm: true, signal });
+        const result = await initVault(client, passphrase, profile, signal);
+        if (options.json) return printJson(result);
+        const { opslimit, memlimit } = KDF_PROFILES[profile];
+        print(`vault initialized (Argon2id ${profile}: opslimit ${opslimit}, memlimit ${bytes(memlimit)}).`);
+        print('Keep the passphrase safe: without it no backup can be restored, and nobody can recover it.');
+      }),
+    );
+}

@@ -1,0 +1,47 @@
+/** `coffer restore <id> <dir>`: download, verify and decrypt a backup. */
+import type { Command } from 'commander';
+import { wipe } from '../../client/envelope.js';
+import { checkTarget, runRestore } from '../../client/restore.js';
+import { action, bytes, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, unlock } from '../client-io.js';
+import { note, print, printJson } from '../output.js';
+
+export function registerRestore(program: Command): void {
+  program
+    .command('restore <id> <dir>')
+    .description('download, verify and decrypt a backup into <dir> (created if missing; must be empty unless --force)')
+    .option(...PASSPHRASE_FILE_OPTION)
+    .option('--force', 'restore into a non-empty directory, replacing what the backup holds')
+    .option('--json', 'print the restored BackupDetail as JSON')
+    .action(
+      action(async ({ signal, config }, id: string, dir: string, options: PassphraseOptions & { force?: boolean }) => {
+        await checkTarget(dir, !!options.force);
+        const client = clientFor(config);
+        const { masterKey } = await unlock(client, config, options, signal);
+        const bar = progressBar('downloading + decrypting', !!options.json);
+        try {
+          const result = await runRestore({
+            client,
+            masterKey,
+            backupId: id,
+            target: dir,
+            force: !!options.force,
+            signal,
+            onEvent: (event) => {
+              if (event.type === 'progress') bar.update(event.received, event.total);
+              else if (event.type === 'resumed' && !options.json) note(`connection lost; resuming at byte ${event.from}`);
+            },
+          });
+          bar.stop();
+          if (options.json) return printJson(result.detail);
+          const m = result.metadata;
+          print(
+            `restored ${m.name} (${m.fileCount} files, ${bytes(m.plaintextSizeBytes)}) into ${result.target}; ` +
+              `final tag and SHA-256 verified`,
+          );
+        } finally {
+          bar.stop();
+          wipe(masterKey);
+        }
+      }),
+    );
+}

@@ -1,0 +1,54 @@
+/** `coffer show <id>`: one backup, and with --metadata its decrypted sealed metadata. */
+import type { Command } from 'commander';
+import { openMetadata, unwrapDek, wipe, type BackupMetadata } from '../../client/envelope.js';
+import type { BackupDetailBody, BackupRecordBody } from '../../client/sdk.js';
+import { action, bytes, clientFor, localTime, PASSPHRASE_FILE_OPTION, type PassphraseOptions, unlock } from '../client-io.js';
+import { print, printJson } from '../output.js';
+
+function recordLines(record: BackupRecordBody | BackupDetailBody): string[] {
+  return [
+    `id:          ${record.id}`,
+    `status:      ${record.status}`,
+    `created:     ${localTime(record.createdAt)}`,
+    `expires:     ${localTime(record.expiresAt)}`,
+    `encrypted:   ${bytes(record.ciphertextSizeBytes)}`,
+    `plaintext:   ${bytes(record.plaintextSizeBytes)}`,
+    `client:      ${record.clientVersion ?? '-'}`,
+    ...(record.hostappVersion ? [`hostapp:     ${record.hostappVersion}`] : []),
+  ];
+}
+
+function metadataLines(metadata: BackupMetadata): string[] {
+  return [
+    `name:        ${metadata.name}`,
+    `source:      ${metadata.sourcePath}`,
+    `contents:    ${metadata.fileCount} files, ${metadata.directoryCount} directories, ${metadata.symlinkCount} symlinks`,
+    `sha-256:     ${metadata.plaintextSha256}`,
+    `made at:     ${localTime(metadata.createdAt)}`,
+  ];
+}
+
+export function registerShow(program: Command): void {
+  program
+    .command('show <id>')
+    .description('show one backup')
+    .option('--metadata', 'also decrypt and show the sealed metadata (asks for the passphrase)')
+    .option(...PASSPHRASE_FILE_OPTION)
+    .option('--json', 'print the BackupDetail as JSON')
+    .action(
+      action(async ({ signal, config }, id: string, options: PassphraseOptions & { metadata?: boolean }) => {
+        const client = clientFor(config);
+        const detail = await client.getBackup(id, signal);
+        if (options.json) return printJson(detail);
+        print(recordLines(detail).join('\n'));
+        if (!options.metadata || detail.encryptedMetadata === null) return;
+        const { masterKey } = await unlock(client, config, options, signal);
+        const dek = unwrapDek(masterKey, id, detail);
+        try {
+          print(metadataLines(openMetadata(dek, id, detail)).join('\n'));
+        } finally {
+          wipe(dek, masterKey);
+        }
+      }),
+    );
+}

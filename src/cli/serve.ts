@@ -16,24 +16,7 @@ export function registerServeCommand(program: Command): void {
       const server = await startServer(config, {
         logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
       });
-      const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey);
-      // Plain-text notices go to stderr: stdout carries only the JSON log lines, and a log shipper reading them
-      // must never see the first API key.
-      if (first) {
-        const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY)' : first.apiKey;
-        process.stderr.write(
-          [
-            '',
-            'First start: created account ' + first.account.id + ' (free plan) and an API key with all scopes.',
-            `API key (shown once, store it now): ${shown}`,
-            `  export COFFER_URL=${config.publicUrl}`,
-            `Web console: ${config.publicUrl}/console (sign in with that key, or: coffer admin login-link ${first.account.id})`,
-            '',
-          ].join('\n') + '\n',
-        );
-      }
-      process.stderr.write(`Coffer listening on ${server.url} (public URL ${config.publicUrl})\n`);
-
+      // Handlers before any notice: whoever reads "listening on" may signal at once.
       let stopping = false;
       const shutdown = (signal: string) => {
         if (stopping) return;
@@ -54,5 +37,23 @@ export function registerServeCommand(program: Command): void {
       };
       process.on('SIGINT', () => shutdown('SIGINT'));
       process.on('SIGTERM', () => shutdown('SIGTERM'));
+      const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey);
+      // Plain-text notices go to stderr: stdout carries only the JSON log lines, and a log shipper reading them
+      // must never see the first API key.
+      if (first) {
+        const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY)' : first.apiKey;
+        process.stderr.write(
+          [
+            '',
+            'First start: created account ' + first.account.id + ' (free plan) and an API key with all scopes.',
+            `API key (shown once, store it now): ${shown}`,
+            `  export COFFER_URL=${config.publicUrl}`,
+            `Web console: ${config.publicUrl}/console (sign in with that key, or: coffer admin login-link ${first.account.id})`,
+            '',
+          ].join('\n') + '\n',
+        );
+      }
+      process.stderr.write(`Coffer listening on ${server.url} (public URL ${config.publicUrl})\n`);
+
     });
 }

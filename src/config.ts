@@ -15,6 +15,8 @@ interface ConfigFields {
   publicUrl: string;
   dataDir: string;
   databaseUrl: string | null;
+  /** COFFER_SQLITE_DRIVER: the embedded database's driver; null: the best this Node has (docs/runtime.md). */
+  sqliteDriver: 'node' | 'better-sqlite3' | null;
   blobStore: 'fs' | 's3';
   s3: {
     endpoint: string | null;
@@ -165,6 +167,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     publicUrl: url(env, 'COFFER_PUBLIC_URL', `http://localhost:${port}`),
     dataDir: path.resolve(cwd, read(env, 'COFFER_DATA_DIR') ?? './data'),
     databaseUrl,
+    sqliteDriver: read(env, 'COFFER_SQLITE_DRIVER') === undefined
+      ? null
+      : oneOf(env, 'COFFER_SQLITE_DRIVER', ['node', 'better-sqlite3'] as const, 'node'),
     blobStore,
     s3,
     uploadProtocol: oneOf(env, 'COFFER_UPLOAD_PROTOCOL', ['direct', 'blobhost-client'] as const, 'direct'),

@@ -159,12 +159,14 @@ function openBetter(module: BetterSqlite3, file: string, readonly: boolean): Sql
 
 // ---- the choice ----
 
+const nodeMissing = () => `Node ${process.versions.node} has no node:sqlite with StatementSync.columns() (22.16 or later)`;
+
 /** The drivers that work on this runtime, preferred first; with the reason for each that does not. */
 export async function sqliteDrivers(): Promise<{ available: SqliteDriverName[]; unavailable: Map<SqliteDriverName, string> }> {
   const available: SqliteDriverName[] = [];
   const unavailable = new Map<SqliteDriverName, string>();
   if (loadNodeSqlite()) available.push('node');
-  else unavailable.set('node', `Node ${process.versions.node} has no node:sqlite with StatementSync.columns() (22.16 or later)`);
+  else unavailable.set('node', nodeMissing());
   const better = await loadBetterSqlite();
   if (typeof better === 'string') unavailable.set('better-sqlite3', better);
   else available.push('better-sqlite3');
@@ -182,7 +184,7 @@ export async function openSqliteDatabase(file: string, options: SqliteOpenOption
     const module = loadNodeSqlite();
     if (module) return openNode(module, file, readonly);
     if (wanted === 'node') {
-      throw new Error(`COFFER_SQLITE_DRIVER=node: Node ${process.versions.node} has no complete node:sqlite (22.16 or later)`);
+      throw new Error(`COFFER_SQLITE_DRIVER=node: ${nodeMissing()}`);
     }
   }
   const better = await loadBetterSqlite();
@@ -190,6 +192,6 @@ export async function openSqliteDatabase(file: string, options: SqliteOpenOption
   throw new Error(
     wanted === 'better-sqlite3'
       ? `COFFER_SQLITE_DRIVER=better-sqlite3: ${better}`
-      : `no SQLite driver: Node ${process.versions.node} has no node:sqlite (use Node 22.16 or later) and ${better}`,
+      : `no SQLite driver: ${nodeMissing()}, and ${better}`,
   );
 }

@@ -39,7 +39,7 @@ export async function main() {
   const rows = [];
   const raw = {};
   const notes = [
-    'The hand-written reference (SQLite backends only) does the same reads with nothing else: Bearer → SHA-256 → api_keys row, then the list query (8 columns) or the account + vault rows, on prepared better-sqlite3 statements, serialized by Fastify. It is not a target, it splits the gap: hello-world → reference is what the work costs on this stack, reference → Coffer is what Coffer adds (Kysely, hooks, metrics, logging setup, pruning check, schema serialization).',
+    'The hand-written reference (SQLite backends only) does the same reads with nothing else: Bearer → SHA-256 → api_keys row, then the list query (8 columns) or the account + vault rows, on prepared statements of the same SQLite driver, serialized by Fastify. It is not a target, it splits the gap: hello-world → reference is what the work costs on this stack, reference → Coffer is what Coffer adds (Kysely, hooks, metrics, logging setup, pruning check, schema serialization).',
     'Server CPU per request = user + system time of the server process during the run (from /proc) / requests answered: less sensitive to other load on the machine than req/s.',
   ];
   const load = { connections: opts.connections, duration: opts.duration };

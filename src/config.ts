@@ -16,6 +16,8 @@ interface ConfigFields {
   publicUrl: string;
   dataDir: string;
   databaseUrl: string | null;
+  /** COFFER_SQLITE_DRIVER: the embedded database's driver; null: the best this Node has (docs/runtime.md). */
+  sqliteDriver: 'node' | 'better-sqlite3' | null;
   blobStore: 'fs' | 's3';
   s3: {
     endpoint: string | null;
@@ -129,6 +131,11 @@ export const SERVER_SETTINGS = settings({
   COFFER_PUBLIC_URL: { default: null, about: 'URL clients and the console reach this server at (unset: http://localhost:<PORT>)' },
   COFFER_DATA_DIR: { default: './data', about: 'directory of the SQLite database and of the fs blob store' },
   COFFER_DATABASE_URL: { default: null, about: 'postgres:// URL of a PostgreSQL database (unset: SQLite in COFFER_DATA_DIR)' },
+  COFFER_SQLITE_DRIVER: {
+    default: null,
+    values: ['node', 'better-sqlite3'],
+    about: 'SQLite driver (unset: node:sqlite where the runtime has it, else better-sqlite3; docs/runtime.md)',
+  },
   COFFER_BLOB_STORE: { default: 'fs', values: ['fs', 's3'], about: 'where encrypted archives are stored' },
   COFFER_S3_ENDPOINT: { default: null, about: 'S3-compatible endpoint, path-style (unset: AWS S3)' },
   COFFER_S3_BUCKET: { default: null, about: 'bucket of the archives (required with COFFER_BLOB_STORE=s3)' },
@@ -194,8 +201,9 @@ function integer<S extends Setting>(env: Env, setting: S, min: number, max: numb
   return n;
 }
 
-function oneOf<V extends string>(env: Env, setting: Setting & { default: V; values: readonly V[] }): V {
-  const value = read(env, setting)!;
+function oneOf<V extends string, D extends V | null>(env: Env, setting: Setting & { default: D; values: readonly V[] }): V | D {
+  const value = read(env, setting);
+  if (value === null) return null as D;
   if (!(setting.values as readonly string[]).includes(value)) {
     throw new ConfigError(setting.name, `must be one of ${setting.values.join(', ')}, got "${value}"`);
   }
@@ -269,6 +277,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     publicUrl: url(env, S.COFFER_PUBLIC_URL) ?? `http://localhost:${port}`,
     dataDir: path.resolve(cwd, text(env, S.COFFER_DATA_DIR)),
     databaseUrl,
+    sqliteDriver: oneOf(env, S.COFFER_SQLITE_DRIVER),
     blobStore,
     s3,
     uploadProtocol: oneOf(env, S.COFFER_UPLOAD_PROTOCOL),

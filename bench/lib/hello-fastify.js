@@ -5,19 +5,19 @@
  *
  * With a SQLite file as argument it also serves a reference (not the target's baseline): the same two reads
  * written by hand, minimal — GET /ref/list and GET /ref/account look the Bearer key up by its SHA-256 and
- * read the same rows from Coffer's own database (read-only; prepared statements; JSON.stringify). It shows
+ * read the same rows from Coffer's own database (read-only; prepared statements on the driver Coffer uses here; JSON.stringify). It shows
  * what the work itself costs on this stack, so a gap to hello-world can be split into "the work" and "Coffer".
  */
 import { createHash } from 'node:crypto';
-import Database from 'better-sqlite3';
 import Fastify from 'fastify';
+import { openSqliteDatabase } from '../../dist/store/sqlite-driver.js';
 
 const app = Fastify({ logger: false });
 app.get('/', async () => ({ hello: 'world' }));
 
 const file = process.argv[2];
 if (file) {
-  const db = new Database(file, { readonly: true, fileMustExist: true });
+  const db = await openSqliteDatabase(file, { readonly: true });
   const keyByHash = db.prepare('select account_id, scopes, expires_at, revoked_at from api_keys where key_hash = ?');
   const list = db.prepare(
     `select id, status, created_at, expires_at, ciphertext_size_bytes, plaintext_size_bytes, client_version, hostapp_version
@@ -30,7 +30,7 @@ if (file) {
   const iso = (ms) => new Date(Number(ms)).toISOString();
   const authenticate = (request, reply) => {
     const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
-    const key = match && keyByHash.get(createHash('sha256').update(match[1]).digest('hex'));
+    const key = match && keyByHash.get([createHash('sha256').update(match[1]).digest('hex')]);
     if (!key || key.revoked_at !== null || (key.expires_at !== null && key.expires_at <= Date.now()) || !key.scopes.includes('backups:read')) {
       reply.code(401).send({ error: 'authentication_required' });
       return null;
@@ -41,7 +41,7 @@ if (file) {
     const accountId = authenticate(request, reply);
     if (accountId === null) return reply;
     return {
-      backups: list.all(accountId).map((r) => ({
+      backups: list.all([accountId]).map((r) => ({
         id: r.id,
         status: r.status,
         createdAt: iso(r.created_at),
@@ -56,8 +56,8 @@ if (file) {
   app.get('/ref/account', async (request, reply) => {
     const accountId = authenticate(request, reply);
     if (accountId === null) return reply;
-    const { plan } = account.get(accountId);
-    const v = vault.get(accountId);
+    const { plan } = account.get([accountId]);
+    const v = vault.get([accountId]);
     return {
       initialized: v !== undefined,
       backupInterval: INTERVAL[plan],

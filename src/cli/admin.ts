@@ -94,7 +94,7 @@ export function registerAdminCommands(program: Command): void {
       const target = path.resolve(file);
       if (fs.existsSync(target)) throw new CliError(`${target} already exists; choose a new file`);
       const { snapshotSqlite } = await import('../store/sqlite.js');
-      const { pages } = await snapshotSqlite(config.dataDir, target);
+      const { pages } = await snapshotSqlite(config.dataDir, target, config.sqliteDriver);
       const { size } = fs.statSync(target);
       emit(!!opts.json, { file: target, bytes: size, pages }, () => `snapshot written to ${target} (${size} bytes)`);
     });

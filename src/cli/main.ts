@@ -1,23 +1,12 @@
 #!/usr/bin/env node
-/** The one executable, `coffer` (README.md, docs/client.md). */
-import { Command } from 'commander';
-import { VERSION } from '../lib/version.js';
-import { registerAdminCommands } from './admin.js';
-import { registerCompletion } from './commands/completion.js';
-import { registerClientCommands } from './commands/index.js';
-import { registerVersion } from './commands/version.js';
-import { run } from './run.js';
-import { registerServeCommand } from './serve.js';
+/**
+ * The one executable, `coffer` (README.md, docs/client.md). The Node check comes first: every other module
+ * (./program.js and all it imports) loads only after it passed.
+ */
+import { SUPPORTED_NODE, nodeSupported } from './node-check.js';
 
-const program = new Command('coffer')
-  .description('Coffer: zero-knowledge encrypted backups')
-  .version(VERSION)
-  .exitOverride()
-  .showHelpAfterError();
-registerServeCommand(program);
-registerAdminCommands(program);
-registerClientCommands(program);
-registerVersion(program);
-registerCompletion(program); // last: it completes the commands registered before it
-
-await run(program);
+if (!nodeSupported(process.versions.node)) {
+  process.stderr.write('coffer: Node.js ' + process.versions.node + ' is not supported; use ' + SUPPORTED_NODE + '\n');
+  process.exit(1);
+}
+await import('./program.js');

@@ -8,7 +8,7 @@ export async function openStore(config: Config): Promise<Store> {
   const store =
     config.databaseUrl !== null
       ? (await import('./postgres.js')).openPostgresStore(config.databaseUrl)
-      : openSqliteStore(config.dataDir);
+      : await openSqliteStore(config.dataDir, config.sqliteDriver);
   try {
     await store.migrate();
   } catch (error) {

@@ -1,6 +1,7 @@
 /** docs/api-rules.md#scopes: the scope matrix for every operation, credentials, and cross-account isolation. */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Scope } from '../../src/domain/scopes.js';
+import { openSqliteDatabase } from '../../src/store/sqlite-driver.js';
 import { type ApiResponse, envelope, finalizeBody } from '../helpers/api.js';
 import { type Call, bytes, createSlot, readyBackup, upload, useServer } from '../helpers/fixture.js';
 
@@ -120,9 +121,8 @@ describe('credentials', () => {
 
   it('stores only a hash of each key', async () => {
     const issued = await fx.server.newKey({ accountId });
-    const database = (await import('better-sqlite3')).default;
-    const db = new database(`${fx.server.dataDir}/coffer.sqlite`, { readonly: true });
-    const rows = db.prepare('select * from api_keys').all();
+    const db = await openSqliteDatabase(`${fx.server.dataDir}/coffer.sqlite`, { readonly: true });
+    const rows = db.prepare('select * from api_keys').all([]);
     db.close();
     expect(JSON.stringify(rows)).not.toContain(issued.apiKey);
     expect(JSON.stringify(rows)).not.toContain(issued.apiKey.slice(4));

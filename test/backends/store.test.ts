@@ -8,6 +8,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { decideCreate, type BackupStatus } from '../../src/domain/backups.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
+import { SQLITE_DRIVERS, type SqliteDriverName, sqliteDrivers } from '../../src/store/sqlite-driver.js';
 import type { Account, Backup, Store, Vault } from '../../src/store/store.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -16,20 +17,31 @@ import { describeEngines, type Engine } from './engine.js';
 
 /** setUp opens the database for the suite and returns the main handle. */
 interface StoreEngine extends Engine<Store> {
+  /** What the Store calls its engine (Store.kind). */
+  kind: Store['kind'];
   /** Another handle on the same database, as a second node holds it. */
   peer(): Promise<Store>;
 }
 
-function sqliteEngine(): StoreEngine {
+/**
+ * Every SQLite driver this runtime has runs the suite (node:sqlite from Node 22.16, better-sqlite3 where it is
+ * installed and safe: src/store/sqlite-driver.ts); one that is not is listed as skipped, with the reason.
+ */
+const drivers = await sqliteDrivers();
+
+function sqliteEngine(driver: SqliteDriverName): StoreEngine {
   let store: Store;
+  const missing = drivers.unavailable.get(driver);
   return {
-    name: 'sqlite',
+    name: `sqlite (${driver === 'node' ? 'node:sqlite' : driver}${missing === undefined ? '' : `, skipped: ${missing}`})`,
+    kind: 'sqlite',
+    skip: missing !== undefined,
     async setUp() {
-      store = openSqliteStore(tempDir('coffer-store-'));
+      store = await openSqliteStore(tempDir('coffer-store-'), driver);
       await store.migrate();
       return store;
     },
-    // better-sqlite3 is synchronous: a second connection in the same process would block the event loop
+    // Both drivers are synchronous: a second connection in the same process would block the event loop
     // on the file lock, and SQLite serves one node anyway. The peer is the same handle.
     async peer() {
       return store;
@@ -45,6 +57,7 @@ function postgresEngine(): StoreEngine {
   const opened: Store[] = [];
   return {
     name: 'postgres',
+    kind: 'postgres',
     skip: skipPg,
     async setUp() {
       requirePg();
@@ -85,7 +98,7 @@ function backup(accountId: string, overrides: Partial<Backup> = {}): Backup {
   return { ...newSlot(id, accountId, T0, T0 + HOUR), ...overrides };
 }
 
-describeEngines('Store backend', [sqliteEngine(), postgresEngine()], (engine, backend) => {
+describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresEngine()], (engine, backend) => {
   let store: Store;
   beforeAll(() => {
     store = backend();
@@ -108,7 +121,7 @@ describeEngines('Store backend', [sqliteEngine(), postgresEngine()], (engine, ba
   it('migrates idempotently and answers ping', async () => {
     await store.migrate();
     await store.ping();
-    expect(store.kind).toBe(engine.name);
+    expect(store.kind).toBe(engine.kind);
   });
 
   it('accounts: create, read, list, set plan; times come back as numbers', async () => {

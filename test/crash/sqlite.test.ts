@@ -4,9 +4,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { SQLITE_FILE, openSqliteStore } from '../../src/store/sqlite.js';
+import { openSqliteDatabase } from '../../src/store/sqlite-driver.js';
 import { tempDir } from '../helpers/tmp.js';
 import { type Backend, CrashLoop, type Row, assertBuilt, issueProKeys } from './harness.js';
 
@@ -20,11 +20,10 @@ function files(root: string): string[] {
 }
 
 function sqliteBackend(dataDir: string): Backend {
-  const open = () => new Database(path.join(dataDir, SQLITE_FILE), { readonly: true, fileMustExist: true });
-  const query = <T>(sql: string): T[] => {
-    const db = open();
+  const query = async <T>(sql: string): Promise<T[]> => {
+    const db = await openSqliteDatabase(path.join(dataDir, SQLITE_FILE), { readonly: true });
     try {
-      return db.prepare(sql).all() as T[];
+      return db.prepare(sql).all([]) as T[];
     } finally {
       db.close();
     }
@@ -33,7 +32,7 @@ function sqliteBackend(dataDir: string): Backend {
     name: 'sqlite+fs',
     env: { COFFER_DATA_DIR: dataDir },
     async rows() {
-      return query<any>('select id, account_id, status, expires_at, blob_key, ciphertext_size_bytes from backups').map(
+      return (await query<any>('select id, account_id, status, expires_at, blob_key, ciphertext_size_bytes from backups')).map(
         (r): Row => ({
           id: r.id,
           accountId: r.account_id,
@@ -45,7 +44,7 @@ function sqliteBackend(dataDir: string): Backend {
       );
     },
     async vaults() {
-      return new Map(query<any>('select account_id, wrapped_master_key from vaults').map((r) => [r.account_id, r.wrapped_master_key]));
+      return new Map((await query<any>('select account_id, wrapped_master_key from vaults')).map((r) => [r.account_id, r.wrapped_master_key]));
     },
     async blobs() {
       const root = path.join(dataDir, 'blobs');
@@ -65,13 +64,13 @@ function sqliteBackend(dataDir: string): Backend {
     },
     async integrity() {
       const problems: string[] = [];
-      const checks = query<{ integrity_check: string }>('pragma integrity_check');
+      const checks = await query<{ integrity_check: string }>('pragma integrity_check');
       if (checks.map((c) => c.integrity_check).join() !== 'ok') problems.push(`integrity_check: ${JSON.stringify(checks)}`);
-      const foreign = query<unknown>('pragma foreign_key_check');
+      const foreign = await query<unknown>('pragma foreign_key_check');
       if (foreign.length > 0) problems.push(`foreign_key_check: ${JSON.stringify(foreign)}`);
       return problems;
     },
-    createKeys: (n) => issueProKeys(openSqliteStore(dataDir), n),
+    createKeys: async (n) => issueProKeys(await openSqliteStore(dataDir), n),
   };
 }
 

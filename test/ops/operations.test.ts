@@ -5,8 +5,8 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
+import { openSqliteDatabase } from '../../src/store/sqlite-driver.js';
 import { envelope } from '../helpers/api.js';
 import { bytes, createSlot, readyBackup, upload, useServer } from '../helpers/fixture.js';
 import { startTestServer } from '../helpers/server.js';
@@ -229,10 +229,10 @@ describe('coffer admin snapshot', () => {
     });
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toMatchObject({ file: target, bytes: fs.statSync(target).size });
-    const copy = new BetterSqlite3(target, { readonly: true });
+    const copy = await openSqliteDatabase(target, { readonly: true });
     try {
-      expect(copy.pragma('integrity_check', { simple: true })).toBe('ok');
-      const row = copy.prepare('select status from backups where account_id = ?').get(accountId) as { status: string };
+      expect(copy.prepare('pragma integrity_check').all([])).toEqual([{ integrity_check: 'ok' }]);
+      const row = copy.prepare('select status from backups where account_id = ?').get([accountId]) as { status: string };
       expect(row.status).toBe('READY');
     } finally {
       copy.close();

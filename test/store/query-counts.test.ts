@@ -1,10 +1,13 @@
 /** The statement counters a benchmark (P4: database reads per second) and /metrics read from the Store. */
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import { tempDir } from '../helpers/tmp.js';
 
 describe('Store.queryCounts', () => {
-  const store = openSqliteStore(tempDir('coffer-counts-'));
+  let store: Awaited<ReturnType<typeof openSqliteStore>>;
+  beforeAll(async () => {
+    store = await openSqliteStore(tempDir('coffer-counts-'));
+  });
   afterAll(() => store.close());
 
   it('counts reads and writes separately, and returns a snapshot', async () => {

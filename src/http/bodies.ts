@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.js';
 
-/** CONTRACT §1: JSON bodies over 256 KiB are a 400 validation_failed (the JSON routes and the blob host). */
+/** docs/api-rules.md#statuses: JSON bodies over 256 KiB are a 400 validation_failed (the JSON routes and the blob host). */
 export const JSON_BODY_LIMIT = 256 * 1024;
 
 /** The answer to a JSON body over JSON_BODY_LIMIT, however it was read. */

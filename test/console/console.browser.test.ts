@@ -245,7 +245,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     await page.getByRole('link', { name: 'Check this browser' }).click();
     const summary = page.getByTestId('selftest-summary');
     await summary.waitFor({ timeout: 20_000 });
-    expect(await summary.innerText()).toMatch(/^All 9 checks passed/);
+    expect(await summary.innerText()).toMatch(/^All 11 checks passed/);
     await shot('self-test');
   });
 

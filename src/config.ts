@@ -208,6 +208,8 @@ export interface ClientConfig {
   kdf: KdfProfile;
   /** COFFER_MAX_ARCHIVE_BYTES: the ciphertext limit the client enforces; null: the client's default. */
   maxArchiveBytes: number | null;
+  /** COFFER_RECIPIENT: `coffer backup` seals to this recipient (no passphrase); the command parses it. null when unset. */
+  recipient: string | null;
 }
 
 export function loadClientConfig(env: Env = process.env): ClientConfig {
@@ -219,5 +221,6 @@ export function loadClientConfig(env: Env = process.env): ClientConfig {
     newPassphrase: env.COFFER_NEW_PASSPHRASE || null,
     kdf: oneOf(env, 'COFFER_KDF', KDF_PROFILE_NAMES, DEFAULT_KDF_PROFILE),
     maxArchiveBytes: integer(env, 'COFFER_MAX_ARCHIVE_BYTES', null, 1, Number.MAX_SAFE_INTEGER),
+    recipient: read(env, 'COFFER_RECIPIENT') ?? null,
   };
 }

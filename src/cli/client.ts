@@ -1,5 +1,5 @@
 /**
- * The zero-knowledge client commands (docs/client.md): init, backup, list, show, restore, delete, watch,
+ * The zero-knowledge client commands (docs/client.md): init, recipient, backup, list, show, restore, delete, watch,
  * passphrase, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
  * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
@@ -8,11 +8,11 @@
 import fsp from 'node:fs/promises';
 import type { Command } from 'commander';
 import { runBackup, type BackupEvent } from '../client/backup.js';
-import { openMetadata, unwrapDek, wipe, KDF_PROFILES, type BackupMetadata } from '../client/envelope.js';
+import { deriveRecipient, openMetadata, unwrapDek, wipe, KDF_PROFILES, type BackupMetadata } from '../client/envelope.js';
 import { fsReason } from '../client/fs-errors.js';
 import { checkTarget, runRestore } from '../client/restore.js';
 import type { BackupDetailBody, BackupRecordBody, CofferClient } from '../client/sdk.js';
-import { changePassphrase, initVault, unlockVault } from '../client/vault.js';
+import { changePassphrase, initVault, requireSealableVault, unlockVault } from '../client/vault.js';
 import { watchBackup } from '../client/watch.js';
 import { type ClientConfig, loadClientConfig } from '../config.js';
 import {
@@ -25,6 +25,7 @@ import {
   progressBar,
   readNewPassphrase,
   readPassphrase,
+  recipientFor,
   toCliError,
 } from './client-io.js';
 import { CliError, EXIT, usageError, writeHuman } from './output.js';
@@ -134,14 +135,21 @@ export function registerClientCommands(program: Command): void {
     .option(...passphraseFile)
     .option('--name <name>', 'name kept in the encrypted metadata (default: the base name of <path>)')
     .option('--hostapp-version <version>', 'version of the application whose data this is (stored in clear)')
-    .option('--json', 'print the READY backup (BackupDetail) as JSON')
+    .option(
+      '--recipient <recipient>',
+      'seal the backup to this recipient (`coffer recipient` prints it; else COFFER_RECIPIENT): no passphrase needed, and this host cannot restore it',
+    )
+    .option('--json', 'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to a recipient)')
     .action(
-      action(async ({ signal, config }, source: string, options: PassphraseOptions & { name?: string; hostappVersion?: string }) => {
+      action(async ({ signal, config }, source: string, options: PassphraseOptions & { name?: string; hostappVersion?: string; recipient?: string }) => {
+        const recipient = recipientFor(options.recipient, config);
         await fsp.lstat(source).catch((error: unknown) => {
           throw usageError(`cannot back up ${source}: ${fsReason(error)}`);
         });
         const client = clientFor(config);
-        const { masterKey } = await unlock(client, config, options, signal);
+        let masterKey: Buffer | undefined;
+        if (recipient) await requireSealableVault(client, signal);
+        else ({ masterKey } = await unlock(client, config, options, signal));
         const bar = progressBar('encrypting + uploading', !!options.json);
         const onEvent = (event: BackupEvent) => {
           if (event.type === 'progress') bar.update(event.plaintextBytes, event.estimatedPlaintextBytes);
@@ -154,7 +162,7 @@ export function registerClientCommands(program: Command): void {
         try {
           const { detail, metadata } = await runBackup({
             client,
-            masterKey,
+            ...(recipient ? { recipient } : { masterKey }),
             source,
             name: options.name,
             hostappVersion: options.hostappVersion,
@@ -163,13 +171,34 @@ export function registerClientCommands(program: Command): void {
             onEvent,
           });
           bar.stop();
-          if (options.json) return printJson(detail);
+          if (options.json) return printJson(recipient ? { ...detail, recipientFingerprint: recipient.fingerprint } : detail);
           print(
             `backup ${detail.id} ${detail.status}: ${metadata.fileCount} files, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
               `${bytes(detail.ciphertextSizeBytes)} encrypted; kept until ${localTime(detail.expiresAt)}`,
           );
+          if (recipient) print(`sealed to recipient ${recipient.fingerprint}`);
         } finally {
           bar.stop();
+          wipe(masterKey);
+        }
+      }),
+    );
+
+  program
+    .command('recipient')
+    .description('print the vault\'s recipient (and its fingerprint): a backup host given it can back up without the passphrase, never restore')
+    .option(...passphraseFile)
+    .option('--json', 'print {"recipient": ..., "fingerprint": ...}')
+    .action(
+      action(async ({ signal, config }, options: PassphraseOptions) => {
+        const { masterKey } = await unlock(clientFor(config), config, options, signal);
+        try {
+          const recipient = deriveRecipient(masterKey);
+          if (options.json) return printJson({ recipient: recipient.text, fingerprint: recipient.fingerprint });
+          // The string alone on stdout, so COFFER_RECIPIENT=$(coffer recipient) works; the fingerprint beside it.
+          print(recipient.text);
+          note(`fingerprint ${recipient.fingerprint}`);
+        } finally {
           wipe(masterKey);
         }
       }),

@@ -57,7 +57,15 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
       }),
     );
     expect(manifest).toMatchObject({ name: 'coffer-cli', bin: { coffer: 'dist/cli/client-main.js' } });
-    expect(Object.keys(manifest.dependencies).sort()).toEqual(['cli-progress', 'commander', 'eventsource-parser', 'sodium-native', 'tar']);
+    expect(Object.keys(manifest.dependencies).sort()).toEqual([
+      '@noble/post-quantum',
+      '@scure/base',
+      'cli-progress',
+      'commander',
+      'eventsource-parser',
+      'sodium-native',
+      'tar',
+    ]);
   });
 
   it('is what the public CLI guidance (docs and MCP) tells people to install', async () => {

@@ -68,6 +68,20 @@ describe('console envelope v1 (libsodium WebAssembly)', () => {
     expect(web.openMetadata(dek, backupId, native.sealMetadata(dek, backupId, metadata))).toEqual(metadata);
   });
 
+  it('unseals a data key the CLI sealed to the vault recipient (the console restore needs no other path), and the reverse', async () => {
+    const masterKey = native.newKey();
+    const backupId = '01a20000-0000-7000-8000-0000000000ee';
+    const recipient = web.deriveRecipient(masterKey);
+    expect(native.deriveRecipient(masterKey)).toEqual({ ...recipient, publicKey: expect.anything() });
+    expect(Buffer.from(native.deriveRecipient(masterKey).publicKey).equals(recipient.publicKey)).toBe(true);
+    const dek = native.newKey();
+    const sealedByCli = native.sealDek(native.parseRecipient(recipient.text), backupId, dek);
+    expect(Buffer.from(web.unwrapDek(masterKey, backupId, sealedByCli)).equals(dek)).toBe(true);
+    const sealedByPage = web.sealDek(web.parseRecipient(recipient.text), backupId, dek);
+    expect(native.unwrapDek(masterKey, backupId, sealedByPage).equals(dek)).toBe(true);
+    expect(() => web.unwrapDek(native.newKey(), backupId, sealedByCli)).toThrow(/sealed to another recipient/);
+  });
+
   it('decrypts the CLI secretstream at every chunk boundary, fed in network-sized pieces; the CLI reads its own', async () => {
     const key = native.newKey();
     for (const size of [0, 1, native.CHUNK_BYTES - 1, native.CHUNK_BYTES, native.CHUNK_BYTES + 1, 3 * native.CHUNK_BYTES + 777]) {

@@ -362,6 +362,13 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
         `the recipient holds ${publicKey.length} bytes, not an X-Wing public key (${RECIPIENT.publicKeyBytes} bytes)`,
       );
     }
+    // ML-KEM's encapsulation-key check (FIPS 203 §7.2) now, not after the upload when the DEK is sealed.
+    try {
+      const trial = xwing.encapsulate(publicKey, new Uint8Array(XWING_ESEED_BYTES));
+      p.wipe(trial.sharedSecret);
+    } catch {
+      throw new RecipientFormatError('the recipient is not a valid X-Wing public key (its ML-KEM part fails the modulus check)');
+    }
     return recipientOf(publicKey);
   }
 

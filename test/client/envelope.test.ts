@@ -10,6 +10,7 @@ import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import zlib from 'node:zlib';
 import { ml_kem768_x25519 } from '@noble/post-quantum/hybrid.js';
+import { bech32m } from '@scure/base';
 import sodium from 'sodium-native';
 import { describe, expect, it } from 'vitest';
 import {
@@ -221,6 +222,9 @@ describe('recipients and sealed data keys', () => {
     expect(() => parseRecipient('')).toThrow(/must start with "coffer1"/);
     const short = 'coffer1' + text.slice(7, 107);
     expect(() => parseRecipient(short)).toThrow(RecipientFormatError);
+    // A well-formed string of 1,216 bytes that is no ML-KEM key (coefficients ≥ q): refused before any upload.
+    const notAKey = bech32m.encode('coffer', bech32m.toWords(new Uint8Array(RECIPIENT.publicKeyBytes).fill(0xff)), false);
+    expect(() => parseRecipient(notAKey)).toThrow(/not a valid X-Wing public key/);
   });
 
   it('states the sizes the format documents', () => {

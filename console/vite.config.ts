@@ -17,7 +17,8 @@ export default defineConfig({
     outDir: path.resolve(here, '../dist/console-ui'),
     emptyOutDir: true,
     target: 'es2022',
-    // libsodium (WebAssembly inside) is one ~0.5 MB chunk, loaded only by the restore worker and the self-test.
+    // libsodium (WebAssembly inside) plus X-Wing (recipients) is one ~0.6 MB chunk, loaded only by the restore worker
+    // and the self-test.
     chunkSizeWarningLimit: 1024,
     reportCompressedSize: false,
   },

@@ -164,6 +164,7 @@ export const CLIENT_SETTINGS = settings({
   COFFER_BLOB_API_URL: { default: null, about: 'blob host of a blobhost-client server (unset: <COFFER_URL>/blob)' },
   COFFER_PASSPHRASE: { default: null, about: 'the vault passphrase, exactly (else --passphrase-file, else a prompt)' },
   COFFER_NEW_PASSPHRASE: { default: null, about: 'the new passphrase of `coffer passphrase` (else --new-passphrase-file, else a prompt)' },
+  COFFER_RECIPIENT: { default: null, about: 'recipient `coffer backup` seals to (`coffer recipient` prints it): no passphrase needed' },
   COFFER_KDF: { default: DEFAULT_KDF_PROFILE, values: KDF_PROFILE_NAMES, about: 'Argon2id cost of a new wrapping (init, passphrase); min is for tests' },
   COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "ciphertext limit the client enforces (unset: the server's default, 52428800)" },
 });
@@ -322,6 +323,8 @@ export interface ClientConfig {
   kdf: KdfProfile;
   /** COFFER_MAX_ARCHIVE_BYTES: the ciphertext limit the client enforces; null: the client's default. */
   maxArchiveBytes: number | null;
+  /** COFFER_RECIPIENT: `coffer backup` seals to this recipient (no passphrase); the command parses it. null when unset. */
+  recipient: string | null;
 }
 
 export function loadClientConfig(env: Env = process.env): ClientConfig {
@@ -334,5 +337,6 @@ export function loadClientConfig(env: Env = process.env): ClientConfig {
     newPassphrase: exact(env, S.COFFER_NEW_PASSPHRASE),
     kdf: oneOf(env, S.COFFER_KDF),
     maxArchiveBytes: integer(env, S.COFFER_MAX_ARCHIVE_BYTES, 1, Number.MAX_SAFE_INTEGER),
+    recipient: text(env, S.COFFER_RECIPIENT),
   };
 }

@@ -189,9 +189,10 @@ describe('loadClientConfig', () => {
       newPassphrase: null,
       kdf: 'moderate',
       maxArchiveBytes: null,
+      recipient: null,
     };
     expect(loadClientConfig({})).toEqual(expected);
-    const blank = { COFFER_URL: ' ', COFFER_API_KEY: '', COFFER_BLOB_API_URL: '  ', COFFER_KDF: '', COFFER_MAX_ARCHIVE_BYTES: '' };
+    const blank = { COFFER_URL: ' ', COFFER_API_KEY: '', COFFER_BLOB_API_URL: '  ', COFFER_KDF: '', COFFER_MAX_ARCHIVE_BYTES: '', COFFER_RECIPIENT: ' ' };
     expect(loadClientConfig({ ...blank, COFFER_PASSPHRASE: '', COFFER_NEW_PASSPHRASE: '' })).toEqual(expected);
   });
 
@@ -205,6 +206,7 @@ describe('loadClientConfig', () => {
         COFFER_NEW_PASSPHRASE: 'battery staple\n',
         COFFER_KDF: 'min',
         COFFER_MAX_ARCHIVE_BYTES: '1048576',
+        COFFER_RECIPIENT: ' coffer1abc\n',
       }),
     ).toEqual({
       url: 'https://backups.example.org/coffer',
@@ -214,6 +216,7 @@ describe('loadClientConfig', () => {
       newPassphrase: 'battery staple\n',
       kdf: 'min',
       maxArchiveBytes: 1_048_576,
+      recipient: 'coffer1abc',
     });
   });
 

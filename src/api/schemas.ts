@@ -37,7 +37,7 @@ export const BackupAccountEnvelope = Type.Object(
   {
     cryptoVersion: CryptoVersion,
     kdf: Type.Ref(BackupKdf),
-    wrappedMasterKey: Base64(1024, 'Master key wrapped by the client, base64 (16–1024 bytes).'),
+    wrappedMasterKey: Base64(4096, 'Master key wrapped by the client, base64 (16–4096 bytes).'),
     wrappedMasterKeyNonce: Base64(64, 'Nonce of the master key wrapping, base64 (8–64 bytes).'),
   },
   { $id: 'BackupAccountEnvelope', additionalProperties: false },
@@ -110,7 +110,7 @@ export const BackupList = Type.Object(
 export const BackupFinalizeRequest = Type.Object(
   {
     cryptoVersion: CryptoVersion,
-    wrappedDek: Base64(1024, 'Data key wrapped with the master key, base64 (16–1024 bytes).'),
+    wrappedDek: Base64(4096, 'Data key wrapped with the master key (48 bytes) or sealed to a recipient (1180 bytes), base64 (16–4096 bytes).'),
     wrappedDekNonce: Base64(64, 'Nonce of the data key wrapping, base64 (8–64 bytes).'),
     encryptedMetadata: Base64(65_536, 'Metadata sealed with the data key, base64 (1 byte–64 KiB).'),
     encryptedMetadataNonce: Base64(64, 'Nonce of the metadata sealing, base64 (8–64 bytes).'),

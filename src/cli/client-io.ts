@@ -5,7 +5,15 @@
  */
 import fsp from 'node:fs/promises';
 import cliProgress from 'cli-progress';
-import { IntegrityError, isKdfProfile, KDF_PROFILES, type KdfProfile } from '../client/envelope.js';
+import {
+  IntegrityError,
+  isKdfProfile,
+  KDF_PROFILES,
+  type KdfProfile,
+  parseRecipient,
+  type Recipient,
+  RecipientFormatError,
+} from '../client/envelope.js';
 import { KDF_PROFILE_NAMES } from '../client/envelope-format.js';
 import { fsReason } from '../client/fs-errors.js';
 import { CLIENT_VERSION } from '../client/backup.js';
@@ -140,6 +148,18 @@ const canPrompt = () => !!process.stdin.isTTY && typeof process.stdin.setRawMode
 function nonEmpty(value: string, source: string): string {
   if (value.length === 0) throw usageError(`the passphrase from ${source} is empty`);
   return value;
+}
+
+/** The recipient `coffer backup` seals to: --recipient, else COFFER_RECIPIENT; null for none (the passphrase then). */
+export function recipientFor(option: string | undefined, config: ClientConfig): Recipient | null {
+  const [text, source] = option !== undefined ? [option, '--recipient'] : [config.recipient, 'COFFER_RECIPIENT'];
+  if (text === null) return null;
+  try {
+    return parseRecipient(text);
+  } catch (error) {
+    if (error instanceof RecipientFormatError) throw usageError(`${source}: ${error.message}`);
+    throw error;
+  }
 }
 
 /** The vault passphrase: --passphrase-file, else COFFER_PASSPHRASE, else a prompt (asked twice when `confirm`). */
@@ -390,6 +410,7 @@ export function apiErrorMessage(error: CofferApiError): string {
 export function toCliError(error: unknown, json: boolean): CliError {
   if (error instanceof CliError) return error;
   if (error instanceof ConfigError) return usageError(`invalid configuration: ${error.message}`);
+  if (error instanceof RecipientFormatError) return usageError(`invalid recipient: ${error.message}`);
   if (error instanceof IntegrityError) {
     return new CliError(`integrity check failed: ${error.message}; nothing was written`, EXIT.integrity);
   }

@@ -20,10 +20,12 @@ import {
   EncryptStream,
   ciphertextSize,
   newKey,
+  sealDek,
   sealMetadata,
   wipe,
   wrapDek,
   type BackupMetadata,
+  type Recipient,
 } from './envelope.js';
 import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
 import { VERSION } from '../lib/version.js';
@@ -60,7 +62,9 @@ export type BackupEvent =
 
 export interface BackupOptions {
   client: CofferClient;
-  masterKey: Buffer;
+  /** The DEK is wrapped with the master key, or sealed to a recipient (docs/crypto.md §2b): exactly one of them. */
+  masterKey?: Buffer;
+  recipient?: Recipient;
   source: string;
   /** Name kept in the sealed metadata (default: the source's base name). */
   name?: string;
@@ -158,7 +162,9 @@ async function acquireSlot(client: CofferClient, signal: AbortSignal | undefined
 }
 
 export async function runBackup(options: BackupOptions): Promise<BackupResult> {
-  const { client, masterKey, signal } = options;
+  const { client, masterKey, recipient, signal } = options;
+  if (!masterKey === !recipient) throw new Error('runBackup needs either a master key or a recipient');
+  const wrapKey = (backupId: string, dek: Buffer) => (recipient ? sealDek(recipient, backupId, dek) : wrapDek(masterKey!, backupId, dek));
   const emit = options.onEvent ?? (() => undefined);
   const limit = options.maxArchiveBytes ?? DEFAULT_MAX_ARCHIVE_BYTES;
   const gzipLevel = options.gzipLevel ?? zlib.constants.Z_DEFAULT_COMPRESSION;
@@ -244,7 +250,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     };
     const body = {
       cryptoVersion: CRYPTO_VERSION,
-      ...wrapDek(masterKey, slot.backupId, dek),
+      ...wrapKey(slot.backupId, dek),
       ...sealMetadata(dek, slot.backupId, metadata),
       ciphertextSizeBytes: cipher.bytes,
       plaintextSizeBytes: plain.bytes,

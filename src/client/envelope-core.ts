@@ -9,12 +9,19 @@
  *   metadata    = JSON, XChaCha20-Poly1305-IETF(DEK, nonce, AD "coffer/v1/metadata/<id>")
  *   archive     = secretstream XChaCha20-Poly1305(DEK): 24 B header, then 64 KiB plaintext chunks, each
  *                 + 17 B; every chunk TAG_MESSAGE except the last, TAG_FINAL (truncation is detected)
+ *   recipient   = X-Wing key pair from seed crypto_kdf_derive_from_key(32, 1, "cofferxw", master key);
+ *                 a DEK sealed to it: "cxw1" ‖ fingerprint 8 B ‖ X-Wing ct 1120 B ‖ XChaCha20-Poly1305(ss, nonce,
+ *                 AD "coffer/v1/sealed-dek/<id>/<fingerprint>") 48 B
  *
- * Binary values travel as standard padded base64.
+ * Binary values travel as standard padded base64. X-Wing (@noble/post-quantum) and Bech32m (@scure/base) are
+ * pure JavaScript, the same code on both providers.
  */
+import { ml_kem768_x25519 as xwing } from '@noble/post-quantum/hybrid.js';
+import { bech32m } from '@scure/base';
 import type { BackupAccountEnvelopeBody } from '../api/schemas.js';
 import {
   AD,
+  RECIPIENT,
   type BackupMetadata,
   CHUNK_BYTES,
   CRYPTO_VERSION,
@@ -26,7 +33,7 @@ import {
   requireRequestedBackup,
 } from './envelope-format.js';
 
-export { AD, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, requireRequestedBackup };
+export { AD, RECIPIENT, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, requireRequestedBackup };
 
 export const KEY_BYTES = 32;
 export const SALT_BYTES = 16; // crypto_pwhash_SALTBYTES
@@ -39,6 +46,26 @@ export const TAG_FINAL = 3; // crypto_secretstream_xchacha20poly1305_TAG_FINAL
 const FRAME_BYTES = CHUNK_BYTES + STREAM_ABYTES;
 
 export const WRONG_PASSPHRASE = 'wrong passphrase (or the vault material was altered)';
+
+/** wrappedDek sizes: the master-key-wrapped form, and the form sealed to a recipient (docs/crypto.md §2). */
+export const WRAPPED_DEK_BYTES = KEY_BYTES + AEAD_ABYTES; // 48
+export const SEALED_DEK_BYTES = RECIPIENT.magic.length + RECIPIENT.fingerprintBytes + RECIPIENT.ciphertextBytes + WRAPPED_DEK_BYTES; // 1180
+/** The X-Wing encapsulation randomness (ML-KEM coins ‖ X25519 ephemeral secret). */
+export const XWING_ESEED_BYTES = 64;
+
+/** A recipient string that is not one (typo, truncation, another format): the user's input, not the server's. */
+export class RecipientFormatError extends Error {
+  override readonly name = 'RecipientFormatError';
+}
+
+/** A public recipient: what a backup host needs to seal a backup's DEK. */
+export interface Recipient {
+  publicKey: Uint8Array;
+  /** "xxxx-xxxx-xxxx-xxxx": the first 8 bytes of SHA-256(publicKey), lowercase hex. */
+  fingerprint: string;
+  /** Bech32m, HRP "coffer". */
+  text: string;
+}
 
 /**
  * The libsodium functions the envelope is made of, in libsodium's own shape: outputs are written into buffers the
@@ -73,6 +100,10 @@ export interface Primitives<B extends Uint8Array = Uint8Array> {
   toBase64(bytes: Uint8Array): string;
   /** The bytes of canonical padded base64 (already checked by the caller). */
   fromBase64(value: string): B;
+  /** crypto_kdf_derive_from_key (BLAKE2b): `into` is the subkey (16–64 bytes); `context` is 8 ASCII characters. */
+  kdfDerive(into: B, subkeyId: number, context: string, key: Uint8Array): void;
+  /** crypto_hash_sha256: `into` is 32 bytes. */
+  sha256(into: B, message: Uint8Array): void;
 }
 
 /** A provider's secretstream state, opaque to the envelope. */
@@ -270,7 +301,144 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     return { wrappedDek: p.toBase64(box.ciphertext), wrappedDekNonce: p.toBase64(box.nonce) };
   }
 
-  /** The backup's DEK, in a secure buffer. */
+  function fingerprintText(raw: Uint8Array): string {
+    const hex = Array.from(raw, (byte) => byte.toString(16).padStart(2, '0')).join('');
+    return hex.match(/.{4}/g)!.join('-');
+  }
+
+  /** The first 8 bytes of SHA-256(public key). */
+  function fingerprintBytes(publicKey: Uint8Array): Uint8Array {
+    const digest = p.alloc(32);
+    p.sha256(digest, publicKey);
+    return digest.slice(0, RECIPIENT.fingerprintBytes);
+  }
+
+  function recipientOf(publicKey: Uint8Array): Recipient {
+    return {
+      publicKey,
+      fingerprint: fingerprintText(fingerprintBytes(publicKey)),
+      text: bech32m.encode(RECIPIENT.hrp, bech32m.toWords(publicKey), false),
+    };
+  }
+
+  /** The X-Wing seed of the vault's recipient, in a secure buffer: crypto_kdf_derive_from_key(32, 1, "cofferxw", master key). */
+  function recipientSeed(masterKey: Uint8Array): B {
+    if (masterKey.length !== KEY_BYTES) throw new Error(`the master key must be ${KEY_BYTES} bytes`);
+    const seed = p.secureAlloc(KEY_BYTES);
+    p.kdfDerive(seed, RECIPIENT.kdfSubkeyId, RECIPIENT.kdfContext, masterKey);
+    return seed;
+  }
+
+  /** The vault's recipient (public): X-Wing KeyGen from the seed derived from the master key. */
+  function deriveRecipient(masterKey: Uint8Array): Recipient {
+    const seed = recipientSeed(masterKey);
+    try {
+      return recipientOf(xwing.getPublicKey(seed));
+    } finally {
+      p.wipe(seed);
+    }
+  }
+
+  /** A recipient string as the user gave it; RecipientFormatError (a clear reason) for anything else. */
+  function parseRecipient(input: string): Recipient {
+    const text = input.trim();
+    const prefix = `${RECIPIENT.hrp}1`;
+    if (!text.toLowerCase().startsWith(prefix)) {
+      throw new RecipientFormatError(`not a Coffer recipient: it must start with "${prefix}" (\`coffer recipient\` prints it)`);
+    }
+    let publicKey: Uint8Array;
+    try {
+      const { prefix: hrp, words } = bech32m.decode(text as `${string}1${string}`, false);
+      if (hrp !== RECIPIENT.hrp) throw new Error('prefix');
+      publicKey = bech32m.fromWords(words);
+    } catch {
+      throw new RecipientFormatError(
+        'the recipient string is damaged: its Bech32m checksum does not match (a character mistyped, missing or added); ' +
+          'copy it again from `coffer recipient`',
+      );
+    }
+    if (publicKey.length !== RECIPIENT.publicKeyBytes) {
+      throw new RecipientFormatError(
+        `the recipient holds ${publicKey.length} bytes, not an X-Wing public key (${RECIPIENT.publicKeyBytes} bytes)`,
+      );
+    }
+    // ML-KEM's encapsulation-key check (FIPS 203 §7.2) now, not after the upload when the DEK is sealed.
+    try {
+      const trial = xwing.encapsulate(publicKey, new Uint8Array(XWING_ESEED_BYTES));
+      p.wipe(trial.sharedSecret);
+    } catch {
+      throw new RecipientFormatError('the recipient is not a valid X-Wing public key (its ML-KEM part fails the modulus check)');
+    }
+    return recipientOf(publicKey);
+  }
+
+  /**
+   * Seals a backup's DEK to a recipient (no master key needed): wrappedDek = "cxw1" ‖ fingerprint ‖ X-Wing ct ‖
+   * XChaCha20-Poly1305(ss, nonce, AD "coffer/v1/sealed-dek/<id>/<fingerprint>", DEK). `eseed` fixes the
+   * encapsulation (test vectors only).
+   */
+  function sealDek(recipient: Recipient, backupId: string, dek: Uint8Array, nonce?: Uint8Array, eseed?: Uint8Array): WrappedDek {
+    if (recipient.publicKey.length !== RECIPIENT.publicKeyBytes) throw new RecipientFormatError('not an X-Wing public key');
+    const fingerprint = fingerprintBytes(recipient.publicKey);
+    const coins = eseed ?? randomBytes(XWING_ESEED_BYTES);
+    if (coins.length !== XWING_ESEED_BYTES) throw new Error(`eseed must be ${XWING_ESEED_BYTES} bytes`);
+    let encapsulated: { cipherText: Uint8Array; sharedSecret: Uint8Array };
+    try {
+      encapsulated = xwing.encapsulate(recipient.publicKey, coins);
+    } catch {
+      throw new RecipientFormatError('the recipient is not a valid X-Wing public key');
+    } finally {
+      if (!eseed) p.wipe(coins);
+    }
+    const { cipherText, sharedSecret } = encapsulated;
+    try {
+      const box = seal(sharedSecret, dek, AD.sealedDek(backupId, fingerprintText(fingerprint)), nonce);
+      const sealed = p.alloc(SEALED_DEK_BYTES);
+      sealed.set(utf8.encode(RECIPIENT.magic), 0);
+      sealed.set(fingerprint, RECIPIENT.magic.length);
+      sealed.set(cipherText, RECIPIENT.magic.length + RECIPIENT.fingerprintBytes);
+      sealed.set(box.ciphertext, SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
+      return { wrappedDek: p.toBase64(sealed), wrappedDekNonce: p.toBase64(box.nonce) };
+    } finally {
+      p.wipe(sharedSecret);
+    }
+  }
+
+  const isSealedDek = (wrapped: Uint8Array) =>
+    wrapped.length === SEALED_DEK_BYTES && RECIPIENT.magic.split('').every((c, i) => wrapped[i] === c.charCodeAt(0));
+
+  function unsealDek(masterKey: Uint8Array, backupId: string, sealed: Uint8Array, nonce: Uint8Array, what: string): B {
+    const at = RECIPIENT.magic.length;
+    const embedded = sealed.subarray(at, at + RECIPIENT.fingerprintBytes);
+    const ciphertext = sealed.subarray(at + RECIPIENT.fingerprintBytes, SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
+    const seed = recipientSeed(masterKey);
+    try {
+      const own = fingerprintBytes(xwing.getPublicKey(seed));
+      if (!own.every((byte, i) => embedded[i] === byte)) {
+        throw new IntegrityError(
+          `the backup data key is sealed to another recipient ${fingerprintText(embedded)}, not this vault's ${fingerprintText(own)}`,
+        );
+      }
+      let sharedSecret: Uint8Array;
+      try {
+        sharedSecret = xwing.decapsulate(ciphertext, seed);
+      } catch {
+        throw new IntegrityError(what);
+      }
+      try {
+        return open(sharedSecret, sealed.subarray(SEALED_DEK_BYTES - WRAPPED_DEK_BYTES), nonce, AD.sealedDek(backupId, fingerprintText(own)), what, true);
+      } finally {
+        p.wipe(sharedSecret);
+      }
+    } finally {
+      p.wipe(seed);
+    }
+  }
+
+  /**
+   * The backup's DEK, in a secure buffer, from either form of wrappedDek: exactly 48 bytes is wrapped with the master
+   * key, exactly 1180 bytes starting "cxw1" is sealed to the vault's recipient; anything else is an IntegrityError.
+   */
   function unwrapDek(
     masterKey: Uint8Array,
     backupId: string,
@@ -279,8 +447,9 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     const what = 'the backup data key does not belong to this backup or vault (wrappedDek altered or swapped)';
     const wrapped = fromBase64(fields.wrappedDek, 'wrappedDek');
     const nonce = fromBase64(fields.wrappedDekNonce, 'wrappedDekNonce');
-    if (wrapped.length !== KEY_BYTES + AEAD_ABYTES) throw new IntegrityError(what);
-    return open(masterKey, wrapped, nonce, AD.dek(backupId), what, true);
+    if (wrapped.length === WRAPPED_DEK_BYTES) return open(masterKey, wrapped, nonce, AD.dek(backupId), what, true);
+    if (isSealedDek(wrapped)) return unsealDek(masterKey, backupId, wrapped, nonce, what);
+    throw new IntegrityError(what);
   }
 
   /** Seals metadata given as its exact JSON text (the test vectors fix the bytes). */
@@ -313,6 +482,9 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     unwrapMasterKey,
     wrapDek,
     unwrapDek,
+    deriveRecipient,
+    parseRecipient,
+    sealDek,
     sealMetadata,
     sealMetadataJson,
     openMetadata,

@@ -12,6 +12,24 @@ export const AD = {
   master: 'coffer/v1/master',
   dek: (backupId: string) => `coffer/v1/dek/${backupId}`,
   metadata: (backupId: string) => `coffer/v1/metadata/${backupId}`,
+  sealedDek: (backupId: string, fingerprint: string) => `coffer/v1/sealed-dek/${backupId}/${fingerprint}`,
+} as const;
+
+/**
+ * Recipients (docs/crypto.md §2b): an X-Wing key pair derived from the master key, so a backup host holding only
+ * the public key can seal a backup's DEK it cannot open again.
+ */
+export const RECIPIENT = {
+  /** crypto_kdf_derive_from_key(32, subkeyId, context, master key) is the X-Wing seed. */
+  kdfSubkeyId: 1,
+  kdfContext: 'cofferxw',
+  /** Bech32m human-readable part of the recipient string. */
+  hrp: 'coffer',
+  /** The first 4 bytes of a sealed wrappedDek. */
+  magic: 'cxw1',
+  publicKeyBytes: 1216,
+  ciphertextBytes: 1120,
+  fingerprintBytes: 8,
 } as const;
 
 /** Anything that failed to authenticate or decode: wrong passphrase, tampering, truncation, a hostile archive. */

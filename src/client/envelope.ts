@@ -21,7 +21,11 @@ export {
   type KdfParams,
   type KdfProfile,
   NONCE_BYTES,
+  RECIPIENT,
+  type Recipient,
+  RecipientFormatError,
   SALT_BYTES,
+  SEALED_DEK_BYTES,
   STREAM_ABYTES,
   STREAM_HEADER_BYTES,
   type SealedMetadata,
@@ -76,6 +80,8 @@ export const nodePrimitives: Primitives<Buffer> = {
   streamWipe: (state) => sodium.sodium_memzero(state as Buffer),
   toBase64: (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64'),
   fromBase64: (value) => Buffer.from(value, 'base64'),
+  kdfDerive: (into, subkeyId, context, key) => sodium.crypto_kdf_derive_from_key(into, subkeyId, Buffer.from(context, 'latin1'), key),
+  sha256: (into, message) => sodium.crypto_hash_sha256(into, message),
 };
 
 export const {
@@ -88,6 +94,9 @@ export const {
   unwrapMasterKey,
   wrapDek,
   unwrapDek,
+  deriveRecipient,
+  parseRecipient,
+  sealDek,
   sealMetadata,
   openMetadata,
 } = createEnvelope(nodePrimitives);

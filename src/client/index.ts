@@ -12,11 +12,15 @@ export {
   EncryptStream,
   IntegrityError,
   KDF_PROFILES,
+  RecipientFormatError,
   ciphertextSize,
   deriveKek,
+  deriveRecipient,
   newKdfParams,
   newKey,
   openMetadata,
+  parseRecipient,
+  sealDek,
   sealMetadata,
   unwrapDek,
   unwrapMasterKey,
@@ -26,6 +30,7 @@ export {
   type BackupMetadata,
   type KdfParams,
   type KdfProfile,
+  type Recipient,
   type VaultMaterial,
 } from './envelope.js';
 export { ArchiveTooLargeError, DEFAULT_MAX_ARCHIVE_BYTES, runBackup, type BackupEvent, type BackupOptions, type BackupResult } from './backup.js';
@@ -41,5 +46,5 @@ export {
 export { UnsafeArchiveError } from './archive.js';
 export { RestoreTargetError } from './restore.js';
 export { SourceReadError } from './fs-errors.js';
-export { VaultStateError, changePassphrase, initVault, unlockVault } from './vault.js';
+export { VaultStateError, changePassphrase, initVault, requireSealableVault, unlockVault } from './vault.js';
 export { StatusStreamError, TERMINAL_STATUSES, watchBackup, type WatchEvent } from './watch.js';

@@ -53,6 +53,9 @@ declare module 'sodium-native' {
       k: Bytes,
     ): number;
 
+    function crypto_kdf_derive_from_key(subkey: Bytes, subkeyId: number, ctx: Bytes, key: Bytes): void;
+    function crypto_hash_sha256(out: Bytes, input: Bytes): void;
+
     const crypto_secretstream_xchacha20poly1305_STATEBYTES: number;
     const crypto_secretstream_xchacha20poly1305_HEADERBYTES: number;
     const crypto_secretstream_xchacha20poly1305_KEYBYTES: number;

@@ -3,6 +3,7 @@
  * needs the master key. The passphrase stays in this process: only the wrapped key and KDF parameters travel.
  */
 import {
+  CRYPTO_VERSION,
   DEFAULT_KDF_PROFILE,
   newKdfParams,
   newKey,
@@ -50,6 +51,18 @@ export async function unlockVault(
   const account = await client.getAccount(signal);
   if (!account.initialized) throw new VaultStateError('the vault is not initialized; run `coffer init` first');
   return { account, masterKey: await unwrapMasterKey(account, passphrase) };
+}
+
+/**
+ * Before a backup sealed to a recipient (docs/crypto.md §2b): the vault must be initialized and v1. Nothing is
+ * unwrapped and no passphrase is involved; the recipient itself comes from the user, never from the server.
+ */
+export async function requireSealableVault(client: CofferClient, signal?: AbortSignal): Promise<void> {
+  const account = await client.getAccount(signal);
+  if (!account.initialized) throw new VaultStateError('the vault is not initialized; run `coffer init` first');
+  if (account.cryptoVersion !== CRYPTO_VERSION) {
+    throw new VaultStateError(`the vault uses crypto version ${JSON.stringify(account.cryptoVersion)}; recipients need ${CRYPTO_VERSION}`);
+  }
 }
 
 /** Re-wraps the same master key under a new passphrase and salt (rotate): every backup stays readable. */

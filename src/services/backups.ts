@@ -56,8 +56,8 @@ const BINARY_BOUNDS: Record<string, [number, number]> = {
   wrappedMasterKeyNonce: [8, 64],
   wrappedDekNonce: [8, 64],
   encryptedMetadataNonce: [8, 64],
-  wrappedMasterKey: [16, 1024],
-  wrappedDek: [16, 1024],
+  wrappedMasterKey: [16, 4096],
+  wrappedDek: [16, 4096],
   encryptedMetadata: [1, 65_536],
 };
 

@@ -39,7 +39,7 @@ describe('bootstrap', () => {
     ['invalid base64', { ...envelope(), wrappedMasterKey: 'not base64!' }, 'wrappedMasterKey'],
     ['salt too short', { ...envelope(), kdf: { ...envelope().kdf, salt: Buffer.alloc(4).toString('base64') } }, 'kdf.salt'],
     ['salt of 7 bytes', { ...envelope(), kdf: { ...envelope().kdf, salt: Buffer.alloc(7).toString('base64') } }, 'kdf.salt'],
-    ['wrapped key too long', { ...envelope(), wrappedMasterKey: Buffer.alloc(1025).toString('base64') }, 'wrappedMasterKey'],
+    ['wrapped key over 4,096 bytes', { ...envelope(), wrappedMasterKey: Buffer.alloc(4097).toString('base64') }, 'wrappedMasterKey'],
     ['opslimit zero', { ...envelope(), kdf: { ...envelope().kdf, opslimit: 0 } }, 'kdf.opslimit'],
     ['memlimit as string', { ...envelope(), kdf: { ...envelope().kdf, memlimit: '64' } }, 'kdf.memlimit'],
     ['unknown property', { ...envelope(), extra: 1 }, 'extra'],
@@ -51,6 +51,14 @@ describe('bootstrap', () => {
     expect(response.body.code).toBe('validation_failed');
     expect(response.body.details.issues.map((i: { path: string }) => i.path)).toContain(path);
     expect((await call('GET', '/api/backup-account')).body.initialized).toBe(false);
+  });
+
+  it('accepts a wrapped master key of exactly 4,096 bytes (room for larger key material)', async () => {
+    const { call } = await fx.account({ vault: false });
+    const body = { ...envelope(), wrappedMasterKey: Buffer.alloc(4096, 7).toString('base64') };
+    const response = await call('POST', '/api/backup-account/bootstrap', { json: body });
+    expect(response.status).toBe(200);
+    expect((await call('GET', '/api/backup-account')).body.wrappedMasterKey).toBe(body.wrappedMasterKey);
   });
 
   it('answers malformed JSON with 400 invalid_json, a missing body with 400 validation_failed', async () => {

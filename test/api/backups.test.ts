@@ -218,6 +218,16 @@ describe('POST /api/backups/{id}/finalize', () => {
     expect(retentionMs).toBeLessThanOrEqual(30 * 86_400_000);
   });
 
+  it('accepts a wrappedDek of exactly 4,096 bytes (a DEK sealed to a recipient is 1,180)', async () => {
+    const { call } = await fx.account();
+    const id = await createSlot(call);
+    await upload(call, id, bytes(10));
+    const wrappedDek = Buffer.alloc(4096, 9).toString('base64');
+    const response = await call('POST', `/api/backups/${id}/finalize`, { json: { ...finalizeBody(10), wrappedDek } });
+    expect(response.status).toBe(200);
+    expect((await call('GET', `/api/backups/${id}`)).body.wrappedDek).toBe(wrappedDek);
+  });
+
   it('refuses a slot still PENDING_UPLOAD (409 invalid_backup_state) and a wrong size (409 ciphertext_size_mismatch)', async () => {
     const { call } = await fx.account();
     const id = await createSlot(call);
@@ -241,6 +251,8 @@ describe('POST /api/backups/{id}/finalize', () => {
     ['fractional size', { ciphertextSizeBytes: 1.5 }, 'ciphertextSizeBytes'],
     ['empty metadata', { encryptedMetadata: '' }, 'encryptedMetadata'],
     ['metadata over 64 KiB', { encryptedMetadata: Buffer.alloc(65_537).toString('base64') }, 'encryptedMetadata'],
+    ['wrappedDek over 4,096 bytes', { wrappedDek: Buffer.alloc(4097).toString('base64') }, 'wrappedDek'],
+    ['wrappedDek far over 4,096 bytes', { wrappedDek: Buffer.alloc(8192).toString('base64') }, 'wrappedDek'],
     ['clientVersion over 64 chars', { clientVersion: 'x'.repeat(65) }, 'clientVersion'],
     ['non-printable hostappVersion', { hostappVersion: 'a\u0001b' }, 'hostappVersion'],
     ['unknown property', { status: 'READY' }, 'status'],
@@ -250,6 +262,7 @@ describe('POST /api/backups/{id}/finalize', () => {
     await upload(call, id, bytes(10));
     const response = await call('POST', `/api/backups/${id}/finalize`, { json: { ...finalizeBody(10), ...patch } });
     expect(response.status).toBe(400);
+    expect(response.body.code).toBe('validation_failed');
     expect(response.body.details.issues.map((i: { path: string }) => i.path)).toContain(path);
     expect((await call('GET', `/api/backups/${id}`)).body.status).toBe('UPLOADED');
   });

@@ -9,6 +9,8 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import zlib from 'node:zlib';
+import { ml_kem768_x25519 } from '@noble/post-quantum/hybrid.js';
+import { bech32m } from '@scure/base';
 import sodium from 'sodium-native';
 import { describe, expect, it } from 'vitest';
 import {
@@ -22,9 +24,16 @@ import {
   SALT_BYTES,
   STREAM_ABYTES,
   STREAM_HEADER_BYTES,
+  RECIPIENT,
+  RecipientFormatError,
+  SEALED_DEK_BYTES,
   ciphertextSize,
   deriveKek,
+  deriveRecipient,
   newKey,
+  nodePrimitives,
+  parseRecipient,
+  sealDek,
   openMetadata,
   randomBytes,
   sealMetadata,
@@ -89,6 +98,43 @@ describe('docs/crypto.md test vectors', () => {
     expect(() => openMetadata(dek, otherId, v.finalize)).toThrow(IntegrityError);
   });
 
+  it('derives the recipient from the master key: BLAKE2b KDF seed, X-Wing public key, Bech32m string, fingerprint', () => {
+    const seed = Buffer.alloc(32);
+    sodium.crypto_kdf_derive_from_key(seed, 1, Buffer.from('cofferxw'), hex(v.masterKey));
+    expect(seed.toString('hex')).toBe(v.recipient.seed);
+    const publicKey = ml_kem768_x25519.keygen(seed).publicKey;
+    expect(Buffer.from(publicKey).toString('hex')).toBe(v.recipient.publicKey);
+    const recipient = deriveRecipient(hex(v.masterKey));
+    expect(Buffer.from(recipient.publicKey).toString('hex')).toBe(v.recipient.publicKey);
+    expect(recipient.text).toBe(v.recipient.text);
+    expect(recipient.text.startsWith('coffer1')).toBe(true);
+    const digest = createHash('sha256').update(publicKey).digest('hex');
+    expect(recipient.fingerprint).toBe(digest.slice(0, 16).match(/.{4}/g)!.join('-'));
+    expect(recipient.fingerprint).toBe(v.recipient.fingerprint);
+    const parsed = parseRecipient(`  ${v.recipient.text.toUpperCase()}\n`);
+    expect(Buffer.from(parsed.publicKey).toString('hex')).toBe(v.recipient.publicKey);
+    expect(parsed.fingerprint).toBe(v.recipient.fingerprint);
+  });
+
+  it('seals the DEK to the recipient (fixed eseed and nonce) into exactly the published wrappedDek, and unseals it', () => {
+    const recipient = parseRecipient(v.recipient.text);
+    const sealed = sealDek(recipient, v.backupId, hex(v.dek), Buffer.from(v.sealedDek.wrappedDekNonce, 'base64'), hex(v.sealedDek.eseed));
+    expect(sealed).toEqual({ wrappedDek: v.sealedDek.wrappedDek, wrappedDekNonce: v.sealedDek.wrappedDekNonce });
+    const bytes = Buffer.from(sealed.wrappedDek, 'base64');
+    expect(bytes.length).toBe(SEALED_DEK_BYTES);
+    expect(bytes.subarray(0, 4).toString()).toBe('cxw1');
+    expect(bytes.subarray(4, 12).toString('hex')).toBe(v.recipient.fingerprint.replaceAll('-', ''));
+    expect(bytes.subarray(12, 1132).toString('hex')).toBe(v.sealedDek.xwingCiphertext);
+    const ss = Buffer.from(ml_kem768_x25519.decapsulate(hex(v.sealedDek.xwingCiphertext), hex(v.recipient.seed)));
+    expect(ss.toString('hex')).toBe(v.sealedDek.sharedSecret);
+    const box = Buffer.alloc(48);
+    sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(box, hex(v.dek), Buffer.from(v.sealedDek.ad), null, Buffer.from(v.sealedDek.wrappedDekNonce, 'base64'), ss);
+    expect(bytes.subarray(1132).equals(box)).toBe(true);
+    expect(Buffer.from(unwrapDek(hex(v.masterKey), v.backupId, v.sealedDek)).toString('hex')).toBe(v.dek);
+    expect(() => unwrapDek(hex(v.masterKey), v.backupId.replace(/1$/, '2'), v.sealedDek)).toThrow(/does not belong to this backup/);
+    expect(() => unwrapDek(newKey(), v.backupId, v.sealedDek)).toThrow(new RegExp(`sealed to another recipient ${v.recipient.fingerprint}`));
+  });
+
   it('decrypts the archive vector to the published tar', async () => {
     const sealed = Buffer.from(v.archive.ciphertext, 'base64');
     const metadata = JSON.parse(v.metadataJson) as BackupMetadata;
@@ -106,6 +152,86 @@ describe('docs/crypto.md test vectors', () => {
     const run = spawnSync('python3', [path.join(ROOT, 'test/client/vectors_libsodium.py'), DOC], { encoding: 'utf8' });
     expect(run.stderr).toBe('');
     expect(run.stdout.trim()).toBe('ok');
+  });
+});
+
+describe('X-Wing (the recipient KEM) against the draft\'s published vectors', () => {
+  // test/fixtures/xwing-test-vectors.json: draft-connolly-cfrg-xwing-kem reference vectors (source named in the file).
+  const fixture = JSON.parse(fs.readFileSync(path.join(ROOT, 'test/fixtures/xwing-test-vectors.json'), 'utf8'));
+  it.each(fixture.vectors as { seed: string; pk: string; eseed: string; ct: string; ss: string }[])(
+    'keygen, deterministic encapsulation and decapsulation match ($seed)',
+    ({ seed, pk, eseed, ct, ss }) => {
+      const { publicKey } = ml_kem768_x25519.keygen(hex(seed));
+      expect(Buffer.from(publicKey).toString('hex')).toBe(pk);
+      const { cipherText, sharedSecret } = ml_kem768_x25519.encapsulate(hex(pk), hex(eseed));
+      expect(Buffer.from(cipherText).toString('hex')).toBe(ct);
+      expect(Buffer.from(sharedSecret).toString('hex')).toBe(ss);
+      expect(Buffer.from(ml_kem768_x25519.decapsulate(hex(ct), hex(seed))).toString('hex')).toBe(ss);
+      expect([publicKey.length, cipherText.length]).toEqual([RECIPIENT.publicKeyBytes, RECIPIENT.ciphertextBytes]);
+    },
+  );
+});
+
+describe('recipients and sealed data keys', () => {
+  const masterKey = newKey();
+  const backupId = '01a20000-0000-7000-8000-0000000000cc';
+
+  it('a host with only the recipient seals a DEK the master key unseals; every other key and backup is refused', () => {
+    const recipient = parseRecipient(deriveRecipient(masterKey).text);
+    const dek = newKey();
+    const sealed = sealDek(recipient, backupId, dek);
+    expect(unwrapDek(masterKey, backupId, sealed).equals(dek)).toBe(true);
+    expect(sealDek(recipient, backupId, dek).wrappedDek).not.toBe(sealed.wrappedDek); // fresh encapsulation each time
+    expect(() => unwrapDek(masterKey, '01a20000-0000-7000-8000-0000000000dd', sealed)).toThrow(IntegrityError);
+    // Re-sealed to another vault's recipient (a hostile server's own key): refused by fingerprint, before decapsulation.
+    const foreign = deriveRecipient(newKey());
+    expect(() => unwrapDek(masterKey, backupId, sealDek(foreign, backupId, dek))).toThrow(`sealed to another recipient ${foreign.fingerprint}`);
+    // The fingerprint rewritten to ours does not help: the AD (and the KEM) no longer match.
+    const forged = Buffer.from(sealDek(foreign, backupId, dek).wrappedDek, 'base64');
+    Buffer.from(recipient.fingerprint.replaceAll('-', ''), 'hex').copy(forged, 4);
+    expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: forged.toString('base64') })).toThrow(/does not belong/);
+  });
+
+  it('tells the two forms apart by exact length and magic; anything else is an IntegrityError', () => {
+    const recipient = deriveRecipient(masterKey);
+    const sealed = sealDek(recipient, backupId, newKey());
+    const bytes = Buffer.from(sealed.wrappedDek, 'base64');
+    const variants = [
+      Buffer.concat([Buffer.from('cxw2'), bytes.subarray(4)]), // wrong magic
+      bytes.subarray(0, SEALED_DEK_BYTES - 1), // one byte short
+      Buffer.concat([bytes, Buffer.alloc(1)]), // one byte long
+      Buffer.alloc(49),
+      Buffer.alloc(4096),
+    ];
+    for (const variant of variants) {
+      expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: variant.toString('base64') })).toThrow(/does not belong/);
+    }
+    const flipped = Buffer.from(bytes);
+    flipped[600]! ^= 1; // inside the X-Wing ciphertext: implicit rejection, then the AEAD tag fails
+    expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: flipped.toString('base64') })).toThrow(IntegrityError);
+  });
+
+  it('refuses a damaged or foreign recipient string with a clear reason', () => {
+    const { text } = deriveRecipient(masterKey);
+    const swap = (at: number) => text.slice(0, at) + (text[at] === 'q' ? 'p' : 'q') + text.slice(at + 1);
+    expect(() => parseRecipient(swap(100))).toThrow(RecipientFormatError);
+    expect(() => parseRecipient(swap(100))).toThrow(/checksum does not match/);
+    expect(() => parseRecipient(text.slice(0, -1))).toThrow(/checksum/);
+    expect(() => parseRecipient(`${text.slice(0, 50)}B${text.slice(51)}`)).toThrow(RecipientFormatError);
+    expect(() => parseRecipient('age1pq1xyz')).toThrow(/must start with "coffer1"/);
+    expect(() => parseRecipient('')).toThrow(/must start with "coffer1"/);
+    const short = 'coffer1' + text.slice(7, 107);
+    expect(() => parseRecipient(short)).toThrow(RecipientFormatError);
+    // A well-formed string of 1,216 bytes that is no ML-KEM key (coefficients ≥ q): refused before any upload.
+    const notAKey = bech32m.encode('coffer', bech32m.toWords(new Uint8Array(RECIPIENT.publicKeyBytes).fill(0xff)), false);
+    expect(() => parseRecipient(notAKey)).toThrow(/not a valid X-Wing public key/);
+  });
+
+  it('states the sizes the format documents', () => {
+    expect(SEALED_DEK_BYTES).toBe(1180);
+    const fp = Buffer.alloc(32);
+    nodePrimitives.sha256(fp, Buffer.from('abc'));
+    expect(fp.toString('hex')).toBe(createHash('sha256').update('abc').digest('hex'));
   });
 });
 

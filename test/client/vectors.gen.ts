@@ -7,10 +7,14 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import zlib from 'node:zlib';
+import { ml_kem768_x25519 } from '@noble/post-quantum/hybrid.js';
 import * as tar from 'tar';
 import {
   EncryptStream,
   deriveKek,
+  deriveRecipient,
+  nodePrimitives,
+  sealDek,
   sealMetadata,
   wrapDek,
   wrapMasterKey,
@@ -27,6 +31,8 @@ const backupId = '01a2008c-0000-7000-8000-000000000001';
 const dek = bytes(32, 0x80);
 const dekNonce = bytes(24, 0xa0);
 const metadataNonce = bytes(24, 0xc0);
+const sealedDekNonce = bytes(24, 0xe0);
+const eseed = bytes(64, 0x20);
 
 // A one-file tar (portable headers, fixed mtime), gzip'd, sealed with the DEK.
 const entry = new tar.Header({
@@ -63,6 +69,12 @@ const metadata: BackupMetadata = {
 };
 
 const kek = await deriveKek(passphrase, kdf);
+const recipientSeed = Buffer.alloc(32);
+nodePrimitives.kdfDerive(recipientSeed, 1, 'cofferxw', masterKey);
+const recipient = deriveRecipient(masterKey);
+const sealed = sealDek(recipient, backupId, dek, sealedDekNonce, eseed);
+const sealedBytes = Buffer.from(sealed.wrappedDek, 'base64');
+const { sharedSecret } = ml_kem768_x25519.encapsulate(recipient.publicKey, eseed);
 const vault = await wrapMasterKey(masterKey, passphrase, kdf, masterNonce);
 const vectors = {
   passphrase,
@@ -79,6 +91,20 @@ const vectors = {
   finalize: {
     ...wrapDek(masterKey, backupId, dek, dekNonce),
     ...sealMetadata(dek, backupId, metadata, metadataNonce),
+  },
+  recipient: {
+    seed: recipientSeed.toString('hex'),
+    publicKey: Buffer.from(recipient.publicKey).toString('hex'),
+    fingerprint: recipient.fingerprint,
+    text: recipient.text,
+  },
+  sealedDek: {
+    eseed: eseed.toString('hex'),
+    sharedSecret: Buffer.from(sharedSecret).toString('hex'),
+    xwingCiphertext: sealedBytes.subarray(12, 12 + 1120).toString('hex'),
+    ad: `coffer/v1/sealed-dek/${backupId}/${recipient.fingerprint}`,
+    wrappedDek: sealed.wrappedDek,
+    wrappedDekNonce: sealed.wrappedDekNonce,
   },
   archive: {
     ciphertext: ciphertext.toString('base64'),

@@ -42,6 +42,52 @@ assert seal(master, dek, ("coffer/v1/dek/" + backup_id).encode(), bytes.fromhex(
 assert seal(dek, v["metadataJson"].encode(), ("coffer/v1/metadata/" + backup_id).encode(),
             bytes.fromhex(v["encryptedMetadataNonce"])) == v["finalize"]["encryptedMetadata"]
 
+# Recipient (X-Wing itself is checked against the draft's vectors in envelope.test.ts): the seed, the Bech32m
+# string (BIP-350, written out here) and the fingerprint; then the sealed DEK's layout and its AEAD box.
+seed = ctypes.create_string_buffer(32)
+assert lib.crypto_kdf_derive_from_key(seed, size_t(32), u64(1), b"cofferxw", master) == 0
+assert seed.raw.hex() == v["recipient"]["seed"], "recipient seed"
+public_key = bytes.fromhex(v["recipient"]["publicKey"])
+assert len(public_key) == 1216
+fp = hashlib.sha256(public_key).digest()[:8]
+assert v["recipient"]["fingerprint"] == "-".join(fp.hex()[i:i + 4] for i in range(0, 16, 4)), "fingerprint"
+
+
+def bech32m(hrp, data):
+    charset = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+    words, acc, bits = [], 0, 0
+    for byte in data:
+        acc, bits = (acc << 8) | byte, bits + 8
+        while bits >= 5:
+            bits -= 5
+            words.append((acc >> bits) & 31)
+    if bits:
+        words.append((acc << (5 - bits)) & 31)
+
+    def polymod(values):
+        chk = 1
+        for value in values:
+            top = chk >> 25
+            chk = (chk & 0x1ffffff) << 5 ^ value
+            for i, g in enumerate([0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3]):
+                chk ^= g if (top >> i) & 1 else 0
+        return chk
+
+    expanded = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
+    mod = polymod(expanded + words + [0] * 6) ^ 0x2bc830a3
+    checksum = [(mod >> 5 * (5 - i)) & 31 for i in range(6)]
+    return hrp + "1" + "".join(charset[w] for w in words + checksum)
+
+
+assert bech32m("coffer", public_key) == v["recipient"]["text"], "recipient string"
+sealed = base64.b64decode(v["sealedDek"]["wrappedDek"])
+assert len(sealed) == 1180 and sealed[:4] == b"cxw1" and sealed[4:12] == fp, "sealed DEK header"
+assert sealed[12:1132].hex() == v["sealedDek"]["xwingCiphertext"], "X-Wing ciphertext"
+ad = ("coffer/v1/sealed-dek/" + backup_id + "/" + v["recipient"]["fingerprint"]).encode()
+assert ad.decode() == v["sealedDek"]["ad"]
+box = seal(bytes.fromhex(v["sealedDek"]["sharedSecret"]), dek, ad, base64.b64decode(v["sealedDek"]["wrappedDekNonce"]))
+assert base64.b64decode(box) == sealed[1132:], "sealed DEK box"
+
 ciphertext = base64.b64decode(v["archive"]["ciphertext"])
 state = ctypes.create_string_buffer(lib.crypto_secretstream_xchacha20poly1305_statebytes())
 assert lib.crypto_secretstream_xchacha20poly1305_init_pull(state, ciphertext[:24], dek) == 0

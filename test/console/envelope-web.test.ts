@@ -30,7 +30,7 @@ describe('console envelope v1 (libsodium WebAssembly)', () => {
   ])('passes every docs/crypto.md test vector check the browser page runs, on %s', async (_name, primitives) => {
     const vectors = parseVectors(fs.readFileSync(path.join(ROOT, 'docs/crypto.md'), 'utf8'));
     const checks = await runVectorChecks(vectors, gunzip, primitives);
-    expect(checks.length).toBe(9);
+    expect(checks.length).toBe(11);
     expect(checks.filter((check) => !check.ok)).toEqual([]);
   });
 
@@ -66,6 +66,20 @@ describe('console envelope v1 (libsodium WebAssembly)', () => {
       ciphertextSizeBytes: 99,
     };
     expect(web.openMetadata(dek, backupId, native.sealMetadata(dek, backupId, metadata))).toEqual(metadata);
+  });
+
+  it('unseals a data key the CLI sealed to the vault recipient (the console restore needs no other path), and the reverse', async () => {
+    const masterKey = native.newKey();
+    const backupId = '01a20000-0000-7000-8000-0000000000ee';
+    const recipient = web.deriveRecipient(masterKey);
+    expect(native.deriveRecipient(masterKey)).toEqual({ ...recipient, publicKey: expect.anything() });
+    expect(Buffer.from(native.deriveRecipient(masterKey).publicKey).equals(recipient.publicKey)).toBe(true);
+    const dek = native.newKey();
+    const sealedByCli = native.sealDek(native.parseRecipient(recipient.text), backupId, dek);
+    expect(Buffer.from(web.unwrapDek(masterKey, backupId, sealedByCli)).equals(dek)).toBe(true);
+    const sealedByPage = web.sealDek(web.parseRecipient(recipient.text), backupId, dek);
+    expect(native.unwrapDek(masterKey, backupId, sealedByPage).equals(dek)).toBe(true);
+    expect(() => web.unwrapDek(native.newKey(), backupId, sealedByCli)).toThrow(/sealed to another recipient/);
   });
 
   it('decrypts the CLI secretstream at every chunk boundary, fed in network-sized pieces; the CLI reads its own', async () => {

@@ -21,8 +21,12 @@ export {
   type KdfParams,
   type VaultFields,
   WRONG_PASSPHRASE,
+  createEnvelope,
   requireRequestedBackup,
+  type Primitives,
 } from '../../../src/client/envelope-core.js';
+/** The provider-generic reader, for the self-test's runs on other primitives (one import path keeps one chunk). */
+export { CoreSecretStreamReader };
 
 export const ready: Promise<void> = sodium.ready;
 
@@ -80,6 +84,12 @@ export const webPrimitives: Primitives = {
   streamWipe: () => {},
   toBase64: (bytes) => sodium.to_base64(bytes, sodium.base64_variants.ORIGINAL),
   fromBase64: (value) => (value === '' ? new Uint8Array(0) : sodium.from_base64(value, sodium.base64_variants.ORIGINAL)),
+  kdfDerive(into, subkeyId, context, key) {
+    const subkey = sodium.crypto_kdf_derive_from_key(into.length, subkeyId, context, key);
+    into.set(subkey);
+    sodium.memzero(subkey);
+  },
+  sha256: (into, message) => into.set(sodium.crypto_hash_sha256(message)),
 };
 
 export const {
@@ -90,6 +100,9 @@ export const {
   unwrapMasterKey,
   wrapDek,
   unwrapDek,
+  deriveRecipient,
+  parseRecipient,
+  sealDek,
   sealMetadataJson,
   openMetadata,
 } = createEnvelope(webPrimitives);

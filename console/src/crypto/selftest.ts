@@ -3,8 +3,15 @@
  * provider's primitives, by default this page's libsodium.js. The console's "Browser check" page runs them in the
  * browser; test/console/envelope-web.test.ts runs them in Node on both providers.
  */
-import { SecretStreamReader, createEnvelope, type Primitives } from '../../../src/client/envelope-core.js';
-import { Sha256, fromHex, toHex, webPrimitives } from './envelope.js';
+import {
+  CoreSecretStreamReader as SecretStreamReader,
+  Sha256,
+  createEnvelope,
+  fromHex,
+  toHex,
+  webPrimitives,
+  type Primitives,
+} from './envelope.js';
 
 export interface Vectors {
   passphrase: string;
@@ -19,6 +26,8 @@ export interface Vectors {
   encryptedMetadataNonce: string;
   metadataJson: string;
   finalize: { wrappedDek: string; wrappedDekNonce: string; encryptedMetadata: string; encryptedMetadataNonce: string };
+  recipient: { seed: string; publicKey: string; fingerprint: string; text: string };
+  sealedDek: { eseed: string; sharedSecret: string; xwingCiphertext: string; ad: string; wrappedDek: string; wrappedDekNonce: string };
   archive: { ciphertext: string; plaintextSizeBytes: number; plaintextSha256: string; files: Record<string, string> };
 }
 
@@ -61,8 +70,19 @@ export async function runVectorChecks(
   gunzip: (bytes: Uint8Array) => Promise<Uint8Array>,
   primitives: Primitives = webPrimitives,
 ): Promise<Check[]> {
-  const { deriveKek, fromBase64, openMetadata, sealMetadataJson, unwrapDek, unwrapMasterKey, wrapDek, wrapMasterKey } =
-    createEnvelope(primitives);
+  const {
+    deriveKek,
+    deriveRecipient,
+    fromBase64,
+    openMetadata,
+    parseRecipient,
+    sealDek,
+    sealMetadataJson,
+    unwrapDek,
+    unwrapMasterKey,
+    wrapDek,
+    wrapMasterKey,
+  } = createEnvelope(primitives);
   const checks: Check[] = [];
   const check = async (name: string, run: () => boolean | Promise<boolean>) => {
     try {
@@ -92,6 +112,20 @@ export async function runVectorChecks(
   await check('data key wrapping bound to the backup id', () => {
     const wrapped = wrapDek(masterKey, v.backupId, dek, fromHex(v.wrappedDekNonce));
     return wrapped.wrappedDek === v.finalize.wrappedDek && toHex(unwrapDek(masterKey, v.backupId, v.finalize)) === v.dek;
+  });
+  await check('recipient from the master key (BLAKE2b KDF, X-Wing, Bech32m, SHA-256 fingerprint)', () => {
+    const recipient = deriveRecipient(masterKey);
+    const parsed = parseRecipient(v.recipient.text);
+    return (
+      toHex(recipient.publicKey) === v.recipient.publicKey &&
+      recipient.text === v.recipient.text &&
+      recipient.fingerprint === v.recipient.fingerprint &&
+      toHex(parsed.publicKey) === v.recipient.publicKey
+    );
+  });
+  await check('data key sealed to the recipient (X-Wing, XChaCha20-Poly1305) and unsealed with the master key', () => {
+    const sealed = sealDek(parseRecipient(v.recipient.text), v.backupId, dek, fromBase64(v.sealedDek.wrappedDekNonce, 'nonce'), fromHex(v.sealedDek.eseed));
+    return sealed.wrappedDek === v.sealedDek.wrappedDek && toHex(unwrapDek(masterKey, v.backupId, v.sealedDek)) === v.dek;
   });
   await check('metadata sealing and opening', () => {
     const sealed = sealMetadataJson(dek, v.backupId, v.metadataJson, fromHex(v.encryptedMetadataNonce));

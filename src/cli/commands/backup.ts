@@ -4,8 +4,21 @@ import fsp from 'node:fs/promises';
 import { runBackup, type BackupEvent } from '../../client/backup.js';
 import { wipe } from '../../client/envelope.js';
 import { fsReason } from '../../client/fs-errors.js';
-import { action, bytes, clientFor, localTime, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, unlock } from '../client-io.js';
+import { requireSealableVault } from '../../client/vault.js';
+import {
+  action,
+  bytes,
+  clientFor,
+  localTime,
+  PASSPHRASE_FILE_OPTION,
+  type PassphraseOptions,
+  progressBar,
+  recipientFor,
+  unlock,
+} from '../client-io.js';
 import { note, print, printJson, usageError } from '../output.js';
+
+type BackupOptions = PassphraseOptions & { name?: string; hostappVersion?: string; recipient?: string };
 
 export function registerBackup(program: Command): void {
   program
@@ -14,14 +27,21 @@ export function registerBackup(program: Command): void {
     .option(...PASSPHRASE_FILE_OPTION)
     .option('--name <name>', 'name kept in the encrypted metadata (default: the base name of <path>)')
     .option('--hostapp-version <version>', 'version of the application whose data this is (stored in clear)')
-    .option('--json', 'print the READY backup (BackupDetail) as JSON')
+    .option(
+      '--recipient <recipient>',
+      'seal the backup to this recipient (`coffer recipient` prints it; else COFFER_RECIPIENT): no passphrase needed, and this host cannot restore it',
+    )
+    .option('--json', 'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to a recipient)')
     .action(
-      action(async ({ signal, config }, source: string, options: PassphraseOptions & { name?: string; hostappVersion?: string }) => {
+      action(async ({ signal, config }, source: string, options: BackupOptions) => {
+        const recipient = recipientFor(options.recipient, config);
         await fsp.lstat(source).catch((error: unknown) => {
           throw usageError(`cannot back up ${source}: ${fsReason(error)}`);
         });
         const client = clientFor(config);
-        const { masterKey } = await unlock(client, config, options, signal);
+        let masterKey: Buffer | undefined;
+        if (recipient) await requireSealableVault(client, signal);
+        else ({ masterKey } = await unlock(client, config, options, signal));
         const bar = progressBar('encrypting + uploading', !!options.json);
         const onEvent = (event: BackupEvent) => {
           if (event.type === 'progress') bar.update(event.plaintextBytes, event.estimatedPlaintextBytes);
@@ -34,7 +54,7 @@ export function registerBackup(program: Command): void {
         try {
           const { detail, metadata } = await runBackup({
             client,
-            masterKey,
+            ...(recipient ? { recipient } : { masterKey }),
             source,
             name: options.name,
             hostappVersion: options.hostappVersion,
@@ -43,11 +63,12 @@ export function registerBackup(program: Command): void {
             onEvent,
           });
           bar.stop();
-          if (options.json) return printJson(detail);
+          if (options.json) return printJson(recipient ? { ...detail, recipientFingerprint: recipient.fingerprint } : detail);
           print(
             `backup ${detail.id} ${detail.status}: ${metadata.fileCount} files, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
               `${bytes(detail.ciphertextSizeBytes)} encrypted; kept until ${localTime(detail.expiresAt)}`,
           );
+          if (recipient) print(`sealed to recipient ${recipient.fingerprint}`);
         } finally {
           bar.stop();
           wipe(masterKey);

@@ -1,5 +1,5 @@
 /**
- * The zero-knowledge client commands (docs/client.md), one module each: init, backup, list, show, restore, delete,
+ * The zero-knowledge client commands (docs/client.md), one module each: init, recipient, backup, list, show, restore, delete,
  * watch, passphrase, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
  * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
@@ -14,6 +14,7 @@ import { registerDelete } from './delete.js';
 import { registerInit } from './init.js';
 import { registerList } from './list.js';
 import { registerPassphrase } from './passphrase.js';
+import { registerRecipient } from './recipient.js';
 import { registerReset } from './reset.js';
 import { registerRestore } from './restore.js';
 import { registerShow } from './show.js';
@@ -22,6 +23,7 @@ import { registerWatch } from './watch.js';
 /** In the order `coffer --help` lists them. */
 const CLIENT_COMMANDS: readonly ((program: Command) => void)[] = [
   registerInit,
+  registerRecipient,
   registerBackup,
   registerList,
   registerShow,

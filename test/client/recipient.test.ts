@@ -1,0 +1,163 @@
+/**
+ * Recipients through the real CLI and a real server on loopback (docs/crypto.md §2b): a backup host that holds only
+ * an API key and the recipient string backs up without any passphrase (none in the environment, none in a file,
+ * stdin not a terminal: being asked would fail), cannot restore, and the owner restores byte-identical. A hostile
+ * server that swaps a sealed data key or re-seals it to a key of its own is refused.
+ */
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deriveRecipient, newKey, sealDek, SEALED_DEK_BYTES } from '../../src/client/envelope.js';
+import type { Backup } from '../../src/store/store.js';
+import { ManualClock } from '../helpers/clock.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
+import { assertBuilt, cliFor, exists, json, makeTree, snapshot } from './helpers.js';
+
+const PASSPHRASE = 'recipient-test passphrase';
+
+describe('backing up to a recipient: a host that can add backups but never read one', () => {
+  let server: TestServer;
+  let clock: ManualClock;
+  let work: string;
+  let source: string;
+  let owner: ReturnType<typeof cliFor>;
+  let host: ReturnType<typeof cliFor>;
+  let recipient: string;
+  let fingerprint: string;
+  let sealed: Backup;
+  let other: Backup;
+
+  const nextSlotAllowed = () => clock.advance(31 * 60 * 1000); // pro plan: one backup per 30 minutes
+
+  async function expectRefused(id: string, pattern: RegExp) {
+    const target = path.join(work, `refused-${Math.random().toString(16).slice(2)}`);
+    const result = await owner(['restore', id, target]);
+    expect(result.code, result.stderr).toBe(4);
+    expect(result.stderr).toMatch(/integrity check failed/);
+    expect(result.stderr).toMatch(pattern);
+    expect(exists(target)).toBe(false);
+  }
+
+  /** Runs `check` with backup `sealed`'s record altered as a hostile server would, then puts it back. */
+  async function withRecord(patch: Partial<Backup>, check: () => Promise<unknown>) {
+    await server.parts.store.updateBackup(sealed.id, { statuses: ['READY'] }, patch);
+    try {
+      await check();
+    } finally {
+      await server.parts.store.updateBackup(sealed.id, { statuses: ['READY'] }, {
+        wrappedDek: sealed.wrappedDek,
+        wrappedDekNonce: sealed.wrappedDekNonce,
+      });
+    }
+  }
+
+  beforeAll(async () => {
+    assertBuilt();
+    clock = new ManualClock();
+    server = await startTestServer({ clock });
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    work = tempDir('coffer-recipient-');
+    source = path.join(work, 'source');
+    await makeTree(source);
+    owner = cliFor(server.url, apiKey, PASSPHRASE);
+    // No COFFER_PASSPHRASE, no --passphrase-file; runCli's stdin is a closed pipe, so a prompt is impossible.
+    host = cliFor(server.url, apiKey, undefined);
+    expect((await owner(['init'])).code).toBe(0);
+    ({ recipient, fingerprint } = json(await owner(['recipient', '--json'])));
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('`coffer recipient` prints the Bech32m string (alone on stdout) and its fingerprint', async () => {
+    expect(recipient).toMatch(/^coffer1[qpzry9x8gf2tvdw0s3jn54khce6mua7l]{1952}$/);
+    expect(fingerprint).toMatch(/^[0-9a-f]{4}(-[0-9a-f]{4}){3}$/);
+    const human = await owner(['recipient']);
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stdout).toBe(`${recipient}\n`);
+    expect(human.stderr).toContain(`fingerprint ${fingerprint}`);
+    // Without the passphrase there is no recipient to print.
+    const denied = await host(['recipient']);
+    expect(denied.code).toBe(2);
+    expect(denied.stderr).toMatch(/no passphrase/);
+  });
+
+  it('the host backs up with only the API key and COFFER_RECIPIENT: no passphrase asked, the DEK sealed (1,180 bytes, cxw1)', async () => {
+    const result = await host(['backup', source, '--json'], { COFFER_RECIPIENT: recipient });
+    const detail = json(result);
+    nextSlotAllowed();
+    expect(detail).toMatchObject({ status: 'READY', recipientFingerprint: fingerprint });
+    sealed = (await server.parts.store.getBackup(detail.id))!;
+    const wrapped = Buffer.from(sealed.wrappedDek!, 'base64');
+    expect(wrapped.length).toBe(SEALED_DEK_BYTES);
+    expect(wrapped.subarray(0, 4).toString()).toBe('cxw1');
+    expect(wrapped.subarray(4, 12).toString('hex')).toBe(fingerprint.replaceAll('-', ''));
+  });
+
+  it('--recipient works the same way, and the human output names the fingerprint', async () => {
+    const result = await host(['backup', source, '--recipient', recipient]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain(`sealed to recipient ${fingerprint}`);
+    nextSlotAllowed();
+    const id = /backup (\S+) READY/.exec(result.stdout)![1]!;
+    other = (await server.parts.store.getBackup(id))!;
+    expect(Buffer.from(other.wrappedDek!, 'base64').length).toBe(SEALED_DEK_BYTES);
+  });
+
+  it('the host cannot restore: it has no passphrase, and nothing is written', async () => {
+    const target = path.join(work, 'host-target');
+    const result = await host(['restore', sealed.id, target]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/no passphrase/);
+    expect(exists(target)).toBe(false);
+  });
+
+  it('the owner restores the sealed backup byte-identical with the passphrase', async () => {
+    const target = path.join(work, 'owner-target');
+    const result = await owner(['restore', sealed.id, target]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(await snapshot(target)).toEqual(await snapshot(source));
+    const shown = await owner(['show', other.id, '--metadata']);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`source:      ${source}`);
+  });
+
+  it('a sealed wrappedDek swapped in from another backup is refused', () =>
+    withRecord({ wrappedDek: other.wrappedDek, wrappedDekNonce: other.wrappedDekNonce }, () =>
+      expectRefused(sealed.id, /data key does not belong to this backup/),
+    ));
+
+  it("a DEK re-sealed by the server to a recipient of its own is refused, naming that recipient's fingerprint", async () => {
+    // The hostile server cannot know the DEK; it seals a key of its own choosing to its own recipient.
+    const hostile = deriveRecipient(newKey());
+    const forged = sealDek(hostile, sealed.id, newKey());
+    await withRecord(forged, () => expectRefused(sealed.id, new RegExp(`sealed to another recipient ${hostile.fingerprint}`)));
+  });
+
+  it('a wrappedDek of neither form (a sealed key cut short) is refused', () => {
+    const cut = Buffer.from(sealed.wrappedDek!, 'base64').subarray(0, SEALED_DEK_BYTES - 1).toString('base64');
+    return withRecord({ wrappedDek: cut }, () => expectRefused(sealed.id, /data key does not belong/));
+  });
+
+  it('a corrupted recipient string is refused with a clear message (exit 2), before any upload', async () => {
+    const at = 500;
+    const typo = recipient.slice(0, at) + (recipient[at] === 'q' ? 'p' : 'q') + recipient.slice(at + 1);
+    const all = ['PENDING_UPLOAD', 'UPLOADED', 'READY', 'FAILED', 'DELETING', 'DELETED'] as const;
+    const before = await server.parts.store.listBackups(sealed.accountId, all);
+    const bad = await host(['backup', source], { COFFER_RECIPIENT: typo });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/COFFER_RECIPIENT: the recipient string is damaged: its Bech32m checksum does not match/);
+    const foreign = await host(['backup', source, '--recipient', 'age1qyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqs3290gq']);
+    expect(foreign.code).toBe(2);
+    expect(foreign.stderr).toMatch(/--recipient: not a Coffer recipient: it must start with "coffer1"/);
+    expect(await server.parts.store.listBackups(sealed.accountId, all)).toEqual(before);
+  });
+
+  it('the owner without a recipient backs up exactly as before (48-byte wrapped DEK)', async () => {
+    const detail = json(await owner(['backup', source, '--json']));
+    nextSlotAllowed();
+    expect(detail.recipientFingerprint).toBeUndefined();
+    expect(Buffer.from(detail.wrappedDek, 'base64').length).toBe(48);
+  });
+});

@@ -3,9 +3,10 @@
  * is sourced in a real bash (without the bash-completion package, like macOS's) and its completion function is
  * called as bash calls it, with COMP_WORDS/COMP_CWORD set; what it offers is compared with what `--help` lists.
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -19,30 +20,39 @@ function coffer(args: string[]) {
 
 const installed = (shell: string) => spawnSync('sh', ['-c', `command -v ${shell}`]).status === 0;
 
-/** A directory with a `coffer` on it that runs the built CLI: the completion script calls `coffer` by name. */
+/**
+ * A directory with a `coffer` on it that runs the built CLI (the completion script calls `coffer` by name), and the
+ * script `coffer completion bash` printed, made once: each completion below then starts one CLI, as in a shell.
+ */
 let binDir: string;
+let bashScript: string;
 beforeAll(() => {
   if (!fs.existsSync(BIN)) throw new Error('dist/cli/main.js is missing: run `npm run build` (npm test does it)');
   binDir = tempDir();
   fs.writeFileSync(path.join(binDir, 'coffer'), `#!/bin/sh\nexec '${process.execPath}' '${BIN}' "$@"\n`, { mode: 0o755 });
+  bashScript = path.join(binDir, 'coffer.bash');
+  const printed = coffer(['completion', 'bash']);
+  expect(printed.code, printed.stderr).toBe(0);
+  fs.writeFileSync(bashScript, printed.stdout);
 });
 
+const run = promisify(execFile);
+
 /** What bash would offer after `coffer <words…>` (the last word is the one being completed). */
-function bashComplete(words: string[]): string[] {
+async function bashComplete(words: string[]): Promise<string[]> {
   const quoted = ['coffer', ...words].map((w) => `'${w.replace(/'/g, `'\\''`)}'`).join(' ');
   const script = [
-    'source <(coffer completion bash) || exit 9',
+    `source '${bashScript}' || exit 9`,
     `COMP_WORDS=(${quoted})`,
     `COMP_CWORD=${words.length}`,
     '__coffer_complete 2>/dev/null',
     `printf '%s\\n' "\${COMPREPLY[@]}"`,
   ].join('\n');
-  const result = spawnSync('bash', ['--norc', '--noprofile', '-c', script], {
+  const { stdout } = await run('bash', ['--norc', '--noprofile', '-c', script], {
     encoding: 'utf8',
     env: { ...process.env, PATH: `${binDir}${path.delimiter}${process.env.PATH}` },
   });
-  expect(result.status, result.stderr).toBe(0);
-  return result.stdout.split('\n').filter(Boolean).sort();
+  return stdout.split('\n').filter(Boolean).sort();
 }
 
 /** The subcommands and long options `coffer <command…> --help` lists. */
@@ -74,26 +84,29 @@ describe('coffer completion', () => {
     expect(result.stderr).toMatch(/zsh, bash, fish, powershell/);
   });
 
-  it('bash: completes every command `coffer --help` lists, and a prefix to its command', () => {
+  it('bash: completes every command `coffer --help` lists, and a prefix to its command', async () => {
     const commands = helpOf([]).commands;
     expect(commands).toEqual(expect.arrayContaining(['serve', 'admin', 'backup', 'restore', 'version', 'completion']));
-    expect(bashComplete([''])).toEqual([...commands].sort());
-    expect(bashComplete(['res'])).toEqual(['reset', 'restore']);
+    expect(await bashComplete([''])).toEqual([...commands].sort());
+    expect(await bashComplete(['res'])).toEqual(['reset', 'restore']);
   });
 
-  it('bash: completes the options of every command, as its --help lists them', () => {
-    for (const command of helpOf([]).commands.filter((name) => name !== 'help')) {
+  it('bash: completes the options of every command, as its --help lists them', async () => {
+    const commands = helpOf([]).commands.filter((name) => name !== 'help');
+    // Every command at once: each completion is its own bash and CLI process.
+    const offered = await Promise.all(commands.map((command) => bashComplete([command, '--'])));
+    commands.forEach((command, i) => {
       const { options } = helpOf([command]);
       expect(options.length, command).toBeGreaterThan(0);
-      expect(bashComplete([command, '--']), command).toEqual(expect.arrayContaining(options));
-    }
+      expect(offered[i], command).toEqual(expect.arrayContaining(options));
+    });
   });
 
-  it('bash: completes nested admin commands and argument choices', () => {
-    expect(bashComplete(['admin', ''])).toEqual([...helpOf(['admin']).commands].sort());
-    expect(bashComplete(['admin', 'keys', ''])).toEqual([...helpOf(['admin', 'keys']).commands].sort());
-    expect(bashComplete(['completion', ''])).toEqual(['bash', 'fish', 'powershell', 'zsh']);
-    expect(bashComplete(['backup', '--j'])).toEqual(['--json']);
+  it('bash: completes nested admin commands and argument choices', async () => {
+    expect(await bashComplete(['admin', ''])).toEqual([...helpOf(['admin']).commands].sort());
+    expect(await bashComplete(['admin', 'keys', ''])).toEqual([...helpOf(['admin', 'keys']).commands].sort());
+    expect(await bashComplete(['completion', ''])).toEqual(['bash', 'fish', 'powershell', 'zsh']);
+    expect(await bashComplete(['backup', '--j'])).toEqual(['--json']);
   });
 
   it.skipIf(!installed('zsh'))('zsh: the script parses (zsh -n)', () => {

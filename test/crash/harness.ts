@@ -109,10 +109,10 @@ async function startServer(env: Record<string, string>, log: string[]): Promise<
   // Only a hang detector: on a loaded machine a start has been seen to take 30 s.
   const deadline = Date.now() + 120_000;
   while (!/listening on (\S+)/.test(output)) {
-    if (Date.now() > deadline || child.exitCode !== null) {
+    if (Date.now() > deadline || child.exitCode !== null || child.signalCode !== null) {
       child.kill('SIGKILL');
       await exited(child);
-      throw new Error(`the server did not start:\n${output}`);
+      throw new Error(`the server did not start (exit code ${child.exitCode}, signal ${child.signalCode}):\n${output}`);
     }
     await sleep(20);
   }

@@ -15,7 +15,13 @@ export default function setup(): () => void {
   // Traversable like the system temp folder: a test runs the CLI as an unprivileged user on files in here.
   fs.chmodSync(root, 0o755);
   process.env.TMPDIR = root;
+  // Tools the tests run (tsc, eslint, Redocly) turn on Node's module compile cache (22.1+), which would otherwise
+  // leave a node-compile-cache folder in the temp root: a cache, not test output, so none is kept.
+  const compileCache = process.env.NODE_DISABLE_COMPILE_CACHE;
+  process.env.NODE_DISABLE_COMPILE_CACHE = '1';
   return () => {
+    if (compileCache === undefined) delete process.env.NODE_DISABLE_COMPILE_CACHE;
+    else process.env.NODE_DISABLE_COMPILE_CACHE = compileCache;
     if (outer === undefined) delete process.env.TMPDIR;
     else process.env.TMPDIR = outer;
     const left = fs.readdirSync(root);

@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 /**
  * The one executable, `coffer` (README.md, docs/client.md). The Node check comes first: every other module
- * (./program.js and all it imports) loads only after it passed.
+ * (./program.js and all it imports) loads only after it passed, so an unsupported Node gets one line, not a stack
+ * trace. The range is package.json's `engines` (docs/runtime.md); scripts/check-node.mjs checks the same before
+ * `npm start`'s build.
  */
-import { SUPPORTED_NODE, nodeSupported } from './node-check.js';
+import satisfies from 'semver/functions/satisfies.js';
+import { NODE_ENGINE } from '../lib/version.js';
 
-if (!nodeSupported(process.versions.node)) {
-  process.stderr.write('coffer: Node.js ' + process.versions.node + ' is not supported; use ' + SUPPORTED_NODE + '\n');
+if (!satisfies(process.versions.node, NODE_ENGINE)) {
+  process.stderr.write(`coffer: Node.js ${process.versions.node} is not supported; use ${NODE_ENGINE}\n`);
   process.exit(1);
 }
 await import('./program.js');

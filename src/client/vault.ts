@@ -3,7 +3,11 @@
  * needs the master key. The passphrase stays in this process: only the wrapped key and KDF parameters travel.
  */
 import {
+  addMasterKey,
   CRYPTO_VERSION,
+  deriveRecipient,
+  KEYRING,
+  masterKeys,
   DEFAULT_KDF_PROFILE,
   newKdfParams,
   newKey,
@@ -11,6 +15,7 @@ import {
   wipe,
   wrapMasterKey,
   type KdfProfile,
+  type Recipient,
 } from './envelope.js';
 import type { BackupAccountBody, BootstrapResponseBody, CofferClient, RotateResponseBody } from './sdk.js';
 
@@ -42,7 +47,7 @@ export async function initVault(
   }
 }
 
-/** The account and its unwrapped master key (secure buffer: wipe it when done). */
+/** The account and its unwrapped key material, a master key or a keyring (secure buffer: wipe it when done). */
 export async function unlockVault(
   client: CofferClient,
   passphrase: string,
@@ -65,7 +70,10 @@ export async function requireSealableVault(client: CofferClient, signal?: AbortS
   }
 }
 
-/** Re-wraps the same master key under a new passphrase and salt (rotate): every backup stays readable. */
+/**
+ * Re-wraps the same key material under a new passphrase and salt (rotate): every backup stays readable. A kept copy
+ * of the old envelope still opens with the old passphrase (only `rekeyVault` protects backups made afterwards).
+ */
 export async function changePassphrase(
   client: CofferClient,
   masterKey: Buffer,
@@ -75,4 +83,46 @@ export async function changePassphrase(
 ): Promise<RotateResponseBody> {
   const envelope = await wrapMasterKey(masterKey, newPassphrase, newKdfParams(profile));
   return client.rotate(envelope, signal);
+}
+
+export interface RekeyResult {
+  rotate: RotateResponseBody;
+  /** The new current recipient, and the one before the rekey. */
+  recipient: Recipient;
+  previousRecipient: Recipient;
+  /** Keys in the ring now (the new one first). */
+  keys: number;
+}
+
+/**
+ * A new random master key in front of the keyring (docs/crypto.md §1b), wrapped under the same passphrase with a
+ * new salt and nonce (rotate). Backups from now on use the new key; every older key stays in the ring, so older
+ * backups and hosts still sealing to an older recipient stay readable.
+ */
+export async function rekeyVault(
+  client: CofferClient,
+  passphrase: string,
+  profile: KdfProfile = DEFAULT_KDF_PROFILE,
+  signal?: AbortSignal,
+): Promise<RekeyResult> {
+  const { account, masterKey } = await unlockVault(client, passphrase, signal);
+  let next: Buffer | undefined;
+  try {
+    const held = masterKeys(masterKey).length;
+    if (held >= KEYRING.maxKeys) {
+      throw new VaultStateError(`the keyring already holds the maximum of ${KEYRING.maxKeys} keys; nothing was changed`);
+    }
+    next = addMasterKey(masterKey);
+    const envelope = await wrapMasterKey(next, passphrase, newKdfParams(profile));
+    // rotate replaces the envelope unconditionally: refuse if another client changed it since we read it, so its
+    // keys are not dropped (a narrow window remains until the API offers a conditional rotate).
+    const now = await client.getAccount(signal);
+    if (now.wrappedMasterKey !== account.wrappedMasterKey) {
+      throw new VaultStateError('the vault was changed by another client during the rekey; nothing was changed, run it again');
+    }
+    const rotate = await client.rotate(envelope, signal);
+    return { rotate, recipient: deriveRecipient(next), previousRecipient: deriveRecipient(masterKey), keys: held + 1 };
+  } finally {
+    wipe(masterKey, next);
+  }
 }

@@ -29,7 +29,9 @@ import {
   SEALED_DEK_BYTES,
   ciphertextSize,
   deriveKek,
+  addMasterKey,
   deriveRecipient,
+  masterKeys,
   newKey,
   nodePrimitives,
   parseRecipient,
@@ -133,6 +135,58 @@ describe('docs/crypto.md test vectors', () => {
     expect(Buffer.from(unwrapDek(hex(v.masterKey), v.backupId, v.sealedDek)).toString('hex')).toBe(v.dek);
     expect(() => unwrapDek(hex(v.masterKey), v.backupId.replace(/1$/, '2'), v.sealedDek)).toThrow(/does not belong to this backup/);
     expect(() => unwrapDek(newKey(), v.backupId, v.sealedDek)).toThrow(new RegExp(`sealed to another recipient ${v.recipient.fingerprint}`));
+  });
+
+  it('the keyring vector (§1b): exact bytes, every older form read with the ring, new material from the current key', async () => {
+    const k = v.keyring;
+    const ring = hex(k.plaintext);
+    expect(ring.subarray(0, 5).toString('latin1')).toBe('ckr1\x02');
+    expect(masterKeys(ring).map((key) => Buffer.from(key).toString('hex'))).toEqual(k.keys);
+    expect(k.keys[1]).toBe(v.masterKey);
+    expect(await wrapMasterKey(ring, v.passphrase, kdf, hex(k.wrappedMasterKeyNonce))).toEqual(k.vault);
+    expect(Buffer.from(await unwrapMasterKey(k.vault, v.passphrase)).toString('hex')).toBe(k.plaintext);
+    expect(wrapDek(ring, v.backupId, hex(v.dek), Buffer.from(k.finalize.wrappedDekNonce, 'base64'))).toEqual(k.finalize);
+    for (const form of [k.finalize, v.finalize, v.sealedDek]) {
+      expect(Buffer.from(unwrapDek(ring, v.backupId, form)).toString('hex')).toBe(v.dek);
+    }
+    expect(() => unwrapDek(hex(v.masterKey), v.backupId, k.finalize)).toThrow(IntegrityError);
+    expect(deriveRecipient(ring).fingerprint).toBe(k.recipientFingerprint);
+    expect(deriveRecipient(hex(k.keys[0])).fingerprint).toBe(k.recipientFingerprint);
+    // Another ring without the sealing key names the embedded fingerprint.
+    expect(() => unwrapDek(addMasterKey(newKey()), v.backupId, v.sealedDek)).toThrow(
+      new RegExp(`sealed to another recipient ${v.recipient.fingerprint}, not this vault's .* nor any of its 1 older keys`),
+    );
+  });
+
+  it('refuses key material that is neither a 32-byte key nor a well-formed keyring, also after a verified unwrap', async () => {
+    const ring = hex(v.keyring.plaintext);
+    const bad = [
+      Buffer.alloc(31),
+      Buffer.alloc(33),
+      Buffer.concat([Buffer.from('ckr2\x01'), Buffer.alloc(32)]),
+      Buffer.concat([Buffer.from('ckr1\x00')]),
+      Buffer.concat([Buffer.from('ckr1\x02'), Buffer.alloc(32)]), // count says 2, holds 1
+      Buffer.concat([Buffer.from('ckr1\x01'), Buffer.alloc(64)]), // count says 1, holds 2
+      Buffer.concat([Buffer.from('ckr1'), Buffer.from([65]), Buffer.alloc(65 * 32)]),
+      ring.subarray(0, ring.length - 1),
+    ];
+    for (const material of bad) {
+      expect(() => masterKeys(material)).toThrow(IntegrityError);
+      await expect(wrapMasterKey(material, v.passphrase, kdf)).rejects.toThrow(IntegrityError);
+    }
+    // A box that verifies but holds a malformed ring (only a writer with the KEK could make one) is still refused.
+    const kek = await deriveKek(v.passphrase, kdf);
+    const forged = Buffer.concat([Buffer.from('ckr1\x02'), Buffer.alloc(32)]);
+    const box = Buffer.alloc(forged.length + 16);
+    const nonce = Buffer.alloc(24, 7);
+    sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(box, forged, Buffer.from('coffer/v1/master'), null, nonce, kek);
+    const vault = { ...v.vault, wrappedMasterKey: box.toString('base64'), wrappedMasterKeyNonce: nonce.toString('base64') };
+    await expect(unwrapMasterKey(vault, v.passphrase)).rejects.toThrow(/neither a 32-byte master key nor a keyring/);
+    // A full ring of 64 takes no more keys.
+    let full: Uint8Array = hex(v.masterKey);
+    for (let n = 1; n < 64; n += 1) full = addMasterKey(full);
+    expect(masterKeys(full).length).toBe(64);
+    expect(() => addMasterKey(full)).toThrow(/maximum of 64 keys/);
   });
 
   it('decrypts the archive vector to the published tar', async () => {

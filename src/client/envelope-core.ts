@@ -346,6 +346,23 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     return ring;
   }
 
+  /** Key material from master keys, current first: one key is the legacy 32-byte form, more a keyring (secure buffer). */
+  function keyMaterialOf(keys: readonly Uint8Array[]): B {
+    if (keys.length < 1 || keys.length > KEYRING.maxKeys || keys.some((key) => key.length !== KEY_BYTES)) {
+      throw new RangeError(`a vault holds 1 to ${KEYRING.maxKeys} master keys of ${KEY_BYTES} bytes`);
+    }
+    if (keys.length === 1) {
+      const key = p.secureAlloc(KEY_BYTES);
+      key.set(keys[0]!);
+      return key;
+    }
+    const ring = p.secureAlloc(keyringBytes(keys.length));
+    ring.set(utf8.encode(KEYRING.magic), 0);
+    ring[KEYRING.magic.length] = keys.length;
+    keys.forEach((key, i) => ring.set(key, keyringBytes(i)));
+    return ring;
+  }
+
   /** Wraps a new backup's DEK with the current master key (the first of a keyring). */
   function wrapDek(masterKey: Uint8Array, backupId: string, dek: Uint8Array, nonce?: Uint8Array): WrappedDek {
     const box = seal(masterKeys(masterKey)[0]!, dek, AD.dek(backupId), nonce);
@@ -546,6 +563,7 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     wrapMasterKey,
     unwrapMasterKey,
     addMasterKey,
+    keyMaterialOf,
     masterKeys,
     wrapDek,
     unwrapDek,

@@ -94,6 +94,7 @@ export const {
   wrapMasterKey,
   unwrapMasterKey,
   addMasterKey,
+  keyMaterialOf,
   masterKeys,
   wrapDek,
   unwrapDek,

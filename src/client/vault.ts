@@ -6,11 +6,13 @@ import {
   addMasterKey,
   CRYPTO_VERSION,
   deriveRecipient,
+  IntegrityError,
   KEYRING,
   masterKeys,
   DEFAULT_KDF_PROFILE,
   newKdfParams,
   newKey,
+  unwrapDek,
   unwrapMasterKey,
   wipe,
   wrapMasterKey,
@@ -125,4 +127,57 @@ export async function rekeyVault(
   } finally {
     wipe(masterKey, next);
   }
+}
+
+export interface RecoverResult {
+  rotate: RotateResponseBody;
+  /** READY backups whose data key the kit opened, out of `checked`. */
+  opened: number;
+  checked: number;
+  recipient: Recipient;
+}
+
+/**
+ * Sets a new passphrase from a recovery kit's key material, without the old passphrase (docs/crypto.md §1c). The kit
+ * must open at least one READY backup's data key; it must open all of them, and a vault with no backup is
+ * accepted, only with `force` (rotating to a kit that lacks a newer key would lose that key for good).
+ */
+export async function recoverVault(
+  client: CofferClient,
+  material: Buffer,
+  newPassphrase: string,
+  options: { profile?: KdfProfile; force?: boolean; signal?: AbortSignal } = {},
+): Promise<RecoverResult> {
+  const { profile = DEFAULT_KDF_PROFILE, force = false, signal } = options;
+  const account = await client.getAccount(signal);
+  if (!account.initialized) throw new VaultStateError('the vault is not initialized: there is nothing to recover');
+  const ready = (await client.listBackups(signal)).backups.filter((backup) => backup.status === 'READY');
+  let opened = 0;
+  for (const { id } of ready) {
+    try {
+      wipe(unwrapDek(material, id, await client.getBackup(id, signal)));
+      opened += 1;
+    } catch (error) {
+      if (!(error instanceof IntegrityError)) throw error;
+    }
+  }
+  if (ready.length > 0 && opened === 0) {
+    throw new IntegrityError(`the kit opens none of the ${ready.length} backups: it belongs to another vault (or is older than every backup's key); nothing was changed`);
+  }
+  if (!force && ready.length === 0) {
+    throw new VaultStateError('there is no backup to check the kit against; nothing was changed (pass --force to use it unchecked)');
+  }
+  if (!force && opened < ready.length) {
+    throw new VaultStateError(
+      `the kit opens ${opened} of ${ready.length} backups: the others were made with a key it does not hold (a rekey after the ` +
+        'kit was printed?). Recovering with it would make them unreadable for good; nothing was changed (pass --force to accept that)',
+    );
+  }
+  const envelope = await wrapMasterKey(material, newPassphrase, newKdfParams(profile));
+  const now = await client.getAccount(signal);
+  if (now.wrappedMasterKey !== account.wrappedMasterKey) {
+    throw new VaultStateError('the vault was changed by another client during the recovery; nothing was changed, run it again');
+  }
+  const rotate = await client.rotate(envelope, signal);
+  return { rotate, opened, checked: ready.length, recipient: deriveRecipient(material) };
 }

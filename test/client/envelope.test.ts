@@ -12,6 +12,7 @@ import zlib from 'node:zlib';
 import { ml_kem768_x25519 } from '@noble/post-quantum/hybrid.js';
 import { bech32m } from '@scure/base';
 import sodium from 'sodium-native';
+import { wordlist } from '@scure/bip39/wordlists/english.js';
 import { describe, expect, it } from 'vitest';
 import {
   AEAD_ABYTES,
@@ -46,6 +47,7 @@ import {
   type BackupMetadata,
 } from '../../src/client/envelope.js';
 import { TAG_FINAL, TAG_MESSAGE } from '../../src/client/envelope-core.js';
+import { formatKit, parseKit } from '../../src/client/kit.js';
 import { ROOT } from './helpers.js';
 
 const DOC = path.join(ROOT, 'docs/crypto.md');
@@ -156,6 +158,22 @@ describe('docs/crypto.md test vectors', () => {
     expect(() => unwrapDek(addMasterKey(newKey()), v.backupId, v.sealedDek)).toThrow(
       new RegExp(`sealed to another recipient ${v.recipient.fingerprint}, not this vault's .* nor any of its 1 older keys`),
     );
+  });
+
+  it('the kit vector (§1c): exact text, BIP-39 words computed independently, read back to the keyring', () => {
+    const ring = hex(v.keyring.plaintext);
+    expect(formatKit(ring, v.kit.server)).toBe(v.kit.text);
+    // BIP-39 by hand: 256 bits ‖ SHA-256(key)[0], 24 × 11 bits big-endian into the English wordlist.
+    const words = (key: Buffer) => {
+      const bits = [...key, createHash('sha256').update(key).digest()[0]!].map((b) => b.toString(2).padStart(8, '0')).join('');
+      return Array.from({ length: 24 }, (_, i) => wordlist[parseInt(bits.slice(i * 11, i * 11 + 11), 2)]).join(' ');
+    };
+    expect(v.kit.text).toContain(`\nkey 1: ${words(hex(v.keyring.keys[0]))}\nkey 2: ${words(hex(v.keyring.keys[1]))}\n`);
+    const read = parseKit(v.kit.text.toUpperCase().replace('COFFER RECOVERY KIT V1', '  coffer recovery kit v1  '));
+    expect(read.material.toString('hex')).toBe(v.keyring.plaintext);
+    expect(read.keys).toBe(2);
+    // Key lines from different kits do not pass the recipient line.
+    expect(() => parseKit(v.kit.text.replace(/key 1: .*\n/, `key 1: ${words(hex(v.masterKey))}\n`))).toThrow(/do not give its recipient/);
   });
 
   it('refuses key material that is neither a 32-byte key nor a well-formed keyring, also after a verified unwrap', async () => {

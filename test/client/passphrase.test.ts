@@ -125,7 +125,7 @@ describe('usage and configuration errors', () => {
   });
 
   it('every client command has --help (exit 0)', async () => {
-    const commands = ['init', 'backup', 'list', 'show', 'restore', 'delete', 'watch', 'passphrase', 'rekey', 'reset'];
+    const commands = ['init', 'backup', 'list', 'show', 'restore', 'delete', 'watch', 'passphrase', 'rekey', 'kit', 'recover', 'reset'];
     const results = await Promise.all(commands.map((command) => runCli([command, '--help'], {})));
     results.forEach((result, i) => {
       expect(result.code, commands[i]).toBe(0);

@@ -21,6 +21,7 @@ import {
   wrapMasterKey,
   type BackupMetadata,
 } from '../../src/client/envelope.js';
+import { formatKit } from '../../src/client/kit.js';
 
 const bytes = (length: number, start: number) => Buffer.from(Array.from({ length }, (_, i) => (start + i) & 0xff));
 
@@ -122,6 +123,7 @@ const vectors = {
     finalize: wrapDek(ring, backupId, dek, keyringDekNonce),
     recipientFingerprint: ringRecipient.fingerprint,
   },
+  kit: { server: 'https://coffer.example', text: formatKit(ring, 'https://coffer.example') },
   archive: {
     ciphertext: ciphertext.toString('base64'),
     plaintextSizeBytes: tarBytes.length,

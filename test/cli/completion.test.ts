@@ -87,7 +87,8 @@ describe('coffer completion', () => {
       expect(options.length, command).toBeGreaterThan(0);
       expect(bashComplete([command, '--']), command).toEqual(expect.arrayContaining(options));
     }
-  });
+    // Two CLI processes per command, run one after another: the bound grows with the command list (a hang guard only).
+  }, 120_000);
 
   it('bash: completes nested admin commands and argument choices', () => {
     expect(bashComplete(['admin', ''])).toEqual([...helpOf(['admin']).commands].sort());

@@ -163,9 +163,9 @@ export const CLIENT_SETTINGS = settings({
   COFFER_API_KEY: { default: null, about: 'API key (required by every command that talks to the server)' },
   COFFER_BLOB_API_URL: { default: null, about: 'blob host of a blobhost-client server (unset: <COFFER_URL>/blob)' },
   COFFER_PASSPHRASE: { default: null, about: 'the vault passphrase, exactly (else --passphrase-file, else a prompt)' },
-  COFFER_NEW_PASSPHRASE: { default: null, about: 'the new passphrase of `coffer passphrase` (else --new-passphrase-file, else a prompt)' },
+  COFFER_NEW_PASSPHRASE: { default: null, about: 'the new passphrase of `coffer passphrase` and `coffer recover` (else --new-passphrase-file, else a prompt)' },
   COFFER_RECIPIENT: { default: null, about: 'recipient `coffer backup` seals to (`coffer recipient` prints it): no passphrase needed' },
-  COFFER_KDF: { default: DEFAULT_KDF_PROFILE, values: KDF_PROFILE_NAMES, about: 'Argon2id cost of a new wrapping (init, passphrase); min is for tests' },
+  COFFER_KDF: { default: DEFAULT_KDF_PROFILE, values: KDF_PROFILE_NAMES, about: 'Argon2id cost of a new wrapping (init, passphrase, rekey, recover); min is for tests' },
   COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "ciphertext limit the client enforces (unset: the server's default, 52428800)" },
 });
 

@@ -4,7 +4,10 @@
  * (console/src/crypto/envelope.ts); this module imports neither, nor any Node or DOM API.
  *
  *   KEK         = Argon2id13(passphrase NFC UTF-8, salt 16 B, opslimit, memlimit) → 32 B
- *   master key  = 32 random bytes, XChaCha20-Poly1305-IETF(KEK, nonce 24 B, AD "coffer/v1/master")
+ *   master key  = 32 random bytes, XChaCha20-Poly1305-IETF(KEK, nonce 24 B, AD "coffer/v1/master"); after
+ *                 `coffer rekey` the plaintext is a keyring "ckr1" ‖ n ‖ n × 32 B keys, current first. The core's
+ *                 `masterKey` arguments are that plaintext (either form): new material uses the current key,
+ *                 reading tries every key
  *   DEK         = 32 random bytes per backup, XChaCha20-Poly1305-IETF(master, nonce, AD "coffer/v1/dek/<id>")
  *   metadata    = JSON, XChaCha20-Poly1305-IETF(DEK, nonce, AD "coffer/v1/metadata/<id>")
  *   archive     = secretstream XChaCha20-Poly1305(DEK): 24 B header, then 64 KiB plaintext chunks, each
@@ -21,6 +24,7 @@ import { bech32m } from '@scure/base';
 import type { BackupAccountEnvelopeBody } from '../api/schemas.js';
 import {
   AD,
+  KEYRING,
   RECIPIENT,
   type BackupMetadata,
   CHUNK_BYTES,
@@ -33,7 +37,7 @@ import {
   requireRequestedBackup,
 } from './envelope-format.js';
 
-export { AD, RECIPIENT, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, requireRequestedBackup };
+export { AD, KEYRING, RECIPIENT, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, requireRequestedBackup };
 
 export const KEY_BYTES = 32;
 export const SALT_BYTES = 16; // crypto_pwhash_SALTBYTES
@@ -46,6 +50,28 @@ export const TAG_FINAL = 3; // crypto_secretstream_xchacha20poly1305_TAG_FINAL
 const FRAME_BYTES = CHUNK_BYTES + STREAM_ABYTES;
 
 export const WRONG_PASSPHRASE = 'wrong passphrase (or the vault material was altered)';
+const MALFORMED_KEYRING = 'the vault key material is neither a 32-byte master key nor a keyring';
+
+/** The length of the plaintext under the KEK: a legacy master key (n = 0) or a keyring of n keys. */
+const keyringBytes = (n: number) => KEYRING.headerBytes + n * KEY_BYTES;
+const isWrappedMaterialLength = (length: number) => {
+  const plain = length - AEAD_ABYTES;
+  if (plain === KEY_BYTES) return true;
+  const n = (plain - KEYRING.headerBytes) / KEY_BYTES;
+  return Number.isInteger(n) && n >= 1 && n <= KEYRING.maxKeys;
+};
+
+/**
+ * The master keys of vault key material, newest (current) first, as views into it: exactly 32 bytes is one legacy
+ * master key; anything else must be "ckr1" ‖ n (1..64) ‖ n × 32 bytes. IntegrityError otherwise.
+ */
+export function masterKeys(material: Uint8Array): Uint8Array[] {
+  if (material.length === KEY_BYTES) return [material];
+  const n = material[KEYRING.magic.length] ?? 0;
+  const magicOk = material.length >= KEYRING.headerBytes && KEYRING.magic.split('').every((c, i) => material[i] === c.charCodeAt(0));
+  if (!magicOk || n < 1 || n > KEYRING.maxKeys || material.length !== keyringBytes(n)) throw new IntegrityError(MALFORMED_KEYRING);
+  return Array.from({ length: n }, (_, i) => material.subarray(keyringBytes(i), keyringBytes(i + 1)));
+}
 
 /** wrappedDek sizes: the master-key-wrapped form, and the form sealed to a recipient (docs/crypto.md §2). */
 export const WRAPPED_DEK_BYTES = KEY_BYTES + AEAD_ABYTES; // 48
@@ -257,13 +283,14 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     return plaintext;
   }
 
-  /** Wraps `masterKey` under a KEK derived from `passphrase` with new (or given) KDF parameters. */
+  /** Wraps the key material (a master key or a keyring, as is) under a KEK from `passphrase` with new (or given) KDF parameters. */
   async function wrapMasterKey(
     masterKey: Uint8Array,
     passphrase: string,
     kdf: KdfParams = newKdfParams(),
     nonce?: Uint8Array,
   ): Promise<VaultMaterial> {
+    masterKeys(masterKey);
     const kek = await deriveKek(passphrase, kdf);
     try {
       const box = seal(kek, masterKey, AD.master, nonce);
@@ -278,7 +305,10 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     }
   }
 
-  /** The master key, in a secure buffer; IntegrityError(WRONG_PASSPHRASE) on a wrong passphrase or altered material. */
+  /**
+   * The key material (a legacy master key or a keyring, checked), in a secure buffer; IntegrityError(WRONG_PASSPHRASE)
+   * on a wrong passphrase or altered material.
+   */
   async function unwrapMasterKey(vault: VaultFields, passphrase: string): Promise<B> {
     if (vault.cryptoVersion !== CRYPTO_VERSION) {
       throw new IntegrityError(`unsupported vault crypto version ${JSON.stringify(vault.cryptoVersion)}`);
@@ -287,17 +317,55 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     const kdf = { salt: fromBase64(vault.kdf.salt, 'kdf.salt'), opslimit: vault.kdf.opslimit, memlimit: vault.kdf.memlimit };
     const wrapped = fromBase64(vault.wrappedMasterKey, 'wrappedMasterKey');
     const nonce = fromBase64(vault.wrappedMasterKeyNonce, 'wrappedMasterKeyNonce');
-    if (wrapped.length !== KEY_BYTES + AEAD_ABYTES) throw new IntegrityError(WRONG_PASSPHRASE);
+    if (!isWrappedMaterialLength(wrapped.length)) throw new IntegrityError(WRONG_PASSPHRASE);
     const kek = await deriveKek(passphrase, kdf);
+    let material: B;
     try {
-      return open(kek, wrapped, nonce, AD.master, WRONG_PASSPHRASE, true);
+      material = open(kek, wrapped, nonce, AD.master, WRONG_PASSPHRASE, true);
     } finally {
       wipe(kek);
     }
+    try {
+      masterKeys(material);
+    } catch (error) {
+      wipe(material);
+      throw error;
+    }
+    return material;
   }
 
+  /** New key material: a fresh random master key in front of the given material's keys (a keyring), in a secure buffer. */
+  function addMasterKey(material: Uint8Array): B {
+    const keys = masterKeys(material);
+    if (keys.length >= KEYRING.maxKeys) throw new RangeError(`the keyring already holds the maximum of ${KEYRING.maxKeys} keys`);
+    const ring = p.secureAlloc(keyringBytes(keys.length + 1));
+    ring.set(utf8.encode(KEYRING.magic), 0);
+    ring[KEYRING.magic.length] = keys.length + 1;
+    p.random(ring.subarray(keyringBytes(0), keyringBytes(1)));
+    keys.forEach((key, i) => ring.set(key, keyringBytes(i + 1)));
+    return ring;
+  }
+
+  /** Key material from master keys, current first: one key is the legacy 32-byte form, more a keyring (secure buffer). */
+  function keyMaterialOf(keys: readonly Uint8Array[]): B {
+    if (keys.length < 1 || keys.length > KEYRING.maxKeys || keys.some((key) => key.length !== KEY_BYTES)) {
+      throw new RangeError(`a vault holds 1 to ${KEYRING.maxKeys} master keys of ${KEY_BYTES} bytes`);
+    }
+    if (keys.length === 1) {
+      const key = p.secureAlloc(KEY_BYTES);
+      key.set(keys[0]!);
+      return key;
+    }
+    const ring = p.secureAlloc(keyringBytes(keys.length));
+    ring.set(utf8.encode(KEYRING.magic), 0);
+    ring[KEYRING.magic.length] = keys.length;
+    keys.forEach((key, i) => ring.set(key, keyringBytes(i)));
+    return ring;
+  }
+
+  /** Wraps a new backup's DEK with the current master key (the first of a keyring). */
   function wrapDek(masterKey: Uint8Array, backupId: string, dek: Uint8Array, nonce?: Uint8Array): WrappedDek {
-    const box = seal(masterKey, dek, AD.dek(backupId), nonce);
+    const box = seal(masterKeys(masterKey)[0]!, dek, AD.dek(backupId), nonce);
     return { wrappedDek: p.toBase64(box.ciphertext), wrappedDekNonce: p.toBase64(box.nonce) };
   }
 
@@ -329,9 +397,9 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     return seed;
   }
 
-  /** The vault's recipient (public): X-Wing KeyGen from the seed derived from the master key. */
+  /** The vault's recipient (public): X-Wing KeyGen from the seed derived from the current master key. */
   function deriveRecipient(masterKey: Uint8Array): Recipient {
-    const seed = recipientSeed(masterKey);
+    const seed = recipientSeed(masterKeys(masterKey)[0]!);
     try {
       return recipientOf(xwing.getPublicKey(seed));
     } finally {
@@ -407,37 +475,42 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
   const isSealedDek = (wrapped: Uint8Array) =>
     wrapped.length === SEALED_DEK_BYTES && RECIPIENT.magic.split('').every((c, i) => wrapped[i] === c.charCodeAt(0));
 
-  function unsealDek(masterKey: Uint8Array, backupId: string, sealed: Uint8Array, nonce: Uint8Array, what: string): B {
+  /** The key of the ring whose recipient the DEK was sealed to (the embedded fingerprint decides). */
+  function unsealDek(material: Uint8Array, backupId: string, sealed: Uint8Array, nonce: Uint8Array, what: string): B {
     const at = RECIPIENT.magic.length;
     const embedded = sealed.subarray(at, at + RECIPIENT.fingerprintBytes);
     const ciphertext = sealed.subarray(at + RECIPIENT.fingerprintBytes, SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
-    const seed = recipientSeed(masterKey);
-    try {
-      const own = fingerprintBytes(xwing.getPublicKey(seed));
-      if (!own.every((byte, i) => embedded[i] === byte)) {
-        throw new IntegrityError(
-          `the backup data key is sealed to another recipient ${fingerprintText(embedded)}, not this vault's ${fingerprintText(own)}`,
-        );
-      }
-      let sharedSecret: Uint8Array;
+    const keys = masterKeys(material);
+    let current = '';
+    for (const key of keys) {
+      const seed = recipientSeed(key);
       try {
-        sharedSecret = xwing.decapsulate(ciphertext, seed);
-      } catch {
-        throw new IntegrityError(what);
-      }
-      try {
-        return open(sharedSecret, sealed.subarray(SEALED_DEK_BYTES - WRAPPED_DEK_BYTES), nonce, AD.sealedDek(backupId, fingerprintText(own)), what, true);
+        const own = fingerprintBytes(xwing.getPublicKey(seed));
+        current ||= fingerprintText(own);
+        if (!own.every((byte, i) => embedded[i] === byte)) continue;
+        let sharedSecret: Uint8Array;
+        try {
+          sharedSecret = xwing.decapsulate(ciphertext, seed);
+        } catch {
+          throw new IntegrityError(what);
+        }
+        try {
+          return open(sharedSecret, sealed.subarray(SEALED_DEK_BYTES - WRAPPED_DEK_BYTES), nonce, AD.sealedDek(backupId, fingerprintText(own)), what, true);
+        } finally {
+          p.wipe(sharedSecret);
+        }
       } finally {
-        p.wipe(sharedSecret);
+        p.wipe(seed);
       }
-    } finally {
-      p.wipe(seed);
     }
+    const older = keys.length > 1 ? ` nor any of its ${keys.length - 1} older keys` : '';
+    throw new IntegrityError(`the backup data key is sealed to another recipient ${fingerprintText(embedded)}, not this vault's ${current}${older}`);
   }
 
   /**
-   * The backup's DEK, in a secure buffer, from either form of wrappedDek: exactly 48 bytes is wrapped with the master
-   * key, exactly 1180 bytes starting "cxw1" is sealed to the vault's recipient; anything else is an IntegrityError.
+   * The backup's DEK, in a secure buffer, from either form of wrappedDek: exactly 48 bytes is wrapped with a master
+   * key (each key of the ring is tried in order, the AEAD tag decides), exactly 1180 bytes starting "cxw1" is sealed
+   * to the recipient of the key whose fingerprint it embeds; anything else is an IntegrityError.
    */
   function unwrapDek(
     masterKey: Uint8Array,
@@ -447,7 +520,16 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     const what = 'the backup data key does not belong to this backup or vault (wrappedDek altered or swapped)';
     const wrapped = fromBase64(fields.wrappedDek, 'wrappedDek');
     const nonce = fromBase64(fields.wrappedDekNonce, 'wrappedDekNonce');
-    if (wrapped.length === WRAPPED_DEK_BYTES) return open(masterKey, wrapped, nonce, AD.dek(backupId), what, true);
+    if (wrapped.length === WRAPPED_DEK_BYTES) {
+      for (const key of masterKeys(masterKey)) {
+        try {
+          return open(key, wrapped, nonce, AD.dek(backupId), what, true);
+        } catch (error) {
+          if (!(error instanceof IntegrityError)) throw error;
+        }
+      }
+      throw new IntegrityError(what);
+    }
     if (isSealedDek(wrapped)) return unsealDek(masterKey, backupId, wrapped, nonce, what);
     throw new IntegrityError(what);
   }
@@ -480,6 +562,9 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     deriveKek,
     wrapMasterKey,
     unwrapMasterKey,
+    addMasterKey,
+    keyMaterialOf,
+    masterKeys,
     wrapDek,
     unwrapDek,
     deriveRecipient,

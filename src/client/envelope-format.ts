@@ -32,6 +32,16 @@ export const RECIPIENT = {
   fingerprintBytes: 8,
 } as const;
 
+/**
+ * The keyring (docs/crypto.md §1b): the plaintext under the KEK is either one 32-byte master key (legacy) or
+ * "ckr1" ‖ n (1 byte) ‖ n × 32-byte master keys, newest (current) first.
+ */
+export const KEYRING = {
+  magic: 'ckr1',
+  headerBytes: 5,
+  maxKeys: 64,
+} as const;
+
 /** Anything that failed to authenticate or decode: wrong passphrase, tampering, truncation, a hostile archive. */
 export class IntegrityError extends Error {
   override readonly name = 'IntegrityError';

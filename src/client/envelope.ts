@@ -8,6 +8,7 @@ import { SecretStreamReader, SecretStreamWriter, createEnvelope, type Primitives
 
 export {
   AD,
+  KEYRING,
   AEAD_ABYTES,
   type BackupMetadata,
   CHUNK_BYTES,
@@ -92,6 +93,9 @@ export const {
   deriveKek,
   wrapMasterKey,
   unwrapMasterKey,
+  addMasterKey,
+  keyMaterialOf,
+  masterKeys,
   wrapDek,
   unwrapDek,
   deriveRecipient,

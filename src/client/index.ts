@@ -24,6 +24,8 @@ export {
   sealMetadata,
   unwrapDek,
   unwrapMasterKey,
+  addMasterKey,
+  masterKeys,
   wipe,
   wrapDek,
   wrapMasterKey,
@@ -46,5 +48,6 @@ export {
 export { UnsafeArchiveError } from './archive.js';
 export { RestoreTargetError } from './restore.js';
 export { SourceReadError } from './fs-errors.js';
-export { VaultStateError, changePassphrase, initVault, requireSealableVault, unlockVault } from './vault.js';
+export { VaultStateError, changePassphrase, initVault, recoverVault, rekeyVault, requireSealableVault, unlockVault } from './vault.js';
 export { StatusStreamError, TERMINAL_STATUSES, watchBackup, type WatchEvent } from './watch.js';
+export { KIT_HEADER, KitFormatError, formatKit, parseKit } from './kit.js';

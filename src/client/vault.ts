@@ -3,14 +3,21 @@
  * needs the master key. The passphrase stays in this process: only the wrapped key and KDF parameters travel.
  */
 import {
+  addMasterKey,
   CRYPTO_VERSION,
+  deriveRecipient,
+  IntegrityError,
+  KEYRING,
+  masterKeys,
   DEFAULT_KDF_PROFILE,
   newKdfParams,
   newKey,
+  unwrapDek,
   unwrapMasterKey,
   wipe,
   wrapMasterKey,
   type KdfProfile,
+  type Recipient,
 } from './envelope.js';
 import type { BackupAccountBody, BootstrapResponseBody, CofferClient, RotateResponseBody } from './sdk.js';
 
@@ -42,7 +49,7 @@ export async function initVault(
   }
 }
 
-/** The account and its unwrapped master key (secure buffer: wipe it when done). */
+/** The account and its unwrapped key material, a master key or a keyring (secure buffer: wipe it when done). */
 export async function unlockVault(
   client: CofferClient,
   passphrase: string,
@@ -65,7 +72,10 @@ export async function requireSealableVault(client: CofferClient, signal?: AbortS
   }
 }
 
-/** Re-wraps the same master key under a new passphrase and salt (rotate): every backup stays readable. */
+/**
+ * Re-wraps the same key material under a new passphrase and salt (rotate): every backup stays readable. A kept copy
+ * of the old envelope still opens with the old passphrase (only `rekeyVault` protects backups made afterwards).
+ */
 export async function changePassphrase(
   client: CofferClient,
   masterKey: Buffer,
@@ -75,4 +85,99 @@ export async function changePassphrase(
 ): Promise<RotateResponseBody> {
   const envelope = await wrapMasterKey(masterKey, newPassphrase, newKdfParams(profile));
   return client.rotate(envelope, signal);
+}
+
+export interface RekeyResult {
+  rotate: RotateResponseBody;
+  /** The new current recipient, and the one before the rekey. */
+  recipient: Recipient;
+  previousRecipient: Recipient;
+  /** Keys in the ring now (the new one first). */
+  keys: number;
+}
+
+/**
+ * A new random master key in front of the keyring (docs/crypto.md §1b), wrapped under the same passphrase with a
+ * new salt and nonce (rotate). Backups from now on use the new key; every older key stays in the ring, so older
+ * backups and hosts still sealing to an older recipient stay readable.
+ */
+export async function rekeyVault(
+  client: CofferClient,
+  passphrase: string,
+  profile: KdfProfile = DEFAULT_KDF_PROFILE,
+  signal?: AbortSignal,
+): Promise<RekeyResult> {
+  const { account, masterKey } = await unlockVault(client, passphrase, signal);
+  let next: Buffer | undefined;
+  try {
+    const held = masterKeys(masterKey).length;
+    if (held >= KEYRING.maxKeys) {
+      throw new VaultStateError(`the keyring already holds the maximum of ${KEYRING.maxKeys} keys; nothing was changed`);
+    }
+    next = addMasterKey(masterKey);
+    const envelope = await wrapMasterKey(next, passphrase, newKdfParams(profile));
+    // rotate replaces the envelope unconditionally: refuse if another client changed it since we read it, so its
+    // keys are not dropped (a narrow window remains until the API offers a conditional rotate).
+    const now = await client.getAccount(signal);
+    if (now.wrappedMasterKey !== account.wrappedMasterKey) {
+      throw new VaultStateError('the vault was changed by another client during the rekey; nothing was changed, run it again');
+    }
+    const rotate = await client.rotate(envelope, signal);
+    return { rotate, recipient: deriveRecipient(next), previousRecipient: deriveRecipient(masterKey), keys: held + 1 };
+  } finally {
+    wipe(masterKey, next);
+  }
+}
+
+export interface RecoverResult {
+  rotate: RotateResponseBody;
+  /** READY backups whose data key the kit opened, out of `checked`. */
+  opened: number;
+  checked: number;
+  recipient: Recipient;
+}
+
+/**
+ * Sets a new passphrase from a recovery kit's key material, without the old passphrase (docs/crypto.md §1c). The kit
+ * must open at least one READY backup's data key; it must open all of them, and a vault with no backup is
+ * accepted, only with `force` (rotating to a kit that lacks a newer key would lose that key for good).
+ */
+export async function recoverVault(
+  client: CofferClient,
+  material: Buffer,
+  newPassphrase: string,
+  options: { profile?: KdfProfile; force?: boolean; signal?: AbortSignal } = {},
+): Promise<RecoverResult> {
+  const { profile = DEFAULT_KDF_PROFILE, force = false, signal } = options;
+  const account = await client.getAccount(signal);
+  if (!account.initialized) throw new VaultStateError('the vault is not initialized: there is nothing to recover');
+  const ready = (await client.listBackups(signal)).backups.filter((backup) => backup.status === 'READY');
+  let opened = 0;
+  for (const { id } of ready) {
+    try {
+      wipe(unwrapDek(material, id, await client.getBackup(id, signal)));
+      opened += 1;
+    } catch (error) {
+      if (!(error instanceof IntegrityError)) throw error;
+    }
+  }
+  if (ready.length > 0 && opened === 0) {
+    throw new IntegrityError(`the kit opens none of the ${ready.length} backups: it belongs to another vault (or is older than every backup's key); nothing was changed`);
+  }
+  if (!force && ready.length === 0) {
+    throw new VaultStateError('there is no backup to check the kit against; nothing was changed (pass --force to use it unchecked)');
+  }
+  if (!force && opened < ready.length) {
+    throw new VaultStateError(
+      `the kit opens ${opened} of ${ready.length} backups: the others were made with a key it does not hold (a rekey after the ` +
+        'kit was printed?). Recovering with it would make them unreadable for good; nothing was changed (pass --force to accept that)',
+    );
+  }
+  const envelope = await wrapMasterKey(material, newPassphrase, newKdfParams(profile));
+  const now = await client.getAccount(signal);
+  if (now.wrappedMasterKey !== account.wrappedMasterKey) {
+    throw new VaultStateError('the vault was changed by another client during the recovery; nothing was changed, run it again');
+  }
+  const rotate = await client.rotate(envelope, signal);
+  return { rotate, opened, checked: ready.length, recipient: deriveRecipient(material) };
 }

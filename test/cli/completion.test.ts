@@ -100,7 +100,8 @@ describe('coffer completion', () => {
       expect(options.length, command).toBeGreaterThan(0);
       expect(offered[i], command).toEqual(expect.arrayContaining(options));
     });
-  });
+    // A hang guard only: one --help per command, one after another, grows with the command list.
+  }, 60_000);
 
   it('bash: completes nested admin commands and argument choices', async () => {
     expect(await bashComplete(['admin', ''])).toEqual([...helpOf(['admin']).commands].sort());

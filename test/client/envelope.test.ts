@@ -12,6 +12,7 @@ import zlib from 'node:zlib';
 import { ml_kem768_x25519 } from '@noble/post-quantum/hybrid.js';
 import { bech32m } from '@scure/base';
 import sodium from 'sodium-native';
+import { wordlist } from '@scure/bip39/wordlists/english.js';
 import { describe, expect, it } from 'vitest';
 import {
   AEAD_ABYTES,
@@ -29,7 +30,9 @@ import {
   SEALED_DEK_BYTES,
   ciphertextSize,
   deriveKek,
+  addMasterKey,
   deriveRecipient,
+  masterKeys,
   newKey,
   nodePrimitives,
   parseRecipient,
@@ -44,6 +47,7 @@ import {
   type BackupMetadata,
 } from '../../src/client/envelope.js';
 import { TAG_FINAL, TAG_MESSAGE } from '../../src/client/envelope-core.js';
+import { formatKit, parseKit } from '../../src/client/kit.js';
 import { ROOT } from './helpers.js';
 
 const DOC = path.join(ROOT, 'docs/crypto.md');
@@ -133,6 +137,74 @@ describe('docs/crypto.md test vectors', () => {
     expect(Buffer.from(unwrapDek(hex(v.masterKey), v.backupId, v.sealedDek)).toString('hex')).toBe(v.dek);
     expect(() => unwrapDek(hex(v.masterKey), v.backupId.replace(/1$/, '2'), v.sealedDek)).toThrow(/does not belong to this backup/);
     expect(() => unwrapDek(newKey(), v.backupId, v.sealedDek)).toThrow(new RegExp(`sealed to another recipient ${v.recipient.fingerprint}`));
+  });
+
+  it('the keyring vector (§1b): exact bytes, every older form read with the ring, new material from the current key', async () => {
+    const k = v.keyring;
+    const ring = hex(k.plaintext);
+    expect(ring.subarray(0, 5).toString('latin1')).toBe('ckr1\x02');
+    expect(masterKeys(ring).map((key) => Buffer.from(key).toString('hex'))).toEqual(k.keys);
+    expect(k.keys[1]).toBe(v.masterKey);
+    expect(await wrapMasterKey(ring, v.passphrase, kdf, hex(k.wrappedMasterKeyNonce))).toEqual(k.vault);
+    expect(Buffer.from(await unwrapMasterKey(k.vault, v.passphrase)).toString('hex')).toBe(k.plaintext);
+    expect(wrapDek(ring, v.backupId, hex(v.dek), Buffer.from(k.finalize.wrappedDekNonce, 'base64'))).toEqual(k.finalize);
+    for (const form of [k.finalize, v.finalize, v.sealedDek]) {
+      expect(Buffer.from(unwrapDek(ring, v.backupId, form)).toString('hex')).toBe(v.dek);
+    }
+    expect(() => unwrapDek(hex(v.masterKey), v.backupId, k.finalize)).toThrow(IntegrityError);
+    expect(deriveRecipient(ring).fingerprint).toBe(k.recipientFingerprint);
+    expect(deriveRecipient(hex(k.keys[0])).fingerprint).toBe(k.recipientFingerprint);
+    // Another ring without the sealing key names the embedded fingerprint.
+    expect(() => unwrapDek(addMasterKey(newKey()), v.backupId, v.sealedDek)).toThrow(
+      new RegExp(`sealed to another recipient ${v.recipient.fingerprint}, not this vault's .* nor any of its 1 older keys`),
+    );
+  });
+
+  it('the kit vector (§1c): exact text, BIP-39 words computed independently, read back to the keyring', () => {
+    const ring = hex(v.keyring.plaintext);
+    expect(formatKit(ring, v.kit.server)).toBe(v.kit.text);
+    // BIP-39 by hand: 256 bits ‖ SHA-256(key)[0], 24 × 11 bits big-endian into the English wordlist.
+    const words = (key: Buffer) => {
+      const bits = [...key, createHash('sha256').update(key).digest()[0]!].map((b) => b.toString(2).padStart(8, '0')).join('');
+      return Array.from({ length: 24 }, (_, i) => wordlist[parseInt(bits.slice(i * 11, i * 11 + 11), 2)]).join(' ');
+    };
+    expect(v.kit.text).toContain(`\nkey 1: ${words(hex(v.keyring.keys[0]))}\nkey 2: ${words(hex(v.keyring.keys[1]))}\n`);
+    const read = parseKit(v.kit.text.toUpperCase().replace('COFFER RECOVERY KIT V1', '  coffer recovery kit v1  '));
+    expect(read.material.toString('hex')).toBe(v.keyring.plaintext);
+    expect(read.keys).toBe(2);
+    // Key lines from different kits do not pass the recipient line.
+    expect(() => parseKit(v.kit.text.replace(/key 1: .*\n/, `key 1: ${words(hex(v.masterKey))}\n`))).toThrow(/do not give its recipient/);
+  });
+
+  it('refuses key material that is neither a 32-byte key nor a well-formed keyring, also after a verified unwrap', async () => {
+    const ring = hex(v.keyring.plaintext);
+    const bad = [
+      Buffer.alloc(31),
+      Buffer.alloc(33),
+      Buffer.concat([Buffer.from('ckr2\x01'), Buffer.alloc(32)]),
+      Buffer.concat([Buffer.from('ckr1\x00')]),
+      Buffer.concat([Buffer.from('ckr1\x02'), Buffer.alloc(32)]), // count says 2, holds 1
+      Buffer.concat([Buffer.from('ckr1\x01'), Buffer.alloc(64)]), // count says 1, holds 2
+      Buffer.concat([Buffer.from('ckr1'), Buffer.from([65]), Buffer.alloc(65 * 32)]),
+      ring.subarray(0, ring.length - 1),
+    ];
+    for (const material of bad) {
+      expect(() => masterKeys(material)).toThrow(IntegrityError);
+      await expect(wrapMasterKey(material, v.passphrase, kdf)).rejects.toThrow(IntegrityError);
+    }
+    // A box that verifies but holds a malformed ring (only a writer with the KEK could make one) is still refused.
+    const kek = await deriveKek(v.passphrase, kdf);
+    const forged = Buffer.concat([Buffer.from('ckr1\x02'), Buffer.alloc(32)]);
+    const box = Buffer.alloc(forged.length + 16);
+    const nonce = Buffer.alloc(24, 7);
+    sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(box, forged, Buffer.from('coffer/v1/master'), null, nonce, kek);
+    const vault = { ...v.vault, wrappedMasterKey: box.toString('base64'), wrappedMasterKeyNonce: nonce.toString('base64') };
+    await expect(unwrapMasterKey(vault, v.passphrase)).rejects.toThrow(/neither a 32-byte master key nor a keyring/);
+    // A full ring of 64 takes no more keys.
+    let full: Uint8Array = hex(v.masterKey);
+    for (let n = 1; n < 64; n += 1) full = addMasterKey(full);
+    expect(masterKeys(full).length).toBe(64);
+    expect(() => addMasterKey(full)).toThrow(/maximum of 64 keys/);
   });
 
   it('decrypts the archive vector to the published tar', async () => {

@@ -77,6 +77,9 @@ describe('passphrases', () => {
       { COFFER_PASSPHRASE: WRONG }, // the file wins over the environment
     );
     expect(rotated.code, rotated.stderr).toBe(0);
+    // The same master key is re-wrapped: the note must not claim more than that.
+    expect(rotated.stdout).not.toMatch(/no longer works/);
+    expect(rotated.stderr).toMatch(/copy of the old vault envelope[\s\S]*coffer rekey/);
     const restored = await run(['restore', backupId, path.join(work, 'third')], { COFFER_PASSPHRASE: THIRD });
     expect(restored.code, restored.stderr).toBe(0);
   });
@@ -122,7 +125,7 @@ describe('usage and configuration errors', () => {
   });
 
   it('every client command has --help (exit 0)', async () => {
-    const commands = ['init', 'backup', 'list', 'show', 'restore', 'delete', 'watch', 'passphrase', 'reset'];
+    const commands = ['init', 'backup', 'list', 'show', 'restore', 'delete', 'watch', 'passphrase', 'rekey', 'kit', 'recover', 'reset'];
     const results = await Promise.all(commands.map((command) => runCli([command, '--help'], {})));
     results.forEach((result, i) => {
       expect(result.code, commands[i]).toBe(0);

@@ -11,6 +11,7 @@ import { ml_kem768_x25519 } from '@noble/post-quantum/hybrid.js';
 import * as tar from 'tar';
 import {
   EncryptStream,
+  addMasterKey,
   deriveKek,
   deriveRecipient,
   nodePrimitives,
@@ -20,6 +21,7 @@ import {
   wrapMasterKey,
   type BackupMetadata,
 } from '../../src/client/envelope.js';
+import { formatKit } from '../../src/client/kit.js';
 
 const bytes = (length: number, start: number) => Buffer.from(Array.from({ length }, (_, i) => (start + i) & 0xff));
 
@@ -33,6 +35,9 @@ const dekNonce = bytes(24, 0xa0);
 const metadataNonce = bytes(24, 0xc0);
 const sealedDekNonce = bytes(24, 0xe0);
 const eseed = bytes(64, 0x20);
+const newerKey = bytes(32, 0x60);
+const keyringNonce = bytes(24, 0x50);
+const keyringDekNonce = bytes(24, 0x90);
 
 // A one-file tar (portable headers, fixed mtime), gzip'd, sealed with the DEK.
 const entry = new tar.Header({
@@ -76,6 +81,10 @@ const sealed = sealDek(recipient, backupId, dek, sealedDekNonce, eseed);
 const sealedBytes = Buffer.from(sealed.wrappedDek, 'base64');
 const { sharedSecret } = ml_kem768_x25519.encapsulate(recipient.publicKey, eseed);
 const vault = await wrapMasterKey(masterKey, passphrase, kdf, masterNonce);
+// The keyring after one rekey: a fixed newer key in front of `masterKey` (addMasterKey draws it at random).
+const ring = Buffer.from(addMasterKey(masterKey));
+newerKey.copy(ring, 5);
+const ringRecipient = deriveRecipient(ring);
 const vectors = {
   passphrase,
   kdf: { salt: kdf.salt.toString('base64'), opslimit: kdf.opslimit, memlimit: kdf.memlimit },
@@ -106,6 +115,15 @@ const vectors = {
     wrappedDek: sealed.wrappedDek,
     wrappedDekNonce: sealed.wrappedDekNonce,
   },
+  keyring: {
+    keys: [newerKey.toString('hex'), masterKey.toString('hex')],
+    plaintext: ring.toString('hex'),
+    wrappedMasterKeyNonce: keyringNonce.toString('hex'),
+    vault: await wrapMasterKey(ring, passphrase, kdf, keyringNonce),
+    finalize: wrapDek(ring, backupId, dek, keyringDekNonce),
+    recipientFingerprint: ringRecipient.fingerprint,
+  },
+  kit: { server: 'https://coffer.example', text: formatKit(ring, 'https://coffer.example') },
   archive: {
     ciphertext: ciphertext.toString('base64'),
     plaintextSizeBytes: tarBytes.length,

@@ -42,6 +42,15 @@ assert seal(master, dek, ("coffer/v1/dek/" + backup_id).encode(), bytes.fromhex(
 assert seal(dek, v["metadataJson"].encode(), ("coffer/v1/metadata/" + backup_id).encode(),
             bytes.fromhex(v["encryptedMetadataNonce"])) == v["finalize"]["encryptedMetadata"]
 
+# Keyring (§1b): "ckr1" ‖ n ‖ keys newest first, wrapped exactly as a single master key; DEKs from the current key.
+ring = v["keyring"]
+ring_plain = bytes.fromhex(ring["plaintext"])
+assert ring_plain == b"ckr1" + bytes([len(ring["keys"])]) + b"".join(bytes.fromhex(k) for k in ring["keys"]), "keyring layout"
+assert bytes.fromhex(ring["keys"][1]) == master
+assert seal(kek.raw, ring_plain, b"coffer/v1/master", bytes.fromhex(ring["wrappedMasterKeyNonce"])) == ring["vault"]["wrappedMasterKey"]
+assert seal(bytes.fromhex(ring["keys"][0]), dek, ("coffer/v1/dek/" + backup_id).encode(),
+            base64.b64decode(ring["finalize"]["wrappedDekNonce"])) == ring["finalize"]["wrappedDek"]
+
 # Recipient (X-Wing itself is checked against the draft's vectors in envelope.test.ts): the seed, the Bech32m
 # string (BIP-350, written out here) and the fingerprint; then the sealed DEK's layout and its AEAD box.
 seed = ctypes.create_string_buffer(32)

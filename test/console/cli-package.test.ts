@@ -61,6 +61,7 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
       '@bomb.sh/tab',
       '@noble/post-quantum',
       '@scure/base',
+      '@scure/bip39',
       'cli-progress',
       'commander',
       'eventsource-parser',

@@ -28,6 +28,14 @@ export interface Vectors {
   finalize: { wrappedDek: string; wrappedDekNonce: string; encryptedMetadata: string; encryptedMetadataNonce: string };
   recipient: { seed: string; publicKey: string; fingerprint: string; text: string };
   sealedDek: { eseed: string; sharedSecret: string; xwingCiphertext: string; ad: string; wrappedDek: string; wrappedDekNonce: string };
+  keyring: {
+    keys: string[];
+    plaintext: string;
+    wrappedMasterKeyNonce: string;
+    vault: Vectors['vault'];
+    finalize: { wrappedDek: string; wrappedDekNonce: string };
+    recipientFingerprint: string;
+  };
   archive: { ciphertext: string; plaintextSizeBytes: number; plaintextSha256: string; files: Record<string, string> };
 }
 
@@ -126,6 +134,16 @@ export async function runVectorChecks(
   await check('data key sealed to the recipient (X-Wing, XChaCha20-Poly1305) and unsealed with the master key', () => {
     const sealed = sealDek(parseRecipient(v.recipient.text), v.backupId, dek, fromBase64(v.sealedDek.wrappedDekNonce, 'nonce'), fromHex(v.sealedDek.eseed));
     return sealed.wrappedDek === v.sealedDek.wrappedDek && toHex(unwrapDek(masterKey, v.backupId, v.sealedDek)) === v.dek;
+  });
+  await check('keyring after a rekey: unwrapped with the passphrase, every older data key opened with it', async () => {
+    const ring = await unwrapMasterKey(v.keyring.vault, v.passphrase);
+    const vault = await wrapMasterKey(fromHex(v.keyring.plaintext), v.passphrase, kdf, fromHex(v.keyring.wrappedMasterKeyNonce));
+    return (
+      toHex(ring) === v.keyring.plaintext &&
+      JSON.stringify(vault) === JSON.stringify(v.keyring.vault) &&
+      [v.keyring.finalize, v.finalize, v.sealedDek].every((form) => toHex(unwrapDek(ring, v.backupId, form)) === v.dek) &&
+      deriveRecipient(ring).fingerprint === v.keyring.recipientFingerprint
+    );
   });
   await check('metadata sealing and opening', () => {
     const sealed = sealMetadataJson(dek, v.backupId, v.metadataJson, fromHex(v.encryptedMetadataNonce));

@@ -1,6 +1,6 @@
 /**
  * The zero-knowledge client commands (docs/client.md), one module each: init, recipient, backup, list, show, restore, delete,
- * watch, passphrase, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
+ * watch, passphrase, rekey, kit, recover, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
  * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
  * 3 cadence limit (429), 4 integrity failure, 130 interrupted (SIGINT/SIGTERM, after cleanup).
@@ -12,9 +12,12 @@ import { settingsHelp } from '../settings-help.js';
 import { registerBackup } from './backup.js';
 import { registerDelete } from './delete.js';
 import { registerInit } from './init.js';
+import { registerKit } from './kit.js';
 import { registerList } from './list.js';
 import { registerPassphrase } from './passphrase.js';
 import { registerRecipient } from './recipient.js';
+import { registerRecover } from './recover.js';
+import { registerRekey } from './rekey.js';
 import { registerReset } from './reset.js';
 import { registerRestore } from './restore.js';
 import { registerShow } from './show.js';
@@ -31,6 +34,9 @@ const CLIENT_COMMANDS: readonly ((program: Command) => void)[] = [
   registerDelete,
   registerWatch,
   registerPassphrase,
+  registerRekey,
+  registerKit,
+  registerRecover,
   registerReset,
 ];
 

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
 import { changePassphrase } from '../../client/vault.js';
 import { action, clientFor, KDF_OPTION, kdfProfile, PASSPHRASE_FILE_OPTION, type PassphraseOptions, readNewPassphrase, unlock } from '../client-io.js';
-import { print, printJson } from '../output.js';
+import { note, print, printJson } from '../output.js';
 
 export function registerPassphrase(program: Command): void {
   program
@@ -22,7 +22,12 @@ export function registerPassphrase(program: Command): void {
           const next = await readNewPassphrase(config, { newPassphraseFile: options.newPassphraseFile, signal });
           const result = await changePassphrase(client, masterKey, next, profile, signal);
           if (options.json) return printJson(result);
-          print('passphrase changed; every backup stays readable with the new passphrase (the old one no longer works)');
+          print('passphrase changed; every backup stays readable with the new passphrase');
+          // The same master key is re-wrapped: a copy of the old vault envelope still opens with the old passphrase.
+          note(
+            'the old passphrase no longer unlocks the vault on the server, but anyone who kept a copy of the old vault envelope ' +
+              '(a server backup, a leak) and knows the old passphrase can still read every backup; to cut them off, run `coffer rekey`',
+          );
         } finally {
           wipe(masterKey);
         }

@@ -4,7 +4,7 @@
  */
 import type { Static } from '@sinclair/typebox';
 import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, ErrorResponseBody as ErrorBody } from '../../src/api/schemas.js';
-import type { About as AboutSchema, ConsoleKey, ConsoleSession, Overview as OverviewSchema } from '../../src/console/schemas.js';
+import type { About as AboutSchema, BackupKeyList as BackupKeyListSchema, ConsoleKey, ConsoleSession, Overview as OverviewSchema } from '../../src/console/schemas.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
 import { SCOPES, type Scope } from '../../src/domain/scopes.js';
 
@@ -132,5 +132,7 @@ export type SessionInfo = Static<typeof ConsoleSession>;
 export type Overview = Static<typeof OverviewSchema>;
 export type KeyInfo = Static<typeof ConsoleKey>;
 export type About = Static<typeof AboutSchema>;
+export type BackupKeyList = Static<typeof BackupKeyListSchema>;
+export type BackupKeyEntry = BackupKeyList['backups'][number];
 export type { BackupStatus, Scope };
 export { SCOPES, TERMINAL_STATUSES };

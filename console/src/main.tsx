@@ -8,6 +8,7 @@ import { CliPage } from './pages/Cli.js';
 import { KeysPage } from './pages/Keys.js';
 import { LoginPage } from './pages/Login.js';
 import { PlanPage } from './pages/Plan.js';
+import { RecoverPage } from './pages/Recover.js';
 import { SelfTestPage } from './pages/SelfTest.js';
 import { VaultPage } from './pages/Vault.js';
 import { BASE, interceptLinks, navigate, usePath } from './router.js';
@@ -24,7 +25,7 @@ const NAV = [
 const PUBLIC = ['/login', '/cli', '/self-test'];
 
 function Shell({ session, path, onSignOut, children }: { session: SessionInfo | null; path: string; onSignOut: () => void; children: ComponentChildren }) {
-  const active = (item: string) => (item === '/' ? path === '/' || path.startsWith('/backups') : path.startsWith(item));
+  const active = (item: string) => (item === '/' ? path === '/' || path.startsWith('/backups') : path.startsWith(item) || (item === '/vault' && path === '/recover'));
   return (
     <>
       <a class="skip" href="#main">
@@ -71,6 +72,7 @@ function route(path: string, session: SessionInfo, onSignedIn: (s: SessionInfo) 
   if (detail) return <BackupPage id={decodeURIComponent(detail[1]!)} />;
   if (path === '/plan') return <PlanPage />;
   if (path === '/vault') return <VaultPage />;
+  if (path === '/recover') return <RecoverPage />;
   if (path === '/keys') return <KeysPage session={session} />;
   if (path === '/login') return <LoginPage onSignedIn={onSignedIn} />;
   return <NotFound />;
@@ -148,7 +150,7 @@ function App() {
 function titleOf(path: string): string {
   if (path === '/' || path === '/backups') return 'Backups';
   if (path.startsWith('/backups/')) return 'Backup';
-  const titles: Record<string, string> = { '/plan': 'Plan', '/vault': 'Vault', '/keys': 'API keys', '/cli': 'CLI', '/self-test': 'Browser check', '/login': 'Sign in' };
+  const titles: Record<string, string> = { '/plan': 'Plan', '/vault': 'Vault', '/recover': 'Recover', '/keys': 'API keys', '/cli': 'CLI', '/self-test': 'Browser check', '/login': 'Sign in' };
   return titles[path] ?? 'Not found';
 }
 

@@ -1,5 +1,5 @@
 /** Messages between the page and its restore worker (src/restore.worker.ts). */
-import type { BackupMetadata } from './crypto/envelope.js';
+import type { BackupMetadata, KeyUse } from './crypto/envelope.js';
 
 export interface RestoreRequest {
   backupId: string;
@@ -11,6 +11,8 @@ export type RestoreStage = 'unlocking' | 'downloading';
 export type RestoreMessage =
   | { type: 'stage'; stage: RestoreStage }
   | { type: 'metadata'; metadata: BackupMetadata }
+  /** Which key of the vault's ring opened the data key, and the ring's recipient fingerprints (current first). */
+  | { type: 'key'; use: KeyUse; fingerprints: string[] }
   | { type: 'progress'; done: number; total: number }
   | { type: 'done'; blob: Blob; metadata: BackupMetadata; bytes: number }
   | { type: 'error'; integrity: boolean; wrongPassphrase: boolean; message: string };

@@ -36,7 +36,7 @@ interface Detail {
 }
 
 async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> {
-  const { IntegrityError, SecretStreamReader, Sha256, openMetadata, ready, requireRequestedBackup, unwrapDek, unwrapMasterKey, wipe } =
+  const { IntegrityError, SecretStreamReader, Sha256, keyFingerprints, keyUse, openDek, openMetadata, ready, requireRequestedBackup, unwrapMasterKey, wipe } =
     await crypto;
   await ready;
   post({ type: 'stage', stage: 'unlocking' });
@@ -52,8 +52,11 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
   let dek: Uint8Array | undefined;
   let metadata: BackupMetadata;
   try {
-    dek = unwrapDek(masterKey, backupId, detail);
+    const opened = openDek(masterKey, backupId, detail);
+    dek = opened.dek;
     metadata = openMetadata(dek, backupId, detail);
+    const fingerprints = keyFingerprints(masterKey);
+    post({ type: 'key', use: keyUse(opened.form, opened.keyIndex, fingerprints), fingerprints });
   } finally {
     wipe(masterKey);
   }

@@ -36,7 +36,9 @@ import {
   type KdfProfile,
   requireRequestedBackup,
 } from './envelope-format.js';
+import { fingerprintText, isSealedDek, SEALED_DEK_BYTES, WRAPPED_DEK_BYTES } from './key-usage.js';
 
+export { dekForm, type DekForm, fingerprintText, keyUse, type KeyUse } from './key-usage.js';
 export { AD, KEYRING, RECIPIENT, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, requireRequestedBackup };
 
 export const KEY_BYTES = 32;
@@ -73,15 +75,21 @@ export function masterKeys(material: Uint8Array): Uint8Array[] {
   return Array.from({ length: n }, (_, i) => material.subarray(keyringBytes(i), keyringBytes(i + 1)));
 }
 
-/** wrappedDek sizes: the master-key-wrapped form, and the form sealed to a recipient (docs/crypto.md §2). */
-export const WRAPPED_DEK_BYTES = KEY_BYTES + AEAD_ABYTES; // 48
-export const SEALED_DEK_BYTES = RECIPIENT.magic.length + RECIPIENT.fingerprintBytes + RECIPIENT.ciphertextBytes + WRAPPED_DEK_BYTES; // 1180
+/** wrappedDek sizes: the master-key-wrapped form, and the form sealed to a recipient (docs/crypto.md §2, §2b). */
+export { SEALED_DEK_BYTES, WRAPPED_DEK_BYTES };
 /** The X-Wing encapsulation randomness (ML-KEM coins ‖ X25519 ephemeral secret). */
 export const XWING_ESEED_BYTES = 64;
 
 /** A recipient string that is not one (typo, truncation, another format): the user's input, not the server's. */
 export class RecipientFormatError extends Error {
   override readonly name = 'RecipientFormatError';
+}
+
+/** A backup's DEK and which key of the vault's ring opened it (0 = the current key), in which form it was stored. */
+export interface OpenedDek<B extends Uint8Array = Uint8Array> {
+  dek: B;
+  keyIndex: number;
+  form: 'master' | 'sealed';
 }
 
 /** A public recipient: what a backup host needs to seal a backup's DEK. */
@@ -369,11 +377,6 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     return { wrappedDek: p.toBase64(box.ciphertext), wrappedDekNonce: p.toBase64(box.nonce) };
   }
 
-  function fingerprintText(raw: Uint8Array): string {
-    const hex = Array.from(raw, (byte) => byte.toString(16).padStart(2, '0')).join('');
-    return hex.match(/.{4}/g)!.join('-');
-  }
-
   /** The first 8 bytes of SHA-256(public key). */
   function fingerprintBytes(publicKey: Uint8Array): Uint8Array {
     const digest = p.alloc(32);
@@ -472,17 +475,14 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     }
   }
 
-  const isSealedDek = (wrapped: Uint8Array) =>
-    wrapped.length === SEALED_DEK_BYTES && RECIPIENT.magic.split('').every((c, i) => wrapped[i] === c.charCodeAt(0));
-
   /** The key of the ring whose recipient the DEK was sealed to (the embedded fingerprint decides). */
-  function unsealDek(material: Uint8Array, backupId: string, sealed: Uint8Array, nonce: Uint8Array, what: string): B {
+  function unsealDek(material: Uint8Array, backupId: string, sealed: Uint8Array, nonce: Uint8Array, what: string): OpenedDek<B> {
     const at = RECIPIENT.magic.length;
     const embedded = sealed.subarray(at, at + RECIPIENT.fingerprintBytes);
     const ciphertext = sealed.subarray(at + RECIPIENT.fingerprintBytes, SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
     const keys = masterKeys(material);
     let current = '';
-    for (const key of keys) {
+    for (const [keyIndex, key] of keys.entries()) {
       const seed = recipientSeed(key);
       try {
         const own = fingerprintBytes(xwing.getPublicKey(seed));
@@ -495,7 +495,8 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
           throw new IntegrityError(what);
         }
         try {
-          return open(sharedSecret, sealed.subarray(SEALED_DEK_BYTES - WRAPPED_DEK_BYTES), nonce, AD.sealedDek(backupId, fingerprintText(own)), what, true);
+          const box = sealed.subarray(SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
+          return { dek: open(sharedSecret, box, nonce, AD.sealedDek(backupId, fingerprintText(own)), what, true), keyIndex, form: 'sealed' };
         } finally {
           p.wipe(sharedSecret);
         }
@@ -508,22 +509,23 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
   }
 
   /**
-   * The backup's DEK, in a secure buffer, from either form of wrappedDek: exactly 48 bytes is wrapped with a master
-   * key (each key of the ring is tried in order, the AEAD tag decides), exactly 1180 bytes starting "cxw1" is sealed
-   * to the recipient of the key whose fingerprint it embeds; anything else is an IntegrityError.
+   * The backup's DEK, in a secure buffer, with the index in the ring (0 = current) of the key that opened it, from
+   * either form of wrappedDek: exactly 48 bytes is wrapped with a master key (each key of the ring is tried in order,
+   * the AEAD tag decides), exactly 1180 bytes starting "cxw1" is sealed to the recipient of the key whose
+   * fingerprint it embeds; anything else is an IntegrityError.
    */
-  function unwrapDek(
+  function openDek(
     masterKey: Uint8Array,
     backupId: string,
     fields: { wrappedDek: string | null; wrappedDekNonce: string | null },
-  ): B {
+  ): OpenedDek<B> {
     const what = 'the backup data key does not belong to this backup or vault (wrappedDek altered or swapped)';
     const wrapped = fromBase64(fields.wrappedDek, 'wrappedDek');
     const nonce = fromBase64(fields.wrappedDekNonce, 'wrappedDekNonce');
     if (wrapped.length === WRAPPED_DEK_BYTES) {
-      for (const key of masterKeys(masterKey)) {
+      for (const [keyIndex, key] of masterKeys(masterKey).entries()) {
         try {
-          return open(key, wrapped, nonce, AD.dek(backupId), what, true);
+          return { dek: open(key, wrapped, nonce, AD.dek(backupId), what, true), keyIndex, form: 'master' };
         } catch (error) {
           if (!(error instanceof IntegrityError)) throw error;
         }
@@ -532,6 +534,27 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     }
     if (isSealedDek(wrapped)) return unsealDek(masterKey, backupId, wrapped, nonce, what);
     throw new IntegrityError(what);
+  }
+
+  /** The backup's DEK (openDek without the key index). */
+  function unwrapDek(
+    masterKey: Uint8Array,
+    backupId: string,
+    fields: { wrappedDek: string | null; wrappedDekNonce: string | null },
+  ): B {
+    return openDek(masterKey, backupId, fields).dek;
+  }
+
+  /** The recipient fingerprint of every key of the ring, current first (what `coffer recipient` printed for each). */
+  function keyFingerprints(material: Uint8Array): string[] {
+    return masterKeys(material).map((key) => {
+      const seed = recipientSeed(key);
+      try {
+        return fingerprintText(fingerprintBytes(xwing.getPublicKey(seed)));
+      } finally {
+        p.wipe(seed);
+      }
+    });
   }
 
   /** Seals metadata given as its exact JSON text (the test vectors fix the bytes). */
@@ -567,6 +590,8 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     masterKeys,
     wrapDek,
     unwrapDek,
+    openDek,
+    keyFingerprints,
     deriveRecipient,
     parseRecipient,
     sealDek,

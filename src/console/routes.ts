@@ -2,7 +2,8 @@
  * The Coffer console: a zero-knowledge web page for account owners, served by Coffer itself under /console.
  *
  * - /console, /console/*: the page (built by Vite into dist/console-ui; client-side routes fall back to index.html).
- * - /console/api/*: what the page needs beyond the API (sign-in, sign-out, overview, key management). Kept outside
+ * - /console/api/*: what the page needs beyond the API (sign-in, sign-out, overview, key management, the backups'
+ *   wrapped data keys). Kept outside
  *   /api so the API surface stays exactly what /openapi.json describes. Only the session cookie is accepted here. Their bodies are
  *   the TypeBox schemas of ./schemas.ts.
  * - /downloads/coffer-cli.tgz: the CLI package (`npm pack` output), so `npm install -g <that URL>` works against
@@ -11,13 +12,14 @@
  * The page talks to /api with the same session (the third credential of src/http/auth.ts). It downloads
  * ciphertext and decrypts it in the browser; passphrases and plaintext never reach the server.
  *
- * The routes are in session-routes.ts, overview-routes.ts, key-routes.ts and page-routes.ts.
+ * The routes are in session-routes.ts, overview-routes.ts, key-routes.ts, backup-key-routes.ts and page-routes.ts.
  */
 import type { FastifyRequest } from 'fastify';
 import type { App } from '../http/fastify.js';
 import { AppError } from '../domain/errors.js';
 import { jsonBodies } from '../http/bodies.js';
 import type { ConsoleContext, ConsoleServices } from './context.js';
+import { backupKeyRoutes } from './backup-key-routes.js';
 import { keyRoutes } from './key-routes.js';
 import { overviewRoutes } from './overview-routes.js';
 import { pageRoutes } from './page-routes.js';
@@ -45,5 +47,6 @@ export async function consoleRoutes(app: App, services: ConsoleServices): Promis
   sessionRoutes(app, ctx);
   overviewRoutes(app, ctx);
   keyRoutes(app, ctx);
+  backupKeyRoutes(app, ctx);
   pageRoutes(app, ctx);
 }

@@ -4,6 +4,7 @@
  * domain/ only, so the page's type check can read this file without any server code.
  */
 import { Type, type TSchema } from '@sinclair/typebox';
+import { BACKUP_STATUSES, type BackupStatus } from '../domain/backups.js';
 import { KEY_STATUSES, type KeyStatus } from '../domain/keys.js';
 import { BACKUP_INTERVALS, PLANS, type BackupInterval, type Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
@@ -107,6 +108,28 @@ export const About = Type.Object(
     cli: Nullable(
       Type.Object(
         { url: Type.String(), install: Type.String(), bytes: Count, sha256: Type.String(), integrity: Type.String() },
+        closed,
+      ),
+    ),
+  },
+  closed,
+);
+
+/**
+ * Every visible backup's wrapped data key in one answer (GET /console/api/backup-keys), so the page can show which
+ * key each backup uses, and check a recovery kit, without one request per backup. The same fields as each backup's
+ * detail; the page never trusts a fingerprint it could not confirm by opening the key.
+ */
+export const BackupKeyList = Type.Object(
+  {
+    backups: Type.Array(
+      Type.Object(
+        {
+          id: Type.String(),
+          status: Type.Unsafe<BackupStatus>({ type: 'string', enum: [...BACKUP_STATUSES] }),
+          wrappedDek: Nullable(Type.String()),
+          wrappedDekNonce: Nullable(Type.String()),
+        },
         closed,
       ),
     ),

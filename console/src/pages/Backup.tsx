@@ -3,6 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api } from '../api.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, shortId, statusText, StatusBadge, When } from '../format.js';
+import { BackupKey, rememberKeys } from '../key-use.js';
 import { useBackup } from '../live.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
 import { BASE, navigate } from '../router.js';
@@ -52,6 +53,9 @@ function Restore({ backupId }: { backupId: string }) {
               break;
             case 'metadata':
               metadata = message.metadata;
+              break;
+            case 'key':
+              rememberKeys(message.fingerprints, new Map([[backupId, message.use]]));
               break;
             case 'progress':
               setState({ phase: 'downloading', done: message.done, total: message.total, metadata });
@@ -241,6 +245,7 @@ export function BackupPage({ id }: { id: string }) {
         <dd>{backup.hostappVersion ?? '—'}</dd>
         <dt>Encryption</dt>
         <dd>Envelope {backup.cryptoVersion}: XChaCha20-Poly1305 secretstream, key wrapped for this backup only</dd>
+        <BackupKey backupId={backup.id} wrappedDek={backup.wrappedDek} />
       </dl>
       {backup.status === 'READY' ? (
         <Restore backupId={id} />

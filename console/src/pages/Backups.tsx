@@ -1,11 +1,13 @@
 /** Backups, newest first, with live status (event streams) and new backups appearing as the CLI makes them. */
 import { formatBytes, shortId, StatusBadge, When } from '../format.js';
+import { KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
 import { useBackups } from '../live.js';
 import { BASE } from '../router.js';
 
 export function BackupsPage() {
   const { backups, error, announcement } = useBackups();
   const ready = backups?.filter((b) => b.status === 'READY').length ?? 0;
+  const wrapped = useBackupKeys(backups?.map((b) => b.id) ?? null);
   return (
     <section>
       <h1 tabIndex={-1}>Backups</h1>
@@ -43,6 +45,7 @@ export function BackupsPage() {
               <th scope="col">Size (encrypted / original)</th>
               <th scope="col">Versions (client / host app)</th>
               <th scope="col">Expires</th>
+              <th scope="col">Key</th>
             </tr>
           </thead>
           <tbody>
@@ -66,11 +69,15 @@ export function BackupsPage() {
                 <td data-label="Expires">
                   <When at={backup.expiresAt} />
                 </td>
+                <td data-label="Key">
+                  <KeyCell backupId={backup.id} wrappedDek={wrapped?.get(backup.id)?.wrappedDek} />
+                </td>
               </tr>
             ))}
           </tbody>
         </table>
       )}
+      {backups && backups.length > 0 && <KeyUnlock />}
     </section>
   );
 }

@@ -1,5 +1,6 @@
 /** Vault state: whether key material exists, its key-derivation parameters, and when it was created and rotated. */
 import { formatBytes, When } from '../format.js';
+import { BASE } from '../router.js';
 import { useOverview } from './Plan.js';
 
 export function VaultPage() {
@@ -55,7 +56,13 @@ export function VaultPage() {
       )}
       <p class="help">
         Change your passphrase with <code>coffer passphrase</code>: it re-wraps the same master key, so every backup stays readable.
+        <code>coffer rekey</code> adds a new master key for everything from then on; the backups list shows which key each backup uses.
       </p>
+      {vault?.initialized && (
+        <p class="help">
+          Forgot the passphrase? <a href={`${BASE}/recover`}>Recover with your recovery kit</a> (<code>coffer kit</code> printed it).
+        </p>
+      )}
     </section>
   );
 }

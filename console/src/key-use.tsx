@@ -1,0 +1,268 @@
+/**
+ * Which key each backup uses (docs/console.md "Keys"). Without any secret the page reads each wrappedDek's form
+ * (src/client/key-usage.ts): sealed to a recipient (its fingerprint), or wrapped with a master key. Once the vault is
+ * unlocked in the page (here, or by a restore), it knows which key of the ring opened each one: the current key or a
+ * retired one (kept after `coffer rekey` to read older backups), with that key's recipient fingerprint. Only those
+ * labels are kept, in memory; the passphrase and the keys are dropped as soon as they are used.
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { dekForm, type KeyUse } from '../../src/client/key-usage.js';
+import { ApiError, api, type BackupKeyEntry } from './api.js';
+import type { VaultFields } from './crypto/envelope.js';
+
+/** What unlocking taught the page: the ring's recipient fingerprints (current first) and each backup's key. */
+export interface KnownKeys {
+  fingerprints: string[];
+  /** Per backup id: the key that opened its data key, or 'unopened' when no key of this vault did. */
+  uses: Map<string, KeyUse | 'unopened'>;
+}
+
+let known: KnownKeys | null = null;
+const listeners = new Set<() => void>();
+const changed = () => listeners.forEach((listener) => listener());
+
+/** Records what an unlock found (a later unlock with another ring replaces it). */
+export function rememberKeys(fingerprints: string[], uses: Map<string, KeyUse | 'unopened'>): void {
+  const sameRing = known !== null && known.fingerprints.join() === fingerprints.join();
+  known = { fingerprints, uses: sameRing ? new Map([...known!.uses, ...uses]) : uses };
+  changed();
+}
+
+export function forgetKeys(): void {
+  known = null;
+  changed();
+}
+
+export function useKnownKeys(): KnownKeys | null {
+  const [, setTick] = useState(0);
+  useEffect(() => {
+    const listener = () => setTick((n) => n + 1);
+    listeners.add(listener);
+    return () => void listeners.delete(listener);
+  }, []);
+  return known;
+}
+
+/** The wrapped data key of every visible backup (one request), read again when a backup appears that it lacks. */
+export function useBackupKeys(ids: readonly string[] | null): Map<string, BackupKeyEntry> | null {
+  const [entries, setEntries] = useState<Map<string, BackupKeyEntry> | null>(null);
+  const missing = ids !== null && (entries === null || ids.some((id) => !entries.get(id)?.wrappedDek));
+  const key = ids?.join() ?? '';
+  useEffect(() => {
+    if (!missing) return;
+    let cancelled = false;
+    api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys').then(
+      ({ backups }) => !cancelled && setEntries(new Map(backups.map((entry) => [entry.id, entry]))),
+      (caught: unknown) => {
+        if (!(caught instanceof ApiError)) throw caught;
+      },
+    );
+    return () => {
+      cancelled = true;
+    };
+  }, [key, missing]);
+  return entries;
+}
+
+const keyName = (use: KeyUse) => (use.current ? 'Current key' : `Retired key ${use.keyIndex + 1}`);
+
+/** One backup's key: what unlocking confirmed, else what its wrappedDek says. */
+export function KeyCell({ backupId, wrappedDek }: { backupId: string; wrappedDek: string | null | undefined }) {
+  const keys = useKnownKeys();
+  const use = keys?.uses.get(backupId);
+  const form = dekForm(wrappedDek);
+  if (use && use !== 'unopened') {
+    return (
+      <span class="key-use" data-key-role={use.current ? 'current' : 'retired'} data-key-fingerprint={use.fingerprint} data-key-form={use.form}>
+        <span class={`badge ${use.current ? 'key-current' : 'key-retired'}`}>{keyName(use)}</span>{' '}
+        <span class="mono">{use.fingerprint}</span>
+        <span class="muted"> {use.form === 'sealed' ? '(sealed by a backup host)' : '(with the passphrase)'}</span>
+      </span>
+    );
+  }
+  if (use === 'unopened') {
+    return (
+      <span class="key-use" data-key-role="foreign" data-key-fingerprint={form?.form === 'sealed' ? form.fingerprint : undefined}>
+        <span class="badge key-foreign">No key of this vault</span>
+        {form?.form === 'sealed' && <span class="mono"> {form.fingerprint}</span>}
+      </span>
+    );
+  }
+  if (form?.form === 'sealed') {
+    return (
+      <span class="key-use" data-key-role="unknown" data-key-fingerprint={form.fingerprint} data-key-form="sealed">
+        Sealed to <span class="mono">{form.fingerprint}</span>
+      </span>
+    );
+  }
+  if (form?.form === 'master') {
+    return (
+      <span class="key-use" data-key-role="unknown" data-key-form="master">
+        Master key <span class="muted">(unlock to see which)</span>
+      </span>
+    );
+  }
+  return <span class="muted">—</span>;
+}
+
+/**
+ * Unlocks the vault in this page with the passphrase, notes which key of the ring opens each backup's data key, and
+ * drops the keys again. Everything runs here: only the vault record and the wrapped keys are read from the server.
+ */
+export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
+  const crypto = await import('./crypto/envelope.js');
+  await crypto.ready;
+  const [account, { backups }] = await Promise.all([
+    api<VaultFields & { initialized: boolean }>('GET', '/api/backup-account'),
+    api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys'),
+  ]);
+  if (!account.initialized) throw new crypto.IntegrityError('this account has no vault yet (coffer init)');
+  const material = await crypto.unwrapMasterKey(account, passphrase);
+  try {
+    const fingerprints = crypto.keyFingerprints(material);
+    const uses = new Map<string, KeyUse | 'unopened'>();
+    for (const entry of backups) {
+      if (!entry.wrappedDek || !entry.wrappedDekNonce) continue;
+      try {
+        const opened = crypto.openDek(material, entry.id, entry);
+        crypto.wipe(opened.dek);
+        uses.set(entry.id, crypto.keyUse(opened.form, opened.keyIndex, fingerprints));
+      } catch (error) {
+        if (!(error instanceof crypto.IntegrityError)) throw error;
+        uses.set(entry.id, 'unopened');
+      }
+    }
+    return { fingerprints, uses };
+  } finally {
+    crypto.wipe(material);
+  }
+}
+
+type UnlockState = { phase: 'idle' } | { phase: 'busy' } | { phase: 'error'; wrongPassphrase: boolean; message: string };
+
+/** The panel on the backups page: unlock to label every backup with its key, and the ring with its counts. */
+export function KeyUnlock() {
+  const keys = useKnownKeys();
+  const [passphrase, setPassphrase] = useState('');
+  const [state, setState] = useState<UnlockState>({ phase: 'idle' });
+
+  const run = async (event: Event) => {
+    event.preventDefault();
+    if (!passphrase) return;
+    setState({ phase: 'busy' });
+    // Let the status render before Argon2id holds this thread.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    try {
+      const found = await identifyKeys(passphrase);
+      rememberKeys(found.fingerprints, found.uses);
+      setPassphrase('');
+      setState({ phase: 'idle' });
+    } catch (caught) {
+      const { IntegrityError, WRONG_PASSPHRASE } = await import('./crypto/envelope.js');
+      const message = caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : caught instanceof Error ? caught.message : String(caught);
+      setState({ phase: 'error', wrongPassphrase: caught instanceof IntegrityError && message === WRONG_PASSPHRASE, message });
+    }
+  };
+
+  if (keys) {
+    const counts = keys.fingerprints.map((_, i) => [...keys.uses.values()].filter((use) => use !== 'unopened' && use.keyIndex === i).length);
+    const foreign = [...keys.uses.values()].filter((use) => use === 'unopened').length;
+    return (
+      <section class="panel" aria-labelledby="keys-title">
+        <h2 id="keys-title">Keys</h2>
+        <p>
+          This vault holds {keys.fingerprints.length === 1 ? 'one master key' : `${keys.fingerprints.length} master keys`}. New backups
+          use the current key; retired keys (kept by <code>coffer rekey</code>) only read the backups made before.
+        </p>
+        <ol class="key-ring" data-testid="key-ring">
+          {keys.fingerprints.map((fingerprint, i) => (
+            <li key={fingerprint} data-key-role={i === 0 ? 'current' : 'retired'} data-key-fingerprint={fingerprint}>
+              <span class={`badge ${i === 0 ? 'key-current' : 'key-retired'}`}>{i === 0 ? 'Current key' : `Retired key ${i + 1}`}</span>{' '}
+              <span class="mono">{fingerprint}</span>: {counts[i]} backup{counts[i] === 1 ? '' : 's'}
+            </li>
+          ))}
+        </ol>
+        {foreign > 0 && (
+          <p class="error" role="alert">
+            {foreign} backup{foreign === 1 ? '' : 's'} could not be opened with any key of this vault (sealed to another recipient, or
+            altered).
+          </p>
+        )}
+        {counts.slice(1).some((n) => n > 0) && (
+          <p class="help">
+            Backups on a retired key are only as safe as that key. Backup hosts still sealing to a retired recipient should be given the
+            current one (<code>coffer recipient</code>).
+          </p>
+        )}
+        <button type="button" class="secondary" onClick={forgetKeys}>
+          Hide key details
+        </button>
+      </section>
+    );
+  }
+  const busy = state.phase === 'busy';
+  return (
+    <section class="panel" aria-labelledby="keys-title">
+      <h2 id="keys-title">Keys</h2>
+      <p>
+        Backups sealed by a backup host show the recipient fingerprint they were sealed to. To see which key of your vault each backup
+        uses (the current one, or one retired by <code>coffer rekey</code>), unlock the vault in this page. The passphrase never leaves
+        this browser.
+      </p>
+      <form onSubmit={run}>
+        <label for="keys-passphrase">Vault passphrase</label>
+        <input
+          id="keys-passphrase"
+          type="password"
+          autoComplete="off"
+          spellcheck={false}
+          value={passphrase}
+          onInput={(event) => setPassphrase((event.target as HTMLInputElement).value)}
+          aria-invalid={state.phase === 'error' && state.wrongPassphrase ? 'true' : undefined}
+          aria-describedby={state.phase === 'error' ? 'keys-error' : undefined}
+          required
+          disabled={busy}
+        />
+        <button type="submit" disabled={busy || !passphrase}>
+          Show keys
+        </button>
+      </form>
+      <div aria-live="polite" role="status">
+        {busy && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
+      </div>
+      {state.phase === 'error' && (
+        <p class="error" role="alert" id="keys-error">
+          {state.wrongPassphrase ? (
+            <>
+              <strong>Wrong passphrase.</strong> The vault could not be unlocked with it.
+            </>
+          ) : (
+            state.message
+          )}
+        </p>
+      )}
+    </section>
+  );
+}
+
+/** The backup page's fact: which key this backup uses (dt/dd for its fact list). */
+export function BackupKey({ backupId, wrappedDek }: { backupId: string; wrappedDek: string | null }) {
+  const keys = useKnownKeys();
+  const form = dekForm(wrappedDek);
+  return (
+    <>
+      <dt>Data key</dt>
+      <dd data-testid="backup-key">
+        <KeyCell backupId={backupId} wrappedDek={wrappedDek} />
+        {!keys?.uses.has(backupId) && (
+          <span class="help">
+            {' '}
+            {form?.form === 'sealed'
+              ? 'Sealed to that recipient by a backup host that holds no passphrase. Restoring (below) shows which key of your vault opens it.'
+              : 'Wrapped with a master key of your vault. Restoring (below) shows which one: the current key or a retired one.'}
+          </span>
+        )}
+      </dd>
+    </>
+  );
+}

@@ -1,0 +1,170 @@
+/** Recovery with the kit: the kit's words typed into the page set a new passphrase (the same keys, wrapped anew). */
+import type { ComponentChildren } from 'preact';
+import { useRef, useState } from 'preact/hooks';
+import { ApiError } from '../api.js';
+import { forgetKeys } from '../key-use.js';
+import { KitRefused, recoverWithKit, VaultChanged, type Recovered } from '../recover.js';
+import { BASE } from '../router.js';
+
+type State =
+  | { phase: 'idle' }
+  | { phase: 'busy' }
+  | { phase: 'done'; result: Recovered }
+  | { phase: 'error'; field: 'kit' | 'passphrase' | null; message: ComponentChildren };
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+function refusalText({ reason, opened, checked }: KitRefused): ComponentChildren {
+  if (reason === 'foreign') {
+    return (
+      <>
+        <strong>This kit does not open your backups</strong> (none of {plural(checked, 'ready backup')}): it belongs to another vault, or is
+        older than every backup's key. Nothing was changed.
+      </>
+    );
+  }
+  if (reason === 'partial') {
+    return (
+      <>
+        <strong>This kit opens only {opened} of {plural(checked, 'ready backup')}.</strong> The others use a key it does not hold (a{' '}
+        <code>coffer rekey</code> after the kit was printed?). Recovering with it would make them unreadable for good, so nothing was
+        changed. Type the words of the newest kit; to accept the loss, use <code>coffer recover --force</code>.
+      </>
+    );
+  }
+  return (
+    <>
+      <strong>There is no ready backup to check the kit against</strong>, so this page cannot confirm that it belongs to this vault, and a
+      wrong kit would replace the vault's key. Nothing was changed. (<code>coffer recover --force</code> accepts an unchecked kit.)
+    </>
+  );
+}
+
+export function RecoverPage() {
+  const [words, setWords] = useState('');
+  const [passphrase, setPassphrase] = useState('');
+  const [repeat, setRepeat] = useState('');
+  const [state, setState] = useState<State>({ phase: 'idle' });
+  const kitField = useRef<HTMLTextAreaElement>(null);
+
+  const run = async (event: Event) => {
+    event.preventDefault();
+    if (!words.trim() || !passphrase) return;
+    if (passphrase !== repeat) {
+      setState({ phase: 'error', field: 'passphrase', message: 'The two new passphrases do not match.' });
+      return;
+    }
+    setState({ phase: 'busy' });
+    // Let the status render before Argon2id holds this thread.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    try {
+      const result = await recoverWithKit(words, passphrase);
+      setWords('');
+      setPassphrase('');
+      setRepeat('');
+      forgetKeys();
+      setState({ phase: 'done', result });
+    } catch (caught) {
+      const { KitFormatError } = await import('../crypto/kit.js');
+      if (caught instanceof KitFormatError) {
+        setState({ phase: 'error', field: 'kit', message: <>The kit could not be read: {caught.message}. Nothing was changed.</> });
+        kitField.current?.focus();
+      } else if (caught instanceof KitRefused) {
+        setState({ phase: 'error', field: 'kit', message: refusalText(caught) });
+        kitField.current?.focus();
+      } else if (caught instanceof VaultChanged) {
+        setState({ phase: 'error', field: null, message: caught.message });
+      } else if (caught instanceof ApiError) {
+        setState({ phase: 'error', field: null, message: `${caught.message} ${caught.resolution}` });
+      } else {
+        setState({ phase: 'error', field: null, message: `The recovery did not finish: ${caught instanceof Error ? caught.message : String(caught)}` });
+      }
+    }
+  };
+
+  const busy = state.phase === 'busy';
+  const invalid = (field: 'kit' | 'passphrase') => (state.phase === 'error' && state.field === field ? 'true' : undefined);
+  return (
+    <section>
+      <p class="crumbs">
+        <a href={`${BASE}/vault`}>Vault</a> › Recover
+      </p>
+      <h1 tabIndex={-1}>Recover with your kit</h1>
+      <p class="lede">
+        Forgot the passphrase? Type the words of your recovery kit (<code>coffer kit</code> printed it) to set a new one. The words are
+        decoded and checked in this page and are never sent anywhere: only the new wrapping of your keys goes to the server, as{' '}
+        <code>coffer recover</code> does.
+      </p>
+      <p class="notice">
+        Whoever holds the kit can read every backup. Type it only on a device you trust, and keep the paper as safe as the passphrase.
+      </p>
+      {state.phase === 'done' ? (
+        <div class="success" role="status">
+          <p>
+            <strong>Vault recovered.</strong> The kit ({plural(state.result.keys, 'key')}) opened {state.result.opened} of{' '}
+            {plural(state.result.checked, 'ready backup')}. Your new passphrase now unlocks the vault; the recipient is unchanged (
+            <span class="mono">{state.result.fingerprint}</span>).
+          </p>
+          <p>
+            <a href={BASE}>Go to your backups</a>
+          </p>
+        </div>
+      ) : (
+        <form onSubmit={run} autoComplete="off">
+          <label for="kit-words">Recovery kit words</label>
+          <textarea
+            id="kit-words"
+            ref={kitField}
+            class="kit-words"
+            autoComplete="off"
+            autoCapitalize="off"
+            autoCorrect="off"
+            spellcheck={false}
+            value={words}
+            onInput={(event) => setWords((event.target as HTMLTextAreaElement).value)}
+            aria-describedby="kit-help"
+            aria-invalid={invalid('kit')}
+            required
+            disabled={busy}
+          />
+          <p class="help" id="kit-help">
+            The 24 words of each key line, the current key (key 1) first, separated by spaces or new lines. You may also paste the whole kit.
+          </p>
+          <label for="new-passphrase">New passphrase</label>
+          <input
+            id="new-passphrase"
+            type="password"
+            autoComplete="new-password"
+            value={passphrase}
+            onInput={(event) => setPassphrase((event.target as HTMLInputElement).value)}
+            aria-invalid={invalid('passphrase')}
+            required
+            disabled={busy}
+          />
+          <label for="repeat-passphrase">Repeat the new passphrase</label>
+          <input
+            id="repeat-passphrase"
+            type="password"
+            autoComplete="new-password"
+            value={repeat}
+            onInput={(event) => setRepeat((event.target as HTMLInputElement).value)}
+            aria-invalid={invalid('passphrase')}
+            required
+            disabled={busy}
+          />
+          <button type="submit" disabled={busy || !words.trim() || !passphrase || !repeat}>
+            Check the kit and set the new passphrase
+          </button>
+        </form>
+      )}
+      <div aria-live="polite" role="status">
+        {busy && <p>Checking the kit against your backups, then wrapping the keys under the new passphrase (Argon2id)…</p>}
+      </div>
+      {state.phase === 'error' && (
+        <div class="error" role="alert">
+          <p>{state.message}</p>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,69 @@
+/**
+ * Recovery with the kit in the page (docs/console.md "Recovery"), the rule of `coffer recover` (src/client/kit-core.ts
+ * kitRefusal): the kit's words are decoded here (the CLI's own kit code), its keys must open the data key of every
+ * READY backup, then the same keys are wrapped under the new passphrase and sent through rotate. Only the new
+ * wrapping travels; the words, the keys and the new passphrase never leave the page.
+ */
+import { api, type BackupKeyEntry } from './api.js';
+import type { VaultFields } from './crypto/envelope.js';
+
+type Account = VaultFields & { initialized: boolean };
+
+export interface Recovered {
+  opened: number;
+  checked: number;
+  keys: number;
+  /** The current key's recipient fingerprint (unchanged by a recovery). */
+  fingerprint: string;
+}
+
+/** The kit does not fit this vault's backups: nothing was changed. */
+export class KitRefused extends Error {
+  override readonly name = 'KitRefused';
+  constructor(
+    readonly reason: 'foreign' | 'partial' | 'unchecked',
+    readonly opened: number,
+    readonly checked: number,
+  ) {
+    super(`the kit was refused (${reason}): it opens ${opened} of ${checked} backups`);
+  }
+}
+
+/** The vault changed (another client rotated it) while the kit was being checked: nothing was changed. */
+export class VaultChanged extends Error {
+  override readonly name = 'VaultChanged';
+}
+
+export async function recoverWithKit(kitText: string, newPassphrase: string): Promise<Recovered> {
+  const [crypto, kits] = await Promise.all([import('./crypto/envelope.js'), import('./crypto/kit.js')]);
+  await crypto.ready;
+  const kit = kits.parseKitOrWords(kitText);
+  try {
+    const account = await api<Account>('GET', '/api/backup-account');
+    if (!account.initialized) throw new VaultChanged('this account has no vault: there is nothing to recover (coffer init)');
+    const { backups } = await api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys');
+    const ready = backups.filter((backup) => backup.status === 'READY');
+    let opened = 0;
+    for (const backup of ready) {
+      try {
+        crypto.wipe(crypto.openDek(kit.material, backup.id, backup).dek);
+        opened += 1;
+      } catch (error) {
+        if (!(error instanceof crypto.IntegrityError)) throw error;
+      }
+    }
+    const refusal = kits.kitRefusal(opened, ready.length, false);
+    if (refusal) throw new KitRefused(refusal, opened, ready.length);
+    const envelope = await crypto.wrapMasterKey(kit.material, newPassphrase, crypto.newKdfParams(crypto.DEFAULT_KDF_PROFILE));
+    // rotate replaces the envelope unconditionally: refuse if another client changed it meanwhile (its keys could be
+    // newer than the kit's), as `coffer recover` does.
+    const now = await api<Account>('GET', '/api/backup-account');
+    if (now.wrappedMasterKey !== account.wrappedMasterKey) {
+      throw new VaultChanged('the vault was changed by another client during the recovery; nothing was changed, try again');
+    }
+    await api('POST', '/api/backup-account/rotate', envelope);
+    return { opened, checked: ready.length, keys: kit.keys, fingerprint: crypto.deriveRecipient(kit.material).fingerprint };
+  } finally {
+    crypto.wipe(kit.material);
+  }
+}

@@ -1,0 +1,17 @@
+/**
+ * /console/api/backup-keys: the wrapped data key of every visible backup of the session's account, newest first, in
+ * one answer. The page reads each key's form and recipient fingerprint from it (docs/console.md "Keys"), and a
+ * recovery kit is checked against it in the page; nothing secret is in it (the same fields as each backup's detail).
+ */
+import type { App } from '../http/fastify.js';
+import { type ConsoleContext, hidden } from './context.js';
+import { BackupKeyList } from './schemas.js';
+
+export function backupKeyRoutes(app: App, { backups, requireSession }: ConsoleContext): void {
+  app.get('/console/api/backup-keys', { schema: { ...hidden, response: { 200: BackupKeyList } }, onRequest: requireSession }, async (request) => {
+    const list = await backups.list(request.consoleSession.accountId);
+    return {
+      backups: list.map(({ id, status, wrappedDek, wrappedDekNonce }) => ({ id, status, wrappedDek, wrappedDekNonce })),
+    };
+  });
+}

@@ -43,16 +43,19 @@ export function useKnownKeys(): KnownKeys | null {
   return known;
 }
 
-/** The wrapped data key of every visible backup (one request), read again when a backup appears that it lacks. */
-export function useBackupKeys(ids: readonly string[] | null): Map<string, BackupKeyEntry> | null {
+/**
+ * The wrapped data key of every visible backup (one request), read again when a backup appears or changes status
+ * while the page lacks its key (a wrappedDek arrives with the finalize).
+ */
+export function useBackupKeys(backups: readonly { id: string; status: string }[] | null): Map<string, BackupKeyEntry> | null {
   const [entries, setEntries] = useState<Map<string, BackupKeyEntry> | null>(null);
-  const missing = ids !== null && (entries === null || ids.some((id) => !entries.get(id)?.wrappedDek));
-  const key = ids?.join() ?? '';
+  const missing = backups !== null && (entries === null || backups.some(({ id }) => !entries.get(id)?.wrappedDek));
+  const key = backups?.map(({ id, status }) => `${id}:${status}`).join() ?? '';
   useEffect(() => {
     if (!missing) return;
     let cancelled = false;
     api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys').then(
-      ({ backups }) => !cancelled && setEntries(new Map(backups.map((entry) => [entry.id, entry]))),
+      ({ backups: list }) => !cancelled && setEntries(new Map(list.map((entry) => [entry.id, entry]))),
       (caught: unknown) => {
         if (!(caught instanceof ApiError)) throw caught;
       },

@@ -7,7 +7,7 @@ import { BASE } from '../router.js';
 export function BackupsPage() {
   const { backups, error, announcement } = useBackups();
   const ready = backups?.filter((b) => b.status === 'READY').length ?? 0;
-  const wrapped = useBackupKeys(backups?.map((b) => b.id) ?? null);
+  const wrapped = useBackupKeys(backups);
   return (
     <section>
       <h1 tabIndex={-1}>Backups</h1>

@@ -19,6 +19,7 @@ import {
   type KdfProfile,
   type Recipient,
 } from './envelope.js';
+import { kitRefusal } from './kit-core.js';
 import type { BackupAccountBody, BootstrapResponseBody, CofferClient, RotateResponseBody } from './sdk.js';
 
 export class VaultStateError extends Error {
@@ -161,13 +162,14 @@ export async function recoverVault(
       if (!(error instanceof IntegrityError)) throw error;
     }
   }
-  if (ready.length > 0 && opened === 0) {
+  const refusal = kitRefusal(opened, ready.length, force); // the rule the console's recovery page applies too
+  if (refusal === 'foreign') {
     throw new IntegrityError(`the kit opens none of the ${ready.length} backups: it belongs to another vault (or is older than every backup's key); nothing was changed`);
   }
-  if (!force && ready.length === 0) {
+  if (refusal === 'unchecked') {
     throw new VaultStateError('there is no backup to check the kit against; nothing was changed (pass --force to use it unchecked)');
   }
-  if (!force && opened < ready.length) {
+  if (refusal === 'partial') {
     throw new VaultStateError(
       `the kit opens ${opened} of ${ready.length} backups: the others were made with a key it does not hold (a rekey after the ` +
         'kit was printed?). Recovering with it would make them unreadable for good; nothing was changed (pass --force to accept that)',

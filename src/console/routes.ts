@@ -21,6 +21,7 @@ import type { ConsoleContext, ConsoleServices } from './context.js';
 import { keyRoutes } from './key-routes.js';
 import { overviewRoutes } from './overview-routes.js';
 import { pageRoutes } from './page-routes.js';
+import { retentionRoutes } from './retention-routes.js';
 import { checkCsrf, sessionOf } from './session-http.js';
 import { sessionRoutes } from './session-routes.js';
 
@@ -45,5 +46,6 @@ export async function consoleRoutes(app: App, services: ConsoleServices): Promis
   sessionRoutes(app, ctx);
   overviewRoutes(app, ctx);
   keyRoutes(app, ctx);
+  retentionRoutes(app, ctx);
   pageRoutes(app, ctx);
 }

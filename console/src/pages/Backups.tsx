@@ -2,9 +2,10 @@
 import { formatBytes, shortId, StatusBadge, When } from '../format.js';
 import { useBackups } from '../live.js';
 import { BASE } from '../router.js';
+import { ScheduledDeletions } from './Retention.js';
 
 export function BackupsPage() {
-  const { backups, error, announcement } = useBackups();
+  const { backups, error, announcement, refresh } = useBackups();
   const ready = backups?.filter((b) => b.status === 'READY').length ?? 0;
   return (
     <section>
@@ -71,6 +72,7 @@ export function BackupsPage() {
           </tbody>
         </table>
       )}
+      <ScheduledDeletions onRestored={refresh} />
     </section>
   );
 }

@@ -1,6 +1,7 @@
 /** Vault state: whether key material exists, its key-derivation parameters, and when it was created and rotated. */
 import { formatBytes, When } from '../format.js';
 import { useOverview } from './Plan.js';
+import { VaultHistorySection } from './Retention.js';
 
 export function VaultPage() {
   const { overview, error } = useOverview();
@@ -53,6 +54,7 @@ export function VaultPage() {
           </dd>
         </dl>
       )}
+      <VaultHistorySection onRestored={() => undefined} />
       <p class="help">
         Change your passphrase with <code>coffer passphrase</code>: it re-wraps the same master key, so every backup stays readable.
       </p>

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { Conformance, conformantApi } from '../helpers/conformance.js';
-import { bytes, type Call, readyBackup } from '../helpers/fixture.js';
+import { bytes, readyBackup } from '../helpers/fixture.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';

@@ -87,7 +87,10 @@ export const backupEtag = (id: string, size: number): string => `"${id}-${size}"
 export const DAY_MS = 86_400_000;
 /** The longest deletion grace an account may set, in days. */
 export const MAX_DELETION_GRACE_DAYS = 90;
-/** Previous vault envelopes kept per account (the oldest goes first when a new one would exceed it). */
+/**
+ * Previous vault envelopes kept per account. Beyond it the oldest ones and the newest stay and those between go, so a
+ * burst of rotations by a stolen key cannot push the owner's real envelope out (they all expire with the grace).
+ */
 export const VAULT_HISTORY_LIMIT = 10;
 /** How recent the console sign-in must be to purge a backup early or shorten the grace (a fresh sign-in). */
 export const FRESH_SIGN_IN_MS = 5 * 60_000;

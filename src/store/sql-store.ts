@@ -486,7 +486,8 @@ export class SqlStore implements Store {
 
   /**
    * Copies the account's current vault into the history (inside the caller's transaction, after locking the vault
-   * row so that two concurrent changes keep both envelopes) and trims the history to `keep.limit` entries.
+   * row so that two concurrent changes keep both envelopes) and trims the history to `keep.limit` entries: the
+   * oldest and the newest stay.
    * False when there is no vault.
    */
   private async keepVault(trx: Transaction<Database>, accountId: string, keep: VaultKeep): Promise<boolean> {
@@ -516,20 +517,20 @@ export class SqlStore implements Store {
         expires_at: keep.expiresAt,
       })
       .execute();
-    const beyond = await trx
-      .selectFrom('vault_history')
-      .select('id')
-      .where('account_id', '=', accountId)
-      .orderBy('replaced_at', 'desc')
-      .orderBy('id', 'desc')
-      .offset(keep.limit)
-      .limit(1_000)
-      .execute();
-    if (beyond.length > 0) {
+    // Over the limit, the oldest entries (limit - 1 of them) and the newest stay; the ones between go. Evicting the
+    // oldest instead would let a stolen key push the owner's real envelope out with a burst of rotations.
+    const ids = (
       await trx
-        .deleteFrom('vault_history')
-        .where('id', 'in', beyond.map((row) => row.id))
-        .execute();
+        .selectFrom('vault_history')
+        .select('id')
+        .where('account_id', '=', accountId)
+        .orderBy('replaced_at', 'asc')
+        .orderBy('id', 'asc')
+        .execute()
+    ).map((row) => row.id);
+    if (ids.length > keep.limit) {
+      const drop = ids.slice(Math.max(1, keep.limit) - 1, -1);
+      if (drop.length > 0) await trx.deleteFrom('vault_history').where('id', 'in', drop).execute();
     }
     return true;
   }

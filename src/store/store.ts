@@ -107,7 +107,7 @@ export interface VaultKeep {
   replacedBy: string;
   reason: VaultChange;
   expiresAt: number;
-  /** Entries kept per account at most: the oldest beyond it are deleted. */
+  /** Entries kept per account at most: beyond it, the oldest `limit - 1` and the newest stay, those between go. */
   limit: number;
 }
 

@@ -5,7 +5,7 @@
  * ciphertext stays in storage; the owner restores it and it downloads byte-exact; when the grace ends the sweeper
  * removes it and the record is DELETED; purging early and shortening the grace need a fresh sign-in; reset
  * schedules the backups and keeps the envelope; the operator undeletes; plan expiry is not delayed; a rotate is
- * rolled back from the console; another account sees none of it.
+ * rolled back from the console, also after a burst of rotations; another account sees none of it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -334,6 +334,14 @@ for (const engine of [sqliteFs, postgresS3]) {
       expect((await other.send('POST', '/console/api/vault/history/not-a-uuid/restore')).status).toBe(404);
       expect((await call('GET', '/api/backup-account')).body).toMatchObject(garbage);
       expect((await server.parts.store.getBackup(id))!.status).toBe('DELETING');
+
+      // A burst of garbage rotations cannot push the real envelope out of the bounded history.
+      for (let i = 0; i < 12; i++) {
+        expect((await call('POST', '/api/backup-account/rotate', { json: envelope(0x10 + i) })).status).toBe(200);
+      }
+      const burst = (await session.send('GET', '/console/api/vault/history')).body.entries;
+      expect(burst).toHaveLength(10);
+      expect(burst.at(-1).id).toBe(entry);
 
       const restored = await session.send('POST', `/console/api/vault/history/${entry}/restore`);
       expect(restored).toMatchObject({ status: 200, body: { restoredAt: new Date(clock.now()).toISOString() } });

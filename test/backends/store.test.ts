@@ -344,12 +344,13 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
     expect(await store.pruneVaultHistory(T0 + 3 * HOUR)).toBeGreaterThanOrEqual(1);
     expect((await store.listVaultHistory(account.id, T0)).map((e) => e.id)).toEqual([first.id]);
 
-    // At most `limit` entries: the oldest go first.
+    // At most `limit` entries: the oldest (limit - 1) and the newest stay, so a burst of rotations cannot push the
+    // first envelope out.
     await store.createVault(account.id, vault('C'));
-    for (let i = 0; i < 4; i++) await store.replaceVault(account.id, { ...vault('D'), updatedAt: T0 + 10 + i }, keep(T0 + 10 + i, { limit: 3 }));
+    for (let i = 0; i < 6; i++) await store.replaceVault(account.id, { ...vault('D'), updatedAt: T0 + 10 + i }, keep(T0 + 10 + i, { limit: 3 }));
     const bounded = await store.listVaultHistory(account.id, T0);
-    expect(bounded).toHaveLength(3);
-    expect(bounded.map((e) => e.replacedAt)).toEqual([T0 + 13, T0 + 12, T0 + 11]);
+    expect(bounded.map((e) => e.replacedAt)).toEqual([T0 + 15, T0 + 10, T0 + 1]);
+    expect(bounded[2]!.vault.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
   });
 
   it('vault history: restore swaps atomically, keeps the replaced envelope, and one of two concurrent restores wins', async () => {

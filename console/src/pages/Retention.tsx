@@ -191,7 +191,7 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
             <>
               <p>
                 {data.scheduled.length} backup{data.scheduled.length === 1 ? '' : 's'}, {formatBytes(data.scheduledCiphertextBytes)} still stored
-                (and counted as stored) until removed.
+                (they use storage) until removed.
               </p>
               <table class="cards" aria-label="Backups scheduled for deletion">
                 <thead>

@@ -4,7 +4,15 @@
  */
 import type { Static } from '@sinclair/typebox';
 import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, ErrorResponseBody as ErrorBody } from '../../src/api/schemas.js';
-import type { About as AboutSchema, BackupKeyList as BackupKeyListSchema, ConsoleKey, ConsoleSession, Overview as OverviewSchema } from '../../src/console/schemas.js';
+import type {
+  About as AboutSchema,
+  BackupKeyList as BackupKeyListSchema,
+  ConsoleKey,
+  ConsoleSession,
+  Deletions as DeletionsSchema,
+  Overview as OverviewSchema,
+  VaultHistory as VaultHistorySchema,
+} from '../../src/console/schemas.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
 import { SCOPES, type Scope } from '../../src/domain/scopes.js';
 
@@ -61,6 +69,8 @@ export function userResolution(code: string, details: Record<string, unknown> | 
       return 'Reload the page to see its current status.';
     case 'backup_cadence_exceeded':
       return 'Wait until the next backup is allowed, or move to a plan with a shorter interval.';
+    case 'reauthentication_required':
+      return 'Confirm it is you with a fresh sign-in (a new sign-in link or an API key with all three permissions).';
     case 'internal_error':
       return 'Try again later; if it keeps failing, tell your operator.';
     case 'validation_failed':
@@ -134,5 +144,7 @@ export type KeyInfo = Static<typeof ConsoleKey>;
 export type About = Static<typeof AboutSchema>;
 export type BackupKeyList = Static<typeof BackupKeyListSchema>;
 export type BackupKeyEntry = BackupKeyList['backups'][number];
+export type Deletions = Static<typeof DeletionsSchema>;
+export type VaultHistory = Static<typeof VaultHistorySchema>;
 export type { BackupStatus, Scope };
 export { SCOPES, TERMINAL_STATUSES };

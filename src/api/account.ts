@@ -17,6 +17,9 @@ import { accountBody } from './views.js';
 
 const tags = ['Backup account'];
 
+/** On a rotate answer: how many days the replaced envelope stays restorable (docs/api-rules.md#vault-history). */
+export const VAULT_HISTORY_HEADER = 'X-Coffer-Vault-History-Days';
+
 /** Routes without a request body. */
 export function accountReadRoutes(app: App, ctx: RouteContext): void {
   app.get(
@@ -84,14 +87,22 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
         tags,
         body: Type.Ref(BackupAccountEnvelope),
         response: {
-          200: json(Type.Ref(RotateResponse), 'The account with the new material.'),
+          200: json(Type.Ref(RotateResponse), 'The account with the new material.', {
+            [VAULT_HISTORY_HEADER]: {
+              type: 'integer',
+              minimum: 0,
+              description:
+                'Days the replaced envelope stays restorable by the owner (the account\'s deletion grace); 0: it was not kept.',
+            },
+          }),
           ...errorResponses(400, 401, 403, 409, 500),
         },
       },
       onRequest: ctx.requireScope('backups:write'),
     },
-    async (request) => {
-      const { rotated, ...view } = await ctx.backups.rotate(request.principal.accountId, request.body);
+    async (request, reply) => {
+      const { rotated, historyDays, ...view } = await ctx.backups.rotate(request.principal.accountId, request.body, request.principal.keyId);
+      reply.header(VAULT_HISTORY_HEADER, String(historyDays));
       return { ...accountBody(view), rotated };
     },
   );
@@ -115,6 +126,6 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
         if (request.body === undefined) request.body = {};
       },
     },
-    async (request) => ctx.backups.reset(request.principal.accountId, request.body.deleteBackups === true),
+    async (request) => ctx.backups.reset(request.principal.accountId, request.body.deleteBackups === true, request.principal.keyId),
   );
 }

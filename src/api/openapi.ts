@@ -31,10 +31,13 @@ const OPERATION_DESCRIPTIONS: Record<string, string> = {
     "changes nothing: replacing the material is rotate's job. Needs `backups:write`.",
   rotateBackupAccount:
     'Replaces the KDF parameters and the wrapped master key in one step (`rotated: true`). Backups stay readable: only ' +
-    'the master key is re-wrapped. Without a vault: `409 vault_not_initialized`. Needs `backups:write`.',
+    'the master key is re-wrapped. Without a vault: `409 vault_not_initialized`. When the account has a deletion grace, the ' +
+    'replaced envelope is kept that many days (header `X-Coffer-Vault-History-Days`) and the owner can restore it from the ' +
+    'console. Needs `backups:write`.',
   resetBackupAccount:
     'Deletes the vault material. With visible backups and `deleteBackups` not `true`: `409 vault_not_empty`. The plan ' +
-    'and the cadence clock survive a reset. Needs `backups:write`.',
+    'and the cadence clock survive a reset. With a deletion grace, the deleted backups are `DELETING` and restorable for ' +
+    'the grace, and the removed envelope is kept as long. Needs `backups:write`.',
   listBackups:
     'Every visible backup (any status but `DELETING` and `DELETED`), newest first; expired backups are pruned before ' +
     'the list is built. Needs `backups:read`.',
@@ -48,8 +51,10 @@ const OPERATION_DESCRIPTIONS: Record<string, string> = {
     "client-upload handshake (docs/upload-protocols.md). Needs `backups:write`, except for the blob host's signed callback.",
   getBackup: 'One visible backup with its wrapped data key and sealed metadata. Needs `backups:read`.',
   deleteBackup:
-    'Removes the ciphertext and answers once it is gone; the record stays as a `DELETED` tombstone. Deleting does not ' +
-    'move the cadence clock back. Needs `backups:write`.',
+    'Removes the ciphertext and answers once it is gone (`status: "DELETED"`); the record stays as a `DELETED` tombstone. ' +
+    'When the account has a deletion grace and the backup is `READY`, it answers `status: "DELETING"`, `deletedAt: null`: ' +
+    'the backup is hidden at once (404, not listed), its ciphertext is kept until the grace ends, and the owner can ' +
+    'restore it until then. Deleting does not move the cadence clock back. Needs `backups:write`.',
   getBackupContent:
     'The ciphertext of a `READY` backup (`404 backup_content_unavailable` in any other state), with an ETag. One ' +
     '`bytes=` range gives `206` with `Content-Range` (`If-Range` is compared with the ETag); any other range is ' +

@@ -3,7 +3,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, parseDuration } from '../config.js';
+import { MAX_DELETION_GRACE_DAYS, isDeletionGrace } from '../domain/backups.js';
 import { systemClock } from '../domain/clock.js';
+import { AppError } from '../domain/errors.js';
 import { PLANS, isPlan, type Plan } from '../domain/plans.js';
 import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
@@ -71,6 +73,22 @@ export function registerAdminCommands(program: Command): void {
     });
 
   accounts
+    .command('set-deletion-grace <accountId> <days>')
+    .description(`days a deleted backup (and a replaced vault envelope) stays restorable: 0 (delete at once) to ${MAX_DELETION_GRACE_DAYS}`)
+    .option('--json', 'print JSON')
+    .action(async (accountId: string, daysText: string, opts: { json?: boolean }) => {
+      const days = /^\d{1,3}$/.test(daysText) ? Number(daysText) : NaN;
+      if (!isDeletionGrace(days)) throw usageError(`days must be a whole number from 0 to ${MAX_DELETION_GRACE_DAYS}, got "${daysText}"`);
+      const changed = await withStore((store) => store.setDeletionGrace(accountId, days));
+      if (!changed) throw new CliError(`no account ${accountId}`);
+      emit(!!opts.json, { accountId, deletionGraceDays: days }, () =>
+        days === 0
+          ? `account ${accountId}: deletes now remove backups at once`
+          : `account ${accountId}: deleted backups and replaced vault envelopes stay restorable for ${days} day${days === 1 ? '' : 's'}`,
+      );
+    });
+
+  accounts
     .command('list')
     .description('list accounts')
     .option('--json', 'print JSON')
@@ -119,6 +137,37 @@ export function registerAdminCommands(program: Command): void {
       emit(!!opts.json, result, () =>
         [`Sign-in link for account ${accountId} (works once, until ${result.expiresAt}):`, url].join('\n'),
       );
+    });
+
+  admin
+    .command('backups')
+    .description('act on backups')
+    .command('undelete <backupId>')
+    .description('return a backup scheduled for deletion (within its deletion grace) to READY')
+    .option('--json', 'print JSON')
+    .action(async (backupId: string, opts: { json?: boolean }) => {
+      const config = loadConfig();
+      const backup = await withStore(async (store) => {
+        const [{ openBlobStore }, { BackupService }, { LocalStatusBus }] = await Promise.all([
+          import('../server/compose.js'),
+          import('../services/backups.js'),
+          import('../events/status-bus.js'),
+        ]);
+        const service = new BackupService(store, await openBlobStore(config), new LocalStatusBus(), systemClock, {
+          maxArchiveBytes: config.maxArchiveBytes,
+          uploadWindowMs: config.uploadWindowMs,
+        });
+        try {
+          return await service.undelete(null, backupId);
+        } catch (error) {
+          if (error instanceof AppError && error.code === 'backup_not_found') {
+            throw new CliError(`no backup ${backupId} is scheduled for deletion (unknown, never deleted, or its grace has ended)`);
+          }
+          throw error;
+        }
+      }, config);
+      const result = { backupId: backup.id, accountId: backup.accountId, status: backup.status, expiresAt: iso(backup.expiresAt) };
+      emit(!!opts.json, result, () => `backup ${backup.id} of account ${backup.accountId} is READY again (expires ${result.expiresAt})`);
     });
 
   const keysCommand = admin.command('keys').description('manage API keys');

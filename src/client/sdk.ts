@@ -183,11 +183,19 @@ export class CofferClient {
     path: string,
     init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
   ): Promise<T> {
+    return (await this.requestWithHeaders<T>(method, path, init)).body;
+  }
+
+  private async requestWithHeaders<T>(
+    method: string,
+    path: string,
+    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<{ body: T; headers: Headers }> {
     const response = await this.fetch(method, path, init);
     const text = await response.text();
     if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
     try {
-      return JSON.parse(text) as T;
+      return { body: JSON.parse(text) as T, headers: response.headers };
     } catch {
       throw new CofferNetworkError(
         `the server at ${this.baseUrl} answered with something that is not JSON: check that COFFER_URL points at a Coffer server`,
@@ -207,6 +215,20 @@ export class CofferClient {
 
   rotate(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<RotateResponseBody> {
     return this.request('POST', '/api/backup-account/rotate', { json: envelope, signal });
+  }
+
+  /**
+   * rotate, and how many days the server says it keeps the replaced envelope restorable (header
+   * X-Coffer-Vault-History-Days): null when it does not say (an older server) or says something malformed. Only
+   * informative: the server's word, never a guarantee the client can check.
+   */
+  async rotateWithHistory(
+    envelope: BackupAccountEnvelopeBody,
+    signal?: AbortSignal,
+  ): Promise<{ account: RotateResponseBody; historyDays: number | null }> {
+    const { body, headers } = await this.requestWithHeaders<RotateResponseBody>('POST', '/api/backup-account/rotate', { json: envelope, signal });
+    const days = headers.get('x-coffer-vault-history-days');
+    return { account: body, historyDays: days !== null && /^\d{1,4}$/.test(days) ? Number(days) : null };
   }
 
   reset(options: { deleteBackups?: boolean } = {}, signal?: AbortSignal): Promise<ResetResponseBody> {

@@ -84,8 +84,19 @@ export async function changePassphrase(
   profile: KdfProfile = DEFAULT_KDF_PROFILE,
   signal?: AbortSignal,
 ): Promise<RotateResponseBody> {
+  return (await changePassphraseKeepingHistory(client, masterKey, newPassphrase, profile, signal)).account;
+}
+
+/** changePassphrase, with the days the server says it keeps the old envelope restorable (null: not said). */
+export async function changePassphraseKeepingHistory(
+  client: CofferClient,
+  masterKey: Buffer,
+  newPassphrase: string,
+  profile: KdfProfile = DEFAULT_KDF_PROFILE,
+  signal?: AbortSignal,
+): Promise<{ account: RotateResponseBody; historyDays: number | null }> {
   const envelope = await wrapMasterKey(masterKey, newPassphrase, newKdfParams(profile));
-  return client.rotate(envelope, signal);
+  return client.rotateWithHistory(envelope, signal);
 }
 
 export interface RekeyResult {

@@ -23,6 +23,7 @@ import { backupKeyRoutes } from './backup-key-routes.js';
 import { keyRoutes } from './key-routes.js';
 import { overviewRoutes } from './overview-routes.js';
 import { pageRoutes } from './page-routes.js';
+import { retentionRoutes } from './retention-routes.js';
 import { checkCsrf, sessionOf } from './session-http.js';
 import { sessionRoutes } from './session-routes.js';
 
@@ -48,5 +49,6 @@ export async function consoleRoutes(app: App, services: ConsoleServices): Promis
   overviewRoutes(app, ctx);
   keyRoutes(app, ctx);
   backupKeyRoutes(app, ctx);
+  retentionRoutes(app, ctx);
   pageRoutes(app, ctx);
 }

@@ -4,7 +4,7 @@
  * domain/ only, so the page's type check can read this file without any server code.
  */
 import { Type, type TSchema } from '@sinclair/typebox';
-import { BACKUP_STATUSES, type BackupStatus } from '../domain/backups.js';
+import { BACKUP_STATUSES, MAX_DELETION_GRACE_DAYS, type BackupStatus } from '../domain/backups.js';
 import { KEY_STATUSES, type KeyStatus } from '../domain/keys.js';
 import { BACKUP_INTERVALS, PLANS, type BackupInterval, type Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
@@ -36,6 +36,11 @@ export const CreateKeyBody = Type.Object(
 );
 
 export const KeyParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+
+/** A backup or vault-history id in a console path (checked as a UUID by the service: anything else is 404). */
+export const RetentionParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+
+export const DeletionGraceBody = Type.Object({ days: Type.Integer({ minimum: 0, maximum: MAX_DELETION_GRACE_DAYS }) }, closed);
 
 // ---- answers ----
 
@@ -115,6 +120,8 @@ export const About = Type.Object(
   closed,
 );
 
+const Status = Type.Unsafe<BackupStatus>({ type: 'string', enum: [...BACKUP_STATUSES] });
+
 /**
  * Every visible backup's wrapped data key in one answer (GET /console/api/backup-keys), so the page can show which
  * key each backup uses, and check a recovery kit, without one request per backup. The same fields as each backup's
@@ -126,7 +133,7 @@ export const BackupKeyList = Type.Object(
       Type.Object(
         {
           id: Type.String(),
-          status: Type.Unsafe<BackupStatus>({ type: 'string', enum: [...BACKUP_STATUSES] }),
+          status: Status,
           wrappedDek: Nullable(Type.String()),
           wrappedDekNonce: Nullable(Type.String()),
         },
@@ -136,3 +143,71 @@ export const BackupKeyList = Type.Object(
   },
   closed,
 );
+// ---- deletion grace and vault history ----
+
+/** A backup scheduled for deletion: restorable until purgeAfter. */
+export const ScheduledBackup = Type.Object(
+  {
+    id: Type.String(),
+    status: Status,
+    createdAt: DateTime,
+    expiresAt: DateTime,
+    ciphertextSizeBytes: Nullable(Count),
+    plaintextSizeBytes: Nullable(Count),
+    clientVersion: Nullable(Type.String()),
+    hostappVersion: Nullable(Type.String()),
+    /** When it was deleted. */
+    deletedAt: DateTime,
+    /** When its ciphertext goes for good (the grace ends, or the plan's retention if sooner). */
+    purgeAfter: DateTime,
+  },
+  closed,
+);
+
+export const Deletions = Type.Object(
+  {
+    deletionGraceDays: Count,
+    maxDeletionGraceDays: Count,
+    /** Minutes a sign-in counts as fresh for purging, shortening the grace and restoring an envelope. */
+    freshSignInMinutes: Count,
+    /** Whether this session's sign-in is fresh now. */
+    freshSignIn: Type.Boolean(),
+    scheduled: Type.Array(ScheduledBackup),
+    /** Ciphertext still stored for the scheduled backups (it counts as stored until purged). */
+    scheduledCiphertextBytes: Count,
+  },
+  closed,
+);
+
+export const DeletionGrace = Type.Object({ deletionGraceDays: Count }, closed);
+
+export const BackupOutcome = Type.Object({ id: Type.String(), status: Status, deletedAt: Nullable(DateTime) }, closed);
+
+const Actor = Type.Object(
+  {
+    kind: Type.Union([Type.Literal('api-key'), Type.Literal('console-session'), Type.Literal('operator'), Type.Literal('unknown')]),
+    id: Nullable(Type.String()),
+  },
+  closed,
+);
+
+export const VaultHistoryItem = Type.Object(
+  {
+    id: Type.String(),
+    reason: Type.Union([Type.Literal('rotate'), Type.Literal('reset'), Type.Literal('restore')]),
+    replacedAt: DateTime,
+    replacedBy: Actor,
+    /** When this envelope had been stored (it was the vault from then until replacedAt). */
+    storedAt: DateTime,
+    expiresAt: DateTime,
+    kdf: Type.Object({ opslimit: Count, memlimit: Count }, closed),
+  },
+  closed,
+);
+
+export const VaultHistory = Type.Object(
+  { deletionGraceDays: Count, freshSignIn: Type.Boolean(), entries: Type.Array(VaultHistoryItem) },
+  closed,
+);
+
+export const RestoredVault = Type.Object({ restoredAt: DateTime }, closed);

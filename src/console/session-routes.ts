@@ -77,6 +77,33 @@ export function sessionRoutes(app: App, { config, sessions, clock, requireSessio
     },
   );
 
+  // A fresh sign-in inside a live session (purging early, shortening the deletion grace, restoring an envelope ask
+  // for one): the same credentials as sign-in, for the same account; the old session ends and a new one starts.
+  app.post(
+    '/console/api/session/confirm',
+    { schema: { ...hidden, body: Type.Optional(SignInBody), response: { 200: ConsoleSession } }, onRequest: [limitSignIn, requireSession] },
+    async (request, reply) => {
+      const body = request.body ?? {};
+      if ((body.loginToken === undefined) === (body.apiKey === undefined)) {
+        throw AppError.validation([{ path: '(body)', message: 'send exactly one of loginToken and apiKey' }]);
+      }
+      const opened =
+        body.loginToken !== undefined
+          ? await sessions.signInWithLink(body.loginToken)
+          : await sessions.signInWithKey(body.apiKey!).then((outcome) => (outcome.ok ? outcome.opened : undefined));
+      if (opened && opened.session.accountId !== request.consoleSession.accountId) await sessions.signOut(opened.session);
+      if (!opened || opened.session.accountId !== request.consoleSession.accountId) {
+        throw new AppError(
+          'reauthentication_required',
+          'This credential does not confirm the signed-in account: use a new sign-in link or an all-scope API key of this account.',
+        );
+      }
+      await sessions.signOut(request.consoleSession);
+      reply.header('set-cookie', sessionCookie(config, opened.secret, opened.session.expiresAt - opened.session.createdAt));
+      return sessionBody(opened.session, opened.account.plan, opened.csrfToken);
+    },
+  );
+
   app.get('/console/api/session', { schema: { ...hidden, response: { 200: ConsoleSession } }, onRequest: requireSession }, async (request) => {
     const session = request.consoleSession;
     const account = await sessions.account(session);

@@ -59,7 +59,11 @@ export const retentionExpiresAt = (finalizedAt: number, plan: Plan): number =>
 /** A record the sweeper must act on at `now`, and what it must do. */
 export type SweepAction = 'fail' | 'prune' | 'finish-delete' | null;
 
-export function sweepActionFor(status: BackupStatus, expiresAt: number, now: number): SweepAction {
+/**
+ * `purgeAfter`: for a DELETING record in its deletion grace, when its ciphertext goes (null: a delete under way,
+ * which the sweeper finishes at once).
+ */
+export function sweepActionFor(status: BackupStatus, expiresAt: number, now: number, purgeAfter: number | null = null): SweepAction {
   switch (status) {
     case 'PENDING_UPLOAD':
     case 'UPLOADED':
@@ -69,7 +73,7 @@ export function sweepActionFor(status: BackupStatus, expiresAt: number, now: num
     case 'READY':
       return expiresAt <= now ? 'prune' : null;
     case 'DELETING':
-      return 'finish-delete';
+      return purgeAfter === null || purgeAfter <= now ? 'finish-delete' : null;
     case 'DELETED':
       return null;
   }
@@ -77,3 +81,41 @@ export function sweepActionFor(status: BackupStatus, expiresAt: number, now: num
 
 /** The ETag of a backup's ciphertext (its download and the blob host's put result): it changes only with the bytes. */
 export const backupEtag = (id: string, size: number): string => `"${id}-${size}"`;
+
+// ---- deletion grace and vault history (docs/api-rules.md#deletion-grace) ----
+
+export const DAY_MS = 86_400_000;
+/** The longest deletion grace an account may set, in days. */
+export const MAX_DELETION_GRACE_DAYS = 90;
+/**
+ * Previous vault envelopes kept per account. Beyond it the oldest ones and the newest stay and those between go, so a
+ * burst of rotations by a stolen key cannot push the owner's real envelope out (they all expire with the grace).
+ */
+export const VAULT_HISTORY_LIMIT = 10;
+/** How recent the console sign-in must be to purge a backup early or shorten the grace (a fresh sign-in). */
+export const FRESH_SIGN_IN_MS = 5 * 60_000;
+
+export const isDeletionGrace = (days: unknown): days is number =>
+  typeof days === 'number' && Number.isInteger(days) && days >= 0 && days <= MAX_DELETION_GRACE_DAYS;
+
+/**
+ * When a delete requested at `now` removes the ciphertext, or null to remove it at once. Only READY backups get
+ * a grace (an unfinished or failed upload has nothing to restore), and the grace never outlives the plan's
+ * retention: plan expiry is not delayed.
+ */
+export function purgeAfterFor(backup: { status: BackupStatus; expiresAt: number }, graceDays: number, now: number): number | null {
+  if (graceDays <= 0 || backup.status !== 'READY') return null;
+  const due = Math.min(now + graceDays * DAY_MS, backup.expiresAt);
+  return due > now ? due : null;
+}
+
+/** A backup scheduled for deletion that its owner can still restore to READY at `now`. */
+export const isRestorable = (backup: { status: BackupStatus; purgeAfter: number | null }, now: number): boolean =>
+  backup.status === 'DELETING' && backup.purgeAfter !== null && backup.purgeAfter > now;
+
+/** Until when a vault envelope replaced at `now` stays restorable, or null when none is kept (grace 0). */
+export const vaultHistoryExpiresAt = (graceDays: number, now: number): number | null =>
+  graceDays > 0 ? now + graceDays * DAY_MS : null;
+
+/** Whether a console session opened at `signedInAt` counts as a fresh sign-in at `now`. */
+export const isFreshSignIn = (signedInAt: number, now: number): boolean => now - signedInAt <= FRESH_SIGN_IN_MS && now >= signedInAt;

@@ -19,6 +19,7 @@ export type ErrorCode =
   | 'unsupported_media_type'
   | 'backup_cadence_exceeded'
   | 'too_many_sign_in_attempts'
+  | 'reauthentication_required'
   | 'too_many_streams'
   | 'internal_error';
 
@@ -42,6 +43,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   unsupported_media_type: 415,
   backup_cadence_exceeded: 429,
   too_many_sign_in_attempts: 429,
+  reauthentication_required: 403,
   // Only ever sent inside an event stream (a backup.stream.error frame on a 200), never as an HTTP status.
   too_many_streams: 429,
   internal_error: 500,
@@ -69,6 +71,8 @@ export const RESOLUTION_OF: Record<ErrorCode, string> = {
   unsupported_media_type: 'Send the body with a supported Content-Type (application/octet-stream or application/json).',
   backup_cadence_exceeded: 'Wait until details.nextAllowedAt (see Retry-After) or move to a plan with a shorter interval.',
   too_many_sign_in_attempts: 'Wait the number of seconds given in Retry-After, then sign in again.',
+  reauthentication_required:
+    'Confirm with a fresh sign-in (a new sign-in link or an all-scope API key), then repeat the action within details.freshSignInSeconds.',
   too_many_streams:
     'Close event streams you no longer need (details.limit names the cap that was reached: per account or per ' +
     'client address, at most details.maxStreams open at once), then open this one again.',

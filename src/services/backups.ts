@@ -5,8 +5,14 @@ import type { BackupAccountEnvelopeBody } from '../api/schemas.js';
 import {
   IN_FLIGHT_STATUSES,
   decideCreate,
+  isRestorable,
   isVisible,
+  purgeAfterFor,
   retentionExpiresAt,
+  VAULT_HISTORY_LIMIT,
+  vaultHistoryExpiresAt,
+  MAX_DELETION_GRACE_DAYS,
+  isDeletionGrace,
   secondsUntil,
   slotExpiresAt,
   sweepActionFor,
@@ -20,7 +26,7 @@ import { isUuid } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import type { BlobStore, ByteRange } from '../blobs/blob-store.js';
 import type { StatusBus } from '../events/status-bus.js';
-import type { Account, Backup, Store, Vault } from '../store/store.js';
+import type { Account, Backup, Store, Vault, VaultChange, VaultHistoryEntry, VaultKeep } from '../store/store.js';
 import { limited, TooLarge } from './byte-limit.js';
 
 const VISIBLE_STATUSES = BACKUP_STATUSES.filter(isVisible);
@@ -95,8 +101,12 @@ export function newSlot(id: string, accountId: string, createdAt: number, expire
     encryptedMetadata: null,
     encryptedMetadataNonce: null,
     deletedAt: null,
+    purgeAfter: null,
   };
 }
+
+/** Who made a change: an API key id, `session:<id>` for a console session, `operator` for `coffer admin`. */
+export type Actor = string;
 
 export class BackupService {
   constructor(
@@ -136,15 +146,29 @@ export class BackupService {
     return { ...(await this.accountView(accountId)), created };
   }
 
-  async rotate(accountId: string, envelope: VaultEnvelope): Promise<AccountView & { rotated: true }> {
+  /** Replaces the envelope; the replaced one is kept in the vault history for the account's deletion grace. */
+  async rotate(accountId: string, envelope: VaultEnvelope, actor: Actor = 'unknown'): Promise<AccountView & { rotated: true; historyDays: number }> {
     const vault = this.checkEnvelope(envelope);
-    if (!(await this.store.replaceVault(accountId, vault))) {
+    const graceDays = await this.graceDays(accountId);
+    if (!(await this.store.replaceVault(accountId, vault, this.keep('rotate', actor, graceDays)))) {
       throw new AppError('vault_not_initialized', 'There is no vault to rotate.');
     }
-    return { ...(await this.accountView(accountId)), rotated: true };
+    return { ...(await this.accountView(accountId)), rotated: true, historyDays: graceDays };
   }
 
-  async reset(accountId: string, deleteBackups: boolean) {
+  private async graceDays(accountId: string): Promise<number> {
+    return (await this.store.getAccount(accountId))?.deletionGraceDays ?? 0;
+  }
+
+  /** How to keep a replaced envelope for `graceDays` (undefined: not kept, the grace is 0). */
+  private keep(reason: VaultChange, actor: Actor, graceDays: number): VaultKeep | undefined {
+    const now = this.clock.now();
+    const expiresAt = vaultHistoryExpiresAt(graceDays, now);
+    if (expiresAt === null) return undefined;
+    return { id: uuidv7(), replacedAt: now, replacedBy: actor, reason, expiresAt, limit: VAULT_HISTORY_LIMIT };
+  }
+
+  async reset(accountId: string, deleteBackups: boolean, actor: Actor = 'unknown') {
     await this.sweep(accountId);
     const remaining = await this.store.listBackups(accountId, VISIBLE_STATUSES);
     if (remaining.length > 0 && !deleteBackups) {
@@ -152,12 +176,87 @@ export class BackupService {
         remainingBackups: remaining.length,
       });
     }
+    const graceDays = await this.graceDays(accountId);
     let deletedBackups = 0;
     for (const backup of remaining) {
-      if (await this.deleteRecord(backup)) deletedBackups += 1;
+      if (await this.deleteRecord(backup, graceDays)) deletedBackups += 1;
     }
-    const accountDeleted = await this.store.deleteVault(accountId);
+    const accountDeleted = await this.store.deleteVault(accountId, this.keep('reset', actor, graceDays));
     return { reset: true, accountDeleted, deletedBackups };
+  }
+
+  // ---- deletion grace and vault history (docs/api-rules.md#deletion-grace) ----
+
+  async setDeletionGrace(accountId: string, days: number): Promise<void> {
+    if (!isDeletionGrace(days)) {
+      throw AppError.validation([{ path: 'days', message: `must be a whole number of days from 0 to ${MAX_DELETION_GRACE_DAYS}` }]);
+    }
+    if (!(await this.store.setDeletionGrace(accountId, days))) throw new Error(`account ${accountId} vanished`);
+  }
+
+  /** The account's backups scheduled for deletion that can still be restored, newest first. */
+  async listScheduled(accountId: string): Promise<Backup[]> {
+    const now = this.clock.now();
+    return (await this.store.listBackups(accountId, ['DELETING'])).filter((backup) => isRestorable(backup, now));
+  }
+
+  /** A backup scheduled for deletion, of this account (any account when null); 404 otherwise. */
+  private async findScheduled(accountId: string | null, id: string): Promise<Backup> {
+    const backup = isUuid(id) ? await this.store.getBackup(id) : undefined;
+    if (!backup || (accountId !== null && backup.accountId !== accountId) || !isRestorable(backup, this.clock.now())) {
+      throw new AppError('backup_not_found', 'No backup with this id is scheduled for deletion.');
+    }
+    return backup;
+  }
+
+  /** Returns a backup scheduled for deletion to READY (its ciphertext never left). accountId null: an operator. */
+  async undelete(accountId: string | null, id: string): Promise<Backup> {
+    const backup = await this.findScheduled(accountId, id);
+    const now = this.clock.now();
+    const restored = await this.store.updateBackup(
+      backup.id,
+      { statuses: ['DELETING'], scheduled: { dueAfter: now } },
+      { status: 'READY', purgeAfter: null, deletedAt: null, updatedAt: now },
+    );
+    if (!restored) throw new AppError('backup_not_found', 'No backup with this id is scheduled for deletion.');
+    return this.changed(restored);
+  }
+
+  /** Ends the grace of a backup scheduled for deletion now: its ciphertext goes and the record becomes DELETED. */
+  async purge(accountId: string, id: string): Promise<Backup> {
+    const backup = await this.findScheduled(accountId, id);
+    const claimed = await this.claimScheduled(backup, { dueAfter: this.clock.now() });
+    const deleted = claimed && (await this.finishDelete(claimed));
+    if (!deleted) throw new AppError('backup_not_found', 'No backup with this id is scheduled for deletion.');
+    return deleted;
+  }
+
+  /** Takes a scheduled delete out of its grace (purgeAfter → null): from here on nobody can restore it. */
+  private claimScheduled(backup: Backup, scheduled: { dueAfter?: number; dueBy?: number }): Promise<Backup | undefined> {
+    return this.store.updateBackup(backup.id, { statuses: ['DELETING'], scheduled }, { purgeAfter: null, updatedAt: this.clock.now() });
+  }
+
+  /** The account's kept vault envelopes, newest first. */
+  vaultHistory(accountId: string): Promise<VaultHistoryEntry[]> {
+    return this.store.listVaultHistory(accountId, this.clock.now());
+  }
+
+  /**
+   * Makes a kept envelope the vault again. The envelope it replaces is kept in turn (for the grace, and at least a
+   * day), so a restore can itself be undone.
+   */
+  async restoreVault(accountId: string, entryId: string, actor: Actor): Promise<Vault> {
+    const graceDays = Math.max(1, await this.graceDays(accountId));
+    const restored = isUuid(entryId)
+      ? await this.store.restoreVault(accountId, entryId, this.clock.now(), this.keep('restore', actor, graceDays))
+      : undefined;
+    if (!restored) throw new AppError('not_found', 'No such envelope in the vault history (it may have expired).');
+    return restored;
+  }
+
+  /** Deletes kept envelopes whose time is up. */
+  pruneVaultHistory(): Promise<number> {
+    return this.store.pruneVaultHistory(this.clock.now());
   }
 
   // ---- backups ----
@@ -206,7 +305,7 @@ export class BackupService {
     // (bench P3). Unfinished deletes are not listed: the background sweeper completes those.
     const now = this.clock.now();
     const visible = await this.store.listBackups(accountId, VISIBLE_STATUSES);
-    if (!visible.some((backup) => sweepActionFor(backup.status, backup.expiresAt, now) !== null)) return visible;
+    if (!visible.some((backup) => sweepActionFor(backup.status, backup.expiresAt, now, backup.purgeAfter) !== null)) return visible;
     await this.sweep(accountId);
     return this.store.listBackups(accountId, VISIBLE_STATUSES);
   }
@@ -344,22 +443,33 @@ export class BackupService {
     return { backup: backup as Backup & { blobKey: string; ciphertextSizeBytes: number }, stream };
   }
 
+  /**
+   * With a deletion grace, a READY backup becomes DELETING (hidden, ciphertext kept until purgeAfter) and that is
+   * the answer; otherwise it is DELETED once its ciphertext is gone.
+   */
   async delete(accountId: string, id: string): Promise<Backup> {
     const backup = await this.getVisible(accountId, id);
-    const deleted = await this.deleteRecord(backup);
+    const deleted = await this.deleteRecord(backup, await this.graceDays(accountId));
     if (!deleted) throw new AppError('backup_not_found', 'No such backup.');
     return deleted;
   }
 
-  /** visible → DELETING → (blob removed) → DELETED. Returns undefined when someone else deleted it first. */
-  private async deleteRecord(backup: Backup): Promise<Backup | undefined> {
+  /**
+   * visible → DELETING → (blob removed) → DELETED; with a grace (READY only), visible → DELETING with purgeAfter
+   * set, and the sweeper finishes it when the grace ends. Returns undefined when someone else deleted it first.
+   * Plan expiry (prune) passes graceDays 0: the grace never protects an expired backup.
+   */
+  private async deleteRecord(backup: Backup, graceDays = 0): Promise<Backup | undefined> {
+    const now = this.clock.now();
+    const purgeAfter = purgeAfterFor(backup, graceDays, now);
     const deleting = await this.store.updateBackup(
       backup.id,
-      { statuses: VISIBLE_STATUSES },
-      { status: 'DELETING', updatedAt: this.clock.now() },
+      { statuses: purgeAfter === null ? VISIBLE_STATUSES : ['READY'] },
+      { status: 'DELETING', purgeAfter, updatedAt: now },
     );
     if (!deleting) return undefined;
     await this.changed(deleting);
+    if (purgeAfter !== null) return deleting;
     return this.finishDelete(deleting);
   }
 
@@ -390,7 +500,7 @@ export class BackupService {
 
   private async sweepOne(backup: Backup): Promise<Backup | undefined> {
     const now = this.clock.now();
-    switch (sweepActionFor(backup.status, backup.expiresAt, now)) {
+    switch (sweepActionFor(backup.status, backup.expiresAt, now, backup.purgeAfter)) {
       case 'fail': {
         const failed = await this.store.updateBackup(
           backup.id,
@@ -403,8 +513,12 @@ export class BackupService {
       }
       case 'prune':
         return this.deleteRecord(backup);
-      case 'finish-delete':
-        return this.finishDelete(backup);
+      case 'finish-delete': {
+        if (backup.purgeAfter === null) return this.finishDelete(backup);
+        // The grace has ended: claim it (an undelete racing this loses), then remove the ciphertext.
+        const claimed = await this.claimScheduled(backup, { dueBy: now });
+        return claimed && this.finishDelete(claimed);
+      }
       case null:
         return undefined;
     }

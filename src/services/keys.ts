@@ -51,7 +51,7 @@ export class KeyService {
   ) {}
 
   async createAccount(plan: Plan): Promise<Account> {
-    const account: Account = { id: uuidv7(), plan, createdAt: this.clock.now(), lastReadyCreatedAt: null };
+    const account: Account = { id: uuidv7(), plan, createdAt: this.clock.now(), lastReadyCreatedAt: null, deletionGraceDays: 0 };
     await this.store.createAccount(account);
     return account;
   }

@@ -1,6 +1,8 @@
 /**
- * The background sweeper: expiry, pruning and unfinished deletes (BackupService.sweep), ended console sessions and
- * login links (SessionService.prune), plus orphan removal.
+ * The background sweeper: expiry, pruning, unfinished deletes and deletes whose grace has ended (BackupService.sweep),
+ * expired vault history (BackupService.pruneVaultHistory), ended console sessions and login links
+ * (SessionService.prune), plus orphan removal. A backup in its deletion grace still names its blob, so it is
+ * never taken for an orphan.
  * It runs under the Store's exclusive lock "sweeper" (a PostgreSQL advisory lock), so with several nodes only
  * one sweeps at a time; the others skip their turn.
  *
@@ -31,6 +33,8 @@ export interface SweepReport {
   moved: number;
   /** Ended console sessions and login links deleted. */
   sessions: number;
+  /** Kept vault envelopes whose grace ended, deleted. */
+  vaultHistory: number;
   /** Orphan blobs removed. */
   orphans: number;
   /** Incomplete uploads discarded. */
@@ -63,12 +67,15 @@ export class Sweeper {
     const outcome = await this.store.tryExclusive('sweeper', async () => {
       const moved = await this.backups.sweep();
       const sessions = await this.sessions.prune();
+      const vaultHistory = await this.backups.pruneVaultHistory();
       const due = this.wallClock() - this.lastOrphanPass >= this.intervalMs;
-      if (!(options.orphans ?? due)) return { moved, sessions, orphans: 0, incomplete: 0 };
+      if (!(options.orphans ?? due)) return { moved, sessions, vaultHistory, orphans: 0, incomplete: 0 };
       this.lastOrphanPass = this.wallClock();
-      return { moved, sessions, ...(await this.removeOrphans()) };
+      return { moved, sessions, vaultHistory, ...(await this.removeOrphans()) };
     });
-    return outcome.ran ? { ran: true, ...outcome.value } : { ran: false, moved: 0, sessions: 0, orphans: 0, incomplete: 0 };
+    return outcome.ran
+      ? { ran: true, ...outcome.value }
+      : { ran: false, moved: 0, sessions: 0, vaultHistory: 0, orphans: 0, incomplete: 0 };
   }
 
   /** Removes orphan blobs and incomplete uploads older than the grace period (or `graceMs`). */

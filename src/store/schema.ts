@@ -1,9 +1,13 @@
+import type { Generated } from 'kysely';
+
 /** Table shapes as Kysely sees them. Times are epoch milliseconds; booleans never stored. */
 export interface AccountsTable {
   id: string;
   plan: string;
   created_at: number;
   last_ready_created_at: number | null;
+  /** Migration 0005; defaults to 0. */
+  deletion_grace_days: Generated<number>;
 }
 
 export interface ApiKeysTable {
@@ -48,6 +52,8 @@ export interface BackupsTable {
   encrypted_metadata: string | null;
   encrypted_metadata_nonce: string | null;
   deleted_at: number | null;
+  /** Migration 0005: DELETING in its grace until then. */
+  purge_after: number | null;
 }
 
 export interface SettingsTable {
@@ -78,6 +84,25 @@ export interface SessionsTable {
   revoked_at: number | null;
 }
 
+/** Previous vault envelopes (migration 0005), kept for the account's deletion grace. */
+export interface VaultHistoryTable {
+  id: string;
+  account_id: string;
+  crypto_version: string;
+  kdf_salt: string;
+  kdf_opslimit: number;
+  kdf_memlimit: number;
+  wrapped_master_key: string;
+  wrapped_master_key_nonce: string;
+  /** When the envelope was stored (its updated_at while it was current). */
+  stored_at: number;
+  created_at: number | null;
+  replaced_at: number;
+  replaced_by: string;
+  reason: string;
+  expires_at: number;
+}
+
 export interface Database {
   settings: SettingsTable;
   accounts: AccountsTable;
@@ -86,4 +111,5 @@ export interface Database {
   backups: BackupsTable;
   login_links: LoginLinksTable;
   sessions: SessionsTable;
+  vault_history: VaultHistoryTable;
 }

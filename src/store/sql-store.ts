@@ -29,6 +29,7 @@ import type {
   Database,
   LoginLinksTable,
   SessionsTable,
+  VaultHistoryTable,
   VaultsTable,
 } from './schema.js';
 import type {
@@ -42,6 +43,9 @@ import type {
   Session,
   Store,
   Vault,
+  VaultChange,
+  VaultHistoryEntry,
+  VaultKeep,
 } from './store.js';
 
 // PostgreSQL bigint columns can arrive as strings; SQLite returns numbers. Normalise once here.
@@ -54,6 +58,7 @@ function toAccount(row: Selectable<AccountsTable>): Account {
     plan: row.plan as Plan,
     createdAt: num(row.created_at),
     lastReadyCreatedAt: numOrNull(row.last_ready_created_at),
+    deletionGraceDays: num(row.deletion_grace_days),
   };
 }
 
@@ -134,6 +139,26 @@ function toBackup(row: Selectable<BackupsTable>): Backup {
     encryptedMetadata: row.encrypted_metadata,
     encryptedMetadataNonce: row.encrypted_metadata_nonce,
     deletedAt: numOrNull(row.deleted_at),
+    purgeAfter: numOrNull(row.purge_after),
+  };
+}
+
+function toVaultHistoryEntry(row: Selectable<VaultHistoryTable>): VaultHistoryEntry {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    vault: {
+      cryptoVersion: 'v1',
+      kdf: { salt: row.kdf_salt, opslimit: num(row.kdf_opslimit), memlimit: num(row.kdf_memlimit) },
+      wrappedMasterKey: row.wrapped_master_key,
+      wrappedMasterKeyNonce: row.wrapped_master_key_nonce,
+      updatedAt: num(row.stored_at),
+      ...(row.created_at === null ? {} : { createdAt: num(row.created_at) }),
+    },
+    replacedAt: num(row.replaced_at),
+    replacedBy: row.replaced_by,
+    reason: row.reason as VaultChange,
+    expiresAt: num(row.expires_at),
   };
 }
 
@@ -152,6 +177,7 @@ const BACKUP_COLUMNS: Record<keyof BackupPatch, keyof BackupsTable> = {
   encryptedMetadata: 'encrypted_metadata',
   encryptedMetadataNonce: 'encrypted_metadata_nonce',
   deletedAt: 'deleted_at',
+  purgeAfter: 'purge_after',
 };
 
 function backupPatchRow(patch: BackupPatch): Partial<BackupsTable> {
@@ -262,6 +288,7 @@ export class SqlStore implements Store {
         plan: account.plan,
         created_at: account.createdAt,
         last_ready_created_at: account.lastReadyCreatedAt,
+        deletion_grace_days: account.deletionGraceDays ?? 0,
       })
       .execute();
   }
@@ -278,6 +305,15 @@ export class SqlStore implements Store {
 
   async setPlan(accountId: string, plan: Plan): Promise<boolean> {
     const result = await this.db.updateTable('accounts').set({ plan }).where('id', '=', accountId).executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async setDeletionGrace(accountId: string, days: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable('accounts')
+      .set({ deletion_grace_days: days })
+      .where('id', '=', accountId)
+      .executeTakeFirst();
     return Number(result.numUpdatedRows) > 0;
   }
 
@@ -423,19 +459,125 @@ export class SqlStore implements Store {
     return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
   }
 
-  async replaceVault(accountId: string, vault: Vault): Promise<boolean> {
+  async replaceVault(accountId: string, vault: Vault, keep?: VaultKeep): Promise<boolean> {
     const { account_id: _, ...columns } = vaultRow(accountId, vault);
-    const result = await this.db
-      .updateTable('vaults')
-      .set(columns)
-      .where('account_id', '=', accountId)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+    const replace = async (db: Kysely<Database>) => {
+      const result = await db.updateTable('vaults').set(columns).where('account_id', '=', accountId).executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    };
+    if (!keep) return replace(this.db);
+    return this.db.transaction().execute(async (trx) => {
+      if (!(await this.keepVault(trx, accountId, keep))) return false;
+      return replace(trx);
+    });
   }
 
-  async deleteVault(accountId: string): Promise<boolean> {
-    const result = await this.db.deleteFrom('vaults').where('account_id', '=', accountId).executeTakeFirst();
-    return Number(result.numDeletedRows) > 0;
+  async deleteVault(accountId: string, keep?: VaultKeep): Promise<boolean> {
+    const remove = async (db: Kysely<Database>) => {
+      const result = await db.deleteFrom('vaults').where('account_id', '=', accountId).executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    };
+    if (!keep) return remove(this.db);
+    return this.db.transaction().execute(async (trx) => {
+      await this.keepVault(trx, accountId, keep);
+      return remove(trx);
+    });
+  }
+
+  /**
+   * Copies the account's current vault into the history (inside the caller's transaction, after locking the vault
+   * row so that two concurrent changes keep both envelopes) and trims the history to `keep.limit` entries: the
+   * oldest and the newest stay.
+   * False when there is no vault.
+   */
+  private async keepVault(trx: Transaction<Database>, accountId: string, keep: VaultKeep): Promise<boolean> {
+    const current = await trx
+      .updateTable('vaults')
+      .set({ updated_at: sql`updated_at` })
+      .where('account_id', '=', accountId)
+      .returningAll()
+      .executeTakeFirst();
+    if (!current) return false;
+    await trx
+      .insertInto('vault_history')
+      .values({
+        id: keep.id,
+        account_id: accountId,
+        crypto_version: current.crypto_version,
+        kdf_salt: current.kdf_salt,
+        kdf_opslimit: current.kdf_opslimit,
+        kdf_memlimit: current.kdf_memlimit,
+        wrapped_master_key: current.wrapped_master_key,
+        wrapped_master_key_nonce: current.wrapped_master_key_nonce,
+        stored_at: current.updated_at,
+        created_at: current.created_at,
+        replaced_at: keep.replacedAt,
+        replaced_by: keep.replacedBy,
+        reason: keep.reason,
+        expires_at: keep.expiresAt,
+      })
+      .execute();
+    // Over the limit, the oldest entries (limit - 1 of them) and the newest stay; the ones between go. Evicting the
+    // oldest instead would let a stolen key push the owner's real envelope out with a burst of rotations.
+    const ids = (
+      await trx
+        .selectFrom('vault_history')
+        .select('id')
+        .where('account_id', '=', accountId)
+        .orderBy('replaced_at', 'asc')
+        .orderBy('id', 'asc')
+        .execute()
+    ).map((row) => row.id);
+    if (ids.length > keep.limit) {
+      const drop = ids.slice(Math.max(1, keep.limit) - 1, -1);
+      if (drop.length > 0) await trx.deleteFrom('vault_history').where('id', 'in', drop).execute();
+    }
+    return true;
+  }
+
+  async listVaultHistory(accountId: string, now: number): Promise<VaultHistoryEntry[]> {
+    const rows = await this.db
+      .selectFrom('vault_history')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .where('expires_at', '>', now)
+      .orderBy('replaced_at', 'desc')
+      .orderBy('id', 'desc')
+      .execute();
+    return rows.map(toVaultHistoryEntry);
+  }
+
+  async restoreVault(accountId: string, entryId: string, now: number, keep: VaultKeep | undefined): Promise<Vault | undefined> {
+    return this.db.transaction().execute(async (trx) => {
+      // Claim the entry first: of two concurrent restores of one entry, exactly one deletes it.
+      const claimed = await trx
+        .deleteFrom('vault_history')
+        .where('id', '=', entryId)
+        .where('account_id', '=', accountId)
+        .where('expires_at', '>', now)
+        .returningAll()
+        .executeTakeFirst();
+      if (!claimed) return undefined;
+      const entry = toVaultHistoryEntry(claimed);
+      const vault: Vault = { ...entry.vault, updatedAt: now };
+      const hadVault = keep ? await this.keepVault(trx, accountId, keep) : false;
+      if (hadVault) {
+        const { account_id: _, ...columns } = vaultRow(accountId, vault);
+        await trx.updateTable('vaults').set(columns).where('account_id', '=', accountId).execute();
+      } else {
+        await trx.deleteFrom('vaults').where('account_id', '=', accountId).execute();
+        await trx
+          .insertInto('vaults')
+          .values({ ...vaultRow(accountId, vault), created_at: entry.vault.createdAt ?? entry.vault.updatedAt })
+          .execute();
+      }
+      return vault;
+    });
+  }
+
+  async pruneVaultHistory(now: number): Promise<number> {
+    const result = await this.db.deleteFrom('vault_history').where('expires_at', '<=', now).executeTakeFirst();
+    return Number(result.numDeletedRows);
   }
 
   async createBackup(
@@ -533,6 +675,12 @@ export class SqlStore implements Store {
     if (condition.ciphertextSizeBytes !== undefined) {
       query = query.where('ciphertext_size_bytes', '=', condition.ciphertextSizeBytes);
     }
+    if (condition.scheduled !== undefined) {
+      const { dueAfter, dueBy } = condition.scheduled;
+      query = query.where('purge_after', 'is not', null);
+      if (dueAfter !== undefined) query = query.where('purge_after', '>', dueAfter);
+      if (dueBy !== undefined) query = query.where('purge_after', '<=', dueBy);
+    }
     const row = await query.returningAll().executeTakeFirst();
     return row && toBackup(row);
   }
@@ -545,7 +693,9 @@ export class SqlStore implements Store {
         eb.or([
           eb.and([eb('status', 'in', IN_FLIGHT_STATUSES), eb('expires_at', '<=', now)]),
           eb.and([eb('status', '=', 'READY'), eb('expires_at', '<=', now)]),
-          eb('status', 'in', ['FAILED', 'DELETING']),
+          eb('status', '=', 'FAILED'),
+          // A delete under way (crash recovery), or one whose grace has ended.
+          eb.and([eb('status', '=', 'DELETING'), eb.or([eb('purge_after', 'is', null), eb('purge_after', '<=', now)])]),
         ]),
       );
     if (accountId !== undefined) query = query.where('account_id', '=', accountId);

@@ -8,6 +8,8 @@ export interface Account {
   plan: Plan;
   createdAt: number;
   lastReadyCreatedAt: number | null;
+  /** Days a deleted READY backup stays restorable (0: deletes remove the ciphertext at once). 0 when absent. */
+  deletionGraceDays?: number;
 }
 
 export interface Vault {
@@ -69,6 +71,8 @@ export interface Backup {
   encryptedMetadata: string | null;
   encryptedMetadataNonce: string | null;
   deletedAt: number | null;
+  /** DELETING in its deletion grace: when the ciphertext goes (until then the owner may restore it); else null. */
+  purgeAfter: number | null;
 }
 
 export type BackupPatch = Partial<Omit<Backup, 'id' | 'accountId' | 'createdAt' | 'blobPath'>>;
@@ -76,6 +80,35 @@ export type BackupPatch = Partial<Omit<Backup, 'id' | 'accountId' | 'createdAt' 
 export interface BackupCondition {
   statuses: readonly BackupStatus[];
   ciphertextSizeBytes?: number;
+  /** Only a record scheduled for deletion (purgeAfter set), due after `dueAfter` and/or by `dueBy` (inclusive). */
+  scheduled?: { dueAfter?: number; dueBy?: number };
+}
+
+/** Why a vault envelope was replaced (and kept in the history). */
+export type VaultChange = 'rotate' | 'reset' | 'restore';
+
+/** A previous vault envelope, kept for the deletion grace so the owner can roll a rotate or reset back. */
+export interface VaultHistoryEntry {
+  id: string;
+  accountId: string;
+  /** The envelope as it was (its updatedAt: when it was stored). */
+  vault: Vault;
+  replacedAt: number;
+  /** Who replaced it: an API key id, or `session:<id>` for a console session. */
+  replacedBy: string;
+  reason: VaultChange;
+  expiresAt: number;
+}
+
+/** How to keep the current envelope in the history when it is replaced or removed (same transaction). */
+export interface VaultKeep {
+  id: string;
+  replacedAt: number;
+  replacedBy: string;
+  reason: VaultChange;
+  expiresAt: number;
+  /** Entries kept per account at most: beyond it, the oldest `limit - 1` and the newest stay, those between go. */
+  limit: number;
 }
 
 /** Statements a store has sent since it was opened (monotonic; a benchmark or /metrics reads the deltas). */
@@ -98,6 +131,8 @@ export interface Store {
   getAccount(id: string): Promise<Account | undefined>;
   listAccounts(): Promise<Account[]>;
   setPlan(accountId: string, plan: Plan): Promise<boolean>;
+  /** Sets the account's deletion grace (days); false when there is no such account. */
+  setDeletionGrace(accountId: string, days: number): Promise<boolean>;
 
   createApiKey(key: ApiKey, keyHash: string): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKey | undefined>;
@@ -124,10 +159,19 @@ export interface Store {
   getVault(accountId: string): Promise<Vault | undefined>;
   /** Stores the vault unless one exists; true when it was created. */
   createVault(accountId: string, vault: Vault): Promise<boolean>;
-  /** Replaces an existing vault; false when there is none. */
-  replaceVault(accountId: string, vault: Vault): Promise<boolean>;
-  /** Removes the vault; true when one existed. */
-  deleteVault(accountId: string): Promise<boolean>;
+  /** Replaces an existing vault; false when there is none. With `keep`, the replaced envelope goes to the history. */
+  replaceVault(accountId: string, vault: Vault, keep?: VaultKeep): Promise<boolean>;
+  /** Removes the vault; true when one existed. With `keep`, the removed envelope goes to the history. */
+  deleteVault(accountId: string, keep?: VaultKeep): Promise<boolean>;
+  /** The account's kept envelopes not expired at `now`, newest first. */
+  listVaultHistory(accountId: string, now: number): Promise<VaultHistoryEntry[]>;
+  /**
+   * Makes a kept envelope (unexpired at `now`) the vault again, stored at `updatedAt`, and removes it from the
+   * history; the envelope it replaces (if any) is kept with `keep`. Atomic. Undefined when there is no such entry.
+   */
+  restoreVault(accountId: string, entryId: string, now: number, keep: VaultKeep | undefined): Promise<Vault | undefined>;
+  /** Deletes kept envelopes that expired at `now`; returns how many. */
+  pruneVaultHistory(now: number): Promise<number>;
 
   /**
    * Atomically reads the account's create snapshot at `now`, asks `decide`, and inserts `backup` when allowed.
@@ -146,7 +190,7 @@ export interface Store {
   updateBackup(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined>;
   /** Like updateBackup to READY, and records the backup's createdAt as the account's last READY (cadence). */
   markReady(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined>;
-  /** Records needing sweeper action at `now` (expired in-flight, FAILED, expired READY, DELETING). */
+  /** Records needing sweeper action at `now` (expired in-flight, FAILED, expired READY, DELETING not in grace at `now`). */
   listSweepCandidates(now: number, accountId?: string): Promise<Backup[]>;
   /** The subset of `blobKeys` still referenced by a record that is not DELETED (orphan sweeping). */
   liveBlobKeys(blobKeys: readonly string[]): Promise<Set<string>>;

@@ -9,7 +9,7 @@ import { decideCreate, type BackupStatus } from '../../src/domain/backups.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import { SQLITE_DRIVERS, type SqliteDriverName, sqliteDrivers } from '../../src/store/sqlite-driver.js';
-import type { Account, Backup, Store, Vault } from '../../src/store/store.js';
+import type { Account, Backup, Store, Vault, VaultKeep } from '../../src/store/store.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { tempDir } from '../helpers/tmp.js';
 import { newSlot } from '../../src/services/backups.js';
@@ -105,7 +105,7 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
   });
 
   async function newAccount(plan: Account['plan'] = 'free', withVault = true): Promise<Account> {
-    const account: Account = { id: uuidv7(), plan, createdAt: T0, lastReadyCreatedAt: null };
+    const account: Account = { id: uuidv7(), plan, createdAt: T0, lastReadyCreatedAt: null, deletionGraceDays: 0 };
     await store.createAccount(account);
     if (withVault) await store.createVault(account.id, vault());
     return account;
@@ -268,13 +268,113 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
       await make('FAILED', now + HOUR),
       await make('READY', now - HOUR),
       await make('DELETING', now + HOUR),
+      // A delete whose grace ended.
+      await insert(backup(account.id, { status: 'DELETING', expiresAt: now + HOUR, purgeAfter: now })),
     ];
+    // A delete still in its grace is left alone.
+    await insert(backup(account.id, { status: 'DELETING', expiresAt: now + HOUR, purgeAfter: now + 1 }));
     await make('PENDING_UPLOAD', now + 1);
     await make('READY', now + HOUR);
     await make('DELETED', now - HOUR);
     const ids = (await store.listSweepCandidates(now, account.id)).map((b) => b.id).sort();
     expect(ids).toEqual(due.map((b) => b.id).sort());
     expect((await store.listSweepCandidates(now)).map((b) => b.id)).toEqual(expect.arrayContaining(ids));
+  });
+
+  it('deletion grace: 0 by default, set per account; the schedule condition guards compare-and-set', async () => {
+    const account = await newAccount();
+    expect((await store.getAccount(account.id))?.deletionGraceDays).toBe(0);
+    expect(await store.setDeletionGrace(account.id, 7)).toBe(true);
+    expect(await store.setDeletionGrace(uuidv7(), 7)).toBe(false);
+    expect((await store.getAccount(account.id))?.deletionGraceDays).toBe(7);
+
+    const record = await insert(backup(account.id, { status: 'READY', expiresAt: T0 + 100 * HOUR, blobKey: 'backups/g/1.bin' }));
+    const due = T0 + 10 * HOUR;
+    const scheduled = await store.updateBackup(record.id, { statuses: ['READY'] }, { status: 'DELETING', purgeAfter: due });
+    expect(scheduled).toMatchObject({ status: 'DELETING', purgeAfter: due, deletedAt: null });
+    expect(await store.listBackups(account.id, ['DELETING'])).toEqual([scheduled]);
+    // Restorable only while the grace lasts: a condition "due after now" fails once it has passed.
+    expect(await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueAfter: due } }, { status: 'READY' })).toBeUndefined();
+    // The sweeper's claim (due by now) fails before the grace ends.
+    expect(await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueBy: due - 1 } }, { purgeAfter: null })).toBeUndefined();
+    const restored = await store.updateBackup(
+      record.id,
+      { statuses: ['DELETING'], scheduled: { dueAfter: due - 1 } },
+      { status: 'READY', purgeAfter: null },
+    );
+    expect(restored).toMatchObject({ status: 'READY', purgeAfter: null });
+    // A record not scheduled never matches a schedule condition.
+    await store.updateBackup(record.id, { statuses: ['READY'] }, { status: 'DELETING' });
+    expect(await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: {} }, { status: 'READY' })).toBeUndefined();
+    // Still referenced while DELETING: never an orphan.
+    expect(await store.liveBlobKeys(['backups/g/1.bin'])).toEqual(new Set(['backups/g/1.bin']));
+  });
+
+  const keep = (at: number, overrides: Partial<VaultKeep> = {}): VaultKeep => ({
+    id: uuidv7(),
+    replacedAt: at,
+    replacedBy: 'key-1',
+    reason: 'rotate',
+    expiresAt: at + 7 * 24 * HOUR,
+    limit: 10,
+    ...overrides,
+  });
+
+  it('vault history: rotate and reset keep the replaced envelope; listed newest first until it expires; bounded', async () => {
+    const account = await newAccount('free', false);
+    expect(await store.replaceVault(account.id, vault('B'), keep(T0))).toBe(false);
+    expect(await store.listVaultHistory(account.id, T0)).toEqual([]);
+    await store.createVault(account.id, vault('A'));
+    const first = keep(T0 + 1, { replacedBy: 'session:s1' });
+    expect(await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, first)).toBe(true);
+    expect((await store.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
+    const second = keep(T0 + 2, { reason: 'reset', expiresAt: T0 + 3 * HOUR });
+    expect(await store.deleteVault(account.id, second)).toBe(true);
+    expect(await store.getVault(account.id)).toBeUndefined();
+    expect(await store.deleteVault(account.id, keep(T0 + 3))).toBe(false);
+
+    const history = await store.listVaultHistory(account.id, T0 + 2);
+    expect(history.map((e) => [e.id, e.reason, e.replacedBy, e.vault.wrappedMasterKey])).toEqual([
+      [second.id, 'reset', 'key-1', vault('B').wrappedMasterKey],
+      [first.id, 'rotate', 'session:s1', vault('A').wrappedMasterKey],
+    ]);
+    expect(history[1]).toMatchObject({ accountId: account.id, replacedAt: T0 + 1, vault: { ...vault('A'), createdAt: T0 } });
+    // Expired entries are not listed, and pruning removes them.
+    expect((await store.listVaultHistory(account.id, T0 + 3 * HOUR)).map((e) => e.id)).toEqual([first.id]);
+    expect(await store.pruneVaultHistory(T0 + 3 * HOUR)).toBeGreaterThanOrEqual(1);
+    expect((await store.listVaultHistory(account.id, T0)).map((e) => e.id)).toEqual([first.id]);
+
+    // At most `limit` entries: the oldest (limit - 1) and the newest stay, so a burst of rotations cannot push the
+    // first envelope out.
+    await store.createVault(account.id, vault('C'));
+    for (let i = 0; i < 6; i++) await store.replaceVault(account.id, { ...vault('D'), updatedAt: T0 + 10 + i }, keep(T0 + 10 + i, { limit: 3 }));
+    const bounded = await store.listVaultHistory(account.id, T0);
+    expect(bounded.map((e) => e.replacedAt)).toEqual([T0 + 15, T0 + 10, T0 + 1]);
+    expect(bounded[2]!.vault.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
+  });
+
+  it('vault history: restore swaps atomically, keeps the replaced envelope, and one of two concurrent restores wins', async () => {
+    const account = await newAccount('free', false);
+    await store.createVault(account.id, vault('A'));
+    const kept = keep(T0 + 1);
+    await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, kept);
+    expect(await store.restoreVault(account.id, kept.id, T0 + 8 * 24 * HOUR, keep(T0 + 2))).toBeUndefined(); // expired
+    const other = await newAccount('free', false);
+    expect(await store.restoreVault(other.id, kept.id, T0 + 2, keep(T0 + 2))).toBeUndefined(); // another account's
+
+    const nodes = [store, await engine.peer()];
+    const results = await Promise.all(nodes.map((node) => node.restoreVault(account.id, kept.id, T0 + 2, keep(T0 + 2, { reason: 'restore' }))));
+    expect(results.filter(Boolean)).toHaveLength(1);
+    const current = await store.getVault(account.id);
+    expect(current).toEqual({ ...vault('A'), updatedAt: T0 + 2, createdAt: T0 });
+    const history = await store.listVaultHistory(account.id, T0 + 2);
+    expect(history.map((e) => [e.reason, e.vault.wrappedMasterKey])).toEqual([['restore', vault('B').wrappedMasterKey]]);
+
+    // Restoring after a reset (no vault now) brings the envelope back as the vault.
+    const reset = keep(T0 + 3, { reason: 'reset' });
+    await store.deleteVault(account.id, reset);
+    expect(await store.restoreVault(account.id, reset.id, T0 + 4, keep(T0 + 4, { reason: 'restore' }))).toMatchObject({ updatedAt: T0 + 4 });
+    expect((await store.getVault(account.id))?.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
   });
 
   it('liveBlobKeys: keys referenced by a record that is not DELETED', async () => {

@@ -195,6 +195,27 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect(after!.equals(before!)).toBe(true);
   });
 
+  it('with a deletion grace, a backup deleted by the CLI is listed as scheduled for deletion and restored with a click', async () => {
+    const grace = await runCli(['admin', 'accounts', 'set-deletion-grace', accountId, '7'], { COFFER_DATA_DIR: server.dataDir });
+    expect(grace.code, grace.stderr).toBe(0);
+    const deleted = await cliFor(server.url, apiKey, undefined)(['delete', backupId]);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    expect(deleted.stdout).toContain('scheduled for deletion');
+
+    await page.goto(`${server.url}/console`);
+    const scheduled = page.locator(`tr[data-scheduled-id="${backupId}"]`);
+    await scheduled.waitFor();
+    expect(await page.locator(`tr[data-backup-id="${backupId}"]`).count()).toBe(0);
+    expect(await page.getByLabel('Keep deleted backups restorable for (days)').inputValue()).toBe('7');
+    await shot('scheduled-for-deletion');
+    await scheduled.getByRole('button', { name: /^Restore backup/ }).click();
+    await page.getByText(/is restored and ready again/).first().waitFor();
+    await page.locator(`tr[data-backup-id="${backupId}"] [data-status="READY"]`).waitFor();
+    await page.getByText('No backup is scheduled for deletion.').waitFor();
+    const detail = await fetch(`${server.url}/api/backups/${backupId}`, { headers: { authorization: `Bearer ${apiKey}` } });
+    expect(((await detail.json()) as { status: string }).status).toBe('READY');
+  });
+
   it('creates a key with chosen scopes and expiry (shown once, and it works), then revokes it', async () => {
     await page.getByRole('link', { name: 'API keys' }).click();
     await page.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();

@@ -5,7 +5,12 @@ import {
   type BackupStatus,
   type CreateSnapshot,
   decideCreate,
+  isFreshSignIn,
+  isDeletionGrace,
+  isRestorable,
   isTerminal,
+  purgeAfterFor,
+  vaultHistoryExpiresAt,
   isVisible,
   retentionExpiresAt,
   secondsUntil,
@@ -120,5 +125,38 @@ describe('sweepActionFor', () => {
       };
       expect(actual, status).toEqual(expected);
     }
+  });
+});
+
+describe('deletion grace', () => {
+  it('a delete of a READY backup waits for the grace, never past the plan retention; anything else goes at once', () => {
+    const ready = { status: 'READY' as BackupStatus, expiresAt: NOW + 30 * DAY };
+    expect(purgeAfterFor(ready, 0, NOW)).toBeNull();
+    expect(purgeAfterFor(ready, 7, NOW)).toBe(NOW + 7 * DAY);
+    expect(purgeAfterFor({ ...ready, expiresAt: NOW + 2 * DAY }, 7, NOW)).toBe(NOW + 2 * DAY);
+    expect(purgeAfterFor({ ...ready, expiresAt: NOW }, 7, NOW)).toBeNull();
+    for (const status of ['PENDING_UPLOAD', 'UPLOADED', 'FAILED'] as BackupStatus[]) {
+      expect(purgeAfterFor({ ...ready, status }, 7, NOW), status).toBeNull();
+    }
+  });
+
+  it('the sweeper leaves a scheduled delete alone until its purgeAfter; restorable only until then', () => {
+    expect(sweepActionFor('DELETING', NOW + DAY, NOW, NOW + 1)).toBeNull();
+    expect(sweepActionFor('DELETING', NOW + DAY, NOW, NOW)).toBe('finish-delete');
+    expect(sweepActionFor('DELETING', NOW + DAY, NOW, null)).toBe('finish-delete');
+    expect(isRestorable({ status: 'DELETING', purgeAfter: NOW + 1 }, NOW)).toBe(true);
+    expect(isRestorable({ status: 'DELETING', purgeAfter: NOW }, NOW)).toBe(false);
+    expect(isRestorable({ status: 'DELETING', purgeAfter: null }, NOW)).toBe(false);
+    expect(isRestorable({ status: 'DELETED', purgeAfter: NOW + 1 }, NOW)).toBe(false);
+  });
+
+  it('grace values, vault history expiry and fresh sign-ins', () => {
+    expect([0, 1, 90].every(isDeletionGrace)).toBe(true);
+    expect([-1, 91, 1.5, NaN, '7'].some(isDeletionGrace)).toBe(false);
+    expect(vaultHistoryExpiresAt(0, NOW)).toBeNull();
+    expect(vaultHistoryExpiresAt(7, NOW)).toBe(NOW + 7 * DAY);
+    expect(isFreshSignIn(NOW - 5 * MIN, NOW)).toBe(true);
+    expect(isFreshSignIn(NOW - 5 * MIN - 1, NOW)).toBe(false);
+    expect(isFreshSignIn(NOW + 1, NOW)).toBe(false);
   });
 });

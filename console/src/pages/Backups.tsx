@@ -3,9 +3,10 @@ import { formatBytes, shortId, StatusBadge, When } from '../format.js';
 import { KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
 import { useBackups } from '../live.js';
 import { BASE } from '../router.js';
+import { ScheduledDeletions } from './Retention.js';
 
 export function BackupsPage() {
-  const { backups, error, announcement } = useBackups();
+  const { backups, error, announcement, refresh } = useBackups();
   const ready = backups?.filter((b) => b.status === 'READY').length ?? 0;
   const wrapped = useBackupKeys(backups);
   return (
@@ -78,6 +79,7 @@ export function BackupsPage() {
         </table>
       )}
       {backups && backups.length > 0 && <KeyUnlock />}
+      <ScheduledDeletions onRestored={refresh} />
     </section>
   );
 }

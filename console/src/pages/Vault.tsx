@@ -2,6 +2,7 @@
 import { formatBytes, When } from '../format.js';
 import { BASE } from '../router.js';
 import { useOverview } from './Plan.js';
+import { VaultHistorySection } from './Retention.js';
 
 export function VaultPage() {
   const { overview, error } = useOverview();
@@ -54,6 +55,7 @@ export function VaultPage() {
           </dd>
         </dl>
       )}
+      <VaultHistorySection onRestored={() => undefined} />
       <p class="help">
         Change your passphrase with <code>coffer passphrase</code>: it re-wraps the same master key, so every backup stays readable.
         <code>coffer rekey</code> adds a new master key for everything from then on; the backups list shows which key each backup uses.

@@ -12,7 +12,10 @@ export function registerDelete(program: Command): void {
       action(async ({ signal, config }, id: string, options: JsonOption) => {
         const result = await clientFor(config).deleteBackup(id, signal);
         if (options.json) return printJson(result);
-        print(`deleted backup ${result.id} (${result.status})`);
+        if (result.status === 'DELETING') {
+          // The account has a deletion grace: hidden now, its ciphertext kept until the grace ends.
+          print(`backup ${result.id} is scheduled for deletion; the account owner can restore it from the console until its grace ends`);
+        } else print(`deleted backup ${result.id} (${result.status})`);
       }),
     );
 }

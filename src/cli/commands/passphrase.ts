@@ -1,7 +1,7 @@
 /** `coffer passphrase`: re-wraps the master key under a new passphrase. */
 import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
-import { changePassphrase } from '../../client/vault.js';
+import { changePassphraseKeepingHistory } from '../../client/vault.js';
 import { action, clientFor, KDF_OPTION, kdfProfile, PASSPHRASE_FILE_OPTION, type PassphraseOptions, readNewPassphrase, unlock } from '../client-io.js';
 import { note, print, printJson } from '../output.js';
 
@@ -20,9 +20,16 @@ export function registerPassphrase(program: Command): void {
         const { masterKey } = await unlock(client, config, options, signal);
         try {
           const next = await readNewPassphrase(config, { newPassphraseFile: options.newPassphraseFile, signal });
-          const result = await changePassphrase(client, masterKey, next, profile, signal);
-          if (options.json) return printJson(result);
+          const { account, historyDays } = await changePassphraseKeepingHistory(client, masterKey, next, profile, signal);
+          if (options.json) return printJson(account);
           print('passphrase changed; every backup stays readable with the new passphrase');
+          if (historyDays !== null && historyDays > 0) {
+            // The server's own word (header X-Coffer-Vault-History-Days): the account's deletion grace.
+            note(
+              `the server keeps the previous vault envelope for ${historyDays} day${historyDays === 1 ? '' : 's'}: the account owner can ` +
+                'restore it from the console (Vault page) if this change was not wanted, and until then the old passphrase opens it',
+            );
+          }
           // The same master key is re-wrapped: a copy of the old vault envelope still opens with the old passphrase.
           note(
             'the old passphrase no longer unlocks the vault on the server, but anyone who kept a copy of the old vault envelope ' +

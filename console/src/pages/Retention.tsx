@@ -1,0 +1,361 @@
+/**
+ * The deletion grace on the page: backups scheduled for deletion (restore, or delete for good), the grace setting,
+ * and the vault's kept envelopes (restore one). Actions that cannot be undone ask for a fresh sign-in first
+ * (ConfirmSignIn), inside this session.
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, api, setCsrfToken, type Deletions, type SessionInfo, type VaultHistory } from '../api.js';
+import { formatBytes, shortId, When } from '../format.js';
+
+const asError = (caught: unknown) => (caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));
+
+/** A sign-in link pasted whole, or only its token. */
+const loginTokenOf = (text: string): string | null => /cfl_[A-Za-z0-9_-]{43}/.exec(text)?.[0] ?? null;
+
+/** Confirms it is the owner: a new sign-in (link or all-scope key) for this account, then `onConfirmed`. */
+export function ConfirmSignIn({ what, onConfirmed, onCancel }: { what: string; onConfirmed: () => void; onCancel: () => void }) {
+  const [credential, setCredential] = useState('');
+  const [error, setError] = useState<ApiError | null>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const text = credential.trim();
+    const token = loginTokenOf(text);
+    setBusy(true);
+    setError(null);
+    try {
+      const session = await api<SessionInfo>('POST', '/console/api/session/confirm', token ? { loginToken: token } : { apiKey: text }, { quiet401: true });
+      setCsrfToken(session.csrfToken);
+      setCredential('');
+      onConfirmed();
+    } catch (caught) {
+      setError(asError(caught));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="panel confirm-sign-in" onSubmit={submit} aria-labelledby="confirm-title">
+      <h3 id="confirm-title">Confirm with a fresh sign-in</h3>
+      <p>
+        To {what}, sign in again: paste a new sign-in link (<code>coffer admin login-link</code>) or an API key that holds all three
+        permissions.
+      </p>
+      <label for="confirm-credential">Sign-in link or API key</label>
+      <input
+        id="confirm-credential"
+        type="password"
+        autocomplete="off"
+        value={credential}
+        onInput={(e) => setCredential((e.target as HTMLInputElement).value)}
+        required
+      />
+      {error && (
+        <p class="error" role="alert">
+          {error.message} {error.resolution}
+        </p>
+      )}
+      <div class="actions">
+        <button type="submit" disabled={busy || credential.trim() === ''}>
+          Confirm
+        </button>
+        <button type="button" class="secondary" onClick={onCancel}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
+
+/** Runs `action`; when the server asks for a fresh sign-in, shows ConfirmSignIn and runs it again after. */
+function useFreshAction() {
+  const [pending, setPending] = useState<{ what: string; run: () => Promise<void> } | null>(null);
+  const attempt = async (what: string, run: () => Promise<void>) => {
+    try {
+      await run();
+    } catch (caught) {
+      if (caught instanceof ApiError && caught.code === 'reauthentication_required') {
+        setPending({ what, run });
+        return;
+      }
+      throw caught;
+    }
+  };
+  const prompt = pending && (
+    <ConfirmSignIn
+      what={pending.what}
+      onCancel={() => setPending(null)}
+      onConfirmed={() => {
+        const { run } = pending;
+        setPending(null);
+        void run().catch(() => undefined);
+      }}
+    />
+  );
+  return { attempt, prompt };
+}
+
+/** The Backups page's section: the grace setting and the backups scheduled for deletion. */
+export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
+  const [data, setData] = useState<Deletions | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+  const [message, setMessage] = useState('');
+  const [grace, setGrace] = useState('');
+  const [confirmPurge, setConfirmPurge] = useState<string | null>(null);
+  const { attempt, prompt } = useFreshAction();
+
+  const load = () =>
+    api<Deletions>('GET', '/console/api/deletions').then(
+      (next) => {
+        setData(next);
+        setGrace(String(next.deletionGraceDays));
+      },
+      (caught: unknown) => setError(asError(caught)),
+    );
+  useEffect(() => {
+    void load();
+  }, []);
+
+  const act = (what: string, run: () => Promise<string>) =>
+    attempt(what, async () => {
+      setError(null);
+      try {
+        setMessage(await run());
+        await load();
+      } catch (caught) {
+        if (caught instanceof ApiError && caught.code === 'reauthentication_required') throw caught;
+        setError(asError(caught));
+      }
+    });
+
+  const restore = (id: string) =>
+    act('restore a backup', async () => {
+      await api('POST', `/console/api/deletions/${encodeURIComponent(id)}/restore`);
+      onRestored();
+      return `Backup ${shortId(id)} is restored and ready again.`;
+    });
+  const purge = (id: string) =>
+    act('delete a backup for good before its grace ends', async () => {
+      await api('POST', `/console/api/deletions/${encodeURIComponent(id)}/purge`);
+      setConfirmPurge(null);
+      return `Backup ${shortId(id)} is deleted for good.`;
+    });
+  const saveGrace = (event: Event) => {
+    event.preventDefault();
+    const days = Number(grace);
+    void act('shorten the deletion grace', async () => {
+      await api('PUT', '/console/api/deletions/grace', { days });
+      return days === 0 ? 'Deleted backups are now removed at once.' : `Deleted backups now stay restorable for ${days} day${days === 1 ? '' : 's'}.`;
+    });
+  };
+
+  return (
+    <section class="panel" aria-labelledby="scheduled-title">
+      <h2 id="scheduled-title">Scheduled for deletion</h2>
+      <p class="visually-hidden" role="status" aria-live="polite">
+        {message}
+      </p>
+      {message && <p class="notice">{message}</p>}
+      {error && (
+        <p class="error" role="alert">
+          {error.message} {error.resolution}
+        </p>
+      )}
+      {prompt}
+      {data && (
+        <>
+          <form class="grace" onSubmit={saveGrace}>
+            <label for="deletion-grace">Keep deleted backups restorable for (days)</label>
+            <input
+              id="deletion-grace"
+              type="number"
+              min={0}
+              max={data.maxDeletionGraceDays}
+              step={1}
+              value={grace}
+              onInput={(e) => setGrace((e.target as HTMLInputElement).value)}
+            />
+            <button type="submit" class="secondary" disabled={grace === String(data.deletionGraceDays)}>
+              Save
+            </button>
+            <p class="help">
+              {data.deletionGraceDays === 0
+                ? 'Now 0: a delete removes the backup at once.'
+                : `A deleted backup stays restorable here for ${data.deletionGraceDays} days, and so does the vault envelope a passphrase change or reset replaces.`}{' '}
+              Backups whose plan retention ends are removed then, grace or not. Shortening the grace asks for a fresh sign-in.
+            </p>
+          </form>
+          {data.scheduled.length === 0 ? (
+            <p class="muted">No backup is scheduled for deletion.</p>
+          ) : (
+            <>
+              <p>
+                {data.scheduled.length} backup{data.scheduled.length === 1 ? '' : 's'}, {formatBytes(data.scheduledCiphertextBytes)} still stored
+                (they use storage) until removed.
+              </p>
+              <table class="cards" aria-label="Backups scheduled for deletion">
+                <thead>
+                  <tr>
+                    <th scope="col">Created</th>
+                    <th scope="col">Deleted</th>
+                    <th scope="col">Removed for good</th>
+                    <th scope="col">Size</th>
+                    <th scope="col">
+                      <span class="visually-hidden">Actions</span>
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {data.scheduled.map((backup) => (
+                    <tr key={backup.id} data-scheduled-id={backup.id}>
+                      <td data-label="Created">
+                        <When at={backup.createdAt} /> <span class="mono muted">{shortId(backup.id)}</span>
+                      </td>
+                      <td data-label="Deleted">
+                        <When at={backup.deletedAt} />
+                      </td>
+                      <td data-label="Removed for good">
+                        <When at={backup.purgeAfter} />
+                      </td>
+                      <td data-label="Size">{formatBytes(backup.ciphertextSizeBytes)}</td>
+                      <td>
+                        <button type="button" onClick={() => void restore(backup.id)} aria-label={`Restore backup ${shortId(backup.id)}`}>
+                          Restore
+                        </button>{' '}
+                        {confirmPurge === backup.id ? (
+                          <span class="confirm" role="group" aria-label={`Confirm deleting backup ${shortId(backup.id)} for good`}>
+                            <button type="button" class="danger" onClick={() => void purge(backup.id)}>
+                              Delete for good
+                            </button>
+                            <button type="button" class="secondary" onClick={() => setConfirmPurge(null)}>
+                              Keep
+                            </button>
+                          </span>
+                        ) : (
+                          <button
+                            type="button"
+                            class="secondary"
+                            onClick={() => setConfirmPurge(backup.id)}
+                            aria-label={`Delete backup ${shortId(backup.id)} now`}
+                          >
+                            Delete now
+                          </button>
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </>
+          )}
+        </>
+      )}
+    </section>
+  );
+}
+
+const REASON_TEXT = { rotate: 'Replaced by a passphrase change or rekey', reset: 'Removed by a reset', restore: 'Replaced by a restore' } as const;
+
+function actorText(actor: VaultHistory['entries'][number]['replacedBy']): string {
+  switch (actor.kind) {
+    case 'api-key':
+      return `API key ${actor.id}`;
+    case 'console-session':
+      return `a console session (${shortId(actor.id ?? '')})`;
+    case 'operator':
+      return 'the operator';
+    default:
+      return 'unknown';
+  }
+}
+
+/** The Vault page's section: the kept envelopes, each restorable. */
+export function VaultHistorySection({ onRestored }: { onRestored: () => void }) {
+  const [data, setData] = useState<VaultHistory | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+  const [message, setMessage] = useState('');
+  const { attempt, prompt } = useFreshAction();
+  const load = () => api<VaultHistory>('GET', '/console/api/vault/history').then(setData, (caught: unknown) => setError(asError(caught)));
+  useEffect(() => {
+    void load();
+  }, []);
+
+  const restore = (id: string) =>
+    attempt('restore an earlier vault envelope', async () => {
+      setError(null);
+      try {
+        await api('POST', `/console/api/vault/history/${encodeURIComponent(id)}/restore`);
+        setMessage('The earlier envelope is the vault again: the passphrase that opened it opens the vault now. The one it replaced is kept below.');
+        onRestored();
+        await load();
+      } catch (caught) {
+        if (caught instanceof ApiError && caught.code === 'reauthentication_required') throw caught;
+        setError(asError(caught));
+      }
+    });
+
+  return (
+    <section class="panel" aria-labelledby="history-title">
+      <h2 id="history-title">Earlier envelopes</h2>
+      <p class="visually-hidden" role="status" aria-live="polite">
+        {message}
+      </p>
+      {message && <p class="notice">{message}</p>}
+      {error && (
+        <p class="error" role="alert">
+          {error.message} {error.resolution}
+        </p>
+      )}
+      {prompt}
+      {data && data.entries.length === 0 && (
+        <p class="muted">
+          {data.deletionGraceDays === 0
+            ? 'None kept: the deletion grace is 0, so a passphrase change or reset replaces the envelope for good.'
+            : `None yet. A passphrase change, rekey or reset keeps the envelope it replaces for ${data.deletionGraceDays} days.`}
+        </p>
+      )}
+      {data && data.entries.length > 0 && (
+        <table class="cards" aria-label="Earlier vault envelopes">
+          <thead>
+            <tr>
+              <th scope="col">Replaced</th>
+              <th scope="col">How, by whom</th>
+              <th scope="col">In use since</th>
+              <th scope="col">Kept until</th>
+              <th scope="col">
+                <span class="visually-hidden">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {data.entries.map((entry) => (
+              <tr key={entry.id} data-history-id={entry.id}>
+                <td data-label="Replaced">
+                  <When at={entry.replacedAt} />
+                </td>
+                <td data-label="How, by whom">
+                  {REASON_TEXT[entry.reason]}, by {actorText(entry.replacedBy)}
+                </td>
+                <td data-label="In use since">
+                  <When at={entry.storedAt} />
+                </td>
+                <td data-label="Kept until">
+                  <When at={entry.expiresAt} />
+                </td>
+                <td>
+                  <button type="button" class="secondary" onClick={() => void restore(entry.id)} aria-label={`Restore the envelope replaced ${entry.replacedAt}`}>
+                    Restore
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <p class="help">
+        Restoring needs a fresh sign-in. Whoever knows the passphrase of a kept envelope can open the vault with it once it is restored: if you
+        changed your passphrase because the old one leaked, run <code>coffer rekey</code> as well.
+      </p>
+    </section>
+  );
+}

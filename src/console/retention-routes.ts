@@ -1,0 +1,131 @@
+/**
+ * /console/api/deletions and /console/api/vault/history: the deletion grace (setting it, backups scheduled for
+ * deletion: restore or purge early) and the kept vault envelopes (restore one). Purging early, shortening the grace
+ * and restoring an envelope need a fresh sign-in (POST /console/api/session/confirm): a session left open, or a
+ * cookie copied from it, cannot do them.
+ */
+import type { FastifyRequest } from 'fastify';
+import { AppError } from '../domain/errors.js';
+import { FRESH_SIGN_IN_MS, MAX_DELETION_GRACE_DAYS, isFreshSignIn } from '../domain/backups.js';
+import { iso, isoOrNull } from '../domain/time.js';
+import type { App } from '../http/fastify.js';
+import type { Backup, VaultHistoryEntry } from '../store/store.js';
+import { type ConsoleContext, hidden } from './context.js';
+import {
+  BackupOutcome,
+  DeletionGrace,
+  DeletionGraceBody,
+  Deletions,
+  RestoredVault,
+  RetentionParams,
+  VaultHistory,
+} from './schemas.js';
+
+function scheduledBody(backup: Backup) {
+  return {
+    id: backup.id,
+    status: backup.status,
+    createdAt: iso(backup.createdAt),
+    expiresAt: iso(backup.expiresAt),
+    ciphertextSizeBytes: backup.ciphertextSizeBytes,
+    plaintextSizeBytes: backup.plaintextSizeBytes,
+    clientVersion: backup.clientVersion,
+    hostappVersion: backup.hostappVersion,
+    deletedAt: iso(backup.updatedAt),
+    purgeAfter: iso(backup.purgeAfter!),
+  };
+}
+
+/** Who replaced an envelope, as the page names it. */
+function actorBody(actor: string) {
+  if (actor.startsWith('session:')) return { kind: 'console-session' as const, id: actor.slice('session:'.length) };
+  if (actor === 'operator') return { kind: 'operator' as const, id: null };
+  if (actor === 'unknown') return { kind: 'unknown' as const, id: null };
+  return { kind: 'api-key' as const, id: actor };
+}
+
+function historyBody(entry: VaultHistoryEntry) {
+  return {
+    id: entry.id,
+    reason: entry.reason,
+    replacedAt: iso(entry.replacedAt),
+    replacedBy: actorBody(entry.replacedBy),
+    storedAt: iso(entry.vault.updatedAt),
+    expiresAt: iso(entry.expiresAt),
+    kdf: { opslimit: entry.vault.kdf.opslimit, memlimit: entry.vault.kdf.memlimit },
+  };
+}
+
+export function retentionRoutes(app: App, { backups, clock, requireSession }: ConsoleContext): void {
+  const fresh = (request: FastifyRequest) => isFreshSignIn(request.consoleSession.createdAt, clock.now());
+  const requireFresh = (request: FastifyRequest, what: string) => {
+    if (fresh(request)) return;
+    throw new AppError('reauthentication_required', `To ${what}, confirm with a fresh sign-in first.`, {
+      freshSignInSeconds: FRESH_SIGN_IN_MS / 1000,
+    });
+  };
+  const actor = (request: FastifyRequest) => `session:${request.consoleSession.id}`;
+
+  app.get('/console/api/deletions', { schema: { ...hidden, response: { 200: Deletions } }, onRequest: requireSession }, async (request) => {
+    const { accountId } = request.consoleSession;
+    const account = (await backups.accountView(accountId)).account;
+    const scheduled = await backups.listScheduled(accountId);
+    return {
+      deletionGraceDays: account.deletionGraceDays ?? 0,
+      maxDeletionGraceDays: MAX_DELETION_GRACE_DAYS,
+      freshSignInMinutes: FRESH_SIGN_IN_MS / 60_000,
+      freshSignIn: fresh(request),
+      scheduled: scheduled.map(scheduledBody),
+      scheduledCiphertextBytes: scheduled.reduce((sum, b) => sum + (b.ciphertextSizeBytes ?? 0), 0),
+    };
+  });
+
+  app.put(
+    '/console/api/deletions/grace',
+    { schema: { ...hidden, body: DeletionGraceBody, response: { 200: DeletionGrace } }, onRequest: requireSession },
+    async (request) => {
+      const { accountId } = request.consoleSession;
+      const current = (await backups.accountView(accountId)).account.deletionGraceDays ?? 0;
+      if (request.body.days < current) requireFresh(request, 'shorten the deletion grace');
+      await backups.setDeletionGrace(accountId, request.body.days);
+      return { deletionGraceDays: request.body.days };
+    },
+  );
+
+  const outcome = (backup: Backup) => ({ id: backup.id, status: backup.status, deletedAt: isoOrNull(backup.deletedAt) });
+
+  app.post(
+    '/console/api/deletions/:id/restore',
+    { schema: { ...hidden, params: RetentionParams, response: { 200: BackupOutcome } }, onRequest: requireSession },
+    async (request) => outcome(await backups.undelete(request.consoleSession.accountId, request.params.id)),
+  );
+
+  app.post(
+    '/console/api/deletions/:id/purge',
+    { schema: { ...hidden, params: RetentionParams, response: { 200: BackupOutcome } }, onRequest: requireSession },
+    async (request) => {
+      requireFresh(request, 'delete a backup for good before its grace ends');
+      return outcome(await backups.purge(request.consoleSession.accountId, request.params.id));
+    },
+  );
+
+  app.get('/console/api/vault/history', { schema: { ...hidden, response: { 200: VaultHistory } }, onRequest: requireSession }, async (request) => {
+    const { accountId } = request.consoleSession;
+    const account = (await backups.accountView(accountId)).account;
+    return {
+      deletionGraceDays: account.deletionGraceDays ?? 0,
+      freshSignIn: fresh(request),
+      entries: (await backups.vaultHistory(accountId)).map(historyBody),
+    };
+  });
+
+  app.post(
+    '/console/api/vault/history/:id/restore',
+    { schema: { ...hidden, params: RetentionParams, response: { 200: RestoredVault } }, onRequest: requireSession },
+    async (request) => {
+      requireFresh(request, 'restore an earlier vault envelope');
+      const vault = await backups.restoreVault(request.consoleSession.accountId, request.params.id, actor(request));
+      return { restoredAt: iso(vault.updatedAt) };
+    },
+  );
+}

@@ -1,4 +1,5 @@
 /** Messages between the page and its restore worker (src/restore.worker.ts). */
+import type { ArchiveEntry } from './archive-index.js';
 import type { BackupMetadata } from './crypto/envelope.js';
 
 export interface RestoreRequest {
@@ -12,7 +13,7 @@ export type RestoreMessage =
   | { type: 'stage'; stage: RestoreStage }
   | { type: 'metadata'; metadata: BackupMetadata }
   | { type: 'progress'; done: number; total: number }
-  | { type: 'done'; blob: Blob; metadata: BackupMetadata; bytes: number }
+  | { type: 'done'; blob: Blob; metadata: BackupMetadata; bytes: number; entries: ArchiveEntry[] }
   | { type: 'error'; integrity: boolean; wrongPassphrase: boolean; message: string };
 
 export interface RestoreHandlers {

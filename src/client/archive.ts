@@ -75,9 +75,12 @@ export class UnreadableSourceError extends SourceReadError {
   constructor(readonly unreadable: SkippedEntry[]) {
     const shown = unreadable.slice(0, NAMED_IN_MESSAGE).map((u) => `\n  ${u.path}: ${u.reason}`);
     const more = unreadable.length > NAMED_IN_MESSAGE ? `\n  and ${unreadable.length - NAMED_IN_MESSAGE} more` : '';
+    const what =
+      unreadable.length === 1
+        ? `cannot read ${unreadable[0]!.path}: ${unreadable[0]!.reason}; `
+        : `cannot read ${unreadable.length} entries of the source:${shown.join('')}${more}\n`;
     super(
-      `cannot read ${unreadable.length === 1 ? '1 entry' : `${unreadable.length} entries`} of the source:${shown.join('')}${more}\n` +
-        'nothing was stored. Fix the permissions, exclude them (--exclude), or pass --skip-unreadable to back up the rest.',
+      `${what}nothing was stored. Fix the permissions, exclude them (--exclude), or pass --skip-unreadable to back up the rest.`,
       unreadable[0]!.path,
     );
   }

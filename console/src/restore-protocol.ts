@@ -1,4 +1,5 @@
 /** Messages between the page and its restore worker (src/restore.worker.ts). */
+import type { ArchiveEntry } from './archive-index.js';
 import type { BackupMetadata, KeyUse } from './crypto/envelope.js';
 
 export interface RestoreRequest {
@@ -14,7 +15,7 @@ export type RestoreMessage =
   /** Which key of the vault's ring opened the data key, and the ring's recipient fingerprints (current first). */
   | { type: 'key'; use: KeyUse; fingerprints: string[] }
   | { type: 'progress'; done: number; total: number }
-  | { type: 'done'; blob: Blob; metadata: BackupMetadata; bytes: number }
+  | { type: 'done'; blob: Blob; metadata: BackupMetadata; bytes: number; entries: ArchiveEntry[] }
   | { type: 'error'; integrity: boolean; wrongPassphrase: boolean; message: string };
 
 export interface RestoreHandlers {

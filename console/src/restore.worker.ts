@@ -1,9 +1,12 @@
 /**
  * Restore in the browser, off the main thread: download the ciphertext with the session, unlock the vault with
- * the passphrase (Argon2id in WebAssembly), decrypt and verify, and hand back the archive (.tar) as a Blob.
+ * the passphrase (Argon2id in WebAssembly), decrypt (gzip or zstd, as the sealed metadata says) and verify, and hand
+ * back the archive (.tar, or the one file of a raw backup) as a Blob, with the index of its entries.
  * The passphrase and the plaintext stay in this worker and the page; nothing is sent anywhere.
  */
 /// <reference lib="webworker" />
+import { Decompress } from 'fzstd';
+import { indexTar, rawEntries, type ArchiveEntry } from './archive-index.js';
 import type { BackupMetadata, VaultFields } from './crypto/envelope.js';
 import type { RestoreRequest, RestoreMessage } from './restore-protocol.js';
 
@@ -33,6 +36,22 @@ interface Detail {
   wrappedDekNonce: string | null;
   encryptedMetadata: string | null;
   encryptedMetadataNonce: string | null;
+}
+
+/** zstd in pure JavaScript (fzstd): browsers' DecompressionStream has no zstd. */
+function zstdStream(): TransformStream<Uint8Array, Uint8Array> {
+  let decoder: Decompress;
+  return new TransformStream<Uint8Array, Uint8Array>({
+    start(controller) {
+      decoder = new Decompress((chunk) => controller.enqueue(chunk.slice()));
+    },
+    transform(chunk) {
+      decoder.push(chunk);
+    },
+    flush() {
+      decoder.push(new Uint8Array(0), true);
+    },
+  });
 }
 
 async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> {
@@ -80,7 +99,14 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
         },
       }),
     );
-    const tar = decrypted.pipeThrough(new DecompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>);
+    const plain =
+      metadata.compression === 'zstd'
+        ? decrypted.pipeThrough(zstdStream())
+        : decrypted.pipeThrough(new DecompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>);
+    // A tar is indexed on a second branch while the first is hashed; the index is handed over only once verified.
+    const [tar, forIndex] = metadata.archive === 'tar' ? plain.tee() : [plain, undefined];
+    const indexing: Promise<ArchiveEntry[]> = forIndex ? indexTar(forIndex) : Promise.resolve(rawEntries(metadata));
+    indexing.catch(() => undefined);
 
     const hash = new Sha256();
     const parts: Uint8Array[] = [];
@@ -100,8 +126,11 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
       throw new IntegrityError(`the archive has ${size} bytes, the sealed metadata says ${metadata.plaintextSizeBytes}`);
     }
     if (hash.hex() !== metadata.plaintextSha256) throw new IntegrityError('the archive does not match its sealed SHA-256');
-    const blob = new Blob(parts as BlobPart[], { type: 'application/x-tar' });
-    post({ type: 'done', blob, metadata, bytes: size });
+    const entries = await indexing.catch((error: unknown) => {
+      throw new IntegrityError(`the verified archive is not a readable tar: ${error instanceof Error ? error.message : String(error)}`);
+    });
+    const blob = new Blob(parts as BlobPart[], { type: metadata.archive === 'tar' ? 'application/x-tar' : 'application/octet-stream' });
+    post({ type: 'done', blob, metadata, bytes: size, entries });
   } finally {
     wipe(dek);
   }

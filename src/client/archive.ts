@@ -21,15 +21,25 @@ import path from 'node:path';
 import { Transform, Writable, type TransformCallback } from 'node:stream';
 import * as tar from 'tar';
 import { IntegrityError } from './envelope.js';
-import { cannotRead, changedWhileRead } from './fs-errors.js';
+import { isPlainName, type SkippedEntry } from './envelope-format.js';
+import { cannotRead, changedWhileRead, fsReason, SourceReadError } from './fs-errors.js';
+import { ExcludeRules, IGNORE_FILE } from './select.js';
 
-// ---- scanning ----
+// ---- scanning: what goes in ----
+
+/** One tar run: the directory it runs in and the entries (relative to it) it archives, in order. */
+export interface PackRoot {
+  cwd: string;
+  entries: string[];
+}
 
 export interface TreeScan {
+  /** `file` for one file (or symlink) named alone, `directory` otherwise. */
   kind: 'directory' | 'file';
-  /** Directory that tar runs in, and the one entry it archives there. */
-  cwd: string;
-  entry: string;
+  /** Every source path, absolute. */
+  sources: string[];
+  /** One tar run per source; their streams are joined into one archive. */
+  roots: PackRoot[];
   files: number;
   directories: number;
   symlinks: number;
@@ -37,39 +47,89 @@ export interface TreeScan {
   fileBytes: number;
   /** An upper bound of the tar stream size (headers, long-name extensions, padding). */
   tarBoundBytes: number;
+  /** Entries that exclude rules left out. */
+  excluded: number;
+  /** Entries left out: unreadable ones (with skipUnreadable) and special files (FIFOs, sockets, devices). */
+  skipped: SkippedEntry[];
+}
+
+export interface ScanOptions {
+  /** gitignore-style patterns, relative to each backed-up directory (`--exclude`, `--exclude-file`). */
+  exclude?: readonly string[];
+  /** Honour `.cofferignore` files inside the tree (default true). */
+  ignoreFiles?: boolean;
+  /** Leave out what cannot be read (listed in `skipped`) instead of failing. */
+  skipUnreadable?: boolean;
+  signal?: AbortSignal;
 }
 
 const BLOCK = 512;
 const pad512 = (n: number) => Math.ceil(n / BLOCK) * BLOCK;
+/** node-tar ends every archive with exactly two zero blocks (no record padding). */
+const TAR_END = 2 * BLOCK;
+/** How many unreadable files an error message names before "and N more". */
+const NAMED_IN_MESSAGE = 20;
 
-/** Walks the source once (lstat, no symlink following) for counts and a size bound. */
-export async function scanTree(source: string, signal?: AbortSignal): Promise<TreeScan> {
-  let absolute = path.resolve(source);
-  let stat = await fsp.lstat(absolute).catch((error: unknown) => {
-    throw cannotRead(absolute, error);
-  });
-  if (stat.isSymbolicLink()) {
-    // A symlink named on the command line is followed when it leads to a directory (like `tar -H`, `cp -H`).
-    const real = await fsp.realpath(absolute).catch(() => undefined);
-    const target = real ? await fsp.stat(real) : undefined;
-    if (real && target?.isDirectory()) {
-      absolute = real;
-      stat = target;
-    }
+/** The sources could not all be read: every unreadable path is named. */
+export class UnreadableSourceError extends SourceReadError {
+  constructor(readonly unreadable: SkippedEntry[]) {
+    const shown = unreadable.slice(0, NAMED_IN_MESSAGE).map((u) => `\n  ${u.path}: ${u.reason}`);
+    const more = unreadable.length > NAMED_IN_MESSAGE ? `\n  and ${unreadable.length - NAMED_IN_MESSAGE} more` : '';
+    const what =
+      unreadable.length === 1
+        ? `cannot read ${unreadable[0]!.path}: ${unreadable[0]!.reason}; `
+        : `cannot read ${unreadable.length} entries of the source:${shown.join('')}${more}\n`;
+    super(
+      `${what}nothing was stored. Fix the permissions, exclude them (--exclude), or pass --skip-unreadable to back up the rest.`,
+      unreadable[0]!.path,
+    );
   }
+}
+
+const special = (stat: fs.Stats) =>
+  stat.isFIFO() ? 'a FIFO' : stat.isSocket() ? 'a socket' : stat.isCharacterDevice() || stat.isBlockDevice() ? 'a device' : 'of an unknown type';
+
+/** Opens (never reads) a regular file to learn whether it can be read; O_NONBLOCK so nothing can make it wait. */
+async function readable(file: string): Promise<unknown> {
+  try {
+    const handle = await fsp.open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW);
+    await handle.close();
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
+/**
+ * Walks the sources once (lstat, no symlink following) and decides what the archive holds: exclude rules are
+ * applied before an entry is opened or a directory listed, so nothing excluded is ever read (a `.cofferignore`
+ * is read only when the rules so far do not exclude it). Every regular file that is kept is opened once (not
+ * read) to find unreadable ones before anything is uploaded; they fail the backup, all named, unless
+ * skipUnreadable leaves them out. FIFOs, sockets and devices are never opened and never archived (listed in
+ * `skipped`). One source keeps the layout of earlier versions (a directory's entries as `./…`, a file under
+ * its base name); several are archived side by side under their base names, which must differ.
+ */
+export async function scanTree(source: string | readonly string[], options: ScanOptions = {}): Promise<TreeScan> {
+  const { signal } = options;
+  const sources = typeof source === 'string' ? [source] : [...source];
+  if (sources.length === 0) throw new Error('nothing to back up: no path given');
+  const several = sources.length > 1;
   const scan: TreeScan = {
-    kind: stat.isDirectory() ? 'directory' : 'file',
-    cwd: stat.isDirectory() ? absolute : path.dirname(absolute),
-    entry: stat.isDirectory() ? '.' : path.basename(absolute),
+    kind: 'directory',
+    sources: [],
+    roots: [],
     files: 0,
     directories: 0,
     symlinks: 0,
     fileBytes: 0,
-    tarBoundBytes: 2 * BLOCK + 20 * BLOCK, // end-of-archive blocks + record padding
+    tarBoundBytes: TAR_END + 20 * BLOCK, // end-of-archive blocks + record padding
+    excluded: 0,
+    skipped: [],
   };
-  if (!stat.isDirectory() && !stat.isFile() && !stat.isSymbolicLink()) {
-    throw new Error(`${source} is not a directory, a file or a symlink`);
-  }
+  const unreadable: SkippedEntry[] = [];
+  const cannot = (file: string, error: unknown) => unreadable.push({ path: file, reason: fsReason(error) });
+  const names = new Map<string, string>();
+
   const count = (entryPath: string, entryStat: fs.Stats) => {
     // One header block. A pax header (3 blocks covers names up to ~1000 bytes) is possible only for long or
     // non-ASCII names, links (their target may be long) and ids too large for the ustar fields. The bound used
@@ -88,26 +148,111 @@ export async function scanTree(source: string, signal?: AbortSignal): Promise<Tr
       scan.tarBoundBytes += pad512(entryStat.size);
     }
   };
-  if (!stat.isDirectory()) {
-    count(scan.entry, stat);
-    return scan;
-  }
-  const walk = async (dir: string, relative: string): Promise<void> => {
-    signal?.throwIfAborted();
-    const entries = await fsp.readdir(dir).catch((error: unknown) => {
-      throw cannotRead(dir, error);
+
+  for (const given of sources) {
+    let absolute = path.resolve(given);
+    let stat = await fsp.lstat(absolute).catch((error: unknown) => {
+      throw cannotRead(absolute, error);
     });
-    for (const name of entries) {
-      const full = path.join(dir, name);
-      const rel = `${relative}/${name}`;
-      const entryStat = await fsp.lstat(full).catch((error: unknown) => {
-        throw cannotRead(full, error);
-      });
-      count(rel, entryStat);
-      if (entryStat.isDirectory()) await walk(full, rel);
+    if (stat.isSymbolicLink()) {
+      // A symlink named on the command line is followed when it leads to a directory (like `tar -H`, `cp -H`).
+      const real = await fsp.realpath(absolute).catch(() => undefined);
+      const target = real ? await fsp.stat(real) : undefined;
+      if (real && target?.isDirectory()) {
+        absolute = real;
+        stat = target;
+      }
     }
-  };
-  await walk(absolute, '.');
+    if (!stat.isDirectory() && !stat.isFile() && !stat.isSymbolicLink()) {
+      throw new Error(`${given} is not a directory, a file or a symlink`);
+    }
+    const cwd = stat.isDirectory() && !several ? absolute : path.dirname(absolute);
+    const top = stat.isDirectory() && !several ? '.' : path.basename(absolute);
+    if (several) {
+      if (top === '' || top === '.' || top === '..') throw new Error(`${given} cannot be backed up together with other paths: it has no name`);
+      const earlier = names.get(top);
+      if (earlier !== undefined) {
+        throw new Error(`${earlier} and ${given} would both be stored as "${top}": back them up separately (or back up their parent)`);
+      }
+      names.set(top, given);
+    }
+    scan.sources.push(absolute);
+    if (!stat.isDirectory()) {
+      const problem = stat.isFile() ? await readable(absolute) : undefined;
+      if (problem) throw cannotRead(absolute, problem);
+      scan.kind = several ? 'directory' : 'file';
+      scan.roots.push({ cwd, entries: [top] });
+      count(top, stat);
+      continue;
+    }
+    const rootNames = await fsp.readdir(absolute).catch((error: unknown) => {
+      throw cannotRead(absolute, error);
+    });
+    const entries: string[] = [top];
+    count(top, stat);
+    const useIgnoreFiles = options.ignoreFiles ?? true;
+
+    const walk = async (dir: string, relative: string, children: string[], outer: ExcludeRules): Promise<void> => {
+      signal?.throwIfAborted();
+      let rules = outer;
+      if (useIgnoreFiles && children.includes(IGNORE_FILE)) {
+        const rulesPath = relative === '' ? IGNORE_FILE : `${relative}/${IGNORE_FILE}`;
+        const file = path.join(dir, IGNORE_FILE);
+        const ruleStat = await fsp.lstat(file).catch(() => undefined);
+        if (ruleStat?.isFile() && !rules.excludes(rulesPath, false)) {
+          const text = await fsp.readFile(file, 'utf8').catch((error: unknown) => {
+            cannot(file, error);
+            return undefined;
+          });
+          if (text !== undefined) rules = rules.with(relative, text);
+        }
+      }
+      for (const name of [...children].sort()) {
+        const full = path.join(dir, name);
+        const rel = relative === '' ? name : `${relative}/${name}`;
+        const entryStat = await fsp.lstat(full).catch((error: unknown) => {
+          cannot(full, error);
+          return undefined;
+        });
+        if (!entryStat) continue;
+        const isDirectory = entryStat.isDirectory();
+        if (rules.excludes(rel, isDirectory)) {
+          scan.excluded += 1;
+          continue;
+        }
+        const entry = `${top}/${rel}`;
+        if (isDirectory) {
+          const below = await fsp.readdir(full).catch((error: unknown) => {
+            cannot(full, error);
+            return undefined;
+          });
+          if (!below) continue;
+          entries.push(entry);
+          count(entry, entryStat);
+          await walk(full, rel, below, rules);
+        } else if (entryStat.isFile()) {
+          const problem = await readable(full);
+          if (problem) {
+            cannot(full, problem);
+            continue;
+          }
+          entries.push(entry);
+          count(entry, entryStat);
+        } else if (entryStat.isSymbolicLink()) {
+          entries.push(entry);
+          count(entry, entryStat);
+        } else {
+          scan.skipped.push({ path: full, reason: `${special(entryStat)}: not archived` });
+        }
+      }
+    };
+    await walk(absolute, '', rootNames, ExcludeRules.of(options.exclude ?? []));
+    scan.roots.push({ cwd, entries });
+  }
+  if (unreadable.length > 0) {
+    if (!options.skipUnreadable) throw new UnreadableSourceError(unreadable);
+    scan.skipped.unshift(...unreadable.map((u) => ({ path: u.path, reason: `cannot be read: ${u.reason}` })));
+  }
   return scan;
 }
 
@@ -123,22 +268,46 @@ const sameFile = (a: fs.Stats, b: fs.Stats) =>
   a.size === b.size && a.mtimeMs === b.mtimeMs && a.ctimeMs === b.ctimeMs && a.ino === b.ino && a.dev === b.dev;
 
 /**
- * The tar stream of a scanned source. Unreadable entries fail the backup (strict) rather than vanish from it,
- * with the file named and the reason in words. A file that changes while it is read fails it too: tar writes
- * the size it saw in the header, so a file that shrank ends early (tar's "unexpected EOF") and one that grew
- * would be stored cut at its old size. Each file is looked at again once its content has been read, and the
- * stream only ends after every such look found the file as it was when its header was written.
+ * The tar stream of a scanned source: exactly the entries the scan kept (tar is given the list and never lists
+ * a directory itself), one tar run per source, joined into one archive (the end blocks of all but the last run
+ * are dropped). An entry that cannot be read now fails the backup (strict) rather than vanish from it, with
+ * the file named and the reason in words. A file that changes while it is read fails it too: tar writes the
+ * size it saw in the header, so a file that shrank ends early (tar's "unexpected EOF") and one that grew would
+ * be stored cut at its old size. Each file is looked at again once its content has been read, and the stream
+ * only ends after every such look found the file as it was when its header was written.
  */
 export async function* packTree(scan: TreeScan, counts?: PackCounts): AsyncGenerator<Buffer> {
+  for (let i = 0; i < scan.roots.length; i++) {
+    const last = i === scan.roots.length - 1;
+    if (last) {
+      yield* packRoot(scan.roots[i]!, counts);
+      continue;
+    }
+    // Hold back the final two blocks: they end this run's archive, and another run follows.
+    let held: Buffer = Buffer.alloc(0);
+    for await (const chunk of packRoot(scan.roots[i]!, counts)) {
+      held = held.length === 0 ? chunk : Buffer.concat([held, chunk]);
+      if (held.length > TAR_END) {
+        yield held.subarray(0, held.length - TAR_END);
+        held = Buffer.from(held.subarray(held.length - TAR_END));
+      }
+    }
+    if (held.length !== TAR_END || held.some((byte) => byte !== 0)) throw new Error('tar did not end its archive with two zero blocks');
+  }
+}
+
+async function* packRoot(root: PackRoot, counts?: PackCounts): AsyncGenerator<Buffer> {
   let changed: Error | undefined;
   const looks = new Set<Promise<void>>();
   const pack = tar.c(
     {
-      cwd: scan.cwd,
+      cwd: root.cwd,
       portable: false,
       follow: false,
       strict: true,
       gzip: false,
+      // The scan chose every entry: tar archives the list and does not read directories on its own.
+      noDirRecurse: true,
       // Reads of at most 1 MiB per file, so memory stays small and the upload's backpressure reaches the reads.
       maxReadSize: 1024 * 1024,
       onWriteEntry: (entry) => {
@@ -167,7 +336,7 @@ export async function* packTree(scan: TreeScan, counts?: PackCounts): AsyncGener
         else if (entry.type === 'File' || entry.type === 'Link') counts.files += 1;
       },
     },
-    [scan.entry],
+    root.entries,
   ) as unknown as AsyncIterable<Buffer> & { destroy(): void; on(event: 'error', listener: () => void): void };
   let ended = false;
   try {
@@ -274,7 +443,18 @@ export interface DirectoryAttributes {
 }
 
 /** What the extractor itself made in staging, by archive-relative path: the only truth it resolves paths against. */
-type Made = { kind: 'directory' } | { kind: 'file' } | { kind: 'symlink'; target: string };
+type Made = ({ kind: 'directory' } | { kind: 'file' } | { kind: 'symlink'; target: string }) & {
+  /** An entry of the archive that a partial restore did not write (its kind still rules what may follow). */
+  skipped?: boolean;
+};
+
+export interface ExtractResult {
+  directories: DirectoryAttributes[];
+  /** Entries written. */
+  entries: number;
+  /** Selected entries that could not be restored (a hard link to a file outside the selection). */
+  skipped: SkippedEntry[];
+}
 
 /**
  * A Writable that extracts a tar stream into `stagingDir` (new, private, made by this restore) and finishes only
@@ -293,9 +473,15 @@ type Made = { kind: 'directory' } | { kind: 'file' } | { kind: 'symlink'; target
  * fails instead of being written through. File modes, owners and mtimes are set on the open descriptor.
  * Symlinks are restored verbatim (absolute or leaving the tree) and never followed.
  */
-export function extractInto(stagingDir: string): Writable & { directories: DirectoryAttributes[]; entries: number } {
+export function extractInto(
+  stagingDir: string,
+  options: { select?: (relative: string, isDirectory: boolean) => boolean } = {},
+): Writable & ExtractResult {
   const made = new Map<string, Made>([['', { kind: 'directory' }]]);
   const directories = new Map<string, DirectoryAttributes>();
+  /** Directories of the archive left out by `select`, kept in case a selected entry lies below one. */
+  const unselected = new Map<string, DirectoryAttributes>();
+  const { select } = options;
   let failure: Error | undefined;
   let openFd: number | undefined;
   /** The final callback, waiting for the parser's end (or the first failure). */
@@ -343,12 +529,16 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
     for (let i = 1; i < parts.length; i++) {
       const key = parts.slice(0, i).join('/');
       const known = made.get(key);
-      if (known?.kind === 'directory') continue;
+      if (known?.kind === 'directory' && !known.skipped) continue;
       if (known?.kind === 'symlink') throw unsafe('that would be written through a symlink', shown);
-      if (known) throw unsafe('below a file', shown);
-      if (!createMissing) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+      if (known?.kind === 'file') throw unsafe('below a file', shown);
+      if (!known && !createMissing) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+      // A missing parent, or a directory of the archive that the selection left out: made now, with the
+      // archived attributes when the archive had it.
       create(shown, () => fs.mkdirSync(onDisk(parts.slice(0, i)), 0o755));
       made.set(key, { kind: 'directory' });
+      const attributes = unselected.get(key);
+      if (attributes) directories.set(key, attributes);
     }
   };
 
@@ -386,6 +576,38 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
     });
   };
 
+  /**
+   * An entry the selection leaves out: nothing is written, but it is checked and recorded like a written one,
+   * so the refusals of a partial restore are those of a full one (nothing may replace it or lie below a
+   * symlink or a file of the archive).
+   */
+  const skip = (parts: string[], key: string, entry: tar.ReadEntry) => {
+    for (let i = 1; i < parts.length; i++) {
+      const known = made.get(parts.slice(0, i).join('/'));
+      if (known?.kind === 'symlink') throw unsafe('that would be written through a symlink', entry.path);
+      if (known?.kind === 'file') throw unsafe('below a file', entry.path);
+    }
+    const known = made.get(key);
+    if (known && !(known.kind === 'directory' && entry.type === 'Directory')) throw unsafe('that replaces an earlier entry', entry.path);
+    if (entry.type === 'Directory') {
+      if (!known) made.set(key, { kind: 'directory', skipped: true });
+      const attributes = { path: key, mode: (entry.mode ?? 0o755) & 0o7777, mtime: entry.mtime ?? new Date(), uid: entry.uid, gid: entry.gid };
+      if (made.get(key)?.skipped) unselected.set(key, attributes);
+      else directories.set(key, attributes);
+    } else if (entry.type === 'SymbolicLink') {
+      const target = String(entry.linkpath ?? '');
+      if (target === '' || target.includes('\0')) throw unsafe('with an empty or NUL-bearing symlink target', entry.path);
+      made.set(key, { kind: 'symlink', target, skipped: true });
+    } else if (entry.type === 'Link') {
+      const shown = String(entry.linkpath ?? '');
+      const linked = made.get(segments(shown, 'hard link target').join('/'));
+      if (!linked) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+      if (linked.kind === 'directory') throw unsafe('that is a hard link to a directory', entry.path);
+      made.set(key, linked.kind === 'symlink' ? { kind: 'symlink', target: linked.target, skipped: true } : { kind: 'file', skipped: true });
+    } else made.set(key, { kind: 'file', skipped: true });
+    entry.resume();
+  };
+
   const restore = (entry: tar.ReadEntry) => {
     const parts = segments(entry.path, 'path');
     if (!RESTORED_TYPES.has(entry.type)) return entry.resume(); // devices, FIFOs: not restored
@@ -393,14 +615,15 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
       if (entry.type === 'Directory') return entry.resume(); // the archive root ('./') itself
       throw unsafe('without a name', entry.path);
     }
-    parents(parts, entry.path, true);
     const key = parts.join('/');
+    if (select && !select(key, entry.type === 'Directory')) return skip(parts, key, entry);
+    parents(parts, entry.path, true);
     const known = made.get(key);
     if (known && !(known.kind === 'directory' && entry.type === 'Directory')) throw unsafe('that replaces an earlier entry', entry.path);
     sink.entries += 1;
     switch (entry.type) {
       case 'Directory':
-        if (!known) {
+        if (!known || known.skipped) {
           create(entry.path, () => fs.mkdirSync(onDisk(parts), 0o700));
           made.set(key, { kind: 'directory' });
         }
@@ -412,6 +635,13 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
       case 'Link': {
         const shown = String(entry.linkpath ?? '');
         const target = segments(shown, 'hard link target');
+        const early = made.get(target.join('/'));
+        if (early?.kind === 'file' && early.skipped) {
+          // Its content was not written: there is nothing to link to (its parents were checked when it passed).
+          sink.entries -= 1;
+          sink.skipped.push({ path: key, reason: `a hard link to ${target.join('/')}, which the selection leaves out (include it too)` });
+          return entry.resume();
+        }
         parents(target, shown, false);
         const linked = made.get(target.join('/'));
         if (!linked) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
@@ -458,9 +688,137 @@ export function extractInto(stagingDir: string): Writable & { directories: Direc
       closeOpen();
       callback(error);
     },
-  }) as Writable & { directories: DirectoryAttributes[]; entries: number };
+  }) as Writable & ExtractResult;
   Object.defineProperty(sink, 'directories', { get: () => [...directories.values()] });
   sink.entries = 0;
+  sink.skipped = [];
+  return sink;
+}
+
+/** One entry of a backup as `coffer ls` shows it. */
+export interface ListedEntry {
+  /** Archive-relative, '/'-separated, without a leading './' or a trailing '/'. */
+  path: string;
+  type: 'file' | 'directory' | 'symlink' | 'hardlink' | 'other';
+  size: number;
+  mode: number;
+  /** RFC 3339, whole seconds (as tar keeps them); null when the entry has none. */
+  mtime: string | null;
+  /** A symlink's target or a hard link's (archive-relative) target. */
+  linkTarget?: string;
+}
+
+const LISTED_TYPES: Record<string, ListedEntry['type']> = {
+  File: 'file',
+  OldFile: 'file',
+  ContiguousFile: 'file',
+  Directory: 'directory',
+  SymbolicLink: 'symlink',
+  Link: 'hardlink',
+};
+
+/** The archive-relative form of a tar path: './a/b/' → 'a/b'; '' for the archive root. */
+export const listedPath = (p: string): string =>
+  p
+    .split(SEPARATORS)
+    .filter((part) => part !== '' && part !== '.')
+    .join('/');
+
+/** A Writable that parses a tar stream and collects its entries (nothing is written anywhere). */
+export function listInto(): Writable & { entries: ListedEntry[] } {
+  let failure: Error | undefined;
+  let whenEnded: (() => void) | undefined;
+  const parser = new tar.Parser({ strict: true });
+  parser.on('entry', (entry: tar.ReadEntry) => {
+    const listed = listedPath(entry.path);
+    if (listed !== '' || entry.type !== 'Directory') {
+      const linkTarget = entry.linkpath ? String(entry.linkpath) : undefined;
+      sink.entries.push({
+        path: listed,
+        type: LISTED_TYPES[entry.type] ?? 'other',
+        size: entry.type === 'File' || entry.type === 'OldFile' || entry.type === 'ContiguousFile' ? (entry.size ?? 0) : 0,
+        mode: (entry.mode ?? 0) & 0o7777,
+        mtime: entry.mtime ? entry.mtime.toISOString().replace('.000Z', 'Z') : null,
+        ...(linkTarget !== undefined ? { linkTarget } : {}),
+      });
+    }
+    entry.resume();
+  });
+  parser.on('error', (error: Error) => {
+    failure ??= new IntegrityError(`the archive is not a valid tar stream: ${error.message}`);
+    whenEnded?.();
+  });
+  parser.on('end', () => whenEnded?.());
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      if (!failure) parser.write(chunk);
+      callback(failure ?? null);
+    },
+    final(callback) {
+      if (failure) return callback(failure);
+      whenEnded = () => {
+        whenEnded = undefined;
+        callback(failure ?? null);
+      };
+      parser.end();
+    },
+  }) as Writable & { entries: ListedEntry[] };
+  sink.entries = [];
+  return sink;
+}
+
+/** A Writable that takes everything and keeps nothing (verify). */
+export const discard = (): Writable =>
+  new Writable({
+    write(_chunk, _encoding, callback) {
+      callback();
+    },
+  });
+
+/**
+ * A Writable that stores a raw archive (the bytes of one file, a backup of standard input) as `<staging>/<name>`:
+ * created exclusively, mode 0600 (the stream had none), mtime the backup's time. `name` is one path segment
+ * (isPlainName, checked when the metadata was opened).
+ */
+export function extractRaw(stagingDir: string, name: string, mtime: Date): Writable & ExtractResult {
+  if (!isPlainName(name)) throw new UnsafeArchiveError(`refusing a raw backup named ${JSON.stringify(name)}`);
+  let fd: number | undefined;
+  const sink = new Writable({
+    construct(callback) {
+      try {
+        fd = fs.openSync(path.join(stagingDir, name), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+        callback();
+      } catch (error) {
+        callback(error as Error);
+      }
+    },
+    write(chunk: Buffer, _encoding, callback) {
+      try {
+        for (let offset = 0; offset < chunk.length; ) offset += fs.writeSync(fd!, chunk, offset);
+        callback();
+      } catch (error) {
+        callback(new Error(`cannot write the restored file: ${(error as Error).message}`));
+      }
+    },
+    final(callback) {
+      try {
+        fs.futimesSync(fd!, mtime, mtime);
+        fs.closeSync(fd!);
+        fd = undefined;
+        callback();
+      } catch (error) {
+        callback(error as Error);
+      }
+    },
+    destroy(error, callback) {
+      if (fd !== undefined) fs.closeSync(fd);
+      fd = undefined;
+      callback(error);
+    },
+  }) as Writable & ExtractResult;
+  sink.entries = 1;
+  sink.directories = [];
+  sink.skipped = [];
   return sink;
 }
 

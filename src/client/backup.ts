@@ -1,9 +1,10 @@
 /**
- * `coffer backup`, as a library: tar → gzip → secretstream → HTTP upload body in one streamed pipeline
- * (no plaintext temp file, bounded memory), then finalize with the wrapped DEK and sealed metadata.
+ * `coffer backup`, as a library: tar (of the entries the scan selected) → zstd or gzip → secretstream → HTTP
+ * upload body in one streamed pipeline (no plaintext temp file, bounded memory), then finalize with the wrapped
+ * DEK and sealed metadata. A stream (standard input) is backed up the same way as one raw file: no tar, no scan.
  *
  * Size limit (50 MiB of ciphertext by default): a bound computed from a scan of the tree decides whether the
- * archive surely fits. When it might not, a dry run (tar → gzip → byte count, stopped as soon as the limit is
+ * archive surely fits. When it might not, a dry run (tar → compress → byte count, stopped as soon as the limit is
  * crossed) measures the exact ciphertext size before any slot is opened. During the real upload a byte
  * counter still stops the stream the moment the limit is crossed (files may grow meanwhile, or the server may
  * have a lower limit: its 413 is honoured), and the slot is deleted.
@@ -14,6 +15,8 @@ import { Writable } from 'node:stream';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { Meter, packTree, scanTree, type PackCounts, type TreeScan } from './archive.js';
+import { compressBound, compressor, defaultCompression } from './compression.js';
+import { isPlainName, type Compression, type SkippedEntry } from './envelope-format.js';
 import {
   CHUNK_BYTES,
   CRYPTO_VERSION,
@@ -60,12 +63,38 @@ export type BackupEvent =
   | { type: 'uploaded'; ciphertextBytes: number }
   | { type: 'slot-deleted'; backupId: string };
 
+/** A stream backed up as one file (`coffer backup --stdin`). */
+export interface StreamSource {
+  stream: AsyncIterable<Buffer>;
+  /** The file's name in the backup (one path segment). */
+  name: string;
+  /**
+   * Called once the stream has ended and been uploaded, before the backup is finalized: a rejection (say, the
+   * producing command exited non-zero) fails the backup and frees its slot.
+   */
+  ended?: () => Promise<void>;
+}
+
+/** Standard input ended before its first byte: a producer that failed at once, most likely. */
+export class EmptyStreamError extends Error {
+  override readonly name = 'EmptyStreamError';
+}
+
 export interface BackupOptions {
   client: CofferClient;
   /** The DEK is wrapped with the master key, or sealed to a recipient (docs/crypto.md §2b): exactly one of them. */
   masterKey?: Buffer;
   recipient?: Recipient;
-  source: string;
+  /** What to back up: one path, several paths, or a stream. */
+  source?: string;
+  sources?: readonly string[];
+  stream?: StreamSource;
+  /** gitignore-style patterns (relative to each backed-up directory); `.cofferignore` files are honoured too. */
+  exclude?: readonly string[];
+  /** Leave out (and list) what cannot be read instead of failing. */
+  skipUnreadable?: boolean;
+  /** Default: zstd where node:zlib has it, gzip otherwise. */
+  compression?: Compression;
   /** Name kept in the sealed metadata (default: the source's base name). */
   name?: string;
   maxArchiveBytes?: number;
@@ -78,12 +107,12 @@ export interface BackupOptions {
 export interface BackupResult {
   detail: BackupDetailBody;
   metadata: BackupMetadata;
+  /** What was left out (unreadable with skipUnreadable, special files): also in the sealed metadata. */
+  skipped: SkippedEntry[];
 }
 
 /** zlib's deflateBound plus the gzip wrapper: the most gzip can emit for `n` input bytes. */
-export function gzipBound(n: number): number {
-  return n + Math.floor(n / 4096) + Math.floor(n / 16384) + Math.floor(n / 33554432) + 13 + 18;
-}
+export const gzipBound = (n: number): number => compressBound('gzip', n);
 
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
@@ -99,8 +128,14 @@ function tooLarge(limit: number, ciphertextBytes: number | undefined, duringUplo
   );
 }
 
-/** Exact ciphertext size by a dry run (tar → gzip → count), stopped as soon as it passes `limit`. */
-export async function measureCiphertext(scan: TreeScan, limit: number, gzipLevel: number, signal?: AbortSignal): Promise<number> {
+/** Exact ciphertext size by a dry run (tar → compress → count), stopped as soon as it passes `limit`. */
+export async function measureCiphertext(
+  scan: TreeScan,
+  limit: number,
+  gzipLevel: number,
+  signal?: AbortSignal,
+  compression: Compression = 'gzip',
+): Promise<number> {
   let compressed = 0;
   const sink = new Writable({
     write(chunk: Buffer, _encoding, callback) {
@@ -109,7 +144,7 @@ export async function measureCiphertext(scan: TreeScan, limit: number, gzipLevel
       callback(size > limit ? tooLarge(limit, size, false) : null);
     },
   });
-  await pipelineAsync(packTree(scan), zlib.createGzip({ level: gzipLevel }), sink, { signal });
+  await pipelineAsync(packTree(scan), compressor(compression, gzipLevel), sink, { signal });
   return ciphertextSize(compressed);
 }
 
@@ -168,27 +203,50 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   const emit = options.onEvent ?? (() => undefined);
   const limit = options.maxArchiveBytes ?? DEFAULT_MAX_ARCHIVE_BYTES;
   const gzipLevel = options.gzipLevel ?? zlib.constants.Z_DEFAULT_COMPRESSION;
+  const compression = options.compression ?? defaultCompression();
+  const sources = options.sources ?? (options.source !== undefined ? [options.source] : []);
+  if ((sources.length > 0) === !!options.stream) throw new Error('runBackup needs either paths or a stream');
 
-  const scan = await scanTree(options.source, signal);
-  emit({ type: 'scanned', scan });
-  const bound = ciphertextSize(gzipBound(scan.tarBoundBytes));
-  if (bound > limit) {
-    emit({ type: 'measuring', reason: `the tree holds ${mib(scan.fileBytes)}; measuring its compressed size` });
-    const exact = await measureCiphertext(scan, limit, gzipLevel, signal);
-    emit({ type: 'measured', ciphertextBytes: exact });
+  let scan: TreeScan | undefined;
+  let input: () => AsyncIterable<Buffer>;
+  const counts: PackCounts = { files: 0, directories: 0, symlinks: 0 };
+  if (options.stream) {
+    const { stream } = options;
+    if (!isPlainName(stream.name)) {
+      throw new Error(`the name of a stream backup must be a plain file name (no "/", no control characters): ${JSON.stringify(stream.name)}`);
+    }
+    // The first bytes before any slot is opened: a stream that ends at once is a producer that failed.
+    const iterator = stream.stream[Symbol.asyncIterator]();
+    const first = await iterator.next();
+    if (first.done) throw new EmptyStreamError('the input stream ended before its first byte: nothing was uploaded');
+    counts.files = 1;
+    input = async function* () {
+      yield first.value;
+      for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+    };
+  } else {
+    scan = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, signal });
+    emit({ type: 'scanned', scan });
+    const bound = ciphertextSize(compressBound(compression, scan.tarBoundBytes));
+    if (bound > limit) {
+      emit({ type: 'measuring', reason: `the tree holds ${mib(scan.fileBytes)}; measuring its compressed size` });
+      const exact = await measureCiphertext(scan, limit, gzipLevel, signal, compression);
+      emit({ type: 'measured', ciphertextBytes: exact });
+    }
+    const selected = scan;
+    input = () => packTree(selected, counts);
   }
 
   const slot = await acquireSlot(client, signal, emit);
   const dek = newKey();
   try {
-    const counts: PackCounts = { files: 0, directories: 0, symlinks: 0 };
     let ciphertextBytes = 0;
     const progress = () =>
       emit({
         type: 'progress',
         plaintextBytes: plain.bytes,
         ciphertextBytes,
-        estimatedPlaintextBytes: Math.max(scan.tarBoundBytes, plain.bytes),
+        estimatedPlaintextBytes: Math.max(scan?.tarBoundBytes ?? 0, plain.bytes),
       });
     const plain = new Meter({ hash: true, onBytes: progress });
     const cipher = new Meter({
@@ -199,7 +257,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       onLimit: (seen) => tooLarge(limit, seen, true),
     });
     let pipeError: Error | null = null;
-    pipeline(packTree(scan, counts), plain, zlib.createGzip({ level: gzipLevel }), new EncryptStream(dek), cipher, (error) => {
+    pipeline(input(), plain, compressor(compression, gzipLevel), new EncryptStream(dek), cipher, (error) => {
       pipeError = error ?? null;
     });
     let probeTarget: Parameters<CofferClient['probeUploadLimit']>[0] | undefined;
@@ -231,22 +289,28 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       throw error instanceof CofferNetworkError || !pipeError ? error : pipeError;
     }
     emit({ type: 'uploaded', ciphertextBytes: cipher.bytes });
+    // A producer that failed after its last byte (non-zero exit) fails the backup before anything is finalized.
+    await options.stream?.ended?.();
 
+    const skipped = scan?.skipped ?? [];
     const metadata: BackupMetadata = {
       format: 'coffer-archive/v1',
-      name: options.name ?? path.basename(path.resolve(options.source)),
-      sourcePath: path.resolve(options.source),
+      name: options.stream ? options.stream.name : (options.name ?? path.basename(path.resolve(sources[0]!))),
+      sourcePath: options.stream ? '-' : path.resolve(sources[0]!),
       createdAt: new Date().toISOString(),
-      kind: scan.kind,
+      kind: scan?.kind ?? 'file',
       fileCount: counts.files,
       directoryCount: counts.directories,
       symlinkCount: counts.symlinks,
-      archive: 'tar',
-      compression: 'gzip',
+      archive: options.stream ? 'raw' : 'tar',
+      compression,
       chunkBytes: CHUNK_BYTES,
       plaintextSizeBytes: plain.bytes,
       plaintextSha256: plain.digest(),
       ciphertextSizeBytes: cipher.bytes,
+      ...(sources.length > 1 ? { sources: sources.map((source) => path.resolve(source)) } : {}),
+      ...(scan && scan.excluded > 0 ? { excludedCount: scan.excluded } : {}),
+      ...(skipped.length > 0 ? { skipped } : {}),
     };
     const body = {
       cryptoVersion: CRYPTO_VERSION,
@@ -266,7 +330,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       const current = await client.getBackup(slot.backupId, signal);
       detail = current.status === 'READY' ? current : await client.finalizeBackup(slot.backupId, body, signal);
     }
-    return { detail, metadata };
+    return { detail, metadata, skipped };
   } catch (error) {
     // Someone else moved the slot on (409): it is theirs now. Anything else: free it for the next attempt.
     const movedByOthers = error instanceof CofferApiError && error.status === 409;

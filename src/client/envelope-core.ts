@@ -26,11 +26,14 @@ import {
   AD,
   KEYRING,
   RECIPIENT,
+  ARCHIVE_FORMATS,
   type BackupMetadata,
   CHUNK_BYTES,
+  COMPRESSIONS,
   CRYPTO_VERSION,
   DEFAULT_KDF_PROFILE,
   IntegrityError,
+  isPlainName,
   KDF_ACCEPTED_MAX,
   KDF_ACCEPTED_MIN,
   type KdfProfile,
@@ -213,8 +216,9 @@ function parseMetadata(plain: Uint8Array): BackupMetadata {
     typeof m === 'object' &&
     m !== null &&
     m.format === 'coffer-archive/v1' &&
-    m.archive === 'tar' &&
-    m.compression === 'gzip' &&
+    (ARCHIVE_FORMATS as unknown[]).includes(m.archive) &&
+    (COMPRESSIONS as unknown[]).includes(m.compression) &&
+    (m.archive !== 'raw' || isPlainName(m.name)) &&
     m.chunkBytes === CHUNK_BYTES &&
     typeof m.plaintextSha256 === 'string' &&
     /^[0-9a-f]{64}$/.test(m.plaintextSha256) &&

@@ -76,10 +76,44 @@ export interface BackupMetadata {
   fileCount: number;
   directoryCount: number;
   symlinkCount: number;
-  archive: 'tar';
-  compression: 'gzip';
+  /** `tar`: a tar stream; `raw`: the bytes of one file named `name` (a backup of standard input). */
+  archive: ArchiveFormat;
+  compression: Compression;
   chunkBytes: number;
   plaintextSizeBytes: number;
   plaintextSha256: string;
   ciphertextSizeBytes: number;
+  /** Every path backed up, when there were several (optional: absent for one path and in older backups). */
+  sources?: string[];
+  /** How many entries exclude rules left out (optional). */
+  excludedCount?: number;
+  /** What was left out because it could not be read (--skip-unreadable) or cannot be archived (optional). */
+  skipped?: SkippedEntry[];
+}
+
+export type ArchiveFormat = 'tar' | 'raw';
+export type Compression = 'gzip' | 'zstd';
+export const ARCHIVE_FORMATS: readonly ArchiveFormat[] = ['tar', 'raw'];
+export const COMPRESSIONS: readonly Compression[] = ['gzip', 'zstd'];
+
+/**
+ * A file name that is one path segment on every platform: the name of a raw (standard input) backup, restored as
+ * `<target>/<name>`. Checked when the backup is made and again when its (authenticated) metadata is read.
+ */
+export function isPlainName(name: unknown): name is string {
+  return (
+    typeof name === 'string' &&
+    name.length > 0 &&
+    new TextEncoder().encode(name).length <= 255 &&
+    name !== '.' &&
+    name !== '..' &&
+    // eslint-disable-next-line no-control-regex
+    !/[/\\\u0000-\u001f\u007f]/.test(name)
+  );
+}
+
+/** An entry a backup left out, with the reason in words. */
+export interface SkippedEntry {
+  path: string;
+  reason: string;
 }

@@ -35,19 +35,34 @@ export {
   type Recipient,
   type VaultMaterial,
 } from './envelope.js';
-export { ArchiveTooLargeError, DEFAULT_MAX_ARCHIVE_BYTES, runBackup, type BackupEvent, type BackupOptions, type BackupResult } from './backup.js';
+export {
+  ArchiveTooLargeError,
+  DEFAULT_MAX_ARCHIVE_BYTES,
+  EmptyStreamError,
+  runBackup,
+  type BackupEvent,
+  type BackupOptions,
+  type BackupResult,
+  type StreamSource,
+} from './backup.js';
+export { listBackup, verifyBackup, type ListResult, type VerifyResult } from './inspect.js';
+export { defaultCompression, zstdAvailable } from './compression.js';
 export {
   BackupNotRestorableError,
+  NothingSelectedError,
   TargetNotEmptyError,
   downloadCiphertext,
+  openBackup,
+  readBackup,
   runRestore,
   type RestoreEvent,
   type RestoreOptions,
   type RestoreResult,
 } from './restore.js';
-export { UnsafeArchiveError } from './archive.js';
+export { UnsafeArchiveError, type ListedEntry } from './archive.js';
 export { RestoreTargetError } from './restore.js';
 export { SourceReadError } from './fs-errors.js';
+export { UnreadableSourceError } from './archive.js';
 export { VaultStateError, changePassphrase, changePassphraseKeepingHistory, initVault, recoverVault, rekeyVault, requireSealableVault, unlockVault } from './vault.js';
 export { StatusStreamError, TERMINAL_STATUSES, watchBackup, type WatchEvent } from './watch.js';
 export { KIT_HEADER, KitFormatError, formatKit, parseKit } from './kit.js';

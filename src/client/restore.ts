@@ -1,18 +1,20 @@
 /**
  * `coffer restore`, as a library: download (resumed with Range/If-Range when the connection breaks) →
- * secretstream decrypt (every chunk authenticated, TAG_FINAL required) → gunzip → SHA-256 → checked tar
+ * secretstream decrypt (every chunk authenticated, TAG_FINAL required) → gunzip or zstd → SHA-256 → checked tar
  * extraction into a private staging directory inside the target. Only when the final tag, the plaintext size
  * and the plaintext SHA-256 all match the sealed metadata is the staged tree moved into place; on any failure
  * the staging directory (and a target directory this restore created) is removed: nothing is written.
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import zlib from 'node:zlib';
-import { Meter, extractInto, placeTree } from './archive.js';
+import { Meter, extractInto, extractRaw, placeTree } from './archive.js';
+import { decompressor } from './compression.js';
 import { DecryptStream, IntegrityError, openMetadata, unwrapDek, wipe, type BackupMetadata } from './envelope.js';
+import type { SkippedEntry } from './envelope-format.js';
+import { includeMatcher } from './select.js';
 import { fsReason } from './fs-errors.js';
 import { CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
 
@@ -119,6 +121,89 @@ export type RestoreEvent =
   | { type: 'progress'; received: number; total: number }
   | { type: 'resumed'; from: number };
 
+/** A READY backup whose keys and sealed metadata opened: the caller wipes `dek`. */
+export interface OpenedBackup {
+  backupId: string;
+  detail: BackupDetailBody;
+  metadata: BackupMetadata;
+  dek: Buffer;
+}
+
+/**
+ * Fetches a backup's record and opens its data key and sealed metadata, for the id asked for (client.getBackup
+ * refuses an answer about another backup; the associated data binds the key and metadata to the id).
+ */
+export async function openBackup(client: CofferClient, masterKey: Buffer, backupId: string, signal?: AbortSignal): Promise<OpenedBackup> {
+  const detail = await client.getBackup(backupId, signal);
+  if (detail.status !== 'READY') {
+    throw new BackupNotRestorableError(`backup ${backupId} is ${detail.status}; only READY backups can be read`);
+  }
+  const dek = unwrapDek(masterKey, backupId, detail);
+  try {
+    return { backupId, detail, metadata: openMetadata(dek, backupId, detail), dek };
+  } catch (error) {
+    wipe(dek);
+    throw error;
+  }
+}
+
+export interface ReadOptions {
+  client: CofferClient;
+  /** Where the plaintext archive goes (it is unconfirmed until readBackup resolves). */
+  sink: Writable;
+  signal?: AbortSignal;
+  retries?: number;
+  onEvent?: (event: RestoreEvent) => void;
+  /** false: decompress zstd with the pure-JavaScript decoder even where node:zlib has zstd. */
+  nativeZstd?: boolean;
+}
+
+/** What a full read established: every chunk authenticated, the final tag seen, sizes and SHA-256 as sealed. */
+export interface ReadResult {
+  ciphertextBytes: number;
+  plaintextBytes: number;
+  plaintextSha256: string;
+}
+
+/**
+ * Downloads a backup (resumed when the connection breaks), decrypts and authenticates every chunk (TAG_FINAL
+ * required), decompresses it as its metadata says and hashes the plaintext on its way to `sink`; then checks the
+ * ciphertext size, the plaintext size and the plaintext SHA-256 against the sealed metadata. Any mismatch, a chunk
+ * that does not verify or a stream that does not decompress is an IntegrityError.
+ */
+export async function readBackup(opened: OpenedBackup, options: ReadOptions): Promise<ReadResult> {
+  const { metadata, dek, backupId } = opened;
+  const emit = options.onEvent ?? (() => undefined);
+  const cipher = new Meter();
+  const plain = new Meter({ hash: true });
+  const inflate = decompressor(metadata.compression, { native: options.nativeZstd });
+  let inflateFailed: unknown;
+  inflate.once('error', (error) => (inflateFailed = error));
+  const chunks = downloadCiphertext(options.client, backupId, {
+    signal: options.signal,
+    retries: options.retries,
+    onBytes: (received, total) => emit({ type: 'progress', received, total }),
+    onResume: (from) => emit({ type: 'resumed', from }),
+  });
+  await pipeline(Readable.from(chunks), cipher, new DecryptStream(dek), inflate, plain, options.sink, { signal: options.signal }).catch(
+    (error: Error) => {
+      if (error === inflateFailed) throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
+      throw error;
+    },
+  );
+  const sha256 = plain.digest();
+  if (cipher.bytes !== metadata.ciphertextSizeBytes) {
+    throw new IntegrityError(`the backup has ${cipher.bytes} encrypted bytes; its sealed metadata says ${metadata.ciphertextSizeBytes}`);
+  }
+  if (plain.bytes !== metadata.plaintextSizeBytes || sha256 !== metadata.plaintextSha256) {
+    throw new IntegrityError(
+      `the restored archive does not match its metadata (SHA-256 ${sha256}, ${plain.bytes} bytes; ` +
+        `expected ${metadata.plaintextSha256}, ${metadata.plaintextSizeBytes} bytes)`,
+    );
+  }
+  return { ciphertextBytes: cipher.bytes, plaintextBytes: plain.bytes, plaintextSha256: sha256 };
+}
+
 export interface RestoreOptions {
   client: CofferClient;
   masterKey: Buffer;
@@ -126,6 +211,8 @@ export interface RestoreOptions {
   target: string;
   /** Restore into a non-empty directory (merging, replacing what the backup holds). */
   force?: boolean;
+  /** gitignore-style patterns: restore only the entries they match (and what lies below a matched directory). */
+  include?: readonly string[];
   signal?: AbortSignal;
   retries?: number;
   onEvent?: (event: RestoreEvent) => void;
@@ -136,6 +223,12 @@ export interface RestoreResult {
   metadata: BackupMetadata;
   entries: number;
   target: string;
+  /** Selected entries that could not be restored (a partial restore's hard link to a file it leaves out). */
+  skipped: SkippedEntry[];
+}
+
+export class NothingSelectedError extends Error {
+  override readonly name = 'NothingSelectedError';
 }
 
 /** Fails early (before any network work) on a target that is a file, or a non-empty directory without force. */
@@ -155,48 +248,28 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
   const { client, masterKey, backupId, signal } = options;
   const emit = options.onEvent ?? (() => undefined);
   const target = path.resolve(options.target);
+  const select = includeMatcher(options.include);
+  const nothing = () =>
+    new NothingSelectedError(`no entry of backup ${backupId} matches --include ${options.include!.join(' ')}: nothing was restored`);
   await checkTarget(target, !!options.force);
 
-  const detail = await client.getBackup(backupId, signal);
-  if (detail.status !== 'READY') {
-    throw new BackupNotRestorableError(`backup ${backupId} is ${detail.status}; only READY backups can be restored`);
-  }
-  // Keys, metadata and content are opened for the id asked for (client.getBackup refused an answer for another).
-  const dek = unwrapDek(masterKey, backupId, detail);
+  const opened = await openBackup(client, masterKey, backupId, signal);
   try {
-    const metadata = openMetadata(dek, backupId, detail);
+    const { detail, metadata } = opened;
     emit({ type: 'verified-keys', metadata });
+    if (metadata.archive === 'raw' && select && !select(metadata.name, false)) throw nothing();
 
     const created = await createTarget(target);
     const staging = await fsp.mkdtemp(path.join(target, '.coffer-restore-'));
     let done = false;
     try {
-      const plain = new Meter({ hash: true });
-      const sink = extractInto(staging);
-      const chunks = downloadCiphertext(client, backupId, {
-        signal,
-        retries: options.retries,
-        onBytes: (received, total) => emit({ type: 'progress', received, total }),
-        onResume: (from) => emit({ type: 'resumed', from }),
-      });
-      await pipeline(Readable.from(chunks), new DecryptStream(dek), zlib.createGunzip(), plain, sink, { signal }).catch(
-        (error: Error & { code?: string }) => {
-          if (typeof error.code === 'string' && error.code.startsWith('Z_')) {
-            throw new IntegrityError(`the decrypted archive is not valid gzip: ${error.message}`);
-          }
-          throw error;
-        },
-      );
-      const sha256 = plain.digest();
-      if (plain.bytes !== metadata.plaintextSizeBytes || sha256 !== metadata.plaintextSha256) {
-        throw new IntegrityError(
-          `the restored archive does not match its metadata (SHA-256 ${sha256}, ${plain.bytes} bytes; ` +
-            `expected ${metadata.plaintextSha256}, ${metadata.plaintextSizeBytes} bytes)`,
-        );
-      }
+      const sink =
+        metadata.archive === 'raw' ? extractRaw(staging, metadata.name, new Date(metadata.createdAt)) : extractInto(staging, { select });
+      await readBackup(opened, { client, sink, signal, retries: options.retries, onEvent: emit });
+      if (select && sink.entries === 0) throw nothing();
       await placeTree(staging, target, !!options.force, sink.directories);
       done = true;
-      return { detail, metadata, entries: sink.entries, target };
+      return { detail, metadata, entries: sink.entries, target, skipped: sink.skipped };
     } finally {
       if (!done) {
         await fsp.rm(staging, { recursive: true, force: true }).catch(() => undefined);
@@ -204,7 +277,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
       }
     }
   } finally {
-    wipe(dek);
+    wipe(opened.dek);
   }
 }
 

@@ -3,7 +3,7 @@
  * snapshot a tree for byte/mode/mtime comparison, search files for plaintext, and upload hand-made (hostile)
  * tar archives sealed exactly like the CLI seals them.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -262,25 +262,26 @@ export async function uploadArchive(
   client: CofferClient,
   masterKey: Buffer,
   plain: Buffer,
-  options: { plaintextSha256?: string } = {},
+  options: { plaintextSha256?: string; compression?: 'gzip' | 'zstd'; archive?: 'tar' | 'raw'; name?: string } = {},
 ): Promise<string> {
   const dek = newKey();
   try {
-    const sealed = await buffer(Readable.from([zlib.gzipSync(plain)]).pipe(new EncryptStream(dek)));
+    const compressed = options.compression === 'zstd' ? zstdCompress(plain) : zlib.gzipSync(plain);
+    const sealed = await buffer(Readable.from([compressed]).pipe(new EncryptStream(dek)));
     const slot = await client.createBackup();
     if (slot.upload.protocol !== 'direct') throw new Error(`expected a direct upload slot, got ${slot.upload.protocol}`);
     await client.uploadDirect(client.directUploadUrl(slot.backupId), Readable.from([sealed]));
     const metadata: BackupMetadata = {
       format: 'coffer-archive/v1',
-      name: 'hand-made',
+      name: options.name ?? 'hand-made',
       sourcePath: '/nowhere',
       createdAt: new Date().toISOString(),
       kind: 'directory',
       fileCount: 0,
       directoryCount: 0,
       symlinkCount: 0,
-      archive: 'tar',
-      compression: 'gzip',
+      archive: options.archive ?? 'tar',
+      compression: options.compression ?? 'gzip',
       chunkBytes: CHUNK_BYTES,
       plaintextSizeBytes: plain.length,
       plaintextSha256: options.plaintextSha256 ?? createHash('sha256').update(plain).digest('hex'),
@@ -298,6 +299,22 @@ export async function uploadArchive(
     wipe(dek);
   }
 }
+
+/**
+ * zstd-compresses `plain` with node:zlib where the runtime has zstd (Node 22.15+), else with the zstd program
+ * (Node 20 has no zstd compressor; Coffer restores zstd there with a pure-JavaScript decoder).
+ */
+export function zstdCompress(plain: Buffer): Buffer {
+  const native = (zlib as unknown as { zstdCompressSync?: (b: Buffer) => Buffer }).zstdCompressSync;
+  if (native) return native(plain);
+  const made = spawnSync('zstd', ['-q', '-c'], { input: plain, maxBuffer: 1024 ** 3 });
+  if (made.status !== 0) throw new Error(`no zstd compressor: node:zlib has none and the zstd program failed (${made.error?.message ?? made.stderr})`);
+  return made.stdout;
+}
+
+/** Whether zstdCompress can work here. */
+export const canZstd = (): boolean =>
+  typeof (zlib as unknown as { zstdCompressSync?: unknown }).zstdCompressSync === 'function' || spawnSync('zstd', ['--version']).status === 0;
 
 /** A loopback HTTP server (a hostile or proxying peer for the CLI); close() also ends open connections. */
 export async function listenHttp(handler: http.RequestListener) {

@@ -5,14 +5,16 @@ import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, shortId, statusText, StatusBadge, When } from '../format.js';
 import { BackupKey, rememberKeys } from '../key-use.js';
 import { useBackup } from '../live.js';
+import type { ArchiveEntry } from '../archive-index.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
+import { BackupFiles } from './BackupFiles.js';
 import { BASE, navigate } from '../router.js';
 
 type RestoreState =
   | { phase: 'idle' }
   | { phase: 'unlocking' }
   | { phase: 'downloading'; done: number; total: number; metadata?: BackupMetadata }
-  | { phase: 'done'; url: string; fileName: string; bytes: number; metadata: BackupMetadata }
+  | { phase: 'done'; url: string; fileName: string; bytes: number; metadata: BackupMetadata; blob: Blob; entries: ArchiveEntry[] }
   | { phase: 'error'; wrongPassphrase: boolean; integrity: boolean; message: string };
 
 const safeName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '') || 'backup';
@@ -65,9 +67,14 @@ function Restore({ backupId }: { backupId: string }) {
               setState({
                 phase: 'done',
                 url: URL.createObjectURL(message.blob),
-                fileName: `${safeName(message.metadata.name)}-${date}-${shortId(backupId)}.tar`,
+                fileName:
+                  message.metadata.archive === 'raw'
+                    ? message.metadata.name
+                    : `${safeName(message.metadata.name)}-${date}-${shortId(backupId)}.tar`,
                 bytes: message.bytes,
                 metadata: message.metadata,
+                blob: message.blob,
+                entries: message.entries,
               });
               setPassphrase('');
               break;
@@ -155,6 +162,7 @@ function Restore({ backupId }: { backupId: string }) {
           )}
         </div>
       )}
+      {state.phase === 'done' && <BackupFiles archive={state.blob} metadata={state.metadata} entries={state.entries} />}
     </section>
   );
 }

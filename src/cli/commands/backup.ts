@@ -1,9 +1,13 @@
-/** `coffer backup <path>`: tar → gzip → encrypt → upload, streamed. */
+/** `coffer backup <path>…` (or `--stdin`): tar → zstd/gzip → encrypt → upload, streamed. */
+import { spawn } from 'node:child_process';
 import type { Command } from 'commander';
 import fsp from 'node:fs/promises';
-import { runBackup, type BackupEvent } from '../../client/backup.js';
+import { EmptyStreamError, runBackup, type BackupEvent, type StreamSource } from '../../client/backup.js';
+import { zstdAvailable } from '../../client/compression.js';
 import { wipe } from '../../client/envelope.js';
+import { COMPRESSIONS, type Compression } from '../../client/envelope-format.js';
 import { fsReason } from '../../client/fs-errors.js';
+import { ruleLines } from '../../client/select.js';
 import { requireSealableVault } from '../../client/vault.js';
 import {
   action,
@@ -16,35 +20,128 @@ import {
   recipientFor,
   unlock,
 } from '../client-io.js';
-import { note, print, printJson, usageError } from '../output.js';
+import { CliError, note, print, printJson, usageError } from '../output.js';
 
-type BackupOptions = PassphraseOptions & { name?: string; hostappVersion?: string; recipient?: string };
+type BackupOptions = PassphraseOptions & {
+  name?: string;
+  hostappVersion?: string;
+  recipient?: string;
+  exclude: string[];
+  excludeFile: string[];
+  skipUnreadable?: boolean;
+  stdin?: boolean;
+  stdinName?: string;
+  stdinFromCommand?: boolean;
+  compression?: string;
+};
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+/** The patterns of --exclude and of every --exclude-file, in order. */
+async function excludePatterns(options: BackupOptions): Promise<string[]> {
+  const patterns = [...options.exclude];
+  for (const file of options.excludeFile) {
+    const text = await fsp.readFile(file, 'utf8').catch((error: unknown) => {
+      throw usageError(`cannot read --exclude-file ${file}: ${fsReason(error)}`);
+    });
+    patterns.push(...ruleLines(text));
+  }
+  return patterns;
+}
+
+function compressionOf(option: string | undefined): Compression | undefined {
+  if (option === undefined) return undefined;
+  if (!(COMPRESSIONS as readonly string[]).includes(option)) throw usageError(`unknown compression "${option}" (expected gzip or zstd)`);
+  if (option === 'zstd' && !zstdAvailable()) throw usageError(`this Node.js (${process.version}) has no zstd compressor (22.15 and later have one): use gzip`);
+  return option as Compression;
+}
+
+/**
+ * The stream of --stdin, or of the command of --stdin-from-command. A command's exit status is known, so a
+ * command that fails (non-zero exit, killed by a signal) fails the backup before it is finalized. Standard input
+ * only tells its end: a producer that dies early in `producer | coffer backup --stdin` looks like a short
+ * stream (the shell's pipefail reports it only after the backup was finalized), which is why
+ * --stdin-from-command exists.
+ */
+function streamSource(options: BackupOptions, command: string[]): { source: StreamSource; stop: () => void; failure: Promise<unknown> } {
+  const name = options.stdinName ?? 'stdin';
+  if (!options.stdinFromCommand) {
+    if (process.stdin.isTTY) throw usageError('--stdin reads a pipe, not the terminal: pipe the data in (producer | coffer backup --stdin)');
+    return { source: { stream: process.stdin, name }, stop: () => undefined, failure: Promise.resolve(undefined) };
+  }
+  const [program, ...args] = command;
+  if (!program) throw usageError('--stdin-from-command needs the command after the options: coffer backup --stdin-from-command -- pg_dump db');
+  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const shown = JSON.stringify(program);
+  const exited = new Promise<void>((resolve, reject) => {
+    child.once('error', (error) => reject(new CliError(`cannot run ${shown}: ${fsReason(error)}; nothing was uploaded`)));
+    child.once('close', (code, signal) => {
+      if (code === 0) resolve();
+      else {
+        const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+        reject(new CliError(`the command ${shown} ${how}: the backup was not finalized and its upload slot was freed`));
+      }
+    });
+  });
+  const failure = exited.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  return {
+    source: { stream: child.stdout, name, ended: () => exited },
+    stop: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    },
+    failure,
+  };
+}
 
 export function registerBackup(program: Command): void {
   program
-    .command('backup <path>')
-    .description('encrypt a directory (or a file) locally and upload it: tar → gzip → encrypt → upload, streamed')
+    .command('backup [paths...]')
+    .description(
+      'encrypt directories and files (or a stream) locally and upload them as one backup: tar → zstd or gzip → encrypt → upload, streamed',
+    )
     .option(...PASSPHRASE_FILE_OPTION)
-    .option('--name <name>', 'name kept in the encrypted metadata (default: the base name of <path>)')
+    .option('--name <name>', 'name kept in the encrypted metadata (default: the base name of the first path)')
     .option('--hostapp-version <version>', 'version of the application whose data this is (stored in clear)')
     .option(
       '--recipient <recipient>',
       'seal the backup to this recipient (`coffer recipient` prints it; else COFFER_RECIPIENT): no passphrase needed, and this host cannot restore it',
     )
-    .option('--json', 'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to a recipient)')
+    .option('--exclude <pattern>', 'leave out what this gitignore-style pattern matches (repeatable); .cofferignore files in the tree count too', collect, [])
+    .option('--exclude-file <file>', 'read exclude patterns from this file, one per line, gitignore syntax (repeatable)', collect, [])
+    .option('--skip-unreadable', 'back up what can be read and list what cannot (default: fail, naming every unreadable file)')
+    .option('--stdin', 'back up standard input as one file (see --stdin-name); for a producing command prefer --stdin-from-command')
+    .option('--stdin-name <name>', 'the file name of a --stdin backup (default: stdin)')
+    .option('--stdin-from-command', 'run the command given after -- and back up its output as one file; its failure fails the backup')
+    .option('--compression <gzip|zstd>', `default: zstd where this Node has it (${zstdAvailable() ? 'it does' : 'it does not'}), else gzip`)
+    .option('--json', 'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to a recipient, skipped when entries were left out)')
     .action(
-      action(async ({ signal, config }, source: string, options: BackupOptions) => {
+      action(async ({ signal, config }, paths: string[], options: BackupOptions) => {
         const recipient = recipientFor(options.recipient, config);
-        await fsp.lstat(source).catch((error: unknown) => {
-          throw usageError(`cannot back up ${source}: ${fsReason(error)}`);
-        });
+        const compression = compressionOf(options.compression);
+        const streaming = !!options.stdin || !!options.stdinFromCommand;
+        if (options.stdin && options.stdinFromCommand) throw usageError('--stdin and --stdin-from-command exclude each other');
+        if (options.stdinName !== undefined && !streaming) throw usageError('--stdin-name goes with --stdin or --stdin-from-command');
+        if (options.stdin && paths.length > 0) throw usageError('--stdin backs up standard input: give no paths with it');
+        if (!streaming && paths.length === 0) throw usageError('nothing to back up: give one or more paths, or --stdin');
+        const exclude = streaming ? [] : await excludePatterns(options);
+        if (!streaming) {
+          for (const source of paths) {
+            await fsp.lstat(source).catch((error: unknown) => {
+              throw usageError(`cannot back up ${source}: ${fsReason(error)}`);
+            });
+          }
+        }
         const client = clientFor(config);
         let masterKey: Buffer | undefined;
         if (recipient) await requireSealableVault(client, signal);
         else ({ masterKey } = await unlock(client, config, options, signal));
-        const bar = progressBar('encrypting + uploading', !!options.json);
+        const stream = streaming ? streamSource(options, paths) : undefined;
+        const bar = progressBar(stream ? 'reading + encrypting + uploading' : 'encrypting + uploading', !!options.json);
         const onEvent = (event: BackupEvent) => {
-          if (event.type === 'progress') bar.update(event.plaintextBytes, event.estimatedPlaintextBytes);
+          if (event.type === 'progress') bar.update(event.plaintextBytes, stream ? undefined : event.estimatedPlaintextBytes);
           else if (event.type === 'uploaded') bar.complete();
           else if (event.type === 'measuring' && !options.json) note(`${event.reason}…`);
           else if (event.type === 'slot' && event.reused) note(`resuming the open upload slot ${event.backupId}`);
@@ -52,22 +149,37 @@ export function registerBackup(program: Command): void {
           else if (event.type === 'slot-deleted') note(`deleted the upload slot ${event.backupId}`);
         };
         try {
-          const { detail, metadata } = await runBackup({
+          const { detail, metadata, skipped } = await runBackup({
             client,
             ...(recipient ? { recipient } : { masterKey }),
-            source,
+            ...(stream ? { stream: stream.source } : { sources: paths, exclude, skipUnreadable: !!options.skipUnreadable }),
+            compression,
             name: options.name,
             hostappVersion: options.hostappVersion,
             maxArchiveBytes: config.maxArchiveBytes ?? undefined,
             signal,
             onEvent,
+          }).catch(async (error: unknown) => {
+            stream?.stop();
+            // A command that produced nothing most likely failed: its own failure says more.
+            if (error instanceof EmptyStreamError && stream) throw (await stream.failure) ?? error;
+            throw error;
           });
           bar.stop();
-          if (options.json) return printJson(recipient ? { ...detail, recipientFingerprint: recipient.fingerprint } : detail);
+          if (options.json) {
+            return printJson({
+              ...detail,
+              ...(recipient ? { recipientFingerprint: recipient.fingerprint } : {}),
+              ...(skipped.length > 0 ? { skipped } : {}),
+            });
+          }
+          for (const entry of skipped) note(`skipped ${entry.path}: ${entry.reason}`);
+          const what = metadata.archive === 'raw' ? `"${metadata.name}" from ${options.stdin ? 'standard input' : 'the command'}` : `${metadata.fileCount} files`;
           print(
-            `backup ${detail.id} ${detail.status}: ${metadata.fileCount} files, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
-              `${bytes(detail.ciphertextSizeBytes)} encrypted; kept until ${localTime(detail.expiresAt)}`,
+            `backup ${detail.id} ${detail.status}: ${what}, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
+              `${bytes(detail.ciphertextSizeBytes)} encrypted (${metadata.compression}); kept until ${localTime(detail.expiresAt)}`,
           );
+          if (skipped.length > 0) print(`${skipped.length} entries were left out (listed above and in the backup's sealed metadata)`);
           if (recipient) print(`sealed to recipient ${recipient.fingerprint}`);
         } finally {
           bar.stop();

@@ -1,5 +1,5 @@
 /**
- * The zero-knowledge client commands (docs/client.md), one module each: init, recipient, backup, list, show, restore, delete,
+ * The zero-knowledge client commands (docs/client.md), one module each: init, recipient, backup, list, show, ls, restore, verify, delete,
  * watch, passphrase, rekey, kit, recover, reset. Configuration: COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
  * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
@@ -14,6 +14,7 @@ import { registerDelete } from './delete.js';
 import { registerInit } from './init.js';
 import { registerKit } from './kit.js';
 import { registerList } from './list.js';
+import { registerLs } from './ls.js';
 import { registerPassphrase } from './passphrase.js';
 import { registerRecipient } from './recipient.js';
 import { registerRecover } from './recover.js';
@@ -21,6 +22,7 @@ import { registerRekey } from './rekey.js';
 import { registerReset } from './reset.js';
 import { registerRestore } from './restore.js';
 import { registerShow } from './show.js';
+import { registerVerify } from './verify.js';
 import { registerWatch } from './watch.js';
 
 /** In the order `coffer --help` lists them. */
@@ -30,7 +32,9 @@ const CLIENT_COMMANDS: readonly ((program: Command) => void)[] = [
   registerBackup,
   registerList,
   registerShow,
+  registerLs,
   registerRestore,
+  registerVerify,
   registerDelete,
   registerWatch,
   registerPassphrase,

@@ -1,4 +1,4 @@
-/** `coffer restore <id> <dir>`: download, verify and decrypt a backup. */
+/** `coffer restore <id> <dir> [--include <pattern>…]`: download, verify and decrypt a backup (or part of it). */
 import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
 import { checkTarget, runRestore } from '../../client/restore.js';
@@ -11,9 +11,15 @@ export function registerRestore(program: Command): void {
     .description('download, verify and decrypt a backup into <dir> (created if missing; must be empty unless --force)')
     .option(...PASSPHRASE_FILE_OPTION)
     .option('--force', 'restore into a non-empty directory, replacing what the backup holds')
+    .option(
+      '--include <pattern>',
+      'restore only the entries this gitignore-style pattern matches, and what lies below a matched directory (repeatable)',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
     .option('--json', 'print the restored BackupDetail as JSON')
     .action(
-      action(async ({ signal, config }, id: string, dir: string, options: PassphraseOptions & { force?: boolean }) => {
+      action(async ({ signal, config }, id: string, dir: string, options: PassphraseOptions & { force?: boolean; include: string[] }) => {
         await checkTarget(dir, !!options.force);
         const client = clientFor(config);
         const { masterKey } = await unlock(client, config, options, signal);
@@ -25,6 +31,7 @@ export function registerRestore(program: Command): void {
             backupId: id,
             target: dir,
             force: !!options.force,
+            include: options.include,
             signal,
             onEvent: (event) => {
               if (event.type === 'progress') bar.update(event.received, event.total);
@@ -32,12 +39,11 @@ export function registerRestore(program: Command): void {
             },
           });
           bar.stop();
+          for (const entry of result.skipped) note(`not restored ${entry.path}: ${entry.reason}`);
           if (options.json) return printJson(result.detail);
           const m = result.metadata;
-          print(
-            `restored ${m.name} (${m.fileCount} files, ${bytes(m.plaintextSizeBytes)}) into ${result.target}; ` +
-              `final tag and SHA-256 verified`,
-          );
+          const what = options.include.length > 0 ? `${result.entries} selected entries of ${m.name}` : `${m.name} (${m.fileCount} files, ${bytes(m.plaintextSizeBytes)})`;
+          print(`restored ${what} into ${result.target}; final tag and SHA-256 verified`);
         } finally {
           bar.stop();
           wipe(masterKey);

@@ -1,0 +1,137 @@
+/**
+ * The files of a backup decrypted in this page: a filterable list (path, size, mode, modified) and a button per
+ * file that saves that one file, cut out of the verified archive in the page (nothing is downloaded again).
+ */
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { extractFile, type ArchiveEntry } from '../archive-index.js';
+import type { BackupMetadata } from '../crypto/envelope.js';
+import { formatBytes } from '../format.js';
+
+/** How many rows are drawn at once (a filter narrows the rest down). */
+const SHOWN = 300;
+
+const TYPE_LETTER: Record<ArchiveEntry['type'], string> = { file: '-', directory: 'd', symlink: 'l', hardlink: 'h', other: '?' };
+
+/** `-rw-r--r--`, as `ls -l` and `coffer ls` show it. */
+export function modeString(entry: ArchiveEntry): string {
+  const bits = (shift: number) => {
+    const b = (entry.mode >> shift) & 7;
+    return `${b & 4 ? 'r' : '-'}${b & 2 ? 'w' : '-'}${b & 1 ? 'x' : '-'}`;
+  };
+  return TYPE_LETTER[entry.type] + bits(6) + bits(3) + bits(0);
+}
+
+/** The base name of an archive path as a safe download name. */
+const downloadName = (entryPath: string) => entryPath.split('/').pop()!.replace(/[^\p{L}\p{N}._ -]+/gu, '-').replace(/^[.-]+/, '') || 'file';
+
+export function BackupFiles({ archive, metadata, entries }: { archive: Blob; metadata: BackupMetadata; entries: ArchiveEntry[] }) {
+  const [filter, setFilter] = useState('');
+  const [busy, setBusy] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [saved, setSaved] = useState<{ url: string; name: string; path: string } | null>(null);
+
+  useEffect(() => {
+    if (!saved) return;
+    const { url } = saved;
+    return () => URL.revokeObjectURL(url);
+  }, [saved]);
+
+  const matching = useMemo(() => {
+    const needle = filter.trim().toLowerCase();
+    return needle === '' ? entries : entries.filter((e) => e.path.toLowerCase().includes(needle));
+  }, [entries, filter]);
+  const files = entries.filter((e) => e.type === 'file' || e.type === 'hardlink').length;
+
+  const save = async (entry: ArchiveEntry) => {
+    setBusy(entry.path);
+    setError(null);
+    try {
+      const blob = await extractFile(archive, metadata, entry, entries);
+      const next = { url: URL.createObjectURL(blob), name: downloadName(entry.path), path: entry.path };
+      setSaved(next);
+      const link = document.createElement('a');
+      link.href = next.url;
+      link.download = next.name;
+      link.click();
+    } catch (caught) {
+      setError(caught instanceof Error ? caught.message : String(caught));
+    } finally {
+      setBusy(null);
+    }
+  };
+
+  return (
+    <section class="panel" aria-labelledby="files-title">
+      <h2 id="files-title">Files in this backup</h2>
+      <p class="muted">
+        {files} files, {entries.length} entries in all, listed from the decrypted and verified archive in this page.
+      </p>
+      <label for="files-filter">Filter by path</label>
+      <input
+        id="files-filter"
+        type="search"
+        autoComplete="off"
+        spellcheck={false}
+        value={filter}
+        onInput={(event) => setFilter((event.target as HTMLInputElement).value)}
+      />
+      <div aria-live="polite" role="status">
+        {matching.length > SHOWN ? (
+          <p class="muted">
+            Showing {SHOWN} of {matching.length} matching entries: narrow the filter to see the others.
+          </p>
+        ) : (
+          filter.trim() !== '' && <p class="muted">{matching.length} matching entries.</p>
+        )}
+        {saved && (
+          <p>
+            Saved <code>{saved.path}</code>:{' '}
+            <a href={saved.url} download={saved.name}>
+              save {saved.name} again
+            </a>
+          </p>
+        )}
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          The file could not be saved: {error}
+        </p>
+      )}
+      <table class="cards" aria-label="Files">
+        <thead>
+          <tr>
+            <th scope="col">Path</th>
+            <th scope="col">Size</th>
+            <th scope="col">Mode</th>
+            <th scope="col">Modified</th>
+            <th scope="col">
+              <span class="visually-hidden">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {matching.slice(0, SHOWN).map((entry) => (
+            <tr key={entry.path} data-path={entry.path}>
+              <td data-label="Path" class="mono">
+                {entry.type === 'directory' ? `${entry.path}/` : entry.path}
+                {entry.type === 'symlink' && <span class="muted"> → {entry.linkTarget}</span>}
+              </td>
+              <td data-label="Size">{entry.type === 'file' ? formatBytes(entry.size) : '—'}</td>
+              <td data-label="Mode" class="mono">
+                {modeString(entry)}
+              </td>
+              <td data-label="Modified">{entry.mtime ? entry.mtime.slice(0, 16).replace('T', ' ') : '—'}</td>
+              <td>
+                {(entry.type === 'file' || entry.type === 'hardlink') && (
+                  <button type="button" class="secondary" disabled={busy !== null} onClick={() => void save(entry)} aria-label={`Save ${entry.path}`}>
+                    {busy === entry.path ? 'Saving…' : 'Save'}
+                  </button>
+                )}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}

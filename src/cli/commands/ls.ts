@@ -1,0 +1,65 @@
+/** `coffer ls <id> [path]`: the entries of a backup (decrypted and checked whole first; nothing is written). */
+import type { Command } from 'commander';
+import type { ListedEntry } from '../../client/archive.js';
+import { wipe } from '../../client/envelope.js';
+import { listBackup } from '../../client/inspect.js';
+import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, unlock } from '../client-io.js';
+import { print, printJson } from '../output.js';
+
+const TYPE_LETTER: Record<ListedEntry['type'], string> = { file: '-', directory: 'd', symlink: 'l', hardlink: 'h', other: '?' };
+
+/** `-rw-r--r--` from a type and mode bits (setuid/setgid/sticky shown as s/S and t/T, like ls). */
+export function modeString(entry: Pick<ListedEntry, 'type' | 'mode'>): string {
+  const { mode } = entry;
+  const triple = (shift: number, special: number, letter: string) => {
+    const bits = (mode >> shift) & 7;
+    const x = bits & 1;
+    const on = (mode & special) !== 0;
+    return `${bits & 4 ? 'r' : '-'}${bits & 2 ? 'w' : '-'}${on ? (x ? letter : letter.toUpperCase()) : x ? 'x' : '-'}`;
+  };
+  return TYPE_LETTER[entry.type] + triple(6, 0o4000, 's') + triple(3, 0o2000, 's') + triple(0, 0o1000, 't');
+}
+
+function lines(entries: ListedEntry[]): string[] {
+  const width = Math.max(1, ...entries.map((e) => String(e.size).length));
+  return entries.map((e) => {
+    const when = e.mtime ? e.mtime.slice(0, 16).replace('T', ' ') : '-'.padEnd(16);
+    const name = e.type === 'directory' ? `${e.path}/` : e.path;
+    const link = e.type === 'symlink' ? ` -> ${e.linkTarget ?? ''}` : e.type === 'hardlink' ? ` link to ${e.linkTarget ?? ''}` : '';
+    return `${modeString(e)}  ${String(e.size).padStart(width)}  ${when}  ${name}${link}`;
+  });
+}
+
+export function registerLs(program: Command): void {
+  program
+    .command('ls <id> [path]')
+    .description('list the files of a backup (path, size, mode, mtime), or those at and below [path]; the backup is downloaded and checked whole, nothing is written')
+    .option(...PASSPHRASE_FILE_OPTION)
+    .option('--json', 'print {"backupId", "entries": [{"path", "type", "size", "mode", "mtime", "linkTarget"?}]} (mode as a number)')
+    .action(
+      action(async ({ signal, config }, id: string, at: string | undefined, options: PassphraseOptions) => {
+        const client = clientFor(config);
+        const { masterKey } = await unlock(client, config, options, signal);
+        const bar = progressBar('downloading + checking', !!options.json);
+        try {
+          const { entries } = await listBackup({
+            client,
+            masterKey,
+            backupId: id,
+            path: at,
+            signal,
+            onEvent: (event) => {
+              if (event.type === 'progress') bar.update(event.received, event.total);
+            },
+          });
+          bar.stop();
+          if (options.json) return printJson({ backupId: id, entries });
+          if (entries.length === 0) return print(at ? `nothing at ${at} in backup ${id}` : `backup ${id} holds no entries`);
+          print(lines(entries).join('\n'));
+        } finally {
+          bar.stop();
+          wipe(masterKey);
+        }
+      }),
+    );
+}

@@ -1,0 +1,106 @@
+/**
+ * Looking inside backups without restoring them: `coffer ls` (the entries of one backup) and `coffer verify`
+ * (download, authenticate every chunk, check sizes and the SHA-256; nothing is written). Both read the whole
+ * backup through readBackup (./restore.ts), the pipeline a restore uses, so what they report is what a
+ * restore would find.
+ */
+import { randomInt } from 'node:crypto';
+import { discard, listInto, type ListedEntry } from './archive.js';
+import { IntegrityError, wipe, type BackupMetadata } from './envelope.js';
+import { openBackup, readBackup, type RestoreEvent } from './restore.js';
+import type { BackupRecordBody, CofferClient } from './sdk.js';
+
+export interface ListOptions {
+  client: CofferClient;
+  masterKey: Buffer;
+  backupId: string;
+  /** Only this entry and what lies below it (archive-relative, e.g. `docs` or `docs/a.txt`). */
+  path?: string;
+  signal?: AbortSignal;
+  onEvent?: (event: RestoreEvent) => void;
+}
+
+export interface ListResult {
+  metadata: BackupMetadata;
+  entries: ListedEntry[];
+}
+
+/** The entries of a backup, listed only once the whole backup has been authenticated and checked. */
+export async function listBackup(options: ListOptions): Promise<ListResult> {
+  const opened = await openBackup(options.client, options.masterKey, options.backupId, options.signal);
+  try {
+    const { metadata } = opened;
+    let entries: ListedEntry[];
+    if (metadata.archive === 'raw') {
+      // No tar: one file whose bytes are the stream; it is still read whole, so `ls` also vouches for it.
+      await readBackup(opened, { client: options.client, sink: discard(), signal: options.signal, onEvent: options.onEvent });
+      entries = [{ path: metadata.name, type: 'file', size: metadata.plaintextSizeBytes, mode: 0o600, mtime: metadata.createdAt }];
+    } else {
+      const sink = listInto();
+      await readBackup(opened, { client: options.client, sink, signal: options.signal, onEvent: options.onEvent });
+      entries = sink.entries;
+    }
+    const prefix = options.path?.split('/').filter((part) => part !== '' && part !== '.').join('/');
+    if (prefix) entries = entries.filter((entry) => entry.path === prefix || entry.path.startsWith(`${prefix}/`));
+    return { metadata, entries };
+  } finally {
+    wipe(opened.dek);
+  }
+}
+
+/**
+ * The outcome of verifying one backup, a plain value (so further checks, such as a backup history chain, can
+ * be added beside the ones made here):
+ *  - `verified`: every chunk authenticated, final tag present, sizes and SHA-256 as sealed;
+ *  - `failed`: an integrity failure (tampering, truncation, wrong key) — `problem` says which;
+ *  - `unavailable`: not READY, gone, or another error (network, permission) — not evidence of tampering.
+ */
+export interface VerifyResult {
+  backupId: string;
+  outcome: 'verified' | 'failed' | 'unavailable';
+  problem?: string;
+  /** The sealed metadata, when it opened. */
+  metadata?: BackupMetadata;
+  ciphertextBytes?: number;
+  plaintextBytes?: number;
+  plaintextSha256?: string;
+}
+
+export interface VerifyOptions {
+  client: CofferClient;
+  masterKey: Buffer;
+  signal?: AbortSignal;
+  onEvent?: (backupId: string, event: RestoreEvent) => void;
+  /** The words for a failure that is not an integrity failure (default: its message). */
+  explain?: (error: unknown) => string;
+}
+
+export async function verifyBackup(backupId: string, options: VerifyOptions): Promise<VerifyResult> {
+  const { client, masterKey, signal } = options;
+  let metadata: BackupMetadata | undefined;
+  try {
+    const opened = await openBackup(client, masterKey, backupId, signal);
+    try {
+      metadata = opened.metadata;
+      const read = await readBackup(opened, { client, sink: discard(), signal, onEvent: (event) => options.onEvent?.(backupId, event) });
+      return { backupId, outcome: 'verified', metadata, ...read };
+    } finally {
+      wipe(opened.dek);
+    }
+  } catch (error) {
+    if (signal?.aborted) throw error;
+    if (error instanceof IntegrityError) return { backupId, outcome: 'failed', problem: error.message, ...(metadata ? { metadata } : {}) };
+    const problem = options.explain ? options.explain(error) : error instanceof Error ? error.message : String(error);
+    return { backupId, outcome: 'unavailable', problem, ...(metadata ? { metadata } : {}) };
+  }
+}
+
+/** The ids `coffer verify` checks: the ones given, every READY backup (`all`), or `sample` READY ones at random. */
+export function chooseBackups(backups: readonly BackupRecordBody[], choice: { all?: boolean; sample?: number }): string[] {
+  const ready = backups.filter((b) => b.status === 'READY').map((b) => b.id);
+  if (choice.all) return ready;
+  const pool = [...ready];
+  const picked: string[] = [];
+  while (picked.length < (choice.sample ?? 0) && pool.length > 0) picked.push(pool.splice(randomInt(pool.length), 1)[0]!);
+  return picked;
+}

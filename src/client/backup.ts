@@ -71,6 +71,8 @@ export interface BackupOptions {
   maxArchiveBytes?: number;
   gzipLevel?: number;
   hostappVersion?: string;
+  /** The history-chain link sealed into the metadata (src/client/chain.ts nextLink). */
+  chain?: BackupMetadata['chain'];
   signal?: AbortSignal;
   onEvent?: (event: BackupEvent) => void;
 }
@@ -78,6 +80,8 @@ export interface BackupOptions {
 export interface BackupResult {
   detail: BackupDetailBody;
   metadata: BackupMetadata;
+  /** SHA-256 of the uploaded ciphertext (hex): the next link of a chain names it. */
+  ciphertextSha256: string;
 }
 
 /** zlib's deflateBound plus the gzip wrapper: the most gzip can emit for `n` input bytes. */
@@ -192,6 +196,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       });
     const plain = new Meter({ hash: true, onBytes: progress });
     const cipher = new Meter({
+      hash: true,
       limit,
       onBytes: (total) => {
         ciphertextBytes = total;
@@ -247,7 +252,9 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       plaintextSizeBytes: plain.bytes,
       plaintextSha256: plain.digest(),
       ciphertextSizeBytes: cipher.bytes,
+      ...(options.chain ? { chain: options.chain } : {}),
     };
+    const ciphertextSha256 = cipher.digest();
     const body = {
       cryptoVersion: CRYPTO_VERSION,
       ...wrapKey(slot.backupId, dek),
@@ -266,7 +273,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       const current = await client.getBackup(slot.backupId, signal);
       detail = current.status === 'READY' ? current : await client.finalizeBackup(slot.backupId, body, signal);
     }
-    return { detail, metadata };
+    return { detail, metadata, ciphertextSha256 };
   } catch (error) {
     // Someone else moved the slot on (409): it is theirs now. Anything else: free it for the next attempt.
     const movedByOthers = error instanceof CofferApiError && error.status === 409;

@@ -82,4 +82,10 @@ export interface BackupMetadata {
   plaintextSizeBytes: number;
   plaintextSha256: string;
   ciphertextSizeBytes: number;
+  /** The link in its profile's history chain (docs/crypto.md §3a); absent on backups made without a profile. */
+  chain?: {
+    id: string;
+    seq: number;
+    previous: { backupId: string; ciphertextSha256: string; createdAt: string } | null;
+  };
 }

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import fsp from 'node:fs/promises';
 import { runBackup, type BackupEvent } from '../../client/backup.js';
+import { chainForProfile } from '../../client/chain.js';
 import { wipe } from '../../client/envelope.js';
 import { fsReason } from '../../client/fs-errors.js';
 import { requireSealableVault } from '../../client/vault.js';
@@ -33,7 +34,7 @@ export function registerBackup(program: Command): void {
     )
     .option('--json', 'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to a recipient)')
     .action(
-      action(async ({ signal, config }, source: string, options: BackupOptions) => {
+      action(async ({ signal, config, profile }, source: string, options: BackupOptions) => {
         const recipient = recipientFor(options.recipient, config);
         await fsp.lstat(source).catch((error: unknown) => {
           throw usageError(`cannot back up ${source}: ${fsReason(error)}`);
@@ -52,16 +53,21 @@ export function registerBackup(program: Command): void {
           else if (event.type === 'slot-deleted') note(`deleted the upload slot ${event.backupId}`);
         };
         try {
-          const { detail, metadata } = await runBackup({
+          // With a profile, the backup is the next link of its history chain (docs/crypto.md §3a).
+          const chain = profile ? await chainForProfile(config.stateDir, profile.name) : undefined;
+          const result = await runBackup({
             client,
             ...(recipient ? { recipient } : { masterKey }),
             source,
             name: options.name,
             hostappVersion: options.hostappVersion,
             maxArchiveBytes: config.maxArchiveBytes ?? undefined,
+            chain: chain?.link,
             signal,
             onEvent,
           });
+          await chain?.record(result);
+          const { detail, metadata } = result;
           bar.stop();
           if (options.json) return printJson(recipient ? { ...detail, recipientFingerprint: recipient.fingerprint } : detail);
           print(

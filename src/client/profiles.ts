@@ -57,7 +57,7 @@ export const ProfileSchema = z.strictObject({
       before: command.optional(),
       after: command.optional(),
       onFailure: command.optional(),
-      timeoutSeconds: z.number().int().min(1).max(86_400).default(DEFAULT_HOOK_TIMEOUT_SECONDS),
+      timeoutSeconds: z.number('expected a whole number of seconds').int().min(1, 'expected 1 second or more').max(86_400, 'expected at most 86400 seconds (a day)').default(DEFAULT_HOOK_TIMEOUT_SECONDS),
     })
     .default({ timeoutSeconds: DEFAULT_HOOK_TIMEOUT_SECONDS }),
   notify: z

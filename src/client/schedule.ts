@@ -39,8 +39,6 @@ export function serviceUnit(spec: ScheduleSpec): string {
   return (
     '[Unit]\n' +
     `Description=Coffer backup of profile ${spec.profile}\n` +
-    'Wants=network-online.target\n' +
-    'After=network-online.target\n' +
     '\n' +
     '[Service]\n' +
     'Type=oneshot\n' +

@@ -16,9 +16,11 @@ import { BACKUP_STATUSES } from '../../src/domain/backups.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
-import { assertBuilt, CANARY_NAME, cliFor, json, makeTree, runCli } from './helpers.js';
+import { assertBuilt, CANARY_NAME, cliFor, json, makeTree, runCli, startCli } from './helpers.js';
 
 const PASSPHRASE = 'agent-test passphrase';
+/** Tests that spawn a dozen CLI processes or more: a bound against hangs on a loaded machine, not a timing check. */
+const MANY_CLIS = 120_000;
 const ANALYZE = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((file) => fs.existsSync(file));
 const REQUIRED = process.env.COFFER_REQUIRE_PG === '1';
 
@@ -92,7 +94,7 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     await lagging?.stop();
   });
 
-  it('profile add refuses what does not validate, naming the field; list, show and remove manage the file', async () => {
+  it('profile add refuses what does not validate, naming the field; so does every command reading a bad file', async () => {
     const bad = async (args: string[], message: string) => {
       const result = await coffer(['profile', 'add', 'bad', ...args]);
       expect(result.code, result.stdout).toBe(2);
@@ -126,7 +128,11 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     result = await coffer(['list']);
     expect(result.stderr).toContain('default: no profile is named "q"');
     fs.rmSync(file);
+  }, MANY_CLIS);
 
+  it('profile add (key from stdin, a file or a command), list, show and remove; the profile reaches the server', async () => {
+    const file = path.join(work, 'config/coffer/config.json');
+    let result;
     // add with the key on stdin (kept in its own 0600 file), list, show (never the key), the key command, remove
     result = await runCli(['profile', 'add', 'stdin', '--url', server.url, '--api-key-stdin', '--path', source], env, { input: `${apiKey}\n` });
     expect(result.code, result.stderr).toBe(0);
@@ -157,7 +163,7 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     for (const name of ['stdin', 'cmd']) expect((await coffer(['profile', 'remove', name])).code).toBe(0);
     expect(fs.existsSync(stored)).toBe(false);
     expect(json(await coffer(['profile', 'list', '--json'])).profiles).toEqual({});
-  });
+  }, MANY_CLIS);
 
   it('run: backs up when due with hooks and notifications; not due: exit 0, no slot opened, no hook', async () => {
     const log = path.join(work, 'hooks.log');
@@ -272,6 +278,16 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     expect(hung.stderr).toContain('the before hook did not finish within 1 s and was stopped');
     expect(JSON.parse(hooks.requests.find((r) => r.path === '/failure')!.body)).toMatchObject({ failure: 'hook' });
     expect(await records(other.accountId)).toEqual([]);
+  }, MANY_CLIS);
+
+  it('agent: runs the loop in the foreground (not due: it waits) and ends on SIGTERM with exit 130', async () => {
+    const agent = startCli(['agent', '--profile', 'home'], env);
+    expect(await agent.firstLine).toMatch(/ skipped: not due \(one backup per 1d\)/);
+    agent.kill('SIGTERM');
+    const ended = await agent.within(20_000);
+    expect(ended.code).toBe(130);
+    expect(ended.stderr).toContain('coffer: interrupted');
+    expect((await records()).length).toBe(1);
   });
 
   it('run without a profile is a usage error', async () => {

@@ -140,10 +140,10 @@ export function registerProfile(program: Command): void {
         data.profiles[name] = validated;
         if (options.default || data.default === undefined) data.default = name;
         const file = await writeProfiles(config.configDir, data);
-        if (options.json) return printJson({ name, default: data.default === name, profile: validated });
-        print(`profile ${name} saved in ${file}${data.default === name ? ' (the default profile)' : ''}`);
         if (!validated.recipient) note('note: no recipient: each run asks for the passphrase (COFFER_PASSPHRASE or --passphrase-file)');
         note(HOST_ADVICE);
+        if (options.json) return printJson({ name, default: data.default === name, profile: validated });
+        print(`profile ${name} saved in ${file}${data.default === name ? ' (the default profile)' : ''}`);
       }),
     );
 

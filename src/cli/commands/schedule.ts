@@ -88,10 +88,10 @@ export function registerSchedule(program: Command): void {
         const spec = specFor(run, name, interval, options.passphraseFile);
         if (options.cron) {
           const line = cronLine(spec);
+          note(HOST_ADVICE);
           if (options.json) return printJson({ cron: line });
           print(line);
-          note(`add it with \`crontab -e\`; it looks every ${duration(checkEveryMs(spec.intervalMs) / 1000)} whether a backup is due`);
-          return note(HOST_ADVICE);
+          return note(`add it with \`crontab -e\`; it looks every ${duration(checkEveryMs(spec.intervalMs) / 1000)} whether a backup is due`);
         }
         const dir = unitDir(run.config.configDir);
         const unit = unitName(name);
@@ -110,6 +110,7 @@ export function registerSchedule(program: Command): void {
             }
           }
         }
+        note(HOST_ADVICE);
         if (options.json) return printJson({ service: serviceUnit(spec), timer: timerUnit(spec), files, enabled: options.enable });
         print(`wrote ${files.service}\nwrote ${files.timer}`);
         print(
@@ -118,7 +119,6 @@ export function registerSchedule(program: Command): void {
             : `start it with: systemctl --user daemon-reload && systemctl --user enable --now ${unit}.timer`,
         );
         note(`user timers run only while you are logged in, unless: loginctl enable-linger ${process.env.USER ?? '$USER'}`);
-        note(HOST_ADVICE);
       }),
     );
 

@@ -16,7 +16,7 @@ import {
   writeRunState,
 } from '../../client/agent-state.js';
 import { ArchiveTooLargeError, runBackup } from '../../client/backup.js';
-import { chainForProfile } from '../../client/chain.js';
+import { chainForProfile, readChainHead } from '../../client/chain.js';
 import { IntegrityError, wipe } from '../../client/envelope.js';
 import { fsReason, SourceReadError } from '../../client/fs-errors.js';
 import { HookError, hookFailure, type HookName, type HookOutcome, runHook } from '../../client/hooks.js';
@@ -73,12 +73,21 @@ export function failureKind(error: unknown, aborted: boolean): FailureKind {
 }
 
 /** The account's interval and its newest READY backup, when the key may read them (null: it may not). */
-async function cadenceOf(client: CofferClient, signal: AbortSignal): Promise<{ interval: BackupInterval; newestReady: number | null } | null> {
+async function cadenceOf(
+  client: CofferClient,
+  signal: AbortSignal,
+): Promise<{ interval: BackupInterval; newestReady: number | null; listed: Set<string>; retentionMs: number | null } | null> {
   try {
     const account = await client.getAccount(signal);
     const { backups } = await client.listBackups(signal);
-    const ready = backups.filter((b) => b.status === 'READY').map((b) => Date.parse(b.createdAt));
-    return { interval: account.backupInterval, newestReady: ready.length ? Math.max(...ready) : null };
+    const ready = backups.filter((b) => b.status === 'READY');
+    const times = ready.map((b) => Date.parse(b.createdAt));
+    return {
+      interval: account.backupInterval,
+      newestReady: times.length ? Math.max(...times) : null,
+      listed: new Set(backups.map((b) => b.id)),
+      retentionMs: ready[0] ? Date.parse(ready[0].expiresAt) - Date.parse(ready[0].createdAt) : null,
+    };
   } catch (error) {
     // A write-only key cannot read the account: decide from the local state, and let a 429 say the rest.
     if (error instanceof CofferApiError && error.code === 'insufficient_scope') return null;
@@ -108,6 +117,14 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
     const previous = await readRunState(config.stateDir, name);
     const client = clientFor(config);
     const seen = await cadenceOf(client, signal);
+    // The host knows its chain's head: a key that may list sees at once when the server stops listing it.
+    const head = seen ? await readChainHead(config.stateDir, name).catch(() => null) : null;
+    if (seen && head && !seen.listed.has(head.backupId) && Date.parse(head.createdAt) + (seen.retentionMs ?? Infinity) > now) {
+      note(
+        `warning: the server no longer lists this profile's last backup ${head.backupId} (#${head.seq} of its history chain), ` +
+          'which has not expired: it was deleted, or the server hides it (check with coffer list --chain)',
+      );
+    }
     let interval: BackupInterval | null = seen?.interval ?? previous?.interval ?? null;
     if (options.interval !== undefined) {
       if (!isInterval(options.interval)) throw usageError(`--interval must be one of 30m, 4h, 1d, got "${options.interval}"`);

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './domain/kdf.js';
 import { API_KEY_PATTERN } from './domain/keys.js';
@@ -167,7 +168,16 @@ export const CLIENT_SETTINGS = settings({
   COFFER_RECIPIENT: { default: null, about: 'recipient `coffer backup` seals to (`coffer recipient` prints it): no passphrase needed' },
   COFFER_KDF: { default: DEFAULT_KDF_PROFILE, values: KDF_PROFILE_NAMES, about: 'Argon2id cost of a new wrapping (init, passphrase, rekey, recover); min is for tests' },
   COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "ciphertext limit the client enforces (unset: the server's default, 52428800)" },
+  COFFER_PROFILE: { default: null, about: 'profile of the config file to use (--profile wins; unset: the file\'s "default", else none)' },
+  XDG_CONFIG_HOME: { default: null, about: 'the profiles are in <dir>/coffer/config.json (unset: ~/.config)' },
+  XDG_STATE_HOME: { default: null, about: "each profile's history chain and last run are in <dir>/coffer/ (unset: ~/.local/state)" },
 });
+
+/**
+ * What a profile of the config file supplies (docs/client.md#profiles), as the variables it stands in for: a
+ * variable that is set wins over the profile, the profile over the default (a flag wins over both).
+ */
+export type ProfileSettings = Partial<Record<'COFFER_URL' | 'COFFER_API_KEY' | 'COFFER_BLOB_API_URL' | 'COFFER_RECIPIENT', string>>;
 
 /** What a reader returns: never null when the setting has a default. */
 type Value<S extends Setting, T> = S['default'] extends string ? T : T | null;
@@ -325,10 +335,25 @@ export interface ClientConfig {
   maxArchiveBytes: number | null;
   /** COFFER_RECIPIENT: `coffer backup` seals to this recipient (no passphrase); the command parses it. null when unset. */
   recipient: string | null;
+  /** COFFER_PROFILE: the profile to use when `--profile` names none; null: the config file's default. */
+  profileName: string | null;
+  /** `$XDG_CONFIG_HOME/coffer` (the profiles file) and `$XDG_STATE_HOME/coffer` (chains, last runs), absolute. */
+  configDir: string;
+  stateDir: string;
 }
 
-export function loadClientConfig(env: Env = process.env): ClientConfig {
+/** An absolute directory from an XDG variable (relative values are ignored, as the XDG spec says), else the default. */
+function xdgDir(env: Env, setting: Setting, fallback: string[]): string {
+  const value = read(env, setting);
+  const base = value !== null && path.isAbsolute(value) ? value : path.join(os.homedir(), ...fallback);
+  return path.join(base, 'coffer');
+}
+
+/** The client settings from the environment, over what the selected profile supplies (`profile`). */
+export function loadClientConfig(env: Env = process.env, profile: ProfileSettings = {}): ClientConfig {
   const S = CLIENT_SETTINGS;
+  env = { ...env };
+  for (const [name, value] of Object.entries(profile)) if ((env[name] ?? '').trim() === '') env[name] = value;
   return {
     url: url(env, S.COFFER_URL),
     apiKey: text(env, S.COFFER_API_KEY),
@@ -338,5 +363,8 @@ export function loadClientConfig(env: Env = process.env): ClientConfig {
     kdf: oneOf(env, S.COFFER_KDF),
     maxArchiveBytes: integer(env, S.COFFER_MAX_ARCHIVE_BYTES, 1, Number.MAX_SAFE_INTEGER),
     recipient: text(env, S.COFFER_RECIPIENT),
+    profileName: text(env, S.COFFER_PROFILE),
+    configDir: xdgDir(env, S.XDG_CONFIG_HOME, ['.config']),
+    stateDir: xdgDir(env, S.XDG_STATE_HOME, ['.local', 'state']),
   };
 }

@@ -2,6 +2,8 @@
  * The environment → settings step (src/config.ts) of the server (loadConfig) and of the client commands
  * (loadClientConfig), called directly: defaults, durations, and one line per bad value.
  */
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEFAULT_LIMITS, loadClientConfig, loadConfig, parseDuration } from '../src/config.js';
 
@@ -190,8 +192,13 @@ describe('loadClientConfig', () => {
       kdf: 'moderate',
       maxArchiveBytes: null,
       recipient: null,
+      profileName: null,
+      configDir: path.join(os.homedir(), '.config', 'coffer'),
+      stateDir: path.join(os.homedir(), '.local', 'state', 'coffer'),
     };
     expect(loadClientConfig({})).toEqual(expected);
+    // A relative XDG directory is ignored, as the XDG spec says.
+    expect(loadClientConfig({ XDG_CONFIG_HOME: 'relative', XDG_STATE_HOME: ' ' })).toEqual(expected);
     const blank = { COFFER_URL: ' ', COFFER_API_KEY: '', COFFER_BLOB_API_URL: '  ', COFFER_KDF: '', COFFER_MAX_ARCHIVE_BYTES: '', COFFER_RECIPIENT: ' ' };
     expect(loadClientConfig({ ...blank, COFFER_PASSPHRASE: '', COFFER_NEW_PASSPHRASE: '' })).toEqual(expected);
   });
@@ -207,6 +214,9 @@ describe('loadClientConfig', () => {
         COFFER_KDF: 'min',
         COFFER_MAX_ARCHIVE_BYTES: '1048576',
         COFFER_RECIPIENT: ' coffer1abc\n',
+        COFFER_PROFILE: ' home ',
+        XDG_CONFIG_HOME: '/etc/xdg-config',
+        XDG_STATE_HOME: '/var/xdg-state',
       }),
     ).toEqual({
       url: 'https://backups.example.org/coffer',
@@ -217,6 +227,19 @@ describe('loadClientConfig', () => {
       kdf: 'min',
       maxArchiveBytes: 1_048_576,
       recipient: 'coffer1abc',
+      profileName: 'home',
+      configDir: '/etc/xdg-config/coffer',
+      stateDir: '/var/xdg-state/coffer',
+    });
+  });
+
+  it('a profile supplies what the environment leaves unset (blank counts as unset); a set variable wins', () => {
+    const profile = { COFFER_URL: 'https://profile.example.org/', COFFER_API_KEY: KEY, COFFER_RECIPIENT: 'coffer1profile' };
+    expect(loadClientConfig({ COFFER_URL: ' ' }, profile)).toMatchObject({ url: 'https://profile.example.org', apiKey: KEY, recipient: 'coffer1profile' });
+    expect(loadClientConfig({ COFFER_URL: 'http://env.example.org', COFFER_RECIPIENT: 'coffer1env' }, profile)).toMatchObject({
+      url: 'http://env.example.org',
+      apiKey: KEY,
+      recipient: 'coffer1env',
     });
   });
 

@@ -20,13 +20,16 @@ import { CLIENT_VERSION } from '../client/backup.js';
 import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { unlockVault } from '../client/vault.js';
 import { StatusStreamError } from '../client/watch.js';
-import { type ClientConfig, ConfigError, loadClientConfig } from '../config.js';
-import { CliError, EXIT, usageError, writeHuman } from './output.js';
+import { type Profile, ProfileError, resolveApiKey, selectProfile } from '../client/profiles.js';
+import { type ClientConfig, ConfigError, loadClientConfig, type ProfileSettings } from '../config.js';
+import { CliError, EXIT, note, usageError, writeHuman } from './output.js';
 
 // ---- the frame of every client command ----
 
 export interface JsonOption {
   json?: boolean;
+  /** --profile: every client command takes it (registerClientCommands adds it). */
+  profile?: string;
 }
 export interface PassphraseOptions extends JsonOption {
   passphraseFile?: string;
@@ -42,23 +45,94 @@ export const KDF_OPTION = [
   `Argon2id cost for the new wrapping: ${Object.keys(KDF_PROFILES).join(' | ')} (default COFFER_KDF or moderate)`,
 ] as const;
 
-/** What every command body gets: the CLI's abort signal and the client's settings. */
+export const PROFILE_OPTION = [
+  '--profile <name>',
+  'use this profile of the config file (else COFFER_PROFILE, else its "default"); set variables and flags win over it',
+] as const;
+
+/** A profile of the config file, as selected for this command. */
+export interface SelectedProfile {
+  name: string;
+  profile: Profile;
+}
+
+/** The selected profile of a command that needs one (run, agent, schedule). */
+export function requireProfile(profile: SelectedProfile | null, command: string): SelectedProfile {
+  if (!profile) {
+    throw usageError(
+      `${command} needs a profile: pass --profile <name>, set COFFER_PROFILE, or set "default" in the config file (coffer profile add)`,
+    );
+  }
+  return profile;
+}
+
+/** What every command body gets: the CLI's abort signal, the client's settings and the selected profile (if any). */
 export interface Run {
   signal: AbortSignal;
   config: ClientConfig;
+  profile: SelectedProfile | null;
 }
 
 /**
- * Runs a command body with the CLI's abort signal (Ctrl-C, SIGTERM) and the settings from the environment,
- * mapping every failure to the right exit code and message. After an interruption, whatever broke first, the
- * command ends as "interrupted" (exit 130) once its cleanup is done.
+ * The settings of a client command, read in this one place: the environment (src/config.ts CLIENT_SETTINGS) over
+ * the selected profile (--profile, else COFFER_PROFILE, else the file's default), over the defaults. The profile's
+ * API key is fetched from its file or command only when COFFER_API_KEY does not already give one.
+ */
+export async function loadSettings(
+  requested: string | undefined,
+  signal: AbortSignal,
+  env: Record<string, string | undefined> = process.env,
+): Promise<{ config: ClientConfig; profile: SelectedProfile | null }> {
+  const base = loadClientConfig(env);
+  const selected = await selectProfile(base.configDir, requested ?? base.profileName);
+  if (!selected) return { config: base, profile: null };
+  const { profile } = selected;
+  const supplied: ProfileSettings = {
+    COFFER_URL: profile.url,
+    ...(profile.blobApiUrl ? { COFFER_BLOB_API_URL: profile.blobApiUrl } : {}),
+    ...(profile.recipient ? { COFFER_RECIPIENT: profile.recipient } : {}),
+  };
+  const isSet = (name: string) => (env[name] ?? '').trim() !== '';
+  for (const name of ['COFFER_URL', 'COFFER_RECIPIENT'] as const) {
+    if (supplied[name] !== undefined && isSet(name) && env[name]!.trim() !== supplied[name]) {
+      note(`note: ${name} is set and wins over profile ${selected.name}'s value`);
+    }
+  }
+  if (isSet('COFFER_API_KEY')) note(`note: COFFER_API_KEY is set and wins over profile ${selected.name}'s key`);
+  else supplied.COFFER_API_KEY = await resolveApiKey(base.configDir, profile.apiKey, signal);
+  return { config: loadClientConfig(env, supplied), profile: selected };
+}
+
+/**
+ * Runs a command body with the CLI's abort signal (Ctrl-C, SIGTERM) and the settings (loadSettings), mapping
+ * every failure to the right exit code and message. After an interruption, whatever broke first, the command
+ * ends as "interrupted" (exit 130) once its cleanup is done.
  */
 export function action<A extends unknown[]>(body: (run: Run, ...args: A) => Promise<void>) {
   return async (...args: A): Promise<void> => {
     const options = args.find((a): a is JsonOption => typeof a === 'object' && a !== null && !Array.isArray(a)) ?? {};
     const { signal, dispose } = interruptible();
     try {
-      await body({ signal, config: loadClientConfig() }, ...args);
+      const settings = await loadSettings(options.profile, signal);
+      await body({ signal, ...settings }, ...args);
+    } catch (error) {
+      throw toCliError(signal.aborted ? signal.reason : error, !!options.json);
+    } finally {
+      dispose();
+    }
+  };
+}
+
+/**
+ * Like `action`, for the commands that manage the config file itself (`coffer profile …`): the settings from the
+ * environment only, no profile selected (so a profile that cannot be used can still be shown, replaced or removed).
+ */
+export function plainAction<A extends unknown[]>(body: (run: Run, ...args: A) => Promise<void>) {
+  return async (...args: A): Promise<void> => {
+    const options = args.find((a): a is JsonOption => typeof a === 'object' && a !== null && !Array.isArray(a)) ?? {};
+    const { signal, dispose } = interruptible();
+    try {
+      await body({ signal, config: loadClientConfig(), profile: null }, ...args);
     } catch (error) {
       throw toCliError(signal.aborted ? signal.reason : error, !!options.json);
     } finally {
@@ -410,6 +484,7 @@ export function apiErrorMessage(error: CofferApiError): string {
 export function toCliError(error: unknown, json: boolean): CliError {
   if (error instanceof CliError) return error;
   if (error instanceof ConfigError) return usageError(`invalid configuration: ${error.message}`);
+  if (error instanceof ProfileError) return usageError(`invalid profile: ${error.message}`);
   if (error instanceof RecipientFormatError) return usageError(`invalid recipient: ${error.message}`);
   if (error instanceof IntegrityError) {
     return new CliError(`integrity check failed: ${error.message}; nothing was written`, EXIT.integrity);

@@ -100,6 +100,8 @@ export interface BackupOptions {
   maxArchiveBytes?: number;
   gzipLevel?: number;
   hostappVersion?: string;
+  /** The history-chain link sealed into the metadata (src/client/chain.ts nextLink). */
+  chain?: BackupMetadata['chain'];
   signal?: AbortSignal;
   onEvent?: (event: BackupEvent) => void;
 }
@@ -109,6 +111,8 @@ export interface BackupResult {
   metadata: BackupMetadata;
   /** What was left out (unreadable with skipUnreadable, special files): also in the sealed metadata. */
   skipped: SkippedEntry[];
+  /** SHA-256 of the uploaded ciphertext (hex): the next link of a chain names it. */
+  ciphertextSha256: string;
 }
 
 /** zlib's deflateBound plus the gzip wrapper: the most gzip can emit for `n` input bytes. */
@@ -250,6 +254,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       });
     const plain = new Meter({ hash: true, onBytes: progress });
     const cipher = new Meter({
+      hash: true,
       limit,
       onBytes: (total) => {
         ciphertextBytes = total;
@@ -311,7 +316,9 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       ...(sources.length > 1 ? { sources: sources.map((source) => path.resolve(source)) } : {}),
       ...(scan && scan.excluded > 0 ? { excludedCount: scan.excluded } : {}),
       ...(skipped.length > 0 ? { skipped } : {}),
+      ...(options.chain ? { chain: options.chain } : {}),
     };
+    const ciphertextSha256 = cipher.digest();
     const body = {
       cryptoVersion: CRYPTO_VERSION,
       ...wrapKey(slot.backupId, dek),
@@ -330,7 +337,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       const current = await client.getBackup(slot.backupId, signal);
       detail = current.status === 'READY' ? current : await client.finalizeBackup(slot.backupId, body, signal);
     }
-    return { detail, metadata, skipped };
+    return { detail, metadata, skipped, ciphertextSha256 };
   } catch (error) {
     // Someone else moved the slot on (409): it is theirs now. Anything else: free it for the next attempt.
     const movedByOthers = error instanceof CofferApiError && error.status === 409;

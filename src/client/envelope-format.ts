@@ -89,6 +89,12 @@ export interface BackupMetadata {
   excludedCount?: number;
   /** What was left out because it could not be read (--skip-unreadable) or cannot be archived (optional). */
   skipped?: SkippedEntry[];
+  /** The link in its profile's history chain (docs/crypto.md §3a); absent on backups made without a profile. */
+  chain?: {
+    id: string;
+    seq: number;
+    previous: { backupId: string; ciphertextSha256: string; createdAt: string } | null;
+  };
 }
 
 export type ArchiveFormat = 'tar' | 'raw';

@@ -1,6 +1,6 @@
 /** /console/api/overview: the account's plan, cadence, backups and vault at a glance. */
 import type { App } from '../http/fastify.js';
-import { isInFlight, nextAllowedAt } from '../domain/backups.js';
+import { isInFlight, isOverdue, nextAllowedAt } from '../domain/backups.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import type { AccountView } from '../services/backups.js';
 import type { Backup } from '../store/store.js';
@@ -12,6 +12,9 @@ import { Overview } from './schemas.js';
 function overviewBody({ account, vault }: AccountView, visible: Backup[], now: number) {
   const rules = PLAN_RULES[account.plan];
   const next = nextAllowedAt(account);
+  // A READY record is not changed after it reached READY, so its updatedAt is that moment.
+  const readyTimes = visible.filter((b) => b.status === 'READY').map((b) => b.updatedAt);
+  const lastReadyAt = readyTimes.length > 0 ? Math.max(...readyTimes) : null;
   return {
     accountId: account.id,
     plan: account.plan,
@@ -26,6 +29,8 @@ function overviewBody({ account, vault }: AccountView, visible: Backup[], now: n
     },
     cadence: {
       lastReadyBackupCreatedAt: isoOrNull(account.lastReadyCreatedAt),
+      lastReadyAt: isoOrNull(lastReadyAt),
+      overdue: isOverdue(account, lastReadyAt, now),
       nextAllowedAt: next !== null && next > now ? iso(next) : null,
       inFlightBackupId: visible.find((b) => isInFlight(b, now))?.id ?? null,
     },

@@ -69,7 +69,15 @@ export const Overview = Type.Object(
       closed,
     ),
     cadence: Type.Object(
-      { lastReadyBackupCreatedAt: Nullable(DateTime), nextAllowedAt: Nullable(DateTime), inFlightBackupId: Nullable(Type.String()) },
+      {
+        lastReadyBackupCreatedAt: Nullable(DateTime),
+        /** When the newest listed backup reached READY (null: none listed). */
+        lastReadyAt: Nullable(DateTime),
+        /** No backup reached READY within twice the interval (counted from the account's creation when none ever did). */
+        overdue: Type.Boolean(),
+        nextAllowedAt: Nullable(DateTime),
+        inFlightBackupId: Nullable(Type.String()),
+      },
       closed,
     ),
     vault: Type.Object(

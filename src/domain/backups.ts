@@ -43,6 +43,20 @@ export function nextAllowedAt(account: Pick<CreateSnapshot, 'plan' | 'lastReadyC
   return account.lastReadyCreatedAt === null ? null : account.lastReadyCreatedAt + PLAN_RULES[account.plan].intervalMs;
 }
 
+/**
+ * Overdue (the console's mark, docs/console.md): no backup reached READY within twice the plan's interval, counted
+ * from the newest one that did (`lastReadyAt`, else the newest READY backup's creation), or from the account's
+ * creation when none ever did.
+ */
+export function isOverdue(
+  account: Pick<CreateSnapshot, 'plan' | 'lastReadyCreatedAt'> & { createdAt: number },
+  lastReadyAt: number | null,
+  now: number,
+): boolean {
+  const since = lastReadyAt ?? account.lastReadyCreatedAt ?? account.createdAt;
+  return now - since > 2 * PLAN_RULES[account.plan].intervalMs;
+}
+
 /** A slot still open for its upload (it holds the account's one place in flight). */
 export const isInFlight = (backup: { status: BackupStatus; expiresAt: number }, now: number): boolean =>
   IN_FLIGHT_STATUSES.includes(backup.status) && backup.expiresAt > now;

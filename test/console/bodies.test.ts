@@ -60,7 +60,7 @@ describe('console endpoint bodies', () => {
       intervalWords: '4 hours',
       retentionDays: 30,
       backups: { count: 0, ready: 0, newestCreatedAt: null, storedCiphertextBytes: 0 },
-      cadence: { lastReadyBackupCreatedAt: null, nextAllowedAt: null, inFlightBackupId: null },
+      cadence: { lastReadyBackupCreatedAt: null, lastReadyAt: null, overdue: false, nextAllowedAt: null, inFlightBackupId: null },
       vault: { initialized: false, cryptoVersion: null, kdf: null, createdAt: null, updatedAt: null, lastRotatedAt: null },
     });
 
@@ -86,7 +86,7 @@ describe('console endpoint bodies', () => {
       intervalWords: '4 hours',
       retentionDays: 30,
       backups: { count: 1, ready: 1, newestCreatedAt: iso(start), storedCiphertextBytes: 1000 },
-      cadence: { lastReadyBackupCreatedAt: iso(start), nextAllowedAt: iso(start + 4 * HOUR), inFlightBackupId: null },
+      cadence: { lastReadyBackupCreatedAt: iso(start), lastReadyAt: iso(start), overdue: false, nextAllowedAt: iso(start + 4 * HOUR), inFlightBackupId: null },
       vault,
     });
 
@@ -98,6 +98,12 @@ describe('console endpoint bodies', () => {
       backups: { count: 2, ready: 1, newestCreatedAt: iso(start + 4 * HOUR), storedCiphertextBytes: 1000 },
       cadence: { lastReadyBackupCreatedAt: iso(start), nextAllowedAt: null, inFlightBackupId: (slot.body as { backupId: string }).backupId },
     });
+
+    // Overdue: no backup reached READY within twice the interval (8 hours on plus); the slot in flight does not count.
+    clock.advance(4 * HOUR);
+    expect((await consoleCall('GET', '/console/api/overview')).body).toMatchObject({ cadence: { lastReadyAt: iso(start), overdue: false } });
+    clock.advance(1);
+    expect((await consoleCall('GET', '/console/api/overview')).body).toMatchObject({ cadence: { lastReadyAt: iso(start), overdue: true } });
   });
 
   it('keys: list, create and revoke', async () => {

@@ -67,6 +67,7 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
       'eventsource-parser',
       'sodium-native',
       'tar',
+      'zod',
     ]);
   });
 

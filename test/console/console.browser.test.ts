@@ -159,6 +159,8 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect(plan).toContain('One backup per 30 minutes');
     expect(plan).toContain('kept 90 days');
     expect(await page.getByTestId('next-allowed').locator('time').getAttribute('datetime')).toMatch(/^\d{4}-/); // one just finished
+    expect(await page.getByTestId('last-ready').locator('time').getAttribute('datetime')).toMatch(/^\d{4}-/);
+    expect(await page.getByTestId('overdue').count()).toBe(0); // a backup reached READY just now
     await shot('plan');
 
     await page.getByRole('link', { name: 'Vault' }).click();

@@ -39,6 +39,15 @@ export function PlanPage() {
             <dd data-testid="next-allowed">
               {overview.cadence.nextAllowedAt ? <When at={overview.cadence.nextAllowedAt} /> : <strong>Now</strong>}
             </dd>
+            <dt>Last backup reached READY</dt>
+            <dd data-testid="last-ready">
+              <When at={overview.cadence.lastReadyAt} empty="No backup is ready" />{' '}
+              {overview.cadence.overdue && (
+                <span class="badge badge-failed" data-testid="overdue" title={`No backup reached READY within twice the interval (${overview.backupInterval})`}>
+                  Overdue
+                </span>
+              )}
+            </dd>
             <dt>Last finished backup started</dt>
             <dd>
               <When at={overview.cadence.lastReadyBackupCreatedAt} empty="No backup has finished yet" />
@@ -59,7 +68,8 @@ export function PlanPage() {
           </dl>
           <p class="help">
             The plan belongs to the account and is set by the operator (<code>coffer admin accounts set-plan</code>). Deleting a backup does
-            not reset the cadence clock.
+            not reset the cadence clock. The account is marked <strong>overdue</strong> when no backup reached READY within twice the
+            interval.
           </p>
         </>
       )}

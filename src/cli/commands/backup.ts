@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import fsp from 'node:fs/promises';
 import { EmptyStreamError, runBackup, type BackupEvent, type StreamSource } from '../../client/backup.js';
 import { zstdAvailable } from '../../client/compression.js';
+import { chainForProfile } from '../../client/chain.js';
 import { wipe } from '../../client/envelope.js';
 import { COMPRESSIONS, type Compression } from '../../client/envelope-format.js';
 import { fsReason } from '../../client/fs-errors.js';
@@ -118,7 +119,7 @@ export function registerBackup(program: Command): void {
     .option('--compression <gzip|zstd>', `default: zstd where this Node has it (${zstdAvailable() ? 'it does' : 'it does not'}), else gzip`)
     .option('--json', 'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to a recipient, skipped when entries were left out)')
     .action(
-      action(async ({ signal, config }, paths: string[], options: BackupOptions) => {
+      action(async ({ signal, config, profile }, paths: string[], options: BackupOptions) => {
         const recipient = recipientFor(options.recipient, config);
         const compression = compressionOf(options.compression);
         const streaming = !!options.stdin || !!options.stdinFromCommand;
@@ -149,7 +150,9 @@ export function registerBackup(program: Command): void {
           else if (event.type === 'slot-deleted') note(`deleted the upload slot ${event.backupId}`);
         };
         try {
-          const { detail, metadata, skipped } = await runBackup({
+          // With a profile, the backup is the next link of its history chain (docs/crypto.md §3a).
+          const chain = profile ? await chainForProfile(config.stateDir, profile.name) : undefined;
+          const result = await runBackup({
             client,
             ...(recipient ? { recipient } : { masterKey }),
             ...(stream ? { stream: stream.source } : { sources: paths, exclude, skipUnreadable: !!options.skipUnreadable }),
@@ -157,6 +160,7 @@ export function registerBackup(program: Command): void {
             name: options.name,
             hostappVersion: options.hostappVersion,
             maxArchiveBytes: config.maxArchiveBytes ?? undefined,
+            chain: chain?.link,
             signal,
             onEvent,
           }).catch(async (error: unknown) => {
@@ -165,6 +169,8 @@ export function registerBackup(program: Command): void {
             if (error instanceof EmptyStreamError && stream) throw (await stream.failure) ?? error;
             throw error;
           });
+          await chain?.record(result);
+          const { detail, metadata, skipped } = result;
           bar.stop();
           if (options.json) {
             return printJson({

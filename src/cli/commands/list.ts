@@ -1,7 +1,8 @@
-/** `coffer list`: the account's backups, newest first. */
+/** `coffer list`: the account's backups, newest first; with --chain, their history chains checked. */
 import type { Command } from 'commander';
+import { chainReport } from '../chain-report.js';
 import type { BackupRecordBody } from '../../client/sdk.js';
-import { action, bytes, clientFor, type JsonOption, localTime } from '../client-io.js';
+import { action, bytes, clientFor, type JsonOption, localTime, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../client-io.js';
 import { print, printJson } from '../output.js';
 
 function table(rows: BackupRecordBody[]): string {
@@ -12,16 +13,24 @@ function table(rows: BackupRecordBody[]): string {
   return [header, ...body].map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }
 
+type ListOptions = JsonOption & PassphraseOptions & { chain?: boolean; kitFile?: string };
+
 export function registerList(program: Command): void {
   program
     .command('list')
     .description('list your backups, newest first')
-    .option('--json', 'print the API response ({"backups": [...]})')
+    .option('--chain', 'also check the history chains (gaps, rollbacks, reordering): decrypts the metadata, asks for the passphrase')
+    .option(...PASSPHRASE_FILE_OPTION)
+    .option('--kit-file <file>', 'with --chain: open the metadata with the recovery kit instead of the passphrase')
+    .option('--json', 'print the API response ({"backups": [...]}; with --chain also "chains")')
     .action(
-      action(async ({ signal, config }, options: JsonOption) => {
-        const list = await clientFor(config).listBackups(signal);
-        if (options.json) return printJson(list);
-        print(table(list.backups));
+      action(async (run, options: ListOptions) => {
+        const client = clientFor(run.config);
+        const list = await client.listBackups(run.signal);
+        const chains = options.chain ? await chainReport(run, client, list.backups, options) : undefined;
+        if (options.json) printJson(chains ? { ...list, chains: chains.report } : list);
+        else print(table(list.backups));
+        chains?.finish(!!options.json);
       }),
     );
 }

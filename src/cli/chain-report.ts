@@ -1,0 +1,73 @@
+/** `coffer list --chain`: the history chains of the listed backups, checked (src/client/chain.ts), in words. */
+import fsp from 'node:fs/promises';
+import { type ChainReport, checkChains, openChainEntries, readChainHead, readChainHeads } from '../client/chain.js';
+import { wipe } from '../client/envelope.js';
+import { KitFormatError, parseKit } from '../client/kit.js';
+import type { BackupRecordBody, CofferClient } from '../client/sdk.js';
+import { type PassphraseOptions, type Run, unlock } from './client-io.js';
+import { CliError, EXIT, print, usageError } from './output.js';
+
+const MAX_KIT_BYTES = 64 * 1024;
+
+async function kitMaterial(file: string): Promise<Buffer> {
+  let text: string;
+  try {
+    const stat = await fsp.stat(file);
+    if (stat.size > MAX_KIT_BYTES) throw usageError(`--kit-file ${file} is too large to be a recovery kit`);
+    text = await fsp.readFile(file, 'utf8');
+  } catch (error) {
+    if (error instanceof CliError) throw error;
+    throw usageError(`cannot read --kit-file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  try {
+    return parseKit(text).material;
+  } catch (error) {
+    if (error instanceof KitFormatError) throw usageError(`invalid recovery kit: ${error.message}`);
+    throw error;
+  }
+}
+
+/**
+ * Opens every READY backup's metadata (passphrase or kit), checks the chains against this host's remembered heads,
+ * and returns the report with `finish`, which prints it (human) and ends with exit 4 when anything was found.
+ */
+export async function chainReport(
+  run: Run,
+  client: CofferClient,
+  backups: readonly BackupRecordBody[],
+  options: PassphraseOptions & { kitFile?: string },
+): Promise<{ report: ChainReport; finish(json: boolean): void }> {
+  const material = options.kitFile !== undefined ? await kitMaterial(options.kitFile) : (await unlock(client, run.config, options, run.signal)).masterKey;
+  let report: ChainReport;
+  try {
+    const entries = await openChainEntries(client, material, backups, run.signal);
+    report = checkChains(entries, {
+      now: Date.now(),
+      localHeads: await readChainHeads(run.config.stateDir),
+      ownHead: run.profile ? await readChainHead(run.config.stateDir, run.profile.name) : null,
+    });
+  } finally {
+    wipe(material);
+  }
+  return {
+    report,
+    finish(json) {
+      if (!json) {
+        print('');
+        for (const chain of report.chains) {
+          const local = chain.localSeq === null ? '' : `; this host made #${chain.localSeq}`;
+          print(
+            `chain ${chain.chainId.slice(0, 8)}: ${chain.backups} backup${chain.backups === 1 ? '' : 's'}, #${chain.firstSeq}-#${chain.lastSeq}${local}: ` +
+              `${chain.ok ? 'ok' : 'PROBLEMS'}`,
+          );
+        }
+        if (report.unchained.length > 0) print(`${report.unchained.length} backup(s) belong to no chain (made without a profile)`);
+        for (const finding of report.findings) print(`${finding.kind}: ${finding.message}`);
+        if (report.chains.length === 0 && report.findings.length === 0) print('no history chains');
+      }
+      if (report.findings.length > 0) {
+        throw new CliError(`the history chains show ${report.findings.length} problem(s) the server's list does not explain`, EXIT.integrity);
+      }
+    },
+  };
+}

@@ -1,0 +1,177 @@
+/**
+ * `coffer schedule install|status|remove [--profile p]`: a systemd user service and timer that run `coffer run`
+ * for a profile (or, with `--cron`, the crontab line that does the same). docs/client.md#coffer-schedule.
+ */
+import { execFile } from 'node:child_process';
+import type { Command } from 'commander';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { checkEveryMs, INTERVAL_MS, isInterval, readRunState } from '../../client/agent-state.js';
+import { cronLine, type ScheduleSpec, serviceUnit, timerUnit, unitName } from '../../client/schedule.js';
+import { CofferApiError } from '../../client/sdk.js';
+import type { BackupInterval } from '../../domain/plans.js';
+import { action, clientFor, duration, localTime, requireProfile, type Run } from '../client-io.js';
+import { CliError, note, print, printJson, usageError } from '../output.js';
+import { HOST_ADVICE } from './profile.js';
+import { INTERVAL_OPTION } from './run.js';
+
+interface InstallOptions {
+  interval?: string;
+  cron?: boolean;
+  enable: boolean;
+  passphraseFile?: string;
+  json?: boolean;
+}
+
+/** `$XDG_CONFIG_HOME/systemd/user`: the config directory's sibling. */
+const unitDir = (configDir: string) => path.join(path.dirname(configDir), 'systemd', 'user');
+
+function systemctl(args: string[]): Promise<{ ok: boolean; output: string }> {
+  return new Promise((resolve) => {
+    execFile('systemctl', ['--user', ...args], { timeout: 30_000, encoding: 'utf8' }, (error, stdout, stderr) => {
+      resolve({ ok: !error, output: `${stdout}${stderr}`.trim() || (error?.message ?? '') });
+    });
+  });
+}
+
+/** The plan's interval: --interval, else the account's (a key that may not read the account needs --interval). */
+async function intervalOf(run: Run, option: string | undefined): Promise<BackupInterval> {
+  if (option !== undefined) {
+    if (!isInterval(option)) throw usageError(`--interval must be one of 30m, 4h, 1d, got "${option}"`);
+    return option;
+  }
+  try {
+    return (await clientFor(run.config).getAccount(run.signal)).backupInterval;
+  } catch (error) {
+    if (error instanceof CofferApiError && error.code === 'insufficient_scope') {
+      throw usageError("this API key may not read the account's plan: pass --interval 30m|4h|1d (the plan's interval)");
+    }
+    throw error;
+  }
+}
+
+/** What the units run: this node and this coffer, with the profile (and a passphrase file when there is no recipient). */
+function specFor(run: Run, name: string, interval: BackupInterval, passphraseFile: string | undefined): ScheduleSpec {
+  const script = fs.realpathSync(process.argv[1]!);
+  const argv = [process.execPath, script, 'run', '--profile', name];
+  if (passphraseFile !== undefined) argv.push('--passphrase-file', path.resolve(passphraseFile));
+  const environment: Record<string, string> = {};
+  for (const variable of ['XDG_CONFIG_HOME', 'XDG_STATE_HOME']) {
+    const value = process.env[variable];
+    if (value && path.isAbsolute(value)) environment[variable] = value;
+  }
+  return { profile: name, interval, intervalMs: INTERVAL_MS[interval], argv, environment };
+}
+
+export function registerSchedule(program: Command): void {
+  const schedule = program.command('schedule').description('run a profile on a timer: a systemd user service + timer, or a crontab line');
+
+  schedule
+    .command('install')
+    .description("write a systemd user service and timer that run `coffer run` every quarter of the plan's interval, and start the timer")
+    .option(...INTERVAL_OPTION)
+    .option('--passphrase-file <file>', 'for a profile without a recipient: the runs read the passphrase from this file')
+    .option('--cron', 'print a crontab line instead (nothing is written)')
+    .option('--no-enable', 'only write the unit files (do not run systemctl)')
+    .option('--json', 'print {"service", "timer", "files"} or {"cron"}')
+    .action(
+      action(async (run, options: InstallOptions) => {
+        const { name, profile } = requireProfile(run.profile, 'coffer schedule install');
+        if (!profile.recipient && options.passphraseFile === undefined) {
+          throw usageError(
+            `profile ${name} has no recipient, so a scheduled run needs the passphrase: pass --passphrase-file <file> (mode 0600), ` +
+              'or better, give the profile a recipient (coffer profile add … --recipient, from `coffer recipient`)',
+          );
+        }
+        const interval = await intervalOf(run, options.interval);
+        const spec = specFor(run, name, interval, options.passphraseFile);
+        if (options.cron) {
+          const line = cronLine(spec);
+          note(HOST_ADVICE);
+          if (options.json) return printJson({ cron: line });
+          print(line);
+          return note(`add it with \`crontab -e\`; it looks every ${duration(checkEveryMs(spec.intervalMs) / 1000)} whether a backup is due`);
+        }
+        const dir = unitDir(run.config.configDir);
+        const unit = unitName(name);
+        const files = { service: path.join(dir, `${unit}.service`), timer: path.join(dir, `${unit}.timer`) };
+        await fsp.mkdir(dir, { recursive: true });
+        await fsp.writeFile(files.service, serviceUnit(spec));
+        await fsp.writeFile(files.timer, timerUnit(spec));
+        if (options.enable) {
+          for (const args of [['daemon-reload'], ['enable', '--now', `${unit}.timer`]]) {
+            const result = await systemctl(args);
+            if (!result.ok) {
+              throw new CliError(
+                `wrote ${files.service} and ${files.timer}, but \`systemctl --user ${args.join(' ')}\` failed: ${result.output}. ` +
+                  `Without a systemd user session, use \`coffer schedule install --cron\` or \`coffer agent\`.`,
+              );
+            }
+          }
+        }
+        note(HOST_ADVICE);
+        if (options.json) return printJson({ service: serviceUnit(spec), timer: timerUnit(spec), files, enabled: options.enable });
+        print(`wrote ${files.service}\nwrote ${files.timer}`);
+        print(
+          options.enable
+            ? `timer ${unit}.timer started: it looks every ${duration(checkEveryMs(spec.intervalMs) / 1000)} whether a backup is due (plan interval ${interval})`
+            : `start it with: systemctl --user daemon-reload && systemctl --user enable --now ${unit}.timer`,
+        );
+        note(`user timers run only while you are logged in, unless: loginctl enable-linger ${process.env.USER ?? '$USER'}`);
+      }),
+    );
+
+  schedule
+    .command('status')
+    .description("the profile's units, timer state and last run")
+    .option('--json', 'print {"profile", "files", "timer", "lastRun"}')
+    .action(
+      action(async (run, options: { json?: boolean }) => {
+        const { name } = requireProfile(run.profile, 'coffer schedule status');
+        const dir = unitDir(run.config.configDir);
+        const unit = unitName(name);
+        const files = { service: path.join(dir, `${unit}.service`), timer: path.join(dir, `${unit}.timer`) };
+        const installed = fs.existsSync(files.service) && fs.existsSync(files.timer);
+        const active = installed ? await systemctl(['is-active', `${unit}.timer`]) : { ok: false, output: 'not installed' };
+        const state = await readRunState(run.config.stateDir, name);
+        if (options.json) {
+          return printJson({ profile: name, installed, files, timer: active.output.split('\n')[0] ?? '', lastRun: state });
+        }
+        print(`profile:    ${name}`);
+        print(`units:      ${installed ? `${files.service}, ${files.timer}` : 'not installed (coffer schedule install)'}`);
+        print(`timer:      ${active.output.split('\n')[0] || '-'}`);
+        if (!state) return print('last run:   never');
+        print(`last run:   ${localTime(state.lastRunAt)}: ${state.lastOutcome}`);
+        print(`last backup:${state.lastSuccessAt ? ` ${state.lastBackupId} at ${localTime(state.lastSuccessAt)}` : ' never'}`);
+        print(`next due:   ${state.nextDueAt ? localTime(state.nextDueAt) : 'now'}`);
+      }),
+    );
+
+  schedule
+    .command('remove')
+    .description("stop the profile's timer and delete its units")
+    .option('--no-enable', 'only delete the unit files (do not run systemctl)')
+    .option('--json', 'print {"removed": [files]}')
+    .action(
+      action(async (run, options: { enable: boolean; json?: boolean }) => {
+        const { name } = requireProfile(run.profile, 'coffer schedule remove');
+        const dir = unitDir(run.config.configDir);
+        const unit = unitName(name);
+        if (options.enable) {
+          const result = await systemctl(['disable', '--now', `${unit}.timer`]);
+          if (!result.ok) note(`note: systemctl --user disable --now ${unit}.timer: ${result.output}`);
+        }
+        const removed: string[] = [];
+        for (const file of [`${unit}.timer`, `${unit}.service`].map((f) => path.join(dir, f))) {
+          if (fs.existsSync(file)) {
+            await fsp.rm(file);
+            removed.push(file);
+          }
+        }
+        if (options.enable) await systemctl(['daemon-reload']);
+        if (options.json) return printJson({ removed });
+        print(removed.length ? removed.map((f) => `removed ${f}`).join('\n') : `profile ${name} had no units`);
+      }),
+    );
+}

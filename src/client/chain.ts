@@ -1,0 +1,413 @@
+/**
+ * The history chain of a profile (docs/crypto.md §3a). A server can hide, delete or roll back whole backups
+ * even though it cannot read them; to make that visible, the sealed metadata of every backup a profile makes
+ * carries a link: the profile's chain id, a sequence number, and the previous backup's id, ciphertext SHA-256
+ * and creation time. The host knows these from its own state (`$XDG_STATE_HOME/coffer/chains/<profile>.json`),
+ * never from the server, so a write-only host can keep a chain too.
+ *
+ * `checkChains` reads the links of the backups a reader can decrypt and reports, per chain, what the server's
+ * list does not explain: gaps that expiry does not explain, rollbacks (the newest backups gone) and reordering.
+ */
+import { randomUUID } from 'node:crypto';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { openMetadata, unwrapDek, wipe } from './envelope.js';
+import type { CofferClient } from './sdk.js';
+
+const Sha256 = z.string().regex(/^[0-9a-f]{64}$/);
+const Uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+const Iso = z.string().refine((s) => !Number.isNaN(Date.parse(s)));
+
+/** The `chain` field of the sealed metadata. */
+export const ChainLinkSchema = z.strictObject({
+  id: Uuid,
+  seq: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+  previous: z
+    .strictObject({
+      backupId: Uuid,
+      ciphertextSha256: Sha256,
+      createdAt: Iso,
+    })
+    .nullable(),
+});
+export type ChainLink = z.output<typeof ChainLinkSchema>;
+
+/** What the host remembers of its chain: the head, i.e. the last backup it made that reached READY. */
+const ChainStateSchema = z.strictObject({
+  version: z.literal(1),
+  id: Uuid,
+  seq: z.number().int().min(1),
+  backupId: Uuid,
+  ciphertextSha256: Sha256,
+  createdAt: Iso,
+});
+export type ChainHead = z.output<typeof ChainStateSchema>;
+
+export class ChainStateError extends Error {
+  override readonly name = 'ChainStateError';
+}
+
+export const chainStateFile = (stateDir: string, profile: string): string => path.join(stateDir, 'chains', `${profile}.json`);
+
+/** The head of a profile's chain as this host remembers it; null when it has made no backup yet. */
+export async function readChainHead(stateDir: string, profile: string): Promise<ChainHead | null> {
+  const file = chainStateFile(stateDir, profile);
+  let text: string;
+  try {
+    text = await fsp.readFile(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw new ChainStateError(`cannot read the chain state ${file}: ${(error as Error).message}`);
+  }
+  let parsed;
+  try {
+    parsed = ChainStateSchema.safeParse(JSON.parse(text));
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed?.success) {
+    // Never start a new chain silently over a damaged one: that would hide exactly what the chain is for.
+    throw new ChainStateError(`the chain state ${file} is damaged: move it away to start a new chain (coffer list --chain shows the old one)`);
+  }
+  return parsed.data;
+}
+
+/** Every chain head this host remembers (all profiles), for `coffer list --chain`. */
+export async function readChainHeads(stateDir: string): Promise<ChainHead[]> {
+  const dir = path.join(stateDir, 'chains');
+  const names = await fsp.readdir(dir).catch(() => [] as string[]);
+  const heads: ChainHead[] = [];
+  for (const name of names) {
+    if (!name.endsWith('.json')) continue;
+    const head = await readChainHead(stateDir, name.slice(0, -'.json'.length)).catch(() => null);
+    if (head) heads.push(head);
+  }
+  return heads;
+}
+
+/** The link the next backup of a profile seals: after the remembered head, or the first of a new chain. */
+export function nextLink(head: ChainHead | null): ChainLink {
+  if (head === null) return { id: randomUUID(), seq: 1, previous: null };
+  return {
+    id: head.id,
+    seq: head.seq + 1,
+    previous: { backupId: head.backupId, ciphertextSha256: head.ciphertextSha256, createdAt: head.createdAt },
+  };
+}
+
+/** Records a backup that reached READY as the new head (atomic write, mode 0600). */
+export async function recordChainHead(
+  stateDir: string,
+  profile: string,
+  link: ChainLink,
+  backup: { backupId: string; ciphertextSha256: string; createdAt: string },
+): Promise<void> {
+  const file = chainStateFile(stateDir, profile);
+  const head: ChainHead = { version: 1, id: link.id, seq: link.seq, ...backup };
+  await fsp.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  const temp = `${file}.${process.pid}.tmp`;
+  await fsp.writeFile(temp, `${JSON.stringify(head, null, 2)}\n`, { mode: 0o600 });
+  await fsp.rename(temp, file);
+}
+
+/**
+ * The link in a backup's opened metadata: undefined when it has none (made without a profile, or by an older
+ * client); a link that does not match the schema is reported (it was sealed by a key holder, so it is not the
+ * server's doing, but it is not to be trusted either).
+ */
+export function linkOf(metadata: { chain?: unknown }): ChainLink | undefined | 'malformed' {
+  if (metadata.chain === undefined) return undefined;
+  const parsed = ChainLinkSchema.safeParse(metadata.chain);
+  return parsed.success ? parsed.data : 'malformed';
+}
+
+// ---- the check ----
+
+/** One backup as a reader sees it: the server's record and, from its opened metadata, its link. */
+export interface ChainEntry {
+  backupId: string;
+  /** The server's createdAt and expiresAt (ISO). */
+  createdAt: string;
+  expiresAt: string;
+  /** The opened metadata (its `chain` field is read). */
+  metadata: { chain?: unknown; createdAt?: string };
+  /** The SHA-256 of the backup's ciphertext, when the caller downloaded it (coffer verify); checks the next link. */
+  ciphertextSha256?: string;
+}
+
+export type ChainFinding =
+  | { kind: 'gap'; chainId: string; missing: { from: number; to: number }; after: string | null; before: string; message: string }
+  | { kind: 'rollback'; chainId: string; newestListed: number; expected: number; message: string }
+  | { kind: 'reorder'; chainId: string; backupIds: string[]; message: string }
+  | { kind: 'fork'; chainId: string; seq: number; backupIds: string[]; message: string }
+  | { kind: 'broken-link'; chainId: string; backupId: string; message: string }
+  | { kind: 'malformed'; chainId: null; backupId: string; message: string };
+
+export interface ChainSummary {
+  chainId: string;
+  /** Backups of this chain in the list, and the lowest and highest sequence numbers among them. */
+  backups: number;
+  firstSeq: number;
+  lastSeq: number;
+  /** The newest backup of the chain in the list. */
+  headBackupId: string;
+  /** The head this host remembers, when it is one of the hosts that writes this chain. */
+  localSeq: number | null;
+  ok: boolean;
+}
+
+export interface ChainReport {
+  chains: ChainSummary[];
+  findings: ChainFinding[];
+  /** Backups whose metadata carries no link (made without a profile, or by an older client). */
+  unchained: string[];
+}
+
+export interface CheckOptions {
+  /** The check's time (ms); expiry explains a missing backup only once its retention would have run out by then. */
+  now: number;
+  /** The heads this host remembers (readChainHeads): a chain whose newest listed backup is older is a rollback. */
+  localHeads?: readonly ChainHead[];
+  /** The selected profile's head: its chain must be listed at all (else everything of it is gone). */
+  ownHead?: ChainHead | null;
+}
+
+const ms = (iso: string) => Date.parse(iso);
+
+/**
+ * Checks the chains in `entries` (every backup the server lists that the reader could open). Pure: no I/O.
+ *
+ * - gap: sequence numbers missing between two listed backups of a chain (a later backup is still there, so
+ *   expiry, which removes the oldest first, does not explain it), or before the oldest listed one when that one's
+ *   predecessor would still be within the retention the server states for the listed backups.
+ * - rollback: the host's own state knows a newer backup than the newest listed (the server hides the newest).
+ * - reorder: the server's creation order, or the sealed creation times, disagree with the sequence.
+ * - fork: two listed backups claim the same place (a restored copy of the host's state, a crash between the
+ *   backup and the state write, or two hosts sharing one profile's state).
+ * - broken-link: a backup's link does not name its listed predecessor (id, or the ciphertext SHA-256 when known).
+ */
+export function checkChains(entries: readonly ChainEntry[], options: CheckOptions): ChainReport {
+  const findings: ChainFinding[] = [];
+  const unchained: string[] = [];
+  const byChain = new Map<string, { entry: ChainEntry; link: ChainLink }[]>();
+  for (const entry of entries) {
+    const link = linkOf(entry.metadata);
+    if (link === undefined) {
+      unchained.push(entry.backupId);
+      continue;
+    }
+    if (link === 'malformed') {
+      findings.push({ kind: 'malformed', chainId: null, backupId: entry.backupId, message: `backup ${entry.backupId}: its chain link is malformed` });
+      continue;
+    }
+    const list = byChain.get(link.id) ?? [];
+    list.push({ entry, link });
+    byChain.set(link.id, list);
+  }
+
+  const chains: ChainSummary[] = [];
+  for (const [chainId, members] of byChain) {
+    const before = findings.length;
+    const bySeq = [...members].sort((a, b) => a.link.seq - b.link.seq || ms(a.entry.createdAt) - ms(b.entry.createdAt));
+    const short = chainId.slice(0, 8);
+
+    // forks: one place, several backups
+    for (let i = 0; i < bySeq.length; ) {
+      let j = i;
+      while (j + 1 < bySeq.length && bySeq[j + 1]!.link.seq === bySeq[i]!.link.seq) j++;
+      if (j > i) {
+        const ids = bySeq.slice(i, j + 1).map((m) => m.entry.backupId);
+        findings.push({
+          kind: 'fork',
+          chainId,
+          seq: bySeq[i]!.link.seq,
+          backupIds: ids,
+          message: `chain ${short}: ${ids.length} backups claim #${bySeq[i]!.link.seq} (${ids.join(', ')}): the host's state was restored from an older copy, or it crashed between a backup and recording it`,
+        });
+      }
+      i = j + 1;
+    }
+
+    // gaps between listed backups, and broken links between neighbours
+    const seqs = [...new Set(bySeq.map((m) => m.link.seq))];
+    const first = bySeq.find((m) => m.link.seq === seqs[0])!;
+    for (let k = 1; k < seqs.length; k++) {
+      const prev = bySeq.find((m) => m.link.seq === seqs[k - 1])!;
+      const next = bySeq.find((m) => m.link.seq === seqs[k])!;
+      if (seqs[k]! - seqs[k - 1]! > 1) {
+        const from = seqs[k - 1]! + 1;
+        const to = seqs[k]! - 1;
+        findings.push({
+          kind: 'gap',
+          chainId,
+          missing: { from, to },
+          after: prev.entry.backupId,
+          before: next.entry.backupId,
+          message:
+            `chain ${short}: ${from === to ? `backup #${from} is` : `backups #${from}-#${to} are`} missing between ${prev.entry.backupId} (#${seqs[k - 1]}) ` +
+            `and ${next.entry.backupId} (#${seqs[k]}); an older backup is still listed, so expiry does not explain it (deleted by you, or hidden by the server)`,
+        });
+      } else {
+        const claimed = next.link.previous;
+        const idMatches = claimed !== null && bySeq.some((m) => m.link.seq === seqs[k - 1] && m.entry.backupId === claimed.backupId);
+        const shaKnown = bySeq.find((m) => m.entry.backupId === claimed?.backupId)?.entry.ciphertextSha256;
+        if (!idMatches) {
+          findings.push({
+            kind: 'broken-link',
+            chainId,
+            backupId: next.entry.backupId,
+            message: `chain ${short}: backup ${next.entry.backupId} (#${seqs[k]}) follows ${claimed?.backupId ?? 'nothing'}, which is not the listed #${seqs[k - 1]}`,
+          });
+        } else if (shaKnown !== undefined && shaKnown !== claimed!.ciphertextSha256) {
+          findings.push({
+            kind: 'broken-link',
+            chainId,
+            backupId: claimed!.backupId,
+            message: `chain ${short}: the ciphertext of ${claimed!.backupId} (#${seqs[k - 1]}) is not the one its successor recorded (SHA-256 differs)`,
+          });
+        }
+      }
+    }
+
+    // a gap before the oldest listed backup: expiry explains it once the predecessor's retention has run out
+    const lead = first.link.previous;
+    if (first.link.seq > 1) {
+      const retentionMs = ms(first.entry.expiresAt) - ms(first.entry.createdAt);
+      const expiredBy = lead ? ms(lead.createdAt) + retentionMs : Number.NEGATIVE_INFINITY;
+      if (lead === null || expiredBy > options.now) {
+        findings.push({
+          kind: 'gap',
+          chainId,
+          missing: { from: 1, to: first.link.seq - 1 },
+          after: null,
+          before: first.entry.backupId,
+          message:
+            `chain ${short}: backups #1-#${first.link.seq - 1} are missing before ${first.entry.backupId} (#${first.link.seq}); ` +
+            `#${first.link.seq - 1} was made ${lead ? lead.createdAt : 'at an unknown time'} and would not have expired yet`,
+        });
+      }
+    }
+
+    // reordering: the server's creation times, and the sealed ones, must grow with the sequence
+    const outOfOrder = (time: (m: (typeof bySeq)[number]) => number) => {
+      const ids: string[] = [];
+      for (let k = 1; k < bySeq.length; k++) {
+        if (bySeq[k]!.link.seq !== bySeq[k - 1]!.link.seq && time(bySeq[k]!) < time(bySeq[k - 1]!)) {
+          ids.push(bySeq[k - 1]!.entry.backupId, bySeq[k]!.entry.backupId);
+        }
+      }
+      return [...new Set(ids)];
+    };
+    const serverOrder = outOfOrder((m) => ms(m.entry.createdAt));
+    if (serverOrder.length > 0) {
+      findings.push({
+        kind: 'reorder',
+        chainId,
+        backupIds: serverOrder,
+        message: `chain ${short}: the server lists ${serverOrder.join(', ')} in another order than they were made`,
+      });
+    }
+    const sealedOrder = outOfOrder((m) => (m.entry.metadata.createdAt ? ms(m.entry.metadata.createdAt) : 0));
+    if (sealedOrder.length > 0 && serverOrder.length === 0) {
+      findings.push({
+        kind: 'reorder',
+        chainId,
+        backupIds: sealedOrder,
+        message: `chain ${short}: the sealed creation times of ${sealedOrder.join(', ')} go backwards along the chain (a clock set back, or a replayed backup)`,
+      });
+    }
+
+    // rollback: this host knows a newer head than the server lists
+    const last = bySeq[bySeq.length - 1]!;
+    const local = options.localHeads?.find((h) => h.id === chainId) ?? null;
+    if (local && local.seq > last.link.seq) {
+      findings.push({
+        kind: 'rollback',
+        chainId,
+        newestListed: last.link.seq,
+        expected: local.seq,
+        message:
+          `chain ${short}: this host made backup #${local.seq} (${local.backupId}) but the newest listed is #${last.link.seq}: ` +
+          'the newest backups are hidden or were deleted',
+      });
+    } else if (local && local.seq === last.link.seq && local.backupId !== last.entry.backupId) {
+      findings.push({
+        kind: 'broken-link',
+        chainId,
+        backupId: last.entry.backupId,
+        message: `chain ${short}: this host's #${local.seq} is ${local.backupId}, but the server lists ${last.entry.backupId} there`,
+      });
+    }
+
+    chains.push({
+      chainId,
+      backups: members.length,
+      firstSeq: first.link.seq,
+      lastSeq: last.link.seq,
+      headBackupId: last.entry.backupId,
+      localSeq: local?.seq ?? null,
+      ok: findings.length === before,
+    });
+  }
+  // The profile's own chain with no listed backup at all: everything of it is gone, unless it expired.
+  const own = options.ownHead;
+  if (own && !byChain.has(own.id)) {
+    const sample = entries[0];
+    const retentionMs = sample ? ms(sample.expiresAt) - ms(sample.createdAt) : Number.POSITIVE_INFINITY;
+    if (ms(own.createdAt) + retentionMs > options.now) {
+      findings.push({
+        kind: 'rollback',
+        chainId: own.id,
+        newestListed: 0,
+        expected: own.seq,
+        message:
+          `chain ${own.id.slice(0, 8)}: this host made backup #${own.seq} (${own.backupId}) at ${own.createdAt}, ` +
+          'but no backup of its chain is listed (hidden or deleted, or expired if the retention is shorter than the listed backups suggest)',
+      });
+    }
+  }
+  return { chains, findings, unchained };
+}
+
+/**
+ * The one call the backup path makes: the link for the next backup of `profile`, and `record` to make the backup
+ * the new head once it is READY (a failed backup records nothing, so the next one takes the same place).
+ */
+export async function chainForProfile(
+  stateDir: string,
+  profile: string,
+): Promise<{ link: ChainLink; record(result: { detail: { id: string; createdAt: string }; ciphertextSha256: string }): Promise<void> }> {
+  const link = nextLink(await readChainHead(stateDir, profile));
+  return {
+    link,
+    record: ({ detail, ciphertextSha256 }) =>
+      recordChainHead(stateDir, profile, link, { backupId: detail.id, ciphertextSha256, createdAt: detail.createdAt }),
+  };
+}
+
+/**
+ * The chain entries of an account's READY backups: each one's detail fetched, its DEK unwrapped with `material`
+ * (master key, keyring or kit) and its metadata opened, always for the id asked for. An IntegrityError (a backup
+ * this material cannot open, or altered) propagates: the caller says what it means.
+ */
+export async function openChainEntries(
+  client: CofferClient,
+  material: Uint8Array,
+  records: readonly { id: string; status: string }[],
+  signal?: AbortSignal,
+): Promise<ChainEntry[]> {
+  const entries: ChainEntry[] = [];
+  for (const record of records) {
+    if (record.status !== 'READY') continue;
+    const detail = await client.getBackup(record.id, signal);
+    const dek = unwrapDek(material, record.id, detail);
+    try {
+      const metadata = openMetadata(dek, record.id, detail);
+      entries.push({ backupId: record.id, createdAt: detail.createdAt, expiresAt: detail.expiresAt, metadata });
+    } finally {
+      wipe(dek);
+    }
+  }
+  return entries;
+}

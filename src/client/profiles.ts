@@ -1,0 +1,214 @@
+/**
+ * Profiles (docs/client.md#profiles): `$XDG_CONFIG_HOME/coffer/config.json` names, per profile, the server, where
+ * the API key comes from (a file or a command, never the key itself), the recipient, what to back up, hooks and
+ * notifications. The file is validated with a schema; every error names the field (`profiles.home.url: …`).
+ * Written atomically with mode 0600 (it names webhook URLs, which are secrets of a kind).
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+
+export const CONFIG_FILE_NAME = 'config.json';
+/** A profile name is also part of systemd unit names and state file names: letters, digits, `-` and `_`. */
+export const PROFILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$/;
+export const DEFAULT_HOOK_TIMEOUT_SECONDS = 300;
+const MAX_CONFIG_BYTES = 1024 * 1024;
+/** How long an API key command may run. */
+const KEY_COMMAND_TIMEOUT_MS = 30_000;
+
+export class ProfileError extends Error {
+  override readonly name = 'ProfileError';
+}
+
+const httpUrl = z.string().refine((value) => {
+  try {
+    const url = new URL(value);
+    return url.protocol === 'http:' || url.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}, 'expected an http(s) URL');
+
+const command = z.string().trim().min(1, 'expected a command').max(4096);
+
+const ApiKeySource = z.union(
+  [
+    z.strictObject({ file: z.string().min(1, 'expected a file name') }),
+    z.strictObject({ command }),
+  ],
+  { error: 'expected {"file": "<path>"} or {"command": "<shell command>"} (the key itself is never stored here)' },
+);
+
+/** A notification target: a URL that receives a POST of the JSON summary (ntfy, chat webhooks, anything). */
+const Targets = z.array(httpUrl).max(8);
+
+export const ProfileSchema = z.strictObject({
+  url: httpUrl,
+  apiKey: ApiKeySource,
+  blobApiUrl: httpUrl.optional(),
+  recipient: z.string().regex(/^coffer1[02-9ac-hj-np-z]+$/, 'expected a recipient string (coffer1…, from `coffer recipient`)').optional(),
+  paths: z.array(z.string().min(1, 'expected a path')).min(1, 'expected at least one path to back up'),
+  excludes: z.array(z.string().min(1, 'expected a pattern')).default([]),
+  name: z.string().min(1).max(200).optional(),
+  hooks: z
+    .strictObject({
+      before: command.optional(),
+      after: command.optional(),
+      onFailure: command.optional(),
+      timeoutSeconds: z.number('expected a whole number of seconds').int().min(1, 'expected 1 second or more').max(86_400, 'expected at most 86400 seconds (a day)').default(DEFAULT_HOOK_TIMEOUT_SECONDS),
+    })
+    .default({ timeoutSeconds: DEFAULT_HOOK_TIMEOUT_SECONDS }),
+  notify: z
+    .strictObject({
+      /** healthchecks.io style: `<url>/start` before, `<url>` on success, `<url>/fail` on failure. */
+      healthchecks: httpUrl.optional(),
+      success: Targets.default([]),
+      failure: Targets.default([]),
+      overdue: Targets.default([]),
+    })
+    .default({ success: [], failure: [], overdue: [] }),
+});
+
+export type Profile = z.output<typeof ProfileSchema>;
+export type ProfileInput = z.input<typeof ProfileSchema>;
+
+const ConfigSchema = z.strictObject({
+  version: z.literal(1, 'expected 1'),
+  default: z.string().optional(),
+  profiles: z.record(z.string().regex(PROFILE_NAME, 'a profile name is 1-40 letters, digits, "-" or "_"'), ProfileSchema).default({}),
+});
+
+export type ProfilesFile = z.output<typeof ConfigSchema>;
+
+/** `profiles.home.notify.success[0]` from a zod path. */
+function fieldName(where: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of where) out += typeof part === 'number' ? `[${part}]` : `${out ? '.' : ''}${String(part)}`;
+  return out || '(the file)';
+}
+
+function problems(error: z.ZodError, prefix: readonly PropertyKey[] = []): string {
+  return error.issues
+    .slice(0, 5)
+    .map((issue) => {
+      // An unknown key is named as the field itself, not as its parent.
+      const keys = issue.code === 'unrecognized_keys' ? issue.keys : [];
+      const where = keys.length === 1 ? [...prefix, ...issue.path, keys[0]!] : [...prefix, ...issue.path];
+      const message = keys.length === 1 ? 'unknown field' : issue.message;
+      return `${fieldName(where)}: ${message}`;
+    })
+    .join('; ');
+}
+
+/** Parses and validates the text of a config file; ProfileError naming the field otherwise. */
+export function parseProfilesFile(text: string, file: string): ProfilesFile {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    throw new ProfileError(`${file} is not JSON: ${(error as Error).message}`);
+  }
+  const parsed = ConfigSchema.safeParse(raw);
+  if (!parsed.success) throw new ProfileError(`${file}: ${problems(parsed.error)}`);
+  if (parsed.data.default !== undefined && !(parsed.data.default in parsed.data.profiles)) {
+    throw new ProfileError(`${file}: default: no profile is named ${JSON.stringify(parsed.data.default)}`);
+  }
+  return parsed.data;
+}
+
+/** A profile as given on a command line, validated exactly like one in the file. */
+export function validateProfile(name: string, input: unknown): Profile {
+  if (!PROFILE_NAME.test(name)) throw new ProfileError(`profile name ${JSON.stringify(name)}: use 1-40 letters, digits, "-" or "_"`);
+  const parsed = ProfileSchema.safeParse(input);
+  if (!parsed.success) throw new ProfileError(problems(parsed.error, ['profiles', name]));
+  return parsed.data;
+}
+
+export const configFile = (configDir: string): string => path.join(configDir, CONFIG_FILE_NAME);
+
+/** The config file, or an empty one when it does not exist. */
+export async function readProfiles(configDir: string): Promise<ProfilesFile> {
+  const file = configFile(configDir);
+  let text: string;
+  try {
+    const stat = await fsp.stat(file);
+    if (stat.size > MAX_CONFIG_BYTES) throw new ProfileError(`${file} is larger than 1 MiB: not a Coffer config file`);
+    text = await fsp.readFile(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { version: 1, profiles: {} };
+    if (error instanceof ProfileError) throw error;
+    throw new ProfileError(`cannot read ${file}: ${(error as Error).message}`);
+  }
+  return parseProfilesFile(text, file);
+}
+
+/** Writes the file atomically (temp file + rename), mode 0600, its directory 0700. */
+export async function writeProfiles(configDir: string, data: ProfilesFile): Promise<string> {
+  const file = configFile(configDir);
+  await fsp.mkdir(configDir, { recursive: true, mode: 0o700 });
+  const temp = `${file}.${process.pid}.tmp`;
+  await fsp.writeFile(temp, `${JSON.stringify(data, null, 2)}\n`, { mode: 0o600 });
+  await fsp.rename(temp, file);
+  return file;
+}
+
+/**
+ * The profile to use: `requested` (--profile, else COFFER_PROFILE), else the file's default, else none (null).
+ * A requested name that the file does not hold is an error.
+ */
+export async function selectProfile(configDir: string, requested: string | null): Promise<{ name: string; profile: Profile } | null> {
+  const data = await readProfiles(configDir);
+  const name = requested ?? data.default ?? null;
+  if (name === null) return null;
+  const profile = data.profiles[name];
+  if (!profile) {
+    const known = Object.keys(data.profiles);
+    throw new ProfileError(
+      `no profile named ${JSON.stringify(name)} in ${configFile(configDir)}` +
+        (known.length ? ` (profiles: ${known.join(', ')})` : ' (it has no profiles: `coffer profile add`)'),
+    );
+  }
+  return { name, profile };
+}
+
+/** A relative key file is relative to the config directory. */
+export const keyFilePath = (configDir: string, file: string): string => path.resolve(configDir, file);
+
+/** Reads the API key from its source: the first line of a file, or the first line a command prints. */
+export async function resolveApiKey(configDir: string, source: Profile['apiKey'], signal?: AbortSignal): Promise<string> {
+  let output: string;
+  if ('file' in source) {
+    const file = keyFilePath(configDir, source.file);
+    try {
+      output = await fsp.readFile(file, 'utf8');
+    } catch (error) {
+      throw new ProfileError(`cannot read the API key file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+  } else {
+    output = await new Promise<string>((resolve, reject) => {
+      execFile(
+        '/bin/sh',
+        ['-c', source.command],
+        { timeout: KEY_COMMAND_TIMEOUT_MS, maxBuffer: 64 * 1024, signal, encoding: 'utf8' },
+        (error, stdout) => {
+          if (error) reject(new ProfileError(`the API key command failed (${error.code ?? error.signal ?? 'error'}): ${source.command}`));
+          else resolve(stdout);
+        },
+      );
+    });
+  }
+  const key = output.split(/\r?\n/)[0]!.trim();
+  if (key === '') throw new ProfileError('file' in source ? `the API key file ${source.file} is empty` : 'the API key command printed nothing');
+  return key;
+}
+
+/** Whether a key file can be read by others than its owner (a note, not an error). */
+export function keyFileIsShared(file: string): boolean {
+  try {
+    return (fs.statSync(file).mode & 0o077) !== 0;
+  } catch {
+    return false;
+  }
+}

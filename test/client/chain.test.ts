@@ -1,0 +1,166 @@
+/**
+ * The history chain (docs/crypto.md §3a). Through the real CLI and a real server: a profile's backups carry
+ * links in their sealed metadata, and `coffer list --chain` (passphrase or kit) reports a backup the server hides
+ * (deleted behind the client's back) as a gap, the newest ones hidden as a rollback, and exits 4; an intact chain
+ * exits 0. Then the pure check (checkChains) on hand-made entries: reordering, forks, broken links, a leading gap
+ * that expiry explains and one it does not.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ChainEntry, type ChainHead, checkChains } from '../../src/client/chain.js';
+import { ManualClock } from '../helpers/clock.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
+import { assertBuilt, cliFor, json, makeTree, runCli } from './helpers.js';
+
+const PASSPHRASE = 'chain-test passphrase';
+const DAY = 86_400_000;
+/** Tests that spawn many CLI processes: a bound against hangs on a loaded machine, not a timing check. */
+const MANY_CLIS = 120_000;
+
+describe('coffer list --chain against a server that hides backups', () => {
+  let server: TestServer;
+  let clock: ManualClock;
+  let work: string;
+  let env: Record<string, string>;
+  let owner: ReturnType<typeof cliFor>;
+  const ids: string[] = [];
+
+  const coffer = (args: string[], more: Record<string, string> = {}) => runCli(args, { ...env, ...more });
+  const hide = (id: string) => server.parts.store.updateBackup(id, { statuses: ['READY'] }, { status: 'DELETED', deletedAt: clock.now() });
+  const unhide = (id: string) => server.parts.store.updateBackup(id, { statuses: ['DELETED'] }, { status: 'READY', deletedAt: null });
+
+  beforeAll(async () => {
+    assertBuilt();
+    clock = new ManualClock(Date.now());
+    server = await startTestServer({ clock });
+    const { apiKey } = await server.newKey({ plan: 'free' });
+    work = tempDir('coffer-chain-');
+    const source = path.join(work, 'source');
+    await makeTree(source);
+    env = { XDG_CONFIG_HOME: path.join(work, 'config'), XDG_STATE_HOME: path.join(work, 'state'), COFFER_PASSPHRASE: PASSPHRASE, COFFER_KDF: 'min' };
+    owner = cliFor(server.url, apiKey, PASSPHRASE, { XDG_CONFIG_HOME: path.join(work, 'none'), XDG_STATE_HOME: path.join(work, 'none') });
+    expect((await owner(['init'])).code).toBe(0);
+    const keyFile = path.join(work, 'key');
+    fs.writeFileSync(keyFile, apiKey, { mode: 0o600 });
+    expect((await coffer(['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--path', source])).code).toBe(0);
+    // One backup made without a profile (no chain), then four of the profile, a day apart (the free plan's cadence).
+    expect((await owner(['backup', source])).code).toBe(0);
+    for (let i = 0; i < 4; i++) {
+      clock.advance(DAY + 1000);
+      const made = await coffer(['backup', source, '--json']);
+      expect(made.code, made.stderr).toBe(0);
+      ids.push(json(made).id);
+    }
+  }, MANY_CLIS);
+  afterAll(() => server?.stop());
+
+  it('an intact chain: exit 0, one chain #1-#4 known to this host, the profile-less backup outside it', async () => {
+    const result = await coffer(['list', '--chain']);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/chain [0-9a-f]{8}: 4 backups, #1-#4; this host made #4: ok/);
+    expect(result.stdout).toContain('1 backup(s) belong to no chain');
+    const report = json(await coffer(['list', '--chain', '--json'])).chains;
+    expect(report.findings).toEqual([]);
+    expect(report.chains).toEqual([expect.objectContaining({ backups: 4, firstSeq: 1, lastSeq: 4, headBackupId: ids[3], localSeq: 4, ok: true })]);
+    // Without this host's state (another machine, with the passphrase): the same chain, nothing to compare the head with.
+    const elsewhere = await owner(['list', '--chain', '--json']);
+    expect(json(elsewhere).chains.chains[0]).toMatchObject({ lastSeq: 4, localSeq: null, ok: true });
+  });
+
+  it('a backup deleted behind the client\'s back is a gap; the newest hidden is a rollback; both exit 4', async () => {
+    await hide(ids[1]!);
+    try {
+      const result = await coffer(['list', '--chain']);
+      expect(result.code).toBe(4);
+      expect(result.stdout).toContain(`gap: chain`);
+      expect(result.stdout).toContain(`backup #2 is missing between ${ids[0]} (#1) and ${ids[2]} (#3)`);
+      expect(result.stderr).toContain("the history chains show 1 problem(s) the server's list does not explain");
+      // The same with the recovery kit instead of the passphrase, on a machine without the host's state.
+      const kit = await owner(['kit']);
+      const kitFile = path.join(work, 'kit.txt');
+      fs.writeFileSync(kitFile, kit.stdout, { mode: 0o600 });
+      const withKit = await owner(['list', '--chain', '--kit-file', kitFile, '--json'], { COFFER_PASSPHRASE: undefined });
+      expect(withKit.code).toBe(4);
+      expect(JSON.parse(withKit.stdout).chains.findings).toEqual([
+        expect.objectContaining({ kind: 'gap', missing: { from: 2, to: 2 }, after: ids[0], before: ids[2] }),
+      ]);
+    } finally {
+      await unhide(ids[1]!);
+    }
+
+    await hide(ids[3]!);
+    await hide(ids[2]!);
+    try {
+      // Only the host knows: its state says #4 was made, the server lists #2 as the newest.
+      const result = await coffer(['list', '--chain', '--json']);
+      expect(result.code).toBe(4);
+      expect(JSON.parse(result.stdout).chains.findings).toEqual([
+        expect.objectContaining({ kind: 'rollback', newestListed: 2, expected: 4 }),
+      ]);
+      expect(json(await owner(['list', '--chain', '--json'])).chains.findings).toEqual([]); // elsewhere: undetectable
+      // The host's own agent run sees it too, without decrypting anything (its key may list): a warning.
+      const run = await coffer(['run']);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stderr).toContain(`warning: the server no longer lists this profile's last backup ${ids[3]} (#4 of its history chain)`);
+      // All of the chain hidden: the profile's own head is missing altogether.
+      await hide(ids[1]!);
+      await hide(ids[0]!);
+      const none = await coffer(['list', '--chain', '--json']);
+      expect(none.code).toBe(4);
+      expect(JSON.parse(none.stdout).chains.findings).toEqual([expect.objectContaining({ kind: 'rollback', newestListed: 0, expected: 4 })]);
+    } finally {
+      for (const id of ids) await unhide(id).catch(() => undefined);
+    }
+    expect((await coffer(['list', '--chain'])).code).toBe(0);
+  }, MANY_CLIS);
+});
+
+describe('checkChains', () => {
+  const CHAIN = '11111111-2222-4333-8444-555555555555';
+  const NOW = Date.parse('2030-01-13T00:00:00Z'); // day 12
+  const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+  const sha = (n: number) => String(n % 10).repeat(64);
+  const at = (day: number) => new Date(Date.parse('2030-01-01T00:00:00Z') + day * DAY).toISOString();
+  /** Backup n of the chain, made on day n, kept 7 days. */
+  const entry = (n: number, over: Partial<ChainEntry> = {}, link: object = {}): ChainEntry => ({
+    backupId: id(n),
+    createdAt: at(n),
+    expiresAt: new Date(Date.parse(at(n)) + 7 * DAY).toISOString(),
+    metadata: {
+      createdAt: at(n),
+      chain: { id: CHAIN, seq: n, previous: n === 1 ? null : { backupId: id(n - 1), ciphertextSha256: sha(n - 1), createdAt: at(n - 1) }, ...link },
+    },
+    ...over,
+  });
+  const kinds = (entries: ChainEntry[], heads: ChainHead[] = []) => checkChains(entries, { now: NOW, localHeads: heads }).findings.map((f) => f.kind);
+
+  it('an intact chain, in any listing order, has no finding', () => {
+    expect(kinds([entry(5), entry(3), entry(4)])).toEqual([]);
+  });
+
+  it('a leading gap: explained once the predecessor would have expired, reported before', () => {
+    // #3 first listed: #2 was made on day 2 and kept 7 days, so it expired on day 9, before NOW (day 12): explained
+    expect(kinds([entry(3), entry(4)])).toEqual([]);
+    // #8 first listed: #7, made on day 7, would be kept until day 14: not explained
+    expect(kinds([entry(8), entry(9)])).toEqual(['gap']);
+  });
+
+  it('reordering: server times against the sequence, and sealed times going backwards', () => {
+    expect(kinds([entry(5), entry(6, { createdAt: at(4) })])).toEqual(['reorder']);
+    expect(kinds([entry(5), entry(6, { metadata: { ...entry(6).metadata, createdAt: at(3) } })])).toEqual(['reorder']);
+  });
+
+  it('forks, broken links (id or ciphertext hash), malformed links, and a rollback against the local head', () => {
+    expect(kinds([entry(5), entry(6), entry(6, { backupId: id(66) })])).toContain('fork');
+    expect(kinds([entry(5), entry(6, {}, { previous: { backupId: id(99), ciphertextSha256: sha(5), createdAt: at(5) } })])).toEqual(['broken-link']);
+    expect(kinds([entry(5, { ciphertextSha256: sha(7) }), entry(6)])).toEqual(['broken-link']);
+    expect(kinds([entry(5, { ciphertextSha256: sha(5) }), entry(6)])).toEqual([]);
+    expect(kinds([entry(5), entry(6, { metadata: { chain: { id: CHAIN, seq: -1 } } })])).toEqual(['malformed']);
+    const head: ChainHead = { version: 1, id: CHAIN, seq: 7, backupId: id(7), ciphertextSha256: sha(7), createdAt: at(7) };
+    expect(kinds([entry(5), entry(6)], [head])).toEqual(['rollback']);
+    expect(kinds([entry(6), entry(7)], [head])).toEqual([]);
+    expect(kinds([entry(6), entry(7, { backupId: id(77) })], [head])).toEqual(['broken-link']);
+  });
+});

@@ -67,10 +67,11 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(400, 401, 403, 500),
         },
       },
-      onRequest: ctx.requireScope('backups:write'),
+      onRequest: [ctx.requireScope('backups:write'), ctx.refuseAppendOnly('account.bootstrap')],
     },
     async (request) => {
       const { created, ...view } = await ctx.backups.bootstrap(request.principal.accountId, request.body);
+      if (created) await ctx.audit(request, 'account.bootstrap');
       return { ...accountBody(view), created };
     },
   );
@@ -88,10 +89,11 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(400, 401, 403, 409, 500),
         },
       },
-      onRequest: ctx.requireScope('backups:write'),
+      onRequest: [ctx.requireScope('backups:write'), ctx.refuseAppendOnly('account.rotate')],
     },
     async (request) => {
       const { rotated, ...view } = await ctx.backups.rotate(request.principal.accountId, request.body);
+      await ctx.audit(request, 'account.rotate');
       return { ...accountBody(view), rotated };
     },
   );
@@ -109,12 +111,17 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(400, 401, 403, 409, 500),
         },
       },
-      onRequest: ctx.requireScope('backups:write'),
+      onRequest: [ctx.requireScope('backups:write'), ctx.refuseAppendOnly('account.reset')],
       // The body is optional: absent or empty means {} (docs/api-rules.md#encoding).
       preValidation: async (request) => {
         if (request.body === undefined) request.body = {};
       },
     },
-    async (request) => ctx.backups.reset(request.principal.accountId, request.body.deleteBackups === true),
+    async (request) => {
+      const outcome = await ctx.backups.reset(request.principal.accountId, request.body.deleteBackups === true);
+      const detail = `${outcome.accountDeleted ? 'vault deleted' : 'no vault'}; ${outcome.deletedBackups} backups deleted`;
+      await ctx.audit(request, 'account.reset', { detail });
+      return outcome;
+    },
   );
 }

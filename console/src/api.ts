@@ -4,7 +4,7 @@
  */
 import type { Static } from '@sinclair/typebox';
 import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, ErrorResponseBody as ErrorBody } from '../../src/api/schemas.js';
-import type { About as AboutSchema, ConsoleKey, ConsoleSession, Overview as OverviewSchema } from '../../src/console/schemas.js';
+import type { About as AboutSchema, AuditList as AuditListSchema, ConsoleKey, ConsoleSession, Overview as OverviewSchema } from '../../src/console/schemas.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
 import { SCOPES, type Scope } from '../../src/domain/scopes.js';
 
@@ -41,6 +41,9 @@ export function userResolution(code: string, details: Record<string, unknown> | 
     case 'authentication_required':
       return 'Check the key and sign in again, or open a new sign-in link from your operator (coffer admin login-link).';
     case 'insufficient_scope':
+      if (details?.reason === 'append_only') {
+        return 'This key is append-only: it can add backups but not delete them, reset the account or change the vault. Sign in with a login link or an owner key.';
+      }
       return (
         `This key may not ${permission ? PERMISSION_USES[permission] ?? 'do this' : 'do this'}${permission ? ` (it lacks ${permission})` : ''}. ` +
         'Sign in with a key that holds read, write and restore, or ask your operator for one (coffer admin keys create).'
@@ -132,5 +135,7 @@ export type SessionInfo = Static<typeof ConsoleSession>;
 export type Overview = Static<typeof OverviewSchema>;
 export type KeyInfo = Static<typeof ConsoleKey>;
 export type About = Static<typeof AboutSchema>;
+export type AuditList = Static<typeof AuditListSchema>;
+export type AuditEvent = AuditList['events'][number];
 export type { BackupStatus, Scope };
 export { SCOPES, TERMINAL_STATUSES };

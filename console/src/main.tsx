@@ -2,6 +2,7 @@
 import { render, type ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, setCsrfToken, whenSignedOut, type SessionInfo } from './api.js';
+import { AuditPage } from './pages/Audit.js';
 import { BackupPage } from './pages/Backup.js';
 import { BackupsPage } from './pages/Backups.js';
 import { CliPage } from './pages/Cli.js';
@@ -18,6 +19,7 @@ const NAV = [
   { path: '/plan', label: 'Plan' },
   { path: '/vault', label: 'Vault' },
   { path: '/keys', label: 'API keys' },
+  { path: '/activity', label: 'Activity' },
   { path: '/cli', label: 'CLI' },
 ];
 
@@ -72,6 +74,7 @@ function route(path: string, session: SessionInfo, onSignedIn: (s: SessionInfo) 
   if (path === '/plan') return <PlanPage />;
   if (path === '/vault') return <VaultPage />;
   if (path === '/keys') return <KeysPage session={session} />;
+  if (path === '/activity') return <AuditPage />;
   if (path === '/login') return <LoginPage onSignedIn={onSignedIn} />;
   return <NotFound />;
 }
@@ -148,7 +151,7 @@ function App() {
 function titleOf(path: string): string {
   if (path === '/' || path === '/backups') return 'Backups';
   if (path.startsWith('/backups/')) return 'Backup';
-  const titles: Record<string, string> = { '/plan': 'Plan', '/vault': 'Vault', '/keys': 'API keys', '/cli': 'CLI', '/self-test': 'Browser check', '/login': 'Sign in' };
+  const titles: Record<string, string> = { '/plan': 'Plan', '/vault': 'Vault', '/keys': 'API keys', '/activity': 'Activity', '/cli': 'CLI', '/self-test': 'Browser check', '/login': 'Sign in' };
   return titles[path] ?? 'Not found';
 }
 

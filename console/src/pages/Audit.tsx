@@ -17,6 +17,14 @@ const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'account.vault-restore': 'Restored an earlier vault envelope',
 };
 
+/** What a refused attempt (an append-only key) tried to do. */
+const TRIED_TEXT: Partial<Record<AuditEvent['action'], string>> = {
+  'backup.delete': 'Tried to delete a backup',
+  'account.reset': 'Tried to reset the account',
+  'account.rotate': 'Tried to rotate the vault envelope',
+  'account.bootstrap': 'Tried to replace the vault',
+};
+
 function Actor({ event }: { event: AuditEvent }) {
   const { kind, id } = event.actor;
   if (kind === 'operator') return <span>Operator{id ? ` (${id})` : ''}</span>;
@@ -72,7 +80,7 @@ export function AuditPage() {
                   <When at={event.at} />
                 </td>
                 <td data-label="What">
-                  {ACTION_TEXT[event.action]}
+                  {event.outcome === 'refused' ? (TRIED_TEXT[event.action] ?? ACTION_TEXT[event.action]) : ACTION_TEXT[event.action]}
                   {event.outcome === 'refused' && (
                     <>
                       {' '}

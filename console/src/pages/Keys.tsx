@@ -141,7 +141,7 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
         onInput={(event) => setPassphrase((event.target as HTMLInputElement).value)}
       />
       <p class="help">With it, this page derives your vault's recipient so the host never needs the passphrase. It is not sent anywhere.</p>
-      <label for="host-expiry">Expires after</label>
+      <label for="host-expiry">Lifetime of the host's key</label>
       <select id="host-expiry" value={expiry} onChange={(event) => setExpiry((event.target as HTMLSelectElement).value)}>
         {EXPIRY.map((option) => (
           <option key={option.label} value={option.days === null ? 'never' : String(option.days)}>

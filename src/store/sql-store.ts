@@ -602,22 +602,25 @@ export class SqlStore implements Store {
           detail: entry.detail,
         })
         .execute();
-      // The bound: everything of this account older than its newest `keep` entries goes.
-      await trx
-        .deleteFrom('audit_events')
+      // The bound: everything of this account older than its newest `keep` entries goes. The oldest entry to drop
+      // is found on the (account_id, at, id) index, so the trim costs an index walk, not a scan of the account's rows.
+      const oldestDropped = await trx
+        .selectFrom('audit_events')
+        .select(['at', 'id'])
         .where('account_id', '=', entry.accountId)
-        .where(
-          'id',
-          'not in',
-          trx
-            .selectFrom('audit_events')
-            .select('id')
-            .where('account_id', '=', entry.accountId)
-            .orderBy('at', 'desc')
-            .orderBy('id', 'desc')
-            .limit(keep),
-        )
-        .execute();
+        .orderBy('at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(1)
+        .offset(keep)
+        .executeTakeFirst();
+      if (oldestDropped) {
+        const at = num(oldestDropped.at);
+        await trx
+          .deleteFrom('audit_events')
+          .where('account_id', '=', entry.accountId)
+          .where((eb) => eb.or([eb('at', '<', at), eb.and([eb('at', '=', at), eb('id', '<=', oldestDropped.id)])]))
+          .execute();
+      }
     });
   }
 

@@ -123,7 +123,7 @@ export const AuditEvent = Type.Object(
   },
   closed,
 );
-/** The account's trail, newest first, and the bound on how many entries are kept. */
+/** The account's trail, newest first, and the bound on how many entries are kept (per outcome: done, refused). */
 export const AuditList = Type.Object({ events: Type.Array(AuditEvent), maxEntries: Count }, closed);
 
 export const About = Type.Object(

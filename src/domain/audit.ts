@@ -49,7 +49,11 @@ export interface AuditEntry {
   detail: string | null;
 }
 
-/** The newest entries kept per account; older ones are dropped as new ones arrive. */
+/**
+ * The newest entries kept per account and outcome (so at most twice this per account); older ones are dropped as new
+ * ones arrive. Counted per outcome so that a key flooding the trail with refused attempts (a stolen append-only
+ * key) cannot push out the record of what was done.
+ */
 export const AUDIT_MAX_ENTRIES = 1000;
 
 const LIMITS = { actorId: 100, address: 100, target: 100, detail: 200 } as const;

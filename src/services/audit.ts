@@ -41,7 +41,7 @@ export class AuditTrail {
     private readonly keep = AUDIT_MAX_ENTRIES,
   ) {}
 
-  /** Stores one entry (dropping the account's oldest beyond the bound). Throws when the entry would hold a secret. */
+  /** Stores one entry (dropping the account's oldest of its outcome beyond the bound). Throws when it would hold a secret. */
   async record(input: AuditRecord): Promise<AuditEntry> {
     const entry: AuditEntry = {
       id: uuidv7(),
@@ -60,8 +60,8 @@ export class AuditTrail {
     return entry;
   }
 
-  /** The account's entries, newest first (at most the bound). */
-  list(accountId: string, limit = AUDIT_MAX_ENTRIES): Promise<AuditEntry[]> {
-    return this.store.listAudit(accountId, Math.max(1, Math.min(limit, AUDIT_MAX_ENTRIES)));
+  /** The account's entries, newest first (everything kept: at most the bound per outcome). */
+  list(accountId: string, limit = 2 * AUDIT_MAX_ENTRIES): Promise<AuditEntry[]> {
+    return this.store.listAudit(accountId, Math.max(1, Math.min(limit, 2 * AUDIT_MAX_ENTRIES)));
   }
 }

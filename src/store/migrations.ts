@@ -106,7 +106,7 @@ const migrations: Record<string, Migration> = {
         .alterTable('api_keys')
         .addColumn('append_only', 'integer', (c) => c.notNull().defaultTo(0))
         .execute();
-      // The audit trail: ids, times and short words only (never secrets), at most AUDIT_MAX_ENTRIES per account.
+      // The audit trail: ids, times and short words only (never secrets), at most AUDIT_MAX_ENTRIES per account and outcome.
       await db.schema
         .createTable('audit_events')
         .addColumn('id', 'text', (c) => c.primaryKey())

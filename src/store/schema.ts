@@ -80,7 +80,7 @@ export interface SessionsTable {
   revoked_at: number | null;
 }
 
-/** The audit trail (migration 0004): one row per recorded action, at most AUDIT_MAX_ENTRIES per account. */
+/** The audit trail (migration 0004): one row per recorded action, at most AUDIT_MAX_ENTRIES per account and outcome. */
 export interface AuditEventsTable {
   id: string;
   account_id: string;

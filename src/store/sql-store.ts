@@ -602,12 +602,13 @@ export class SqlStore implements Store {
           detail: entry.detail,
         })
         .execute();
-      // The bound: everything of this account older than its newest `keep` entries goes. The oldest entry to drop
-      // is found on the (account_id, at, id) index, so the trim costs an index walk, not a scan of the account's rows.
+      // The bound: of this account's entries with the same outcome, everything older than the newest `keep` goes.
+      // The oldest entry to drop is found on the (account_id, at, id) index, an index walk, not a scan.
       const oldestDropped = await trx
         .selectFrom('audit_events')
         .select(['at', 'id'])
         .where('account_id', '=', entry.accountId)
+        .where('outcome', '=', entry.outcome)
         .orderBy('at', 'desc')
         .orderBy('id', 'desc')
         .limit(1)
@@ -618,6 +619,7 @@ export class SqlStore implements Store {
         await trx
           .deleteFrom('audit_events')
           .where('account_id', '=', entry.accountId)
+          .where('outcome', '=', entry.outcome)
           .where((eb) => eb.or([eb('at', '<', at), eb.and([eb('at', '=', at), eb('id', '<=', oldestDropped.id)])]))
           .execute();
       }

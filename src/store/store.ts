@@ -154,7 +154,10 @@ export interface Store {
   /** The subset of `blobKeys` still referenced by a record that is not DELETED (orphan sweeping). */
   liveBlobKeys(blobKeys: readonly string[]): Promise<Set<string>>;
 
-  /** Stores an audit entry, then drops the account's oldest entries beyond the newest `keep` (one transaction). */
+  /**
+   * Stores an audit entry, then drops the account's oldest entries with the same outcome beyond the newest `keep`
+   * (one transaction): refused attempts never push out what was done.
+   */
   appendAudit(entry: AuditEntry, keep: number): Promise<void>;
   /** The account's audit entries, newest first, at most `limit`. */
   listAudit(accountId: string, limit: number): Promise<AuditEntry[]>;

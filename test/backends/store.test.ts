@@ -322,7 +322,7 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
     ]);
   });
 
-  it('audit trail: stored per account, newest first, bounded to the newest `keep`, from any node', async () => {
+  it('audit trail: stored per account, newest first, bounded to the newest `keep` per outcome, from any node', async () => {
     const [mine, theirs] = [await newAccount(), await newAccount()];
     const entry = (accountId: string, at: number, overrides: Partial<AuditEntry> = {}): AuditEntry => ({
       id: uuidv7(),
@@ -345,11 +345,22 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
     }
     const other = entry(theirs.id, T0 + 500);
     await store.appendAudit(other, 3);
-    // Only the newest three of mine are kept; the other account's entry is untouched by my bound.
-    expect(await store.listAudit(mine.id, 10)).toEqual(written.slice(2).reverse());
+    // Only the newest three done entries of mine are kept (and the one refused); the other account's is untouched.
+    expect(await store.listAudit(mine.id, 10)).toEqual(written.slice(1).reverse());
     expect(await store.listAudit(mine.id, 2)).toEqual(written.slice(3).reverse());
     expect(await store.listAudit(theirs.id, 10)).toEqual([other]);
     expect(await store.listAudit(uuidv7(), 10)).toEqual([]);
+    // Refused attempts are bounded on their own: a flood of them never pushes out what was done.
+    const done = await store.listAudit(mine.id, 10);
+    const flood: AuditEntry[] = [];
+    for (let i = 0; i < 5; i++) {
+      const e = entry(mine.id, T0 + 10_000 + i, { outcome: 'refused' });
+      flood.push(e);
+      await store.appendAudit(e, 3);
+    }
+    const after = await store.listAudit(mine.id, 10);
+    expect(after.filter((e) => e.outcome === 'refused')).toEqual(flood.slice(2).reverse());
+    expect(after.filter((e) => e.outcome === 'done')).toEqual(done.filter((e) => e.outcome === 'done'));
     // Same instant: the later id (uuidv7) is newer.
     const tie = entry(theirs.id, T0 + 500);
     await peer.appendAudit(tie, 3);

@@ -107,7 +107,7 @@ export function AuditPage() {
           </tbody>
         </table>
       )}
-      {list && <p class="help">The newest {list.maxEntries} entries are kept; older ones are dropped as new ones arrive.</p>}
+      {list && <p class="help">The newest {list.maxEntries} actions and {list.maxEntries} refused attempts are kept; older ones are dropped as new ones arrive.</p>}
     </section>
   );
 }

@@ -21,7 +21,8 @@ export const SESSION_SECURITY_SCHEME = {
   in: 'cookie' as const,
   name: SESSION_COOKIE,
   description:
-    'Console browser session (sign in at /console with a one-time link from `coffer admin login-link` or an all-scope API key). ' +
+    'Console browser session (sign in at /console with a one-time link from `coffer admin login-link` or an all-scope API key ' +
+    'that is not append-only). ' +
     'Holds all three scopes. Requests that change state must also send the X-CSRF-Token header the console receives at sign-in.',
 };
 

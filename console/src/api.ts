@@ -6,6 +6,7 @@ import type { Static } from '@sinclair/typebox';
 import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, ErrorResponseBody as ErrorBody } from '../../src/api/schemas.js';
 import type {
   About as AboutSchema,
+  AuditList as AuditListSchema,
   BackupKeyList as BackupKeyListSchema,
   ConsoleKey,
   ConsoleSession,
@@ -49,6 +50,9 @@ export function userResolution(code: string, details: Record<string, unknown> | 
     case 'authentication_required':
       return 'Check the key and sign in again, or open a new sign-in link from your operator (coffer admin login-link).';
     case 'insufficient_scope':
+      if (details?.reason === 'append_only') {
+        return 'This key is append-only: it can add backups but not delete them, reset the account or change the vault. Sign in with a login link or an owner key.';
+      }
       return (
         `This key may not ${permission ? PERMISSION_USES[permission] ?? 'do this' : 'do this'}${permission ? ` (it lacks ${permission})` : ''}. ` +
         'Sign in with a key that holds read, write and restore, or ask your operator for one (coffer admin keys create).'
@@ -146,5 +150,7 @@ export type BackupKeyList = Static<typeof BackupKeyListSchema>;
 export type BackupKeyEntry = BackupKeyList['backups'][number];
 export type Deletions = Static<typeof DeletionsSchema>;
 export type VaultHistory = Static<typeof VaultHistorySchema>;
+export type AuditList = Static<typeof AuditListSchema>;
+export type AuditEvent = AuditList['events'][number];
 export type { BackupStatus, Scope };
 export { SCOPES, TERMINAL_STATUSES };

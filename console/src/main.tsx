@@ -2,6 +2,7 @@
 import { render, type ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, setCsrfToken, whenSignedOut, type SessionInfo } from './api.js';
+import { AuditPage } from './pages/Audit.js';
 import { BackupPage } from './pages/Backup.js';
 import { BackupsPage } from './pages/Backups.js';
 import { CliPage } from './pages/Cli.js';
@@ -19,6 +20,7 @@ const NAV = [
   { path: '/plan', label: 'Plan' },
   { path: '/vault', label: 'Vault' },
   { path: '/keys', label: 'API keys' },
+  { path: '/activity', label: 'Activity' },
   { path: '/cli', label: 'CLI' },
 ];
 
@@ -74,6 +76,7 @@ function route(path: string, session: SessionInfo, onSignedIn: (s: SessionInfo) 
   if (path === '/vault') return <VaultPage />;
   if (path === '/recover') return <RecoverPage />;
   if (path === '/keys') return <KeysPage session={session} />;
+  if (path === '/activity') return <AuditPage />;
   if (path === '/login') return <LoginPage onSignedIn={onSignedIn} />;
   return <NotFound />;
 }
@@ -150,7 +153,7 @@ function App() {
 function titleOf(path: string): string {
   if (path === '/' || path === '/backups') return 'Backups';
   if (path.startsWith('/backups/')) return 'Backup';
-  const titles: Record<string, string> = { '/plan': 'Plan', '/vault': 'Vault', '/recover': 'Recover', '/keys': 'API keys', '/cli': 'CLI', '/self-test': 'Browser check', '/login': 'Sign in' };
+  const titles: Record<string, string> = { '/plan': 'Plan', '/vault': 'Vault', '/recover': 'Recover', '/keys': 'API keys', '/activity': 'Activity', '/cli': 'CLI', '/self-test': 'Browser check', '/login': 'Sign in' };
   return titles[path] ?? 'Not found';
 }
 

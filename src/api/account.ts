@@ -70,10 +70,11 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(400, 401, 403, 500),
         },
       },
-      onRequest: ctx.requireScope('backups:write'),
+      onRequest: [ctx.requireScope('backups:write'), ctx.refuseAppendOnly('account.bootstrap')],
     },
     async (request) => {
       const { created, ...view } = await ctx.backups.bootstrap(request.principal.accountId, request.body);
+      if (created) await ctx.audit(request, 'account.bootstrap');
       return { ...accountBody(view), created };
     },
   );
@@ -98,11 +99,12 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(400, 401, 403, 409, 500),
         },
       },
-      onRequest: ctx.requireScope('backups:write'),
+      onRequest: [ctx.requireScope('backups:write'), ctx.refuseAppendOnly('account.rotate')],
     },
     async (request, reply) => {
       const { rotated, historyDays, ...view } = await ctx.backups.rotate(request.principal.accountId, request.body, request.principal.keyId);
       reply.header(VAULT_HISTORY_HEADER, String(historyDays));
+      await ctx.audit(request, 'account.rotate');
       return { ...accountBody(view), rotated };
     },
   );
@@ -120,12 +122,17 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(400, 401, 403, 409, 500),
         },
       },
-      onRequest: ctx.requireScope('backups:write'),
+      onRequest: [ctx.requireScope('backups:write'), ctx.refuseAppendOnly('account.reset')],
       // The body is optional: absent or empty means {} (docs/api-rules.md#encoding).
       preValidation: async (request) => {
         if (request.body === undefined) request.body = {};
       },
     },
-    async (request) => ctx.backups.reset(request.principal.accountId, request.body.deleteBackups === true, request.principal.keyId),
+    async (request) => {
+      const outcome = await ctx.backups.reset(request.principal.accountId, request.body.deleteBackups === true, request.principal.keyId);
+      const detail = `${outcome.accountDeleted ? 'vault deleted' : 'no vault'}; ${outcome.deletedBackups} backups deleted`;
+      await ctx.audit(request, 'account.reset', { detail });
+      return outcome;
+    },
   );
 }

@@ -117,10 +117,11 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
         params: BackupIdParams,
         response: { 200: json(Type.Ref(DeleteBackupResponse), 'The deleted record.'), ...errorResponses(401, 403, 404, 500) },
       },
-      onRequest: [write, byId],
+      onRequest: [write, ctx.refuseAppendOnly('backup.delete'), byId],
     },
     async (request) => {
       const deleted = await ctx.backups.delete(request.principal.accountId, request.backup.id);
+      await ctx.audit(request, 'backup.delete', { target: deleted.id });
       return { id: deleted.id, status: deleted.status, deletedAt: deleted.deletedAt === null ? null : iso(deleted.deletedAt) };
     },
   );

@@ -1,5 +1,7 @@
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { GuardedAction } from '../domain/append-only.js';
 import type { Scope } from '../domain/scopes.js';
+import type { AuditRequest } from './guard.js';
 import type { EventStreamHub } from './streams.js';
 import type { Services } from '../services/services.js';
 import type { Backup } from '../store/store.js';
@@ -9,6 +11,10 @@ import type { Metrics } from '../http/metrics.js';
 export interface RouteContext extends Pick<Services, 'config' | 'backups' | 'uploadHandshake'> {
   streams: EventStreamHub;
   requireScope: (scope: Scope) => onRequestAsyncHookHandler;
+  /** After requireScope: refuses an append-only key this action (src/api/guard.ts). */
+  refuseAppendOnly: (action: GuardedAction) => onRequestAsyncHookHandler;
+  /** Records an action of the request's caller in the account's audit trail. */
+  audit: AuditRequest;
   metrics: Metrics;
 }
 

@@ -18,6 +18,13 @@ export const API_TAGS = [
   },
 ];
 
+/** How an API key may be restricted beyond its scopes (the security schemes' descriptions say it). */
+export const API_KEY_RESTRICTIONS =
+  'A key holds some of the scopes backups:read, backups:write and backups:restore. A key may also be append-only ' +
+  '(a restriction, not a scope; key listings show it): it may do what its scopes allow except delete a backup, reset ' +
+  'the account, rotate the vault envelope or bootstrap over an initialized vault, which answer ' +
+  '`403 insufficient_scope` with `details.reason: "append_only"` and change nothing.';
+
 /** By operationId; what each operation does beyond its summary (docs/api-rules.md has the reasons). */
 const OPERATION_DESCRIPTIONS: Record<string, string> = {
   getBackupAccount:
@@ -28,16 +35,18 @@ const OPERATION_DESCRIPTIONS: Record<string, string> = {
     '`405 method_not_allowed` with `Allow: GET`, so it declares no success response.',
   bootstrapBackupAccount:
     'Stores the vault material the first time. On an initialized vault it answers `200` with `created: false` and ' +
-    "changes nothing: replacing the material is rotate's job. Needs `backups:write`.",
+    "changes nothing: replacing the material is rotate's job. Needs `backups:write`; an append-only key may bootstrap " +
+    'only a vault that does not exist yet (else `403` with `details.reason: "append_only"`).',
   rotateBackupAccount:
     'Replaces the KDF parameters and the wrapped master key in one step (`rotated: true`). Backups stay readable: only ' +
     'the master key is re-wrapped. Without a vault: `409 vault_not_initialized`. When the account has a deletion grace, the ' +
     'replaced envelope is kept that many days (header `X-Coffer-Vault-History-Days`) and the owner can restore it from the ' +
-    'console. Needs `backups:write`.',
+    'console. Needs `backups:write`, and a key that is not append-only (`403` with `details.reason: "append_only"`).',
   resetBackupAccount:
     'Deletes the vault material. With visible backups and `deleteBackups` not `true`: `409 vault_not_empty`. The plan ' +
     'and the cadence clock survive a reset. With a deletion grace, the deleted backups are `DELETING` and restorable for ' +
-    'the grace, and the removed envelope is kept as long. Needs `backups:write`.',
+    'the grace, and the removed envelope is kept as long. Needs `backups:write`, and a key that is not append-only (`403` ' +
+    'with `details.reason: "append_only"`).',
   listBackups:
     'Every visible backup (any status but `DELETING` and `DELETED`), newest first; expired backups are pruned before ' +
     'the list is built. Needs `backups:read`.',
@@ -54,7 +63,8 @@ const OPERATION_DESCRIPTIONS: Record<string, string> = {
     'Removes the ciphertext and answers once it is gone (`status: "DELETED"`); the record stays as a `DELETED` tombstone. ' +
     'When the account has a deletion grace and the backup is `READY`, it answers `status: "DELETING"`, `deletedAt: null`: ' +
     'the backup is hidden at once (404, not listed), its ciphertext is kept until the grace ends, and the owner can ' +
-    'restore it until then. Deleting does not move the cadence clock back. Needs `backups:write`.',
+    'restore it until then. Deleting does not move the cadence clock back. Needs `backups:write`, and a key that is not ' +
+    'append-only (`403` with `details.reason: "append_only"`, checked before the id is looked at).',
   getBackupContent:
     'The ciphertext of a `READY` backup (`404 backup_content_unavailable` in any other state), with an ETag. One ' +
     '`bytes=` range gives `206` with `Content-Range` (`If-Range` is compared with the ETag); any other range is ' +

@@ -5,7 +5,9 @@ import { ErrorResponse } from './schemas.js';
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'Validation failed (`validation_failed`, `invalid_json`).',
   401: 'Missing or invalid credential (`authentication_required`).',
-  403: 'The key lacks the needed permission (`insufficient_scope`).',
+  403:
+    'The key lacks the needed permission (`insufficient_scope`, `details.requiredPermission`), or it is append-only and ' +
+    'the operation would delete or replace something (`insufficient_scope`, `details.reason: "append_only"`).',
   404: 'Not found.',
   405: 'Method not allowed (`method_not_allowed`).',
   409: 'Conflict with the current state.',

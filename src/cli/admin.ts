@@ -1,5 +1,6 @@
 /** `coffer admin …`: operator commands that talk to the configured database directly (README.md#operator-commands). */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, parseDuration } from '../config.js';
@@ -9,7 +10,8 @@ import { AppError } from '../domain/errors.js';
 import { PLANS, isPlan, type Plan } from '../domain/plans.js';
 import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
-import { KeyService, keyView } from '../services/keys.js';
+import { AuditTrail, operatorActor } from '../services/audit.js';
+import { type ChangedBy, KeyService, keyView } from '../services/keys.js';
 import { LOGIN_LINK_MAX_TTL_MS, LOGIN_LINK_TTL_MS, SessionService } from '../services/sessions.js';
 import type { Store } from '../store/store.js';
 import { CliError, emit, usageError } from './output.js';
@@ -33,6 +35,17 @@ function expiresIn(value: string): number {
   const ms = parseDuration(value);
   if (ms === null || ms <= 0) throw usageError(`--expires-in expects a duration like 30d or 12h, got "${value}"`);
   return ms;
+}
+
+/** The operator as the audit trail names them: the OS user running `coffer admin`, no address. */
+function operator(): ChangedBy {
+  let user: string | undefined;
+  try {
+    user = os.userInfo().username;
+  } catch {
+    user = undefined;
+  }
+  return { actor: operatorActor(user), address: null };
 }
 
 async function withStore<T>(work: (store: Store, keys: KeyService) => Promise<T>, config = loadConfig()): Promise<T> {
@@ -67,7 +80,14 @@ export function registerAdminCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (accountId: string, planName: string, opts: { json?: boolean }) => {
       const chosen = plan(planName);
-      const changed = await withStore((store) => store.setPlan(accountId, chosen));
+      const changed = await withStore(async (store) => {
+        const before = await store.getAccount(accountId);
+        if (!before || !(await store.setPlan(accountId, chosen))) return false;
+        if (before.plan !== chosen) {
+          await new AuditTrail(store, systemClock).record({ accountId, action: 'account.plan', ...operator(), detail: `${before.plan} → ${chosen}` });
+        }
+        return true;
+      });
       if (!changed) throw new CliError(`no account ${accountId}`);
       emit(!!opts.json, { accountId, plan: chosen }, () => `account ${accountId} is now on the ${chosen} plan`);
     });
@@ -179,9 +199,10 @@ export function registerAdminCommands(program: Command): void {
     .option('--plan <plan>', `plan of the new account: ${PLANS.join(' | ')}`)
     .option('--scopes <list>', `comma list of ${SCOPES.join(', ')}`, SCOPES.join(','))
     .option('--expires-in <duration>', 'lifetime, e.g. 30d')
+    .option('--append-only', "the key may add backups but never delete them, reset, rotate or replace the vault (a host's key)")
     .option('--json', 'print JSON')
     .action(
-      async (opts: { account?: string; plan?: string; scopes: string; expiresIn?: string; json?: boolean }) => {
+      async (opts: { account?: string; plan?: string; scopes: string; expiresIn?: string; appendOnly?: boolean; json?: boolean }) => {
         const chosenScopes = scopes(opts.scopes);
         const lifetime = opts.expiresIn === undefined ? null : expiresIn(opts.expiresIn);
         const chosenPlan = opts.plan === undefined ? undefined : plan(opts.plan);
@@ -198,7 +219,7 @@ export function registerAdminCommands(program: Command): void {
           } else {
             account = await keys.createAccount(chosenPlan ?? 'free');
           }
-          return keys.issueKey(account, { scopes: chosenScopes, expiresInMs: lifetime });
+          return keys.issueKey(account, { scopes: chosenScopes, expiresInMs: lifetime, appendOnly: opts.appendOnly === true, by: operator() });
         });
         const result = {
           accountId: issued.account.id,
@@ -206,13 +227,14 @@ export function registerAdminCommands(program: Command): void {
           apiKey: issued.apiKey,
           plan: issued.account.plan,
           scopes: issued.key.scopes,
+          appendOnly: issued.key.appendOnly,
           expiresAt: isoOrNull(issued.key.expiresAt),
         };
         emit(!!opts.json, result, () =>
           [
             `API key (shown once, store it now): ${result.apiKey}`,
             `key ${result.keyId} for account ${result.accountId} (${result.plan} plan)`,
-            `scopes: ${result.scopes.join(', ')}; expires: ${result.expiresAt ?? 'never'}`,
+            `scopes: ${result.scopes.join(', ')}${result.appendOnly ? ' (append-only: cannot delete, reset or rotate)' : ''}; expires: ${result.expiresAt ?? 'never'}`,
           ].join('\n'),
         );
       },
@@ -231,7 +253,7 @@ export function registerAdminCommands(program: Command): void {
           : list
               .map(
                 (k) =>
-                  `${k.keyId}  account ${k.accountId}  ${k.scopes.join(',')}  ${k.revokedAt ? 'revoked' : k.expiresAt ? `expires ${k.expiresAt}` : 'no expiry'}`,
+                  `${k.keyId}  account ${k.accountId}  ${k.scopes.join(',')}${k.appendOnly ? '  append-only' : ''}  ${k.revokedAt ? 'revoked' : k.expiresAt ? `expires ${k.expiresAt}` : 'no expiry'}`,
               )
               .join('\n'),
       );
@@ -242,8 +264,39 @@ export function registerAdminCommands(program: Command): void {
     .description('revoke an API key')
     .option('--json', 'print JSON')
     .action(async (keyId: string, opts: { json?: boolean }) => {
-      const outcome = await withStore((_store, keys) => keys.revoke(keyId));
+      const outcome = await withStore((_store, keys) => keys.revoke(keyId, undefined, operator()));
       if (!outcome?.revoked) throw new CliError(`no active key ${keyId}`);
       emit(!!opts.json, { keyId, revoked: true }, () => `key ${keyId} revoked`);
+    });
+
+  admin
+    .command('audit <accountId>')
+    .description("print an account's audit trail, newest first (destructive and key-changing actions; never secrets)")
+    .option('--json', 'print JSON')
+    .action(async (accountId: string, opts: { json?: boolean }) => {
+      const events = await withStore(async (store) => {
+        if (!(await store.getAccount(accountId))) throw new CliError(`no account ${accountId}`);
+        return new AuditTrail(store, systemClock).list(accountId);
+      });
+      const rows = events.map((e) => ({
+        at: iso(e.at),
+        action: e.action,
+        outcome: e.outcome,
+        actor: e.actor,
+        address: e.address,
+        target: e.target,
+        detail: e.detail,
+      }));
+      emit(!!opts.json, { accountId, events: rows }, () =>
+        rows.length === 0
+          ? 'no recorded actions'
+          : rows
+              .map(
+                (r) =>
+                  `${r.at}  ${r.action}${r.outcome === 'refused' ? ' (refused)' : ''}  by ${r.actor.kind}${r.actor.id ? ` ${r.actor.id}` : ''}` +
+                  `${r.address ? ` from ${r.address}` : ''}${r.target ? `  on ${r.target}` : ''}${r.detail ? `  ${r.detail}` : ''}`,
+              )
+              .join('\n'),
+      );
     });
 }

@@ -438,6 +438,12 @@ export function apiErrorMessage(error: CofferApiError): string {
         "(create one on the console's Keys page, or ask the operator: coffer admin keys create)."
       );
     case 'insufficient_scope': {
+      if (details.reason === 'append_only') {
+        return (
+          'this API key is append-only: it may add backups, but not delete them, reset the account or change the vault. ' +
+          "Nothing was changed. Do this with the account owner's key (or in the console)."
+        );
+      }
       const permission = typeof details.requiredPermission === 'string' ? details.requiredPermission : undefined;
       const uses = permission ? PERMISSION_USES[permission] : undefined;
       if (!permission || !uses) return 'this API key is not allowed to do this: use a key with more permissions (set COFFER_API_KEY).';

@@ -1,14 +1,21 @@
-/** /console/api/keys: the account's API keys, newest first; make one (bounded by the session's credential); revoke. */
+/**
+ * /console/api/keys: the account's API keys, newest first; make one (bounded by the session's credential; append-only
+ * on request); revoke. Making and revoking are recorded in the audit trail.
+ */
 import type { App } from '../http/fastify.js';
 import { AppError } from '../domain/errors.js';
 import { SCOPES } from '../domain/scopes.js';
-import { keyView } from '../services/keys.js';
+import type { FastifyRequest } from 'fastify';
+import { type ChangedBy, keyView } from '../services/keys.js';
 import type { ApiKey, Session } from '../store/store.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { ConsoleKey, ConsoleKeyList, CreateKeyBody, CreatedKey, KeyParams } from './schemas.js';
 
 /** keyView as the page sees it (the serializer leaves out accountId: every key listed is the session's account's). */
 const consoleKey = (key: ApiKey, now: number, session: Session) => ({ ...keyView(key, now), usedByThisSession: session.keyId === key.id });
+
+/** The console session and its client address, for the audit trail. */
+const changedBy = (request: FastifyRequest): ChangedBy => ({ actor: { kind: 'session', id: request.consoleSession.id }, address: request.ip });
 
 export function keyRoutes(app: App, { keys, clock, requireSession }: ConsoleContext): void {
   app.get('/console/api/keys', { schema: { ...hidden, response: { 200: ConsoleKeyList } }, onRequest: requireSession }, async (request) => {
@@ -24,8 +31,12 @@ export function keyRoutes(app: App, { keys, clock, requireSession }: ConsoleCont
     async (request, reply) => {
       const session = request.consoleSession;
       const scopes = SCOPES.filter((scope) => request.body.scopes.includes(scope));
-      const { expiresInDays } = request.body;
-      const minted = await keys.create(session, { scopes, expiresInMs: expiresInDays === null ? null : expiresInDays * 86_400_000 });
+      const { expiresInDays, appendOnly } = request.body;
+      const minted = await keys.create(
+        session,
+        { scopes, expiresInMs: expiresInDays === null ? null : expiresInDays * 86_400_000, appendOnly: appendOnly === true },
+        changedBy(request),
+      );
       reply.code(201);
       return { ...consoleKey(minted.key, clock.now(), session), apiKey: minted.apiKey, expiryCapped: minted.capped };
     },
@@ -36,7 +47,7 @@ export function keyRoutes(app: App, { keys, clock, requireSession }: ConsoleCont
     { schema: { ...hidden, params: KeyParams, response: { 200: ConsoleKey } }, onRequest: requireSession },
     async (request) => {
       const session = request.consoleSession;
-      const outcome = await keys.revoke(request.params.id, session.accountId);
+      const outcome = await keys.revoke(request.params.id, session.accountId, changedBy(request));
       if (!outcome) throw new AppError('not_found', 'No such API key in this account.');
       return consoleKey(outcome.key, clock.now(), session);
     },

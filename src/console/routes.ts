@@ -12,13 +12,15 @@
  * The page talks to /api with the same session (the third credential of src/http/auth.ts). It downloads
  * ciphertext and decrypts it in the browser; passphrases and plaintext never reach the server.
  *
- * The routes are in session-routes.ts, overview-routes.ts, key-routes.ts, backup-key-routes.ts and page-routes.ts.
+ * The routes are in session-routes.ts, overview-routes.ts, key-routes.ts, backup-key-routes.ts, retention-routes.ts,
+ * audit-routes.ts and page-routes.ts.
  */
 import type { FastifyRequest } from 'fastify';
 import type { App } from '../http/fastify.js';
 import { AppError } from '../domain/errors.js';
 import { jsonBodies } from '../http/bodies.js';
 import type { ConsoleContext, ConsoleServices } from './context.js';
+import { auditRoutes } from './audit-routes.js';
 import { backupKeyRoutes } from './backup-key-routes.js';
 import { keyRoutes } from './key-routes.js';
 import { overviewRoutes } from './overview-routes.js';
@@ -28,7 +30,7 @@ import { checkCsrf, sessionOf } from './session-http.js';
 import { sessionRoutes } from './session-routes.js';
 
 export async function consoleRoutes(app: App, services: ConsoleServices): Promise<void> {
-  const { config, sessions, keys, backups, clock } = services;
+  const { config, sessions, keys, backups, clock, audit } = services;
   jsonBodies(app);
 
   // Console API answers are private and never cached.
@@ -44,11 +46,12 @@ export async function consoleRoutes(app: App, services: ConsoleServices): Promis
     request.consoleSecret = context.secret;
   };
 
-  const ctx: ConsoleContext = { config, sessions, keys, backups, clock, requireSession };
+  const ctx: ConsoleContext = { config, sessions, keys, backups, clock, audit, requireSession };
   sessionRoutes(app, ctx);
   overviewRoutes(app, ctx);
   keyRoutes(app, ctx);
   backupKeyRoutes(app, ctx);
   retentionRoutes(app, ctx);
+  auditRoutes(app, ctx);
   pageRoutes(app, ctx);
 }

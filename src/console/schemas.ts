@@ -4,6 +4,7 @@
  * domain/ only, so the page's type check can read this file without any server code.
  */
 import { Type, type TSchema } from '@sinclair/typebox';
+import { ACTOR_KINDS, AUDIT_ACTIONS, AUDIT_OUTCOMES, type ActorKind, type AuditAction, type AuditOutcome } from '../domain/audit.js';
 import { BACKUP_STATUSES, MAX_DELETION_GRACE_DAYS, type BackupStatus } from '../domain/backups.js';
 import { KEY_STATUSES, type KeyStatus } from '../domain/keys.js';
 import { BACKUP_INTERVALS, PLANS, type BackupInterval, type Plan } from '../domain/plans.js';
@@ -31,6 +32,8 @@ export const CreateKeyBody = Type.Object(
   {
     scopes: Type.Array(ScopeName, { minItems: 1, maxItems: 3, uniqueItems: true }),
     expiresInDays: Nullable(Type.Integer({ minimum: 1, maximum: 3650 })),
+    /** May not delete backups, reset, rotate or bootstrap over the vault (a host's key). Default false. */
+    appendOnly: Type.Optional(Type.Boolean()),
   },
   closed,
 );
@@ -100,6 +103,8 @@ export const Overview = Type.Object(
 const keyFields = {
   keyId: Type.String(),
   scopes: Type.Array(ScopeName),
+  /** May not delete backups, reset, rotate or bootstrap over the vault. */
+  appendOnly: Type.Boolean(),
   createdAt: DateTime,
   expiresAt: Nullable(DateTime),
   revokedAt: Nullable(DateTime),
@@ -112,6 +117,28 @@ export const ConsoleKey = Type.Object(keyFields, closed);
 export const ConsoleKeyList = Type.Object({ keys: Type.Array(ConsoleKey) }, closed);
 /** A new key: its secret, shown once, and whether its expiry was cut to the session's credential. */
 export const CreatedKey = Type.Object({ ...keyFields, apiKey: Type.String(), expiryCapped: Type.Boolean() }, closed);
+
+/** One entry of the account's audit trail (src/domain/audit.ts): never a secret. */
+export const AuditEvent = Type.Object(
+  {
+    id: Type.String(),
+    at: DateTime,
+    action: Type.Unsafe<AuditAction>({ type: 'string', enum: [...AUDIT_ACTIONS] }),
+    outcome: Type.Unsafe<AuditOutcome>({ type: 'string', enum: [...AUDIT_OUTCOMES] }),
+    actor: Type.Object(
+      { kind: Type.Unsafe<ActorKind>({ type: 'string', enum: [...ACTOR_KINDS] }), id: Nullable(Type.String()) },
+      closed,
+    ),
+    /** This session's own actions are marked, like the key list marks its key. */
+    byThisSession: Type.Boolean(),
+    address: Nullable(Type.String()),
+    target: Nullable(Type.String()),
+    detail: Nullable(Type.String()),
+  },
+  closed,
+);
+/** The account's trail, newest first, and the bound on how many entries are kept (per outcome: done, refused). */
+export const AuditList = Type.Object({ events: Type.Array(AuditEvent), maxEntries: Count }, closed);
 
 export const About = Type.Object(
   {

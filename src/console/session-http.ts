@@ -21,7 +21,8 @@ export const SESSION_SECURITY_SCHEME = {
   in: 'cookie' as const,
   name: SESSION_COOKIE,
   description:
-    'Console browser session (sign in at /console with a one-time link from `coffer admin login-link` or an all-scope API key). ' +
+    'Console browser session (sign in at /console with a one-time link from `coffer admin login-link` or an all-scope API key ' +
+    'that is not append-only). ' +
     'Holds all three scopes. Requests that change state must also send the X-CSRF-Token header the console receives at sign-in.',
 };
 
@@ -96,7 +97,7 @@ export function checkCsrf(request: FastifyRequest, config: Config, sessions: Ses
 }
 
 export function sessionPrincipal(session: Session): Principal {
-  return { accountId: session.accountId, keyId: session.keyId ?? `session:${session.id}`, scopes: SCOPES, sessionId: session.id };
+  return { accountId: session.accountId, keyId: session.keyId ?? `session:${session.id}`, scopes: SCOPES, appendOnly: false, sessionId: session.id };
 }
 
 /** The third credential of the API (after the two API-key headers): the console session, with an owner's scopes. */

@@ -3,6 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { App } from '../http/fastify.js';
 import { FixedWindowLimiter } from '../http/rate-limit.js';
+import { APPEND_ONLY_REASON, APPEND_ONLY_RESOLUTION } from '../domain/append-only.js';
 import { AppError } from '../domain/errors.js';
 import type { Plan } from '../domain/plans.js';
 import { csrfTokenFor, type OpenedSession } from '../services/sessions.js';
@@ -67,6 +68,15 @@ export function sessionRoutes(app: App, { config, sessions, clock, requireSessio
             'insufficient_scope',
             `The console needs a key that holds all three permissions; this one lacks ${outcome.missing}.`,
             { requiredPermission: outcome.missing },
+          );
+        }
+        if (!outcome.ok && outcome.reason === 'append_only') {
+          throw new AppError(
+            'insufficient_scope',
+            'This API key is append-only: it may add backups but not open the console, which can delete them and manage keys.',
+            { reason: APPEND_ONLY_REASON },
+            undefined,
+            APPEND_ONLY_RESOLUTION,
           );
         }
         if (!outcome.ok) throw new AppError('authentication_required', 'This API key is unknown, revoked or expired.');

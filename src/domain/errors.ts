@@ -91,6 +91,8 @@ export class AppError extends Error {
     message: string,
     readonly details?: Record<string, unknown>,
     readonly headers?: Record<string, string>,
+    /** Overrides RESOLUTION_OF[code] when this refusal has a more precise next step (an append-only key). */
+    readonly resolution?: string,
   ) {
     super(message);
     this.status = STATUS_OF[code];

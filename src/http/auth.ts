@@ -11,6 +11,8 @@ export interface Principal {
   accountId: string;
   keyId: string;
   scopes: readonly Scope[];
+  /** An append-only key (src/domain/append-only.ts); a console session never is (append-only keys cannot open one). */
+  appendOnly: boolean;
   /** Set when the credential is a console session. */
   sessionId?: string;
 }
@@ -54,7 +56,7 @@ export function authenticator(keys: KeyService, session?: SessionCredential) {
       let principal: Principal | undefined;
       if (secret) {
         const key = await keys.authenticate(secret);
-        if (key) principal = { accountId: key.accountId, keyId: key.id, scopes: key.scopes };
+        if (key) principal = { accountId: key.accountId, keyId: key.id, scopes: key.scopes, appendOnly: key.appendOnly };
       } else if (secret === undefined && session) {
         // No API key header at all: the browser session is the third credential.
         principal = await session(request);

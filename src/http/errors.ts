@@ -63,7 +63,7 @@ export function errorBody(error: AppError) {
     error: error.message,
     code: error.code,
     message: error.message,
-    resolution: RESOLUTION_OF[error.code],
+    resolution: error.resolution ?? RESOLUTION_OF[error.code],
     ...(error.details ? { details: error.details } : {}),
   };
 }

@@ -9,8 +9,9 @@ import FindMyWay from 'find-my-way';
 import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
 import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
 import type { RouteContext } from '../api/context.js';
+import { appendOnlyGuard, auditRequests } from '../api/guard.js';
 import type { App } from '../http/fastify.js';
-import { API_TAGS, documentRoute } from '../api/openapi.js';
+import { API_KEY_RESTRICTIONS, API_TAGS, documentRoute } from '../api/openapi.js';
 import { COMPONENT_SCHEMAS } from '../api/schemas.js';
 import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
 import { AppError } from '../domain/errors.js';
@@ -101,11 +102,14 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     () => streams.stats(),
     () => parts.store.queryCounts(),
   );
+  const audit = auditRequests(parts.audit);
   const ctx: RouteContext = {
     config: parts.config,
     backups: parts.backups,
     streams,
     requireScope: authenticator(parts.keys, sessionCredential(parts.sessions, parts.config)),
+    refuseAppendOnly: appendOnlyGuard(parts.backups, audit),
+    audit,
     uploadHandshake: parts.uploadHandshake,
     metrics,
   };
@@ -130,8 +134,8 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
       tags: API_TAGS,
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' },
-          apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+          bearerAuth: { type: 'http', scheme: 'bearer', description: `Authorization: Bearer <API key>. ${API_KEY_RESTRICTIONS}` },
+          apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key', description: `x-api-key: <API key>. ${API_KEY_RESTRICTIONS}` },
           sessionCookie: SESSION_SECURITY_SCHEME,
         },
       },

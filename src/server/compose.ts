@@ -6,6 +6,7 @@ import type { BlobStore } from '../blobs/blob-store.js';
 import { FsBlobStore } from '../blobs/fs.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
+import { AuditTrail } from '../services/audit.js';
 import { BackupService } from '../services/backups.js';
 import { BlobHostService, ReadWriteToken } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
@@ -67,7 +68,8 @@ export async function composeParts(
     maxArchiveBytes: config.maxArchiveBytes,
     uploadWindowMs: config.uploadWindowMs,
   });
-  const keys = new KeyService(store, clock);
+  const audit = new AuditTrail(store, clock);
+  const keys = new KeyService(store, clock, audit);
   const sessions = new SessionService(store, keys, clock);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that.
   const sweeper = new Sweeper(store, blobs, backups, sessions, {
@@ -89,6 +91,7 @@ export async function composeParts(
     bus,
     backups,
     keys,
+    audit,
     sessions,
     sweeper,
     blobHost,

@@ -9,6 +9,8 @@ import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import type { Account, ApiKey, Session, Store } from '../store/store.js';
+import type { AuditActor } from '../domain/audit.js';
+import { AuditTrail } from './audit.js';
 
 export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey).digest('hex');
 
@@ -28,7 +30,16 @@ export interface MintedKey extends IssuedKey {
 }
 
 /** What a session opened with a login link may do: whatever the account's owner may (all scopes, no end). */
-const OWNER: Grant = { scopes: SCOPES, expiresAt: null };
+const OWNER: Grant = { scopes: SCOPES, expiresAt: null, appendOnly: false };
+
+/** Who asks for a key change, for the audit trail: the actor and the client address (null for operators). */
+export interface ChangedBy {
+  actor: AuditActor;
+  address: string | null;
+}
+
+/** The audit note of a new key: its permissions and restriction (never its secret). */
+const keyNote = (key: ApiKey) => `${key.scopes.join(',')}${key.appendOnly ? '; append-only' : ''}`;
 
 
 /** A key as operators and owners see it (`coffer admin keys list`, the console): never its secret or hash. */
@@ -37,6 +48,7 @@ export function keyView(key: ApiKey, now: number) {
     keyId: key.id,
     accountId: key.accountId,
     scopes: key.scopes,
+    appendOnly: key.appendOnly,
     createdAt: iso(key.createdAt),
     expiresAt: isoOrNull(key.expiresAt),
     revokedAt: isoOrNull(key.revokedAt),
@@ -48,6 +60,7 @@ export class KeyService {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
+    private readonly audit: AuditTrail = new AuditTrail(store, clock),
   ) {}
 
   async createAccount(plan: Plan): Promise<Account> {
@@ -62,7 +75,17 @@ export class KeyService {
      * `expiresAt` (an instant) wins over `expiresInMs` (from now); neither, or null, means no expiry. `now`: the
      * instant the caller computed `expiresAt` from, so that a key asked for 7 days lasts exactly 7 days.
      */
-    options: { scopes?: Scope[]; expiresInMs?: number | null; expiresAt?: number | null; apiKey?: string; now?: number } = {},
+    options: {
+      scopes?: Scope[];
+      expiresInMs?: number | null;
+      expiresAt?: number | null;
+      apiKey?: string;
+      now?: number;
+      /** May not delete, reset, rotate or bootstrap over a vault (src/domain/append-only.ts). */
+      appendOnly?: boolean;
+      /** Recorded in the account's audit trail when given. */
+      by?: ChangedBy;
+    } = {},
   ): Promise<IssuedKey> {
     const now = options.now ?? this.clock.now();
     const apiKey = options.apiKey ?? generateApiKey();
@@ -73,17 +96,26 @@ export class KeyService {
       createdAt: now,
       expiresAt: options.expiresAt !== undefined ? options.expiresAt : options.expiresInMs == null ? null : now + options.expiresInMs,
       revokedAt: null,
+      appendOnly: options.appendOnly === true,
     };
     await this.store.createApiKey(key, hashApiKey(apiKey));
+    if (options.by) {
+      await this.audit.record({ accountId: account.id, action: 'key.create', ...options.by, target: key.id, detail: keyNote(key) });
+    }
     return { key, apiKey, account };
   }
 
   /**
    * Issues a key for the session's account, bounded by the credential the session was opened with: the API key
    * (its scopes and expiry), or, for a login link, the account's owner (any scopes, any expiry). A scope the
-   * credential lacks is refused (403 insufficient_scope); a later expiry is cut to the credential's.
+   * credential lacks is refused (403 insufficient_scope); a later expiry is cut to the credential's; an append-only
+   * credential makes only append-only keys.
    */
-  async create(session: Pick<Session, 'accountId' | 'keyId'>, request: { scopes: Scope[]; expiresInMs: number | null }): Promise<MintedKey> {
+  async create(
+    session: Pick<Session, 'accountId' | 'keyId'>,
+    request: { scopes: Scope[]; expiresInMs: number | null; appendOnly?: boolean },
+    by?: ChangedBy,
+  ): Promise<MintedKey> {
     const account = await this.store.getAccount(session.accountId);
     if (!account) throw new AppError('authentication_required', 'The account of this session no longer exists.');
     let credential = OWNER;
@@ -93,8 +125,19 @@ export class KeyService {
       credential = key;
     }
     const now = this.clock.now();
-    const requested = { scopes: request.scopes, expiresAt: request.expiresInMs === null ? null : now + request.expiresInMs };
+    const requested = {
+      scopes: request.scopes,
+      expiresAt: request.expiresInMs === null ? null : now + request.expiresInMs,
+      appendOnly: request.appendOnly === true,
+    };
     const decision = mintWithin(requested, credential);
+    if (!decision.ok && decision.missing === null) {
+      throw new AppError(
+        'insufficient_scope',
+        'This session was opened with an append-only key; a key made here must be append-only too.',
+        { reason: 'append_only' },
+      );
+    }
     if (!decision.ok) {
       throw new AppError(
         'insufficient_scope',
@@ -102,7 +145,7 @@ export class KeyService {
         { requiredPermission: decision.missing },
       );
     }
-    const issued = await this.issueKey(account, { scopes: decision.grant.scopes, expiresAt: decision.grant.expiresAt, now });
+    const issued = await this.issueKey(account, { ...decision.grant, now, by });
     return { ...issued, capped: decision.capped };
   }
 
@@ -115,10 +158,11 @@ export class KeyService {
    * Revokes a key (only if it belongs to `accountId`, when given). The key as it is afterwards, and whether this
    * call revoked it (false: it already was); undefined when there is no such key.
    */
-  async revoke(keyId: string, accountId?: string): Promise<{ key: ApiKey; revoked: boolean } | undefined> {
+  async revoke(keyId: string, accountId?: string, by?: ChangedBy): Promise<{ key: ApiKey; revoked: boolean } | undefined> {
     const key = await this.store.getApiKey(keyId);
     if (!key || (accountId !== undefined && key.accountId !== accountId)) return undefined;
     const revoked = await this.store.revokeApiKey(key.id, this.clock.now());
+    if (revoked && by) await this.audit.record({ accountId: key.accountId, action: 'key.revoke', ...by, target: key.id });
     return { key: (await this.store.getApiKey(key.id)) ?? key, revoked };
   }
 
@@ -140,7 +184,8 @@ export class KeyService {
     const outcome = await this.store.tryExclusive('first-start', async () => {
       if ((await this.store.listAccounts()).length > 0) return null;
       const account = await this.createAccount('free');
-      return this.issueKey(account, initialApiKey ? { apiKey: initialApiKey } : {});
+      const by: ChangedBy = { actor: { kind: 'operator', id: null }, address: null };
+      return this.issueKey(account, initialApiKey ? { apiKey: initialApiKey, by } : { by });
     });
     return outcome.ran ? outcome.value : null;
   }

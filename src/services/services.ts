@@ -7,6 +7,7 @@ import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { Store } from '../store/store.js';
+import type { AuditTrail } from './audit.js';
 import type { BackupService } from './backups.js';
 import type { BlobHostService } from './blob-host.js';
 import type { KeyService } from './keys.js';
@@ -22,6 +23,8 @@ export interface Services {
   bus: StatusBus;
   backups: BackupService;
   keys: KeyService;
+  /** The per-account audit trail of destructive and key-changing actions. */
+  audit: AuditTrail;
   /** Console sign-in links and browser sessions: the console, and the third credential of every API operation. */
   sessions: SessionService;
   sweeper: Sweeper;

@@ -50,7 +50,9 @@ export interface OpenedSession {
 export type KeySignIn =
   | { ok: true; opened: OpenedSession }
   | { ok: false; reason: 'unknown_key' }
-  | { ok: false; reason: 'insufficient_scope'; missing: Scope };
+  | { ok: false; reason: 'insufficient_scope'; missing: Scope }
+  /** The console manages the account (keys, the audit trail): an append-only key may not open it. */
+  | { ok: false; reason: 'append_only' };
 
 export class SessionService {
   constructor(
@@ -78,12 +80,13 @@ export class SessionService {
     return this.open(link.accountId, null);
   }
 
-  /** Opens a session with an API key that holds every scope (an owner's key). */
+  /** Opens a session with an API key that holds every scope and is not append-only (an owner's key). */
   async signInWithKey(apiKey: string): Promise<KeySignIn> {
     const key = await this.keys.authenticate(apiKey);
     if (!key) return { ok: false, reason: 'unknown_key' };
     const missing = SCOPES.find((scope) => !key.scopes.includes(scope));
     if (missing) return { ok: false, reason: 'insufficient_scope', missing };
+    if (key.appendOnly) return { ok: false, reason: 'append_only' };
     const opened = await this.open(key.accountId, key);
     return opened ? { ok: true, opened } : { ok: false, reason: 'unknown_key' };
   }

@@ -99,6 +99,30 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('vaults').addColumn('created_at', 'bigint').execute();
     },
   },
+  '0004_append_only_keys_and_audit': {
+    async up(db: Kysely<unknown>) {
+      // Append-only keys (0 or 1): existing keys keep what they could do.
+      await db.schema
+        .alterTable('api_keys')
+        .addColumn('append_only', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+      // The audit trail: ids, times and short words only (never secrets), at most AUDIT_MAX_ENTRIES per account and outcome.
+      await db.schema
+        .createTable('audit_events')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('at', 'bigint', (c) => c.notNull())
+        .addColumn('action', 'text', (c) => c.notNull())
+        .addColumn('outcome', 'text', (c) => c.notNull())
+        .addColumn('actor_kind', 'text', (c) => c.notNull())
+        .addColumn('actor_id', 'text')
+        .addColumn('address', 'text')
+        .addColumn('target', 'text')
+        .addColumn('detail', 'text')
+        .execute();
+      await db.schema.createIndex('audit_events_account_at').on('audit_events').columns(['account_id', 'at', 'id']).execute();
+    },
+  },
   '0005_deletion_grace_and_vault_history': {
     async up(db: Kysely<unknown>) {
       // Days a deleted READY backup stays restorable; 0 keeps today's immediate delete.

@@ -18,6 +18,8 @@ export interface ApiKeysTable {
   created_at: number;
   expires_at: number | null;
   revoked_at: number | null;
+  /** 1: the key may not delete, reset, rotate or re-bootstrap (migration 0004). */
+  append_only: number;
 }
 
 export interface VaultsTable {
@@ -103,6 +105,20 @@ export interface VaultHistoryTable {
   expires_at: number;
 }
 
+/** The audit trail (migration 0004): one row per recorded action, at most AUDIT_MAX_ENTRIES per account and outcome. */
+export interface AuditEventsTable {
+  id: string;
+  account_id: string;
+  at: number;
+  action: string;
+  outcome: string;
+  actor_kind: string;
+  actor_id: string | null;
+  address: string | null;
+  target: string | null;
+  detail: string | null;
+}
+
 export interface Database {
   settings: SettingsTable;
   accounts: AccountsTable;
@@ -112,4 +128,5 @@ export interface Database {
   login_links: LoginLinksTable;
   sessions: SessionsTable;
   vault_history: VaultHistoryTable;
+  audit_events: AuditEventsTable;
 }

@@ -19,12 +19,14 @@ import {
   type CreateDecision,
   type CreateSnapshot,
 } from '../domain/backups.js';
+import type { ActorKind, AuditAction, AuditEntry, AuditOutcome } from '../domain/audit.js';
 import type { Plan } from '../domain/plans.js';
 import type { Scope } from '../domain/scopes.js';
 import { migrateToLatest } from './migrations.js';
 import type {
   AccountsTable,
   ApiKeysTable,
+  AuditEventsTable,
   BackupsTable,
   Database,
   LoginLinksTable,
@@ -70,6 +72,21 @@ function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
     createdAt: num(row.created_at),
     expiresAt: numOrNull(row.expires_at),
     revokedAt: numOrNull(row.revoked_at),
+    appendOnly: Number(row.append_only) === 1,
+  };
+}
+
+function toAuditEntry(row: Selectable<AuditEventsTable>): AuditEntry {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    at: num(row.at),
+    action: row.action as AuditAction,
+    outcome: row.outcome as AuditOutcome,
+    actor: { kind: row.actor_kind as ActorKind, id: row.actor_id },
+    address: row.address,
+    target: row.target,
+    detail: row.detail,
   };
 }
 
@@ -328,6 +345,7 @@ export class SqlStore implements Store {
         created_at: key.createdAt,
         expires_at: key.expiresAt,
         revoked_at: key.revokedAt,
+        append_only: key.appendOnly ? 1 : 0,
       })
       .execute();
   }
@@ -715,6 +733,59 @@ export class SqlStore implements Store {
       for (const row of rows) if (row.blob_key !== null) live.add(row.blob_key);
     }
     return live;
+  }
+
+  async appendAudit(entry: AuditEntry, keep: number): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('audit_events')
+        .values({
+          id: entry.id,
+          account_id: entry.accountId,
+          at: entry.at,
+          action: entry.action,
+          outcome: entry.outcome,
+          actor_kind: entry.actor.kind,
+          actor_id: entry.actor.id,
+          address: entry.address,
+          target: entry.target,
+          detail: entry.detail,
+        })
+        .execute();
+      // The bound: of this account's entries with the same outcome, everything older than the newest `keep` goes.
+      // The oldest entry to drop is found on the (account_id, at, id) index, an index walk, not a scan.
+      const oldestDropped = await trx
+        .selectFrom('audit_events')
+        .select(['at', 'id'])
+        .where('account_id', '=', entry.accountId)
+        .where('outcome', '=', entry.outcome)
+        .orderBy('at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(1)
+        .offset(keep)
+        .executeTakeFirst();
+      if (oldestDropped) {
+        const at = num(oldestDropped.at);
+        await trx
+          .deleteFrom('audit_events')
+          .where('account_id', '=', entry.accountId)
+          .where('outcome', '=', entry.outcome)
+          .where((eb) => eb.or([eb('at', '<', at), eb.and([eb('at', '=', at), eb('id', '<=', oldestDropped.id)])]))
+          .execute();
+      }
+    });
+  }
+
+  async listAudit(accountId: string, limit: number): Promise<AuditEntry[]> {
+    const rows = await this.db
+      .selectFrom('audit_events')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map(toAuditEntry);
   }
 
   async ensureSetting(name: string, initial: string, now: number): Promise<string> {

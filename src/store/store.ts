@@ -1,4 +1,5 @@
 /** The metadata store: one interface, one implementation per engine (SQLite embedded, PostgreSQL scale-out). */
+import type { AuditEntry } from '../domain/audit.js';
 import type { BackupStatus, CreateDecision, CreateSnapshot } from '../domain/backups.js';
 import type { Plan } from '../domain/plans.js';
 import type { Scope } from '../domain/scopes.js';
@@ -29,6 +30,8 @@ export interface ApiKey {
   createdAt: number;
   expiresAt: number | null;
   revokedAt: number | null;
+  /** May not delete, reset, rotate or bootstrap over a vault (src/domain/append-only.ts); set when the key is made. */
+  appendOnly: boolean;
 }
 
 /** A one-time console sign-in link (its token is known only by hash). */
@@ -194,6 +197,14 @@ export interface Store {
   listSweepCandidates(now: number, accountId?: string): Promise<Backup[]>;
   /** The subset of `blobKeys` still referenced by a record that is not DELETED (orphan sweeping). */
   liveBlobKeys(blobKeys: readonly string[]): Promise<Set<string>>;
+
+  /**
+   * Stores an audit entry, then drops the account's oldest entries with the same outcome beyond the newest `keep`
+   * (one transaction): refused attempts never push out what was done.
+   */
+  appendAudit(entry: AuditEntry, keep: number): Promise<void>;
+  /** The account's audit entries, newest first, at most `limit`. */
+  listAudit(accountId: string, limit: number): Promise<AuditEntry[]>;
 
   /** The stored value of a shared setting; stores `initial` first when there is none (first writer wins). */
   ensureSetting(name: string, initial: string, now: number): Promise<string>;

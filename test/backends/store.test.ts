@@ -9,6 +9,8 @@ import { decideCreate, type BackupStatus } from '../../src/domain/backups.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import { SQLITE_DRIVERS, type SqliteDriverName, sqliteDrivers } from '../../src/store/sqlite-driver.js';
+import type { AuditEntry } from '../../src/domain/audit.js';
+import type { Scope } from '../../src/domain/scopes.js';
 import type { Account, Backup, Store, Vault, VaultKeep } from '../../src/store/store.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -144,7 +146,7 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
       scopes: ['backups:read', 'backups:write'] as ('backups:read' | 'backups:write')[],
       createdAt: T0,
       expiresAt: T0 + 30 * 24 * HOUR,
-      revokedAt: null,
+      revokedAt: null, appendOnly: false,
     };
     const hash = `hash-${key.id}`;
     await store.createApiKey(key, hash);
@@ -398,10 +400,71 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
 
   it('API keys: read one by id', async () => {
     const account = await newAccount();
-    const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null };
+    const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null, appendOnly: false };
     await store.createApiKey(key, `hash-${key.id}`);
     expect(await store.getApiKey(key.id)).toEqual(key);
     expect(await store.getApiKey(uuidv7())).toBeUndefined();
+  });
+
+  it('API keys: the append-only restriction is stored and read back by every lookup', async () => {
+    const account = await newAccount();
+    const base = { accountId: account.id, scopes: ['backups:read', 'backups:write'] as Scope[], createdAt: T0, expiresAt: null, revokedAt: null };
+    const restricted = { ...base, id: uuidv7(), appendOnly: true };
+    const plain = { ...base, id: uuidv7(), appendOnly: false };
+    await store.createApiKey(restricted, `hash-${restricted.id}`);
+    await store.createApiKey(plain, `hash-${plain.id}`);
+    expect(await store.getApiKey(restricted.id)).toEqual(restricted);
+    expect(await store.findApiKeyByHash(`hash-${restricted.id}`)).toEqual(restricted);
+    expect(await store.findApiKeyByHash(`hash-${plain.id}`)).toEqual(plain);
+    expect((await store.listApiKeys(account.id)).map((k) => [k.id, k.appendOnly])).toEqual([
+      [restricted.id, true],
+      [plain.id, false],
+    ]);
+  });
+
+  it('audit trail: stored per account, newest first, bounded to the newest `keep` per outcome, from any node', async () => {
+    const [mine, theirs] = [await newAccount(), await newAccount()];
+    const entry = (accountId: string, at: number, overrides: Partial<AuditEntry> = {}): AuditEntry => ({
+      id: uuidv7(),
+      accountId,
+      at,
+      action: 'backup.delete',
+      outcome: 'done',
+      actor: { kind: 'key', id: uuidv7() },
+      address: '203.0.113.7',
+      target: uuidv7(),
+      detail: null,
+      ...overrides,
+    });
+    const peer = await engine.peer();
+    const written: AuditEntry[] = [];
+    for (let i = 0; i < 5; i++) {
+      const e = entry(mine.id, T0 + i * 1000, i === 2 ? { outcome: 'refused', actor: { kind: 'operator', id: null }, address: null, target: null, detail: 'free → plus', action: 'account.plan' } : {});
+      written.push(e);
+      await (i % 2 === 0 ? store : peer).appendAudit(e, 3);
+    }
+    const other = entry(theirs.id, T0 + 500);
+    await store.appendAudit(other, 3);
+    // Only the newest three done entries of mine are kept (and the one refused); the other account's is untouched.
+    expect(await store.listAudit(mine.id, 10)).toEqual(written.slice(1).reverse());
+    expect(await store.listAudit(mine.id, 2)).toEqual(written.slice(3).reverse());
+    expect(await store.listAudit(theirs.id, 10)).toEqual([other]);
+    expect(await store.listAudit(uuidv7(), 10)).toEqual([]);
+    // Refused attempts are bounded on their own: a flood of them never pushes out what was done.
+    const done = await store.listAudit(mine.id, 10);
+    const flood: AuditEntry[] = [];
+    for (let i = 0; i < 5; i++) {
+      const e = entry(mine.id, T0 + 10_000 + i, { outcome: 'refused' });
+      flood.push(e);
+      await store.appendAudit(e, 3);
+    }
+    const after = await store.listAudit(mine.id, 10);
+    expect(after.filter((e) => e.outcome === 'refused')).toEqual(flood.slice(2).reverse());
+    expect(after.filter((e) => e.outcome === 'done')).toEqual(done.filter((e) => e.outcome === 'done'));
+    // Same instant: the later id (uuidv7) is newer.
+    const tie = entry(theirs.id, T0 + 500);
+    await peer.appendAudit(tie, 3);
+    expect((await store.listAudit(theirs.id, 10)).map((e) => e.id)).toEqual([tie.id, other.id]);
   });
 
   it('login links: used once, never after expiry, one winner among concurrent uses across nodes', async () => {
@@ -423,7 +486,7 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
 
   it('sessions: stored by hash, revoked once, pruned after expiry (with expired links)', async () => {
     const account = await newAccount();
-    const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null };
+    const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null, appendOnly: false };
     await store.createApiKey(key, `hash-${key.id}`);
     const byLink = { id: uuidv7(), accountId: account.id, keyId: null, createdAt: T0, expiresAt: T0 + HOUR, revokedAt: null };
     const byKey = { ...byLink, id: uuidv7(), keyId: key.id, expiresAt: T0 + 2 * HOUR };
@@ -457,7 +520,7 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
       scopes: ['backups:read'] as 'backups:read'[],
       createdAt: T0,
       expiresAt: null,
-      revokedAt: null,
+      revokedAt: null, appendOnly: false,
       ...overrides,
     });
     const [liveKey, revokedKey, expiredKey] = [key(), key({ revokedAt: T0 + 1 }), key({ expiresAt: T0 + 1 })];

@@ -186,6 +186,7 @@ describe('coffer admin', () => {
       apiKey: expect.stringMatching(/^cfk_[A-Za-z0-9_-]{43}$/),
       plan: 'pro',
       scopes: ['backups:read', 'backups:restore'],
+      appendOnly: false,
       expiresAt: expect.any(String),
     });
     const days = (Date.parse(fresh.expiresAt) - Date.now()) / 86_400_000;
@@ -195,6 +196,14 @@ describe('coffer admin', () => {
     expect(more.scopes).toEqual(['backups:read', 'backups:write', 'backups:restore']);
     const listed = adminJson(['keys', 'list', '--account', fresh.accountId], env);
     expect(listed.keys.map((k: { keyId: string }) => k.keyId)).toEqual([fresh.keyId, more.keyId]);
+    const host = adminJson(['keys', 'create', '--account', fresh.accountId, '--scopes', 'backups:read,backups:write', '--append-only'], env);
+    expect(host).toMatchObject({ accountId: fresh.accountId, scopes: ['backups:read', 'backups:write'], appendOnly: true });
+    const all = adminJson(['keys', 'list', '--account', fresh.accountId], env);
+    expect(all.keys.map((k: { keyId: string; appendOnly: boolean }) => [k.keyId, k.appendOnly])).toEqual([
+      [fresh.keyId, false],
+      [more.keyId, false],
+      [host.keyId, true],
+    ]);
   });
 
   it('revokes keys', async () => {

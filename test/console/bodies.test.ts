@@ -110,6 +110,7 @@ describe('console endpoint bodies', () => {
     const owner = {
       keyId: ownerKeyId,
       scopes: ['backups:read', 'backups:write', 'backups:restore'],
+      appendOnly: false,
       createdAt: iso(start),
       expiresAt: null,
       revokedAt: null,
@@ -122,7 +123,7 @@ describe('console endpoint bodies', () => {
     const created = await consoleCall('POST', '/console/api/keys', { scopes: ['backups:read'], expiresInDays: 2 });
     expect(created.status).toBe(201);
     const { keyId, apiKey } = created.body as { keyId: string; apiKey: string };
-    const made = { keyId, scopes: ['backups:read'], createdAt: iso(now), expiresAt: iso(now + 48 * HOUR), revokedAt: null, status: 'active', usedByThisSession: false };
+    const made = { keyId, scopes: ['backups:read'], appendOnly: false, createdAt: iso(now), expiresAt: iso(now + 48 * HOUR), revokedAt: null, status: 'active', usedByThisSession: false };
     expect(created.body).toEqual({ ...made, apiKey, expiryCapped: false });
     expect((await consoleCall('GET', '/console/api/keys')).body).toEqual({ keys: [made, owner] });
 
@@ -130,6 +131,42 @@ describe('console endpoint bodies', () => {
     const revoked = await consoleCall('DELETE', `/console/api/keys/${keyId}`);
     expect(revoked.body).toEqual({ ...made, revokedAt: iso(now + 1000), status: 'revoked' });
     expect((await consoleCall('GET', '/console/api/keys')).body).toEqual({ keys: [{ ...made, revokedAt: iso(now + 1000), status: 'revoked' }, owner] });
+
+    // An append-only key: the restriction is in the answer and the list.
+    const host = await consoleCall('POST', '/console/api/keys', { scopes: ['backups:read', 'backups:write'], expiresInDays: null, appendOnly: true });
+    expect(host.status).toBe(201);
+    const hostKey = host.body as { keyId: string; apiKey: string };
+    const hostView = { keyId: hostKey.keyId, scopes: ['backups:read', 'backups:write'], appendOnly: true, createdAt: iso(now + 1000), expiresAt: null, revokedAt: null, status: 'active', usedByThisSession: false };
+    expect(host.body).toEqual({ ...hostView, apiKey: hostKey.apiKey, expiryCapped: false });
+    expect(((await consoleCall('GET', '/console/api/keys')).body as { keys: unknown[] }).keys[0]).toEqual(hostView);
+
+    // The audit trail: the three key changes, newest first, by this session, from loopback, never the secrets.
+    const trail = await consoleCall('GET', '/console/api/audit');
+    expect(trail.status).toBe(200);
+    const entry = (at: number, action: string, target: string | null, detail: string | null) => ({
+      id: expect.any(String),
+      at: iso(at),
+      action,
+      outcome: 'done',
+      actor: { kind: 'session', id: expect.any(String) },
+      byThisSession: true,
+      address: '127.0.0.1',
+      target,
+      detail,
+    });
+    expect(trail.body).toEqual({
+      events: [
+        entry(now + 1000, 'key.create', hostKey.keyId, 'backups:read,backups:write; append-only'),
+        entry(now + 1000, 'key.revoke', keyId, null),
+        entry(now, 'key.create', keyId, 'backups:read'),
+        // The overview test set up the vault and rotated it with the owner's key.
+        { ...entry(start + HOUR, 'account.rotate', null, null), actor: { kind: 'key', id: ownerKeyId }, byThisSession: false },
+        { ...entry(start, 'account.bootstrap', null, null), actor: { kind: 'key', id: ownerKeyId }, byThisSession: false },
+      ],
+      maxEntries: 1000,
+    });
+    expect(JSON.stringify(trail.body)).not.toContain(apiKey);
+    expect(JSON.stringify(trail.body)).not.toContain(hostKey.apiKey);
   });
 
   it('keys: an expired key, and the key a session was opened with', async () => {

@@ -248,6 +248,50 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     await shot('keys');
   });
 
+  it('adds a backup host: an append-only key and the settings to set, with the recipient derived in the page', async () => {
+    const passphrase = `${PASSPHRASE} (new)`;
+    const { recipient } = json<{ recipient: string }>(await cliFor(server.url, apiKey, passphrase)(['recipient', '--json']));
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
+    // A wrong passphrase makes no key.
+    const keysBefore = (await server.parts.store.listApiKeys(accountId)).length;
+    await page.getByLabel('Vault passphrase (optional)').fill('not the passphrase');
+    await page.getByRole('button', { name: 'Add backup host' }).click();
+    await page.getByText('That passphrase does not unlock the vault. No key was made.').waitFor();
+    expect((await server.parts.store.listApiKeys(accountId)).length).toBe(keysBefore);
+
+    await page.getByLabel('Vault passphrase (optional)').fill(passphrase);
+    await page.getByRole('button', { name: 'Add backup host' }).click();
+    const settings = page.getByLabel('Host settings');
+    await settings.waitFor();
+    const text = await settings.inputValue();
+    const value = (name: string) => new RegExp(`^export ${name}='([^']*)'$`, 'm').exec(text)?.[1];
+    expect(value('COFFER_URL')).toBe(server.url);
+    expect(value('COFFER_RECIPIENT')).toBe(recipient);
+    const hostKey = value('COFFER_API_KEY')!;
+    expect(hostKey).toMatch(/^cfk_[A-Za-z0-9_-]{43}$/);
+    await shot('keys-host');
+
+    const made = (await server.parts.store.listApiKeys(accountId)).at(-1)!;
+    expect(made).toMatchObject({ scopes: ['backups:read', 'backups:write'], appendOnly: true });
+    const refused = await fetch(`${server.url}/api/backups/${backupId}`, { method: 'DELETE', headers: { authorization: `Bearer ${hostKey}` } });
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as { details: { reason: string } }).details.reason).toBe('append_only');
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    expect(await page.locator('main').innerText()).not.toContain(hostKey);
+    await page.locator(`tr[data-key-id="${made.id}"]`).getByText('append-only').waitFor();
+
+    // The activity page shows the new key and the refused delete, with who and from where.
+    await page.getByRole('link', { name: 'Activity' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Activity' }).waitFor();
+    const refusedRow = page.locator('tr[data-action="backup.delete"][data-outcome="refused"]').first();
+    await refusedRow.waitFor();
+    expect(await refusedRow.innerText()).toMatch(/Tried to delete a backup\s+refused/);
+    const createdRow = page.locator('tr[data-action="key.create"]').first();
+    expect(await createdRow.innerText()).toMatch(/append-only[^]*this session[^]*127\.0\.0\.1/);
+    await shot('activity');
+  });
+
   it('refuses cross-origin form posts: same-site without the CSRF token (403), cross-site without the cookie (401)', async () => {
     const before = (await server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length;
     const form = `<!doctype html><form method="post" enctype="text/plain" action="${server.url}/api/backups/${backupId}/finalize">
@@ -299,6 +343,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
         ['', 'Backups'],
         [`/backups/${backupId}`, /Backup/],
         ['/keys', 'API keys'],
+        ['/activity', 'Activity'],
       ] as const) {
         await phone.goto(`${server.url}/console${route}`);
         await phone.getByRole('heading', { level: 1, name: heading }).waitFor();

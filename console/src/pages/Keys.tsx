@@ -1,7 +1,11 @@
-/** API keys: create one with chosen permissions and expiry (shown once), list them, revoke them. */
+/**
+ * API keys: create one with chosen permissions, expiry and (optionally) the append-only restriction (shown once),
+ * add a backup host (an append-only key and the settings the host needs), list keys, revoke them.
+ */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, SCOPES, api, type KeyInfo, type Scope, type SessionInfo } from '../api.js';
+import { ApiError, SCOPES, api, type About, type KeyInfo, type Scope, type SessionInfo } from '../api.js';
 import { shortId, When } from '../format.js';
+import { deriveRecipientInWorker } from '../recipient-protocol.js';
 
 const SCOPE_HELP: Record<Scope, string> = {
   'backups:read': 'read the vault and list backups',
@@ -18,6 +22,140 @@ const EXPIRY: { label: string; days: number | null }[] = [
 ];
 
 type Created = KeyInfo & { apiKey: string; expiryCapped: boolean };
+
+const APPEND_ONLY_HELP = 'can add backups, but never delete them, reset the account or change the vault: for hosts that may be stolen';
+
+/** A host's settings as shell lines (the values are quoted for a POSIX shell). */
+function hostSettings(url: string, apiKey: string, recipient: string | null): string {
+  const quote = (value: string) => `'${value.replace(/'/g, `'\\''`)}'`;
+  return [
+    `export COFFER_URL=${quote(url)}`,
+    `export COFFER_API_KEY=${quote(apiKey)}`,
+    ...(recipient ? [`export COFFER_RECIPIENT=${quote(recipient)}`] : []),
+  ].join('\n');
+}
+
+/** Copies `text`; true when the clipboard took it. */
+async function copyText(text: string): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+type HostState =
+  | { phase: 'form' }
+  | { phase: 'working'; step: string }
+  | { phase: 'done'; created: Created; settings: string; fingerprint: string | null };
+
+/**
+ * "Add a backup host": makes an append-only read+write key (no restore), and shows what to set on the host. With the
+ * passphrase, the page also derives the vault's recipient (in a worker; the passphrase never leaves the browser), so
+ * the host backs up without ever holding the passphrase.
+ */
+function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
+  const [state, setState] = useState<HostState>({ phase: 'form' });
+  const [passphrase, setPassphrase] = useState('');
+  const [expiry, setExpiry] = useState('365');
+  const [error, setError] = useState<string | null>(null);
+  const [copied, setCopied] = useState(false);
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    let recipient: string | null = null;
+    let fingerprint: string | null = null;
+    if (passphrase) {
+      setState({ phase: 'working', step: 'Unlocking the vault in this page to derive its recipient…' });
+      const derived = await deriveRecipientInWorker({ passphrase });
+      if (derived.type === 'error') {
+        setState({ phase: 'form' });
+        setError(derived.wrongPassphrase ? 'That passphrase does not unlock the vault. No key was made.' : `The recipient could not be derived: ${derived.message}. No key was made.`);
+        return;
+      }
+      ({ recipient, fingerprint } = derived);
+    }
+    setPassphrase('');
+    setState({ phase: 'working', step: 'Making the append-only key…' });
+    try {
+      const about = await api<About>('GET', '/console/api/about');
+      const created = await api<Created>('POST', '/console/api/keys', {
+        scopes: ['backups:read', 'backups:write'],
+        expiresInDays: expiry === 'never' ? null : Number(expiry),
+        appendOnly: true,
+      });
+      setState({ phase: 'done', created, settings: hostSettings(about.publicUrl, created.apiKey, recipient), fingerprint });
+      await onCreated();
+    } catch (caught) {
+      setState({ phase: 'form' });
+      setError(caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : String(caught));
+    }
+  };
+
+  if (state.phase === 'done') {
+    return (
+      <div class="success new-key" role="region" aria-labelledby="host-ready-title">
+        <h3 id="host-ready-title">Set this on the host</h3>
+        <p>
+          <strong>Copy it now: the key is shown only this once.</strong> Key {shortId(state.created.keyId)} is append-only: it can add
+          backups, never delete them, reset the account or change the vault.
+        </p>
+        <label for="host-settings">Host settings</label>
+        <textarea id="host-settings" class="mono" readOnly rows={state.fingerprint ? 4 : 3} value={state.settings} />
+        <div class="copy-row">
+          <button type="button" class="secondary" onClick={async () => setCopied(await copyText(state.settings))}>
+            Copy
+          </button>
+        </div>
+        <p aria-live="polite" class="help">
+          {copied
+            ? 'Copied to the clipboard.'
+            : state.fingerprint
+              ? `Then run coffer backup <path> there: it seals to your vault's recipient (fingerprint ${state.fingerprint}) without the passphrase, and cannot restore.`
+              : 'Then run coffer backup <path> there (give it your passphrase, or come back with it to add COFFER_RECIPIENT).'}
+        </p>
+        <button type="button" onClick={() => (setState({ phase: 'form' }), setCopied(false))}>
+          I have stored it
+        </button>
+      </div>
+    );
+  }
+  return (
+    <form onSubmit={submit} aria-describedby="host-help">
+      <p id="host-help" class="help">
+        Makes an append-only key with read and write (no restore) for a machine that runs backups, and shows what to set there.
+      </p>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      <label for="host-passphrase">Vault passphrase (optional)</label>
+      <input
+        id="host-passphrase"
+        type="password"
+        autoComplete="current-password"
+        value={passphrase}
+        onInput={(event) => setPassphrase((event.target as HTMLInputElement).value)}
+      />
+      <p class="help">With it, this page derives your vault's recipient so the host never needs the passphrase. It is not sent anywhere.</p>
+      <label for="host-expiry">Lifetime of the host's key</label>
+      <select id="host-expiry" value={expiry} onChange={(event) => setExpiry((event.target as HTMLSelectElement).value)}>
+        {EXPIRY.map((option) => (
+          <option key={option.label} value={option.days === null ? 'never' : String(option.days)}>
+            {option.label}
+          </option>
+        ))}
+      </select>
+      <button type="submit" disabled={state.phase === 'working'}>
+        Add backup host
+      </button>
+      {state.phase === 'working' && <p role="status">{state.step}</p>}
+    </form>
+  );
+}
 
 function NewKey({ created, onDone }: { created: Created; onDone: () => void }) {
   const [copied, setCopied] = useState(false);
@@ -50,7 +188,7 @@ function NewKey({ created, onDone }: { created: Created; onDone: () => void }) {
           'Copied to the clipboard.'
         ) : (
           <>
-            Permissions: {created.scopes.join(', ')}. Expires: <When at={created.expiresAt} empty="never" />.
+            Permissions: {created.scopes.join(', ')}{created.appendOnly && ' (append-only)'}. Expires: <When at={created.expiresAt} empty="never" />.
             {created.expiryCapped && ' A key made here cannot outlive the key you signed in with, so it expires with that key.'}
           </>
         )}
@@ -67,6 +205,7 @@ export function KeysPage({ session }: { session: SessionInfo }) {
   const [error, setError] = useState<string | null>(null);
   const [scopes, setScopes] = useState<Set<Scope>>(new Set(['backups:read']));
   const [expiry, setExpiry] = useState('30');
+  const [appendOnly, setAppendOnly] = useState(false);
   const [created, setCreated] = useState<Created | null>(null);
   const [confirm, setConfirm] = useState<string | null>(null);
   const [announcement, setAnnouncement] = useState('');
@@ -85,6 +224,7 @@ export function KeysPage({ session }: { session: SessionInfo }) {
       const key = await api<Created>('POST', '/console/api/keys', {
         scopes: SCOPES.filter((scope) => scopes.has(scope)),
         expiresInDays: expiry === 'never' ? null : Number(expiry),
+        appendOnly,
       });
       setCreated(key);
       await load();
@@ -148,6 +288,18 @@ export function KeysPage({ session }: { session: SessionInfo }) {
                 </div>
               ))}
             </fieldset>
+            <div class="check">
+              <input
+                type="checkbox"
+                id="append-only"
+                name="appendOnly"
+                checked={appendOnly}
+                onChange={(event) => setAppendOnly((event.target as HTMLInputElement).checked)}
+              />
+              <label for="append-only">
+                Append-only <span class="muted">{APPEND_ONLY_HELP}</span>
+              </label>
+            </div>
             <label for="expiry">Expires after</label>
             <select id="expiry" value={expiry} onChange={(event) => setExpiry((event.target as HTMLSelectElement).value)}>
               {EXPIRY.map((option) => (
@@ -162,6 +314,11 @@ export function KeysPage({ session }: { session: SessionInfo }) {
             {scopes.size === 0 && <p class="help">Choose at least one permission.</p>}
           </form>
         )}
+      </section>
+
+      <section class="panel" aria-labelledby="host-title">
+        <h2 id="host-title">Add a backup host</h2>
+        <AddHost onCreated={load} />
       </section>
 
       <h2>Your keys</h2>
@@ -189,7 +346,17 @@ export function KeysPage({ session }: { session: SessionInfo }) {
                   </span>
                   {key.usedByThisSession && <span class="muted"> (this session)</span>}
                 </td>
-                <td data-label="Permissions">{key.scopes.map((s) => s.replace('backups:', '')).join(', ')}</td>
+                <td data-label="Permissions">
+                  {key.scopes.map((s) => s.replace('backups:', '')).join(', ')}
+                  {key.appendOnly && (
+                    <>
+                      {' '}
+                      <span class="badge key-append-only" title={APPEND_ONLY_HELP}>
+                        append-only
+                      </span>
+                    </>
+                  )}
+                </td>
                 <td data-label="Created">
                   <When at={key.createdAt} />
                 </td>

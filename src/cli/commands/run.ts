@@ -255,17 +255,14 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
 
 /**
  * The backup of a profile: its paths, sealed to its recipient (else with the passphrase), linked into its chain.
- * This build backs up one path without excludes; a profile asking for more is refused rather than half-done.
  */
 async function backupProfile(run: Run, { name, profile }: SelectedProfile, options: RunOptions) {
   const { signal, config } = run;
-  if (profile.paths.length !== 1 || profile.excludes.length > 0) {
-    throw usageError(`profile ${name}: this coffer backs up exactly one path, without excludes`);
+  for (const source of profile.paths) {
+    await fsp.lstat(source).catch((error: unknown) => {
+      throw new SourceReadError(`cannot back up ${source}: ${fsReason(error)}`, source);
+    });
   }
-  const source = profile.paths[0]!;
-  await fsp.lstat(source).catch((error: unknown) => {
-    throw new SourceReadError(`cannot back up ${source}: ${fsReason(error)}`, source);
-  });
   const client = clientFor(config);
   const recipient = recipientFor(undefined, config);
   let masterKey: Buffer | undefined;
@@ -276,7 +273,8 @@ async function backupProfile(run: Run, { name, profile }: SelectedProfile, optio
     const result = await runBackup({
       client,
       ...(recipient ? { recipient } : { masterKey }),
-      source,
+      sources: profile.paths,
+      exclude: profile.excludes,
       name: profile.name,
       maxArchiveBytes: config.maxArchiveBytes ?? undefined,
       chain: chain.link,

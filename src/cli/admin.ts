@@ -99,7 +99,13 @@ export function registerAdminCommands(program: Command): void {
     .action(async (accountId: string, daysText: string, opts: { json?: boolean }) => {
       const days = /^\d{1,3}$/.test(daysText) ? Number(daysText) : NaN;
       if (!isDeletionGrace(days)) throw usageError(`days must be a whole number from 0 to ${MAX_DELETION_GRACE_DAYS}, got "${daysText}"`);
-      const changed = await withStore((store) => store.setDeletionGrace(accountId, days));
+      const changed = await withStore(async (store) => {
+        const before = await store.getAccount(accountId);
+        if (!before || !(await store.setDeletionGrace(accountId, days))) return false;
+        const detail = `${before.deletionGraceDays ?? 0} → ${days} days`;
+        await new AuditTrail(store, systemClock).record({ accountId, action: 'account.deletion-grace', ...operator(), detail });
+        return true;
+      });
       if (!changed) throw new CliError(`no account ${accountId}`);
       emit(!!opts.json, { accountId, deletionGraceDays: days }, () =>
         days === 0
@@ -178,7 +184,9 @@ export function registerAdminCommands(program: Command): void {
           uploadWindowMs: config.uploadWindowMs,
         });
         try {
-          return await service.undelete(null, backupId);
+          const restored = await service.undelete(null, backupId);
+          await new AuditTrail(store, systemClock).record({ accountId: restored.accountId, action: 'backup.undelete', ...operator(), target: restored.id });
+          return restored;
         } catch (error) {
           if (error instanceof AppError && error.code === 'backup_not_found') {
             throw new CliError(`no backup ${backupId} is scheduled for deletion (unknown, never deleted, or its grace has ended)`);

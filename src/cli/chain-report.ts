@@ -1,6 +1,6 @@
 /** `coffer list --chain`: the history chains of the listed backups, checked (src/client/chain.ts), in words. */
 import fsp from 'node:fs/promises';
-import { type ChainReport, checkChains, openChainEntries, readChainHead, readChainHeads } from '../client/chain.js';
+import { type ChainEntry, type ChainReport, checkChains, openChainEntries, readChainHead, readChainHeads } from '../client/chain.js';
 import { wipe } from '../client/envelope.js';
 import { KitFormatError, parseKit } from '../client/kit.js';
 import type { BackupRecordBody, CofferClient } from '../client/sdk.js';
@@ -38,17 +38,20 @@ export async function chainReport(
   options: PassphraseOptions & { kitFile?: string },
 ): Promise<{ report: ChainReport; finish(json: boolean): void }> {
   const material = options.kitFile !== undefined ? await kitMaterial(options.kitFile) : (await unlock(client, run.config, options, run.signal)).masterKey;
-  let report: ChainReport;
   try {
-    const entries = await openChainEntries(client, material, backups, run.signal);
-    report = checkChains(entries, {
-      now: Date.now(),
-      localHeads: await readChainHeads(run.config.stateDir),
-      ownHead: run.profile ? await readChainHead(run.config.stateDir, run.profile.name) : null,
-    });
+    return await checkedChains(run, await openChainEntries(client, material, backups, run.signal));
   } finally {
     wipe(material);
   }
+}
+
+/** The chains of `entries` checked against this host's remembered heads, with `finish` as chainReport's. */
+export async function checkedChains(run: Run, entries: readonly ChainEntry[]): Promise<{ report: ChainReport; finish(json: boolean): void }> {
+  const report = checkChains(entries, {
+    now: Date.now(),
+    localHeads: await readChainHeads(run.config.stateDir),
+    ownHead: run.profile ? await readChainHead(run.config.stateDir, run.profile.name) : null,
+  });
   return {
     report,
     finish(json) {

@@ -64,6 +64,8 @@ export interface VerifyResult {
   ciphertextBytes?: number;
   plaintextBytes?: number;
   plaintextSha256?: string;
+  /** SHA-256 of the downloaded ciphertext: checked against the next link of its history chain. */
+  ciphertextSha256?: string;
 }
 
 export interface VerifyOptions {
@@ -82,7 +84,7 @@ export async function verifyBackup(backupId: string, options: VerifyOptions): Pr
     const opened = await openBackup(client, masterKey, backupId, signal);
     try {
       metadata = opened.metadata;
-      const read = await readBackup(opened, { client, sink: discard(), signal, onEvent: (event) => options.onEvent?.(backupId, event) });
+      const read = await readBackup(opened, { client, sink: discard(), signal, hashCiphertext: true, onEvent: (event) => options.onEvent?.(backupId, event) });
       return { backupId, outcome: 'verified', metadata, ...read };
     } finally {
       wipe(opened.dek);

@@ -156,6 +156,8 @@ export interface ReadOptions {
   onEvent?: (event: RestoreEvent) => void;
   /** false: decompress zstd with the pure-JavaScript decoder even where node:zlib has zstd. */
   nativeZstd?: boolean;
+  /** Also hash the ciphertext (coffer verify checks it against the next link of a history chain). */
+  hashCiphertext?: boolean;
 }
 
 /** What a full read established: every chunk authenticated, the final tag seen, sizes and SHA-256 as sealed. */
@@ -163,6 +165,8 @@ export interface ReadResult {
   ciphertextBytes: number;
   plaintextBytes: number;
   plaintextSha256: string;
+  /** With hashCiphertext: the SHA-256 of the downloaded ciphertext (hex). */
+  ciphertextSha256?: string;
 }
 
 /**
@@ -174,7 +178,7 @@ export interface ReadResult {
 export async function readBackup(opened: OpenedBackup, options: ReadOptions): Promise<ReadResult> {
   const { metadata, dek, backupId } = opened;
   const emit = options.onEvent ?? (() => undefined);
-  const cipher = new Meter();
+  const cipher = new Meter({ hash: options.hashCiphertext === true });
   const plain = new Meter({ hash: true });
   const inflate = decompressor(metadata.compression, { native: options.nativeZstd });
   let inflateFailed: unknown;
@@ -201,7 +205,12 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
         `expected ${metadata.plaintextSha256}, ${metadata.plaintextSizeBytes} bytes)`,
     );
   }
-  return { ciphertextBytes: cipher.bytes, plaintextBytes: plain.bytes, plaintextSha256: sha256 };
+  return {
+    ciphertextBytes: cipher.bytes,
+    plaintextBytes: plain.bytes,
+    plaintextSha256: sha256,
+    ...(options.hashCiphertext ? { ciphertextSha256: cipher.digest() } : {}),
+  };
 }
 
 export interface RestoreOptions {

@@ -5,6 +5,7 @@
  * cookie copied from it, cannot do them.
  */
 import type { FastifyRequest } from 'fastify';
+import type { AuditAction } from '../domain/audit.js';
 import { AppError } from '../domain/errors.js';
 import { FRESH_SIGN_IN_MS, MAX_DELETION_GRACE_DAYS, isFreshSignIn } from '../domain/backups.js';
 import { iso, isoOrNull } from '../domain/time.js';
@@ -56,7 +57,7 @@ function historyBody(entry: VaultHistoryEntry) {
   };
 }
 
-export function retentionRoutes(app: App, { backups, clock, requireSession }: ConsoleContext): void {
+export function retentionRoutes(app: App, { backups, clock, audit, requireSession }: ConsoleContext): void {
   const fresh = (request: FastifyRequest) => isFreshSignIn(request.consoleSession.createdAt, clock.now());
   const requireFresh = (request: FastifyRequest, what: string) => {
     if (fresh(request)) return;
@@ -65,6 +66,15 @@ export function retentionRoutes(app: App, { backups, clock, requireSession }: Co
     });
   };
   const actor = (request: FastifyRequest) => `session:${request.consoleSession.id}`;
+  const record = (request: FastifyRequest, action: AuditAction, target: string | null, detail?: string) =>
+    audit.record({
+      accountId: request.consoleSession.accountId,
+      action,
+      actor: { kind: 'session', id: request.consoleSession.id },
+      address: request.ip,
+      target,
+      detail: detail ?? null,
+    });
 
   app.get('/console/api/deletions', { schema: { ...hidden, response: { 200: Deletions } }, onRequest: requireSession }, async (request) => {
     const { accountId } = request.consoleSession;
@@ -88,6 +98,7 @@ export function retentionRoutes(app: App, { backups, clock, requireSession }: Co
       const current = (await backups.accountView(accountId)).account.deletionGraceDays ?? 0;
       if (request.body.days < current) requireFresh(request, 'shorten the deletion grace');
       await backups.setDeletionGrace(accountId, request.body.days);
+      await record(request, 'account.deletion-grace', null, `${current} → ${request.body.days} days`);
       return { deletionGraceDays: request.body.days };
     },
   );
@@ -97,7 +108,11 @@ export function retentionRoutes(app: App, { backups, clock, requireSession }: Co
   app.post(
     '/console/api/deletions/:id/restore',
     { schema: { ...hidden, params: RetentionParams, response: { 200: BackupOutcome } }, onRequest: requireSession },
-    async (request) => outcome(await backups.undelete(request.consoleSession.accountId, request.params.id)),
+    async (request) => {
+      const restored = await backups.undelete(request.consoleSession.accountId, request.params.id);
+      await record(request, 'backup.undelete', restored.id);
+      return outcome(restored);
+    },
   );
 
   app.post(
@@ -105,7 +120,9 @@ export function retentionRoutes(app: App, { backups, clock, requireSession }: Co
     { schema: { ...hidden, params: RetentionParams, response: { 200: BackupOutcome } }, onRequest: requireSession },
     async (request) => {
       requireFresh(request, 'delete a backup for good before its grace ends');
-      return outcome(await backups.purge(request.consoleSession.accountId, request.params.id));
+      const purged = await backups.purge(request.consoleSession.accountId, request.params.id);
+      await record(request, 'backup.purge', purged.id);
+      return outcome(purged);
     },
   );
 
@@ -125,6 +142,7 @@ export function retentionRoutes(app: App, { backups, clock, requireSession }: Co
     async (request) => {
       requireFresh(request, 'restore an earlier vault envelope');
       const vault = await backups.restoreVault(request.consoleSession.accountId, request.params.id, actor(request));
+      await record(request, 'account.vault-restore', request.params.id);
       return { restoredAt: iso(vault.updatedAt) };
     },
   );

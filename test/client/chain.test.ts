@@ -59,6 +59,9 @@ describe('coffer list --chain against a server that hides backups', () => {
   it('an intact chain: exit 0, one chain #1-#4 known to this host, the profile-less backup outside it', async () => {
     const result = await coffer(['list', '--chain']);
     expect(result.code, result.stderr).toBe(0);
+    const verified = await coffer(['verify', '--all']);
+    expect(verified.code, verified.stderr).toBe(0);
+    expect(verified.stdout).toMatch(/5 verified, 0 failed[\s\S]*chain [0-9a-f]{8}: 4 backups, #1-#4; this host made #4: ok/);
     expect(result.stdout).toMatch(/chain [0-9a-f]{8}: 4 backups, #1-#4; this host made #4: ok/);
     expect(result.stdout).toContain('1 backup(s) belong to no chain');
     const report = json(await coffer(['list', '--chain', '--json'])).chains;
@@ -77,6 +80,12 @@ describe('coffer list --chain against a server that hides backups', () => {
       expect(result.stdout).toContain(`gap: chain`);
       expect(result.stdout).toContain(`backup #2 is missing between ${ids[0]} (#1) and ${ids[2]} (#3)`);
       expect(result.stderr).toContain("the history chains show 1 problem(s) the server's list does not explain");
+      // coffer verify --all checks the chains of what it verified too, with each link's ciphertext SHA-256.
+      const verified = await coffer(['verify', '--all', '--json']);
+      expect(verified.code).toBe(4);
+      const verifiedReport = JSON.parse(verified.stdout);
+      expect(verifiedReport.failed).toBe(0);
+      expect(verifiedReport.chains.findings).toEqual([expect.objectContaining({ kind: 'gap', missing: { from: 2, to: 2 } })]);
       // The same with the recovery kit instead of the passphrase, on a machine without the host's state.
       const kit = await owner(['kit']);
       const kitFile = path.join(work, 'kit.txt');

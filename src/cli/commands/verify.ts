@@ -1,6 +1,9 @@
 /** `coffer verify <id>… | --all | --sample <n>`: download and check backups whole, writing nothing (exit 0 or 4). */
 import type { Command } from 'commander';
+import type { ChainEntry } from '../../client/chain.js';
 import { wipe } from '../../client/envelope.js';
+import type { BackupRecordBody } from '../../client/sdk.js';
+import { checkedChains } from '../chain-report.js';
 import { chooseBackups, verifyBackup, type VerifyResult } from '../../client/inspect.js';
 import { action, bytes, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, toCliError, unlock } from '../client-io.js';
 import { CliError, EXIT, print, printJson, usageError } from '../output.js';
@@ -19,6 +22,16 @@ function line(result: VerifyResult): string {
   }
 }
 
+/** The verified backups as chain entries: their sealed links, and the ciphertext SHA-256 that was downloaded. */
+function chainEntries(listed: readonly BackupRecordBody[], results: readonly VerifyResult[]): ChainEntry[] {
+  const records = new Map(listed.map((record) => [record.id, record]));
+  return results.flatMap((result) => {
+    const record = records.get(result.backupId);
+    if (result.outcome !== 'verified' || !record || !result.metadata) return [];
+    return [{ backupId: record.id, createdAt: record.createdAt, expiresAt: record.expiresAt, metadata: result.metadata, ciphertextSha256: result.ciphertextSha256 }];
+  });
+}
+
 export function registerVerify(program: Command): void {
   program
     .command('verify [ids...]')
@@ -26,11 +39,12 @@ export function registerVerify(program: Command): void {
       'download backups and check them whole (every chunk authenticated, final tag, sizes, SHA-256) without writing anything; exit 4 when one fails',
     )
     .option(...PASSPHRASE_FILE_OPTION)
-    .option('--all', 'verify every READY backup of the account')
+    .option('--all', 'verify every READY backup of the account, and check their history chains')
     .option('--sample <n>', 'verify n READY backups picked at random (for a weekly timer)')
     .option('--json', 'print {"results": [{"backupId", "outcome": "verified|failed|unavailable", "problem"?, …}], "verified", "failed", "unavailable"}')
     .action(
-      action(async ({ signal, config }, ids: string[], options: VerifyOptions) => {
+      action(async (run, ids: string[], options: VerifyOptions) => {
+        const { signal, config } = run;
         const chosen = [ids.length > 0, !!options.all, options.sample !== undefined].filter(Boolean).length;
         if (chosen !== 1) throw usageError('say which backups to verify: their ids, --all, or --sample <n>');
         const sample = options.sample === undefined ? undefined : Number(options.sample);
@@ -38,20 +52,24 @@ export function registerVerify(program: Command): void {
         const client = clientFor(config);
         const { masterKey } = await unlock(client, config, options, signal);
         try {
-          const targets = ids.length > 0 ? ids : chooseBackups((await client.listBackups(signal)).backups, { all: options.all, sample });
+          const listed = ids.length > 0 ? [] : (await client.listBackups(signal)).backups;
+          const targets = ids.length > 0 ? ids : chooseBackups(listed, { all: options.all, sample });
           const results: VerifyResult[] = [];
           for (const id of targets) {
             const result = await verifyBackup(id, { client, masterKey, signal, explain: (error) => toCliError(error, false).message });
             results.push(result);
             if (!options.json) print(line(result));
           }
+          // Only the whole list can show what is missing from it: --all also checks the history chains.
+          const chains = options.all ? await checkedChains(run, chainEntries(listed, results)) : undefined;
           const count = (outcome: VerifyResult['outcome']) => results.filter((r) => r.outcome === outcome).length;
           const summary = { verified: count('verified'), failed: count('failed'), unavailable: count('unavailable') };
-          if (options.json) printJson({ results: results.map(({ metadata: _sealed, ...rest }) => rest), ...summary });
+          if (options.json) printJson({ results: results.map(({ metadata: _sealed, ...rest }) => rest), ...summary, ...(chains ? { chains: chains.report } : {}) });
           else if (targets.length === 0) print('no READY backups to verify');
           else print(`${summary.verified} verified, ${summary.failed} failed, ${summary.unavailable} could not be verified`);
           if (summary.failed > 0) throw new CliError(`${summary.failed} backup(s) failed verification`, EXIT.integrity);
           if (summary.unavailable > 0) throw new CliError(`${summary.unavailable} backup(s) could not be verified`, EXIT.failure);
+          chains?.finish(!!options.json);
         } finally {
           wipe(masterKey);
         }

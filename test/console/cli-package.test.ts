@@ -65,6 +65,8 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
       'cli-progress',
       'commander',
       'eventsource-parser',
+      'fzstd',
+      'ignore',
       'sodium-native',
       'tar',
       'zod',

@@ -214,7 +214,7 @@ describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint'
     const [first, second] = await Promise.all([open(), open()]);
     try {
       const held = await first.store.tryExclusive('sweeper', () => second.sweeper.runOnce());
-      expect(held).toEqual({ ran: true, value: { ran: false, moved: 0, sessions: 0, orphans: 0, incomplete: 0 } });
+      expect(held).toEqual({ ran: true, value: { ran: false, moved: 0, sessions: 0, orphans: 0, incomplete: 0, vaultHistory: 0 } });
       expect((await second.sweeper.runOnce()).ran).toBe(true);
     } finally {
       await Promise.all([first.close(), second.close()]);

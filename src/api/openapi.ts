@@ -31,7 +31,10 @@ const OPERATION_DESCRIPTIONS: Record<string, string> = {
     "changes nothing: replacing the material is rotate's job. Needs `backups:write`.",
   rotateBackupAccount:
     'Replaces the KDF parameters and the wrapped master key in one step (`rotated: true`). Backups stay readable: only ' +
-    'the master key is re-wrapped. Without a vault: `409 vault_not_initialized`. Needs `backups:write`.',
+    'the master key is re-wrapped. Without a vault: `409 vault_not_initialized`. With `If-Match` (the `ETag` of ' +
+    '`GET /api/backup-account`, or `*`) the rotate is conditional: when the stored material is no longer the one ' +
+    'named, `409 vault_changed` (`details.currentEtag`) and nothing changes; without `If-Match` it is unconditional. ' +
+    'Needs `backups:write`.',
   resetBackupAccount:
     'Deletes the vault material. With visible backups and `deleteBackups` not `true`: `409 vault_not_empty`. The plan ' +
     'and the cadence clock survive a reset. Needs `backups:write`.',

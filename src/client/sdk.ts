@@ -183,7 +183,10 @@ export class CofferClient {
     path: string,
     init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
   ): Promise<T> {
-    const response = await this.fetch(method, path, init);
+    return this.parse<T>(await this.fetch(method, path, init));
+  }
+
+  private async parse<T>(response: Response): Promise<T> {
     const text = await response.text();
     if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
     try {
@@ -197,16 +200,27 @@ export class CofferClient {
 
   // ---- account ----
 
-  getAccount(signal?: AbortSignal): Promise<BackupAccountBody> {
-    return this.request('GET', '/api/backup-account', { signal });
+  async getAccount(signal?: AbortSignal): Promise<BackupAccountBody> {
+    return (await this.readAccount(signal)).account;
+  }
+
+  /** The account and the ETag of its vault material (undefined from a server that sends none, or without a vault). */
+  async readAccount(signal?: AbortSignal): Promise<{ account: BackupAccountBody; etag: string | undefined }> {
+    const response = await this.fetch('GET', '/api/backup-account', { signal });
+    return { account: await this.parse<BackupAccountBody>(response), etag: response.headers.get('etag') ?? undefined };
   }
 
   bootstrap(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<BootstrapResponseBody> {
     return this.request('POST', '/api/backup-account/bootstrap', { json: envelope, signal });
   }
 
-  rotate(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<RotateResponseBody> {
-    return this.request('POST', '/api/backup-account/rotate', { json: envelope, signal });
+  /**
+   * Replaces the vault material. With `ifMatch` (the ETag read with the material) the server rotates only while the
+   * stored material is still that one, else CofferApiError 409 `vault_changed` and nothing changes.
+   */
+  rotate(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal, ifMatch?: string): Promise<RotateResponseBody> {
+    const headers = ifMatch === undefined ? undefined : { 'if-match': ifMatch };
+    return this.request('POST', '/api/backup-account/rotate', { json: envelope, headers, signal });
   }
 
   reset(options: { deleteBackups?: boolean } = {}, signal?: AbortSignal): Promise<ResetResponseBody> {

@@ -423,13 +423,19 @@ export class SqlStore implements Store {
     return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
   }
 
-  async replaceVault(accountId: string, vault: Vault): Promise<boolean> {
+  async replaceVault(accountId: string, vault: Vault, expected?: Vault): Promise<boolean> {
     const { account_id: _, ...columns } = vaultRow(accountId, vault);
-    const result = await this.db
-      .updateTable('vaults')
-      .set(columns)
-      .where('account_id', '=', accountId)
-      .executeTakeFirst();
+    let update = this.db.updateTable('vaults').set(columns).where('account_id', '=', accountId);
+    if (expected) {
+      update = update
+        .where('crypto_version', '=', expected.cryptoVersion)
+        .where('kdf_salt', '=', expected.kdf.salt)
+        .where('kdf_opslimit', '=', expected.kdf.opslimit)
+        .where('kdf_memlimit', '=', expected.kdf.memlimit)
+        .where('wrapped_master_key', '=', expected.wrappedMasterKey)
+        .where('wrapped_master_key_nonce', '=', expected.wrappedMasterKeyNonce);
+    }
+    const result = await update.executeTakeFirst();
     return Number(result.numUpdatedRows) > 0;
   }
 

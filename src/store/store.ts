@@ -124,8 +124,11 @@ export interface Store {
   getVault(accountId: string): Promise<Vault | undefined>;
   /** Stores the vault unless one exists; true when it was created. */
   createVault(accountId: string, vault: Vault): Promise<boolean>;
-  /** Replaces an existing vault; false when there is none. */
-  replaceVault(accountId: string, vault: Vault): Promise<boolean>;
+  /**
+   * Replaces an existing vault; false when there is none, or, with `expected`, when the stored material (crypto
+   * version, KDF parameters, wrapped key and nonce) is no longer `expected`'s: a compare-and-swap in one statement.
+   */
+  replaceVault(accountId: string, vault: Vault, expected?: Vault): Promise<boolean>;
   /** Removes the vault; true when one existed. */
   deleteVault(accountId: string): Promise<boolean>;
 

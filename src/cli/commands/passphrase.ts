@@ -17,10 +17,10 @@ export function registerPassphrase(program: Command): void {
       action(async ({ signal, config }, options: PassphraseOptions & { newPassphraseFile?: string; kdf?: string }) => {
         const profile = kdfProfile(options.kdf, config);
         const client = clientFor(config);
-        const { masterKey } = await unlock(client, config, options, signal);
+        const { masterKey, ...read } = await unlock(client, config, options, signal);
         try {
           const next = await readNewPassphrase(config, { newPassphraseFile: options.newPassphraseFile, signal });
-          const result = await changePassphrase(client, masterKey, next, profile, signal);
+          const result = await changePassphrase(client, masterKey, next, profile, signal, read);
           if (options.json) return printJson(result);
           print('passphrase changed; every backup stays readable with the new passphrase');
           // The same master key is re-wrapped: a copy of the old vault envelope still opens with the old passphrase.

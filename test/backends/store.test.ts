@@ -170,6 +170,27 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
     expect(await store.deleteVault(account.id)).toBe(false);
   });
 
+  it('replaceVault with expected material is a compare-and-swap: only over exactly that material', async () => {
+    const account = await newAccount('free', false);
+    expect(await store.replaceVault(account.id, vault('B'), vault('A'))).toBe(false);
+    expect(await store.createVault(account.id, vault('A'))).toBe(true);
+    // Any one field of the material differing is another vault (updatedAt is not material).
+    const others = [
+      vault('X'),
+      { ...vault('A'), kdf: { ...vault('A').kdf, opslimit: vault('A').kdf.opslimit + 1 } },
+      { ...vault('A'), kdf: { ...vault('A').kdf, memlimit: vault('A').kdf.memlimit + 1 } },
+      { ...vault('A'), wrappedMasterKeyNonce: 'other-nonce' },
+    ];
+    for (const other of others) expect(await store.replaceVault(account.id, vault('B'), other)).toBe(false);
+    expect(await store.getVault(account.id)).toEqual({ ...vault('A'), createdAt: T0 });
+    expect(await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 7 }, { ...vault('A'), updatedAt: T0 + 99 })).toBe(true);
+    expect(await store.getVault(account.id)).toEqual({ ...vault('B'), updatedAt: T0 + 7, createdAt: T0 });
+    // Two swaps from the same material, at once: exactly one lands.
+    const raced = await Promise.all([vault('C'), vault('D')].map((next) => store.replaceVault(account.id, next, vault('B'))));
+    expect(raced.filter(Boolean)).toHaveLength(1);
+    expect((await store.getVault(account.id))?.wrappedMasterKey).toBe((raced[0] ? vault('C') : vault('D')).wrappedMasterKey);
+  });
+
   it('createBackup hands the snapshot to the decision and inserts only when allowed', async () => {
     const noVault = await newAccount('free', false);
     const refused = await store.createBackup(noVault.id, T0, (s) => decideCreate(s, T0), backup(noVault.id));

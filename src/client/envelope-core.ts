@@ -66,17 +66,21 @@ function magicOf(bytes: Uint8Array): string | null {
 }
 
 /**
- * What an opened (authenticated) vault plaintext that masterKeys refused is: a keyring of a later version, or one
- * larger than this version allows, was written by a newer client; anything else by a faulty one.
+ * What an opened (authenticated) vault plaintext that masterKeys refused is: a keyring of a later version ("ckr2"…),
+ * or a "ckr1" ring longer than this version allows, was written by a newer client; a "ckr1" ring whose count and
+ * length disagree by a faulty one; anything else is a form this version does not know (a newer or a faulty client).
  */
 function unreadableMaterial(material: Uint8Array): IntegrityError {
   const magic = magicOf(material);
-  if (magic !== null && magic.startsWith(KEYRING.magic.slice(0, 3))) {
+  const n = material[KEYRING.magic.length] ?? 0;
+  const longerRing = magic === KEYRING.magic && n > KEYRING.maxKeys && material.length === keyringBytes(n);
+  if (magic !== null && magic.startsWith(KEYRING.magic.slice(0, 3)) && (magic !== KEYRING.magic || longerRing)) {
     return new NewerFormatError(
       `the vault's key material is a keyring of a form this coffer does not read (${JSON.stringify(magic)}, ${material.length} bytes): ` +
         'it was made by a newer coffer; upgrade coffer to open this vault',
     );
   }
+  if (magic === KEYRING.magic) return new IntegrityError(MALFORMED_KEYRING);
   return new NewerFormatError(`${MALFORMED_KEYRING} this coffer knows (${material.length} bytes): it was made by a newer coffer, or a faulty one; upgrade coffer`);
 }
 

@@ -144,23 +144,14 @@ describe('coffer rekey: a new master key from now on, every older backup still r
     // A proxy in front of the real server holds each rotate until both have arrived, so both rekeys have read (and
     // unwrapped) the same vault before either writes: the race every time, not by luck of timing.
     const held: (() => void)[] = [];
-    const proxy = await listenHttp((req, res) => {
-      void (async () => {
-        const body = await buffer(req);
-        if (req.method === 'POST' && req.url === '/api/backup-account/rotate') {
-          await new Promise<void>((resolve) => {
-            held.push(resolve);
-            if (held.length === 2) for (const release of held) release();
-          });
-        }
-        const headers = Object.fromEntries(
-          Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name)),
-        ) as Record<string, string>;
-        const upstream = await fetch(`${vault.server.url}${req.url}`, { method: req.method, headers, body: body.length > 0 ? body : undefined });
-        const answer = Buffer.from(await upstream.arrayBuffer());
-        const out = Object.fromEntries([...upstream.headers].filter(([name]) => !['content-length', 'transfer-encoding', 'connection'].includes(name)));
-        res.writeHead(upstream.status, out).end(answer);
-      })().catch((error: Error) => res.writeHead(502).end(error.message));
+    const ifMatches: (string | undefined)[] = [];
+    const proxy = await proxyTo(vault.server.url, {
+      beforeRotate: (ifMatch) =>
+        new Promise<void>((resolve) => {
+          ifMatches.push(ifMatch);
+          held.push(resolve);
+          if (held.length === 2) for (const release of held) release();
+        }),
     });
     try {
       const before = await client.getAccount();
@@ -168,6 +159,9 @@ describe('coffer rekey: a new master key from now on, every older backup still r
       const env = { COFFER_URL: proxy.url, COFFER_API_KEY: vault.apiKey, COFFER_PASSPHRASE: PASSPHRASE, COFFER_KDF: 'min' };
       const runs = await Promise.all([startCli(['rekey', '--json'], env), startCli(['rekey', '--json'], env)].map((run) => run.within(120_000)));
       expect(held).toHaveLength(2);
+      // Both sent the ETag of the one vault they had read.
+      expect(ifMatches[0]).toMatch(/^"vault-/);
+      expect(ifMatches[1]).toBe(ifMatches[0]);
       const [winner, loser] = runs[0]!.code === 0 ? runs : [runs[1]!, runs[0]!];
       expect(winner!.code, winner!.stderr).toBe(0);
       expect(loser!.code, loser!.stderr).toBe(1);
@@ -187,6 +181,21 @@ describe('coffer rekey: a new master key from now on, every older backup still r
     }
   });
 
+  it('against a server that sends no ETag (older than conditional rotate) rekey still works, rotating unconditionally', async () => {
+    const seen: (string | undefined)[] = [];
+    const proxy = await proxyTo(vault.server.url, { stripEtag: true, beforeRotate: async (ifMatch) => void seen.push(ifMatch) });
+    try {
+      const keysBefore = masterKeys(await unwrapMasterKey(await client.getAccount(), PASSPHRASE)).length;
+      const result = await startCli(['rekey', '--json'], { COFFER_URL: proxy.url, COFFER_API_KEY: vault.apiKey, COFFER_PASSPHRASE: PASSPHRASE, COFFER_KDF: 'min' }).within(120_000);
+      expect(result.code, result.stderr).toBe(0);
+      expect(seen).toEqual([undefined]);
+      expect(masterKeys(await unwrapMasterKey(await client.getAccount(), PASSPHRASE))).toHaveLength(keysBefore + 1);
+      await expectRestores(wrappedBefore);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('a wrong passphrase rekeys nothing (exit 4)', async () => {
     const before = await client.getAccount();
     const result = await owner(['rekey'], { COFFER_PASSPHRASE: 'not it' });
@@ -194,6 +203,25 @@ describe('coffer rekey: a new master key from now on, every older backup still r
     expect(await client.getAccount()).toEqual(before);
   });
 });
+
+/**
+ * A loopback proxy to the real server: `beforeRotate` runs (with the If-Match the client sent) before a rotate is
+ * passed on; `stripEtag` hides the ETag headers, as a server older than conditional rotate would.
+ */
+async function proxyTo(upstreamUrl: string, options: { beforeRotate?: (ifMatch: string | undefined) => Promise<void>; stripEtag?: boolean }) {
+  const hop = ['host', 'connection', 'content-length', 'transfer-encoding'];
+  return listenHttp((req, res) => {
+    void (async () => {
+      const body = await buffer(req);
+      if (req.method === 'POST' && req.url === '/api/backup-account/rotate') await options.beforeRotate?.(req.headers['if-match']);
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !hop.includes(name))) as Record<string, string>;
+      const upstream = await fetch(`${upstreamUrl}${req.url}`, { method: req.method, headers, body: body.length > 0 ? body : undefined });
+      const answer = Buffer.from(await upstream.arrayBuffer());
+      const out = [...upstream.headers].filter(([name]) => !hop.includes(name) && !(options.stripEtag && name === 'etag'));
+      res.writeHead(upstream.status, Object.fromEntries(out)).end(answer);
+    })().catch((error: Error) => res.writeHead(502).end(error.message));
+  });
+}
 
 /** Wraps `plaintext` under `passphrase` exactly as §1 does, whatever it holds (a form of a future version). */
 async function wrapAnything(plaintext: Buffer, passphrase: string) {

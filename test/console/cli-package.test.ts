@@ -65,6 +65,7 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
       'cli-progress',
       'commander',
       'eventsource-parser',
+      'qrcode',
       'sodium-native',
       'tar',
     ]);

@@ -8,7 +8,10 @@ import path from 'node:path';
 import { wordlist } from '@scure/bip39/wordlists/english.js';
 import jsQRModule from 'jsqr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keyMaterialOf, newKey, wipe } from '../../src/client/envelope.js';
+import { formatKit } from '../../src/client/kit.js';
 import { CofferClient } from '../../src/client/sdk.js';
+import { kitQr } from '../../src/cli/commands/kit.js';
 import type { TestServer } from '../helpers/server.js';
 import { type Cli, cliFor, exists, json, runCli, snapshot, startVault, type VaultFixture } from './helpers.js';
 
@@ -156,6 +159,16 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
       const result = await runCli(['restore', backups[0]!, target, '--kit-file', file], { COFFER_URL: server.url, COFFER_API_KEY: apiKey });
       expect(result.code, result.stderr).toBe(0);
       expect(await snapshot(target)).toEqual(await snapshot(source));
+    }
+  });
+
+  it('kit --qr refuses a kit too long for one QR code, naming the way out (the printed words)', async () => {
+    const keys = Array.from({ length: 20 }, () => newKey());
+    const material = keyMaterialOf(keys);
+    try {
+      await expect(kitQr(formatKit(material, server.url))).rejects.toThrow(/the kit is too long for one QR code .*keep the printed words instead/);
+    } finally {
+      wipe(material, ...keys);
     }
   });
 

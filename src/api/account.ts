@@ -1,6 +1,7 @@
 /** /api/backup-account: vault material and reset (docs/api-rules.md#account). */
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../domain/errors.js';
+import type { FastifyReply } from 'fastify';
 import type { App } from '../http/fastify.js';
 import type { RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
@@ -14,11 +15,49 @@ import {
   RotateResponse,
 } from './schemas.js';
 import { accountBody } from './views.js';
+import { type AccountView, type IfMatch, vaultEtag } from '../services/backups.js';
 
 const tags = ['Backup account'];
 
 /** On a rotate answer: how many days the replaced envelope stays restorable (docs/api-rules.md#vault-history). */
 export const VAULT_HISTORY_HEADER = 'X-Coffer-Vault-History-Days';
+
+/** The ETag of the vault material (absent while there is no vault), on every answer that carries the material. */
+const ETAG_HEADER = {
+  ETag: {
+    type: 'string',
+    description: 'Validator of the current vault material; send it back as If-Match on rotate to make the rotate conditional.',
+  },
+};
+
+function withEtag(reply: FastifyReply, view: AccountView): void {
+  if (view.vault) void reply.header('etag', vaultEtag(view.vault));
+}
+
+/** One element of an If-Match list: an entity tag, optionally weak, then a comma or the end. */
+const ENTITY_TAG = /[ \t]*((?:W\/)?"[\x21\x23-\x7e\x80-\xff]*")[ \t]*(,|$)/y;
+
+/**
+ * The If-Match header of a rotate (RFC 9110 §13.1.1): "*" or a list of entity tags; a weak tag never matches (the
+ * comparison is strong). Absent: undefined (an unconditional rotate). Malformed or empty: 400 validation_failed.
+ */
+export function parseIfMatch(header: string | string[] | undefined): IfMatch | undefined {
+  if (header === undefined) return undefined;
+  const value = (Array.isArray(header) ? header.join(', ') : header).trim();
+  if (value === '*') return '*';
+  const malformed = () =>
+    AppError.validation([{ path: 'headers.if-match', message: 'must be "*" or a comma-separated list of entity tags ("…")' }]);
+  if (value === '') throw malformed();
+  const tags: string[] = [];
+  for (let at = 0; at < value.length; ) {
+    ENTITY_TAG.lastIndex = at;
+    const match = ENTITY_TAG.exec(value);
+    if (!match) throw malformed();
+    if (!match[1]!.startsWith('W/')) tags.push(match[1]!);
+    at = ENTITY_TAG.lastIndex;
+  }
+  return tags;
+}
 
 /** Routes without a request body. */
 export function accountReadRoutes(app: App, ctx: RouteContext): void {
@@ -29,11 +68,15 @@ export function accountReadRoutes(app: App, ctx: RouteContext): void {
         operationId: 'getBackupAccount',
         summary: 'Read the backup account and its wrapped key material',
         tags,
-        response: { 200: json(Type.Ref(BackupAccount), 'The backup account.'), ...errorResponses(401, 403, 500) },
+        response: { 200: json(Type.Ref(BackupAccount), 'The backup account.', ETAG_HEADER), ...errorResponses(401, 403, 500) },
       },
       onRequest: ctx.requireScope('backups:read'),
     },
-    async (request) => accountBody(await ctx.backups.accountView(request.principal.accountId)),
+    async (request, reply) => {
+      const view = await ctx.backups.accountView(request.principal.accountId);
+      withEtag(reply, view);
+      return accountBody(view);
+    },
   );
 
   app.patch(
@@ -66,14 +109,15 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
         tags,
         body: Type.Ref(BackupAccountEnvelope),
         response: {
-          200: json(Type.Ref(BootstrapResponse), 'The account; `created` is false when a vault already existed.'),
+          200: json(Type.Ref(BootstrapResponse), 'The account; `created` is false when a vault already existed.', ETAG_HEADER),
           ...errorResponses(400, 401, 403, 500),
         },
       },
       onRequest: [ctx.requireScope('backups:write'), ctx.refuseAppendOnly('account.bootstrap')],
     },
-    async (request) => {
+    async (request, reply) => {
       const { created, ...view } = await ctx.backups.bootstrap(request.principal.accountId, request.body);
+      withEtag(reply, view);
       if (created) await ctx.audit(request, 'account.bootstrap');
       return { ...accountBody(view), created };
     },
@@ -87,8 +131,18 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
         summary: 'Replace the KDF parameters and the wrapped master key',
         tags,
         body: Type.Ref(BackupAccountEnvelope),
+        headers: Type.Object({
+          'if-match': Type.Optional(
+            Type.String({
+              description:
+                'The ETag of the vault material the client read (or `*`): rotate only if it is still the current one, ' +
+                'else `409 vault_changed`. Absent: an unconditional rotate.',
+            }),
+          ),
+        }),
         response: {
           200: json(Type.Ref(RotateResponse), 'The account with the new material.', {
+            ...ETAG_HEADER,
             [VAULT_HISTORY_HEADER]: {
               type: 'integer',
               minimum: 0,
@@ -102,8 +156,10 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
       onRequest: [ctx.requireScope('backups:write'), ctx.refuseAppendOnly('account.rotate')],
     },
     async (request, reply) => {
-      const { rotated, historyDays, ...view } = await ctx.backups.rotate(request.principal.accountId, request.body, request.principal.keyId);
+      const ifMatch = parseIfMatch(request.headers['if-match']);
+      const { rotated, historyDays, ...view } = await ctx.backups.rotate(request.principal.accountId, request.body, request.principal.keyId, ifMatch);
       reply.header(VAULT_HISTORY_HEADER, String(historyDays));
+      withEtag(reply, view);
       await ctx.audit(request, 'account.rotate');
       return { ...accountBody(view), rotated };
     },

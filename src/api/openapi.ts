@@ -39,9 +39,12 @@ const OPERATION_DESCRIPTIONS: Record<string, string> = {
     'only a vault that does not exist yet (else `403` with `details.reason: "append_only"`).',
   rotateBackupAccount:
     'Replaces the KDF parameters and the wrapped master key in one step (`rotated: true`). Backups stay readable: only ' +
-    'the master key is re-wrapped. Without a vault: `409 vault_not_initialized`. When the account has a deletion grace, the ' +
-    'replaced envelope is kept that many days (header `X-Coffer-Vault-History-Days`) and the owner can restore it from the ' +
-    'console. Needs `backups:write`, and a key that is not append-only (`403` with `details.reason: "append_only"`).',
+    'the master key is re-wrapped. Without a vault: `409 vault_not_initialized`. With `If-Match` (the `ETag` of ' +
+    '`GET /api/backup-account`, or `*`) the rotate is conditional: when the stored material is no longer the one ' +
+    'named, `409 vault_changed` (`details.currentEtag`) and nothing changes; without `If-Match` it is unconditional. ' +
+    'When the account has a deletion grace, the replaced envelope is kept that many days (header ' +
+    '`X-Coffer-Vault-History-Days`) and the owner can restore it from the console. Needs `backups:write`, and a key that ' +
+    'is not append-only (`403` with `details.reason: "append_only"`).',
   resetBackupAccount:
     'Deletes the vault material. With visible backups and `deleteBackups` not `true`: `409 vault_not_empty`. The plan ' +
     'and the cadence clock survive a reset. With a deletion grace, the deleted backups are `DELETING` and restorable for ' +

@@ -10,12 +10,14 @@ import {
   isKdfProfile,
   KDF_PROFILES,
   type KdfProfile,
+  NewerFormatError,
   parseRecipient,
   type Recipient,
   RecipientFormatError,
 } from '../client/envelope.js';
 import { KDF_PROFILE_NAMES } from '../client/envelope-format.js';
 import { fsReason } from '../client/fs-errors.js';
+import { type Kit, KitFormatError, parseKit } from '../client/kit.js';
 import { CLIENT_VERSION } from '../client/backup.js';
 import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { unlockVault } from '../client/vault.js';
@@ -139,6 +141,22 @@ export function plainAction<A extends unknown[]>(body: (run: Run, ...args: A) =>
       dispose();
     }
   };
+}
+
+/**
+ * The frame of the commands that wrap key material under the passphrase (`init`, `rekey`): the Argon2id profile of the
+ * new wrapping (checked first, before any prompt), the client, and the passphrase (asked twice when `confirm`).
+ */
+export async function wrappingFrame(
+  config: ClientConfig,
+  options: PassphraseOptions & { kdf?: string },
+  signal: AbortSignal,
+  confirm = false,
+): Promise<{ profile: KdfProfile; client: CofferClient; passphrase: string }> {
+  const profile = kdfProfile(options.kdf, config);
+  const client = clientFor(config);
+  const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, confirm, signal });
+  return { profile, client, passphrase };
 }
 
 /** Asks for the passphrase (file, environment or prompt) and unlocks the vault's master key. */
@@ -292,6 +310,49 @@ export async function confirmOnTerminal(question: string, expected: string, sign
     signal?.removeEventListener('abort', onAbort);
     input.pause();
   }
+}
+
+// ---- the recovery kit ----
+
+const MAX_KIT_BYTES = 64 * 1024;
+
+async function kitText(file: string | undefined): Promise<string> {
+  if (file !== undefined && file !== '-') {
+    try {
+      const stat = await fsp.stat(file);
+      if (stat.size > MAX_KIT_BYTES) throw usageError(`--kit-file ${file} is too large to be a recovery kit`);
+      return await fsp.readFile(file, 'utf8');
+    } catch (error) {
+      if (error instanceof CliError) throw error;
+      throw usageError(`cannot read --kit-file ${file}: ${fsReason(error)}`);
+    }
+  }
+  if (process.stdin.isTTY) throw usageError('no kit: pass --kit-file <file> or pipe the kit on stdin');
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_KIT_BYTES) throw usageError('stdin is too large to be a recovery kit');
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * The recovery kit (docs/crypto.md §1c) from `--kit-file <file>` (`-` or none: stdin), read and checked: a kit that
+ * cannot be used is a usage error naming the line. Notes when it was printed for another server. The material is a
+ * secure buffer: wipe it when done.
+ */
+export async function readKit(file: string | undefined, config: ClientConfig): Promise<Kit> {
+  let kit: Kit;
+  try {
+    kit = parseKit(await kitText(file));
+  } catch (error) {
+    if (error instanceof KitFormatError) throw usageError(`invalid recovery kit: ${error.message}`);
+    throw error;
+  }
+  if (kit.server !== null && kit.server !== config.url) note(`note: the kit was printed for ${kit.server}; using it on ${config.url}`);
+  return kit;
 }
 
 // ---- progress ----
@@ -463,6 +524,8 @@ export function apiErrorMessage(error: CofferApiError): string {
       const remaining = typeof details.remainingBackups === 'number' ? details.remainingBackups : 'some';
       return `reset refused: ${remaining} backup(s) remain. Delete them first, or pass --delete-backups.`;
     }
+    case 'vault_changed':
+      return 'the vault was changed by another client meanwhile (a rekey, recovery or passphrase change elsewhere); nothing was changed: run the command again.';
     case 'upload_in_progress':
       return 'another backup of this account is being uploaded: wait until it is finished, then try again.';
     case 'invalid_backup_state':
@@ -492,6 +555,7 @@ export function toCliError(error: unknown, json: boolean): CliError {
   if (error instanceof ConfigError) return usageError(`invalid configuration: ${error.message}`);
   if (error instanceof ProfileError) return usageError(`invalid profile: ${error.message}`);
   if (error instanceof RecipientFormatError) return usageError(`invalid recipient: ${error.message}`);
+  if (error instanceof NewerFormatError) return new CliError(`cannot open: ${error.message}`, EXIT.failure);
   if (error instanceof IntegrityError) {
     return new CliError(`integrity check failed: ${error.message}; nothing was written`, EXIT.integrity);
   }

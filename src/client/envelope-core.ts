@@ -37,12 +37,13 @@ import {
   KDF_ACCEPTED_MAX,
   KDF_ACCEPTED_MIN,
   type KdfProfile,
+  NewerFormatError,
   requireRequestedBackup,
 } from './envelope-format.js';
 import { fingerprintText, isSealedDek, SEALED_DEK_BYTES, WRAPPED_DEK_BYTES } from './key-usage.js';
 
 export { dekForm, type DekForm, fingerprintText, keyUse, type KeyUse } from './key-usage.js';
-export { AD, KEYRING, RECIPIENT, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, requireRequestedBackup };
+export { AD, KEYRING, RECIPIENT, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, NewerFormatError, requireRequestedBackup };
 
 export const KEY_BYTES = 32;
 export const SALT_BYTES = 16; // crypto_pwhash_SALTBYTES
@@ -59,12 +60,34 @@ const MALFORMED_KEYRING = 'the vault key material is neither a 32-byte master ke
 
 /** The length of the plaintext under the KEK: a legacy master key (n = 0) or a keyring of n keys. */
 const keyringBytes = (n: number) => KEYRING.headerBytes + n * KEY_BYTES;
-const isWrappedMaterialLength = (length: number) => {
-  const plain = length - AEAD_ABYTES;
-  if (plain === KEY_BYTES) return true;
-  const n = (plain - KEYRING.headerBytes) / KEY_BYTES;
-  return Number.isInteger(n) && n >= 1 && n <= KEYRING.maxKeys;
-};
+/** The largest wrapped material a client unwraps (the server's cap on decoded binary fields). */
+const MAX_WRAPPED_MATERIAL_BYTES = 4096;
+
+/** A 4-byte format magic of three ASCII letters and a version digit ("ckr1", "cxw1"), or null. */
+function magicOf(bytes: Uint8Array): string | null {
+  if (bytes.length < 4) return null;
+  const text = String.fromCharCode(...bytes.subarray(0, 4));
+  return /^[a-z]{3}[0-9]$/.test(text) ? text : null;
+}
+
+/**
+ * What an opened (authenticated) vault plaintext that masterKeys refused is: a keyring of a later version ("ckr2"…),
+ * or a "ckr1" ring longer than this version allows, was written by a newer client; a "ckr1" ring whose count and
+ * length disagree by a faulty one; anything else is a form this version does not know (a newer or a faulty client).
+ */
+function unreadableMaterial(material: Uint8Array): IntegrityError {
+  const magic = magicOf(material);
+  const n = material[KEYRING.magic.length] ?? 0;
+  const longerRing = magic === KEYRING.magic && n > KEYRING.maxKeys && material.length === keyringBytes(n);
+  if (magic !== null && magic.startsWith(KEYRING.magic.slice(0, 3)) && (magic !== KEYRING.magic || longerRing)) {
+    return new NewerFormatError(
+      `the vault's key material is a keyring of a form this coffer does not read (${JSON.stringify(magic)}, ${material.length} bytes): ` +
+        'it was made by a newer coffer; upgrade coffer to open this vault',
+    );
+  }
+  if (magic === KEYRING.magic) return new IntegrityError(MALFORMED_KEYRING);
+  return new NewerFormatError(`${MALFORMED_KEYRING} this coffer knows (${material.length} bytes): it was made by a newer coffer, or a faulty one; upgrade coffer`);
+}
 
 /**
  * The master keys of vault key material, newest (current) first, as views into it: exactly 32 bytes is one legacy
@@ -329,7 +352,8 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     const kdf = { salt: fromBase64(vault.kdf.salt, 'kdf.salt'), opslimit: vault.kdf.opslimit, memlimit: vault.kdf.memlimit };
     const wrapped = fromBase64(vault.wrappedMasterKey, 'wrappedMasterKey');
     const nonce = fromBase64(vault.wrappedMasterKeyNonce, 'wrappedMasterKeyNonce');
-    if (!isWrappedMaterialLength(wrapped.length)) throw new IntegrityError(WRONG_PASSPHRASE);
+    // Any length the server accepts is opened: the AEAD tag tells a wrong passphrase from a form only a newer coffer reads.
+    if (wrapped.length <= AEAD_ABYTES || wrapped.length > MAX_WRAPPED_MATERIAL_BYTES) throw new IntegrityError(WRONG_PASSPHRASE);
     const kek = await deriveKek(passphrase, kdf);
     let material: B;
     try {
@@ -339,7 +363,8 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     }
     try {
       masterKeys(material);
-    } catch (error) {
+    } catch {
+      const error = unreadableMaterial(material);
       wipe(material);
       throw error;
     }
@@ -537,6 +562,14 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
       throw new IntegrityError(what);
     }
     if (isSealedDek(wrapped)) return unsealDek(masterKey, backupId, wrapped, nonce, what);
+    // Unauthenticated here (the server hands it over), so the message names both readings.
+    const magic = magicOf(wrapped);
+    if (magic !== null && magic !== RECIPIENT.magic) {
+      throw new NewerFormatError(
+        `the backup's data key is in a form this coffer does not read (${JSON.stringify(magic)}, ${wrapped.length} bytes): it was ` +
+          'made by a newer coffer (upgrade coffer to restore it), or the server altered it',
+      );
+    }
     throw new IntegrityError(what);
   }
 

@@ -44,7 +44,17 @@ export const KEYRING = {
 
 /** Anything that failed to authenticate or decode: wrong passphrase, tampering, truncation, a hostile archive. */
 export class IntegrityError extends Error {
-  override readonly name = 'IntegrityError';
+  override readonly name: string = 'IntegrityError';
+}
+
+/**
+ * Key material in a form this version does not read but a newer one may (docs/crypto.md "Older and newer clients"):
+ * a keyring version after "ckr1" that the passphrase did open, or a wrappedDek with another "cxw" version. Still an
+ * IntegrityError for the code that catches those (nothing could be opened), but the user is told to upgrade, not
+ * that the passphrase is wrong.
+ */
+export class NewerFormatError extends IntegrityError {
+  override readonly name = 'NewerFormatError';
 }
 
 /**

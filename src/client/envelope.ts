@@ -21,6 +21,7 @@ export {
   type KdfLimits,
   type KdfParams,
   type KdfProfile,
+  NewerFormatError,
   NONCE_BYTES,
   RECIPIENT,
   type Recipient,

@@ -183,19 +183,14 @@ export class CofferClient {
     path: string,
     init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
   ): Promise<T> {
-    return (await this.requestWithHeaders<T>(method, path, init)).body;
+    return this.parse<T>(await this.fetch(method, path, init));
   }
 
-  private async requestWithHeaders<T>(
-    method: string,
-    path: string,
-    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
-  ): Promise<{ body: T; headers: Headers }> {
-    const response = await this.fetch(method, path, init);
+  private async parse<T>(response: Response): Promise<T> {
     const text = await response.text();
     if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
     try {
-      return { body: JSON.parse(text) as T, headers: response.headers };
+      return JSON.parse(text) as T;
     } catch {
       throw new CofferNetworkError(
         `the server at ${this.baseUrl} answered with something that is not JSON: check that COFFER_URL points at a Coffer server`,
@@ -205,16 +200,26 @@ export class CofferClient {
 
   // ---- account ----
 
-  getAccount(signal?: AbortSignal): Promise<BackupAccountBody> {
-    return this.request('GET', '/api/backup-account', { signal });
+  async getAccount(signal?: AbortSignal): Promise<BackupAccountBody> {
+    return (await this.readAccount(signal)).account;
+  }
+
+  /** The account and the ETag of its vault material (undefined from a server that sends none, or without a vault). */
+  async readAccount(signal?: AbortSignal): Promise<{ account: BackupAccountBody; etag: string | undefined }> {
+    const response = await this.fetch('GET', '/api/backup-account', { signal });
+    return { account: await this.parse<BackupAccountBody>(response), etag: response.headers.get('etag') ?? undefined };
   }
 
   bootstrap(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<BootstrapResponseBody> {
     return this.request('POST', '/api/backup-account/bootstrap', { json: envelope, signal });
   }
 
-  rotate(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<RotateResponseBody> {
-    return this.request('POST', '/api/backup-account/rotate', { json: envelope, signal });
+  /**
+   * Replaces the vault material. With `ifMatch` (the ETag read with the material) the server rotates only while the
+   * stored material is still that one, else CofferApiError 409 `vault_changed` and nothing changes.
+   */
+  async rotate(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal, ifMatch?: string): Promise<RotateResponseBody> {
+    return (await this.rotateWithHistory(envelope, signal, ifMatch)).account;
   }
 
   /**
@@ -225,10 +230,13 @@ export class CofferClient {
   async rotateWithHistory(
     envelope: BackupAccountEnvelopeBody,
     signal?: AbortSignal,
+    ifMatch?: string,
   ): Promise<{ account: RotateResponseBody; historyDays: number | null }> {
-    const { body, headers } = await this.requestWithHeaders<RotateResponseBody>('POST', '/api/backup-account/rotate', { json: envelope, signal });
-    const days = headers.get('x-coffer-vault-history-days');
-    return { account: body, historyDays: days !== null && /^\d{1,4}$/.test(days) ? Number(days) : null };
+    const headers = ifMatch === undefined ? undefined : { 'if-match': ifMatch };
+    const response = await this.fetch('POST', '/api/backup-account/rotate', { json: envelope, headers, signal });
+    const account = await this.parse<RotateResponseBody>(response);
+    const days = response.headers.get('x-coffer-vault-history-days');
+    return { account, historyDays: days !== null && /^\d{1,4}$/.test(days) ? Number(days) : null };
   }
 
   reset(options: { deleteBackups?: boolean } = {}, signal?: AbortSignal): Promise<ResetResponseBody> {

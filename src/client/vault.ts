@@ -18,9 +18,10 @@ import {
   wrapMasterKey,
   type KdfProfile,
   type Recipient,
+  type VaultMaterial,
 } from './envelope.js';
 import { kitRefusal } from './kit-core.js';
-import type { BackupAccountBody, BootstrapResponseBody, CofferClient, RotateResponseBody } from './sdk.js';
+import { CofferApiError, type BackupAccountBody, type BootstrapResponseBody, type CofferClient, type RotateResponseBody } from './sdk.js';
 
 export class VaultStateError extends Error {
   override readonly name = 'VaultStateError';
@@ -50,15 +51,48 @@ export async function initVault(
   }
 }
 
+/** The account as read, with the ETag of its vault material (undefined from a server that sends none). */
+export interface AccountRead {
+  account: BackupAccountBody;
+  etag: string | undefined;
+}
+
 /** The account and its unwrapped key material, a master key or a keyring (secure buffer: wipe it when done). */
 export async function unlockVault(
   client: CofferClient,
   passphrase: string,
   signal?: AbortSignal,
-): Promise<{ account: BackupAccountBody; masterKey: Buffer }> {
-  const account = await client.getAccount(signal);
+): Promise<AccountRead & { masterKey: Buffer }> {
+  const { account, etag } = await client.readAccount(signal);
   if (!account.initialized) throw new VaultStateError('the vault is not initialized; run `coffer init` first');
-  return { account, masterKey: await unwrapMasterKey(account, passphrase) };
+  return { account, etag, masterKey: await unwrapMasterKey(account, passphrase) };
+}
+
+/**
+ * Replaces the vault material that was read as `read` with `envelope`, only if it is still that material: rotate with
+ * If-Match (the server checks and writes in one step, docs/api-rules.md#account), so a concurrent rekey, recovery or
+ * passphrase change from another device is never silently dropped. A server that sends no ETag predates conditional
+ * rotate: the account is then re-read and compared just before an unconditional rotate (a narrow window remains).
+ */
+export async function rotateFrom(
+  client: CofferClient,
+  read: AccountRead,
+  envelope: VaultMaterial,
+  what: string,
+  signal?: AbortSignal,
+): Promise<{ account: RotateResponseBody; historyDays: number | null }> {
+  const changed = () => new VaultStateError(`the vault was changed by another client during the ${what}; nothing was changed, run it again`);
+  if (read.etag === undefined) {
+    const now = await client.getAccount(signal);
+    if (now.wrappedMasterKey !== read.account.wrappedMasterKey) throw changed();
+    return client.rotateWithHistory(envelope, signal);
+  }
+  try {
+    return await client.rotateWithHistory(envelope, signal, read.etag);
+  } catch (error) {
+    if (error instanceof CofferApiError && error.code === 'vault_changed') throw changed();
+    throw error;
+  }
 }
 
 /**
@@ -83,8 +117,9 @@ export async function changePassphrase(
   newPassphrase: string,
   profile: KdfProfile = DEFAULT_KDF_PROFILE,
   signal?: AbortSignal,
+  read?: AccountRead,
 ): Promise<RotateResponseBody> {
-  return (await changePassphraseKeepingHistory(client, masterKey, newPassphrase, profile, signal)).account;
+  return (await changePassphraseKeepingHistory(client, masterKey, newPassphrase, profile, signal, read)).account;
 }
 
 /** changePassphrase, with the days the server says it keeps the old envelope restorable (null: not said). */
@@ -94,9 +129,11 @@ export async function changePassphraseKeepingHistory(
   newPassphrase: string,
   profile: KdfProfile = DEFAULT_KDF_PROFILE,
   signal?: AbortSignal,
+  read?: AccountRead,
 ): Promise<{ account: RotateResponseBody; historyDays: number | null }> {
   const envelope = await wrapMasterKey(masterKey, newPassphrase, newKdfParams(profile));
-  return client.rotateWithHistory(envelope, signal);
+  // With the account as it was unlocked, only that material is replaced (a concurrent rekey's key is not dropped).
+  return read ? rotateFrom(client, read, envelope, 'passphrase change', signal) : client.rotateWithHistory(envelope, signal);
 }
 
 export interface RekeyResult {
@@ -119,7 +156,7 @@ export async function rekeyVault(
   profile: KdfProfile = DEFAULT_KDF_PROFILE,
   signal?: AbortSignal,
 ): Promise<RekeyResult> {
-  const { account, masterKey } = await unlockVault(client, passphrase, signal);
+  const { masterKey, ...read } = await unlockVault(client, passphrase, signal);
   let next: Buffer | undefined;
   try {
     const held = masterKeys(masterKey).length;
@@ -128,13 +165,8 @@ export async function rekeyVault(
     }
     next = addMasterKey(masterKey);
     const envelope = await wrapMasterKey(next, passphrase, newKdfParams(profile));
-    // rotate replaces the envelope unconditionally: refuse if another client changed it since we read it, so its
-    // keys are not dropped (a narrow window remains until the API offers a conditional rotate).
-    const now = await client.getAccount(signal);
-    if (now.wrappedMasterKey !== account.wrappedMasterKey) {
-      throw new VaultStateError('the vault was changed by another client during the rekey; nothing was changed, run it again');
-    }
-    const rotate = await client.rotate(envelope, signal);
+    // Only over the material unwrapped above: another client's rekey in between must not lose its key.
+    const { account: rotate } = await rotateFrom(client, read, envelope, 'rekey', signal);
     return { rotate, recipient: deriveRecipient(next), previousRecipient: deriveRecipient(masterKey), keys: held + 1 };
   } finally {
     wipe(masterKey, next);
@@ -161,8 +193,8 @@ export async function recoverVault(
   options: { profile?: KdfProfile; force?: boolean; signal?: AbortSignal } = {},
 ): Promise<RecoverResult> {
   const { profile = DEFAULT_KDF_PROFILE, force = false, signal } = options;
-  const account = await client.getAccount(signal);
-  if (!account.initialized) throw new VaultStateError('the vault is not initialized: there is nothing to recover');
+  const read = await client.readAccount(signal);
+  if (!read.account.initialized) throw new VaultStateError('the vault is not initialized: there is nothing to recover');
   const ready = (await client.listBackups(signal)).backups.filter((backup) => backup.status === 'READY');
   let opened = 0;
   for (const { id } of ready) {
@@ -187,10 +219,6 @@ export async function recoverVault(
     );
   }
   const envelope = await wrapMasterKey(material, newPassphrase, newKdfParams(profile));
-  const now = await client.getAccount(signal);
-  if (now.wrappedMasterKey !== account.wrappedMasterKey) {
-    throw new VaultStateError('the vault was changed by another client during the recovery; nothing was changed, run it again');
-  }
-  const rotate = await client.rotate(envelope, signal);
+  const { account: rotate } = await rotateFrom(client, read, envelope, 'recovery', signal);
   return { rotate, opened, checked: ready.length, recipient: deriveRecipient(material) };
 }

@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'method_not_allowed'
   | 'vault_not_initialized'
   | 'vault_not_empty'
+  | 'vault_changed'
   | 'upload_in_progress'
   | 'invalid_backup_state'
   | 'ciphertext_size_mismatch'
@@ -36,6 +37,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   method_not_allowed: 405,
   vault_not_initialized: 409,
   vault_not_empty: 409,
+  vault_changed: 409,
   upload_in_progress: 409,
   invalid_backup_state: 409,
   ciphertext_size_mismatch: 409,
@@ -64,6 +66,8 @@ export const RESOLUTION_OF: Record<ErrorCode, string> = {
   method_not_allowed: 'Use one of the methods listed in the Allow header.',
   vault_not_initialized: 'Initialize the vault first with POST /api/backup-account/bootstrap.',
   vault_not_empty: 'Delete the remaining backups first, or send {"deleteBackups": true}.',
+  vault_changed:
+    'Read the account again (GET /api/backup-account), unwrap its current material and send If-Match with its new ETag (details.currentEtag).',
   upload_in_progress: 'Finish the upload slot named in details.backupId, or DELETE it, then try again.',
   invalid_backup_state: 'Check the backup status in details.status; this operation does not apply to it.',
   ciphertext_size_mismatch: 'Send the exact number of ciphertext bytes that were uploaded.',

@@ -1,4 +1,5 @@
 /** Backup and vault operations: the domain rules applied to the store, the blob store and the status bus. */
+import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { v7 as uuidv7 } from 'uuid';
 import type { BackupAccountEnvelopeBody } from '../api/schemas.js';
@@ -44,6 +45,19 @@ export interface FinalizeInput {
   plaintextSizeBytes: number;
   clientVersion?: string;
   hostappVersion?: string;
+}
+
+/** A parsed If-Match header: "*" (any current vault) or the strong entity tags, quotes included. */
+export type IfMatch = '*' | string[];
+
+/**
+ * The strong validator of the vault material (the ETag of GET /api/backup-account): SHA-256 over the stored envelope
+ * fields, so it changes with every rotate (a new salt and nonce each time) and needs no column of its own.
+ */
+export function vaultEtag(vault: Vault): string {
+  const { cryptoVersion, kdf, wrappedMasterKey, wrappedMasterKeyNonce } = vault;
+  const material = JSON.stringify([cryptoVersion, kdf.salt, kdf.opslimit, kdf.memlimit, wrappedMasterKey, wrappedMasterKeyNonce]);
+  return `"vault-${createHash('sha256').update(material).digest('base64url')}"`;
 }
 
 export interface AccountView {
@@ -146,12 +160,36 @@ export class BackupService {
     return { ...(await this.accountView(accountId)), created };
   }
 
-  /** Replaces the envelope; the replaced one is kept in the vault history for the account's deletion grace. */
-  async rotate(accountId: string, envelope: VaultEnvelope, actor: Actor = 'unknown'): Promise<AccountView & { rotated: true; historyDays: number }> {
+  /**
+   * Replaces the vault material; the replaced envelope is kept in the vault history for the account's deletion grace.
+   * With `ifMatch` (the If-Match header: "*" or the entity tags the client accepts) the rotate is conditional: it
+   * happens only while the stored material is the one whose ETag (vaultEtag) the client names, checked and written
+   * in one compare-and-swap statement, else `409 vault_changed` and nothing changes (docs/api-rules.md#account).
+   * Without it, the rotate is unconditional.
+   */
+  async rotate(
+    accountId: string,
+    envelope: VaultEnvelope,
+    actor: Actor = 'unknown',
+    ifMatch?: IfMatch,
+  ): Promise<AccountView & { rotated: true; historyDays: number }> {
     const vault = this.checkEnvelope(envelope);
     const graceDays = await this.graceDays(accountId);
-    if (!(await this.store.replaceVault(accountId, vault, this.keep('rotate', actor, graceDays)))) {
-      throw new AppError('vault_not_initialized', 'There is no vault to rotate.');
+    const keep = this.keep('rotate', actor, graceDays);
+    const missing = () => new AppError('vault_not_initialized', 'There is no vault to rotate.');
+    let expected: Vault | undefined;
+    if (ifMatch !== undefined) {
+      expected = await this.store.getVault(accountId);
+      if (!expected) throw missing();
+    }
+    const matches = ifMatch === undefined || ifMatch === '*' || ifMatch.includes(vaultEtag(expected!));
+    if (!matches || !(await this.store.replaceVault(accountId, vault, { keep, expected }))) {
+      // Changed before the check, or between the check and the write: say what it is now.
+      const now = await this.store.getVault(accountId);
+      if (!now) throw missing();
+      throw new AppError('vault_changed', 'The vault material was changed since it was read: If-Match does not name its current ETag.', {
+        currentEtag: vaultEtag(now),
+      });
     }
     return { ...(await this.accountView(accountId)), rotated: true, historyDays: graceDays };
   }

@@ -477,17 +477,36 @@ export class SqlStore implements Store {
     return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
   }
 
-  async replaceVault(accountId: string, vault: Vault, keep?: VaultKeep): Promise<boolean> {
+  async replaceVault(accountId: string, vault: Vault, { keep, expected }: { keep?: VaultKeep | undefined; expected?: Vault | undefined } = {}): Promise<boolean> {
     const { account_id: _, ...columns } = vaultRow(accountId, vault);
     const replace = async (db: Kysely<Database>) => {
-      const result = await db.updateTable('vaults').set(columns).where('account_id', '=', accountId).executeTakeFirst();
+      let update = db.updateTable('vaults').set(columns).where('account_id', '=', accountId);
+      if (expected) {
+        update = update
+          .where('crypto_version', '=', expected.cryptoVersion)
+          .where('kdf_salt', '=', expected.kdf.salt)
+          .where('kdf_opslimit', '=', expected.kdf.opslimit)
+          .where('kdf_memlimit', '=', expected.kdf.memlimit)
+          .where('wrapped_master_key', '=', expected.wrappedMasterKey)
+          .where('wrapped_master_key_nonce', '=', expected.wrappedMasterKeyNonce);
+      }
+      const result = await update.executeTakeFirst();
       return Number(result.numUpdatedRows) > 0;
     };
     if (!keep) return replace(this.db);
-    return this.db.transaction().execute(async (trx) => {
-      if (!(await this.keepVault(trx, accountId, keep))) return false;
-      return replace(trx);
-    });
+    const notReplaced = new Error('not replaced');
+    return this.db
+      .transaction()
+      .execute(async (trx) => {
+        if (!(await this.keepVault(trx, accountId, keep))) return false;
+        // A failed compare-and-swap rolls the kept copy back with it.
+        if (!(await replace(trx))) throw notReplaced;
+        return true;
+      })
+      .catch((error: unknown) => {
+        if (error === notReplaced) return false;
+        throw error;
+      });
   }
 
   async deleteVault(accountId: string, keep?: VaultKeep): Promise<boolean> {

@@ -162,8 +162,13 @@ export interface Store {
   getVault(accountId: string): Promise<Vault | undefined>;
   /** Stores the vault unless one exists; true when it was created. */
   createVault(accountId: string, vault: Vault): Promise<boolean>;
-  /** Replaces an existing vault; false when there is none. With `keep`, the replaced envelope goes to the history. */
-  replaceVault(accountId: string, vault: Vault, keep?: VaultKeep): Promise<boolean>;
+  /**
+   * Replaces an existing vault; false when there is none, or, with `expected`, when the stored material (crypto
+   * version, KDF parameters, wrapped key and nonce) is no longer `expected`'s: a compare-and-swap in one statement.
+   * With `keep`, the replaced envelope goes to the history (in the same transaction: nothing is kept when nothing is
+   * replaced).
+   */
+  replaceVault(accountId: string, vault: Vault, options?: { keep?: VaultKeep | undefined; expected?: Vault | undefined }): Promise<boolean>;
   /** Removes the vault; true when one existed. With `keep`, the removed envelope goes to the history. */
   deleteVault(accountId: string, keep?: VaultKeep): Promise<boolean>;
   /** The account's kept envelopes not expired at `now`, newest first. */

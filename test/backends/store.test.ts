@@ -172,6 +172,27 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
     expect(await store.deleteVault(account.id)).toBe(false);
   });
 
+  it('replaceVault with expected material is a compare-and-swap: only over exactly that material', async () => {
+    const account = await newAccount('free', false);
+    expect(await store.replaceVault(account.id, vault('B'), { expected: vault('A') })).toBe(false);
+    expect(await store.createVault(account.id, vault('A'))).toBe(true);
+    // Any one field of the material differing is another vault (updatedAt is not material).
+    const others = [
+      vault('X'),
+      { ...vault('A'), kdf: { ...vault('A').kdf, opslimit: vault('A').kdf.opslimit + 1 } },
+      { ...vault('A'), kdf: { ...vault('A').kdf, memlimit: vault('A').kdf.memlimit + 1 } },
+      { ...vault('A'), wrappedMasterKeyNonce: 'other-nonce' },
+    ];
+    for (const other of others) expect(await store.replaceVault(account.id, vault('B'), { expected: other })).toBe(false);
+    expect(await store.getVault(account.id)).toEqual({ ...vault('A'), createdAt: T0 });
+    expect(await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 7 }, { expected: { ...vault('A'), updatedAt: T0 + 99 } })).toBe(true);
+    expect(await store.getVault(account.id)).toEqual({ ...vault('B'), updatedAt: T0 + 7, createdAt: T0 });
+    // Two swaps from the same material, at once: exactly one lands.
+    const raced = await Promise.all([vault('C'), vault('D')].map((next) => store.replaceVault(account.id, next, { expected: vault('B') })));
+    expect(raced.filter(Boolean)).toHaveLength(1);
+    expect((await store.getVault(account.id))?.wrappedMasterKey).toBe((raced[0] ? vault('C') : vault('D')).wrappedMasterKey);
+  });
+
   it('createBackup hands the snapshot to the decision and inserts only when allowed', async () => {
     const noVault = await newAccount('free', false);
     const refused = await store.createBackup(noVault.id, T0, (s) => decideCreate(s, T0), backup(noVault.id));
@@ -324,11 +345,11 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
 
   it('vault history: rotate and reset keep the replaced envelope; listed newest first until it expires; bounded', async () => {
     const account = await newAccount('free', false);
-    expect(await store.replaceVault(account.id, vault('B'), keep(T0))).toBe(false);
+    expect(await store.replaceVault(account.id, vault('B'), { keep: keep(T0) })).toBe(false);
     expect(await store.listVaultHistory(account.id, T0)).toEqual([]);
     await store.createVault(account.id, vault('A'));
     const first = keep(T0 + 1, { replacedBy: 'session:s1' });
-    expect(await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, first)).toBe(true);
+    expect(await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, { keep: first })).toBe(true);
     expect((await store.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
     const second = keep(T0 + 2, { reason: 'reset', expiresAt: T0 + 3 * HOUR });
     expect(await store.deleteVault(account.id, second)).toBe(true);
@@ -349,7 +370,7 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
     // At most `limit` entries: the oldest (limit - 1) and the newest stay, so a burst of rotations cannot push the
     // first envelope out.
     await store.createVault(account.id, vault('C'));
-    for (let i = 0; i < 6; i++) await store.replaceVault(account.id, { ...vault('D'), updatedAt: T0 + 10 + i }, keep(T0 + 10 + i, { limit: 3 }));
+    for (let i = 0; i < 6; i++) await store.replaceVault(account.id, { ...vault('D'), updatedAt: T0 + 10 + i }, { keep: keep(T0 + 10 + i, { limit: 3 }) });
     const bounded = await store.listVaultHistory(account.id, T0);
     expect(bounded.map((e) => e.replacedAt)).toEqual([T0 + 15, T0 + 10, T0 + 1]);
     expect(bounded[2]!.vault.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
@@ -359,7 +380,7 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
     const account = await newAccount('free', false);
     await store.createVault(account.id, vault('A'));
     const kept = keep(T0 + 1);
-    await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, kept);
+    await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, { keep: kept });
     expect(await store.restoreVault(account.id, kept.id, T0 + 8 * 24 * HOUR, keep(T0 + 2))).toBeUndefined(); // expired
     const other = await newAccount('free', false);
     expect(await store.restoreVault(other.id, kept.id, T0 + 2, keep(T0 + 2))).toBeUndefined(); // another account's

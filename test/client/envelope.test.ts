@@ -20,6 +20,7 @@ import {
   DecryptStream,
   EncryptStream,
   IntegrityError,
+  NewerFormatError,
   KDF_PROFILES,
   NONCE_BYTES,
   SALT_BYTES,
@@ -200,6 +201,10 @@ describe('docs/crypto.md test vectors', () => {
     sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(box, forged, Buffer.from('coffer/v1/master'), null, nonce, kek);
     const vault = { ...v.vault, wrappedMasterKey: box.toString('base64'), wrappedMasterKeyNonce: nonce.toString('base64') };
     await expect(unwrapMasterKey(vault, v.passphrase)).rejects.toThrow(/neither a 32-byte master key nor a keyring/);
+    // A "ckr1" ring whose count and length disagree comes from a faulty writer, not a newer one.
+    const faulty = await unwrapMasterKey(vault, v.passphrase).catch((error: unknown) => error);
+    expect(faulty).toBeInstanceOf(IntegrityError);
+    expect(faulty).not.toBeInstanceOf(NewerFormatError);
     // A full ring of 64 takes no more keys.
     let full: Uint8Array = hex(v.masterKey);
     for (let n = 1; n < 64; n += 1) full = addMasterKey(full);
@@ -221,7 +226,11 @@ describe('docs/crypto.md test vectors', () => {
 
   const python = spawnSync('python3', ['-c', 'import ctypes.util,sys; sys.exit(0 if ctypes.util.find_library("sodium") else 1)']);
   it.skipIf(python.status !== 0)('match an independent libsodium build (system libsodium through Python ctypes)', () => {
-    const run = spawnSync('python3', [path.join(ROOT, 'test/client/vectors_libsodium.py'), DOC], { encoding: 'utf8' });
+    // The kit's word encoding is checked there too, with the BIP-39 English wordlist given on stdin.
+    const run = spawnSync('python3', [path.join(ROOT, 'test/client/vectors_libsodium.py'), DOC], {
+      encoding: 'utf8',
+      input: `${wordlist.join('\n')}\n`,
+    });
     expect(run.stderr).toBe('');
     expect(run.stdout.trim()).toBe('ok');
   });
@@ -268,8 +277,13 @@ describe('recipients and sealed data keys', () => {
     const recipient = deriveRecipient(masterKey);
     const sealed = sealDek(recipient, backupId, newKey());
     const bytes = Buffer.from(sealed.wrappedDek, 'base64');
+    // Another version's magic is named as such (a newer coffer, or an altered key), and is still an IntegrityError.
+    const later = Buffer.concat([Buffer.from('cxw2'), bytes.subarray(4)]).toString('base64');
+    expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: later })).toThrow(NewerFormatError);
+    expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: later })).toThrow(IntegrityError);
+    expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: later })).toThrow(/"cxw2", 1180 bytes\): it was made by a newer coffer/);
     const variants = [
-      Buffer.concat([Buffer.from('cxw2'), bytes.subarray(4)]), // wrong magic
+      Buffer.concat([Buffer.from('xyz!'), bytes.subarray(4)]), // no version magic at all
       bytes.subarray(0, SEALED_DEK_BYTES - 1), // one byte short
       Buffer.concat([bytes, Buffer.alloc(1)]), // one byte long
       Buffer.alloc(49),

@@ -16,12 +16,17 @@ import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 import * as tar from 'tar';
 import { CHUNK_BYTES, EncryptStream, newKey, sealMetadata, wipe, wrapDek, type BackupMetadata } from '../../src/client/envelope.js';
-import type { CofferClient } from '../../src/client/sdk.js';
+import { CofferClient } from '../../src/client/sdk.js';
+import { ManualClock } from '../helpers/clock.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { tempDir } from '../helpers/tmp.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CLI = path.join(ROOT, 'dist/cli/main.js');
 
-export { assertBuilt } from '../helpers/built.js';
+import { assertBuilt } from '../helpers/built.js';
+
+export { assertBuilt };
 
 export interface RunResult {
   code: number;
@@ -60,6 +65,69 @@ export function runCli(args: string[], env: Record<string, string | undefined>, 
 export function cliFor(url: string, apiKey: string, passphrase: string | undefined, extra: Record<string, string> = {}) {
   const env = { COFFER_URL: url, COFFER_API_KEY: apiKey, COFFER_PASSPHRASE: passphrase, COFFER_KDF: 'min', ...extra };
   return (args: string[], more: Record<string, string | undefined> = {}) => runCli(args, { ...env, ...more });
+}
+
+export type Cli = ReturnType<typeof cliFor>;
+
+/** A real server with one initialized vault, for the key-management tests (recipient, rekey, kit). */
+export interface VaultFixture {
+  server: TestServer;
+  clock: ManualClock;
+  apiKey: string;
+  /** The SDK on the same key (reads what a kept copy or a hostile server would hold). */
+  client: CofferClient;
+  /** A temp directory for restores, holding `source`: makeTree's tree. */
+  work: string;
+  source: string;
+  /** The CLI with the passphrase, and a host's CLI with none anywhere (stdin is a closed pipe: no prompt). */
+  owner: Cli;
+  host: Cli;
+  /** Moves the clock past the pro plan's 30-minute cadence. */
+  nextSlotAllowed(): void;
+  /** `coffer backup source --json` with `cli` (and `env`), then the next slot allowed; the new id. */
+  backup(cli: Cli, env?: Record<string, string>): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a server (manual clock, a pro-plan key), builds the source tree and runs `coffer init` with `passphrase`.
+ * Call in beforeAll, and `stop()` in afterAll (the server; its data directory and `work` are temp dirs).
+ */
+export async function startVault(prefix: string, passphrase: string): Promise<VaultFixture> {
+  assertBuilt();
+  const clock = new ManualClock();
+  const server = await startTestServer({ clock });
+  try {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const work = tempDir(prefix);
+    const source = path.join(work, 'source');
+    await makeTree(source);
+    const owner = cliFor(server.url, apiKey, passphrase);
+    const host = cliFor(server.url, apiKey, undefined);
+    const init = await owner(['init']);
+    if (init.code !== 0) throw new Error(`coffer init failed (${init.code}): ${init.stderr}`);
+    const nextSlotAllowed = () => clock.advance(31 * 60 * 1000);
+    return {
+      server,
+      clock,
+      apiKey,
+      client: new CofferClient({ baseUrl: server.url, apiKey }),
+      work,
+      source,
+      owner,
+      host,
+      nextSlotAllowed,
+      async backup(cli, env = {}) {
+        const detail = json(await cli(['backup', source, '--json'], env));
+        nextSlotAllowed();
+        return detail.id as string;
+      },
+      stop: () => server.stop(),
+    };
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
 }
 
 export function json<T = any>(result: RunResult): T {

@@ -6,34 +6,86 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { wordlist } from '@scure/bip39/wordlists/english.js';
+import jsQRModule from 'jsqr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keyMaterialOf, newKey, wipe } from '../../src/client/envelope.js';
+import { formatKit } from '../../src/client/kit.js';
 import { CofferClient } from '../../src/client/sdk.js';
-import { ManualClock } from '../helpers/clock.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
-import { tempDir } from '../helpers/tmp.js';
-import { assertBuilt, cliFor, json, makeTree, runCli, snapshot } from './helpers.js';
+import { kitQr } from '../../src/cli/commands/kit.js';
+import type { TestServer } from '../helpers/server.js';
+import { type Cli, cliFor, exists, json, runCli, snapshot, startVault, type VaultFixture } from './helpers.js';
+
+// jsqr is CommonJS whose export is the function itself (and `.default`); its types declare only the default.
+const jsQR = jsQRModule.default;
+
+type Rgb = 'black' | 'white';
+
+/**
+ * What a terminal shows for `rows` (qrcode's half-block output with its SGR colour codes), as RGBA pixels: each
+ * character is one module wide and two high (▀ ▄ █ and space split into top and bottom halves by foreground and
+ * background colour), `scale` pixels a module, inside a margin of the terminal's own background. `terminal` gives
+ * the default colours (after a reset): light text on dark, or dark on light.
+ */
+function terminalPixels(rows: string[], terminal: { fg: Rgb; bg: Rgb }, scale = 4, margin = 4) {
+  const grid: Rgb[][] = [];
+  for (const row of rows) {
+    let fg = terminal.fg;
+    let bg = terminal.bg;
+    const top: Rgb[] = [];
+    const bottom: Rgb[] = [];
+    // eslint-disable-next-line no-control-regex
+    for (const token of row.match(/\x1b\[[0-9;]*m|[^\x1b]/gu) ?? []) {
+      if (token.startsWith('\x1b')) {
+        for (const code of token.slice(2, -1).split(';').map(Number)) {
+          if (code === 0) [fg, bg] = [terminal.fg, terminal.bg];
+          else if (code === 30) fg = 'black';
+          else if (code === 37) fg = 'white';
+          else if (code === 40) bg = 'black';
+          else if (code === 47) bg = 'white';
+          else throw new Error(`unexpected SGR code ${code}`);
+        }
+        continue;
+      }
+      const halves: Record<string, [Rgb, Rgb]> = { ' ': [bg, bg], '█': [fg, fg], '▀': [fg, bg], '▄': [bg, fg] };
+      const pair = halves[token];
+      if (!pair) throw new Error(`unexpected character ${JSON.stringify(token)} in the QR code`);
+      top.push(pair[0]);
+      bottom.push(pair[1]);
+    }
+    grid.push(top, bottom);
+  }
+  const columns = Math.max(...grid.map((line) => line.length)) + 2 * margin;
+  const lines = grid.length + 2 * margin;
+  const [width, height] = [columns * scale, lines * scale];
+  const data = new Uint8ClampedArray(width * height * 4);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const module = grid[Math.floor(y / scale) - margin]?.[Math.floor(x / scale) - margin] ?? terminal.bg;
+      data.fill(module === 'black' ? 0 : 255, (y * width + x) * 4, (y * width + x) * 4 + 3);
+      data[(y * width + x) * 4 + 3] = 255;
+    }
+  }
+  return { data, width, height };
+}
 
 const FORGOTTEN = 'kit-test passphrase, soon forgotten';
 const NEW = 'kit-test new passphrase';
 
 describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
+  let vault: VaultFixture;
   let server: TestServer;
-  let clock: ManualClock;
   let client: CofferClient;
   let apiKey: string;
   let work: string;
   let source: string;
-  let owner: ReturnType<typeof cliFor>;
-  let host: ReturnType<typeof cliFor>;
+  let owner: Cli;
+  let host: Cli;
   let oldKit: string;
   let kit: string;
   const backups: string[] = [];
 
-  const nextSlotAllowed = () => clock.advance(31 * 60 * 1000); // pro plan: one backup per 30 minutes
-  async function backup(cli: ReturnType<typeof cliFor>, env: Record<string, string> = {}) {
-    const detail = json(await cli(['backup', source, '--json'], env));
-    nextSlotAllowed();
-    backups.push(detail.id);
+  async function backup(cli: Cli, env: Record<string, string> = {}) {
+    backups.push(await vault.backup(cli, env));
   }
   let restores = 0;
   async function restore(id: string, passphrase: string) {
@@ -54,17 +106,8 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
   }
 
   beforeAll(async () => {
-    assertBuilt();
-    clock = new ManualClock();
-    server = await startTestServer({ clock });
-    ({ apiKey } = await server.newKey({ plan: 'pro' }));
-    client = new CofferClient({ baseUrl: server.url, apiKey });
-    work = tempDir('coffer-kit-');
-    source = path.join(work, 'source');
-    await makeTree(source);
-    owner = cliFor(server.url, apiKey, FORGOTTEN);
-    host = cliFor(server.url, apiKey, undefined);
-    expect((await owner(['init'])).code).toBe(0);
+    vault = await startVault('coffer-kit-', FORGOTTEN);
+    ({ server, client, apiKey, work, source, owner, host } = vault);
     const { recipient } = json(await owner(['recipient', '--json']));
     await backup(owner);
     await backup(host, { COFFER_RECIPIENT: recipient });
@@ -76,7 +119,7 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
   });
 
   afterAll(async () => {
-    await server?.stop();
+    await vault?.stop();
   });
 
   it('`coffer kit` prints one line of 24 words per key, current first, and warns on stderr', async () => {
@@ -91,6 +134,83 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     for (const line of keyLines) expect(line.split(': ')[1]!.split(' ')).toHaveLength(24);
     // The key printed before the rekey is now the second one.
     expect(keyLines[1]).toBe(oldKit.split('\n').find((line) => line.startsWith('key 1: '))!.replace('key 1', 'key 2'));
+  });
+
+  it('kit --qr: the QR code the terminal shows decodes back to the kit lines, on a dark and on a light terminal', async () => {
+    const printed = await owner(['kit', '--qr']);
+    expect(printed.code, printed.stderr).toBe(0);
+    // The words come first, as without --qr; the QR rows are comment lines, so the whole output is still a kit.
+    expect(printed.stdout.startsWith(kit)).toBe(true);
+    const rows = printed.stdout.split('\n').filter((line) => line.startsWith('# \x1b[')).map((line) => line.slice(2));
+    expect(rows.length).toBeGreaterThan(20);
+    const lines = `${kit.split('\n').filter((line) => line !== '' && !line.startsWith('#')).join('\n')}\n`;
+    for (const terminal of [{ fg: 'white', bg: 'black' }, { fg: 'black', bg: 'white' }] as const) {
+      const { data, width, height } = terminalPixels(rows, terminal);
+      const decoded = jsQR(data, width, height, { inversionAttempts: 'dontInvert' });
+      expect(decoded?.data, `${terminal.bg} terminal`).toBe(lines);
+    }
+    // What the scan gives is a kit `coffer restore --kit-file` reads, and so is the printed output itself.
+    const scanned = path.join(work, 'scanned-kit.txt');
+    await fsp.writeFile(scanned, lines);
+    const printedFile = path.join(work, 'printed-kit.txt');
+    await fsp.writeFile(printedFile, printed.stdout);
+    for (const file of [scanned, printedFile]) {
+      const target = path.join(work, `qr-restored-${path.basename(file)}`);
+      const result = await runCli(['restore', backups[0]!, target, '--kit-file', file], { COFFER_URL: server.url, COFFER_API_KEY: apiKey });
+      expect(result.code, result.stderr).toBe(0);
+      expect(await snapshot(target)).toEqual(await snapshot(source));
+    }
+  });
+
+  it('kit --qr refuses a kit too long for one QR code, naming the way out (the printed words)', async () => {
+    const keys = Array.from({ length: 20 }, () => newKey());
+    const material = keyMaterialOf(keys);
+    try {
+      await expect(kitQr(formatKit(material, server.url))).rejects.toThrow(/the kit is too long for one QR code .*keep the printed words instead/);
+    } finally {
+      wipe(material, ...keys);
+    }
+  });
+
+  it('restore --kit-file: every backup restores with the kit alone (no passphrase anywhere), same safety rules', async () => {
+    const file = path.join(work, 'restore-kit.txt');
+    await fsp.writeFile(file, kit);
+    // Only the server and the API key: no COFFER_PASSPHRASE, no file, stdin a closed pipe (a prompt would fail).
+    const withKit = (args: string[], input?: string) => runCli(['restore', ...args], { COFFER_URL: server.url, COFFER_API_KEY: apiKey }, { input });
+    for (const id of backups) {
+      const target = path.join(work, `kit-restored-${id}`);
+      const result = await withKit([id, target, '--kit-file', file]);
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).toMatch(/final tag and SHA-256 verified/);
+      expect(await snapshot(target)).toEqual(await snapshot(source));
+    }
+    const viaStdin = path.join(work, 'kit-restored-stdin');
+    expect((await withKit([backups[0]!, viaStdin, '--kit-file', '-'], kit)).code).toBe(0);
+    // A non-empty target is refused (exit 1, as with the passphrase) before anything is read or written.
+    const busy = path.join(work, 'kit-busy');
+    await fsp.mkdir(busy);
+    await fsp.writeFile(path.join(busy, 'keep.txt'), 'mine');
+    const refused = await withKit([backups[0]!, busy, '--kit-file', file]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/not empty/);
+    expect(await fsp.readdir(busy)).toEqual(['keep.txt']);
+    // A kit printed before the rekey does not hold the key of the newest backup: integrity failure, nothing written.
+    const oldFile = path.join(work, 'old-kit.txt');
+    await fsp.writeFile(oldFile, oldKit);
+    const newest = path.join(work, 'kit-old-newest');
+    const tooOld = await withKit([backups[2]!, newest, '--kit-file', oldFile]);
+    expect(tooOld.code, tooOld.stderr).toBe(4);
+    expect(tooOld.stderr).toMatch(/integrity check failed/);
+    expect(exists(newest)).toBe(false);
+    // A damaged kit, and a kit together with a passphrase file: usage errors, nothing written.
+    await fsp.writeFile(path.join(work, 'damaged-kit.txt'), kit.replace(/key 1: (\S+)/, 'key 1: zzzz'));
+    const damaged = await withKit([backups[0]!, path.join(work, 'kit-damaged'), '--kit-file', path.join(work, 'damaged-kit.txt')]);
+    expect(damaged.code).toBe(2);
+    expect(damaged.stderr).toMatch(/invalid recovery kit: line \d+ \(key 1\): word 1 "zzzz"/);
+    expect(exists(path.join(work, 'kit-damaged'))).toBe(false);
+    const both = await withKit([backups[0]!, path.join(work, 'kit-both'), '--kit-file', file, '--passphrase-file', file]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/--kit-file and --passphrase-file exclude each other/);
   });
 
   it('a mistyped word, a wrong word count or no kit at all: exit 2, nothing changed', async () => {

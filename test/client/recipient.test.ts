@@ -8,26 +8,24 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deriveRecipient, newKey, sealDek, SEALED_DEK_BYTES } from '../../src/client/envelope.js';
 import type { Backup } from '../../src/store/store.js';
-import { ManualClock } from '../helpers/clock.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
-import { tempDir } from '../helpers/tmp.js';
-import { assertBuilt, cliFor, exists, json, makeTree, snapshot } from './helpers.js';
+import type { TestServer } from '../helpers/server.js';
+import { type Cli, exists, json, snapshot, startVault, type VaultFixture } from './helpers.js';
 
 const PASSPHRASE = 'recipient-test passphrase';
 
 describe('backing up to a recipient: a host that can add backups but never read one', () => {
+  let vault: VaultFixture;
   let server: TestServer;
-  let clock: ManualClock;
   let work: string;
   let source: string;
-  let owner: ReturnType<typeof cliFor>;
-  let host: ReturnType<typeof cliFor>;
+  let owner: Cli;
+  let host: Cli;
   let recipient: string;
   let fingerprint: string;
   let sealed: Backup;
   let other: Backup;
 
-  const nextSlotAllowed = () => clock.advance(31 * 60 * 1000); // pro plan: one backup per 30 minutes
+  const nextSlotAllowed = () => vault.nextSlotAllowed();
 
   async function expectRefused(id: string, pattern: RegExp) {
     const target = path.join(work, `refused-${Math.random().toString(16).slice(2)}`);
@@ -52,22 +50,14 @@ describe('backing up to a recipient: a host that can add backups but never read 
   }
 
   beforeAll(async () => {
-    assertBuilt();
-    clock = new ManualClock();
-    server = await startTestServer({ clock });
-    const { apiKey } = await server.newKey({ plan: 'pro' });
-    work = tempDir('coffer-recipient-');
-    source = path.join(work, 'source');
-    await makeTree(source);
-    owner = cliFor(server.url, apiKey, PASSPHRASE);
-    // No COFFER_PASSPHRASE, no --passphrase-file; runCli's stdin is a closed pipe, so a prompt is impossible.
-    host = cliFor(server.url, apiKey, undefined);
-    expect((await owner(['init'])).code).toBe(0);
+    vault = await startVault('coffer-recipient-', PASSPHRASE);
+    // host: no COFFER_PASSPHRASE, no --passphrase-file; runCli's stdin is a closed pipe, so a prompt is impossible.
+    ({ server, work, source, owner, host } = vault);
     ({ recipient, fingerprint } = json(await owner(['recipient', '--json'])));
   });
 
   afterAll(async () => {
-    await server?.stop();
+    await vault?.stop();
   });
 
   it('`coffer recipient` prints the Bech32m string (alone on stdout) and its fingerprint', async () => {

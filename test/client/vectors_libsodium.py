@@ -1,6 +1,7 @@
 """Independent check of the docs/crypto.md test vectors against the system libsodium (ctypes, no Node).
 
-Usage: python3 test/client/vectors_libsodium.py docs/crypto.md   (prints "ok" and exits 0 when every value matches)
+Usage: python3 test/client/vectors_libsodium.py docs/crypto.md < english.txt   (prints "ok" and exits 0 when every value
+matches; stdin is the BIP-39 English wordlist, 2048 words one a line, for the recovery kit's encoding)
 """
 import base64
 import ctypes
@@ -13,6 +14,8 @@ import sys
 import unicodedata
 
 text = open(sys.argv[1], encoding="utf-8").read()
+wordlist = sys.stdin.read().split()
+assert len(wordlist) == 2048, "stdin must be the BIP-39 English wordlist (2048 words)"
 block = re.search(r"<!-- test-vectors[^>]*-->\s*```json\n(.*?)\n```", text, re.S)
 v = json.loads(block.group(1))
 
@@ -96,6 +99,30 @@ ad = ("coffer/v1/sealed-dek/" + backup_id + "/" + v["recipient"]["fingerprint"])
 assert ad.decode() == v["sealedDek"]["ad"]
 box = seal(bytes.fromhex(v["sealedDek"]["sharedSecret"]), dek, ad, base64.b64decode(v["sealedDek"]["wrappedDekNonce"]))
 assert base64.b64decode(box) == sealed[1132:], "sealed DEK box"
+
+# Recovery kit (§1c): each key is its BIP-39 mnemonic (256 key bits ‖ first 8 bits of SHA-256(key), 24 × 11 bits,
+# big-endian), written out here; the kit's non-comment lines are exactly these, and the words give the keys back.
+def mnemonic(key):
+    bits = int.from_bytes(key + hashlib.sha256(key).digest()[:1], "big")
+    return " ".join(wordlist[(bits >> (11 * (23 - i))) & 2047] for i in range(24))
+
+
+def key_of(words):
+    bits = 0
+    for word in words.split(" "):
+        bits = (bits << 11) | wordlist.index(word)
+    key = (bits >> 8).to_bytes(32, "big")
+    assert bits & 0xFF == hashlib.sha256(key).digest()[0], "kit word checksum"
+    return key
+
+
+kit = v["kit"]
+kit_lines = [line for line in kit["text"].split("\n") if line.strip() and not line.startswith("#")]
+assert kit_lines == ["coffer recovery kit v1", "server: " + kit["server"], "recipient: " + ring["recipientFingerprint"]] + [
+    "key %d: %s" % (i + 1, mnemonic(bytes.fromhex(k))) for i, k in enumerate(ring["keys"])
+], "kit lines"
+kit_keys = [key_of(line.split(": ", 1)[1]) for line in kit_lines[3:]]
+assert b"ckr1" + bytes([len(kit_keys)]) + b"".join(kit_keys) == ring_plain, "kit words give the keyring back"
 
 ciphertext = base64.b64decode(v["archive"]["ciphertext"])
 state = ctypes.create_string_buffer(lib.crypto_secretstream_xchacha20poly1305_statebytes())

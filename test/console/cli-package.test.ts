@@ -67,6 +67,7 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
       'eventsource-parser',
       'fzstd',
       'ignore',
+      'qrcode',
       'sodium-native',
       'tar',
       'zod',

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { KDF_PROFILES } from '../../client/envelope.js';
 import { initVault } from '../../client/vault.js';
-import { action, bytes, clientFor, KDF_OPTION, kdfProfile, PASSPHRASE_FILE_OPTION, type PassphraseOptions, readPassphrase } from '../client-io.js';
+import { action, bytes, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions, wrappingFrame } from '../client-io.js';
 import { print, printJson } from '../output.js';
 
 export function registerInit(program: Command): void {
@@ -14,9 +14,7 @@ export function registerInit(program: Command): void {
     .option('--json', 'print the API response as JSON')
     .action(
       action(async ({ signal, config }, options: PassphraseOptions & { kdf?: string }) => {
-        const profile = kdfProfile(options.kdf, config);
-        const client = clientFor(config);
-        const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, confirm: true, signal });
+        const { profile, client, passphrase } = await wrappingFrame(config, options, signal, true);
         const result = await initVault(client, passphrase, profile, signal);
         if (options.json) return printJson(result);
         const { opslimit, memlimit } = KDF_PROFILES[profile];

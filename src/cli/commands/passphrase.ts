@@ -17,10 +17,10 @@ export function registerPassphrase(program: Command): void {
       action(async ({ signal, config }, options: PassphraseOptions & { newPassphraseFile?: string; kdf?: string }) => {
         const profile = kdfProfile(options.kdf, config);
         const client = clientFor(config);
-        const { masterKey } = await unlock(client, config, options, signal);
+        const { masterKey, ...read } = await unlock(client, config, options, signal);
         try {
           const next = await readNewPassphrase(config, { newPassphraseFile: options.newPassphraseFile, signal });
-          const { account, historyDays } = await changePassphraseKeepingHistory(client, masterKey, next, profile, signal);
+          const { account, historyDays } = await changePassphraseKeepingHistory(client, masterKey, next, profile, signal, read);
           if (options.json) return printJson(account);
           print('passphrase changed; every backup stays readable with the new passphrase');
           if (historyDays !== null && historyDays > 0) {

@@ -1,7 +1,7 @@
 /** `coffer rekey`: a new master key for everything from now on; older keys stay in the keyring (docs/crypto.md §1b). */
 import type { Command } from 'commander';
 import { rekeyVault } from '../../client/vault.js';
-import { action, clientFor, KDF_OPTION, kdfProfile, PASSPHRASE_FILE_OPTION, type PassphraseOptions, readPassphrase } from '../client-io.js';
+import { action, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions, wrappingFrame } from '../client-io.js';
 import { note, print, printJson } from '../output.js';
 
 export function registerRekey(program: Command): void {
@@ -13,9 +13,7 @@ export function registerRekey(program: Command): void {
     .option('--json', 'print the rotate response plus "recipient", "fingerprint", "previousFingerprint" and "keys"')
     .action(
       action(async ({ signal, config }, options: PassphraseOptions & { kdf?: string }) => {
-        const profile = kdfProfile(options.kdf, config);
-        const client = clientFor(config);
-        const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, signal });
+        const { profile, client, passphrase } = await wrappingFrame(config, options, signal);
         const result = await rekeyVault(client, passphrase, profile, signal);
         const { recipient, previousRecipient, keys } = result;
         if (options.json) {

@@ -2,14 +2,15 @@
 import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
 import { checkTarget, runRestore } from '../../client/restore.js';
-import { action, bytes, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, unlock } from '../client-io.js';
-import { note, print, printJson } from '../output.js';
+import { action, bytes, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, readKit, unlock } from '../client-io.js';
+import { note, print, printJson, usageError } from '../output.js';
 
 export function registerRestore(program: Command): void {
   program
     .command('restore <id> <dir>')
     .description('download, verify and decrypt a backup into <dir> (created if missing; must be empty unless --force)')
     .option(...PASSPHRASE_FILE_OPTION)
+    .option('--kit-file <file>', 'restore with the recovery kit (`coffer kit`) instead of the passphrase (`-`: stdin)')
     .option('--force', 'restore into a non-empty directory, replacing what the backup holds')
     .option(
       '--include <pattern>',
@@ -19,10 +20,16 @@ export function registerRestore(program: Command): void {
     )
     .option('--json', 'print the restored BackupDetail as JSON')
     .action(
-      action(async ({ signal, config }, id: string, dir: string, options: PassphraseOptions & { force?: boolean; include: string[] }) => {
+      action(async ({ signal, config }, id: string, dir: string, options: PassphraseOptions & { force?: boolean; kitFile?: string; include: string[] }) => {
+        if (options.kitFile !== undefined && options.passphraseFile !== undefined) {
+          throw usageError('--kit-file and --passphrase-file exclude each other: the kit replaces the passphrase');
+        }
         await checkTarget(dir, !!options.force);
         const client = clientFor(config);
-        const { masterKey } = await unlock(client, config, options, signal);
+        // With the kit, its keys open the backup directly: no passphrase is read, the vault on the server is not used.
+        const { masterKey } = options.kitFile !== undefined
+          ? { masterKey: (await readKit(options.kitFile, config)).material }
+          : await unlock(client, config, options, signal);
         const bar = progressBar('downloading + decrypting', !!options.json);
         try {
           const result = await runRestore({

@@ -351,6 +351,10 @@ describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresE
     const first = keep(T0 + 1, { replacedBy: 'session:s1' });
     expect(await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, { keep: first })).toBe(true);
     expect((await store.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
+    // A conditional rotate whose compare-and-swap fails keeps nothing and changes nothing.
+    expect(await store.replaceVault(account.id, vault('C'), { keep: keep(T0 + 1), expected: vault('A') })).toBe(false);
+    expect((await store.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
+    expect((await store.listVaultHistory(account.id, T0 + 1)).map((e) => e.id)).toEqual([first.id]);
     const second = keep(T0 + 2, { reason: 'reset', expiresAt: T0 + 3 * HOUR });
     expect(await store.deleteVault(account.id, second)).toBe(true);
     expect(await store.getVault(account.id)).toBeUndefined();

@@ -113,7 +113,8 @@ describe('coffer completion', () => {
       expect(helps[i]!.options.length, command).toBeGreaterThan(0);
       expect(offered[i], command).toEqual(expect.arrayContaining(helps[i]!.options));
     });
-  });
+    // Two CLI processes per command (over 50 with the agent's commands): a bound for a loaded two-core machine.
+  }, 120_000);
 
   it('bash: completes nested admin commands and argument choices', async () => {
     expect(await bashComplete(['admin', ''])).toEqual([...helpOf(['admin']).commands].sort());

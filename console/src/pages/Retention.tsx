@@ -67,6 +67,23 @@ export function ConfirmSignIn({ what, onConfirmed, onCancel }: { what: string; o
   );
 }
 
+/** A section's last outcome: announced to screen readers, shown as a notice or an error. */
+function Outcome({ message, error }: { message: string; error: ApiError | null }) {
+  return (
+    <>
+      <p class="visually-hidden" role="status" aria-live="polite">
+        {message}
+      </p>
+      {message && <p class="notice">{message}</p>}
+      {error && (
+        <p class="error" role="alert">
+          {error.message} {error.resolution}
+        </p>
+      )}
+    </>
+  );
+}
+
 /** Runs `action`; when the server asks for a fresh sign-in, shows ConfirmSignIn and runs it again after. */
 function useFreshAction() {
   const [pending, setPending] = useState<{ what: string; run: () => Promise<void> } | null>(null);
@@ -152,15 +169,7 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
   return (
     <section class="panel" aria-labelledby="scheduled-title">
       <h2 id="scheduled-title">Scheduled for deletion</h2>
-      <p class="visually-hidden" role="status" aria-live="polite">
-        {message}
-      </p>
-      {message && <p class="notice">{message}</p>}
-      {error && (
-        <p class="error" role="alert">
-          {error.message} {error.resolution}
-        </p>
-      )}
+      <Outcome message={message} error={error} />
       {prompt}
       {data && (
         <>
@@ -297,15 +306,7 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
   return (
     <section class="panel" aria-labelledby="history-title">
       <h2 id="history-title">Earlier envelopes</h2>
-      <p class="visually-hidden" role="status" aria-live="polite">
-        {message}
-      </p>
-      {message && <p class="notice">{message}</p>}
-      {error && (
-        <p class="error" role="alert">
-          {error.message} {error.resolution}
-        </p>
-      )}
+      <Outcome message={message} error={error} />
       {prompt}
       {data && data.entries.length === 0 && (
         <p class="muted">

@@ -20,6 +20,12 @@ interface ConfigFields {
   /** COFFER_SQLITE_DRIVER: the embedded database's driver; null: the best this Node has (docs/runtime.md). */
   sqliteDriver: 'node' | 'better-sqlite3' | null;
   blobStore: 'fs' | 's3';
+  /**
+   * COFFER_ACCEL_REDIRECT: the prefix of nginx's `internal` location that serves `COFFER_DATA_DIR/blobs/`; set,
+   * downloads are answered with `X-Accel-Redirect: <prefix>/<blob key>` and nginx sends the bytes
+   * (docs/deploy.md#downloads-served-by-nginx). Null: Coffer streams them itself.
+   */
+  accelRedirect: string | null;
   s3: {
     endpoint: string | null;
     bucket: string | null;
@@ -138,6 +144,10 @@ export const SERVER_SETTINGS = settings({
     about: 'SQLite driver (unset: node:sqlite where the runtime has it, else better-sqlite3; docs/runtime.md)',
   },
   COFFER_BLOB_STORE: { default: 'fs', values: ['fs', 's3'], about: 'where encrypted archives are stored' },
+  COFFER_ACCEL_REDIRECT: {
+    default: null,
+    about: "behind nginx, fs store: nginx's internal location of COFFER_DATA_DIR/blobs, e.g. /_coffer_blobs; downloads then use X-Accel-Redirect (unset: off)",
+  },
   COFFER_S3_ENDPOINT: { default: null, about: 'S3-compatible endpoint, path-style (unset: AWS S3)' },
   COFFER_S3_BUCKET: { default: null, about: 'bucket of the archives (required with COFFER_BLOB_STORE=s3)' },
   COFFER_S3_REGION: { default: 'us-east-1', about: 'S3 region' },
@@ -274,6 +284,18 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   if (blobStore === 's3' && s3.bucket === null) {
     throw new ConfigError(S.COFFER_S3_BUCKET.name, 'is required when COFFER_BLOB_STORE=s3');
   }
+  const accelRedirect = text(env, S.COFFER_ACCEL_REDIRECT);
+  if (accelRedirect !== null) {
+    if (!/^(\/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+$/.test(accelRedirect)) {
+      throw new ConfigError(
+        S.COFFER_ACCEL_REDIRECT.name,
+        `expected a location path like /_coffer_blobs (no trailing slash), got "${accelRedirect}"`,
+      );
+    }
+    if (blobStore !== 'fs') {
+      throw new ConfigError(S.COFFER_ACCEL_REDIRECT.name, 'works only with COFFER_BLOB_STORE=fs (nginx serves the files of COFFER_DATA_DIR/blobs)');
+    }
+  }
   const initialApiKey = text(env, S.COFFER_INITIAL_API_KEY);
   if (initialApiKey !== null && !API_KEY_PATTERN.test(initialApiKey)) {
     throw new ConfigError(S.COFFER_INITIAL_API_KEY.name, 'expected cfk_ followed by 43 base64url characters');
@@ -290,6 +312,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     databaseUrl,
     sqliteDriver: oneOf(env, S.COFFER_SQLITE_DRIVER),
     blobStore,
+    accelRedirect,
     s3,
     uploadProtocol: oneOf(env, S.COFFER_UPLOAD_PROTOCOL),
     maxArchiveBytes: integer(env, S.COFFER_MAX_ARCHIVE_BYTES, 1, Number.MAX_SAFE_INTEGER),

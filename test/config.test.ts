@@ -52,6 +52,7 @@ describe('loadConfig', () => {
       databaseUrl: null,
       sqliteDriver: null,
       blobStore: 'fs',
+      accelRedirect: null,
       s3: { endpoint: null, bucket: null, region: 'us-east-1', accessKeyId: null, secretAccessKey: null },
       uploadProtocol: 'direct',
       maxArchiveBytes: 52_428_800,
@@ -125,6 +126,7 @@ describe('loadConfig', () => {
       initialApiKey: KEY,
     });
     expect(loadConfig({ PORT: '9000' }).publicUrl).toBe('http://localhost:9000');
+    expect(loadConfig({ COFFER_ACCEL_REDIRECT: ' /internal/coffer-blobs ' }).accelRedirect).toBe('/internal/coffer-blobs');
   });
 
   it('an invalid value stops with one line naming the variable', () => {
@@ -139,6 +141,18 @@ describe('loadConfig', () => {
       [{ COFFER_SQLITE_DRIVER: 'sqlite3' }, 'COFFER_SQLITE_DRIVER', 'must be one of node, better-sqlite3, got "sqlite3"'],
       [{ COFFER_BLOB_STORE: 'gcs' }, 'COFFER_BLOB_STORE', 'must be one of fs, s3, got "gcs"'],
       [{ COFFER_BLOB_STORE: 's3' }, 'COFFER_S3_BUCKET', 'is required when COFFER_BLOB_STORE=s3'],
+      ...['_coffer_blobs', '/_coffer_blobs/', '/a/../b', '/a//b', '/a b', '/.hidden', 'http://x/y'].map(
+        (text): [Record<string, string>, string, string] => [
+          { COFFER_ACCEL_REDIRECT: text },
+          'COFFER_ACCEL_REDIRECT',
+          `expected a location path like /_coffer_blobs (no trailing slash), got "${text}"`,
+        ],
+      ),
+      [
+        { COFFER_ACCEL_REDIRECT: '/_coffer_blobs', COFFER_BLOB_STORE: 's3', COFFER_S3_BUCKET: 'b' },
+        'COFFER_ACCEL_REDIRECT',
+        'works only with COFFER_BLOB_STORE=fs (nginx serves the files of COFFER_DATA_DIR/blobs)',
+      ],
       [{ COFFER_UPLOAD_PROTOCOL: 'tus' }, 'COFFER_UPLOAD_PROTOCOL', 'must be one of direct, blobhost-client, got "tus"'],
       [{ COFFER_MAX_ARCHIVE_BYTES: '50MiB' }, 'COFFER_MAX_ARCHIVE_BYTES', 'expected a whole number, got "50MiB"'],
       [{ COFFER_MAX_ARCHIVE_BYTES: '0' }, 'COFFER_MAX_ARCHIVE_BYTES', `must be between 1 and ${Number.MAX_SAFE_INTEGER}, got 0`],

@@ -149,12 +149,18 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
     async (request, reply) => {
       const { id, ciphertextSizeBytes } = request.backup;
       const size = ciphertextSizeBytes ?? 0;
-      return sendContent(request, reply, {
-        size,
-        etag: backupEtag(id, size),
-        filename: `backup-${id}.bin`,
-        open: async (range) => (await ctx.backups.openContent(request.principal.accountId, id, range)).stream,
-      });
+      return sendContent(
+        request,
+        reply,
+        {
+          size,
+          etag: backupEtag(id, size),
+          filename: `backup-${id}.bin`,
+          open: async (range) => (await ctx.backups.openContent(request.principal.accountId, id, range)).stream,
+          locate: async () => (await ctx.backups.locateContent(request.principal.accountId, id)).blobKey,
+        },
+        ctx.config.accelRedirect,
+      );
     },
   );
 

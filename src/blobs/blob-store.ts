@@ -51,6 +51,16 @@ export class InvalidPartError extends Error {
   }
 }
 
+const KEY = /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)*$/;
+
+/**
+ * A key every store accepts: `/`-separated segments of letters, digits, `.`, `_` and `-`, none starting with a
+ * dot or dash, so never `.` or `..`. Such a key is also a relative file path and a URL path as it stands.
+ */
+export function isSafeBlobKey(key: string): boolean {
+  return KEY.test(key);
+}
+
 export const MAX_PART_NUMBER = 10_000;
 
 export function checkPartNumber(partNumber: number): void {

@@ -15,11 +15,10 @@ import {
   type PutOptions,
   type StoredPart,
   checkPartNumber,
+  isSafeBlobKey,
   orderedParts,
   UploadNotFoundError,
 } from './blob-store.js';
-
-const KEY = /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)*$/;
 
 /** Read size of blob downloads (memory per download stays about twice this, bounded by socket backpressure). */
 const READ_CHUNK_BYTES = 1024 * 1024;
@@ -49,7 +48,7 @@ export class FsBlobStore implements BlobStore {
   }
 
   private pathOf(key: string): string {
-    if (!KEY.test(key) || key.split('/').some((part) => part === '..' || part === '.')) {
+    if (!isSafeBlobKey(key)) {
       throw new Error(`invalid blob key: ${key}`);
     }
     return path.join(this.blobDir, key);

@@ -3,11 +3,19 @@
  * (docs/api-rules.md#download): one satisfiable `bytes` range gives 206 with Content-Range, and only while
  * If-Range is absent or names the current ETag; anything else (no Range, several ranges, an unsatisfiable or
  * malformed one, a stale If-Range) gives the whole content, 200.
+ *
+ * With COFFER_ACCEL_REDIRECT (docs/deploy.md#downloads-served-by-nginx), Coffer still authorizes and decides, but
+ * answers with `X-Accel-Redirect: <prefix>/<blob key>` and no body, and nginx sends the file from its `internal`
+ * location. nginx applies the client's Range and If-Range there itself, against the ETag Coffer sent (the location
+ * copies it, with nginx's own ETag and Last-Modified off, and at most one range): that agrees with the decision
+ * above when there is no Range, when If-Range names another ETag (both send everything), and for one plainly
+ * written satisfiable range. Any other Range (unsatisfiable, several, unusual syntax), where nginx might answer
+ * differently, is served by Coffer itself as without the setting.
  */
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import parseRange from 'range-parser';
-import type { ByteRange } from '../blobs/blob-store.js';
+import { type ByteRange, isSafeBlobKey } from '../blobs/blob-store.js';
 
 export interface StoredContent {
   size: number;
@@ -16,7 +24,12 @@ export interface StoredContent {
   filename: string;
   /** Opens the bytes, or only `range` of them; may throw (an AppError) before anything is sent. */
   open(range: ByteRange | undefined): Promise<Readable>;
+  /** The blob's key (may throw, like open); needed only with an X-Accel-Redirect prefix. */
+  locate?(): Promise<string>;
 }
+
+/** One range, written as nginx parses it the same way (numbers small enough that neither side overflows). */
+const PLAIN_RANGE = /^bytes=(\d{1,15}-\d{0,15}|-\d{1,15})$/;
 
 /** The single byte range to answer with, or undefined for the whole content. */
 export function requestedRange(request: FastifyRequest, size: number, etag: string): ByteRange | undefined {
@@ -26,9 +39,42 @@ export function requestedRange(request: FastifyRequest, size: number, etag: stri
   return Array.isArray(parsed) && parsed.type === 'bytes' && parsed.length === 1 ? parsed[0] : undefined;
 }
 
-export async function sendContent(request: FastifyRequest, reply: FastifyReply, content: StoredContent): Promise<FastifyReply> {
+/** Whether nginx, given the request's Range and If-Range and this ETag, sends what requestedRange decided. */
+function nginxAgrees(request: FastifyRequest, etag: string, range: ByteRange | undefined): boolean {
+  const rangeHeader = request.headers.range;
+  const ifRange = request.headers['if-range'];
+  if (rangeHeader === undefined) return true;
+  if (ifRange !== undefined && ifRange !== etag) return true;
+  return range !== undefined && PLAIN_RANGE.test(rangeHeader);
+}
+
+/**
+ * Answers with the content; with `accelPrefix` (COFFER_ACCEL_REDIRECT), by an X-Accel-Redirect to
+ * `<accelPrefix>/<key>` whenever nginx would send the same bytes.
+ */
+export async function sendContent(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  content: StoredContent,
+  accelPrefix: string | null = null,
+): Promise<FastifyReply> {
   const { size, etag } = content;
   const range = requestedRange(request, size, etag);
+  if (accelPrefix !== null && content.locate && nginxAgrees(request, etag, range)) {
+    const key = await content.locate();
+    // Keys are made by the server; checked anyway, so that no path outside the location can be named.
+    if (!isSafeBlobKey(key)) throw new Error(`refusing to redirect to blob key ${JSON.stringify(key)}`);
+    // nginx keeps Content-Type, Content-Disposition and Cache-Control from this answer, takes the ETag through
+    // $upstream_http_etag, and sets Accept-Ranges, Content-Length and Content-Range itself.
+    return reply
+      .code(200)
+      .header('content-type', 'application/octet-stream')
+      .header('content-disposition', `attachment; filename="${content.filename}"`)
+      .header('etag', etag)
+      .header('cache-control', 'private, no-store')
+      .header('x-accel-redirect', `${accelPrefix}/${key}`)
+      .send();
+  }
   const stream = await content.open(range);
   reply
     .header('content-type', 'application/octet-stream')

@@ -473,12 +473,27 @@ export class BackupService {
     id: string,
     range?: ByteRange,
   ): Promise<{ backup: Backup & { blobKey: string; ciphertextSizeBytes: number }; stream: Readable }> {
+    const backup = await this.readyForContent(accountId, id);
+    const stream = await this.blobs.get(backup.blobKey, range);
+    return { backup, stream };
+  }
+
+  /**
+   * What openContent checks, without opening: the key of a READY backup's blob, which exists (for a proxy that
+   * sends the bytes itself, COFFER_ACCEL_REDIRECT).
+   */
+  async locateContent(accountId: string, id: string): Promise<{ blobKey: string }> {
+    const backup = await this.readyForContent(accountId, id);
+    if ((await this.blobs.stat(backup.blobKey)) === null) throw new Error(`the blob of backup ${backup.id} is missing`);
+    return { blobKey: backup.blobKey };
+  }
+
+  private async readyForContent(accountId: string, id: string): Promise<Backup & { blobKey: string; ciphertextSizeBytes: number }> {
     const backup = await this.getVisible(accountId, id);
     if (backup.status !== 'READY' || backup.blobKey === null || backup.ciphertextSizeBytes === null) {
       throw new AppError('backup_content_unavailable', `The backup is ${backup.status}; only READY backups have content.`);
     }
-    const stream = await this.blobs.get(backup.blobKey, range);
-    return { backup: backup as Backup & { blobKey: string; ciphertextSizeBytes: number }, stream };
+    return backup as Backup & { blobKey: string; ciphertextSizeBytes: number };
   }
 
   /**

@@ -367,3 +367,149 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', 
     expect([await attempt('127.0.0.3'), await attempt('127.0.0.3'), await attempt('127.0.0.3')]).toEqual([400, 400, 429]);
   });
 });
+
+describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDIRECT (nginx sends the downloads)', () => {
+  let server: TestServer;
+  let nginx: Nginx;
+  let port: number;
+  const request = (method: string, urlPath: string, options?: RequestOptions) => nginx.request(port, method, urlPath, options);
+  const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+  const data = bytes(8 * MiB + 123);
+  let auth: Record<string, string>;
+  let id: string;
+
+  beforeAll(async () => {
+    if (!NGINX) throw new Error('nginx is not installed (COFFER_REQUIRE_PG=1: this must not be skipped); apt-get install nginx-light');
+    port = await freePort();
+    // nginx's worker (nobody, when the tests run as root) reads the blobs: the data dir is readable, as the doc says.
+    const dataDir = tempDir('coffer-accel-');
+    fs.chmodSync(dataDir, 0o755);
+    server = await startTestServer({ dataDir, env: { COFFER_PUBLIC_URL: `https://127.0.0.1:${port}`, COFFER_ACCEL_REDIRECT: '/_coffer_blobs' } });
+    const certDir = nginxDir();
+    // The documented file with its commented accel location turned on and pointed at this server's blobs.
+    const block = /^ {2}#location \/_coffer_blobs\/ \{\n(?: {2}#.*\n)*? {2}#\}\n/m;
+    const rendered = renderConf({ listenPort: port, upstream: new URL(server.url).host, certDir });
+    expect(rendered).toMatch(block);
+    const conf = rendered
+      .replace(block, (text) => text.replace(/^ {2}#/gm, '  '))
+      .replace('alias /var/lib/coffer/blobs/;', `alias ${path.join(dataDir, 'blobs')}/;`);
+    expect(conf).toContain(`alias ${path.join(dataDir, 'blobs')}/;`);
+    nginx = await startNginx(certDir, [conf]);
+
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    auth = { authorization: `Bearer ${apiKey}` };
+    const bootstrapped = await request('POST', '/api/backup-account/bootstrap', {
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: json(envelope()),
+    });
+    expect(bootstrapped.status).toBe(200);
+    const created = await request('POST', '/api/backups', { headers: auth });
+    expect(created.status).toBe(201);
+    id = JSON.parse(created.body.toString()).backupId as string;
+    const uploaded = await request('POST', `/api/backups/upload?backupId=${id}`, {
+      headers: { ...auth, 'content-type': 'application/octet-stream' },
+      body: data,
+    });
+    expect(uploaded.status, uploaded.body.toString()).toBe(201);
+    const finalized = await request('POST', `/api/backups/${id}/finalize`, {
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: json(finalizeBody(data.length)),
+    });
+    expect(finalized.status).toBe(200);
+    // The blob files are made by the server under its umask; the test's umask may be stricter than a deployment's.
+    execFileSync('chmod', ['-R', 'a+rX', dataDir]);
+  });
+  afterAll(async () => {
+    await nginx?.stop();
+    await server?.stop();
+  });
+
+  const etag = () => `"${id}-${data.length}"`;
+  const content = () => `/api/backups/${id}/content`;
+
+  it('Coffer itself answers with an X-Accel-Redirect into the internal location and no body', async () => {
+    const direct = await fetch(`${server.url}${content()}`, { headers: auth });
+    expect(direct.status).toBe(200);
+    expect(direct.headers.get('x-accel-redirect')).toMatch(new RegExp(`^/_coffer_blobs/backups/[0-9a-f-]+/${id}/[A-Za-z0-9._-]+$`));
+    expect(direct.headers.get('etag')).toBe(etag());
+    expect((await direct.arrayBuffer()).byteLength).toBe(0);
+  });
+
+  it('a whole download through nginx is byte-exact, with Coffer’s headers', async () => {
+    const whole = await request('GET', content(), { headers: auth });
+    expect(whole.status).toBe(200);
+    expect(whole.body.equals(data)).toBe(true);
+    expect(whole.headers).toMatchObject({
+      'content-type': 'application/octet-stream',
+      'content-length': String(data.length),
+      'content-disposition': `attachment; filename="backup-${id}.bin"`,
+      etag: etag(),
+      'cache-control': 'private, no-store',
+      'accept-ranges': 'bytes',
+    });
+    expect(whole.headers['x-accel-redirect']).toBeUndefined();
+    expect(whole.headers['last-modified']).toBeUndefined();
+  });
+
+  it('a Range download is byte-exact (also with a matching If-Range, and a suffix range)', async () => {
+    const start = 5 * MiB + 17;
+    const end = start + MiB;
+    const ranges: Record<string, string>[] = [{ range: `bytes=${start}-${end}` }, { range: `bytes=${start}-${end}`, 'if-range': etag() }];
+    for (const headers of ranges) {
+      const part = await request('GET', content(), { headers: { ...auth, ...headers } });
+      expect(part.status, JSON.stringify(headers)).toBe(206);
+      expect(part.headers['content-range']).toBe(`bytes ${start}-${end}/${data.length}`);
+      expect(part.headers.etag).toBe(etag());
+      expect(part.body.equals(data.subarray(start, end + 1))).toBe(true);
+    }
+    const tail = await request('GET', content(), { headers: { ...auth, range: 'bytes=-1000' } });
+    expect(tail.status).toBe(206);
+    expect(tail.body.equals(data.subarray(data.length - 1000))).toBe(true);
+  });
+
+  it('a stale If-Range (another ETag, or a date) gives the whole body, as Coffer decides', async () => {
+    // The date is the file's own modification time: nginx would honour it if it sent its Last-Modified.
+    const redirect = (await fetch(`${server.url}${content()}`, { headers: auth })).headers.get('x-accel-redirect')!;
+    const mtime = fs.statSync(path.join(server.dataDir, 'blobs', redirect.slice('/_coffer_blobs/'.length))).mtime;
+    for (const ifRange of [`"${id}-1"`, `W/${etag()}`, mtime.toUTCString()]) {
+      const reply = await request('GET', content(), { headers: { ...auth, range: 'bytes=0-99', 'if-range': ifRange } });
+      expect(reply.status, ifRange).toBe(200);
+      expect(reply.headers['content-range']).toBeUndefined();
+      expect(reply.body.equals(data)).toBe(true);
+    }
+  });
+
+  it('ranges nginx might read differently are served by Coffer as without the setting', async () => {
+    // Unsatisfiable (nginx alone: 416), several ranges and a malformed one: Coffer sends the whole content.
+    for (const range of [`bytes=${data.length}-`, 'bytes=0-9,20-29', 'bytes=0-9x', 'bytes=-0']) {
+      const reply = await request('GET', content(), { headers: { ...auth, range } });
+      expect(reply.status, range).toBe(200);
+      expect(reply.body.equals(data)).toBe(true);
+    }
+    // Coffer did not redirect these: its own answer carries the bytes.
+    const direct = await fetch(`${server.url}${content()}`, { headers: { ...auth, range: `bytes=${data.length}-` } });
+    expect(direct.headers.get('x-accel-redirect')).toBeNull();
+    expect(Buffer.from(await direct.arrayBuffer()).equals(data)).toBe(true);
+  });
+
+  it('without a valid key: 401 and no byte of the content', async () => {
+    const unauthorized: Record<string, string>[] = [{}, { authorization: 'Bearer cfk_' + 'A'.repeat(43) }];
+    for (const headers of unauthorized) {
+      const reply = await request('GET', content(), { headers: { ...headers, range: 'bytes=0-99' } });
+      expect(reply.status).toBe(401);
+      expect(reply.headers['content-type']).toMatch(/^application\/json/);
+      expect(reply.body.includes(data.subarray(0, 64))).toBe(false);
+      expect(reply.body.length).toBeLessThan(1000);
+    }
+  });
+
+  it('the internal location answers 404 to a request from outside, even for the right path', async () => {
+    const redirect = (await fetch(`${server.url}${content()}`, { headers: auth })).headers.get('x-accel-redirect')!;
+    for (const urlPath of [redirect, '/_coffer_blobs/', '/_coffer_blobs/../blobs/', `/_coffer_blobs%2F${redirect.slice('/_coffer_blobs/'.length)}`]) {
+      const reply = await request('GET', urlPath, { headers: auth });
+      expect(reply.status, urlPath).not.toBe(200);
+      expect(reply.body.includes(data.subarray(0, 64))).toBe(false);
+    }
+    expect((await request('GET', redirect, { headers: auth })).status).toBe(404);
+  });
+});

@@ -38,6 +38,28 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** nginx could not bind a port that was free a moment before (another process took it): start again on others. */
+class PortTaken extends Error {}
+
+/**
+ * Runs `start` on `count` free ports, again on fresh ones (up to 5 times) when one was taken between the check and
+ * nginx's bind; `start` stops what it started before it throws.
+ */
+async function onFreePorts<T>(count: number, start: (ports: number[]) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const ports: number[] = [];
+    while (ports.length < count) {
+      const port = await freePort();
+      if (!ports.includes(port)) ports.push(port);
+    }
+    try {
+      return await start(ports);
+    } catch (error) {
+      if (!(error instanceof PortTaken) || attempt === 5) throw error;
+    }
+  }
+}
+
 /** The documented configuration with only what differs on this machine substituted; each substitution must apply. */
 function renderConf(options: { listenPort: number; upstream: string; certDir: string }): string {
   const substitutions: [string, string][] = [
@@ -209,6 +231,7 @@ async function startNginx(dir: string, confs: string[]): Promise<Nginx> {
     if (child.exitCode !== null || attempt > 100) {
       child.kill('SIGTERM');
       await exited;
+      if (/Address already in use/.test(log())) throw new PortTaken(log());
       throw new Error(`nginx did not start:\n${log()}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -247,29 +270,36 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', 
 
   beforeAll(async () => {
     if (!NGINX) throw new Error('nginx is not installed (COFFER_REQUIRE_PG=1: this must not be skipped); apt-get install nginx-light');
-    [port, controlPort] = [await freePort(), await freePort()];
-    server = await startTestServer({
-      env: {
-        COFFER_PUBLIC_URL: `https://127.0.0.1:${port}`,
-        // No periodic frame for an hour: a status frame that arrives was pushed, not flushed by a later frame.
-        COFFER_SSE_INTERVAL: '1h',
-        COFFER_SSE_TIMEOUT: '2h',
-        COFFER_TRUST_PROXY: '127.0.0.1',
-        COFFER_SIGNIN_ATTEMPTS: '2',
-        COFFER_SIGNIN_WINDOW: '10m',
-      },
+    await onFreePorts(2, async (ports) => {
+      [port, controlPort] = ports as [number, number];
+      server = await startTestServer({
+        env: {
+          COFFER_PUBLIC_URL: `https://127.0.0.1:${port}`,
+          // No periodic frame for an hour: a status frame that arrives was pushed, not flushed by a later frame.
+          COFFER_SSE_INTERVAL: '1h',
+          COFFER_SSE_TIMEOUT: '2h',
+          COFFER_TRUST_PROXY: '127.0.0.1',
+          COFFER_SIGNIN_ATTEMPTS: '2',
+          COFFER_SIGNIN_WINDOW: '10m',
+        },
+      });
+      const upstream = new URL(server.url).host;
+      const certDir = nginxDir();
+      const documented = renderConf({ listenPort: port, upstream, certDir });
+      // The control: the same file with response buffering forced on for event streams (and Coffer's
+      // X-Accel-Buffering: no ignored), to show that the stream check below can tell buffering apart.
+      expect(documented).toContain('proxy_buffering off;');
+      const buffered = renderConf({ listenPort: controlPort, upstream, certDir })
+        .replace('upstream coffer {', 'upstream coffer_buffered {')
+        .replaceAll('proxy_pass http://coffer;', 'proxy_pass http://coffer_buffered;')
+        .replace('proxy_buffering off;', 'proxy_buffering on; proxy_ignore_headers X-Accel-Buffering;');
+      try {
+        nginx = await startNginx(certDir, [documented, buffered]);
+      } catch (error) {
+        await server.stop();
+        throw error;
+      }
     });
-    const upstream = new URL(server.url).host;
-    const certDir = nginxDir();
-    const documented = renderConf({ listenPort: port, upstream, certDir });
-    // The control: the same file with response buffering forced on for event streams (and Coffer's
-    // X-Accel-Buffering: no ignored), to show that the stream check below can tell buffering apart.
-    expect(documented).toContain('proxy_buffering off;');
-    const buffered = renderConf({ listenPort: controlPort, upstream, certDir })
-      .replace('upstream coffer {', 'upstream coffer_buffered {')
-      .replaceAll('proxy_pass http://coffer;', 'proxy_pass http://coffer_buffered;')
-      .replace('proxy_buffering off;', 'proxy_buffering on; proxy_ignore_headers X-Accel-Buffering;');
-    nginx = await startNginx(certDir, [documented, buffered]);
   });
   afterAll(async () => {
     await nginx?.stop();
@@ -378,23 +408,31 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDI
   let auth: Record<string, string>;
   let id: string;
 
+  let dataDir: string;
   beforeAll(async () => {
     if (!NGINX) throw new Error('nginx is not installed (COFFER_REQUIRE_PG=1: this must not be skipped); apt-get install nginx-light');
-    port = await freePort();
-    // nginx's worker (nobody, when the tests run as root) reads the blobs: the data dir is readable, as the doc says.
-    const dataDir = tempDir('coffer-accel-');
-    fs.chmodSync(dataDir, 0o755);
-    server = await startTestServer({ dataDir, env: { COFFER_PUBLIC_URL: `https://127.0.0.1:${port}`, COFFER_ACCEL_REDIRECT: '/_coffer_blobs' } });
-    const certDir = nginxDir();
-    // The documented file with its commented accel location turned on and pointed at this server's blobs.
-    const block = /^ {2}#location \/_coffer_blobs\/ \{\n(?: {2}#.*\n)*? {2}#\}\n/m;
-    const rendered = renderConf({ listenPort: port, upstream: new URL(server.url).host, certDir });
-    expect(rendered).toMatch(block);
-    const conf = rendered
-      .replace(block, (text) => text.replace(/^ {2}#/gm, '  '))
-      .replace('alias /var/lib/coffer/blobs/;', `alias ${path.join(dataDir, 'blobs')}/;`);
-    expect(conf).toContain(`alias ${path.join(dataDir, 'blobs')}/;`);
-    nginx = await startNginx(certDir, [conf]);
+    await onFreePorts(1, async (ports) => {
+      port = ports[0]!;
+      // nginx's worker (nobody, when the tests run as root) reads the blobs: the data dir is readable, as the doc says.
+      dataDir = tempDir('coffer-accel-');
+      fs.chmodSync(dataDir, 0o755);
+      server = await startTestServer({ dataDir, env: { COFFER_PUBLIC_URL: `https://127.0.0.1:${port}`, COFFER_ACCEL_REDIRECT: '/_coffer_blobs' } });
+      const certDir = nginxDir();
+      // The documented file with its commented accel location turned on and pointed at this server's blobs.
+      const block = /^ {2}#location \/_coffer_blobs\/ \{\n(?: {2}#.*\n)*? {2}#\}\n/m;
+      const rendered = renderConf({ listenPort: port, upstream: new URL(server.url).host, certDir });
+      expect(rendered).toMatch(block);
+      const conf = rendered
+        .replace(block, (text) => text.replace(/^ {2}#/gm, '  '))
+        .replace('alias /var/lib/coffer/blobs/;', `alias ${path.join(dataDir, 'blobs')}/;`);
+      expect(conf).toContain(`alias ${path.join(dataDir, 'blobs')}/;`);
+      try {
+        nginx = await startNginx(certDir, [conf]);
+      } catch (error) {
+        await server.stop();
+        throw error;
+      }
+    });
 
     const { apiKey } = await server.newKey({ plan: 'pro' });
     auth = { authorization: `Bearer ${apiKey}` };

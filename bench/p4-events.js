@@ -15,6 +15,11 @@
  *
  *   node bench/p4-events.js [--rounds 2] [--streams 10000] [--backups 100] [--window 5] [--backends sqlite+fs]
  *                           [--baseline=false] [--profile /tmp/p4.cpuprofile]  (CPU profile of the first round's server)
+ *
+ * The 50,000-stream variant (RSS ≤ 1 GiB in one process) needs more file descriptors than the usual 20,000 in both
+ * the server and the load process, and lifts the server's connection cap for the benchmark only:
+ *
+ *   ulimit -n 120000 && node bench/p4-events.js --streams 50000 --rounds 1 --baseline=false
  */
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -43,6 +48,9 @@ import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffe
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
 export const TARGET_RSS_MIB = 512;
+/** Above 10,000 streams the RSS target is the 50,000-stream one: 1 GiB. */
+export const TARGET_RSS_50K_MIB = 1024;
+const rssTargetFor = (streams) => (streams > 10_000 ? TARGET_RSS_50K_MIB : TARGET_RSS_MIB);
 export const TARGET_P99_MS = 250;
 const now = () => performance.timeOrigin + performance.now();
 const PHASES = ['UPLOADED', 'READY'];
@@ -195,7 +203,11 @@ export async function main() {
         const prepared = await prepareBackend(backend);
         // All streams come from one load process (one address), `perBackup` of them per account: lift the caps.
         const coffer = await startCoffer(prepared, {
-          env: { COFFER_SSE_MAX_PER_ACCOUNT: String(perBackup), COFFER_SSE_MAX_PER_ADDRESS: String(opts.streams + opts.backups) },
+          env: {
+            COFFER_SSE_MAX_PER_ACCOUNT: String(perBackup),
+            COFFER_SSE_MAX_PER_ADDRESS: String(opts.streams + opts.backups),
+            BENCH_MAX_CONNECTIONS: String(Math.max(20_000, opts.streams + opts.backups + 1000)),
+          },
           logFile: logFile(`p4-events-coffer-${backend}.log`),
         });
         try {
@@ -270,7 +282,8 @@ export async function main() {
       s.missing,
     ]);
     if (name === 'baseline') continue;
-    verdicts.push({ what: `P4 ${name}: server RSS with ${s.streams} streams (peak)`, value: `${round(s.rssPeak / MiB, 0)} MiB`, target: `≤ ${TARGET_RSS_MIB} MiB`, met: s.rssPeak <= TARGET_RSS_MIB * MiB });
+    const rssTarget = rssTargetFor(opts.streams);
+    verdicts.push({ what: `P4 ${name}: server RSS with ${s.streams} streams (peak)`, value: `${round(s.rssPeak / MiB, 0)} MiB`, target: `≤ ${rssTarget} MiB`, met: s.rssPeak <= rssTarget * MiB });
     const independent = s.readsMany <= s.readsFew + 0.5 && s.perChangeMany <= s.perChangeFew * 1.1 + 0.05;
     verdicts.push({
       what: `P4 ${name}: DB reads independent of stream count (${s.fewStreams} → ${s.streams} streams)`,
@@ -292,7 +305,7 @@ export async function main() {
     id: 'p4',
     name: 'p4-events',
     title: 'P4 — 10,000 open event streams',
-    target: `RSS ≤ ${TARGET_RSS_MIB} MiB; DB reads/s independent of stream count; change → all streams p99 ≤ ${TARGET_P99_MS} ms`,
+    target: `RSS ≤ ${rssTargetFor(opts.streams)} MiB; DB reads/s independent of stream count; change → all streams p99 ≤ ${TARGET_P99_MS} ms`,
     command: commandLine('p4-events.js'),
     durationS: round((Date.now() - started) / 1000, 0),
     tables: [
@@ -312,7 +325,7 @@ export async function main() {
           unit: 'MiB',
           series: ['peak RSS'],
           groups: Object.entries(summary).map(([name, s]) => ({ label: label(name), note: `${s.streams} streams`, values: [s.rssPeak / MiB] })),
-          target: { value: TARGET_RSS_MIB, label: `target ≤ ${TARGET_RSS_MIB} MiB` },
+          target: { value: rssTargetFor(opts.streams), label: `target ≤ ${rssTargetFor(opts.streams)} MiB` },
         },
         {
           title: 'Status change → arrival on every stream (lower is better)',

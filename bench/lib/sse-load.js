@@ -19,10 +19,18 @@ let frames = 0;
 let closedFrames = 0;
 let failures = [];
 
+/**
+ * Loopback source addresses the streams rotate over: one address to one server port has ~28,000 ephemeral ports
+ * (net.ipv4.ip_local_port_range), so 50,000 streams need several (Linux routes all of 127/8 to lo).
+ */
+const SOURCES_PER_ADDRESS = 20_000;
+let opening = 0;
+
 function openStream({ url, headers }) {
   return new Promise((resolve) => {
     const stream = { backupId: null, status: null, request: null, open: false };
-    const request = http.get(url, { agent: false, headers: { accept: 'text/event-stream', ...headers } }, (response) => {
+    const localAddress = `127.0.0.${1 + Math.floor(opening++ / SOURCES_PER_ADDRESS)}`;
+    const request = http.get(url, { agent: false, localAddress, headers: { accept: 'text/event-stream', ...headers } }, (response) => {
       if (response.statusCode !== 200) {
         failures.push(`${response.statusCode} ${url}`);
         response.resume();
@@ -102,6 +110,7 @@ serveParent({
   async closeAll() {
     for (const stream of streams) stream.request.destroy();
     streams.clear();
+    opening = 0;
     return true;
   },
 });

@@ -364,3 +364,76 @@ describe('event-stream caps (docs/api-rules.md#events)', () => {
     expect(refusedCount(after, 'account')).toBe(refusedCount(before, 'account'));
   });
 });
+
+/**
+ * The periodic frames and timeouts of all streams run from one shared timer (src/events/heartbeat-wheel.ts). No
+ * timing assertions: frames are counted until each stream has enough, within a generous bound.
+ */
+describe('one shared timer for every stream', () => {
+  const STREAMS = 60;
+  const fx = useServer({
+    env: { COFFER_SSE_INTERVAL: '50ms', COFFER_SSE_TIMEOUT: '5m', COFFER_SSE_MAX_PER_ACCOUNT: '1000', COFFER_SSE_MAX_PER_ADDRESS: '1000' },
+  });
+  const open: ReturnType<typeof rawStream>[] = [];
+  afterEach(() => {
+    for (const s of open.splice(0)) s.close();
+  });
+
+  const statusCount = (s: ReturnType<typeof rawStream>) => s.frames.filter((f) => f.event === 'backup.status').length;
+  async function eventually(what: string, check: () => boolean): Promise<void> {
+    for (let i = 0; !check(); i++) {
+      if (i > 1000) throw new Error(`never happened: ${what}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  it('sends periodic frames on many concurrent streams, and a client that hangs up leaves the timer', async () => {
+    const hub = fx.server.streams;
+    const { call, apiKey } = await fx.account();
+    const id = await createSlot(call);
+    expect(hub.timerStats()).toMatchObject({ members: 0, running: false });
+
+    for (let i = 0; i < STREAMS; i++) open.push(rawStream(fx.server.url, apiKey, id, '127.0.0.1'));
+    await Promise.all(open.map((s) => s.first()));
+    expect(hub.timerStats()).toMatchObject({ members: STREAMS, running: true });
+
+    // Every stream gets periodic frames (the first frame is sent at open; the rest come from the shared timer).
+    await eventually('4 status frames on every stream', () => open.every((s) => statusCount(s) >= 4));
+
+    // Half the clients hang up: they leave the timer's set, the others keep receiving frames.
+    const leaving = open.slice(0, STREAMS / 2);
+    const staying = open.slice(STREAMS / 2);
+    for (const s of leaving) s.close();
+    await Promise.all(leaving.map((s) => s.ended));
+    await eventually('hung-up streams leave the shared timer', () => hub.timerStats().members === STREAMS / 2);
+    expect(hub.size).toBe(STREAMS / 2);
+    const before = staying.map(statusCount);
+    await eventually('3 more frames on every remaining stream', () => staying.every((s, i) => statusCount(s) >= before[i]! + 3));
+    for (const s of staying) {
+      expect(s.frames.every((f) => f.event === 'backup.status' && JSON.parse(f.data).backupId === id)).toBe(true);
+      // Frame ids count up one by one on each stream (docs/api-rules.md#events).
+      expect(s.frames.map((f) => Number(f.id))).toEqual(s.frames.map((_, i) => i + 1));
+    }
+
+    // The last ones hang up: the set is empty and the timer stops.
+    for (const s of staying) s.close();
+    await eventually('the shared timer stops with no stream open', () => !hub.timerStats().running);
+    expect(hub.timerStats().members).toBe(0);
+    expect(hub.size).toBe(0);
+  });
+
+  it('a terminal status takes every stream of the backup off the timer', async () => {
+    const hub = fx.server.streams;
+    const { call, apiKey } = await fx.account();
+    const id = await createSlot(call);
+    const streams = Array.from({ length: 10 }, () => rawStream(fx.server.url, apiKey, id, '127.0.0.1'));
+    open.push(...streams);
+    await Promise.all(streams.map((s) => s.first()));
+    expect(hub.timerStats().members).toBe(10);
+    await call('DELETE', `/api/backups/${id}`);
+    await Promise.all(streams.map((s) => s.ended));
+    for (const s of streams) expect(JSON.parse(s.frames.at(-1)!.data)).toMatchObject({ reason: 'terminal', status: 'DELETED' });
+    await eventually('closed streams leave the shared timer', () => hub.timerStats().members === 0);
+    expect(hub.timerStats().running).toBe(false);
+  });
+});

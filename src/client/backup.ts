@@ -111,8 +111,8 @@ export interface BackupResult {
   metadata: BackupMetadata;
   /** What was left out (unreadable with skipUnreadable, special files): also in the sealed metadata. */
   skipped: SkippedEntry[];
-  /** SHA-256 of the uploaded ciphertext (hex): the next link of a chain names it. */
-  ciphertextSha256: string;
+  /** With `chain`: SHA-256 of the uploaded ciphertext (hex), which the next link of the chain names. */
+  ciphertextSha256?: string;
 }
 
 /** zlib's deflateBound plus the gzip wrapper: the most gzip can emit for `n` input bytes. */
@@ -254,7 +254,8 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       });
     const plain = new Meter({ hash: true, onBytes: progress });
     const cipher = new Meter({
-      hash: true,
+      // Only a chain link names the ciphertext's SHA-256: without one, no hash on the backup path.
+      hash: options.chain !== undefined,
       limit,
       onBytes: (total) => {
         ciphertextBytes = total;
@@ -318,7 +319,6 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       ...(skipped.length > 0 ? { skipped } : {}),
       ...(options.chain ? { chain: options.chain } : {}),
     };
-    const ciphertextSha256 = cipher.digest();
     const body = {
       cryptoVersion: CRYPTO_VERSION,
       ...wrapKey(slot.backupId, dek),
@@ -337,7 +337,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       const current = await client.getBackup(slot.backupId, signal);
       detail = current.status === 'READY' ? current : await client.finalizeBackup(slot.backupId, body, signal);
     }
-    return { detail, metadata, skipped, ciphertextSha256 };
+    return { detail, metadata, skipped, ...(options.chain ? { ciphertextSha256: cipher.digest() } : {}) };
   } catch (error) {
     // Someone else moved the slot on (409): it is theirs now. Anything else: free it for the next attempt.
     const movedByOthers = error instanceof CofferApiError && error.status === 409;

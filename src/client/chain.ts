@@ -377,12 +377,15 @@ export function checkChains(entries: readonly ChainEntry[], options: CheckOption
 export async function chainForProfile(
   stateDir: string,
   profile: string,
-): Promise<{ link: ChainLink; record(result: { detail: { id: string; createdAt: string }; ciphertextSha256: string }): Promise<void> }> {
+): Promise<{ link: ChainLink; record(result: { detail: { id: string; createdAt: string }; ciphertextSha256?: string }): Promise<void> }> {
   const link = nextLink(await readChainHead(stateDir, profile));
   return {
     link,
-    record: ({ detail, ciphertextSha256 }) =>
-      recordChainHead(stateDir, profile, link, { backupId: detail.id, ciphertextSha256, createdAt: detail.createdAt }),
+    record: ({ detail, ciphertextSha256 }) => {
+      // runBackup hashes the ciphertext whenever it is given a chain link.
+      if (ciphertextSha256 === undefined) throw new Error('a chained backup was made without its ciphertext hash');
+      return recordChainHead(stateDir, profile, link, { backupId: detail.id, ciphertextSha256, createdAt: detail.createdAt });
+    },
   };
 }
 

@@ -9,6 +9,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { dekForm, type KeyUse } from '../../src/client/key-usage.js';
 import { ApiError, api, type BackupKeyEntry } from './api.js';
 import type { VaultFields } from './crypto/envelope.js';
+import { SecretField } from './secret-field.js';
 
 /** What unlocking taught the page: the ring's recipient fingerprints (current first) and each backup's key. */
 export interface KnownKeys {
@@ -213,16 +214,14 @@ export function KeyUnlock() {
         this browser.
       </p>
       <form onSubmit={run}>
-        <label for="keys-passphrase">Vault passphrase</label>
-        <input
+        <SecretField
           id="keys-passphrase"
-          type="password"
-          autoComplete="off"
-          spellcheck={false}
+          label="Vault passphrase"
           value={passphrase}
-          onInput={(event) => setPassphrase((event.target as HTMLInputElement).value)}
-          aria-invalid={state.phase === 'error' && state.wrongPassphrase ? 'true' : undefined}
-          aria-describedby={state.phase === 'error' ? 'keys-error' : undefined}
+          onValue={setPassphrase}
+          autoComplete="off"
+          invalid={state.phase === 'error' && state.wrongPassphrase}
+          describedBy={state.phase === 'error' ? 'keys-error' : undefined}
           required
           disabled={busy}
         />

@@ -9,6 +9,7 @@ import type { ArchiveEntry } from '../archive-index.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
 import { BackupFiles } from './BackupFiles.js';
 import { BASE, navigate } from '../router.js';
+import { SecretField } from '../secret-field.js';
 
 type RestoreState =
   | { phase: 'idle' }
@@ -97,17 +98,15 @@ function Restore({ backupId }: { backupId: string }) {
         saved as a <code>.tar</code> file. The passphrase and the files never leave this browser.
       </p>
       <form onSubmit={run}>
-        <label for="passphrase">Vault passphrase</label>
-        <input
+        <SecretField
           id="passphrase"
-          ref={passphraseInput}
-          type="password"
-          autoComplete="off"
-          spellcheck={false}
+          label="Vault passphrase"
+          inputRef={passphraseInput}
           value={passphrase}
-          onInput={(event) => setPassphrase((event.target as HTMLInputElement).value)}
-          aria-invalid={state.phase === 'error' && state.wrongPassphrase ? 'true' : undefined}
-          aria-describedby={state.phase === 'error' ? 'restore-error' : undefined}
+          onValue={setPassphrase}
+          autoComplete="off"
+          invalid={state.phase === 'error' && state.wrongPassphrase}
+          describedBy={state.phase === 'error' ? 'restore-error' : undefined}
           required
           disabled={busy}
         />

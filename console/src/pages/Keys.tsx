@@ -6,6 +6,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, SCOPES, api, type About, type KeyInfo, type Scope, type SessionInfo } from '../api.js';
 import { shortId, When } from '../format.js';
 import { deriveRecipientInWorker } from '../recipient-protocol.js';
+import { SecretField } from '../secret-field.js';
 
 const SCOPE_HELP: Record<Scope, string> = {
   'backups:read': 'read the vault and list backups',
@@ -132,14 +133,7 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
           {error}
         </p>
       )}
-      <label for="host-passphrase">Vault passphrase (optional)</label>
-      <input
-        id="host-passphrase"
-        type="password"
-        autoComplete="current-password"
-        value={passphrase}
-        onInput={(event) => setPassphrase((event.target as HTMLInputElement).value)}
-      />
+      <SecretField id="host-passphrase" label="Vault passphrase (optional)" value={passphrase} onValue={setPassphrase} autoComplete="current-password" />
       <p class="help">With it, this page derives your vault's recipient so the host never needs the passphrase. It is not sent anywhere.</p>
       <label for="host-expiry">Lifetime of the host's key</label>
       <select id="host-expiry" value={expiry} onChange={(event) => setExpiry((event.target as HTMLSelectElement).value)}>

@@ -5,6 +5,7 @@ import { ApiError } from '../api.js';
 import { forgetKeys } from '../key-use.js';
 import { KitRefused, recoverWithKit, VaultChanged, type Recovered } from '../recover.js';
 import { BASE } from '../router.js';
+import { SecretField } from '../secret-field.js';
 
 type State =
   | { phase: 'idle' }
@@ -83,7 +84,7 @@ export function RecoverPage() {
   };
 
   const busy = state.phase === 'busy';
-  const invalid = (field: 'kit' | 'passphrase') => (state.phase === 'error' && state.field === field ? 'true' : undefined);
+  const invalid = (field: 'kit' | 'passphrase') => state.phase === 'error' && state.field === field;
   return (
     <section>
       <p class="crumbs">
@@ -123,32 +124,30 @@ export function RecoverPage() {
             value={words}
             onInput={(event) => setWords((event.target as HTMLTextAreaElement).value)}
             aria-describedby="kit-help"
-            aria-invalid={invalid('kit')}
+            aria-invalid={invalid('kit') ? 'true' : undefined}
             required
             disabled={busy}
           />
           <p class="help" id="kit-help">
             The 24 words of each key line, the current key (key 1) first, separated by spaces or new lines. You may also paste the whole kit.
           </p>
-          <label for="new-passphrase">New passphrase</label>
-          <input
+          <SecretField
             id="new-passphrase"
-            type="password"
-            autoComplete="new-password"
+            label="New passphrase"
             value={passphrase}
-            onInput={(event) => setPassphrase((event.target as HTMLInputElement).value)}
-            aria-invalid={invalid('passphrase')}
+            onValue={setPassphrase}
+            autoComplete="new-password"
+            invalid={invalid('passphrase')}
             required
             disabled={busy}
           />
-          <label for="repeat-passphrase">Repeat the new passphrase</label>
-          <input
+          <SecretField
             id="repeat-passphrase"
-            type="password"
-            autoComplete="new-password"
+            label="Repeat the new passphrase"
             value={repeat}
-            onInput={(event) => setRepeat((event.target as HTMLInputElement).value)}
-            aria-invalid={invalid('passphrase')}
+            onValue={setRepeat}
+            autoComplete="new-password"
+            invalid={invalid('passphrase')}
             required
             disabled={busy}
           />

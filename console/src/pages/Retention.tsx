@@ -6,6 +6,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, setCsrfToken, type Deletions, type SessionInfo, type VaultHistory } from '../api.js';
 import { formatBytes, shortId, When } from '../format.js';
+import { SecretField } from '../secret-field.js';
 
 const asError = (caught: unknown) => (caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));
 
@@ -41,15 +42,7 @@ export function ConfirmSignIn({ what, onConfirmed, onCancel }: { what: string; o
         To {what}, sign in again: paste a new sign-in link (<code>coffer admin login-link</code>) or an API key that holds all three
         permissions.
       </p>
-      <label for="confirm-credential">Sign-in link or API key</label>
-      <input
-        id="confirm-credential"
-        type="password"
-        autocomplete="off"
-        value={credential}
-        onInput={(e) => setCredential((e.target as HTMLInputElement).value)}
-        required
-      />
+      <SecretField id="confirm-credential" label="Sign-in link or API key" value={credential} onValue={setCredential} autoComplete="off" required />
       {error && (
         <p class="error" role="alert">
           {error.message} {error.resolution}

@@ -30,7 +30,7 @@ import { CliError, EXIT, note, usageError, writeHuman } from './output.js';
 
 export interface JsonOption {
   json?: boolean;
-  /** --profile: every client command takes it (registerClientCommands adds it). */
+  /** --profile: every client command takes it (registerCommands adds it). */
   profile?: string;
 }
 export interface PassphraseOptions extends JsonOption {

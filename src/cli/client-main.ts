@@ -6,9 +6,7 @@
  */
 import { Command } from 'commander';
 import { VERSION } from '../lib/version.js';
-import { registerCompletion } from './commands/completion.js';
-import { registerClientCommands } from './commands/index.js';
-import { registerVersion } from './commands/version.js';
+import { CLIENT_COMMANDS, registerCommands, VERSION_COMMAND } from './commands/index.js';
 import { run } from './run.js';
 
 const program = new Command('coffer')
@@ -16,8 +14,9 @@ const program = new Command('coffer')
   .version(VERSION)
   .exitOverride()
   .showHelpAfterError();
-registerClientCommands(program);
-registerVersion(program);
-registerCompletion(program); // last: it completes the commands registered before it
+// Completion last: it completes the commands registered before it.
+await registerCommands(program, [...CLIENT_COMMANDS, VERSION_COMMAND], process.argv, async (all) =>
+  (await import('./commands/completion.js')).registerCompletion(all),
+);
 
 await run(program);

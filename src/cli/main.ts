@@ -7,9 +7,13 @@
  */
 import satisfies from 'semver/functions/satisfies.js';
 import { NODE_ENGINE } from '../lib/version.js';
+import { isClientCommand, requestedCommand } from './commands/names.js';
 
 if (!satisfies(process.versions.node, NODE_ENGINE)) {
   process.stderr.write(`coffer: Node.js ${process.versions.node} is not supported; use ${NODE_ENGINE}\n`);
   process.exit(1);
 }
-await import('./program.js');
+// A client command runs from the bundle (scripts/bundle-cli.mjs: one file loads far faster than the modules it holds);
+// serve, admin, help and completion from the whole program.
+const entry = isClientCommand(requestedCommand(process.argv)) ? './client-main.bundle.js' : './program.js';
+await import(entry);

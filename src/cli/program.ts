@@ -1,22 +1,25 @@
 /** The `coffer` program: its commands, run on argv (the entry, main.ts, checks the Node version first). */
 import { Command } from 'commander';
 import { VERSION } from '../lib/version.js';
-import { registerAdminCommands } from './admin.js';
-import { registerCompletion } from './commands/completion.js';
-import { registerClientCommands } from './commands/index.js';
-import { registerVersion } from './commands/version.js';
+import { CLIENT_COMMANDS, registerCommands, VERSION_COMMAND } from './commands/index.js';
 import { run } from './run.js';
-import { registerServeCommand } from './serve.js';
 
 const program = new Command('coffer')
   .description('Coffer: zero-knowledge encrypted backups')
   .version(VERSION)
   .exitOverride()
   .showHelpAfterError();
-registerServeCommand(program);
-registerAdminCommands(program);
-registerClientCommands(program);
-registerVersion(program);
-registerCompletion(program); // last: it completes the commands registered before it
+await registerCommands(
+  program,
+  [
+    { name: 'serve', load: async () => (await import('./serve.js')).registerServeCommand },
+    { name: 'admin', load: async () => (await import('./admin.js')).registerAdminCommands },
+    ...CLIENT_COMMANDS,
+    VERSION_COMMAND,
+  ],
+  process.argv,
+  // last: it completes the commands registered before it
+  async (all) => (await import('./commands/completion.js')).registerCompletion(all),
+);
 
 await run(program);

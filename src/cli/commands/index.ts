@@ -11,48 +11,49 @@ import type { Command } from 'commander';
 import { CLIENT_SETTINGS } from '../../config.js';
 import { PROFILE_OPTION } from '../client-io.js';
 import { settingsHelp } from '../settings-help.js';
-import { registerAgent } from './agent.js';
-import { registerBackup } from './backup.js';
-import { registerDelete } from './delete.js';
-import { registerInit } from './init.js';
-import { registerKit } from './kit.js';
-import { registerList } from './list.js';
-import { registerLs } from './ls.js';
-import { registerPassphrase } from './passphrase.js';
-import { registerProfile } from './profile.js';
-import { registerRecipient } from './recipient.js';
-import { registerRecover } from './recover.js';
-import { registerRekey } from './rekey.js';
-import { registerReset } from './reset.js';
-import { registerRestore } from './restore.js';
-import { registerRun } from './run.js';
-import { registerSchedule } from './schedule.js';
-import { registerShow } from './show.js';
-import { registerVerify } from './verify.js';
-import { registerWatch } from './watch.js';
+import { CLIENT_COMMAND_NAMES, type ClientCommandName, requestedCommand } from './names.js';
+import { registerVersion } from './version.js';
 
-/** In the order `coffer --help` lists them. */
-const CLIENT_COMMANDS: readonly ((program: Command) => void)[] = [
-  registerInit,
-  registerRecipient,
-  registerBackup,
-  registerList,
-  registerShow,
-  registerLs,
-  registerRestore,
-  registerVerify,
-  registerDelete,
-  registerWatch,
-  registerPassphrase,
-  registerRekey,
-  registerKit,
-  registerRecover,
-  registerReset,
-  registerProfile,
-  registerRun,
-  registerSchedule,
-  registerAgent,
-];
+/** Adds a command (or a group of them) to the program. */
+export type Register = (program: Command) => void;
+
+/**
+ * A top-level command: its name and how to load its module. Only the module of the command that runs is loaded
+ * (see registerCommands), so a command does not pay for the start-up of every other one.
+ */
+export interface CommandEntry {
+  name: string;
+  load: () => Promise<Register>;
+  /** Takes `--profile <name>` (every client command but `profile` itself). */
+  profile?: boolean;
+}
+
+/** Each client command's module. The specifiers are literal: scripts/pack-cli.mjs follows them. */
+const LOADERS: Record<ClientCommandName, () => Promise<Register>> = {
+  init: async () => (await import('./init.js')).registerInit,
+  recipient: async () => (await import('./recipient.js')).registerRecipient,
+  backup: async () => (await import('./backup.js')).registerBackup,
+  list: async () => (await import('./list.js')).registerList,
+  show: async () => (await import('./show.js')).registerShow,
+  ls: async () => (await import('./ls.js')).registerLs,
+  restore: async () => (await import('./restore.js')).registerRestore,
+  verify: async () => (await import('./verify.js')).registerVerify,
+  delete: async () => (await import('./delete.js')).registerDelete,
+  watch: async () => (await import('./watch.js')).registerWatch,
+  passphrase: async () => (await import('./passphrase.js')).registerPassphrase,
+  rekey: async () => (await import('./rekey.js')).registerRekey,
+  kit: async () => (await import('./kit.js')).registerKit,
+  recover: async () => (await import('./recover.js')).registerRecover,
+  reset: async () => (await import('./reset.js')).registerReset,
+  profile: async () => (await import('./profile.js')).registerProfile,
+  run: async () => (await import('./run.js')).registerRun,
+  schedule: async () => (await import('./schedule.js')).registerSchedule,
+  agent: async () => (await import('./agent.js')).registerAgent,
+};
+
+export const CLIENT_COMMANDS: readonly CommandEntry[] = CLIENT_COMMAND_NAMES.map((name) => ({ name, load: LOADERS[name], profile: name !== 'profile' }));
+
+export const VERSION_COMMAND: CommandEntry = { name: 'version', load: () => Promise.resolve(registerVersion) };
 
 /** Adds --profile to a command and, for a group (schedule), to each of its subcommands. */
 function addProfileOption(command: Command): void {
@@ -60,11 +61,25 @@ function addProfileOption(command: Command): void {
   else command.option(...PROFILE_OPTION);
 }
 
-export function registerClientCommands(program: Command): void {
-  const before = new Set(program.commands);
-  for (const register of CLIENT_COMMANDS) register(program);
-  for (const command of program.commands) {
-    if (!before.has(command) && command.name() !== 'profile') addProfileOption(command);
+/**
+ * Registers the command `argv` runs, alone; or, for anything else (help, `--version`, completion, an unknown name,
+ * which commander then reports with its suggestions), every command in `entries` and then `finish(program)`.
+ */
+export async function registerCommands(
+  program: Command,
+  entries: readonly CommandEntry[],
+  argv: readonly string[],
+  finish: (program: Command) => void | Promise<void>,
+): Promise<void> {
+  const wanted = requestedCommand(argv);
+  const one = entries.find((entry) => entry.name === wanted);
+  for (const entry of one ? [one] : entries) {
+    const before = new Set(program.commands);
+    (await entry.load())(program);
+    if (!entry.profile) continue;
+    for (const command of program.commands) if (!before.has(command)) addProfileOption(command);
   }
+  if (one) return;
   program.addHelpText('after', settingsHelp('Settings of the client commands, as environment variables', CLIENT_SETTINGS));
+  await finish(program);
 }

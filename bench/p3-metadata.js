@@ -6,6 +6,8 @@
  * shares the 2 cores with the server under test: the same for Coffer and the baseline.
  *
  *   node bench/p3-metadata.js [--rounds 3] [--duration 3] [--connections 64] [--backends sqlite+fs,postgres+fs]
+ *                             [--profile /tmp/p3]  (CPU profiles of the server's first list and account runs:
+ *                                                   /tmp/p3-<backend>-<list|account>.cpuprofile)
  */
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -31,7 +33,7 @@ function cannon(url, { connections, duration, headers = {}, pid }) {
 }
 
 export async function main() {
-  const opts = options({ rounds: 3, duration: 3, connections: 64, backends: 'sqlite+fs,postgres+fs', records: 20 });
+  const opts = options({ rounds: 3, duration: 3, connections: 64, backends: 'sqlite+fs,postgres+fs', records: 20, profile: '' });
   requireBuild();
   const started = Date.now();
   const hello = await startChild(path.join(BENCH_DIR, 'lib', 'hello-fastify.js'));
@@ -68,8 +70,8 @@ export async function main() {
             : null;
         const targets = {
           hello: { url: `${hello.ready.url}/`, headers: {}, pid: hello.pid },
-          list: { url: `${coffer.url}/api/backups`, headers, pid: coffer.pid },
-          account: { url: `${coffer.url}/api/backup-account`, headers, pid: coffer.pid },
+          list: { url: `${coffer.url}/api/backups`, headers, pid: coffer.pid, coffer },
+          account: { url: `${coffer.url}/api/backup-account`, headers, pid: coffer.pid, coffer },
           ...(reference
             ? {
                 refList: { url: `${reference.ready.url}/ref/list`, headers, pid: reference.pid },
@@ -83,7 +85,19 @@ export async function main() {
         const samples = Object.fromEntries(names.map((name) => [name, []]));
         for (let r = 0; r < opts.rounds; r++) {
           const order = names.slice(r % names.length).concat(names.slice(0, r % names.length));
-          for (const name of order) samples[name].push(await cannon(targets[name].url, { ...load, headers: targets[name].headers, pid: targets[name].pid }));
+          for (const name of order) {
+            const { coffer: server } = targets[name];
+            const profile = opts.profile && r === 0 && server ? `${opts.profile}-${backend}-${name}.cpuprofile` : null;
+            if (profile) await server.startProfile();
+            const before = server ? (await server.stats()).queries : null;
+            const sample = await cannon(targets[name].url, { ...load, headers: targets[name].headers, pid: targets[name].pid });
+            if (before) {
+              const after = (await server.stats()).queries;
+              sample.statements = (after.reads + after.writes + after.other - before.reads - before.writes - before.other) / sample.total;
+            }
+            if (profile) log(`server profile: ${await server.stopProfile(profile)}`);
+            samples[name].push(sample);
+          }
         }
         raw[backend] = samples;
         const summary = Object.fromEntries(
@@ -94,6 +108,7 @@ export async function main() {
               p99: median(samples[name].map((s) => s.p99)),
               p50: median(samples[name].map((s) => s.p50)),
               cpuUs: median(samples[name].map((s) => s.cpuUs)),
+              statements: median(samples[name].map((s) => s.statements ?? NaN)),
             },
           ]),
         );
@@ -140,7 +155,7 @@ export async function main() {
     tables: [
       {
         title: `autocannon, ${opts.connections} connections, ${opts.duration} s per run, median of ${opts.rounds} rounds`,
-        columns: ['backend', 'endpoint', 'req/s', 'ratio to hello-world', 'ratio to hand-written reference', 'p50 ms', 'p99 ms', 'server CPU µs per request'],
+        columns: ['backend', 'endpoint', 'req/s', 'ratio to hello-world', 'ratio to hand-written reference', 'p50 ms', 'p99 ms', 'server CPU µs per request', 'database statements per request'],
         rows: rows.flatMap((row) =>
           ['list', 'account', 'hello', 'refList', 'refAccount']
             .filter((name) => row[name])
@@ -153,6 +168,7 @@ export async function main() {
               row[name].p50,
               row[name].p99,
               round(row[name].cpuUs, 0),
+              Number.isNaN(row[name].statements) ? '' : round(row[name].statements, 3),
             ]),
         ),
       },

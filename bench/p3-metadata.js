@@ -1,7 +1,9 @@
 /**
  * P3 — metadata reads: autocannon (64 connections) against GET /api/backups (an account with 20 READY records)
  * and GET /api/backup-account, vs a Fastify hello-world started the same way (own process, loopback).
- * Targets: req/s ≥ 0.5× hello-world in the same run, p99 < 10 ms. Each round runs the three endpoints back to
+ * Targets (issue 17): list req/s ≥ 0.3× and account req/s ≥ 0.5× hello-world in the same run, p99 < 10 ms, on
+ * sqlite+fs and postgres+fs. The "database statements per request" column shows what the metadata cache leaves
+ * to the database (0: every request answered from memory). Each round runs the three endpoints back to
  * back (rotating the order); the table shows the median of the rounds. autocannon runs in this process and
  * shares the 2 cores with the server under test: the same for Coffer and the baseline.
  *
@@ -15,7 +17,8 @@ import { BENCH_DIR, commandLine, cpuSecondsOf, list, log, logFile, median, optio
 import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffer, uploadSmall } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
-export const TARGET_RATIO = 0.5;
+/** The least req/s of each endpoint, as a ratio to hello-world's in the same run. */
+export const TARGET_RATIO = { list: 0.3, account: 0.5 };
 export const TARGET_P99_MS = 10;
 
 /** One autocannon run; `pid` is the server process, whose CPU time per request is read from /proc. */
@@ -128,13 +131,9 @@ export async function main() {
   for (const row of rows) {
     for (const name of ['list', 'account']) {
       const r = ratio(row[name].rps, row.hello.rps);
-      verdicts.push({ what: `P3 ${row.backend} ${name}: req/s ≥ ${TARGET_RATIO}× hello-world`, value: fmtRatio(r), target: `≥ ${TARGET_RATIO}×`, met: r >= TARGET_RATIO });
+      const least = TARGET_RATIO[name];
+      verdicts.push({ what: `P3 ${row.backend} ${name}: req/s ≥ ${least}× hello-world`, value: fmtRatio(r), target: `≥ ${least}×`, met: r >= least });
       verdicts.push({ what: `P3 ${row.backend} ${name}: p99 at ${opts.connections} connections`, value: `${row[name].p99} ms`, target: `< ${TARGET_P99_MS} ms`, met: row[name].p99 < TARGET_P99_MS });
-      const ref = row[{ list: 'refList', account: 'refAccount' }[name]];
-      if (ref) {
-        const rr = ratio(row[name].rps, ref.rps);
-        verdicts.push({ what: `P3 ${row.backend} ${name} (proposed): req/s ≥ ${TARGET_RATIO}× the hand-written reference`, value: fmtRatio(rr), target: `≥ ${TARGET_RATIO}×`, met: rr >= TARGET_RATIO });
-      }
     }
   }
   const label = {
@@ -149,7 +148,7 @@ export async function main() {
     id: 'p3',
     name: 'p3-metadata',
     title: 'P3 — metadata reads',
-    target: `≥ ${TARGET_RATIO}× Fastify hello-world req/s in the same run; p99 < ${TARGET_P99_MS} ms at ${opts.connections} connections`,
+    target: `list ≥ ${TARGET_RATIO.list}×, account ≥ ${TARGET_RATIO.account}× Fastify hello-world req/s in the same run; p99 < ${TARGET_P99_MS} ms at ${opts.connections} connections`,
     command: commandLine('p3-metadata.js'),
     durationS: round((Date.now() - started) / 1000, 0),
     tables: [
@@ -179,7 +178,7 @@ export async function main() {
       panels: [
         {
           title: 'P3 — metadata reads: requests per second (higher is better)',
-          subtitle: `autocannon, ${opts.connections} connections, median of ${opts.rounds} rounds; notes = list / account ratio to hello-world; dashed = 0.5× hello-world (first backend)`,
+          subtitle: `autocannon, ${opts.connections} connections, median of ${opts.rounds} rounds; notes = list / account ratio to hello-world; dashed = ${TARGET_RATIO.list}× hello-world, the list target (first backend)`,
           unit: 'requests per second',
           series: [label.list, label.account, label.hello],
           groups: rows.map((row) => ({
@@ -187,7 +186,7 @@ export async function main() {
             note: `${fmtRatio(ratio(row.list.rps, row.hello.rps))} / ${fmtRatio(ratio(row.account.rps, row.hello.rps))}`,
             values: [row.list.rps, row.account.rps, row.hello.rps],
           })),
-          target: rows[0] ? { value: rows[0].hello.rps * TARGET_RATIO, label: '0.5× hello-world' } : undefined,
+          target: rows[0] ? { value: rows[0].hello.rps * TARGET_RATIO.list, label: `${TARGET_RATIO.list}× hello-world` } : undefined,
         },
         {
           title: `p99 latency at ${opts.connections} connections (lower is better)`,

@@ -70,13 +70,14 @@ export async function composeParts(
     bus = new LocalStatusBus();
   }
   // Everything below reads and writes through the cache, so every write of this process invalidates it.
-  const store: Store =
+  const cache =
     config.metadataCache.maxBytes > 0
       ? new CachedStore(database, {
           maxBytes: config.metadataCache.maxBytes,
           ...(changes ? { changes, ttlMs: config.metadataCache.ttlMs } : {}),
         })
-      : database;
+      : undefined;
+  const store: Store = cache ?? database;
   const backups = new BackupService(store, blobs, bus, clock, {
     maxArchiveBytes: config.maxArchiveBytes,
     uploadWindowMs: config.uploadWindowMs,
@@ -100,6 +101,7 @@ export async function composeParts(
     config,
     clock,
     store,
+    cache,
     blobs,
     bus,
     backups,

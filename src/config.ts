@@ -51,6 +51,12 @@ interface ConfigFields {
   trustProxy: readonly string[];
   /** The bearer token `/metrics` requires; null: `/metrics` is not served (docs/operations.md#metrics). */
   metricsToken: string | null;
+  /**
+   * The in-process cache of metadata reads (src/store/cached-store.ts; docs/operations.md#metadata-cache):
+   * COFFER_METADATA_CACHE_MB bounds it (0: off); with PostgreSQL an entry is read again after `ttlMs` at the latest,
+   * a backstop for a missed change notification (fixed; tests may change it).
+   */
+  metadataCache: { maxBytes: number; ttlMs: number };
   /** How often the background sweeper runs; not an operator setting, fixed unless a test overrides it. */
   sweepIntervalMs: number;
   /** Protection against slow or idle clients (fixed defaults; tests shorten them). */
@@ -160,6 +166,7 @@ export const SERVER_SETTINGS = settings({
   COFFER_SSE_TIMEOUT: { default: '5m', about: 'an event stream is closed after this long' },
   COFFER_SSE_MAX_PER_ACCOUNT: { default: '100', about: 'event streams open at once per account' },
   COFFER_SSE_MAX_PER_ADDRESS: { default: '500', about: 'event streams open at once per client address' },
+  COFFER_METADATA_CACHE_MB: { default: '64', about: 'memory for cached API keys, accounts and backup lists, in MiB (0: no cache)' },
   COFFER_METRICS_TOKEN: { default: null, about: 'bearer token /metrics requires, 16+ characters (unset: no /metrics)' },
   COFFER_SIGNIN_ATTEMPTS: { default: '30', about: 'console sign-in attempts per client address and window' },
   COFFER_SIGNIN_WINDOW: { default: '10m', about: 'the window of COFFER_SIGNIN_ATTEMPTS' },
@@ -325,6 +332,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     },
     trustProxy: trustedProxies(env, S.COFFER_TRUST_PROXY),
     metricsToken,
+    metadataCache: { maxBytes: integer(env, S.COFFER_METADATA_CACHE_MB, 0, 65_536) * 1024 * 1024, ttlMs: 1000 },
     sweepIntervalMs: 60_000,
     limits: { ...DEFAULT_LIMITS },
     signInLimit: {

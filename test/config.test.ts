@@ -62,6 +62,7 @@ describe('loadConfig', () => {
       sseMaxStreams: { perAccount: 100, perAddress: 500 },
       trustProxy: [],
       metricsToken: null,
+      metadataCache: { maxBytes: 64 * 1024 * 1024, ttlMs: 1000 },
       sweepIntervalMs: 60_000,
       limits: DEFAULT_LIMITS,
       signInLimit: { maxAttempts: 30, windowMs: 600_000 },

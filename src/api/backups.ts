@@ -16,7 +16,7 @@ import {
   DeleteBackupResponse,
 } from './schemas.js';
 import { iso } from '../domain/time.js';
-import { detailBody, recordBody } from './views.js';
+import { detailBody, serializedList } from './views.js';
 
 const tags = ['Backups'];
 
@@ -46,7 +46,13 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
       },
       onRequest: read,
     },
-    async (request) => ({ backups: (await ctx.backups.list(request.principal.accountId)).map(recordBody) }),
+    async (request, reply) => {
+      const records = await ctx.backups.list(request.principal.accountId);
+      const serialize = reply.getSerializationFunction('200', 'application/json');
+      if (!serialize) throw new Error('GET /api/backups has no response serializer');
+      void reply.type('application/json; charset=utf-8');
+      return serializedList(records, serialize);
+    },
   );
 
   app.post(

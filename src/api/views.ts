@@ -3,7 +3,7 @@ import { PLAN_RULES } from '../domain/plans.js';
 import type { AccountView } from '../services/backups.js';
 import { iso } from '../domain/time.js';
 import type { Backup } from '../store/store.js';
-import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody } from './schemas.js';
+import type { BackupDetailBody, BackupListBody, BackupRecordBody, BackupStatusEventBody } from './schemas.js';
 
 export function accountBody({ account, vault }: AccountView) {
   return {
@@ -27,6 +27,23 @@ export function recordBody(backup: Backup): BackupRecordBody {
     clientVersion: backup.clientVersion,
     hostappVersion: backup.hostappVersion,
   };
+}
+
+/** Serialized list bodies by the record array they were made from; only frozen arrays, which cannot change. */
+const listBodies = new WeakMap<readonly Backup[], string>();
+
+/**
+ * The list body, serialized by `serialize` (the route's response serializer). The metadata cache hands out the same
+ * frozen array until the account changes (src/store/cached-store.ts), so an unchanged list is converted and
+ * serialized once, not on every poll (bench P3).
+ */
+export function serializedList(records: readonly Backup[], serialize: (body: BackupListBody) => string): string {
+  let body = listBodies.get(records);
+  if (body === undefined) {
+    body = serialize({ backups: records.map(recordBody) });
+    if (Object.isFrozen(records) && records.every((record) => Object.isFrozen(record))) listBodies.set(records, body);
+  }
+  return body;
 }
 
 export function detailBody(backup: Backup): BackupDetailBody {

@@ -9,9 +9,15 @@
  *
  * When the LISTEN connection breaks, changes may be missed: every open stream on this node is told (they end
  * with `backup.stream.error`, and EventSource clients reconnect and re-read), and the bus reconnects.
+ *
+ * The same LISTEN session hears `coffer_changes` (sent by triggers, migration 0006, for any committed change of an
+ * account, its keys, vault or backups, by whatever process): it is the ChangeFeed of the metadata cache
+ * (src/store/cached-store.ts), which is told when the session breaks and when it is back.
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
+import type { ChangeFeed } from '../store/cached-store.js';
+import { CHANGE_CHANNEL } from '../store/migrations.js';
 import { pgClientConfig } from '../store/postgres.js';
 import type { Backup } from '../store/store.js';
 import { LocalStatusBus, type StatusBus, type StatusListener } from './status-bus.js';
@@ -33,18 +39,22 @@ interface Notice {
   node: string;
 }
 
-export class PgStatusBus implements StatusBus {
+export class PgStatusBus implements StatusBus, ChangeFeed {
   /** Counters for tests and metrics: notifications heard, records read for fan-out. */
   readonly stats = { notifications: 0, reads: 0, reconnects: 0 };
   private readonly local = new LocalStatusBus();
   private readonly node = randomUUID();
   private readonly channel: string;
+  private readonly changeChannel = CHANGE_CHANNEL;
+  private readonly changeListeners: ((accountId: string) => void)[] = [];
+  private readonly liveListeners: ((live: boolean) => void)[] = [];
   private readonly interest = new Map<string, number>();
   private readonly reading = new Map<string, { again: boolean }>();
   private readonly notifier: pg.Pool;
   private listener: pg.Client | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  private everConnected = false;
 
   constructor(private readonly options: PgStatusBusOptions) {
     this.channel = options.channel ?? STATUS_CHANNEL;
@@ -61,6 +71,19 @@ export class PgStatusBus implements StatusBus {
   /** Backend process id of the LISTEN session (diagnostics, tests). */
   get listenerProcessId(): number | undefined {
     return (this.listener as unknown as { processID?: number } | null)?.processID;
+  }
+
+  /** Whether the LISTEN session is up (changes of other nodes are heard). */
+  get live(): boolean {
+    return this.listener !== null;
+  }
+
+  onChange(listener: (accountId: string) => void): void {
+    this.changeListeners.push(listener);
+  }
+
+  onLive(listener: (live: boolean) => void): void {
+    this.liveListeners.push(listener);
   }
 
   async publish(backup: Backup): Promise<void> {
@@ -111,6 +134,7 @@ export class PgStatusBus implements StatusBus {
     try {
       await client.connect();
       await client.query(`LISTEN ${this.channel}`);
+      if (this.changeChannel !== this.channel) await client.query(`LISTEN ${this.changeChannel}`);
     } catch (error) {
       client.removeAllListeners();
       client.on('error', () => undefined);
@@ -121,7 +145,11 @@ export class PgStatusBus implements StatusBus {
       await client.end().catch(() => undefined);
       return;
     }
+    const again = this.everConnected;
+    this.everConnected = true;
     this.listener = client;
+    // Back after a break: the cache drops what it may have missed and caches again.
+    if (again) for (const listener of this.liveListeners) listener(true);
   }
 
   private lost(client: pg.Client, error: Error): void {
@@ -132,6 +160,7 @@ export class PgStatusBus implements StatusBus {
     void client.end().catch(() => undefined);
     this.options.log?.('status bus lost its LISTEN connection; reconnecting', error);
     this.local.fail(error);
+    for (const listener of this.liveListeners) listener(false);
     this.scheduleReconnect(this.options.reconnectDelayMs ?? 100);
   }
 
@@ -153,6 +182,10 @@ export class PgStatusBus implements StatusBus {
   }
 
   private onNotification(message: pg.Notification): void {
+    if (message.channel === this.changeChannel && message.payload) {
+      for (const listener of this.changeListeners) listener(message.payload);
+      return;
+    }
     if (message.channel !== this.channel || !message.payload) return;
     this.stats.notifications += 1;
     let notice: Notice;

@@ -9,6 +9,13 @@ export interface StreamStats {
   refused: Record<'account' | 'address', number>;
 }
 
+/** What the metadata cache reports (src/store/cached-store.ts). */
+export interface CacheStats {
+  hits: number;
+  misses: number;
+  bytes: number;
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly requests = new Counter({
@@ -36,7 +43,29 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(streams: () => StreamStats, queryCounts: () => QueryCounts) {
+  constructor(streams: () => StreamStats, queryCounts: () => QueryCounts, cache?: () => CacheStats) {
+    if (cache) {
+      new Counter({
+        name: 'coffer_metadata_cache_lookups_total',
+        help: 'Reads of the metadata cache (API keys, accounts, vaults, lists), by result: hit or miss (read from the database).',
+        labelNames: ['result'] as const,
+        registers: [this.registry],
+        collect() {
+          const { hits, misses } = cache();
+          this.reset();
+          this.inc({ result: 'hit' }, hits);
+          this.inc({ result: 'miss' }, misses);
+        },
+      });
+      new Gauge({
+        name: 'coffer_metadata_cache_bytes',
+        help: 'Estimated size of what the metadata cache holds (bounded by COFFER_METADATA_CACHE_MB).',
+        registers: [this.registry],
+        collect() {
+          this.set(cache().bytes);
+        },
+      });
+    }
     new Counter({
       name: 'coffer_db_queries_total',
       help: 'Statements sent to the metadata database, by kind.',

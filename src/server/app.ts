@@ -98,9 +98,11 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     maxPerAccount: parts.config.sseMaxStreams.perAccount,
     maxPerAddress: parts.config.sseMaxStreams.perAddress,
   });
+  const cache = parts.cache;
   const metrics = new Metrics(
     () => streams.stats(),
     () => parts.store.queryCounts(),
+    cache && (() => ({ ...cache.stats, ...cache.size })),
   );
   const audit = auditRequests(parts.audit);
   const ctx: RouteContext = {

@@ -14,7 +14,9 @@ import { SessionService } from '../services/sessions.js';
 import { UploadHandshake } from '../services/upload-handshake.js';
 import type { Services } from '../services/services.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
+import { CachedStore, type ChangeFeed } from '../store/cached-store.js';
 import { openStore } from '../store/open.js';
+import type { Store } from '../store/store.js';
 import { type CofferApp, buildApp } from './app.js';
 
 /** The services, and how to release what they hold (the status bus and the database). */
@@ -46,24 +48,36 @@ export async function composeParts(
   clock: Clock = systemClock,
   options: ComposeOptions = {},
 ): Promise<Parts> {
-  const store = await openStore(config);
+  const database = await openStore(config);
   const blobs = await openBlobStore(config);
   let bus: StatusBus;
+  let changes: ChangeFeed | undefined;
   if (config.databaseUrl !== null) {
-    // Several nodes share the database: status changes travel between them on LISTEN/NOTIFY.
+    // Several nodes share the database: status changes travel between them on LISTEN/NOTIFY, and so do the
+    // changes the metadata cache must hear of.
     const { PgStatusBus } = await import('../events/pg-bus.js');
-    const pgBus = new PgStatusBus({ connectionString: config.databaseUrl, load: (id) => store.getBackup(id), log: options.log });
+    const pgBus = new PgStatusBus({ connectionString: config.databaseUrl, load: (id) => database.getBackup(id), log: options.log });
     try {
       await pgBus.start();
     } catch (error) {
       await pgBus.close();
-      await store.close();
+      await database.close();
       throw error;
     }
     bus = pgBus;
+    changes = pgBus;
   } else {
     bus = new LocalStatusBus();
   }
+  // Everything below reads and writes through the cache, so every write of this process invalidates it.
+  const cache =
+    config.metadataCache.maxBytes > 0
+      ? new CachedStore(database, {
+          maxBytes: config.metadataCache.maxBytes,
+          ...(changes ? { changes, ttlMs: config.metadataCache.ttlMs } : {}),
+        })
+      : undefined;
+  const store: Store = cache ?? database;
   const backups = new BackupService(store, blobs, bus, clock, {
     maxArchiveBytes: config.maxArchiveBytes,
     uploadWindowMs: config.uploadWindowMs,
@@ -87,6 +101,7 @@ export async function composeParts(
     config,
     clock,
     store,
+    cache,
     blobs,
     bus,
     backups,

@@ -55,10 +55,18 @@ export type IfMatch = '*' | string[];
  * fields, so it changes with every rotate (a new salt and nonce each time) and needs no column of its own.
  */
 export function vaultEtag(vault: Vault): string {
-  const { cryptoVersion, kdf, wrappedMasterKey, wrappedMasterKeyNonce } = vault;
-  const material = JSON.stringify([cryptoVersion, kdf.salt, kdf.opslimit, kdf.memlimit, wrappedMasterKey, wrappedMasterKeyNonce]);
-  return `"vault-${createHash('sha256').update(material).digest('base64url')}"`;
+  let etag = etags.get(vault);
+  if (etag === undefined) {
+    const { cryptoVersion, kdf, wrappedMasterKey, wrappedMasterKeyNonce } = vault;
+    const material = JSON.stringify([cryptoVersion, kdf.salt, kdf.opslimit, kdf.memlimit, wrappedMasterKey, wrappedMasterKeyNonce]);
+    etag = `"vault-${createHash('sha256').update(material).digest('base64url')}"`;
+    // A frozen vault (as the metadata cache hands out) cannot change: its ETag is computed once.
+    if (Object.isFrozen(vault) && Object.isFrozen(kdf)) etags.set(vault, etag);
+  }
+  return etag;
 }
+
+const etags = new WeakMap<Vault, string>();
 
 export interface AccountView {
   account: Account;

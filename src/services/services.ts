@@ -6,6 +6,7 @@ import type { BlobStore } from '../blobs/blob-store.js';
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import type { StatusBus } from '../events/status-bus.js';
+import type { CachedStore } from '../store/cached-store.js';
 import type { Store } from '../store/store.js';
 import type { AuditTrail } from './audit.js';
 import type { BackupService } from './backups.js';
@@ -19,6 +20,8 @@ export interface Services {
   config: Config;
   clock: Clock;
   store: Store;
+  /** The metadata cache `store` reads through (absent with COFFER_METADATA_CACHE_MB=0): its counters for /metrics. */
+  cache?: CachedStore;
   blobs: BlobStore;
   bus: StatusBus;
   backups: BackupService;

@@ -1,7 +1,43 @@
 /** Schema migrations shared by SQLite and PostgreSQL (Kysely's schema builder emits each dialect's DDL). */
-import { type Kysely, type Migration, type MigrationProvider, Migrator } from 'kysely';
+import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from 'kysely';
 
-const migrations: Record<string, Migration> = {
+/** The channel on which PostgreSQL announces changes of cached rows, by account id (src/store/cached-store.ts). */
+export const CHANGE_CHANNEL = 'coffer_changes';
+
+/**
+ * PostgreSQL only: every committed change of a row the metadata cache holds (accounts, API keys, vaults, backups)
+ * sends `NOTIFY coffer_changes, '<account id>'`, whoever made it: this node, another node, `coffer admin`, or an
+ * operator's SQL. NOTIFY is transactional (delivered at commit, duplicates within a transaction merged).
+ */
+async function changeNotifications(db: Kysely<unknown>): Promise<void> {
+  for (const [fn, column] of [
+    ['coffer_notify_account_change', 'id'],
+    ['coffer_notify_owner_change', 'account_id'],
+  ] as const) {
+    await sql`
+      create or replace function ${sql.id(fn)}() returns trigger language plpgsql as $$
+      begin
+        if tg_op = 'DELETE' then
+          perform pg_notify(${sql.lit(CHANGE_CHANNEL)}, old.${sql.id(column)});
+        else
+          perform pg_notify(${sql.lit(CHANGE_CHANNEL)}, new.${sql.id(column)});
+        end if;
+        return null;
+      end $$`.execute(db);
+  }
+  for (const [table, fn] of [
+    ['accounts', 'coffer_notify_account_change'],
+    ['api_keys', 'coffer_notify_owner_change'],
+    ['vaults', 'coffer_notify_owner_change'],
+    ['backups', 'coffer_notify_owner_change'],
+  ] as const) {
+    await sql`
+      create trigger ${sql.id(`${table}_notify_change`)} after insert or update or delete on ${sql.table(table)}
+      for each row execute function ${sql.id(fn)}()`.execute(db);
+  }
+}
+
+const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => ({
   '0001_initial': {
     async up(db: Kysely<unknown>) {
       await db.schema
@@ -154,12 +190,17 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('vault_history_expires').on('vault_history').column('expires_at').execute();
     },
   },
-};
-
-const provider: MigrationProvider = { getMigrations: async () => migrations };
+  '0006_change_notifications': {
+    async up(db: Kysely<unknown>) {
+      // SQLite needs nothing: the cache sees other connections' commits in PRAGMA data_version.
+      if (kind === 'postgres') await changeNotifications(db);
+    },
+  },
+});
 
 /** `migrationTableSchema`: the PostgreSQL schema that holds Kysely's own bookkeeping tables (the store's). */
-export async function migrateToLatest(db: Kysely<unknown>, migrationTableSchema?: string): Promise<void> {
+export async function migrateToLatest(db: Kysely<unknown>, kind: 'sqlite' | 'postgres', migrationTableSchema?: string): Promise<void> {
+  const provider: MigrationProvider = { getMigrations: async () => migrations(kind) };
   const { error, results } = await new Migrator({ db, provider, migrationTableSchema }).migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {

@@ -250,11 +250,16 @@ export class SqlStore implements Store {
   /** SQL text of the hot reads, compiled once (see read()). */
   private readonly compiled = new Map<string, string>();
 
+  /** Store.changeVersion, where the engine has one (SQLite). */
+  readonly changeVersion?: () => number;
+
   constructor(
     readonly kind: 'sqlite' | 'postgres',
     private readonly uncounted: Kysely<Database>,
+    changeVersion?: () => number,
   ) {
     this.db = uncounted.withPlugin(this.counter);
+    if (changeVersion) this.changeVersion = changeVersion;
   }
 
   /**
@@ -286,7 +291,7 @@ export class SqlStore implements Store {
     // another schema of the same database, it would skip creating its own and then fail to lock them.
     const schema =
       this.kind === 'postgres' ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(this.db)).rows[0]?.schema : undefined;
-    await migrateToLatest(this.db as Kysely<unknown>, schema);
+    await migrateToLatest(this.db as Kysely<unknown>, this.kind, schema);
   }
 
   async close(): Promise<void> {

@@ -18,7 +18,13 @@ export async function openSqliteStore(dataDir: string, driver: SqliteDriverName 
   database.exec('PRAGMA synchronous = FULL');
   database.exec('PRAGMA busy_timeout = 5000');
   database.exec('PRAGMA foreign_keys = ON');
-  return new SqlStore('sqlite', new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) }));
+  // Run directly on the connection, outside Kysely: one synchronous call, never inside another statement.
+  const dataVersion = database.prepare('PRAGMA data_version');
+  return new SqlStore(
+    'sqlite',
+    new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) }),
+    () => Number((dataVersion.get([]) as { data_version: number | bigint }).data_version),
+  );
 }
 
 /**

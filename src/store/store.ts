@@ -125,6 +125,11 @@ export interface Store {
   readonly kind: 'sqlite' | 'postgres';
   /** A snapshot of the statement counters (SELECT = read; INSERT/UPDATE/DELETE = write; anything else = other). */
   queryCounts(): QueryCounts;
+  /**
+   * A number that moves whenever another connection to the database commits (SQLite's `PRAGMA data_version`: a
+   * `coffer admin` process); absent where changes made elsewhere are announced instead (PostgreSQL: NOTIFY).
+   */
+  changeVersion?(): number;
   migrate(): Promise<void>;
   close(): Promise<void>;
   /** Reachability probe for readiness checks. */

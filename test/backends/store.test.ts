@@ -6,6 +6,8 @@
 import { beforeAll, expect, it } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
 import { decideCreate, type BackupStatus } from '../../src/domain/backups.js';
+import { PgStatusBus } from '../../src/events/pg-bus.js';
+import { CachedStore } from '../../src/store/cached-store.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import { SQLITE_DRIVERS, type SqliteDriverName, sqliteDrivers } from '../../src/store/sqlite-driver.js';
@@ -23,6 +25,8 @@ interface StoreEngine extends Engine<Store> {
   kind: Store['kind'];
   /** Another handle on the same database, as a second node holds it. */
   peer(): Promise<Store>;
+  /** PostgreSQL: the connection URL of the suite's schema. */
+  url?(): string;
 }
 
 /**
@@ -69,6 +73,7 @@ function postgresEngine(): StoreEngine {
       await store.migrate();
       return store;
     },
+    url: () => schema.url,
     async peer() {
       const store = openPostgresStore(schema.url);
       opened.push(store);
@@ -78,6 +83,39 @@ function postgresEngine(): StoreEngine {
     async tearDown() {
       await Promise.all(opened.map((store) => store.close()));
       await schema?.drop();
+    },
+  };
+}
+
+/**
+ * The same engine behind the metadata cache (src/store/cached-store.ts), as the server composes it: the contract
+ * holds through the cache too. PostgreSQL handles hear each other's changes through their own LISTEN sessions.
+ */
+function cachedEngine(inner: StoreEngine): StoreEngine {
+  const buses: PgStatusBus[] = [];
+  const wrap = async (store: Store): Promise<Store> => {
+    if (store.kind === 'sqlite') return new CachedStore(store, { maxBytes: 1024 * 1024 });
+    const bus = new PgStatusBus({ connectionString: inner.url!(), load: (id) => store.getBackup(id) });
+    buses.push(bus);
+    await bus.start();
+    return new CachedStore(store, { maxBytes: 1024 * 1024, ttlMs: 1000, changes: bus });
+  };
+  let main: Store;
+  return {
+    ...inner,
+    name: `${inner.name}, cached`,
+    async setUp() {
+      main = await wrap(await inner.setUp());
+      return main;
+    },
+    async peer() {
+      const peer = await inner.peer();
+      // SQLite's peer is the same handle, so the same cache.
+      return inner.kind === 'sqlite' ? main : wrap(peer);
+    },
+    async tearDown() {
+      await Promise.all(buses.map((bus) => bus.close()));
+      await inner.tearDown();
     },
   };
 }
@@ -100,7 +138,13 @@ function backup(accountId: string, overrides: Partial<Backup> = {}): Backup {
   return { ...newSlot(id, accountId, T0, T0 + HOUR), ...overrides };
 }
 
-describeEngines('Store backend', [...SQLITE_DRIVERS.map(sqliteEngine), postgresEngine()], (engine, backend) => {
+const plainEngines = [...SQLITE_DRIVERS.map(sqliteEngine), postgresEngine()];
+// The cache over the first SQLite driver that runs here, and over PostgreSQL.
+const cachedEngines = [plainEngines.find((engine) => engine.kind === 'sqlite' && !engine.skip), plainEngines.at(-1)!]
+  .filter((engine) => engine !== undefined)
+  .map(cachedEngine);
+
+describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, backend) => {
   let store: Store;
   beforeAll(() => {
     store = backend();

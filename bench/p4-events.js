@@ -206,7 +206,7 @@ export async function main() {
           env: {
             COFFER_SSE_MAX_PER_ACCOUNT: String(perBackup),
             COFFER_SSE_MAX_PER_ADDRESS: String(opts.streams + opts.backups),
-            BENCH_MAX_CONNECTIONS: String(Math.max(20_000, opts.streams + opts.backups + 1000)),
+            COFFER_MAX_CONNECTIONS: String(Math.max(20_000, opts.streams + opts.backups + 1000)),
           },
           logFile: logFile(`p4-events-coffer-${backend}.log`),
         });

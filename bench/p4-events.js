@@ -26,7 +26,8 @@
  *   node bench/p4-events.js --backends postgres+fs --nodes 2 [--rounds 2] [--streams 10000] …
  *
  * The 50,000-stream variant (RSS ≤ 1 GiB in one process) needs more file descriptors than the usual 20,000 in both
- * the server and the load process, and lifts the server's connection cap for the benchmark only:
+ * the server and the load process (raising the hard limit needs CAP_SYS_RESOURCE: on the 2-core VM `prlimit --nofile=70000`
+ * fails with "Operation not permitted"), and sets the server's COFFER_MAX_CONNECTIONS above the stream count:
  *
  *   ulimit -n 120000 && node bench/p4-events.js --streams 50000 --rounds 1 --baseline=false
  */

@@ -173,6 +173,9 @@ async function scenario(target, load, { backups, perNode, windowS, spacingMs, pr
       const schedAfter = schedOf(pid);
       return {
         cpuShare: (cpuSecondsOf(pid) - cpuBefore[i]) / wallS,
+        // CPU time per change beyond what the open streams cost when nothing changes (their periodic frames): what
+        // handling and fanning out one change costs this node, far less sensitive to other load than the delay.
+        cpuMsPerChange: (((cpuSecondsOf(pid) - cpuBefore[i]) - quietCpuShares[i] * wallS) * 1000) / entries.length,
         // Share of the phase the main thread was ready to run but waited for a CPU (other processes had it).
         waitShare: schedAfter && schedBefore[i] ? (schedAfter.wait - schedBefore[i].wait) / wallS : null,
         expected: opened.openedByTag?.[i] ?? 0,
@@ -216,6 +219,7 @@ async function scenario(target, load, { backups, perNode, windowS, spacingMs, pr
       max: Math.max(...of((n) => n.max)),
       cpuShare: median(of((n) => n.cpuShare)),
       waitShare: median(of((n) => n.waitShare)),
+      cpuMsPerChange: median(of((n) => n.cpuMsPerChange)),
       quietCpuShare: quietCpuShares[i],
       missing: sum(of((n) => n.expected - n.arrived)),
     };
@@ -269,7 +273,7 @@ export async function main() {
       : 'Delay = arrival of the new status on a stream − the moment the harness sent the change request (Coffer: an upload of 1 KiB, then a finalize; reference: a POST that only changes the status). It includes the request itself, whose own latency is shown as "change request": on Coffer that is authentication, the blob write with its fsyncs and the SQLite commit (synchronous = FULL), which the bare fan-out does not do.',
   ];
   if (multi) {
-    notes.push(`${opts.nodes} Coffer processes (bench/lib/coffer-proc.js) on one PostgreSQL schema; every backup has ${perNode} streams on each node; all changes go through node A; one load process opens every stream. "DB reads per change" sums the statement counters of all nodes (node A: the change request's own reads; every other node: its one read of the record for its streams); the per-node column splits it.`);
+    notes.push(`${opts.nodes} Coffer processes (bench/lib/coffer-proc.js) on one PostgreSQL schema; every backup has ${perNode} streams on each node; all changes go through node A; one load process opens every stream. "DB reads per change" sums the statement counters of all nodes (node A: the change request's own reads; every other node: its one read of the record for its streams); the per-node column splits it. "Server CPU ms per change beyond quiet" = (the node's CPU time during a change phase − its quiet-window CPU share × the phase's length) / changes: on node A the change request and its fan-out, on the others the notification, the one read and the fan-out; it depends far less on other load than the delay does.`);
   }
   const settings = { windowS: opts.window, spacingMs: opts.spacing, backups: opts.backups };
   try {
@@ -360,6 +364,7 @@ export async function main() {
           cpuShare: pick((n) => n.cpuShare),
           quietCpuShare: pick((n) => n.quietCpuShare),
           waitShare: pick((n) => n.waitShare),
+          cpuMsPerChange: pick((n) => n.cpuMsPerChange),
         };
       }),
     };
@@ -384,6 +389,7 @@ export async function main() {
         round(s.max, 1),
         request,
         perNodeText(s.nodes, (n) => `${pct(n.quietCpuShare)} / ${pct(n.cpuShare)}`),
+        perNodeText(s.nodes, (n) => round(n.cpuMsPerChange, 2)),
         perNodeText(s.nodes, (n) => pct(n.waitShare)),
         s.missing,
       ]);
@@ -466,7 +472,7 @@ export async function main() {
           ? `${opts.streams} streams over ${opts.backups} backups, ${perNode} per backup on each of ${opts.nodes} nodes (A / B …), from one load process; ${opts.backups} × 2 status changes through node A, ${opts.spacing} ms apart; median of ${opts.rounds} rounds`
           : `${opts.streams} streams over ${opts.backups} backups from one load process; ${opts.backups} × 2 status changes ${opts.spacing} ms apart; median of ${opts.rounds} rounds`,
         columns: multi
-          ? ['server', 'streams per node', 'open s', 'RSS idle MiB per node', 'RSS peak MiB per node', `DB reads/s idle, all nodes (${opts.backups * opts.nodes} → ${opts.streams} streams)`, 'DB reads per change, all nodes (same)', 'DB reads per change per node', 'delay p50 ms', 'delay p99 ms', 'delay p99 ms per node', 'delay max ms', 'change request p50 / p99 ms', 'server CPU per node, % of a core: quiet / changes', 'main thread waiting for a CPU during changes, per node', 'missing']
+          ? ['server', 'streams per node', 'open s', 'RSS idle MiB per node', 'RSS peak MiB per node', `DB reads/s idle, all nodes (${opts.backups * opts.nodes} → ${opts.streams} streams)`, 'DB reads per change, all nodes (same)', 'DB reads per change per node', 'delay p50 ms', 'delay p99 ms', 'delay p99 ms per node', 'delay max ms', 'change request p50 / p99 ms', 'server CPU per node, % of a core: quiet / changes', 'server CPU ms per change beyond quiet, per node', 'main thread waiting for a CPU during changes, per node', 'missing']
           : ['server', 'streams', 'open s', 'RSS idle MiB', 'RSS peak MiB', `DB reads/s idle (${opts.backups} → ${opts.streams} streams)`, 'DB reads per change (same)', 'delay p50 ms', 'delay p99 ms', 'delay max ms', 'change request p50 / p99 ms', 'server CPU, % of a core: quiet / changes', 'server main thread waiting for a CPU during changes', 'missing'],
         rows,
       },

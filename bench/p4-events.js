@@ -21,7 +21,8 @@
  * gets its streams split evenly over the nodes (the "few streams" scenario: one per node), the changes are all
  * made through node A, and the delay is measured on every stream of every node; RSS, CPU and DB reads are taken
  * per node (DB reads per change = the sum over the nodes: node A's change request plus each other node's one read
- * of the record it fans out). Written as its own result (bench/results/p4-events-nodes.json, section p4-nodes):
+ * of the record it fans out), and the cross-node hop: per change, its first arrival on another node minus its first
+ * arrival on node A. Written as its own result (bench/results/p4-events-nodes.json, section p4-nodes):
  *
  *   node bench/p4-events.js --backends postgres+fs --nodes 2 [--rounds 2] [--streams 10000] …
  *
@@ -154,6 +155,8 @@ async function scenario(target, load, { backups, perNode, windowS, spacingMs, pr
     await Promise.all(requests);
     const expected = opened.opened;
     const delays = pids.map(() => []);
+    // First arrival of this change on each node, per backup: node X's minus node A's is the cross-node hop.
+    const first = pids.map(() => new Map());
     let arrived = 0;
     const deadline = now() + 15_000;
     while (arrived < expected && now() < deadline) {
@@ -161,6 +164,7 @@ async function scenario(target, load, { backups, perNode, windowS, spacingMs, pr
       for (const [id, got, at, tag = 0] of await load.request({ type: 'arrivals' })) {
         if (got === status && sentAt.has(id)) {
           delays[tag].push(at - sentAt.get(id));
+          if (!(first[tag].get(id) <= at)) first[tag].set(id, at);
           arrived += 1;
         }
       }
@@ -184,6 +188,7 @@ async function scenario(target, load, { backups, perNode, windowS, spacingMs, pr
         p99: percentile(delays[i], 99),
         max: percentile(delays[i], 100),
         readsPerChange: perNodeReads ? perNodeReads[i] : null,
+        hops: [...first[i]].filter(([id]) => first[0].has(id)).map(([id, at]) => at - first[0].get(id)),
       };
     });
     phases.push({
@@ -220,6 +225,8 @@ async function scenario(target, load, { backups, perNode, windowS, spacingMs, pr
       cpuShare: median(of((n) => n.cpuShare)),
       waitShare: median(of((n) => n.waitShare)),
       cpuMsPerChange: median(of((n) => n.cpuMsPerChange)),
+      hopP50: percentile(of((n) => n.hops).flat(), 50),
+      hopP99: percentile(of((n) => n.hops).flat(), 99),
       quietCpuShare: quietCpuShares[i],
       missing: sum(of((n) => n.expected - n.arrived)),
     };
@@ -365,6 +372,8 @@ export async function main() {
           quietCpuShare: pick((n) => n.quietCpuShare),
           waitShare: pick((n) => n.waitShare),
           cpuMsPerChange: pick((n) => n.cpuMsPerChange),
+          hopP50: pick((n) => n.hopP50),
+          hopP99: pick((n) => n.hopP99),
         };
       }),
     };
@@ -386,6 +395,7 @@ export async function main() {
         round(s.p50, 1),
         round(s.p99, 1),
         perNodeText(s.nodes, (n) => round(n.p99, 1)),
+        isBase ? '—' : perNodeText(s.nodes.slice(1), (n) => `${round(n.hopP50, 1)} / ${round(n.hopP99, 1)}`),
         round(s.max, 1),
         request,
         perNodeText(s.nodes, (n) => `${pct(n.quietCpuShare)} / ${pct(n.cpuShare)}`),
@@ -472,7 +482,7 @@ export async function main() {
           ? `${opts.streams} streams over ${opts.backups} backups, ${perNode} per backup on each of ${opts.nodes} nodes (A / B …), from one load process; ${opts.backups} × 2 status changes through node A, ${opts.spacing} ms apart; median of ${opts.rounds} rounds`
           : `${opts.streams} streams over ${opts.backups} backups from one load process; ${opts.backups} × 2 status changes ${opts.spacing} ms apart; median of ${opts.rounds} rounds`,
         columns: multi
-          ? ['server', 'streams per node', 'open s', 'RSS idle MiB per node', 'RSS peak MiB per node', `DB reads/s idle, all nodes (${opts.backups * opts.nodes} → ${opts.streams} streams)`, 'DB reads per change, all nodes (same)', 'DB reads per change per node', 'delay p50 ms', 'delay p99 ms', 'delay p99 ms per node', 'delay max ms', 'change request p50 / p99 ms', 'server CPU per node, % of a core: quiet / changes', 'server CPU ms per change beyond quiet, per node', 'main thread waiting for a CPU during changes, per node', 'missing']
+          ? ['server', 'streams per node', 'open s', 'RSS idle MiB per node', 'RSS peak MiB per node', `DB reads/s idle, all nodes (${opts.backups * opts.nodes} → ${opts.streams} streams)`, 'DB reads per change, all nodes (same)', 'DB reads per change per node', 'delay p50 ms', 'delay p99 ms', 'delay p99 ms per node', 'node A → other node, first arrival of a change, p50 / p99 ms', 'delay max ms', 'change request p50 / p99 ms', 'server CPU per node, % of a core: quiet / changes', 'server CPU ms per change beyond quiet, per node', 'main thread waiting for a CPU during changes, per node', 'missing']
           : ['server', 'streams', 'open s', 'RSS idle MiB', 'RSS peak MiB', `DB reads/s idle (${opts.backups} → ${opts.streams} streams)`, 'DB reads per change (same)', 'delay p50 ms', 'delay p99 ms', 'delay max ms', 'change request p50 / p99 ms', 'server CPU, % of a core: quiet / changes', 'server main thread waiting for a CPU during changes', 'missing'],
         rows,
       },

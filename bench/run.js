@@ -1,13 +1,14 @@
 /* global process */
 /**
- * `npm run bench`: builds the server (npm run build), runs every target script in its own process, one after
+ * `npm run bench`: builds the server (npm run build), runs every benchmark script in its own process, one after
  * another (each can also run alone: node bench/p1-upload.js …), then writes the machine and summary sections
  * of BENCHMARKS.md from bench/results/*.json.
  *
- *   node bench/run.js [--only p1,p2,p3,p4,p5,p6] [--quick] [--no-build]
+ *   node bench/run.js [--only p1,p2,p3,p4,p5,p6,p7,compression] [--quick] [--no-build]
  *
- * --quick runs each target with fewer rounds and shorter windows: a harness check, not a result to publish, so
- * its results go to a temp directory and BENCHMARKS.md, docs/bench and bench/results stay as they are.
+ * --only takes ids (p4-nodes) or their group (p4: p4 and p4-nodes). --quick runs each target with fewer rounds
+ * and shorter windows (each under about a minute): a harness check, not a result to publish, so its results go
+ * to a temp directory and BENCHMARKS.md, docs/bench and bench/results stay as they are.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -15,17 +16,32 @@ import path from 'node:path';
 import { BENCH_DIR, ROOT, commandExists, commandLine, list, log, machine, options, round, run } from './lib/common.js';
 import { updateSection, writeSummary } from './lib/report.js';
 
+/** `args` always, then `quick` with --quick; `group` is what --only also selects it by. */
 const TARGETS = [
   { id: 'p1', script: 'p1-upload.js', quick: ['--rounds', '2', '--backends', 'sqlite+fs,postgres+fs'] },
   { id: 'p2', script: 'p2-download.js', quick: ['--rounds', '2', '--per-round', '2', '--backends', 'sqlite+fs,postgres+fs'] },
   { id: 'p3', script: 'p3-metadata.js', quick: ['--rounds', '1', '--duration', '2'] },
   { id: 'p4', script: 'p4-events.js', quick: ['--rounds', '1', '--streams', '2000', '--backups', '20', '--window', '2'] },
+  {
+    id: 'p4-nodes',
+    group: 'p4',
+    script: 'p4-events.js',
+    args: ['--backends', 'postgres+fs', '--nodes', '2'],
+    quick: ['--rounds', '1', '--streams', '2000', '--backups', '20', '--window', '2', '--baseline=false'],
+  },
   { id: 'p5', script: 'p5-memory.js', quick: ['--rounds', '1', '--backends', 'sqlite+fs'] },
   { id: 'p6', script: 'p6-client.js', quick: ['--rounds', '1'] },
+  { id: 'p7', script: 'p7-recipient.js', quick: ['--rounds', '1'] },
+  { id: 'compression', script: 'compression.js', quick: ['--rounds', '1'] },
 ];
 
 const opts = options({ only: TARGETS.map((t) => t.id).join(','), quick: false, 'no-build': false });
 const chosen = new Set(list(opts.only));
+const unknown = [...chosen].filter((name) => !TARGETS.some((t) => t.id === name || t.group === name));
+if (unknown.length) {
+  log(`unknown target ${unknown.join(', ')} (known: ${TARGETS.map((t) => t.id).join(', ')})`);
+  process.exit(2);
+}
 const started = Date.now();
 
 if (!opts['no-build']) {
@@ -36,9 +52,10 @@ if (!opts['no-build']) {
 }
 
 const failed = [];
-for (const target of TARGETS.filter((t) => chosen.has(t.id))) {
-  const args = [path.join(BENCH_DIR, target.script), ...(opts.quick ? target.quick : [])];
-  log(`── ${target.id}: node bench/${target.script} ${opts.quick ? target.quick.join(' ') : ''}`);
+for (const target of TARGETS.filter((t) => chosen.has(t.id) || chosen.has(t.group))) {
+  const extra = [...(target.args ?? []), ...(opts.quick ? target.quick : [])];
+  const args = [path.join(BENCH_DIR, target.script), ...extra];
+  log(`── ${target.id}: node bench/${target.script} ${extra.join(' ')}`);
   const env = opts.quick ? { ...process.env, BENCH_SCRATCH: '1' } : process.env;
   const result = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit', env });
   if (result.status !== 0) failed.push(target.id);

@@ -59,7 +59,7 @@ interface ConfigFields {
   metadataCache: { maxBytes: number; ttlMs: number };
   /** How often the background sweeper runs; not an operator setting, fixed unless a test overrides it. */
   sweepIntervalMs: number;
-  /** Protection against slow or idle clients (fixed defaults; tests shorten them). */
+  /** Protection against slow or idle clients (fixed defaults but the connection cap; tests shorten them). */
   limits: ConnectionLimits;
   /** Console sign-in attempts (API key or login link) allowed per client address and window. */
   signInLimit: { maxAttempts: number; windowMs: number };
@@ -79,7 +79,7 @@ export interface ConnectionLimits {
   /** An upload slower than `minUploadBytesPerSecond` over `uploadRateWindowMs` is cut off. */
   minUploadBytesPerSecond: number;
   uploadRateWindowMs: number;
-  /** Open connections at most (10,000 event streams must fit). */
+  /** Open connections at most (10,000 event streams must fit); COFFER_MAX_CONNECTIONS. */
   maxConnections: number;
 }
 
@@ -167,6 +167,10 @@ export const SERVER_SETTINGS = settings({
   COFFER_SSE_MAX_PER_ACCOUNT: { default: '100', about: 'event streams open at once per account' },
   COFFER_SSE_MAX_PER_ADDRESS: { default: '500', about: 'event streams open at once per client address' },
   COFFER_METADATA_CACHE_MB: { default: '64', about: 'memory for cached API keys, accounts and backup lists, in MiB (0: no cache)' },
+  COFFER_MAX_CONNECTIONS: {
+    default: String(DEFAULT_LIMITS.maxConnections),
+    about: 'open connections at most per node; one more is closed at once (each takes a file descriptor: keep below `ulimit -n`)',
+  },
   COFFER_METRICS_TOKEN: { default: null, about: 'bearer token /metrics requires, 16+ characters (unset: no /metrics)' },
   COFFER_SIGNIN_ATTEMPTS: { default: '30', about: 'console sign-in attempts per client address and window' },
   COFFER_SIGNIN_WINDOW: { default: '10m', about: 'the window of COFFER_SIGNIN_ATTEMPTS' },
@@ -334,7 +338,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     metricsToken,
     metadataCache: { maxBytes: integer(env, S.COFFER_METADATA_CACHE_MB, 0, 65_536) * 1024 * 1024, ttlMs: 1000 },
     sweepIntervalMs: 60_000,
-    limits: { ...DEFAULT_LIMITS },
+    limits: { ...DEFAULT_LIMITS, maxConnections: integer(env, S.COFFER_MAX_CONNECTIONS, 1, 10_000_000) },
     signInLimit: {
       maxAttempts: integer(env, S.COFFER_SIGNIN_ATTEMPTS, 1, 1_000_000),
       windowMs: duration(env, S.COFFER_SIGNIN_WINDOW, 1000),

@@ -21,8 +21,6 @@ const server = await startOnFreePort(configFor, {
   clock,
   logger: logLevel === 'silent' ? false : { level: logLevel },
 });
-// The product caps open connections at 20,000 (src/config.ts DEFAULT_LIMITS); P4's 50,000-stream variant lifts it.
-if (process.env.BENCH_MAX_CONNECTIONS) server.app.server.maxConnections = Number(process.env.BENCH_MAX_CONNECTIONS);
 
 serveParent({
   async keys({ count = 1, plan = 'pro' }) {

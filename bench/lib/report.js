@@ -18,6 +18,8 @@ export const SCRATCH = process.env.BENCH_SCRATCH === '1';
 export const RESULTS_DIR = SCRATCH ? path.join(os.tmpdir(), 'coffer-bench-scratch') : path.join(ROOT, 'bench', 'results');
 export const CHART_DIR = path.join(ROOT, 'docs', 'bench');
 export const BENCHMARKS = path.join(ROOT, 'BENCHMARKS.md');
+/** Each script runs in its own process and imports this first: the load average when the script started. */
+const LOAD_AT_START = machine().loadAverage;
 
 const cell = (value) => (value === null || value === undefined ? '' : String(value).replace(/\|/g, '\\|'));
 
@@ -46,7 +48,7 @@ export function updateSection(id, body, heading) {
  * target, met}], chart, notes?: [string], raw }
  */
 export function writeResult(result) {
-  const full = { ...result, machine: result.machine ?? machine(), finishedAt: new Date().toISOString() };
+  const full = { ...result, machine: result.machine ?? { ...machine(), loadAverageAtStart: LOAD_AT_START }, finishedAt: new Date().toISOString() };
   fs.mkdirSync(RESULTS_DIR, { recursive: true });
   const jsonPath = path.join(RESULTS_DIR, `${result.name}.json`);
   fs.writeFileSync(jsonPath, JSON.stringify(full, null, 2) + '\n');
@@ -65,7 +67,11 @@ export function render(full) {
   const m = full.machine;
   const parts = [
     `Command: \`${result.command}\` — ${full.finishedAt.slice(0, 16).replace('T', ' ')} UTC, ` +
-      `${m.cores} cores, Node ${m.node}, load average at start ${m.loadAverage.join(' / ')}` +
+      `${m.cores} cores, Node ${m.node}, ` +
+      // Results written before loadAverageAtStart existed took the load average when the script finished.
+      (m.loadAverageAtStart
+        ? `load average at start ${m.loadAverageAtStart.join(' / ')}, at the end ${m.loadAverage.join(' / ')}`
+        : `load average ${m.loadAverage.join(' / ')}`) +
       (result.durationS ? `, took ${result.durationS} s` : ''),
   ];
   for (const table of result.tables) {

@@ -26,9 +26,9 @@ let failures = [];
 const SOURCES_PER_ADDRESS = 20_000;
 let opening = 0;
 
-function openStream({ url, headers }) {
+function openStream({ url, headers, tag = 0 }) {
   return new Promise((resolve) => {
-    const stream = { backupId: null, status: null, request: null, open: false };
+    const stream = { backupId: null, status: null, request: null, open: false, tag };
     const localAddress = `127.0.0.${1 + Math.floor(opening++ / SOURCES_PER_ADDRESS)}`;
     const request = http.get(url, { agent: false, localAddress, headers: { accept: 'text/event-stream', ...headers } }, (response) => {
       if (response.statusCode !== 200) {
@@ -52,7 +52,7 @@ function openStream({ url, headers }) {
           if (stream.backupId === null) stream.backupId = /"backupId":"([^"]+)"/.exec(event.data)?.[1] ?? null;
           if (status !== stream.status) {
             // The first frame of a stream is its opening state, not a change.
-            if (stream.status !== null) arrivals.push([stream.backupId, status, now()]);
+            if (stream.status !== null) arrivals.push([stream.backupId, status, now(), stream.tag]);
             stream.status = status;
             if (stream.firstFrame) {
               const done = stream.firstFrame;
@@ -81,24 +81,31 @@ function openStream({ url, headers }) {
 }
 
 serveParent({
-  /** Opens `count` streams for each target, `parallel` connection attempts at a time. */
+  /**
+   * Opens `count` streams for each target ({url, headers, count, tag?}), `parallel` connection attempts at a time;
+   * `openedByTag` counts the open streams per tag (the harness tags each stream with the server node it goes to).
+   */
   async open({ targets, parallel = 200 }) {
     const jobs = targets.flatMap((t) => Array.from({ length: t.count }, () => t));
     const started = now();
     let next = 0;
     let opened = 0;
+    const openedByTag = {};
     failures = [];
     await Promise.all(
       Array.from({ length: Math.min(parallel, jobs.length) }, async () => {
         while (next < jobs.length) {
           const job = jobs[next++];
-          if (await openStream(job)) opened += 1;
+          if (await openStream(job)) {
+            opened += 1;
+            openedByTag[job.tag ?? 0] = (openedByTag[job.tag ?? 0] ?? 0) + 1;
+          }
         }
       }),
     );
-    return { opened, failed: jobs.length - opened, failures: failures.slice(0, 5), ms: now() - started };
+    return { opened, openedByTag, failed: jobs.length - opened, failures: failures.slice(0, 5), ms: now() - started };
   },
-  /** Status arrivals recorded since the last call: [backupId, status, wallClockMs][]. */
+  /** Status arrivals recorded since the last call: [backupId, status, wallClockMs, tag][]. */
   async arrivals() {
     const taken = arrivals;
     arrivals = [];

@@ -132,13 +132,38 @@ describe('the backup tar writer', () => {
       // One archive: the end blocks of all but the last run dropped (what packTree did with node-tar).
       return Buffer.concat(runs.map((run, i) => (i < runs.length - 1 ? run.subarray(0, run.length - 1024) : run)));
     };
-    for (const sources of [[source], [path.join(source, 'a.txt')], [path.join(source, longDir), path.join(source, 'empty-dir')]]) {
+    // Times with a fraction of a millisecond that rounds up into the next second (node-tar rounds to whole
+    // milliseconds first), and one before 1970 (a pax header).
+    const times = path.join(work, 'times');
+    await fsp.mkdir(times);
+    await fsp.writeFile(path.join(times, 'round-up.txt'), 'x');
+    await fsp.utimes(path.join(times, 'round-up.txt'), 1_893_456_000.9997, 1_293_840_000.9996);
+    await fsp.writeFile(path.join(times, 'before-1970.txt'), 'y');
+    // fs.utimes takes no negative time; the atime stays after the ctime, so reading the file leaves it alone.
+    execFileSync('touch', ['-m', '-d', '@-86400', path.join(times, 'before-1970.txt')]);
+    execFileSync('touch', ['-a', '-d', '@1924992000', path.join(times, 'before-1970.txt')]);
+    await fsp.utimes(times, ATIME, MTIME);
+    for (const sources of [[source], [path.join(source, 'a.txt')], [path.join(source, longDir), path.join(source, 'empty-dir')], [times]]) {
       const scan = await scanTree(sources);
       const expected = await nodeTar(scan);
       const written = await collect(packTree(scan));
       expect(written.equals(expected), sources.join(' ')).toBe(true);
       expect(written.length).toBeLessThanOrEqual(scan.tarBoundBytes);
     }
+  });
+
+  it.skipIf(!gnuTar)('stores a file older than 1970 with a fraction of a second (node-tar alone throws on its time)', async () => {
+    const dir = path.join(work, 'old-times');
+    await fsp.mkdir(dir);
+    const file = path.join(dir, 'old.txt');
+    await fsp.writeFile(file, 'old\n');
+    execFileSync('touch', ['-m', '-d', '@-86400.25', file]); // fs.utimes takes no negative time
+    const archive = path.join(work, 'old-times.tar');
+    await fsp.writeFile(archive, await collect(packTree(await scanTree(file))));
+    const out = path.join(work, 'old-times-out');
+    await fsp.mkdir(out);
+    execFileSync('tar', ['--warning=no-unknown-keyword', '-xf', archive, '-C', out]);
+    expect((await fsp.stat(path.join(out, 'old.txt'))).mtimeMs).toBe(-86_401_000);
   });
 
   it('fails naming a file that shrinks or grows while it is read, and one that vanished since the scan', async () => {

@@ -244,7 +244,12 @@ export async function scanTree(source: string | readonly string[], options: Scan
       if (useIgnoreFiles && children.includes(IGNORE_FILE)) {
         const rulesPath = relative === '' ? IGNORE_FILE : `${relative}/${IGNORE_FILE}`;
         const file = `${dir}/${IGNORE_FILE}`;
-        const ruleStat = fs.lstatSync(file, { throwIfNoEntry: false });
+        let ruleStat: fs.Stats | undefined;
+        try {
+          ruleStat = fs.lstatSync(file);
+        } catch {
+          // Unreadable rules: the walk below names the file when it cannot read it.
+        }
         if (ruleStat?.isFile() && !rules.excludes(rulesPath, false)) {
           let text: string | undefined;
           try {

@@ -13,9 +13,8 @@ import { pipeline } from 'node:stream';
 import { pipeline as pipelineAsync } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import path from 'node:path';
-import zlib from 'node:zlib';
 import { Meter, packTree, scanTree, type PackCounts, type TreeScan } from './archive.js';
-import { compressBound, compressor, defaultCompression } from './compression.js';
+import { compressBound, compressor, defaultCompression, GZIP_LEVEL } from './compression.js';
 import { isPlainName, type Compression, type SkippedEntry } from './envelope-format.js';
 import {
   CHUNK_BYTES,
@@ -206,7 +205,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   const wrapKey = (backupId: string, dek: Buffer) => (recipient ? sealDek(recipient, backupId, dek) : wrapDek(masterKey!, backupId, dek));
   const emit = options.onEvent ?? (() => undefined);
   const limit = options.maxArchiveBytes ?? DEFAULT_MAX_ARCHIVE_BYTES;
-  const gzipLevel = options.gzipLevel ?? zlib.constants.Z_DEFAULT_COMPRESSION;
+  const gzipLevel = options.gzipLevel ?? GZIP_LEVEL;
   const compression = options.compression ?? defaultCompression();
   const sources = options.sources ?? (options.source !== undefined ? [options.source] : []);
   if ((sources.length > 0) === !!options.stream) throw new Error('runBackup needs either paths or a stream');

@@ -4,12 +4,46 @@
  * loopback port, with its own prefix, config, pid and logs in a temp directory — never the system config.
  * One worker process (Coffer is one Node process), Debian's defaults otherwise (sendfile on, tcp_nopush on).
  * Run as root (as here), the worker stays root so it can read the private temp directories.
+ * startNginx(null, { site: accelSite(…) }) runs the same nginx as the documented front of a Coffer server in
+ * X-Accel-Redirect mode instead of a file server.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { ensureDebian, sleep, tempDir } from './common.js';
+import { ROOT, ensureDebian, sleep, tempDir } from './common.js';
+
+/**
+ * The http{} part of Coffer behind nginx with COFFER_ACCEL_REDIRECT=<prefix>, over plain HTTP (the file-server
+ * baseline has no TLS either): deploy/nginx.conf's upstream, proxy settings and `location /`, and its commented
+ * `internal` location taken from the file itself (uncommented, alias pointed at `blobsDir`), so the bench measures
+ * what the documentation ships. Returns { http, server } for startNginx's `site`.
+ */
+export function accelSite({ upstream, blobsDir, prefix = '/_coffer_blobs' }) {
+  const doc = fs.readFileSync(path.join(ROOT, 'deploy', 'nginx.conf'), 'utf8');
+  const block = /^ {2}#location \/_coffer_blobs\/ \{\n(?: {2}#.*\n)*? {2}#\}\n/m.exec(doc);
+  if (!block) throw new Error('deploy/nginx.conf: the commented `location /_coffer_blobs/` block was not found');
+  const alias = '/var/lib/coffer/blobs/;';
+  if (!block[0].includes(alias)) throw new Error(`deploy/nginx.conf: the internal location has no \`alias ${alias}\``);
+  const internal = block[0]
+    .replace(/^ {2}#/gm, '    ')
+    .replace('location /_coffer_blobs/', `location ${prefix}/`)
+    .replace(alias, `${blobsDir.replace(/\/$/, '')}/;`);
+  return {
+    http: `upstream coffer {\n    server ${upstream};\n    keepalive 64;\n  }`,
+    server: `client_max_body_size 51m;
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    proxy_set_header Host $host;
+    proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+    proxy_set_header X-Forwarded-Proto $scheme;
+${internal}    location / {
+      proxy_pass http://coffer;
+      proxy_request_buffering off;
+      proxy_read_timeout 300s;
+    }`,
+  };
+}
 
 async function freePort() {
   const server = net.createServer();
@@ -19,7 +53,8 @@ async function freePort() {
   return port;
 }
 
-export async function startNginx(root) {
+/** `root`: the directory served at /; or `site`: { http, server } (the server block's body), e.g. accelSite(). */
+export async function startNginx(root, { site } = {}) {
   ensureDebian('nginx', 'nginx-light');
   const prefix = tempDir('coffer-bench-nginx-');
   const port = await freePort();
@@ -43,10 +78,10 @@ http {
   fastcgi_temp_path ${temp('fastcgi')};
   uwsgi_temp_path ${temp('uwsgi')};
   scgi_temp_path ${temp('scgi')};
+  ${site?.http ?? ''}
   server {
     listen 127.0.0.1:${port};
-    root ${root};
-    location / { }
+    ${site?.server ?? `root ${root};\n    location / { }`}
   }
 }
 `,

@@ -1,5 +1,5 @@
 /**
- * Property test of the restore extractor (src/client/archive.ts): generated sequences of File, Directory,
+ * Property test of the restore extractor (src/client/extract.ts): generated sequences of File, Directory,
  * SymbolicLink and Link entries with hostile names (`..`, absolute, case and Unicode aliases, repeats) and
  * hostile targets (outside the tree, through earlier links), as real tar bytes fed in random chunk sizes into
  * extractInto() and, when that succeeds, placeTree() (with and without --force over a target holding symlinks
@@ -14,7 +14,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { extractInto, placeTree } from '../../src/client/archive.js';
+import { extractInto, placeTree } from '../../src/client/extract.js';
 import { IntegrityError } from '../../src/client/envelope.js';
 import { tempDir } from '../helpers/tmp.js';
 import { tarArchive, treeState as state, type TarEntrySpec } from './helpers.js';

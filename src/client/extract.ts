@@ -575,6 +575,18 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
   return sink;
 }
 
+/**
+ * Resolves once `sink` has closed, destroying it first if it is still open. A pipeline that fails upstream
+ * rejects before its destroyed sink has closed; extractInto() closes only when none of its file-system jobs is
+ * in flight, so a caller awaits this before it removes the staging directory.
+ */
+export async function closed(sink: Writable): Promise<void> {
+  if (sink.closed) return;
+  const done = new Promise<void>((resolve) => sink.once('close', () => resolve()));
+  sink.destroy();
+  await done;
+}
+
 /** One entry of a backup as `coffer ls` shows it. */
 export interface ListedEntry {
   /** Archive-relative, '/'-separated, without a leading './' or a trailing '/'. */

@@ -7,10 +7,13 @@
  *
  *   node bench/p6-extract.js [--rounds 3] [--parsers 1] [--module extract.js] [--concurrency N] [--aheadBytes N] [--aheadEntries N]
  *
+ * --profile <file.cpuprofile>: a CPU profile of each round's extraction alone (<file>-<round>.cpuprofile);
+ * summarize it with bench/profile-top.js.
  * --module: the compiled module (under dist/client) that exports extractInto and placeTree, to compare with an
  * earlier build copied there.
  */
 import fs from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -29,7 +32,7 @@ const since = (a) => {
 const show = (x) => `wall ${x.wall.toFixed(3)} user ${x.user.toFixed(3)} sys ${x.system.toFixed(3)}`;
 
 export async function main() {
-  const opts = options({ rounds: 3, parsers: 1, module: 'extract.js', concurrency: 0, aheadBytes: 0, aheadEntries: 0 });
+  const opts = options({ rounds: 3, parsers: 1, module: 'extract.js', profile: '', concurrency: 0, aheadBytes: 0, aheadEntries: 0 });
   requireBuild();
   const { scanTree, packTree } = await import(path.join(DIST, 'client', 'archive.js'));
   const { extractInto, placeTree } = await import(path.join(DIST, 'client', opts.module));
@@ -77,6 +80,12 @@ export async function main() {
         log(`tar-stream extract alone: ${show(since(t2))}`);
       }
     }
+    const session = opts.profile ? new Session() : undefined;
+    if (session) {
+      session.connect();
+      await session.post('Profiler.enable');
+      await session.post('Profiler.setSamplingInterval', { interval: 500 });
+    }
     for (let r = 0; r < opts.rounds; r++) {
       const target = path.join(work, `restore-${r}`);
       fs.mkdirSync(target);
@@ -84,9 +93,14 @@ export async function main() {
       const limits = {};
       for (const k of ['concurrency', 'aheadBytes', 'aheadEntries']) if (opts[k]) limits[k] = Number(opts[k]);
       const sink = extractInto(staging, { limits });
+      if (session) await session.post('Profiler.start');
       const t = cpu();
       await pipeline(Readable.from(tarChunks), sink);
       const s = since(t);
+      if (session) {
+        const { profile } = await session.post('Profiler.stop');
+        fs.writeFileSync(opts.profile.replace(/(\.cpuprofile)?$/, `-${r + 1}.cpuprofile`), JSON.stringify(profile));
+      }
       await placeTree(staging, target, false, sink.directories);
       const got = treeDigest(target);
       if (got.digest !== source.digest) throw new Error('the extracted tree differs from the source');
@@ -94,6 +108,7 @@ export async function main() {
       samples.push(s);
       log(`extract round ${r + 1}: ${show(s)} (load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')})`);
     }
+    session?.disconnect();
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }

@@ -22,11 +22,14 @@
  */
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
+import { Worker } from 'node:worker_threads';
 import * as tar from 'tar';
 import { IntegrityError } from './envelope.js';
 import { isPlainName, type SkippedEntry } from './envelope-format.js';
+import { extractWorker, type WorkerAnswer, type WorkerBatch, type WorkerFailure, type WorkerItem } from './extract-worker.js';
 
 /** A refused archive entry: the archive decrypted fine but is not safe to write. */
 export class UnsafeArchiveError extends IntegrityError {}
@@ -75,16 +78,14 @@ export interface ExtractResult {
   skipped: SkippedEntry[];
 }
 
-/** How far the extractor may run ahead of the file system, and how much it asks of it at once. */
+/** How far the extractor may run ahead of the file system, and how many threads do the file-system work. */
 export interface ExtractLimits {
-  /** File content held in memory for files not written yet (bytes; default 16 MiB). Past it, writes wait. */
+  /** File content sent to the workers and not yet written (bytes; default 8 MiB). Past it, writes wait. */
   aheadBytes?: number;
-  /** Entries parsed whose file-system work has not finished (default 1,024). Past it, writes wait. */
+  /** Entries sent to the workers and not yet done (default 2,048). Past it, writes wait. */
   aheadEntries?: number;
-  /** File-system operations in flight at once (default 4, libuv's thread pool). */
-  concurrency?: number;
-  /** Files open at once (default 64). */
-  openFiles?: number;
+  /** Worker threads (default: the cores, at most 4). */
+  workers?: number;
 }
 
 export interface ExtractOptions {
@@ -93,73 +94,24 @@ export interface ExtractOptions {
   limits?: ExtractLimits;
 }
 
-const DEFAULT_LIMITS: Required<ExtractLimits> = { aheadBytes: 16 * 1024 * 1024, aheadEntries: 1024, concurrency: 4, openFiles: 64 };
-/** At most this many buffers per writev (IOV_MAX is 1024 on Linux). */
-const WRITEV_BUFFERS = 256;
-
-/** A node-style fs call as a promise (lighter than fs/promises' FileHandle for thousands of small files). */
-const call = <T>(start: (done: (error: NodeJS.ErrnoException | null, value?: T) => void) => void) =>
-  new Promise<T>((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value as T))));
-
-/** A counting semaphore, first come first served. */
-class Gate {
-  private active = 0;
-  private readonly waiting: (() => void)[] = [];
-  constructor(private readonly limit: number) {}
-  async acquire(): Promise<void> {
-    if (this.active < this.limit) {
-      this.active += 1;
-      return;
-    }
-    await new Promise<void>((resolve) => this.waiting.push(resolve));
-  }
-  release(): void {
-    const next = this.waiting.shift();
-    if (next) next(); // the slot passes on
-    else this.active -= 1;
-  }
-  async run<T>(op: () => Promise<T>): Promise<T> {
-    await this.acquire();
-    try {
-      return await op();
-    } finally {
-      this.release();
-    }
-  }
-}
-
-/** A file's content as the parser hands it on, waiting for its job to write it. */
-class Body {
-  chunks: Buffer[] = [];
-  bytes = 0;
-  ended = false;
-  private wake: (() => void) | undefined;
-  push(chunk: Buffer): void {
-    this.chunks.push(chunk);
-    this.bytes += chunk.length;
-    this.poke();
-  }
-  end(): void {
-    this.ended = true;
-    this.poke();
-  }
-  /** Resolves on the next push, end or poke. */
-  more(): Promise<void> {
-    return new Promise((resolve) => (this.wake = resolve));
-  }
-  poke(): void {
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.();
-  }
-}
-
-/** A promise with its resolver outside (whether a file was created, for the hard links to it). */
-const deferred = <T>() => {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
+const DEFAULT_LIMITS: Required<ExtractLimits> = {
+  aheadBytes: 8 * 1024 * 1024,
+  aheadEntries: 2048,
+  workers: Math.min(4, os.availableParallelism()),
 };
+const NOT_FAILED = 0x7fffffff;
+/** The size of the reused buffers that carry a batch's content to a worker, and how many are kept. */
+const DATA_BUFFER = 128 * 1024;
+const SPARE_BUFFERS = 128;
+const WORKER_SOURCE = `(${extractWorker.toString()})()`;
+
+/** One worker's batch in the making: its items and the content they write. */
+interface Pending {
+  items: WorkerItem[];
+  chunks: Buffer[];
+  bytes: number;
+  entries: number;
+}
 
 /**
  * A Writable that extracts a tar stream into `stagingDir` (new, private, made by this restore) and finishes only
@@ -178,17 +130,16 @@ const deferred = <T>() => {
  * fails instead of being written through. File modes, owners and mtimes are set on the open descriptor.
  * Symlinks are restored verbatim (absolute or leaving the tree) and never followed.
  *
- * The checks above and the record run synchronously, in archive order, as the parser hands on each entry; what
- * they allow becomes a job of the lane of the entry's directory. A lane starts only once its directory's mkdir
- * has succeeded, runs its jobs one after another, and different lanes run at the same time (at most
- * `limits.concurrency` operations in flight). So an entry is only ever created inside a directory this
- * extractor made, and two names that alias each other meet in the same lane (they share a directory) or below
- * directories whose own creations collided: one of the exclusive creations fails, whatever the timing. A hard
- * link waits until its target is created (it may still be being written). Small files' content waits in
- * memory (limits.aheadBytes, limits.aheadEntries; past either, the stream's write callback waits), a large
- * file is written as it arrives. The first failure in archive order wins: jobs of earlier entries still run,
- * later ones do not, and the stream ends (finishes, fails or is destroyed) only when no job is in flight,
- * so a caller that removes the staging directory afterwards never races a pending creation.
+ * The checks and the record run on the calling thread, synchronously, in archive order. What they allow is done
+ * by worker threads (extract-worker.ts): each directory belongs to one worker, which creates it and everything
+ * in it, in archive order; different directories are filled at the same time. A creation that depends on
+ * another worker's (its directory's, a hard link's target) waits for it and is skipped if anything up to it
+ * failed, so nothing is ever created but inside a directory this extractor made, and two names that alias each
+ * other still meet in exclusive creations: one fails, whatever the timing. Content is sent on as it is parsed
+ * (a large file is written as it arrives); limits.aheadBytes and limits.aheadEntries bound what is sent and not
+ * yet written (past either, the stream's write callback waits). The failure of the earliest entry wins: earlier
+ * entries are still written, later ones are not, and the stream ends (finishes, fails or is destroyed) only
+ * when the workers answered for everything, so a caller that then removes staging never races a creation.
  */
 export function extractInto(stagingDir: string, options: ExtractOptions = {}): Writable & ExtractResult {
   const made = new Map<string, Made>([['', { kind: 'directory' }]]);
@@ -197,39 +148,52 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
   const unselected = new Map<string, DirectoryAttributes>();
   const { select } = options;
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
-  // The entry being parsed may wait for its content: the look-ahead must leave room for it.
-  limits.aheadEntries = Math.max(1, limits.aheadEntries);
-  limits.concurrency = Math.max(1, limits.concurrency);
-  limits.openFiles = Math.max(1, limits.openFiles);
-  const io = new Gate(limits.concurrency);
-  const openFiles = new Gate(limits.openFiles);
+  const workerCount = Math.max(1, Math.floor(limits.workers));
 
-  /** The tail of each directory's lane, by archive-relative key; a lane starts with its directory's mkdir. */
-  const lanes = new Map<string, Promise<void>>([['', Promise.resolve()]]);
-  /** Directories whose mkdir (by this extractor) succeeded: the only places a job creates anything in. */
-  const createdDirs = new Set<string>(['']);
-  /** Files of the archive: whether their creation succeeded (hard links wait for it). */
-  const fileCreated = new Map<string, Promise<boolean>>();
-  /** Bodies of files still waiting to be written. */
-  const bodies = new Set<Body>();
+  // [0, workers): each worker's progress; then STOP and FAILED (extract-worker.ts).
+  const shared = new Int32Array(new SharedArrayBuffer(4 * (workerCount + 2)));
+  shared.fill(-1, 0, workerCount);
+  const STOP = workerCount;
+  const FAILED = workerCount + 1;
+  shared[FAILED] = NOT_FAILED;
+  /** Content buffers back from the workers, for the next batches. */
+  const spare: ArrayBuffer[] = [];
+  /** Started when first sent something (an archive of one directory uses one). */
+  const workers: (Worker | undefined)[] = [];
+  const pending: Pending[] = [];
+  /** Batches sent to each worker and not yet answered, with what they hold. */
+  const sent: { bytes: number; entries: number }[][] = [];
+  for (let i = 0; i < workerCount; i++) {
+    pending.push({ items: [], chunks: [], bytes: 0, entries: 0 });
+    sent.push([]);
+  }
+  /** The worker that owns each directory (by archive-relative key): it creates it and what it holds. */
+  const owner = new Map<string, number>([['', 0]]);
+  let nextOwner = 0;
+  /** Where each created entry's creation runs: worker and sequence number (for what depends on it). */
+  const creation = new Map<string, { worker: number; seq: number }>([['', { worker: 0, seq: -1 }]]);
 
-  let sequence = 0; // jobs in archive order
-  let pending = 0; // jobs not settled
-  let aheadBytes = 0; // content parsed, not yet written
+  let sequence = 0; // creations in archive order
+  let aheadBytes = 0;
+  let aheadEntries = 0;
+  let inFlight = 0; // batches sent and not answered
   let failure: Error | undefined;
-  let failedAt = Infinity; // the sequence number of the job (or entry) that failed
-  let stopped = false; // destroyed: no job starts any more
-  let parserEnded = false;
+  let failedAt = NOT_FAILED;
   let heldWrite: ((error?: Error | null) => void) | undefined;
   let settledWaiters: (() => void)[] = [];
+  let closing: Promise<void> | undefined;
   /** The final callback, waiting for the parser's end (or the first failure). */
   let whenEnded: (() => void) | undefined;
 
+  const unsafe = (reason: string, p: unknown) => new UnsafeArchiveError(`refusing archive entry ${reason}: ${JSON.stringify(p)}`);
+  const onDisk = (parts: string[]) => path.join(stagingDir, ...parts);
+  const parentKey = (parts: string[]) => parts.slice(0, -1).join('/');
+
   const whenSettled = (then: () => void) => {
-    if (pending === 0) then();
+    if (inFlight === 0) then();
     else settledWaiters.push(then);
   };
-  const over = () => aheadBytes > limits.aheadBytes || pending > limits.aheadEntries;
+  const over = () => aheadBytes > limits.aheadBytes || aheadEntries > limits.aheadEntries;
   /** Lets a waiting write go on once the look-ahead is back under its bounds (or a failure ends the stream). */
   const relieve = () => {
     if (!heldWrite || (!failure && over())) return;
@@ -237,9 +201,6 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
     heldWrite = undefined;
     if (failure) whenSettled(() => callback(failure));
     else callback();
-  };
-  const wakeAll = () => {
-    for (const body of bodies) body.poke();
   };
   const finish = () => {
     const next = whenEnded;
@@ -251,67 +212,108 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
     if (at < failedAt) {
       failedAt = at;
       failure = error instanceof IntegrityError ? error : new Error(`cannot write the restored files: ${(error as Error).message}`);
+      // Nothing after it is created (a worker may be about to start something already sent).
+      for (;;) {
+        const current = Atomics.load(shared, FAILED);
+        if (at >= current || Atomics.compareExchange(shared, FAILED, current, at) === current) break;
+      }
     }
-    wakeAll(); // no more content comes: a job waiting for some stops
     relieve();
     finish();
   };
-  /** Jobs after a failure, and every job once destroyed, do not start. */
-  const skipping = (at: number) => stopped || at > failedAt;
-  const unsafe = (reason: string, p: unknown) => new UnsafeArchiveError(`refusing archive entry ${reason}: ${JSON.stringify(p)}`);
-  const onDisk = (parts: string[]) => path.join(stagingDir, ...parts);
-  const parentKey = (parts: string[]) => parts.slice(0, -1).join('/');
 
-  /** One exclusive creation; a name the file system already holds is an alias of an earlier entry. */
-  const create = async <T>(shown: string, make: () => Promise<T>): Promise<T> => {
-    try {
-      return await io.run(make);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST' || code === 'ELOOP' || code === 'ENOTDIR') {
-        throw unsafe('whose name the file system already holds for an earlier entry (a case or Unicode alias?)', shown);
-      }
-      throw error;
+  const answered = (worker: number, failures: WorkerFailure[]) => {
+    const batch = sent[worker]!.shift();
+    if (!batch) return;
+    inFlight -= 1;
+    aheadBytes -= batch.bytes;
+    aheadEntries -= batch.entries;
+    for (const f of failures) {
+      const alias = f.creation && (f.code === 'EEXIST' || f.code === 'ELOOP' || f.code === 'ENOTDIR');
+      fail(alias ? unsafe('whose name the file system already holds for an earlier entry (a case or Unicode alias?)', f.shown) : new Error(f.message), f.seq);
+    }
+    relieve();
+    if (inFlight === 0) {
+      const waiters = settledWaiters;
+      settledWaiters = [];
+      for (const waiter of waiters) waiter();
     }
   };
 
-  /**
-   * Queues `job` in the lane of directory `dir` (archive-relative key); returns the job's settling. It runs
-   * after the lane's earlier jobs, only if `dir` was created by this extractor and nothing earlier failed.
-   */
-  const enqueue = (dir: string, job: (at: number) => Promise<void>, onSkip?: () => void): Promise<void> => {
-    const at = sequence++;
-    pending += 1;
-    const tail = lanes.get(dir) ?? Promise.resolve();
-    const settled = tail
-      .then(async () => {
-        if (skipping(at) || !createdDirs.has(dir)) return onSkip?.();
-        try {
-          await job(at);
-        } catch (error) {
-          fail(error, at);
-        }
-      })
-      .finally(() => {
-        pending -= 1;
-        relieve();
-        if (pending === 0) {
-          const waiters = settledWaiters;
-          settledWaiters = [];
-          for (const waiter of waiters) waiter();
-        }
-      });
-    lanes.set(dir, settled);
-    return settled;
+  const start = (i: number): Worker => {
+    let worker = workers[i];
+    if (worker) return worker;
+    worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { shared: shared.buffer, index: i, keepOwners: KEEP_OWNERS } });
+    worker.on('message', ({ failures, data }: WorkerAnswer) => {
+      if (data?.byteLength === DATA_BUFFER && spare.length < SPARE_BUFFERS) spare.push(data);
+      answered(i, failures);
+    });
+    worker.on('error', (error) => {
+      // A worker that dies answers for nothing more: what it was sent is settled as failed.
+      fail(error, -1);
+      while (sent[i]!.length > 0) answered(i, []);
+    });
+    workers[i] = worker;
+    return worker;
   };
+
+  /** Sends every worker what was queued for it (all at once: a dependency is never sent after what waits for it). */
+  const flush = () => {
+    for (let i = 0; i < workerCount; i++) {
+      const batch = pending[i]!;
+      if (batch.items.length === 0) continue;
+      pending[i] = { items: [], chunks: [], bytes: 0, entries: 0 };
+      let data: ArrayBuffer | undefined;
+      if (batch.bytes > 0) {
+        // Buffers go to the worker and come back with its answer: reused, their pages are not faulted in again.
+        data = (batch.bytes <= DATA_BUFFER ? spare.pop() : undefined) ?? (Buffer.allocUnsafeSlow(Math.max(batch.bytes, DATA_BUFFER)).buffer as ArrayBuffer);
+        const joined = Buffer.from(data, 0, batch.bytes);
+        let at = 0;
+        for (const chunk of batch.chunks) at += chunk.copy(joined, at);
+      }
+      sent[i]!.push({ bytes: batch.bytes, entries: batch.entries });
+      inFlight += 1;
+      start(i).postMessage({ items: batch.items, ...(data ? { data } : {}) } satisfies WorkerBatch, data ? [data] : []);
+    }
+  };
+
+  /** The owner of directory `key`: assigned in turn as directories appear. */
+  const ownerOf = (key: string) => {
+    let worker = owner.get(key);
+    if (worker === undefined) {
+      worker = nextOwner;
+      nextOwner = (nextOwner + 1) % workerCount;
+      owner.set(key, worker);
+    }
+    return worker;
+  };
+
+  /** Queues a creation in the worker owning `dir`, after `after` (other creations it needs); returns its place. */
+  const queue = (dir: string, item: Omit<WorkerItem, 'seq' | 'deps'>, after: { worker: number; seq: number }[]) => {
+    const worker = ownerOf(dir);
+    const seq = sequence++;
+    const deps: number[] = [];
+    for (const dep of after) if (dep.worker !== worker && dep.seq >= 0) deps.push(dep.worker, dep.seq);
+    const batch = pending[worker]!;
+    batch.items.push({ ...item, seq, ...(deps.length > 0 ? { deps } : {}) });
+    batch.entries += 1;
+    aheadEntries += 1;
+    return { worker, seq };
+  };
+  /** The creation of the directory an entry goes in (it exists when its creation is done). */
+  const parentCreation = (parts: string[]) => creation.get(parentKey(parts)) ?? { worker: 0, seq: -1 };
 
   const mkdir = (parts: string[], shown: string, mode: number) => {
     const key = parts.join('/');
-    const done = enqueue(parentKey(parts), async () => {
-      await create(shown, () => call<void>((cb) => fs.mkdir(onDisk(parts), mode, (error) => cb(error))));
-      createdDirs.add(key);
-    });
-    lanes.set(key, done); // the directory's own lane starts once it exists
+    // A directory is created by the worker that owns it (and fills it), once its parent exists.
+    const worker = ownerOf(key);
+    const seq = sequence++;
+    const parent = parentCreation(parts);
+    const batch = pending[worker]!;
+    batch.items.push({ op: 'mkdir', seq, path: onDisk(parts), shown, mode, ...(parent.worker !== worker && parent.seq >= 0 ? { deps: [parent.worker, parent.seq] } : {}) });
+    batch.entries += 1;
+    aheadEntries += 1;
+    creation.set(key, { worker, seq });
   };
 
   /** Resolves the parents of `parts` against `made`, creating missing ones (when allowed). */
@@ -334,125 +336,45 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
 
   const symlink = (parts: string[], target: string, entry: tar.ReadEntry) => {
     if (target === '' || target.includes('\0')) throw unsafe('with an empty or NUL-bearing symlink target', entry.path);
-    made.set(parts.join('/'), { kind: 'symlink', target });
-    const shown = entry.path;
+    const key = parts.join('/');
+    made.set(key, { kind: 'symlink', target });
     const { uid, gid, mtime } = entry;
-    const where = onDisk(parts);
-    enqueue(parentKey(parts), async () => {
-      await create(shown, () => call<void>((cb) => fs.symlink(target, where, (error) => cb(error))));
-      if (KEEP_OWNERS && uid !== undefined && gid !== undefined) await io.run(() => call<void>((cb) => fs.lchown(where, uid, gid, (e) => cb(e))));
-      if (mtime) await io.run(() => call<void>((cb) => fs.lutimes(where, mtime, mtime, (e) => cb(e))));
+    queue(
+      parentKey(parts),
+      { op: 'symlink', path: onDisk(parts), shown: entry.path, target, uid, gid, ...(mtime ? { mtime: mtime.getTime() } : {}) },
+      [parentCreation(parts)],
+    );
+  };
+
+  const file = (parts: string[], entry: tar.ReadEntry) => {
+    const key = parts.join('/');
+    made.set(key, { kind: 'file' });
+    const placed = queue(parentKey(parts), { op: 'open', path: onDisk(parts), shown: entry.path }, [parentCreation(parts)]);
+    creation.set(key, placed);
+    const { uid, gid, mtime } = entry;
+    const mode = (entry.mode ?? 0o644) & 0o7777;
+    entry.on('data', (chunk: Buffer) => {
+      if (failure) return;
+      const batch = pending[placed.worker]!;
+      batch.items.push({ op: 'write', seq: placed.seq, offset: batch.bytes, length: chunk.length });
+      batch.chunks.push(chunk);
+      batch.bytes += chunk.length;
+      aheadBytes += chunk.length;
+    });
+    entry.on('end', () => {
+      if (failure) return;
+      pending[placed.worker]!.items.push({ op: 'close', seq: placed.seq, mode, uid, gid, ...(mtime ? { mtime: mtime.getTime() } : {}) });
     });
   };
 
   const link = (parts: string[], target: string[], shown: string) => {
     const key = parts.join('/');
     made.set(key, { kind: 'file' });
-    const created = deferred<boolean>();
-    fileCreated.set(key, created.promise);
-    const targetCreated = fileCreated.get(target.join('/')) ?? Promise.resolve(false);
-    enqueue(
-      parentKey(parts),
-      async (at) => {
-        try {
-          // The target is an earlier file: wait until it exists (its content may still be on its way).
-          if (!(await targetCreated)) {
-            if (!skipping(at)) throw new Error(`the hard link target of ${shown} was not created`);
-            return;
-          }
-          if (skipping(at)) return;
-          await create(shown, () => call<void>((cb) => fs.link(onDisk(target), onDisk(parts), (error) => cb(error))));
-          created.resolve(true);
-        } finally {
-          created.resolve(false);
-        }
-      },
-      () => created.resolve(false),
-    );
-  };
-
-  /** Writes `chunks` at the descriptor's position, all of them (writev may write less than asked). */
-  const writeAll = async (fd: number, chunks: Buffer[]) => {
-    let rest = chunks;
-    while (rest.length > 0) {
-      const batch = rest.slice(0, WRITEV_BUFFERS);
-      let written = await io.run(() => call<number>((cb) => fs.writev(fd, batch, (error, n) => cb(error, n))));
-      aheadBytes -= written;
-      const left: Buffer[] = [];
-      for (const chunk of batch) {
-        if (written >= chunk.length) written -= chunk.length;
-        else {
-          left.push(written > 0 ? chunk.subarray(written) : chunk);
-          written = 0;
-        }
-      }
-      rest = [...left, ...rest.slice(batch.length)];
-      relieve();
-    }
-  };
-
-  const file = (parts: string[], entry: tar.ReadEntry) => {
-    const key = parts.join('/');
-    made.set(key, { kind: 'file' });
-    const body = new Body();
-    bodies.add(body);
-    entry.on('data', (chunk: Buffer) => {
-      if (!bodies.has(body)) return;
-      aheadBytes += chunk.length;
-      body.push(chunk);
-    });
-    entry.on('end', () => body.end());
-    const created = deferred<boolean>();
-    fileCreated.set(key, created.promise);
-    const shown = entry.path;
-    const { uid, gid, mtime } = entry;
-    const mode = (entry.mode ?? 0o644) & 0o7777;
-    const where = onDisk(parts);
-    const forget = () => {
-      bodies.delete(body);
-      aheadBytes -= body.bytes;
-      body.chunks = [];
-      body.bytes = 0;
-      created.resolve(false);
-    };
-    enqueue(
-      parentKey(parts),
-      async (at) => {
-        await openFiles.acquire();
-        let fd: number | undefined;
-        try {
-          fd = await create(shown, () => call<number>((cb) => fs.open(where, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600, cb)));
-          created.resolve(true);
-          for (;;) {
-            if (stopped) return;
-            if (body.chunks.length > 0) {
-              const chunks = body.chunks;
-              body.chunks = [];
-              const bytes = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
-              body.bytes -= bytes;
-              await writeAll(fd, chunks);
-              continue;
-            }
-            if (body.ended) break;
-            if (skipping(at) || failure) return; // no more content comes
-            if (parserEnded) throw new IntegrityError(`the archive ends inside ${JSON.stringify(shown)}`);
-            await body.more();
-          }
-          const opened = fd;
-          if (KEEP_OWNERS && uid !== undefined && gid !== undefined) await io.run(() => call<void>((cb) => fs.fchown(opened, uid, gid, (e) => cb(e))));
-          await io.run(() => call<void>((cb) => fs.fchmod(opened, mode, (e) => cb(e))));
-          if (mtime) await io.run(() => call<void>((cb) => fs.futimes(opened, mtime, mtime, (e) => cb(e))));
-        } finally {
-          forget();
-          if (fd !== undefined) {
-            const opened = fd;
-            await io.run(() => call<void>((cb) => fs.close(opened, (e) => cb(e))));
-          }
-          openFiles.release();
-        }
-      },
-      forget,
-    );
+    // The target is an earlier file: its creation comes first (its content may still be on its way).
+    const targetCreation = creation.get(target.join('/'));
+    if (!targetCreation) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+    const placed = queue(parentKey(parts), { op: 'link', path: onDisk(parts), shown, target: onDisk(target) }, [parentCreation(parts), targetCreation]);
+    creation.set(key, placed);
   };
 
   /**
@@ -545,28 +467,43 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
     }
   });
   parser.on('error', (error: Error) => fail(new IntegrityError(`the archive is not a valid tar stream: ${error.message}`), sequence));
-  parser.on('end', () => {
-    parserEnded = true;
-    wakeAll();
-    finish();
-  });
+  parser.on('end', finish);
+
+  /**
+   * Sends what is left, then the last message to every worker (which closes any file left open), and resolves
+   * once all answered; the workers are then stopped.
+   */
+  const close = (stop: boolean) =>
+    (closing ??= new Promise<void>((resolve) => {
+      if (stop) Atomics.store(shared, STOP, 1);
+      flush();
+      workers.forEach((worker, i) => {
+        if (!worker) return;
+        sent[i]!.push({ bytes: 0, entries: 0 });
+        inFlight += 1;
+        worker.postMessage({ items: [], finish: true } satisfies WorkerBatch);
+      });
+      whenSettled(() => {
+        for (const worker of workers) void worker?.terminate();
+        resolve();
+      });
+    }));
 
   const sink = new Writable({
     write(chunk: Buffer, _encoding, callback) {
       if (!failure) parser.write(chunk);
+      flush();
       if (failure) return whenSettled(() => callback(failure));
       if (over()) heldWrite = callback;
       else callback();
     },
     final(callback) {
-      if (failure) return whenSettled(() => callback(failure));
-      whenEnded = () => whenSettled(() => callback(failure ?? null));
+      if (failure) return void close(false).then(() => callback(failure));
+      whenEnded = () => void close(false).then(() => callback(failure ?? null));
       parser.end();
     },
     destroy(error, callback) {
-      stopped = true;
-      wakeAll();
-      whenSettled(() => callback(error));
+      void close(true).then(() => callback(error));
     },
   }) as Writable & ExtractResult;
   Object.defineProperty(sink, 'directories', { get: () => [...directories.values()] });
@@ -576,7 +513,8 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
 }
 
 /**
- * Resolves once `sink` has closed, destroying it first if it is still open. A pipeline that fails upstream
+ * Resolves once `sink` has closed, destroying it first if it is still open (an extractInto() sink must be ended
+ * or destroyed: its worker threads live until then). A pipeline that fails upstream
  * rejects before its destroyed sink has closed; extractInto() closes only when none of its file-system jobs is
  * in flight, so a caller awaits this before it removes the staging directory.
  */

@@ -7,7 +7,7 @@
  *  - nothing outside the target changes (no file, no mode, no mtime), and the extraction itself changes
  *    nothing outside its staging directory;
  *  - it either succeeds or fails with an IntegrityError (a refused or invalid archive), never anything else;
- *  - whatever the extractor's look-ahead and concurrency (its file-system work runs as concurrent jobs).
+ *  - whatever the extractor's look-ahead and concurrency (its file-system work runs in worker threads).
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -91,8 +91,8 @@ describe('the restore extractor, under generated hostile tar sequences', () => {
         fc.boolean(),
         existing,
         fc.constantFrom(1, 100, 512, 4096),
-        // The extractor's look-ahead and concurrency: its defaults, the tightest, and wide.
-        fc.constantFrom<ExtractLimits | undefined>(undefined, { aheadBytes: 1, aheadEntries: 1, concurrency: 1, openFiles: 1 }, { concurrency: 16 }),
+        // The extractor's look-ahead and worker threads: its defaults, the tightest, and wide.
+        fc.constantFrom<ExtractLimits | undefined>(undefined, { aheadBytes: 1, aheadEntries: 1, workers: 1 }, { workers: 4 }),
         async (steps, force, present, chunkBytes, limits) => {
           const root = await fsp.mkdtemp(path.join(work, 'run-'));
           try {

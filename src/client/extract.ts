@@ -102,7 +102,7 @@ const DEFAULT_LIMITS: Required<ExtractLimits> = {
 const NOT_FAILED = 0x7fffffff;
 /** The size of the reused buffers that carry a batch's content to a worker, and how many are kept. */
 const DATA_BUFFER = 128 * 1024;
-const SPARE_BUFFERS = 128;
+const SPARE_BUFFERS = 64;
 const WORKER_SOURCE = `(${extractWorker.toString()})()`;
 
 /** One worker's batch in the making: its items and the content they write. */

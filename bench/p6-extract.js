@@ -14,8 +14,8 @@
  * its creates pay for the removal (0.5 ms per create instead of 0.04 ms after 3,000 removals). Run it with TMPDIR
  * on a directory other tests do not churn.
  * --poison <n>: before each round, create and remove n files next to it, to time a restore right after removals.
- * --module: the compiled module (under dist/client) that exports extractInto and placeTree, to compare with an
- * earlier build copied there.
+ * --module: the compiled module(s) (under dist/client, comma-separated) that export extractInto and placeTree, to
+ * compare with an earlier build copied there; they take turns within each round, in the same directory.
  */
 import fs from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -40,7 +40,8 @@ export async function main() {
   const opts = options({ rounds: 3, parsers: 1, module: 'extract.js', profile: '', workers: 0, aheadBytes: 0, aheadEntries: 0, poison: 0 });
   requireBuild();
   const { scanTree, packTree } = await import(path.join(DIST, 'client', 'archive.js'));
-  const { extractInto, placeTree } = await import(path.join(DIST, 'client', opts.module));
+  // Several modules (comma-separated) take turns within each round, in the same directory: the same file-system state.
+  const modules = await Promise.all(opts.module.split(',').map(async (name) => ({ name, ...(await import(path.join(DIST, 'client', name))) })));
   const work = tempDir('coffer-bench-p6-extract-');
   const tree = path.join(work, 'tree');
   generateTree(tree);
@@ -99,7 +100,8 @@ export async function main() {
         for (let i = 0; i < opts.poison; i++) fs.closeSync(fs.openSync(path.join(junk, String(i)), 'w'));
         fs.rmSync(junk, { recursive: true });
       }
-      const target = path.join(work, `restore-${r}`);
+      for (const [m, { name, extractInto, placeTree }] of (r % 2 === 0 ? modules : [...modules].reverse()).entries()) {
+      const target = path.join(work, `restore-${r}-${m}`);
       fs.mkdirSync(target);
       const staging = fs.mkdtempSync(path.join(target, '.coffer-restore-'));
       const limits = {};
@@ -111,20 +113,23 @@ export async function main() {
       const s = since(t);
       if (session) {
         const { profile } = await session.post('Profiler.stop');
-        fs.writeFileSync(opts.profile.replace(/(\.cpuprofile)?$/, `-${r + 1}.cpuprofile`), JSON.stringify(profile));
+        fs.writeFileSync(opts.profile.replace(/(\.cpuprofile)?$/, `-${r + 1}-${name}.cpuprofile`), JSON.stringify(profile));
       }
       await placeTree(staging, target, false, sink.directories);
       const got = treeDigest(target);
       if (got.digest !== source.digest) throw new Error('the extracted tree differs from the source');
-      samples.push(s);
-      log(`extract round ${r + 1}: ${show(s)} (load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')})`);
+      samples.push({ ...s, name });
+      log(`extract round ${r + 1} ${name}: ${show(s)} (load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')})`);
+      }
     }
     session?.disconnect();
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
-  const m = (k) => round(median(samples.map((s) => s[k])), 3);
-  log(`extract median: wall ${m('wall')} user ${m('user')} sys ${m('system')}`);
+  for (const { name } of modules) {
+    const m = (k) => round(median(samples.filter((s) => s.name === name).map((s) => s[k])), 3);
+    log(`extract median ${name}: wall ${m('wall')} user ${m('user')} sys ${m('system')}`);
+  }
 }
 
 runWhenMain(import.meta.url, main);

@@ -1,4 +1,4 @@
-/* global process */
+/* global process, Buffer */
 /**
  * P6 per stage: where the time of `coffer backup` and `coffer restore` goes on P6's 45 MiB tree, each stage of the
  * client pipeline timed alone, in this process, with the built client modules (dist/client): CLI start-up, the

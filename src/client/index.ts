@@ -59,7 +59,7 @@ export {
   type RestoreOptions,
   type RestoreResult,
 } from './restore.js';
-export { UnsafeArchiveError, type ListedEntry } from './archive.js';
+export { UnsafeArchiveError, type ListedEntry } from './extract.js';
 export { RestoreTargetError } from './restore.js';
 export { SourceReadError } from './fs-errors.js';
 export { UnreadableSourceError } from './archive.js';

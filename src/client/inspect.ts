@@ -5,7 +5,7 @@
  * restore would find.
  */
 import { randomInt } from 'node:crypto';
-import { discard, listInto, type ListedEntry } from './archive.js';
+import { discard, listInto, type ListedEntry } from './extract.js';
 import { IntegrityError, wipe, type BackupMetadata } from './envelope.js';
 import { openBackup, readBackup, type RestoreEvent } from './restore.js';
 import type { BackupRecordBody, CofferClient } from './sdk.js';

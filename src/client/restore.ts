@@ -10,7 +10,8 @@ import path from 'node:path';
 import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Meter, extractInto, extractRaw, placeTree } from './archive.js';
+import { Meter } from './archive.js';
+import { closed, extractInto, extractRaw, placeTree, type ExtractResult } from './extract.js';
 import { decompressor } from './compression.js';
 import { DecryptStream, IntegrityError, openMetadata, unwrapDek, wipe, type BackupMetadata } from './envelope.js';
 import type { SkippedEntry } from './envelope-format.js';
@@ -271,9 +272,9 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
     const created = await createTarget(target);
     const staging = await fsp.mkdtemp(path.join(target, '.coffer-restore-'));
     let done = false;
+    let sink: (Writable & ExtractResult) | undefined;
     try {
-      const sink =
-        metadata.archive === 'raw' ? extractRaw(staging, metadata.name, new Date(metadata.createdAt)) : extractInto(staging, { select });
+      sink = metadata.archive === 'raw' ? extractRaw(staging, metadata.name, new Date(metadata.createdAt)) : extractInto(staging, { select });
       await readBackup(opened, { client, sink, signal, retries: options.retries, onEvent: emit });
       if (select && sink.entries === 0) throw nothing();
       await placeTree(staging, target, !!options.force, sink.directories);
@@ -281,6 +282,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
       return { detail, metadata, entries: sink.entries, target, skipped: sink.skipped };
     } finally {
       if (!done) {
+        if (sink) await closed(sink); // no creation of the extractor may still be on its way into staging
         await fsp.rm(staging, { recursive: true, force: true }).catch(() => undefined);
         if (created) await fsp.rm(created, { recursive: true, force: true }).catch(() => undefined);
       }

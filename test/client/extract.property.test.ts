@@ -1,12 +1,13 @@
 /**
- * Property test of the restore extractor (src/client/archive.ts): generated sequences of File, Directory,
+ * Property test of the restore extractor (src/client/extract.ts): generated sequences of File, Directory,
  * SymbolicLink and Link entries with hostile names (`..`, absolute, case and Unicode aliases, repeats) and
  * hostile targets (outside the tree, through earlier links), as real tar bytes fed in random chunk sizes into
  * extractInto() and, when that succeeds, placeTree() (with and without --force over a target holding symlinks
  * to the outside). Whatever the sequence:
  *  - nothing outside the target changes (no file, no mode, no mtime), and the extraction itself changes
  *    nothing outside its staging directory;
- *  - it either succeeds or fails with an IntegrityError (a refused or invalid archive), never anything else.
+ *  - it either succeeds or fails with an IntegrityError (a refused or invalid archive), never anything else;
+ *  - whatever the extractor's look-ahead and concurrency (its file-system work runs in worker threads).
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -14,7 +15,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { extractInto, placeTree } from '../../src/client/archive.js';
+import { extractInto, placeTree, type ExtractLimits } from '../../src/client/extract.js';
 import { IntegrityError } from '../../src/client/envelope.js';
 import { tempDir } from '../helpers/tmp.js';
 import { tarArchive, treeState as state, type TarEntrySpec } from './helpers.js';
@@ -90,7 +91,9 @@ describe('the restore extractor, under generated hostile tar sequences', () => {
         fc.boolean(),
         existing,
         fc.constantFrom(1, 100, 512, 4096),
-        async (steps, force, present, chunkBytes) => {
+        // The extractor's look-ahead and worker threads: its defaults, the tightest, and wide.
+        fc.constantFrom<ExtractLimits | undefined>(undefined, { aheadBytes: 1, aheadEntries: 1, workers: 1 }, { workers: 4 }),
+        async (steps, force, present, chunkBytes, limits) => {
           const root = await fsp.mkdtemp(path.join(work, 'run-'));
           try {
             const outside = path.join(root, 'outside');
@@ -110,7 +113,7 @@ describe('the restore extractor, under generated hostile tar sequences', () => {
             const chunks = Array.from({ length: Math.ceil(tar.length / chunkBytes) }, (_, i) => tar.subarray(i * chunkBytes, (i + 1) * chunkBytes));
 
             const staging = await fsp.mkdtemp(path.join(target, '.coffer-restore-'));
-            const sink = extractInto(staging);
+            const sink = extractInto(staging, { limits });
             const failure = await pipeline(Readable.from(chunks), sink).then(
               () => undefined,
               (error: unknown) => error,
@@ -132,8 +135,8 @@ describe('the restore extractor, under generated hostile tar sequences', () => {
         // The attacks found by hand, always among the runs: a hard link to a symlink then an entry below it, and
         // a directory replaced by a symlink to the outside (the attribute pass must not follow it).
         examples: [
-          [[stepOf('SymbolicLink', 's', OUTSIDE), stepOf('Link', 'h', { earlier: 0 }), stepOf('File', { earlier: 1, below: true })], false, [], 512],
-          [[stepOf('Directory', 'd'), stepOf('SymbolicLink', { earlier: 0 }, OUTSIDE)], false, [], 512],
+          [[stepOf('SymbolicLink', 's', OUTSIDE), stepOf('Link', 'h', { earlier: 0 }), stepOf('File', { earlier: 1, below: true })], false, [], 512, undefined],
+          [[stepOf('Directory', 'd'), stepOf('SymbolicLink', { earlier: 0 }, OUTSIDE)], false, [], 512, undefined],
         ],
       },
     );

@@ -292,7 +292,7 @@ export function startCli(args: string[], env: Record<string, string | undefined>
 export interface TarEntrySpec {
   path: string;
   type?: 'File' | 'SymbolicLink' | 'Directory' | 'Link';
-  body?: string;
+  body?: string | Buffer;
   linkpath?: string;
   mode?: number;
   mtime?: Date;

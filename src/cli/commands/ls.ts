@@ -1,6 +1,6 @@
 /** `coffer ls <id> [path]`: the entries of a backup (decrypted and checked whole first; nothing is written). */
 import type { Command } from 'commander';
-import type { ListedEntry } from '../../client/archive.js';
+import type { ListedEntry } from '../../client/extract.js';
 import { wipe } from '../../client/envelope.js';
 import { listBackup } from '../../client/inspect.js';
 import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, unlock } from '../client-io.js';

@@ -1,0 +1,703 @@
+/**
+ * The restore side of the plaintext archive: safe extraction of a tar stream into a private staging directory,
+ * listing, and the move of the verified staging tree into the target (archive.ts makes the tar stream).
+ *
+ * Restore: gunzip/unzstd → tar, into a private staging directory (new, 0700, made by this restore inside the
+ *          target). The rules, which hold for any sequence of entries (extractInto() has the details):
+ *          - no byte, mode, owner or time is applied outside staging during extraction: paths are resolved
+ *            lexically against what the extractor itself created, never through a link on disk; an entry
+ *            below anything but a directory it created, replacing an earlier entry, or named with `..` or an
+ *            absolute path is refused; a hard link to a symlink becomes a copy of that symlink;
+ *          - every creation is exclusive, so case or Unicode aliases fail instead of redirecting a write;
+ *          - attributes use no-follow forms (descriptor-based fchmod/futimes, lutimes, O_NOFOLLOW opens);
+ *          - the staging tree is moved into the target only after the caller has authenticated the whole
+ *            archive and checked its size and SHA-256 (placeTree), so a failed restore writes nothing; the
+ *            move and the attribute pass never enter a symlink of the target.
+ *
+ * Speed: creating a file costs the kernel far more than anything the extractor does (0.3–0.9 ms per create on
+ * ext4 in a VM, where the whole P6 restore's own work is ~0.1 ms per file), and creates in one directory are
+ * serialized by its lock while creates in different directories run side by side. So the checks run on the
+ * main thread in archive order, and the file-system work runs as asynchronous jobs (libuv's thread pool), one
+ * lane per directory: jobs in a directory one after another, different directories at the same time.
+ */
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { Worker } from 'node:worker_threads';
+import * as tar from 'tar';
+import { IntegrityError } from './envelope.js';
+import { isPlainName, type SkippedEntry } from './envelope-format.js';
+import { extractWorker, type WorkerAnswer, type WorkerBatch, type WorkerFailure, type WorkerItem } from './extract-worker.js';
+
+/** A refused archive entry: the archive decrypted fine but is not safe to write. */
+export class UnsafeArchiveError extends IntegrityError {}
+
+const RESTORED_TYPES = new Set(['File', 'OldFile', 'ContiguousFile', 'Directory', 'SymbolicLink', 'Link']);
+
+const SEPARATORS = process.platform === 'win32' ? /[/\\]+/ : /\/+/;
+
+const { O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fs.constants;
+
+/** Restoring as root keeps the archived owners (like tar); anyone else owns what they restore. */
+const KEEP_OWNERS = process.getuid?.() === 0;
+
+/** `p` as archive-relative segments, or a reason it is unsafe. */
+function segments(p: string, field: string): string[] {
+  if (p.includes('\0')) throw new UnsafeArchiveError(`refusing archive entry with a NUL byte in its ${field}`);
+  if (p.startsWith('/') || (process.platform === 'win32' && (p.startsWith('\\') || /^[A-Za-z]:/.test(p)))) {
+    throw new UnsafeArchiveError(`refusing archive entry with an absolute ${field}: ${JSON.stringify(p)}`);
+  }
+  const parts = p.split(SEPARATORS).filter((part) => part !== '' && part !== '.');
+  if (parts.includes('..')) {
+    throw new UnsafeArchiveError(`refusing archive entry whose ${field} leaves the target directory: ${JSON.stringify(p)}`);
+  }
+  return parts;
+}
+
+export interface DirectoryAttributes {
+  path: string; // archive-relative, '/'-joined
+  mode: number;
+  mtime: Date;
+  uid?: number;
+  gid?: number;
+}
+
+/** What the extractor itself made in staging, by archive-relative path: the only truth it resolves paths against. */
+type Made = ({ kind: 'directory' } | { kind: 'file' } | { kind: 'symlink'; target: string }) & {
+  /** An entry of the archive that a partial restore did not write (its kind still rules what may follow). */
+  skipped?: boolean;
+};
+
+export interface ExtractResult {
+  directories: DirectoryAttributes[];
+  /** Entries written. */
+  entries: number;
+  /** Selected entries that could not be restored (a hard link to a file outside the selection). */
+  skipped: SkippedEntry[];
+}
+
+/** How far the extractor may run ahead of the file system, and how many threads do the file-system work. */
+export interface ExtractLimits {
+  /** File content sent to the workers and not yet written (bytes; default 8 MiB). Past it, writes wait. */
+  aheadBytes?: number;
+  /** Entries sent to the workers and not yet done (default 2,048). Past it, writes wait. */
+  aheadEntries?: number;
+  /** Worker threads (default: the cores, at most 4). */
+  workers?: number;
+}
+
+export interface ExtractOptions {
+  /** A partial restore: only the entries this accepts (and the directories above them) are written. */
+  select?: (relative: string, isDirectory: boolean) => boolean;
+  limits?: ExtractLimits;
+}
+
+const DEFAULT_LIMITS: Required<ExtractLimits> = {
+  aheadBytes: 8 * 1024 * 1024,
+  aheadEntries: 2048,
+  workers: Math.min(4, os.availableParallelism()),
+};
+const NOT_FAILED = 0x7fffffff;
+/** The size of the reused buffers that carry a batch's content to a worker, and how many are kept. */
+const DATA_BUFFER = 128 * 1024;
+const SPARE_BUFFERS = 64;
+const WORKER_SOURCE = `(${extractWorker.toString()})()`;
+
+/** One worker's batch in the making: its items and the content they write. */
+interface Pending {
+  items: WorkerItem[];
+  chunks: Buffer[];
+  bytes: number;
+  entries: number;
+}
+
+/**
+ * A Writable that extracts a tar stream into `stagingDir` (new, private, made by this restore) and finishes only
+ * when everything is written. Directories are created owner-writable (so the tree can be filled and moved);
+ * their archived modes and mtimes are collected for placeTree().
+ *
+ * No path is ever resolved through the file system's view of staging. Every entry is resolved lexically against
+ * a record of what this extractor created there, and refused unless:
+ *  - its path and a hard link's target are relative, without `..` or NUL;
+ *  - every parent is a directory this extractor created (never a symlink, a file or a hard link);
+ *  - it does not replace an earlier entry (only a directory may be repeated, which updates its attributes);
+ *  - a hard link names an earlier file of the archive; a hard link to a symlink becomes that symlink (a copy
+ *    of it, so the link can never serve as a path to write through), a hard link to a directory is refused.
+ * Every creation is exclusive (mkdir, open O_CREAT|O_EXCL|O_NOFOLLOW, symlink, link), so a name that the file
+ * system takes for an earlier one (case or Unicode aliases on case- or normalization-insensitive file systems)
+ * fails instead of being written through. File modes, owners and mtimes are set on the open descriptor.
+ * Symlinks are restored verbatim (absolute or leaving the tree) and never followed.
+ *
+ * The checks and the record run on the calling thread, synchronously, in archive order. What they allow is done
+ * by worker threads (extract-worker.ts): each directory belongs to one worker, which creates it and everything
+ * in it, in archive order; different directories are filled at the same time. A creation that depends on
+ * another worker's (its directory's, a hard link's target) waits for it and is skipped if anything up to it
+ * failed, so nothing is ever created but inside a directory this extractor made, and two names that alias each
+ * other still meet in exclusive creations: one fails, whatever the timing. Content is sent on as it is parsed
+ * (a large file is written as it arrives); limits.aheadBytes and limits.aheadEntries bound what is sent and not
+ * yet written (past either, the stream's write callback waits). The failure of the earliest entry wins: earlier
+ * entries are still written, later ones are not, and the stream ends (finishes, fails or is destroyed) only
+ * when the workers answered for everything, so a caller that then removes staging never races a creation.
+ */
+export function extractInto(stagingDir: string, options: ExtractOptions = {}): Writable & ExtractResult {
+  const made = new Map<string, Made>([['', { kind: 'directory' }]]);
+  const directories = new Map<string, DirectoryAttributes>();
+  /** Directories of the archive left out by `select`, kept in case a selected entry lies below one. */
+  const unselected = new Map<string, DirectoryAttributes>();
+  const { select } = options;
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const workerCount = Math.max(1, Math.floor(limits.workers));
+
+  // [0, workers): each worker's progress; then STOP and FAILED (extract-worker.ts).
+  const shared = new Int32Array(new SharedArrayBuffer(4 * (workerCount + 2)));
+  shared.fill(-1, 0, workerCount);
+  const STOP = workerCount;
+  const FAILED = workerCount + 1;
+  shared[FAILED] = NOT_FAILED;
+  /** Content buffers back from the workers, for the next batches. */
+  const spare: ArrayBuffer[] = [];
+  /** Started when first sent something (an archive of one directory uses one). */
+  const workers: (Worker | undefined)[] = [];
+  const pending: Pending[] = [];
+  /** Batches sent to each worker and not yet answered, with what they hold. */
+  const sent: { bytes: number; entries: number }[][] = [];
+  for (let i = 0; i < workerCount; i++) {
+    pending.push({ items: [], chunks: [], bytes: 0, entries: 0 });
+    sent.push([]);
+  }
+  /** The worker that owns each directory (by archive-relative key): it creates it and what it holds. */
+  const owner = new Map<string, number>([['', 0]]);
+  let nextOwner = 0;
+  /** Where each created entry's creation runs: worker and sequence number (for what depends on it). */
+  const creation = new Map<string, { worker: number; seq: number }>([['', { worker: 0, seq: -1 }]]);
+
+  let sequence = 0; // creations in archive order
+  let aheadBytes = 0;
+  let aheadEntries = 0;
+  let inFlight = 0; // batches sent and not answered
+  let failure: Error | undefined;
+  let failedAt = NOT_FAILED;
+  let heldWrite: ((error?: Error | null) => void) | undefined;
+  let settledWaiters: (() => void)[] = [];
+  let closing: Promise<void> | undefined;
+  /** The final callback, waiting for the parser's end (or the first failure). */
+  let whenEnded: (() => void) | undefined;
+
+  const unsafe = (reason: string, p: unknown) => new UnsafeArchiveError(`refusing archive entry ${reason}: ${JSON.stringify(p)}`);
+  const onDisk = (parts: string[]) => path.join(stagingDir, ...parts);
+  const parentKey = (parts: string[]) => parts.slice(0, -1).join('/');
+
+  const whenSettled = (then: () => void) => {
+    if (inFlight === 0) then();
+    else settledWaiters.push(then);
+  };
+  const over = () => aheadBytes > limits.aheadBytes || aheadEntries > limits.aheadEntries;
+  /** Lets a waiting write go on once the look-ahead is back under its bounds (or a failure ends the stream). */
+  const relieve = () => {
+    if (!heldWrite || (!failure && over())) return;
+    const callback = heldWrite;
+    heldWrite = undefined;
+    if (failure) whenSettled(() => callback(failure));
+    else callback();
+  };
+  const finish = () => {
+    const next = whenEnded;
+    whenEnded = undefined;
+    next?.();
+  };
+  /** Records a failure; the one of the earliest entry wins. A file-system error that is not a refusal is reported as such. */
+  const fail = (error: unknown, at: number) => {
+    if (at < failedAt) {
+      failedAt = at;
+      failure = error instanceof IntegrityError ? error : new Error(`cannot write the restored files: ${(error as Error).message}`);
+      // Nothing after it is created (a worker may be about to start something already sent).
+      for (;;) {
+        const current = Atomics.load(shared, FAILED);
+        if (at >= current || Atomics.compareExchange(shared, FAILED, current, at) === current) break;
+      }
+    }
+    relieve();
+    finish();
+  };
+
+  const answered = (worker: number, failures: WorkerFailure[]) => {
+    const batch = sent[worker]!.shift();
+    if (!batch) return;
+    inFlight -= 1;
+    aheadBytes -= batch.bytes;
+    aheadEntries -= batch.entries;
+    for (const f of failures) {
+      const alias = f.creation && (f.code === 'EEXIST' || f.code === 'ELOOP' || f.code === 'ENOTDIR');
+      fail(alias ? unsafe('whose name the file system already holds for an earlier entry (a case or Unicode alias?)', f.shown) : new Error(f.message), f.seq);
+    }
+    relieve();
+    if (inFlight === 0) {
+      const waiters = settledWaiters;
+      settledWaiters = [];
+      for (const waiter of waiters) waiter();
+    }
+  };
+
+  const start = (i: number): Worker => {
+    let worker = workers[i];
+    if (worker) return worker;
+    worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { shared: shared.buffer, index: i, keepOwners: KEEP_OWNERS } });
+    worker.on('message', ({ failures, data }: WorkerAnswer) => {
+      if (data?.byteLength === DATA_BUFFER && spare.length < SPARE_BUFFERS) spare.push(data);
+      answered(i, failures);
+    });
+    worker.on('error', (error) => {
+      // A worker that dies answers for nothing more: what it was sent is settled as failed.
+      fail(error, -1);
+      while (sent[i]!.length > 0) answered(i, []);
+    });
+    workers[i] = worker;
+    return worker;
+  };
+
+  /** Sends every worker what was queued for it (all at once: a dependency is never sent after what waits for it). */
+  const flush = () => {
+    for (let i = 0; i < workerCount; i++) {
+      const batch = pending[i]!;
+      if (batch.items.length === 0) continue;
+      pending[i] = { items: [], chunks: [], bytes: 0, entries: 0 };
+      let data: ArrayBuffer | undefined;
+      if (batch.bytes > 0) {
+        // Buffers go to the worker and come back with its answer: reused, their pages are not faulted in again.
+        data = (batch.bytes <= DATA_BUFFER ? spare.pop() : undefined) ?? (Buffer.allocUnsafeSlow(Math.max(batch.bytes, DATA_BUFFER)).buffer as ArrayBuffer);
+        const joined = Buffer.from(data, 0, batch.bytes);
+        let at = 0;
+        for (const chunk of batch.chunks) at += chunk.copy(joined, at);
+      }
+      sent[i]!.push({ bytes: batch.bytes, entries: batch.entries });
+      inFlight += 1;
+      start(i).postMessage({ items: batch.items, ...(data ? { data } : {}) } satisfies WorkerBatch, data ? [data] : []);
+    }
+  };
+
+  /** The owner of directory `key`: assigned in turn as directories appear. */
+  const ownerOf = (key: string) => {
+    let worker = owner.get(key);
+    if (worker === undefined) {
+      worker = nextOwner;
+      nextOwner = (nextOwner + 1) % workerCount;
+      owner.set(key, worker);
+    }
+    return worker;
+  };
+
+  /** Queues a creation in the worker owning `dir`, after `after` (other creations it needs); returns its place. */
+  const queue = (dir: string, item: Omit<WorkerItem, 'seq' | 'deps'>, after: { worker: number; seq: number }[]) => {
+    const worker = ownerOf(dir);
+    const seq = sequence++;
+    const deps: number[] = [];
+    for (const dep of after) if (dep.worker !== worker && dep.seq >= 0) deps.push(dep.worker, dep.seq);
+    const batch = pending[worker]!;
+    batch.items.push({ ...item, seq, ...(deps.length > 0 ? { deps } : {}) });
+    batch.entries += 1;
+    aheadEntries += 1;
+    return { worker, seq };
+  };
+  /** The creation of the directory an entry goes in (it exists when its creation is done). */
+  const parentCreation = (parts: string[]) => creation.get(parentKey(parts)) ?? { worker: 0, seq: -1 };
+
+  const mkdir = (parts: string[], shown: string, mode: number) => {
+    const key = parts.join('/');
+    // A directory is created by the worker that owns it (and fills it), once its parent exists.
+    const worker = ownerOf(key);
+    const seq = sequence++;
+    const parent = parentCreation(parts);
+    const batch = pending[worker]!;
+    batch.items.push({ op: 'mkdir', seq, path: onDisk(parts), shown, mode, ...(parent.worker !== worker && parent.seq >= 0 ? { deps: [parent.worker, parent.seq] } : {}) });
+    batch.entries += 1;
+    aheadEntries += 1;
+    creation.set(key, { worker, seq });
+  };
+
+  /** Resolves the parents of `parts` against `made`, creating missing ones (when allowed). */
+  const parents = (parts: string[], shown: string, createMissing: boolean) => {
+    for (let i = 1; i < parts.length; i++) {
+      const key = parts.slice(0, i).join('/');
+      const known = made.get(key);
+      if (known?.kind === 'directory' && !known.skipped) continue;
+      if (known?.kind === 'symlink') throw unsafe('that would be written through a symlink', shown);
+      if (known?.kind === 'file') throw unsafe('below a file', shown);
+      if (!known && !createMissing) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+      // A missing parent, or a directory of the archive that the selection left out: made now, with the
+      // archived attributes when the archive had it.
+      mkdir(parts.slice(0, i), shown, 0o755);
+      made.set(key, { kind: 'directory' });
+      const attributes = unselected.get(key);
+      if (attributes) directories.set(key, attributes);
+    }
+  };
+
+  const symlink = (parts: string[], target: string, entry: tar.ReadEntry) => {
+    if (target === '' || target.includes('\0')) throw unsafe('with an empty or NUL-bearing symlink target', entry.path);
+    const key = parts.join('/');
+    made.set(key, { kind: 'symlink', target });
+    const { uid, gid, mtime } = entry;
+    queue(
+      parentKey(parts),
+      { op: 'symlink', path: onDisk(parts), shown: entry.path, target, uid, gid, ...(mtime ? { mtime: mtime.getTime() } : {}) },
+      [parentCreation(parts)],
+    );
+  };
+
+  const file = (parts: string[], entry: tar.ReadEntry) => {
+    const key = parts.join('/');
+    made.set(key, { kind: 'file' });
+    const placed = queue(parentKey(parts), { op: 'open', path: onDisk(parts), shown: entry.path }, [parentCreation(parts)]);
+    creation.set(key, placed);
+    const { uid, gid, mtime } = entry;
+    const mode = (entry.mode ?? 0o644) & 0o7777;
+    entry.on('data', (chunk: Buffer) => {
+      if (failure) return;
+      const batch = pending[placed.worker]!;
+      batch.items.push({ op: 'write', seq: placed.seq, offset: batch.bytes, length: chunk.length });
+      batch.chunks.push(chunk);
+      batch.bytes += chunk.length;
+      aheadBytes += chunk.length;
+    });
+    entry.on('end', () => {
+      if (failure) return;
+      pending[placed.worker]!.items.push({ op: 'close', seq: placed.seq, mode, uid, gid, ...(mtime ? { mtime: mtime.getTime() } : {}) });
+    });
+  };
+
+  const link = (parts: string[], target: string[], shown: string) => {
+    const key = parts.join('/');
+    made.set(key, { kind: 'file' });
+    // The target is an earlier file: its creation comes first (its content may still be on its way).
+    const targetCreation = creation.get(target.join('/'));
+    if (!targetCreation) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+    const placed = queue(parentKey(parts), { op: 'link', path: onDisk(parts), shown, target: onDisk(target) }, [parentCreation(parts), targetCreation]);
+    creation.set(key, placed);
+  };
+
+  /**
+   * An entry the selection leaves out: nothing is written, but it is checked and recorded like a written one,
+   * so the refusals of a partial restore are those of a full one (nothing may replace it or lie below a
+   * symlink or a file of the archive).
+   */
+  const skip = (parts: string[], key: string, entry: tar.ReadEntry) => {
+    for (let i = 1; i < parts.length; i++) {
+      const known = made.get(parts.slice(0, i).join('/'));
+      if (known?.kind === 'symlink') throw unsafe('that would be written through a symlink', entry.path);
+      if (known?.kind === 'file') throw unsafe('below a file', entry.path);
+    }
+    const known = made.get(key);
+    if (known && !(known.kind === 'directory' && entry.type === 'Directory')) throw unsafe('that replaces an earlier entry', entry.path);
+    if (entry.type === 'Directory') {
+      if (!known) made.set(key, { kind: 'directory', skipped: true });
+      const attributes = { path: key, mode: (entry.mode ?? 0o755) & 0o7777, mtime: entry.mtime ?? new Date(), uid: entry.uid, gid: entry.gid };
+      if (made.get(key)?.skipped) unselected.set(key, attributes);
+      else directories.set(key, attributes);
+    } else if (entry.type === 'SymbolicLink') {
+      const target = String(entry.linkpath ?? '');
+      if (target === '' || target.includes('\0')) throw unsafe('with an empty or NUL-bearing symlink target', entry.path);
+      made.set(key, { kind: 'symlink', target, skipped: true });
+    } else if (entry.type === 'Link') {
+      const shown = String(entry.linkpath ?? '');
+      const linked = made.get(segments(shown, 'hard link target').join('/'));
+      if (!linked) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+      if (linked.kind === 'directory') throw unsafe('that is a hard link to a directory', entry.path);
+      made.set(key, linked.kind === 'symlink' ? { kind: 'symlink', target: linked.target, skipped: true } : { kind: 'file', skipped: true });
+    } else made.set(key, { kind: 'file', skipped: true });
+    entry.resume();
+  };
+
+  const restore = (entry: tar.ReadEntry) => {
+    const parts = segments(entry.path, 'path');
+    if (!RESTORED_TYPES.has(entry.type)) return entry.resume(); // devices, FIFOs: not restored
+    if (parts.length === 0) {
+      if (entry.type === 'Directory') return entry.resume(); // the archive root ('./') itself
+      throw unsafe('without a name', entry.path);
+    }
+    const key = parts.join('/');
+    if (select && !select(key, entry.type === 'Directory')) return skip(parts, key, entry);
+    parents(parts, entry.path, true);
+    const known = made.get(key);
+    if (known && !(known.kind === 'directory' && entry.type === 'Directory')) throw unsafe('that replaces an earlier entry', entry.path);
+    sink.entries += 1;
+    switch (entry.type) {
+      case 'Directory':
+        if (!known || known.skipped) {
+          mkdir(parts, entry.path, 0o700);
+          made.set(key, { kind: 'directory' });
+        }
+        directories.set(key, { path: key, mode: (entry.mode ?? 0o755) & 0o7777, mtime: entry.mtime ?? new Date(), uid: entry.uid, gid: entry.gid });
+        return entry.resume();
+      case 'SymbolicLink':
+        symlink(parts, String(entry.linkpath ?? ''), entry);
+        return entry.resume();
+      case 'Link': {
+        const shown = String(entry.linkpath ?? '');
+        const target = segments(shown, 'hard link target');
+        const early = made.get(target.join('/'));
+        if (early?.kind === 'file' && early.skipped) {
+          // Its content was not written: there is nothing to link to (its parents were checked when it passed).
+          sink.entries -= 1;
+          sink.skipped.push({ path: key, reason: `a hard link to ${target.join('/')}, which the selection leaves out (include it too)` });
+          return entry.resume();
+        }
+        parents(target, shown, false);
+        const linked = made.get(target.join('/'));
+        if (!linked) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+        if (linked.kind === 'directory') throw unsafe('that is a hard link to a directory', entry.path);
+        if (linked.kind === 'symlink') symlink(parts, linked.target, entry);
+        else link(parts, target, entry.path);
+        return entry.resume();
+      }
+      default:
+        return file(parts, entry);
+    }
+  };
+
+  const parser = new tar.Parser({ strict: true });
+  parser.on('entry', (entry: tar.ReadEntry) => {
+    if (failure) return entry.resume();
+    try {
+      restore(entry);
+    } catch (error) {
+      fail(error, sequence);
+      entry.resume();
+    }
+  });
+  parser.on('error', (error: Error) => fail(new IntegrityError(`the archive is not a valid tar stream: ${error.message}`), sequence));
+  parser.on('end', finish);
+
+  /**
+   * Sends what is left, then the last message to every worker (which closes any file left open), and resolves
+   * once all answered; the workers are then stopped.
+   */
+  const close = (stop: boolean) =>
+    (closing ??= new Promise<void>((resolve) => {
+      if (stop) Atomics.store(shared, STOP, 1);
+      flush();
+      workers.forEach((worker, i) => {
+        if (!worker) return;
+        sent[i]!.push({ bytes: 0, entries: 0 });
+        inFlight += 1;
+        worker.postMessage({ items: [], finish: true } satisfies WorkerBatch);
+      });
+      whenSettled(() => {
+        for (const worker of workers) void worker?.terminate();
+        resolve();
+      });
+    }));
+
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      if (!failure) parser.write(chunk);
+      flush();
+      if (failure) return whenSettled(() => callback(failure));
+      if (over()) heldWrite = callback;
+      else callback();
+    },
+    final(callback) {
+      if (failure) return void close(false).then(() => callback(failure));
+      whenEnded = () => void close(false).then(() => callback(failure ?? null));
+      parser.end();
+    },
+    destroy(error, callback) {
+      void close(true).then(() => callback(error));
+    },
+  }) as Writable & ExtractResult;
+  Object.defineProperty(sink, 'directories', { get: () => [...directories.values()] });
+  sink.entries = 0;
+  sink.skipped = [];
+  return sink;
+}
+
+/**
+ * Resolves once `sink` has closed, destroying it first if it is still open (an extractInto() sink must be ended
+ * or destroyed: its worker threads live until then). A pipeline that fails upstream
+ * rejects before its destroyed sink has closed; extractInto() closes only when none of its file-system jobs is
+ * in flight, so a caller awaits this before it removes the staging directory.
+ */
+export async function closed(sink: Writable): Promise<void> {
+  if (sink.closed) return;
+  const done = new Promise<void>((resolve) => sink.once('close', () => resolve()));
+  sink.destroy();
+  await done;
+}
+
+/** One entry of a backup as `coffer ls` shows it. */
+export interface ListedEntry {
+  /** Archive-relative, '/'-separated, without a leading './' or a trailing '/'. */
+  path: string;
+  type: 'file' | 'directory' | 'symlink' | 'hardlink' | 'other';
+  size: number;
+  mode: number;
+  /** RFC 3339, whole seconds (as tar keeps them); null when the entry has none. */
+  mtime: string | null;
+  /** A symlink's target or a hard link's (archive-relative) target. */
+  linkTarget?: string;
+}
+
+const LISTED_TYPES: Record<string, ListedEntry['type']> = {
+  File: 'file',
+  OldFile: 'file',
+  ContiguousFile: 'file',
+  Directory: 'directory',
+  SymbolicLink: 'symlink',
+  Link: 'hardlink',
+};
+
+/** The archive-relative form of a tar path: './a/b/' → 'a/b'; '' for the archive root. */
+export const listedPath = (p: string): string =>
+  p
+    .split(SEPARATORS)
+    .filter((part) => part !== '' && part !== '.')
+    .join('/');
+
+/** A Writable that parses a tar stream and collects its entries (nothing is written anywhere). */
+export function listInto(): Writable & { entries: ListedEntry[] } {
+  let failure: Error | undefined;
+  let whenEnded: (() => void) | undefined;
+  const parser = new tar.Parser({ strict: true });
+  parser.on('entry', (entry: tar.ReadEntry) => {
+    const listed = listedPath(entry.path);
+    if (listed !== '' || entry.type !== 'Directory') {
+      const linkTarget = entry.linkpath ? String(entry.linkpath) : undefined;
+      sink.entries.push({
+        path: listed,
+        type: LISTED_TYPES[entry.type] ?? 'other',
+        size: entry.type === 'File' || entry.type === 'OldFile' || entry.type === 'ContiguousFile' ? (entry.size ?? 0) : 0,
+        mode: (entry.mode ?? 0) & 0o7777,
+        mtime: entry.mtime ? entry.mtime.toISOString().replace('.000Z', 'Z') : null,
+        ...(linkTarget !== undefined ? { linkTarget } : {}),
+      });
+    }
+    entry.resume();
+  });
+  parser.on('error', (error: Error) => {
+    failure ??= new IntegrityError(`the archive is not a valid tar stream: ${error.message}`);
+    whenEnded?.();
+  });
+  parser.on('end', () => whenEnded?.());
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      if (!failure) parser.write(chunk);
+      callback(failure ?? null);
+    },
+    final(callback) {
+      if (failure) return callback(failure);
+      whenEnded = () => {
+        whenEnded = undefined;
+        callback(failure ?? null);
+      };
+      parser.end();
+    },
+  }) as Writable & { entries: ListedEntry[] };
+  sink.entries = [];
+  return sink;
+}
+
+/** A Writable that takes everything and keeps nothing (verify). */
+export const discard = (): Writable =>
+  new Writable({
+    write(_chunk, _encoding, callback) {
+      callback();
+    },
+  });
+
+/**
+ * A Writable that stores a raw archive (the bytes of one file, a backup of standard input) as `<staging>/<name>`:
+ * created exclusively, mode 0600 (the stream had none), mtime the backup's time. `name` is one path segment
+ * (isPlainName, checked when the metadata was opened).
+ */
+export function extractRaw(stagingDir: string, name: string, mtime: Date): Writable & ExtractResult {
+  if (!isPlainName(name)) throw new UnsafeArchiveError(`refusing a raw backup named ${JSON.stringify(name)}`);
+  let fd: number | undefined;
+  const sink = new Writable({
+    construct(callback) {
+      try {
+        fd = fs.openSync(path.join(stagingDir, name), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+        callback();
+      } catch (error) {
+        callback(error as Error);
+      }
+    },
+    write(chunk: Buffer, _encoding, callback) {
+      try {
+        for (let offset = 0; offset < chunk.length; ) offset += fs.writeSync(fd!, chunk, offset);
+        callback();
+      } catch (error) {
+        callback(new Error(`cannot write the restored file: ${(error as Error).message}`));
+      }
+    },
+    final(callback) {
+      try {
+        fs.futimesSync(fd!, mtime, mtime);
+        fs.closeSync(fd!);
+        fd = undefined;
+        callback();
+      } catch (error) {
+        callback(error as Error);
+      }
+    },
+    destroy(error, callback) {
+      if (fd !== undefined) fs.closeSync(fd);
+      fd = undefined;
+      callback(error);
+    },
+  }) as Writable & ExtractResult;
+  sink.entries = 1;
+  sink.directories = [];
+  sink.skipped = [];
+  return sink;
+}
+
+/**
+ * Moves the verified staging tree into `target` (the staging directory itself is removed), then sets directory
+ * modes, owners (as root) and mtimes deepest first, never through a symlink: every parent is checked with lstat
+ * and the directory is opened O_DIRECTORY|O_NOFOLLOW, its attributes set on that descriptor.
+ */
+export async function placeTree(staging: string, target: string, overwrite: boolean, directories: DirectoryAttributes[]): Promise<void> {
+  await moveTree(staging, target, overwrite);
+  await fsp.rmdir(staging);
+  const ordered = [...directories].sort((a, b) => b.path.split('/').length - a.path.split('/').length);
+  for (const dir of ordered) {
+    const parts = dir.path.split('/');
+    for (let i = 1; i < parts.length; i++) {
+      const parent = path.join(target, ...parts.slice(0, i));
+      if (!(await fsp.lstat(parent)).isDirectory()) throw new Error(`${parent} changed during the restore: it is no longer a directory`);
+    }
+    const handle = await fsp.open(path.join(target, ...parts), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    try {
+      if (KEEP_OWNERS && dir.uid !== undefined && dir.gid !== undefined) await handle.chown(dir.uid, dir.gid);
+      await handle.chmod(dir.mode);
+      await handle.utimes(dir.mtime, dir.mtime);
+    } finally {
+      await handle.close();
+    }
+  }
+}
+
+/**
+ * Moves every entry of `from` into `to`, never following a symlink of `to` (existing entries are inspected with
+ * lstat; a symlink in the way is removed, not entered). Without `overwrite` the target entries must not exist;
+ * with it, a directory is merged into an existing directory and anything else replaces what is there.
+ */
+async function moveTree(from: string, to: string, overwrite: boolean): Promise<void> {
+  for (const name of await fsp.readdir(from)) {
+    const source = path.join(from, name);
+    const target = path.join(to, name);
+    const existing = await fsp.lstat(target).catch(() => undefined);
+    if (existing) {
+      if (!overwrite) throw new Error(`${target} already exists`);
+      const incoming = await fsp.lstat(source);
+      if (existing.isDirectory() && incoming.isDirectory()) {
+        await moveTree(source, target, overwrite);
+        await fsp.rmdir(source);
+        continue;
+      }
+      await fsp.rm(target, { recursive: true, force: true });
+    }
+    await fsp.rename(source, target);
+  }
+}

@@ -57,15 +57,16 @@ export class FsBlobStore implements BlobStore {
   async put(key: string, body: Readable, { signal }: PutOptions = {}): Promise<{ size: number }> {
     const target = this.pathOf(key);
     const temp = path.join(this.tmpDir, randomUUID());
+    const out = fs.createWriteStream(temp, { flush: true });
     try {
-      await pipeline(body, fs.createWriteStream(temp, { flush: true }), signal ? { signal } : {});
+      await pipeline(body, out, signal ? { signal } : {});
       await fsp.mkdir(path.dirname(target), { recursive: true });
       await fsp.rename(temp, target);
       await syncDirectory(path.dirname(target));
       const { size } = await fsp.stat(target);
       return { size };
     } catch (error) {
-      await fsp.rm(temp, { force: true });
+      await discard(out, temp);
       throw error;
     }
   }
@@ -155,8 +156,9 @@ export class FsBlobStore implements BlobStore {
         callback(null, chunk);
       },
     });
+    const out = fs.createWriteStream(temp, { flush: true });
     try {
-      await pipeline(body, hasher, fs.createWriteStream(temp, { flush: true }), options.signal ? { signal: options.signal } : {});
+      await pipeline(body, hasher, out, options.signal ? { signal: options.signal } : {});
       if (options.size !== undefined && options.size !== size) {
         throw new Error(`part ${partNumber} has ${size} bytes, ${options.size} were announced`);
       }
@@ -169,7 +171,7 @@ export class FsBlobStore implements BlobStore {
       }
       return { etag: `"${digest}"`, size };
     } catch (error) {
-      await fsp.rm(temp, { force: true });
+      await discard(out, temp);
       throw error;
     }
   }
@@ -203,8 +205,8 @@ export class FsBlobStore implements BlobStore {
     });
     const target = this.pathOf(key);
     const temp = path.join(this.tmpDir, randomUUID());
+    const out = fs.createWriteStream(temp, { flush: true });
     try {
-      const out = fs.createWriteStream(temp, { flush: true });
       await pipeline(async function* () {
         for (const file of files) yield* fs.createReadStream(file);
       }, out);
@@ -212,7 +214,7 @@ export class FsBlobStore implements BlobStore {
       await fsp.rename(temp, target);
       await syncDirectory(path.dirname(target));
     } catch (error) {
-      await fsp.rm(temp, { force: true });
+      await discard(out, temp);
       throw error;
     }
     await fsp.rm(dir, { recursive: true, force: true });
@@ -258,4 +260,13 @@ async function syncDirectory(dir: string): Promise<void> {
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * Removes the temp file of a failed write once its stream has closed: the stream opens its file asynchronously, so a
+ * source that fails first would otherwise see the file created after it was removed (a leftover in tmp/).
+ */
+async function discard(out: fs.WriteStream, temp: string): Promise<void> {
+  if (!out.closed) await new Promise<void>((resolve) => out.once('close', () => resolve()));
+  await fsp.rm(temp, { force: true });
 }

@@ -134,8 +134,9 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
     expect(engine.leftovers()).toEqual([]);
   });
 
-  it('a body that fails mid-stream leaves nothing: no blob, no parts, no temp files', async () => {
-    for (const failAfter of [100_000, 7 * MiB]) {
+  it('a body that fails at once or mid-stream leaves nothing: no blob, no parts, no temp files', async () => {
+    // 0: the body fails before the temp file's asynchronous open has finished (that file must not stay behind).
+    for (const failAfter of [0, 100_000, 7 * MiB]) {
       await expect(store.put(`backups/fail/${failAfter}.bin`, source(big, { failAfter }))).rejects.toThrow('client went away');
       expect(await store.stat(`backups/fail/${failAfter}.bin`)).toBeNull();
     }
@@ -203,6 +204,8 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
     const data = randomBytes(300_000);
     const uploadId = await store.createMultipart(key);
     await expect(store.putPart(key, uploadId, 1, source(data, { failAfter: 100_000 }), { size: data.length })).rejects.toThrow();
+    await expect(store.putPart(key, uploadId, 1, source(data, { failAfter: 0 }), { size: data.length })).rejects.toThrow();
+    expect(engine.leftovers()).toHaveLength(1); // the upload itself, no temp file of the failed part
     await expect(store.putPart(key, uploadId, 0, source(data))).rejects.toBeInstanceOf(InvalidPartError);
     const part = await store.putPart(key, uploadId, 1, source(data), { size: data.length });
     await expect(store.completeMultipart(key, uploadId, [])).rejects.toBeInstanceOf(InvalidPartError);

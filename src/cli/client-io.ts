@@ -165,6 +165,15 @@ export async function unlock(client: CofferClient, config: ClientConfig, options
   return unlockVault(client, passphrase, signal);
 }
 
+/**
+ * Asks for the passphrase, then starts unlocking the vault and returns at once: the key derivation (Argon2id, in
+ * libsodium's thread) runs while the caller goes on. The key is a secure buffer: wipe it when done.
+ */
+export async function startUnlock(client: CofferClient, config: ClientConfig, options: PassphraseOptions, signal: AbortSignal) {
+  const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, signal });
+  return { masterKey: unlockVault(client, passphrase, signal).then((unlocked) => unlocked.masterKey) };
+}
+
 // ---- configuration ----
 
 /** The SDK client for the configured server: every command that talks to it needs COFFER_API_KEY. */

@@ -134,18 +134,50 @@ export interface OpenedBackup {
  * Fetches a backup's record and opens its data key and sealed metadata, for the id asked for (client.getBackup
  * refuses an answer about another backup; the associated data binds the key and metadata to the id).
  */
-export async function openBackup(client: CofferClient, masterKey: Buffer, backupId: string, signal?: AbortSignal): Promise<OpenedBackup> {
-  const detail = await client.getBackup(backupId, signal);
+export async function openBackup(
+  client: CofferClient,
+  masterKey: Buffer | Promise<Buffer>,
+  backupId: string,
+  signal?: AbortSignal,
+): Promise<OpenedBackup> {
+  // A key still being derived (a promise) is awaited with the record, so neither failure goes unobserved.
+  const [detail, key] = await Promise.all([client.getBackup(backupId, signal), masterKey]);
   if (detail.status !== 'READY') {
     throw new BackupNotRestorableError(`backup ${backupId} is ${detail.status}; only READY backups can be read`);
   }
-  const dek = unwrapDek(masterKey, backupId, detail);
+  const dek = unwrapDek(key, backupId, detail);
   try {
     return { backupId, detail, metadata: openMetadata(dek, backupId, detail), dek };
   } catch (error) {
     wipe(dek);
     throw error;
   }
+}
+
+/** How much ciphertext a restore downloads ahead while the key is still being derived. */
+export const PREFETCH_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Starts downloading a backup's ciphertext and holds up to `aheadBytes` of it until it is read (readBackup's
+ * `ciphertext`), so the transfer overlaps the key derivation; nothing is decrypted or written before then. A failure
+ * is kept for the reader (or dropped with the stream when it is destroyed unread).
+ */
+export function prefetchCiphertext(
+  client: CofferClient,
+  backupId: string,
+  options: { signal?: AbortSignal; retries?: number; onEvent?: (event: RestoreEvent) => void; aheadBytes: number },
+): Readable {
+  const emit = options.onEvent ?? (() => undefined);
+  const chunks = downloadCiphertext(client, backupId, {
+    signal: options.signal,
+    retries: options.retries,
+    onBytes: (received, total) => emit({ type: 'progress', received, total }),
+    onResume: (from) => emit({ type: 'resumed', from }),
+  });
+  const stream = Readable.from(chunks, { objectMode: false, highWaterMark: Math.max(options.aheadBytes, 1) });
+  stream.on('error', () => undefined); // kept in stream.errored, which the reader's pipeline reports
+  if (options.aheadBytes > 0) stream.read(0);
+  return stream;
 }
 
 export interface ReadOptions {
@@ -159,6 +191,8 @@ export interface ReadOptions {
   nativeZstd?: boolean;
   /** Also hash the ciphertext (coffer verify checks it against the next link of a history chain). */
   hashCiphertext?: boolean;
+  /** The download, already under way (prefetchCiphertext); by default readBackup starts it. */
+  ciphertext?: Readable;
 }
 
 /** What a full read established: every chunk authenticated, the final tag seen, sizes and SHA-256 as sealed. */
@@ -178,19 +212,13 @@ export interface ReadResult {
  */
 export async function readBackup(opened: OpenedBackup, options: ReadOptions): Promise<ReadResult> {
   const { metadata, dek, backupId } = opened;
-  const emit = options.onEvent ?? (() => undefined);
   const cipher = new Meter({ hash: options.hashCiphertext === true });
   const plain = new Meter({ hash: true });
   const inflate = decompressor(metadata.compression, { native: options.nativeZstd });
   let inflateFailed: unknown;
   inflate.once('error', (error) => (inflateFailed = error));
-  const chunks = downloadCiphertext(options.client, backupId, {
-    signal: options.signal,
-    retries: options.retries,
-    onBytes: (received, total) => emit({ type: 'progress', received, total }),
-    onResume: (from) => emit({ type: 'resumed', from }),
-  });
-  await pipeline(Readable.from(chunks), cipher, new DecryptStream(dek), inflate, plain, options.sink, { signal: options.signal }).catch(
+  const source = options.ciphertext ?? prefetchCiphertext(options.client, backupId, { ...options, aheadBytes: 0 });
+  await pipeline(source, cipher, new DecryptStream(dek), inflate, plain, options.sink, { signal: options.signal }).catch(
     (error: Error) => {
       if (error === inflateFailed) throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
       throw error;
@@ -216,7 +244,8 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
 
 export interface RestoreOptions {
   client: CofferClient;
-  masterKey: Buffer;
+  /** The master key, or its derivation under way: the download starts meanwhile (up to PREFETCH_BYTES ahead). */
+  masterKey: Buffer | Promise<Buffer>;
   backupId: string;
   target: string;
   /** Restore into a non-empty directory (merging, replacing what the backup holds). */
@@ -263,7 +292,11 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
     new NothingSelectedError(`no entry of backup ${backupId} matches --include ${options.include!.join(' ')}: nothing was restored`);
   await checkTarget(target, !!options.force);
 
-  const opened = await openBackup(client, masterKey, backupId, signal);
+  const ciphertext = prefetchCiphertext(client, backupId, { signal, retries: options.retries, onEvent: emit, aheadBytes: PREFETCH_BYTES });
+  const opened = await openBackup(client, masterKey, backupId, signal).catch((error: unknown) => {
+    ciphertext.destroy();
+    throw error;
+  });
   try {
     const { detail, metadata } = opened;
     emit({ type: 'verified-keys', metadata });
@@ -275,7 +308,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
     let sink: (Writable & ExtractResult) | undefined;
     try {
       sink = metadata.archive === 'raw' ? extractRaw(staging, metadata.name, new Date(metadata.createdAt)) : extractInto(staging, { select });
-      await readBackup(opened, { client, sink, signal, retries: options.retries, onEvent: emit });
+      await readBackup(opened, { client, sink, signal, ciphertext });
       if (select && sink.entries === 0) throw nothing();
       await placeTree(staging, target, !!options.force, sink.directories);
       done = true;
@@ -288,6 +321,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
       }
     }
   } finally {
+    ciphertext.destroy(); // unread when the restore stopped before reading it
     wipe(opened.dek);
   }
 }

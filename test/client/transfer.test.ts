@@ -57,6 +57,34 @@ async function cuttingProxy(upstream: string, cutAfter: number) {
   return { url, log, close: () => new Promise<void>((resolve) => proxy.close(() => resolve())) };
 }
 
+/** A forwarding HTTP proxy that holds back the answers `holdMs` picks, logging when each request came and left. */
+async function holdingProxy(upstream: string, holdMs: (method: string, url: string) => number) {
+  const log: { event: 'request' | 'answer'; method: string; url: string }[] = [];
+  const proxy = http.createServer((req, res) => {
+    log.push({ event: 'request', method: req.method!, url: req.url! });
+    const forward = http.request(new URL(req.url!, upstream), { method: req.method, headers: req.headers }, (answer) => {
+      setTimeout(() => {
+        log.push({ event: 'answer', method: req.method!, url: req.url! });
+        res.writeHead(answer.statusCode!, answer.headers);
+        answer.pipe(res);
+      }, holdMs(req.method!, req.url!));
+    });
+    forward.on('error', () => res.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  return {
+    url,
+    log,
+    close: () =>
+      new Promise<void>((resolve) => {
+        proxy.closeAllConnections();
+        proxy.close(() => resolve());
+      }),
+  };
+}
+
 describe('transfers, limits and server rules', () => {
   let server: TestServer;
   let clock: ManualClock;
@@ -106,6 +134,42 @@ describe('transfers, limits and server rules', () => {
       expect(resumed.range).toMatch(/^bytes=\d+-$/);
       expect(Number(/\d+/.exec(resumed.range!)![0])).toBeLessThanOrEqual(1 * MiB + 123);
       expect(resumed.ifRange).toBe(`"${detail.id}-${detail.ciphertextSizeBytes}"`);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('downloads while the key is derived, and still writes nothing before everything is verified', async () => {
+    const source = await dirWith('overlap', 2 * MiB);
+    const detail = json(await cli(['backup', source, '--json']));
+    nextSlotAllowed();
+    // The vault's answer held back: the key cannot be derived before it comes.
+    const proxy = await holdingProxy(server.url, (method, url) => (method === 'GET' && url === '/api/backup-account' ? 1000 : 0));
+    try {
+      const target = path.join(work, 'overlap-restored');
+      const result = await cli(['restore', detail.id, target], { COFFER_URL: proxy.url });
+      expect(result.code, result.stderr).toBe(0);
+      expect(await snapshot(target)).toEqual(await snapshot(source));
+      const at = (event: string, url: string) => proxy.log.findIndex((entry) => entry.event === event && entry.url === url);
+      expect(at('request', `/api/backups/${detail.id}/content`)).toBeGreaterThan(-1);
+      expect(at('request', `/api/backups/${detail.id}/content`)).toBeLessThan(at('answer', '/api/backup-account'));
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a wrong passphrase found while the backup record is still on its way: exit 4, nothing written, no other error', async () => {
+    const source = await dirWith('overlap-wrong', 64 * 1024);
+    const detail = json(await cli(['backup', source, '--json']));
+    nextSlotAllowed();
+    const proxy = await holdingProxy(server.url, (method, url) => (method === 'GET' && url.startsWith('/api/backups/') ? 1500 : 0));
+    try {
+      const target = path.join(work, 'overlap-wrong-restored');
+      const result = await cli(['restore', detail.id, target], { COFFER_URL: proxy.url, COFFER_PASSPHRASE: 'not the passphrase' });
+      expect(result.code, result.stderr).toBe(4);
+      expect(result.stderr).toMatch(/wrong passphrase/);
+      expect(result.stderr).not.toMatch(/unhandled|\n\s+at /i);
+      await expect(fsp.stat(target)).rejects.toThrow(/ENOENT/);
     } finally {
       await proxy.close();
     }

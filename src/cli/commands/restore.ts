@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
 import { checkTarget, runRestore } from '../../client/restore.js';
-import { action, bytes, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, readKit, unlock } from '../client-io.js';
+import { action, bytes, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, readKit, startUnlock } from '../client-io.js';
 import { note, print, printJson, usageError } from '../output.js';
 
 export function registerRestore(program: Command): void {
@@ -27,9 +27,10 @@ export function registerRestore(program: Command): void {
         await checkTarget(dir, !!options.force);
         const client = clientFor(config);
         // With the kit, its keys open the backup directly: no passphrase is read, the vault on the server is not used.
+        // With the passphrase, the download starts while the key is derived (runRestore).
         const { masterKey } = options.kitFile !== undefined
-          ? { masterKey: (await readKit(options.kitFile, config)).material }
-          : await unlock(client, config, options, signal);
+          ? { masterKey: Promise.resolve((await readKit(options.kitFile, config)).material) }
+          : await startUnlock(client, config, options, signal);
         const bar = progressBar('downloading + decrypting', !!options.json);
         try {
           const result = await runRestore({
@@ -53,7 +54,7 @@ export function registerRestore(program: Command): void {
           print(`restored ${what} into ${result.target}; final tag and SHA-256 verified`);
         } finally {
           bar.stop();
-          wipe(masterKey);
+          await masterKey.then(wipe, () => undefined);
         }
       }),
     );

@@ -228,7 +228,10 @@ describe('CLI robustness', () => {
       try {
         const run = startCli(['restore', id, target], { COFFER_URL: proxy.url, COFFER_API_KEY: apiKey, COFFER_PASSPHRASE: PASSPHRASE });
         await proxy.held;
-        expect((await fsp.readdir(target)).some((name) => name.startsWith('.coffer-restore-'))).toBe(true);
+        // The download starts while the key is derived; the staging directory comes once the key opened the record.
+        const staging = async () => (await fsp.readdir(target)).some((name) => name.startsWith('.coffer-restore-'));
+        for (let waited = 0; !(await staging()) && waited < BOUND_MS; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(await staging()).toBe(true);
         run.kill('SIGINT');
         const result = await run.within(BOUND_MS);
         expect(result.code, result.stderr).toBe(130);

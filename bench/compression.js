@@ -15,13 +15,14 @@
  *
  *   node bench/compression.js [--node /path/to/node24/bin/node] [--rounds 3]
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DIST, MiB, commandLine, ensureDebian, log, median, options, requireBuild, round, runWhenMain, tempDir } from './lib/common.js';
 import { prepareBackend, startCoffer } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
+import { candidateNodes, probe } from './lib/nodes.js';
 import { generateTree, treeDigest } from './lib/tree.js';
 
 const PASSPHRASE = 'compression benchmark passphrase';
@@ -49,40 +50,6 @@ function timed(node, args, env) {
       else reject(new Error(`coffer ${args.join(' ')} on ${node} exited ${code}: ${stderr.slice(-500)}`));
     });
   });
-}
-
-/** {version, zstd} of a Node executable, or null when it does not run. */
-function probe(node) {
-  const result = spawnSync(node, ['-p', "process.version + ' ' + (typeof require('node:zlib').createZstdCompress === 'function')"], {
-    encoding: 'utf8',
-    timeout: 10_000,
-  });
-  if (result.status !== 0) return null;
-  const [version, zstd] = result.stdout.trim().split(' ');
-  return { node, version, zstd: zstd === 'true' };
-}
-
-/** Node executables that may be installed beside this one (nothing is downloaded). */
-function candidateNodes(explicit) {
-  const home = os.homedir();
-  const found = [explicit, process.execPath, process.env.COFFER_BENCH_ZSTD_NODE];
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    for (const name of ['node24', 'node23', 'node22']) found.push(path.join(dir, name));
-  }
-  const versionDirs = [
-    [path.join(process.env.NVM_DIR ?? path.join(home, '.nvm'), 'versions', 'node'), 'bin/node'],
-    [path.join(home, '.local', 'share', 'fnm', 'node-versions'), 'installation/bin/node'],
-    [path.join(home, '.volta', 'tools', 'image', 'node'), 'bin/node'],
-    [path.join(process.env.N_PREFIX ?? '/usr/local', 'n', 'versions', 'node'), 'bin/node'],
-    [path.join(home, '.asdf', 'installs', 'nodejs'), 'bin/node'],
-  ];
-  for (const [dir, bin] of versionDirs) {
-    if (!fs.existsSync(dir)) continue;
-    // Newest first (v24.x before v22.x).
-    const versions = fs.readdirSync(dir).sort((a, b) => b.localeCompare(a, 'en', { numeric: true }));
-    for (const version of versions) found.push(path.join(dir, version, bin));
-  }
-  return [...new Set(found.filter((node) => node && fs.existsSync(node)))];
 }
 
 export async function main() {

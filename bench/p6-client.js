@@ -67,8 +67,8 @@ export async function main() {
   const compression = run(node, ['-e', "process.stdout.write(typeof require('node:zlib').createZstdCompress === 'function' ? 'zstd' : 'gzip')"]);
   run(node, [coffer_, 'backup', '--help']); // fails early when the client CLI is missing
   const started = Date.now();
-  // Another directory is another result (p6-shm for /dev/shm), next to the default one.
-  const variant = opts.dir ? `-${path.basename(opts.dir)}` : '';
+  // Another Node or directory is another result (p6-node24, p6-shm for /dev/shm), next to the default one.
+  const variant = (opts.node !== process.execPath ? `-node${nodeVersion.replace(/^v(\d+).*$/, '$1')}` : '') + (opts.dir ? `-${path.basename(opts.dir)}` : '');
   const work = opts.dir ? fs.mkdtempSync(path.join(opts.dir, 'coffer-bench-p6-')) : tempDir('coffer-bench-p6-');
   const tree = path.join(work, 'tree');
   const generated = generateTree(tree);
@@ -137,7 +137,7 @@ export async function main() {
   return writeResult({
     id: `p6${variant}`,
     name: `p6-client${variant}`,
-    title: `P6 — client backup and restore${opts.dir ? ` in ${opts.dir}` : ''}`,
+    title: `P6 — client backup and restore${opts.node !== process.execPath ? `, the CLI on Node ${nodeVersion}` : ''}${opts.dir ? ` in ${opts.dir}` : ''}`,
     target: '`coffer backup` (sealed to a recipient) + `coffer restore` (Argon2id) at least twice as fast as `restic backup` + `restic restore` of the same tree',
     command: commandLine('p6-client.js'),
     durationS: round((Date.now() - started) / 1000, 0),

@@ -145,9 +145,10 @@ export async function main() {
     ['file system floor: create the 3,003 files and 61 directories, nothing else', 'reference', m('createFloor'), 'one after another'],
   ];
   return writeResult({
-    id: 'p6-stages',
-    name: 'p6-stages',
-    title: 'P6 — the client pipeline stage by stage',
+    // One result per Node major: the compression differs (zstd from Node 22.15, gzip before).
+    id: `p6-stages-node${process.versions.node.split('.')[0]}`,
+    name: `p6-stages-node${process.versions.node.split('.')[0]}`,
+    title: `P6 — the client pipeline stage by stage, Node ${process.versions.node}`,
     target: 'explains P6: where the time of backup and restore goes',
     command: commandLine('p6-stages.js'),
     durationS: round((Date.now() - started) / 1000, 0),

@@ -4,7 +4,7 @@
  * another (each can also run alone: node bench/p1-upload.js …), then writes the machine and summary sections
  * of BENCHMARKS.md from bench/results/*.json.
  *
- *   node bench/run.js [--only p1,p2,p3,p4,p5,p6,p7,compression] [--quick] [--no-build]
+ *   node bench/run.js [--only p1,p2,p3,p4,p5,p6,p6-stages,p7,compression] [--quick] [--no-build]
  *
  * --only takes ids (p4-nodes) or their group (p4: p4 and p4-nodes). --quick runs each target with fewer rounds
  * and shorter windows (each under about a minute): a harness check, not a result to publish, so its results go
@@ -14,9 +14,10 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BENCH_DIR, ROOT, commandExists, commandLine, list, log, machine, options, round, run } from './lib/common.js';
+import { findZstdNode } from './lib/nodes.js';
 import { updateSection, writeSummary } from './lib/report.js';
 
-/** `args` always, then `quick` with --quick; `group` is what --only also selects it by. */
+/** `args` always, then `quick` with --quick; `group` is what --only also selects it by; `node` runs it on another Node. */
 const TARGETS = [
   { id: 'p1', script: 'p1-upload.js', quick: ['--rounds', '2', '--backends', 'sqlite+fs,postgres+fs'] },
   { id: 'p2', script: 'p2-download.js', quick: ['--rounds', '2', '--per-round', '2', '--backends', 'sqlite+fs,postgres+fs'] },
@@ -31,9 +32,20 @@ const TARGETS = [
   },
   { id: 'p5', script: 'p5-memory.js', quick: ['--rounds', '1', '--backends', 'sqlite+fs'] },
   { id: 'p6', script: 'p6-client.js', quick: ['--rounds', '1'] },
+  { id: 'p6-stages', group: 'p6', script: 'p6-stages.js', quick: ['--rounds', '1'] },
   { id: 'p7', script: 'p7-recipient.js', quick: ['--rounds', '1'] },
   { id: 'compression', script: 'compression.js', quick: ['--rounds', '1'] },
 ];
+
+// P6 once more with the client on a Node that compresses with zstd (22.15+), when one is installed beside this one:
+// this Node's `coffer` uses gzip.
+const zstdNode = findZstdNode(process.env.COFFER_BENCH_ZSTD_NODE);
+if (zstdNode && zstdNode.node !== process.execPath) {
+  TARGETS.push(
+    { id: 'p6-zstd', group: 'p6', script: 'p6-client.js', args: ['--node', zstdNode.node], quick: ['--rounds', '1'] },
+    { id: 'p6-stages-zstd', group: 'p6', node: zstdNode.node, script: 'p6-stages.js', quick: ['--rounds', '1'] },
+  );
+}
 
 const opts = options({ only: TARGETS.map((t) => t.id).join(','), quick: false, 'no-build': false });
 const chosen = new Set(list(opts.only));
@@ -57,7 +69,7 @@ for (const target of TARGETS.filter((t) => chosen.has(t.id) || chosen.has(t.grou
   const args = [path.join(BENCH_DIR, target.script), ...extra];
   log(`── ${target.id}: node bench/${target.script} ${extra.join(' ')}`);
   const env = opts.quick ? { ...process.env, BENCH_SCRATCH: '1' } : process.env;
-  const result = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit', env });
+  const result = spawnSync(target.node ?? process.execPath, args, { cwd: ROOT, stdio: 'inherit', env });
   if (result.status !== 0) failed.push(target.id);
 }
 

@@ -150,7 +150,7 @@ export async function main() {
     ],
     verdicts: [
       {
-        what: `P6: coffer backup (recipient) + restore (Argon2id ${kdfs[0]}) vs restic${opts.dir ? ` (in ${opts.dir})` : ''}`,
+        what: `P6 (the CLI on Node ${nodeVersion.replace(/^v(\d+).*$/, '$1')}, ${compression}): coffer backup (recipient) + restore (Argon2id ${kdfs[0]}) vs restic${opts.dir ? ` (in ${opts.dir})` : ''}`,
         value: `${round(total(main_), 2)} s vs ${round(total('restic'), 2)} s (${fmtRatio(speed)})`,
         target: '≥ 2.00×',
         met: speed >= 2,

@@ -174,9 +174,11 @@ export function prefetchCiphertext(
     onBytes: (received, total) => emit({ type: 'progress', received, total }),
     onResume: (from) => emit({ type: 'resumed', from }),
   });
-  const stream = Readable.from(chunks, { objectMode: false, highWaterMark: Math.max(options.aheadBytes, 1) });
+  // Without a look-ahead the stream pulls as it is read (Readable.from's own buffering, as before the prefetch).
+  const ahead = options.aheadBytes > 0;
+  const stream = ahead ? Readable.from(chunks, { objectMode: false, highWaterMark: options.aheadBytes }) : Readable.from(chunks);
   stream.on('error', () => undefined); // kept in stream.errored, which the reader's pipeline reports
-  if (options.aheadBytes > 0) stream.read(0);
+  if (ahead) stream.read(0);
   return stream;
 }
 

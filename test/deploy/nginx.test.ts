@@ -248,6 +248,25 @@ async function startNginx(dir: string, confs: string[]): Promise<Nginx> {
   };
 }
 
+/** Uploads `data` into the slot `id` through nginx and finalizes it (201, then 200). */
+async function uploadAndFinalize(
+  request: (method: string, urlPath: string, options?: RequestOptions) => Promise<Reply>,
+  auth: Record<string, string>,
+  id: string,
+  data: Buffer,
+): Promise<void> {
+  const uploaded = await request('POST', `/api/backups/upload?backupId=${id}`, {
+    headers: { ...auth, 'content-type': 'application/octet-stream' },
+    body: data,
+  });
+  expect(uploaded.status, uploaded.body.toString()).toBe(201);
+  const finalized = await request('POST', `/api/backups/${id}/finalize`, {
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: Buffer.from(JSON.stringify(finalizeBody(data.length))),
+  });
+  expect(finalized.status).toBe(200);
+}
+
 describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', () => {
   let server: TestServer;
   let nginx: Nginx;
@@ -344,16 +363,7 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', 
   it('a 50 MiB upload and a Range download pass through', async () => {
     const { auth, id } = await newSlot();
     const data = bytes(50 * MiB);
-    const uploaded = await request('POST', `/api/backups/upload?backupId=${id}`, {
-      headers: { ...auth, 'content-type': 'application/octet-stream' },
-      body: data,
-    });
-    expect(uploaded.status, uploaded.body.toString()).toBe(201);
-    const finalized = await request('POST', `/api/backups/${id}/finalize`, {
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: json(finalizeBody(data.length)),
-    });
-    expect(finalized.status).toBe(200);
+    await uploadAndFinalize(request, auth, id, data);
 
     const start = 30 * MiB + 17;
     const end = start + 2 * MiB;
@@ -444,16 +454,7 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDI
     const created = await request('POST', '/api/backups', { headers: auth });
     expect(created.status).toBe(201);
     id = JSON.parse(created.body.toString()).backupId as string;
-    const uploaded = await request('POST', `/api/backups/upload?backupId=${id}`, {
-      headers: { ...auth, 'content-type': 'application/octet-stream' },
-      body: data,
-    });
-    expect(uploaded.status, uploaded.body.toString()).toBe(201);
-    const finalized = await request('POST', `/api/backups/${id}/finalize`, {
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: json(finalizeBody(data.length)),
-    });
-    expect(finalized.status).toBe(200);
+    await uploadAndFinalize(request, auth, id, data);
     // The blob files are made by the server under its umask; the test's umask may be stricter than a deployment's.
     execFileSync('chmod', ['-R', 'a+rX', dataDir]);
   });

@@ -6,8 +6,6 @@
  * - a bootstrap on node A and a plan change by `coffer admin` are seen by node B within 1 s;
  * - after node B's LISTEN connection is killed, B drops its cache and still refuses a key revoked meanwhile.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
@@ -16,41 +14,13 @@ import { openPostgresStore } from '../../src/store/postgres.js';
 import { api, envelope } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
-import { tempDir } from '../helpers/tmp.js';
+import { exited, startServeNode, type ServeNode } from '../helpers/serve-node.js';
 import { json, runCli } from '../client/helpers.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const BIN = path.join(ROOT, 'dist/cli/main.js');
 const METRICS_TOKEN = 'metrics-token-for-cache-test';
 
-interface Node {
-  name: string;
-  child: ChildProcess;
-  url: string;
-  output: () => string;
-}
-
-async function startNode(name: string, env: Record<string, string>): Promise<Node> {
-  const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', COFFER_DATA_DIR: tempDir(`coffer-${name}-`), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (chunk) => (output += chunk));
-  child.stderr!.on('data', (chunk) => (output += chunk));
-  const deadline = Date.now() + 20_000;
-  while (!/listening on (\S+)/.test(output)) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`node ${name} did not start: ${output}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  return { name, child, url: /listening on (\S+)/.exec(output)![1]!, output: () => output };
-}
-
-const exited = (child: ChildProcess) =>
-  new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
-
 /** The node's count of database reads and of metadata cache hits (from /metrics). */
-async function counters(node: Node): Promise<{ reads: number; hits: number }> {
+async function counters(node: ServeNode): Promise<{ reads: number; hits: number }> {
   const text = await (await fetch(`${node.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
   return {
     reads: Number(/coffer_db_queries_total\{kind="read"\} (\d+)/.exec(text)![1]),
@@ -70,12 +40,12 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, sin
 describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreSQL', () => {
   let schema: TestSchema;
   let env: Record<string, string>;
-  let a: Node;
-  let b: Node;
-  const nodes: Node[] = [];
+  let a: ServeNode;
+  let b: ServeNode;
+  const nodes: ServeNode[] = [];
   const issued: { apiKey: string; keyId: string; accountId: string }[] = [];
   let loginToken: string;
-  /** Node B's connections carry their own application_name, so the test can find B's LISTEN session (and only it). */
+  /** ServeNode B's connections carry their own application_name, so the test can find B's LISTEN session (and only it). */
   const nodeBName = `coffer_test_b_${process.pid}_${Date.now()}`;
 
   beforeAll(async () => {
@@ -100,7 +70,7 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
     }
     const urlB = new URL(schema.url);
     urlB.searchParams.set('application_name', nodeBName);
-    [a, b] = await Promise.all([startNode('a', env), startNode('b', { ...env, COFFER_DATABASE_URL: urlB.toString() })]);
+    [a, b] = await Promise.all([startServeNode('a', env), startServeNode('b', { ...env, COFFER_DATABASE_URL: urlB.toString() })]);
     nodes.push(a, b);
   }, 40_000);
 
@@ -112,7 +82,7 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
   });
 
   /** GETs the account and the list a few times on `node`: the repeats are served from its cache. */
-  async function warm(node: Node, apiKey: string) {
+  async function warm(node: ServeNode, apiKey: string) {
     const call = api(node.url, apiKey);
     expect((await call('GET', '/api/backup-account')).status).toBe(200);
     expect((await call('GET', '/api/backups')).status).toBe(200);
@@ -147,7 +117,7 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
       headers: { cookie, origin: a.url, 'x-csrf-token': csrfToken },
     });
     expect(revoked.status).toBe(200);
-    // Node A: at once. Node B: as soon as the notification arrives.
+    // ServeNode A: at once. ServeNode B: as soon as the notification arrives.
     expect((await api(a.url, victim!.apiKey)('GET', '/api/backup-account')).status).toBe(401);
     const onB = await until(() => api(b.url, victim!.apiKey)('GET', '/api/backup-account'), (r) => r.status === 401, revokedAt);
     console.info(`revoke on A → refused on B after ${onB} ms (including the revoke request)`);

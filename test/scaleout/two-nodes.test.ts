@@ -5,10 +5,8 @@
  * - node A killed (SIGKILL) mid-upload: no READY record, and after a sweep no orphan object and no
  *   incomplete multipart upload, while live blobs stay.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import path from 'node:path';
 import { Readable } from 'node:stream';
 import { EventSource } from 'eventsource';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,46 +19,19 @@ import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';
 import { assertBuilt } from '../helpers/built.js';
+import { exited, startServeNode, type ServeNode } from '../helpers/serve-node.js';
 import { tempDir } from '../helpers/tmp.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const BIN = path.join(ROOT, 'dist/cli/main.js');
 const MiB = 1024 * 1024;
-
-interface Node {
-  name: string;
-  child: ChildProcess;
-  url: string;
-  output: () => string;
-}
-
-async function startNode(name: string, env: Record<string, string>): Promise<Node> {
-  const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', COFFER_DATA_DIR: tempDir(`coffer-${name}-`), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (chunk) => (output += chunk));
-  child.stderr!.on('data', (chunk) => (output += chunk));
-  const deadline = Date.now() + 20_000;
-  while (!/listening on (\S+)/.test(output)) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`node ${name} did not start: ${output}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  return { name, child, url: /listening on (\S+)/.exec(output)![1]!, output: () => output };
-}
-
-const exited = (child: ChildProcess) =>
-  new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
 
 describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint', () => {
   let s3: TestS3;
   let schema: TestSchema;
   let env: Record<string, string>;
-  let a: Node;
-  let b: Node;
+  let a: ServeNode;
+  let b: ServeNode;
   const keys: string[] = [];
-  const nodes: Node[] = [];
+  const nodes: ServeNode[] = [];
 
   beforeAll(async () => {
     requirePg();
@@ -74,7 +45,7 @@ describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint'
     const service = new KeyService(store, { now: () => Date.now() });
     for (let i = 0; i < 3; i++) keys.push((await service.issueKey(await service.createAccount('pro'))).apiKey);
     await store.close();
-    [a, b] = await Promise.all([startNode('a', env), startNode('b', env)]);
+    [a, b] = await Promise.all([startServeNode('a', env), startServeNode('b', env)]);
     nodes.push(a, b);
   }, 40_000);
 
@@ -171,7 +142,7 @@ describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint'
     await exited(a.child);
     request.destroy();
 
-    // Node B sees the slot still pending: nothing became READY.
+    // ServeNode B sees the slot still pending: nothing became READY.
     const record = await api(b.url, key)('GET', `/api/backups/${id}`);
     expect(record.body.status).toBe('PENDING_UPLOAD');
     expect(s3.incompleteUploads()).toHaveLength(1);
@@ -205,7 +176,7 @@ describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint'
     } finally {
       await sweeperParts.close();
     }
-    // Node B keeps serving.
+    // ServeNode B keeps serving.
     expect((await api(b.url, key)('GET', '/api/backups')).status).toBe(200);
   });
 

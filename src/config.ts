@@ -53,8 +53,9 @@ interface ConfigFields {
   metricsToken: string | null;
   /**
    * The in-process cache of metadata reads (src/store/cached-store.ts; docs/operations.md#metadata-cache):
-   * COFFER_METADATA_CACHE_MB bounds it (0: off); with PostgreSQL an entry is read again after `ttlMs` at the latest,
-   * a backstop for a missed change notification (fixed; tests may change it).
+   * COFFER_METADATA_CACHE_MB bounds it (0: off); with PostgreSQL an entry is read again after `ttlMs`
+   * (COFFER_METADATA_CACHE_TTL) at the latest, a backstop for a change notification lost without the connection
+   * failing.
    */
   metadataCache: { maxBytes: number; ttlMs: number };
   /** How often the background sweeper runs; not an operator setting, fixed unless a test overrides it. */
@@ -167,6 +168,10 @@ export const SERVER_SETTINGS = settings({
   COFFER_SSE_MAX_PER_ACCOUNT: { default: '100', about: 'event streams open at once per account' },
   COFFER_SSE_MAX_PER_ADDRESS: { default: '500', about: 'event streams open at once per client address' },
   COFFER_METADATA_CACHE_MB: { default: '64', about: 'memory for cached API keys, accounts and backup lists, in MiB (0: no cache)' },
+  COFFER_METADATA_CACHE_TTL: {
+    default: '1s',
+    about: 'PostgreSQL: a cached entry is read again after this long at the latest, a backstop for a lost change notification',
+  },
   COFFER_MAX_CONNECTIONS: {
     default: String(DEFAULT_LIMITS.maxConnections),
     about: 'open connections at most per node; one more is closed at once (each takes a file descriptor: keep below `ulimit -n`)',
@@ -336,7 +341,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     },
     trustProxy: trustedProxies(env, S.COFFER_TRUST_PROXY),
     metricsToken,
-    metadataCache: { maxBytes: integer(env, S.COFFER_METADATA_CACHE_MB, 0, 65_536) * 1024 * 1024, ttlMs: 1000 },
+    metadataCache: {
+      maxBytes: integer(env, S.COFFER_METADATA_CACHE_MB, 0, 65_536) * 1024 * 1024,
+      ttlMs: duration(env, S.COFFER_METADATA_CACHE_TTL, 10),
+    },
     sweepIntervalMs: 60_000,
     limits: { ...DEFAULT_LIMITS, maxConnections: integer(env, S.COFFER_MAX_CONNECTIONS, 1, 10_000_000) },
     signInLimit: {

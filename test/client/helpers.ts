@@ -18,6 +18,7 @@ import * as tar from 'tar';
 import { CHUNK_BYTES, EncryptStream, newKey, sealMetadata, wipe, wrapDek, type BackupMetadata } from '../../src/client/envelope.js';
 import { CofferClient } from '../../src/client/sdk.js';
 import { ManualClock } from '../helpers/clock.js';
+import { HOME_VARIABLES } from '../helpers/global-setup.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -38,7 +39,8 @@ export interface RunResult {
 export function baseEnv(extra: Record<string, string | undefined> = {}): Record<string, string> {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
-    HOME: process.env.HOME ?? '/tmp',
+    // The test file's own home and XDG base directories (test/helpers/setup.ts), never the developer's.
+    ...Object.fromEntries(HOME_VARIABLES.flatMap((name) => (process.env[name] ? [[name, process.env[name]]] : []))),
     // The run's temp root (test/helpers/global-setup.ts), so what a CLI process leaves there is seen.
     ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
     TZ: 'UTC',

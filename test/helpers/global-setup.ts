@@ -4,10 +4,32 @@
  * processes, s3rver, Chromium) lands there. At the end the root is removed, and if anything was still in it,
  * the run fails naming it: a test that leaves files behind is a bug to fix, not to hide. (Keep the name short:
  * Chromium puts a Unix socket in there, and socket paths are limited to about 100 bytes.)
+ *
+ * HOME and the XDG base directories (config, state, cache, data) point at a fresh `home` folder in that root, so
+ * no test, and no process a test starts, reads or writes the developer's own: their `~/.config/coffer` profiles,
+ * `~/.local/state/coffer` chains. (test/helpers/setup.ts gives each test file a home of its own on top.)
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+
+/** The variables that locate a user's files. */
+export const HOME_VARIABLES = ['HOME', 'XDG_CONFIG_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME', 'XDG_DATA_HOME'] as const;
+
+const RUN_HOME = 'home';
+
+/** Makes `dir` a home with its XDG base directories inside it; the variables that point there. */
+export function isolatedHome(dir: string): Record<(typeof HOME_VARIABLES)[number], string> {
+  const env = {
+    HOME: dir,
+    XDG_CONFIG_HOME: path.join(dir, '.config'),
+    XDG_STATE_HOME: path.join(dir, '.local/state'),
+    XDG_CACHE_HOME: path.join(dir, '.cache'),
+    XDG_DATA_HOME: path.join(dir, '.local/share'),
+  };
+  for (const folder of Object.values(env)) fs.mkdirSync(folder, { recursive: true });
+  return env;
+}
 
 export default function setup(): () => void {
   const outer = process.env.TMPDIR;
@@ -15,6 +37,8 @@ export default function setup(): () => void {
   // Traversable like the system temp folder: a test runs the CLI as an unprivileged user on files in here.
   fs.chmodSync(root, 0o755);
   process.env.TMPDIR = root;
+  const saved = Object.fromEntries(HOME_VARIABLES.map((name) => [name, process.env[name]]));
+  Object.assign(process.env, isolatedHome(path.join(root, RUN_HOME)));
   // Tools the tests run (tsc, eslint, Redocly) turn on Node's module compile cache (22.1+), which would otherwise
   // leave a node-compile-cache folder in the temp root: a cache, not test output, so none is kept.
   const compileCache = process.env.NODE_DISABLE_COMPILE_CACHE;
@@ -24,7 +48,12 @@ export default function setup(): () => void {
     else process.env.NODE_DISABLE_COMPILE_CACHE = compileCache;
     if (outer === undefined) delete process.env.TMPDIR;
     else process.env.TMPDIR = outer;
-    const left = fs.readdirSync(root);
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    // The run's home is the run's own (what the CLI keeps there is not a leak); everything else must be gone.
+    const left = fs.readdirSync(root).filter((name) => name !== RUN_HOME);
     fs.rmSync(root, { recursive: true, force: true, maxRetries: 3 });
     if (left.length > 0) {
       // Not thrown: vitest would then skip the rest of its shutdown (and leave its own temp files).

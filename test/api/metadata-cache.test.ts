@@ -3,7 +3,8 @@
  * of write that changes what GET /api/backups, GET /api/backup-account or an API key lookup answers is seen by the
  * next read, after those reads were served from the cache (its hit counter proves it). Writes through the server
  * (API, console, sweeper, clock-driven expiry) and writes by a separate `coffer admin` process: on SQLite seen by
- * the next read (PRAGMA data_version), on PostgreSQL within a second (NOTIFY from the change triggers).
+ * the next read (PRAGMA data_version), on PostgreSQL once the server hears it (NOTIFY from the change triggers):
+ * the PostgreSQL server runs with COFFER_METADATA_CACHE_TTL=1h, so no entry is read again for its age meanwhile.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
@@ -44,7 +45,8 @@ const engines: Engine[] = [
       requirePg();
       const schema: TestSchema = await createTestSchema('coffer_cache');
       try {
-        const env = { COFFER_DATABASE_URL: schema.url };
+        // The backstop age far beyond this file's run: a change is seen only if its notification is heard.
+        const env = { COFFER_DATABASE_URL: schema.url, COFFER_METADATA_CACHE_TTL: '1h' };
         const server = await startTestServer({ clock, env });
         return {
           server,
@@ -96,12 +98,13 @@ for (const engine of engines) {
 
     /**
      * What the next read says after another process's change: on SQLite the very next read; on PostgreSQL the
-     * change arrives by notification, so the read is repeated (every 20 ms) until it matches, for at most 1 s.
+     * change arrives by notification, so the read is repeated (every 20 ms) until it matches, for at most 10 s (a
+     * bound against hangs, far below the 1 h backstop age).
      */
     async function afterAdmin<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
       let value = await read();
       if (engine.adminSeenAtOnce) return value;
-      const deadline = Date.now() + 1000;
+      const deadline = Date.now() + 10_000;
       while (!done(value) && Date.now() < deadline) {
         await new Promise((resolve) => setTimeout(resolve, 20));
         value = await read();

@@ -24,10 +24,21 @@ describe('S3BlobStore.put with a known size', () => {
 
   it('stores a body larger than one multipart part byte for byte, with no multipart upload', async () => {
     const store = s3.store();
+    // Every request the store's S3 client sends, by command.
+    const sent: string[] = [];
+    store.client.middlewareStack.add(
+      (next, context) => (args) => {
+        sent.push(context.commandName ?? '?');
+        return next(args);
+      },
+      { step: 'initialize', name: 'countCommands' },
+    );
     const data = bytes(6 * 1024 * 1024 + 123);
     expect(await store.put('backups/a/b/sized.bin', Readable.from([data.subarray(0, 1000), data.subarray(1000)]), { size: data.length })).toEqual({
       size: data.length,
     });
+    // One PutObject, no CreateMultipartUpload/UploadPart/CompleteMultipartUpload.
+    expect(sent).toEqual(['PutObjectCommand']);
     expect((await read(await store.get('backups/a/b/sized.bin'))).equals(data)).toBe(true);
     expect(s3.incompleteUploads()).toEqual([]);
   });

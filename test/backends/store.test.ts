@@ -619,28 +619,40 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
 
   it('tryExclusive: one holder at a time across nodes, released after the task (and after a throw)', async () => {
     const nodes = [store, await engine.peer(), await engine.peer()];
-    let running = 0;
-    let maxRunning = 0;
-    const task = async () => {
-      running += 1;
-      maxRunning = Math.max(maxRunning, running);
-      await new Promise((resolve) => setTimeout(resolve, 150));
-      running -= 1;
+    // The first holder's task is held in flight until released: no timing decides who overlaps whom.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const holding = new Promise<void>((resolve) => (started = resolve));
+    let ran = 0;
+    const first = nodes[0]!.tryExclusive('sweeper', async () => {
+      ran += 1;
+      started();
+      await gate;
       return 'done';
-    };
-    const results = await Promise.all(nodes.map((node) => node.tryExclusive('sweeper', task)));
-    expect(results.filter((r) => r.ran)).toHaveLength(1);
-    expect(results.find((r) => r.ran)).toEqual({ ran: true, value: 'done' });
-    expect(maxRunning).toBe(1);
+    });
+    await holding;
+    // While it holds the name, every node (its own included) is refused, and their tasks do not run.
+    const others = await Promise.all(
+      nodes.map((node) =>
+        node.tryExclusive('sweeper', async () => {
+          ran += 1;
+          return 'also';
+        }),
+      ),
+    );
+    expect(others).toEqual([{ ran: false }, { ran: false }, { ran: false }]);
+    // Another name is not excluded by it.
+    expect(await nodes[1]!.tryExclusive('other', async () => 7)).toEqual({ ran: true, value: 7 });
+    release();
+    expect(await first).toEqual({ ran: true, value: 'done' });
+    expect(ran).toBe(1);
 
-    await expect(store.tryExclusive('sweeper', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    // Released after the task: another node gets it; after a throw, too.
     expect(await nodes[1]!.tryExclusive('sweeper', async () => 42)).toEqual({ ran: true, value: 42 });
-    // Different names do not exclude each other.
-    const [x, y] = await Promise.all([
-      store.tryExclusive('a', async () => store.tryExclusive('b', async () => 1)),
-      Promise.resolve(),
-    ]);
-    expect(x).toEqual({ ran: true, value: { ran: true, value: 1 } });
-    expect(y).toBeUndefined();
+    await expect(nodes[2]!.tryExclusive('sweeper', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(await nodes[0]!.tryExclusive('sweeper', async () => 43)).toEqual({ ran: true, value: 43 });
+    // Names nest.
+    expect(await store.tryExclusive('a', async () => store.tryExclusive('b', async () => 1))).toEqual({ ran: true, value: { ran: true, value: 1 } });
   });
 });

@@ -39,8 +39,11 @@ export interface RunResult {
 export function baseEnv(extra: Record<string, string | undefined> = {}): Record<string, string> {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
-    // The test file's own home and XDG base directories (test/helpers/setup.ts), never the developer's.
-    ...Object.fromEntries(HOME_VARIABLES.flatMap((name) => (process.env[name] ? [[name, process.env[name]]] : []))),
+    // The test file's own home and XDG base directories (test/helpers/setup.ts), never the developer's; a test
+    // that gives its own HOME gets the XDG directories below it (unless it names them too).
+    ...(extra.HOME === undefined
+      ? Object.fromEntries(HOME_VARIABLES.flatMap((name) => (process.env[name] ? [[name, process.env[name]]] : [])))
+      : {}),
     // The run's temp root (test/helpers/global-setup.ts), so what a CLI process leaves there is seen.
     ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
     TZ: 'UTC',
@@ -252,10 +255,13 @@ export async function readAllFiles(root: string): Promise<{ file: string; bytes:
 
 export const exists = (p: string) => fs.existsSync(p);
 
-/** Starts the CLI without waiting: `firstLine` resolves with its first stdout line, `done` with the result. */
-export function startCli(args: string[], env: Record<string, string | undefined>, options: { command?: string[] } = {}) {
+/**
+ * Starts the CLI without waiting: `firstLine` resolves with its first stdout line, `done` with the result.
+ * `command` runs it through another program (setpriv as nobody), `cli` is the script to run (default CLI).
+ */
+export function startCli(args: string[], env: Record<string, string | undefined>, options: { command?: string[]; cli?: string } = {}) {
   const [command, ...prefix] = options.command ?? [process.execPath];
-  const child = spawn(command!, [...prefix, CLI, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command!, [...prefix, options.cli ?? CLI, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   let firstLine: (line: string) => void = () => undefined;
@@ -287,6 +293,38 @@ export function startCli(args: string[], env: Record<string, string | undefined>
     }
   };
   return { firstLine: first, done, kill, within, pid: child.pid! };
+}
+
+// ---- the CLI for another user ----
+
+let readableCopy: string | undefined;
+
+/**
+ * The client CLI as a user without access to the checkout can run it (setpriv as nobody: the checkout may live in a
+ * private, 0700 directory): the built bundle (dist/cli/client-main.bundle.js), package.json and the packages it
+ * loads from node_modules at run time (sodium-native and what that needs), copied once per test file into a
+ * world-readable temp directory. Returns the bundle's path there.
+ */
+export function cliForAnyUser(): string {
+  if (readableCopy) return readableCopy;
+  const dir = tempDir('coffer-cli-copy-');
+  fs.mkdirSync(path.join(dir, 'dist/cli'), { recursive: true });
+  fs.copyFileSync(path.join(ROOT, 'dist/cli/client-main.bundle.js'), path.join(dir, 'dist/cli/client-main.bundle.js'));
+  fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+  // The bundle leaves only native addons outside: their packages and their dependencies, as installed.
+  const copied = new Set<string>();
+  const copy = (name: string) => {
+    if (copied.has(name)) return;
+    copied.add(name);
+    const from = path.join(ROOT, 'node_modules', name);
+    fs.cpSync(from, path.join(dir, 'node_modules', name), { recursive: true });
+    const manifest = JSON.parse(fs.readFileSync(path.join(from, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+    for (const dependency of Object.keys(manifest.dependencies ?? {})) copy(dependency);
+  };
+  copy('sodium-native');
+  fs.chmodSync(dir, 0o755); // in the run's temp root, itself traversable (test/helpers/global-setup.ts)
+  readableCopy = path.join(dir, 'dist/cli/client-main.bundle.js');
+  return readableCopy;
 }
 
 // ---- hand-made archives ----

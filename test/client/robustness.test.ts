@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CofferClient } from '../../src/client/sdk.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
-import { assertBuilt, cliFor, json, listenHttp, startCli } from './helpers.js';
+import { assertBuilt, cliFor, cliForAnyUser, json, listenHttp, startCli } from './helpers.js';
 
 const PASSPHRASE = 'robustness tests';
 const MiB = 1024 * 1024;
@@ -291,7 +291,7 @@ describe('CLI robustness', () => {
       await fsp.chmod(dir, 0o755);
       const nobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', process.execPath];
       const env = { COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_PASSPHRASE: PASSPHRASE, HOME: work };
-      const result = await startCli(['backup', dir], env, { command: nobody }).within(BOUND_MS);
+      const result = await startCli(['backup', dir], env, { command: nobody, cli: cliForAnyUser() }).within(BOUND_MS);
       expect(result.code).toBe(1);
       expect(result.stderr).toContain(`cannot read ${secret}: permission denied`);
       expect(result.stderr).not.toMatch(/EACCES/);

@@ -23,6 +23,7 @@ import {
   assertBuilt,
   canZstd,
   cliFor,
+  cliForAnyUser,
   exists,
   json,
   makeTree,
@@ -127,7 +128,7 @@ describe('what goes into a backup, and looking inside one', () => {
     await fsp.chmod(excludeFile, 0o644);
 
     const args = ['backup', root, other, '--exclude', 'node_modules', '--exclude', 'secret.key', '--exclude', 'private/'];
-    const result = await startCli([...args, '--exclude-file', excludeFile, '--json'], env(), { command: asNobody }).within(BOUND_MS);
+    const result = await startCli([...args, '--exclude-file', excludeFile, '--json'], env(), { command: asNobody, cli: cliForAnyUser() }).within(BOUND_MS);
     expect(result.code, result.stderr).toBe(0);
     const { id } = JSON.parse(result.stdout) as { id: string };
     nextSlot();
@@ -177,14 +178,14 @@ describe('what goes into a backup, and looking inside one', () => {
     await fsp.chmod(root, 0o755);
     const before = await readyIds();
 
-    const strict = await startCli(['backup', root], env(), { command: asNobody }).within(BOUND_MS);
+    const strict = await startCli(['backup', root], env(), { command: asNobody, cli: cliForAnyUser() }).within(BOUND_MS);
     expect(strict.code).toBe(1);
     expect(strict.stderr).toContain(`${path.join(root, 'locked.txt')}: permission denied`);
     expect(strict.stderr).toContain(`${path.join(root, 'locked-dir')}: permission denied`);
     expect(strict.stderr).toMatch(/--skip-unreadable/);
     expect(await readyIds()).toEqual(before);
 
-    const lenient = await startCli(['backup', root, '--skip-unreadable', '--json'], env(), { command: asNobody }).within(BOUND_MS);
+    const lenient = await startCli(['backup', root, '--skip-unreadable', '--json'], env(), { command: asNobody, cli: cliForAnyUser() }).within(BOUND_MS);
     expect(lenient.code, lenient.stderr).toBe(0);
     const out = JSON.parse(lenient.stdout) as { id: string; skipped: { path: string; reason: string }[] };
     nextSlot();

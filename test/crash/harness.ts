@@ -15,13 +15,22 @@
  *   after it, unacknowledged); no record carries a size the client never sent whole (an aborted upload is
  *   never recorded); and a READY backup's content, downloaded through the API, is the exact bytes sent.
  *
+ * How much a run exercised is asserted, not only printed: at least CrashLoop.minimums (acknowledged finalizes, kills
+ * timed mid-upload, READY contents downloaded and compared). A kill is not timed by the clock, which made a loaded
+ * machine exercise a quarter of what an idle one did: a random-moment round is killed after a random number
+ * (1–40) of acknowledged writes of that round, one of them a finalize; a targeted round once an upload is
+ * half-way in storage (both with a bound against hangs).
+ *
+ * Every choice of the loop (actions, sizes, cut points, kill moments) comes from one seed, printed at the start and
+ * in a failure: COFFER_CRASH_SEED=<seed> replays those choices (the interleaving of the clients still varies).
+ *
  * The orphan sweep keeps blobs younger than its grace (1 h: they may belong to an upload still in flight on
  * another node). A crash is taken to have happened longer ago than that: while the server is down the
  * harness moves the stored files' timestamps back two hours (Backend.age), then the restarted server's
  * first sweep must leave no orphan.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
 import { systemClock } from '../../src/domain/clock.js';
@@ -272,7 +281,7 @@ class Client {
       for (let at = 0; chunked && at < sent.length - 65_536; at += 65_536) request.write(sent.subarray(at, at + 65_536));
       const rest = chunked ? sent.subarray(Math.max(0, Math.ceil(sent.length / 65_536) - 1) * 65_536) : sent;
       if (cutAt === undefined) request.end(rest);
-      else request.write(rest, () => setTimeout(() => request.destroy(), randomInt(0, 20)));
+      else request.write(rest, () => setTimeout(() => request.destroy(), pick(0, 20)));
     });
   }
 
@@ -345,6 +354,31 @@ function finalizeBody(size: number): Record<string, unknown> {
 
 const sha = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
+/** mulberry32: a small seeded generator of numbers in [0, 1). */
+function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The loop's random choices, from its seed (CrashLoop.run sets it). */
+let nextRandom: () => number = Math.random;
+const chance = () => nextRandom();
+/** A whole number in [0, max) or [min, max). */
+const pick = (min: number, max?: number) => (max === undefined ? Math.floor(nextRandom() * min) : min + Math.floor(nextRandom() * (max - min)));
+
+/** The seed of this run: COFFER_CRASH_SEED, else a fresh one. */
+export const CRASH_SEED = process.env.COFFER_CRASH_SEED ? Number(process.env.COFFER_CRASH_SEED) : Math.floor(Math.random() * 2 ** 32);
+if (!Number.isSafeInteger(CRASH_SEED) || CRASH_SEED < 0) throw new Error(`COFFER_CRASH_SEED must be a whole number, got ${process.env.COFFER_CRASH_SEED}`);
+
+/** Bound on how long a round waits for the moment its kill is due (a hang detector, not a timing). */
+const KILL_WAIT_MS = 30_000;
+
 export class CrashLoop {
   readonly tally: Tally = { rounds: 0, kills: 0, midUploadKills: 0, requests: 0, acknowledged: {}, inDoubt: 0, abortedUploads: 0, streams: 0, contentChecks: 0, startMs: [], phaseMs: { start: 0, sweep: 0, check: 0, workload: 0 }, found: { orphanBlobs: 0, leftovers: 0, deleting: 0, expiredInFlight: 0, failed: 0 } };
   private readonly accounts: AccountFacts[] = [];
@@ -357,17 +391,55 @@ export class CrashLoop {
   private readonly inFlightAtKill = new Set<string>();
   /** Finalizes this round may still send (FINALIZES_PER_ROUND). */
   private finalizesLeft = 0;
+  /** Writes (and finalizes) acknowledged in this round: a random-moment kill waits for them. */
+  private roundAcks = { all: 0, finalize: 0 };
+  private onAck: () => void = () => undefined;
 
   constructor(
     private readonly backend: Backend,
     private readonly options: { rounds: number; actors: number },
   ) {}
 
+  /**
+   * What a run of `rounds` must have exercised at least: acknowledged finalizes (a random-moment round is killed
+   * only after one), kills that caught an upload half-way in storage (every third round aims for one), and READY
+   * backups whose content the checks downloaded and compared.
+   */
+  get minimums(): { finalizes: number; midUploadKills: number; contentChecks: number } {
+    const { rounds } = this.options;
+    const targeted = Math.floor(rounds / 3);
+    return { finalizes: rounds - targeted, midUploadKills: Math.ceil(targeted / 2), contentChecks: Math.ceil(((rounds - targeted) * 3) / 4) };
+  }
+
   private ack(kind: string): void {
     this.tally.acknowledged[kind] = (this.tally.acknowledged[kind] ?? 0) + 1;
+    this.roundAcks.all += 1;
+    if (kind === 'finalize') this.roundAcks.finalize += 1;
+    this.onAck();
   }
 
   async run(): Promise<void> {
+    nextRandom = seeded(CRASH_SEED);
+    console.log(`crash loop ${this.backend.name}: seed ${CRASH_SEED} (COFFER_CRASH_SEED=${CRASH_SEED} replays its choices)`);
+    try {
+      await this.loop();
+    } catch (error) {
+      throw new Error(`${(error as Error).message}\n(crash loop ${this.backend.name}, seed ${CRASH_SEED}: replay with COFFER_CRASH_SEED=${CRASH_SEED})`, { cause: error });
+    } finally {
+      nextRandom = Math.random;
+    }
+    const t = this.tally;
+    const short: string[] = [];
+    const { finalizes, midUploadKills, contentChecks } = this.minimums;
+    if ((t.acknowledged.finalize ?? 0) < finalizes) short.push(`${t.acknowledged.finalize ?? 0} acknowledged finalizes (at least ${finalizes})`);
+    if (t.midUploadKills < midUploadKills) short.push(`${t.midUploadKills} kills mid-upload (at least ${midUploadKills})`);
+    if (t.contentChecks < contentChecks) short.push(`${t.contentChecks} READY contents verified (at least ${contentChecks})`);
+    if (short.length > 0) {
+      throw new Error(`crash loop ${this.backend.name} exercised too little: ${short.join(', ')}; seed ${CRASH_SEED} (COFFER_CRASH_SEED=${CRASH_SEED})`);
+    }
+  }
+
+  private async loop(): Promise<void> {
     const keys = await this.backend.createKeys(this.options.rounds * FINALIZES_PER_ROUND + this.options.actors);
     for (const { accountId, apiKey } of keys) {
       this.accounts.push({ accountId, apiKey, vault: new Set([null]), spent: false, slot: null, backups: [] });
@@ -421,6 +493,7 @@ export class CrashLoop {
   private async workload(server: ServerProcess, targeted: boolean): Promise<void> {
     this.bigUploads = targeted;
     this.finalizesLeft = FINALIZES_PER_ROUND;
+    this.roundAcks = { all: 0, finalize: 0 };
     const client = new Client(server.url, this.tally);
     const watches = new AbortController();
     const busy = new Set<string>();
@@ -451,12 +524,28 @@ export class CrashLoop {
     // multipart upload); the others kill at a random moment.
     const killer = targeted
       ? (async () => {
-          const deadline = Date.now() + 3000;
+          const deadline = Date.now() + KILL_WAIT_MS;
           while (Date.now() < deadline && (await this.backend.leftovers()).length === 0) await sleep(2);
           if (Date.now() < deadline) this.tally.midUploadKills += 1;
           kill();
         })()
-      : sleep(randomInt(100, 700)).then(kill);
+      : (async () => {
+          // After a random number of this round's writes were acknowledged, one of them a finalize.
+          const target = pick(1, 41);
+          const due = () => this.roundAcks.all >= target && this.roundAcks.finalize >= 1;
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, KILL_WAIT_MS);
+            this.onAck = () => {
+              if (due()) {
+                clearTimeout(timer);
+                resolve();
+              }
+            };
+            this.onAck();
+          });
+          this.onAck = () => undefined;
+          kill();
+        })();
     const results = await Promise.allSettled(actors);
     await killer;
     watches.abort();
@@ -487,7 +576,7 @@ export class CrashLoop {
 
   /** One action for the account; returns whether the actor should move on to another account. */
   private async step(client: Client, account: AccountFacts, watches: AbortSignal): Promise<'stay' | 'move'> {
-    const roll = Math.random();
+    const roll = chance();
     if (account.vault.has(null) && account.vault.size === 1) {
       const envelope = material();
       account.vault.add(envelope.wrappedMasterKey as string);
@@ -504,7 +593,7 @@ export class CrashLoop {
         this.facts(account, response.body.backupId);
         account.slot = { id: response.body.backupId, status: 'PENDING_UPLOAD' };
         this.ack('create');
-        if (Math.random() < 0.3) void client.watch(account, response.body.backupId, watches);
+        if (chance() < 0.3) void client.watch(account, response.body.backupId, watches);
         return 'stay';
       }
       if (response.status === 409 && response.body.code === 'upload_in_progress') {
@@ -532,12 +621,12 @@ export class CrashLoop {
         return 'move';
       }
       if (roll < 0.14) return this.deleteBackup(client, account, facts);
-      const size = (this.bigUploads ? SIZES.at(-1)! : SIZES[randomInt(SIZES.length)]!) + facts.sentWhole.size;
+      const size = (this.bigUploads ? SIZES.at(-1)! : SIZES[pick(SIZES.length)]!) + facts.sentWhole.size;
       const data = randomBytes(size);
-      const chunked = this.bigUploads || Math.random() < 0.3;
+      const chunked = this.bigUploads || chance() < 0.3;
       if (roll < 0.3 && size > 1) {
         this.tally.abortedUploads += 1;
-        await client.upload(account, slot.id, data, randomInt(1, size), chunked).catch((error) => {
+        await client.upload(account, slot.id, data, pick(1, size), chunked).catch((error) => {
           if (!(error instanceof ServerGone)) throw error;
         });
         return 'stay';
@@ -608,15 +697,15 @@ export class CrashLoop {
 
   /** With the cadence spent (or now and then): reads, downloads, streams, deletes, rotations, resets. */
   private async afterwards(client: Client, account: AccountFacts, watches: AbortSignal): Promise<'stay' | 'move'> {
-    const roll = Math.random();
+    const roll = chance();
     const ready = account.backups.map((id) => this.backups.get(id)!).filter((f) => f.finalizeAcked && !f.deleteSent);
     if (roll < 0.2 && ready.length > 0) {
-      const facts = ready[randomInt(ready.length)]!;
+      const facts = ready[pick(ready.length)]!;
       const statuses = await client.watch(account, facts.id, watches);
       if (!client.dead && statuses.length > 0 && statuses.at(-1) !== 'READY') throw new Error(`stream of READY ${facts.id} said ${statuses}`);
       return 'stay';
     }
-    if (roll < 0.35 && ready.length > 0) return this.deleteBackup(client, account, ready[randomInt(ready.length)]!);
+    if (roll < 0.35 && ready.length > 0) return this.deleteBackup(client, account, ready[pick(ready.length)]!);
     if (roll < 0.45) {
       const envelope = material();
       account.vault.add(envelope.wrappedMasterKey as string);

@@ -1,6 +1,8 @@
 /**
  * The server serves its own CLI: `npm install -g {base}/downloads/coffer-cli.tgz` into a temporary prefix installs a
- * working `coffer` (its dependencies come from the npm registry), which backs up and restores against that server.
+ * working `coffer`, which backs up and restores against that server. Its dependencies come from a registry on a
+ * loopback port serving the packages this checkout installed (test/helpers/npm-registry.ts), and every other host
+ * goes through a proxy that is not there: the test needs no network.
  * The package is the client only: none of the server's modules or dependencies.
  */
 import { execFile } from 'node:child_process';
@@ -10,12 +12,24 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startLocalRegistry } from '../helpers/npm-registry.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { baseEnv, snapshot } from '../client/helpers.js';
 import { assertConsoleBuilt } from './helpers.js';
 
 const run = promisify(execFile);
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/** The package.json inside the served tarball. */
+async function cliManifest(base: string): Promise<{ dependencies: Record<string, string> }> {
+  const dir = tempDir('coffer-cli-manifest-');
+  const file = path.join(dir, 'coffer-cli.tgz');
+  await fsp.writeFile(file, Buffer.from(await (await fetch(`${base}/downloads/coffer-cli.tgz`)).arrayBuffer()));
+  let text = '';
+  await tar.t({ file, filter: (p) => p === 'package/package.json', onReadEntry: (e) => e.on('data', (d: Buffer) => (text += d)) });
+  return JSON.parse(text) as { dependencies: Record<string, string> };
+}
 
 describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
   let server: TestServer;
@@ -83,10 +97,27 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
 
   it('installs with `npm install -g <url> --prefix <tmp>` into a working `coffer` that backs up and restores', async () => {
     const prefix = path.join(work, 'prefix');
-    await run('npm', ['install', '-g', `${server.url}/downloads/coffer-cli.tgz`, '--prefix', prefix, '--no-audit', '--no-fund'], {
-      env: { ...process.env, npm_config_update_notifier: 'false' },
-      timeout: 120_000,
-    });
+    const packed = await cliManifest(server.url);
+    const registry = await startLocalRegistry(ROOT, Object.keys(packed.dependencies));
+    try {
+      await fsp.writeFile(path.join(work, 'npmrc'), '');
+      await run('npm', ['install', '-g', `${server.url}/downloads/coffer-cli.tgz`, '--prefix', prefix, '--no-audit', '--no-fund'], {
+        env: {
+          ...process.env,
+          npm_config_registry: `${registry.url}/`,
+          npm_config_userconfig: path.join(work, 'npmrc'),
+          npm_config_cache: path.join(work, 'npm-cache'),
+          npm_config_update_notifier: 'false',
+          // Anything not on loopback would go through this proxy, which is not there.
+          npm_config_proxy: 'http://127.0.0.1:9',
+          npm_config_https_proxy: 'http://127.0.0.1:9',
+          npm_config_noproxy: '127.0.0.1',
+        },
+        timeout: 120_000,
+      });
+    } finally {
+      await registry.close();
+    }
     const coffer = path.join(prefix, 'bin', 'coffer');
     expect(fs.existsSync(coffer)).toBe(true);
     const help = await run(coffer, ['--help'], { env: baseEnv() });

@@ -311,6 +311,17 @@ describe('recipients and sealed data keys', () => {
     // A well-formed string of 1,216 bytes that is no ML-KEM key (coefficients ≥ q): refused before any upload.
     const notAKey = bech32m.encode('coffer', bech32m.toWords(new Uint8Array(RECIPIENT.publicKeyBytes).fill(0xff)), false);
     expect(() => parseRecipient(notAKey)).toThrow(/not a valid X-Wing public key/);
+    // Non-zero padding bits under a matching checksum: their own reason, not "damaged".
+    const words = [...bech32m.decode(text as `${string}1${string}`, false).words];
+    words[words.length - 1]! |= 2;
+    const padded = bech32m.encode('coffer', words, false);
+    expect(() => parseRecipient(padded)).toThrow(/last character has non-zero padding bits/);
+    expect(() => parseRecipient(padded)).not.toThrow(/checksum does not match/);
+    // One more 5-bit word: 1,947 characters are not 1,216 bytes (nor excess padding read as a key).
+    const longer = bech32m.encode('coffer', [...bech32m.decode(text as `${string}1${string}`, false).words, 0], false);
+    expect(() => parseRecipient(longer)).toThrow(/holds 1947 data characters \(1216 bytes\), not an X-Wing public key \(1946 characters, 1216 bytes\)/);
+    expect(() => parseRecipient(`${text.slice(0, 9)}${text.slice(9).toUpperCase()}`)).toThrow(/mixes upper and lower case/);
+    expect(parseRecipient(`\t ${text.toUpperCase()} \r\n`).text).toBe(text);
   });
 
   it('states the sizes the format documents', () => {

@@ -22,8 +22,9 @@ interface ConfigFields {
   blobStore: 'fs' | 's3';
   /**
    * COFFER_ACCEL_REDIRECT: the prefix of nginx's `internal` location that serves `COFFER_DATA_DIR/blobs/`; set,
-   * downloads are answered with `X-Accel-Redirect: <prefix>/<blob key>` and nginx sends the bytes
-   * (docs/deploy.md#downloads-served-by-nginx). Null: Coffer streams them itself.
+   * downloads that come through a COFFER_TRUST_PROXY proxy are answered with `X-Accel-Redirect: <prefix>/<blob key>`
+   * and nginx sends the bytes (docs/deploy.md#downloads-served-by-nginx); Coffer streams any other itself. Null:
+   * Coffer streams them all.
    */
   accelRedirect: string | null;
   s3: {
@@ -153,7 +154,7 @@ export const SERVER_SETTINGS = settings({
   COFFER_BLOB_STORE: { default: 'fs', values: ['fs', 's3'], about: 'where encrypted archives are stored' },
   COFFER_ACCEL_REDIRECT: {
     default: null,
-    about: "behind nginx, fs store: nginx's internal location of COFFER_DATA_DIR/blobs, e.g. /_coffer_blobs; downloads then use X-Accel-Redirect (unset: off)",
+    about: "behind nginx, fs store: nginx's internal location of COFFER_DATA_DIR/blobs, e.g. /_coffer_blobs; downloads through a COFFER_TRUST_PROXY proxy then use X-Accel-Redirect (unset: off)",
   },
   COFFER_S3_ENDPOINT: { default: null, about: 'S3-compatible endpoint, path-style (unset: AWS S3)' },
   COFFER_S3_BUCKET: { default: null, about: 'bucket of the archives (required with COFFER_BLOB_STORE=s3)' },

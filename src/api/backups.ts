@@ -165,7 +165,8 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
           open: async (range) => (await ctx.backups.openContent(request.principal.accountId, id, range)).stream,
           locate: async () => (await ctx.backups.locateContent(request.principal.accountId, id)).blobKey,
         },
-        ctx.config.accelRedirect,
+        // Only nginx acts on an X-Accel-Redirect: a request that did not come through a trusted proxy gets the bytes.
+        ctx.fromTrustedProxy(request) ? ctx.config.accelRedirect : null,
       );
     },
   );

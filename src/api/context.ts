@@ -16,6 +16,8 @@ export interface RouteContext extends Pick<Services, 'config' | 'backups' | 'upl
   /** Records an action of the request's caller in the account's audit trail. */
   audit: AuditRequest;
   metrics: Metrics;
+  /** Whether the request's connection comes from a COFFER_TRUST_PROXY proxy (src/http/trusted-proxy.ts). */
+  fromTrustedProxy: (request: FastifyRequest) => boolean;
 }
 
 declare module 'fastify' {

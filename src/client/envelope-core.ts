@@ -439,29 +439,48 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     }
   }
 
-  /** A recipient string as the user gave it; RecipientFormatError (a clear reason) for anything else. */
+  /**
+   * A recipient string as the user gave it (surrounding white space ignored, all lower or all upper case);
+   * RecipientFormatError with its own reason for each fault, in this order: not "coffer1…", mixed case, a Bech32m
+   * checksum that does not match, a payload that is not 1,946 characters (1,216 bytes), non-zero padding bits, a key
+   * that fails ML-KEM's modulus check. The one reader of every place a recipient is given (docs/crypto.md §2b).
+   */
   function parseRecipient(input: string): Recipient {
     const text = input.trim();
     const prefix = `${RECIPIENT.hrp}1`;
     if (!text.toLowerCase().startsWith(prefix)) {
       throw new RecipientFormatError(`not a Coffer recipient: it must start with "${prefix}" (\`coffer recipient\` prints it)`);
     }
-    let publicKey: Uint8Array;
+    if (text !== text.toLowerCase() && text !== text.toUpperCase()) {
+      throw new RecipientFormatError('the recipient string mixes upper and lower case: write it all in one case, as `coffer recipient` prints it');
+    }
+    let words: number[];
     try {
-      const { prefix: hrp, words } = bech32m.decode(text as `${string}1${string}`, false);
-      if (hrp !== RECIPIENT.hrp) throw new Error('prefix');
-      publicKey = bech32m.fromWords(words);
+      const decoded = bech32m.decode(text as `${string}1${string}`, false);
+      if (decoded.prefix !== RECIPIENT.hrp) throw new Error('prefix');
+      words = decoded.words;
     } catch {
       throw new RecipientFormatError(
         'the recipient string is damaged: its Bech32m checksum does not match (a character mistyped, missing or added); ' +
           'copy it again from `coffer recipient`',
       );
     }
-    if (publicKey.length !== RECIPIENT.publicKeyBytes) {
+    // 1,216 bytes are 1,946 five-bit words; the last one's low 2 bits are padding, which Bech32m requires to be zero.
+    const keyWords = Math.ceil((RECIPIENT.publicKeyBytes * 8) / 5);
+    if (words.length !== keyWords) {
       throw new RecipientFormatError(
-        `the recipient holds ${publicKey.length} bytes, not an X-Wing public key (${RECIPIENT.publicKeyBytes} bytes)`,
+        `the recipient holds ${words.length} data characters (${Math.floor((words.length * 5) / 8)} bytes), not an X-Wing public key ` +
+          `(${keyWords} characters, ${RECIPIENT.publicKeyBytes} bytes)`,
       );
     }
+    const paddingBits = keyWords * 5 - RECIPIENT.publicKeyBytes * 8;
+    if ((words[keyWords - 1]! & ((1 << paddingBits) - 1)) !== 0) {
+      throw new RecipientFormatError(
+        `the recipient string's last character has non-zero padding bits: its checksum matches, but coffer never writes it so ` +
+          '(made by hand or by another tool); copy it again from `coffer recipient`',
+      );
+    }
+    const publicKey = bech32m.fromWords(words);
     // ML-KEM's encapsulation-key check (FIPS 203 §7.2) now, not after the upload when the DEK is sealed.
     try {
       const trial = xwing.encapsulate(publicKey, new Uint8Array(XWING_ESEED_BYTES));

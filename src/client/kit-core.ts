@@ -87,7 +87,13 @@ export function createKit<B extends Uint8Array>(env: KitEnvelope<B>) {
     }
   }
 
-  /** Reads a kit; KitFormatError with the line at fault for anything it cannot use. */
+  /**
+   * Reads a kit (docs/crypto.md §1c, "Reading a kit"); KitFormatError with the line at fault for anything it cannot
+   * use. Lines end in LF or CRLF; each is trimmed; blank lines and lines starting with "#" are skipped. The first
+   * other line is the header, in any case. Then only `server:` and `recipient:` (each at most once) and
+   * `key 1:` … `key n:` in order (n ≤ 64), labels in any case, "key" and its number one space apart, no space before
+   * the colon; a key line holds 24 BIP-39 English words in any case, separated by any white space.
+   */
   function parseKit(text: string): Kit<B> {
     const lines = text
       .split(/\r?\n/)
@@ -103,6 +109,9 @@ export function createKit<B extends Uint8Array>(env: KitEnvelope<B>) {
         if (!field) throw new KitFormatError(`line ${at} is not "server:", "recipient:" or "key <n>:"`);
         const [, name, value] = field as unknown as [string, string, string];
         const label = name.toLowerCase();
+        if ((label === 'server' && server !== null) || (label === 'recipient' && fingerprint !== null)) {
+          throw new KitFormatError(`line ${at}: a second "${label}:" line (a kit has one)`);
+        }
         if (label === 'server') server = value;
         else if (label === 'recipient') fingerprint = value.toLowerCase();
         else if (label === `key ${keys.length + 1}`) keys.push(keyFromWords(value, label, `line ${at}`));

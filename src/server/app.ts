@@ -28,6 +28,7 @@ import { hardening } from '../http/hardening.js';
 import { discardUnreadBody } from '../http/slow-client.js';
 import { Metrics, requestMetrics } from '../http/metrics.js';
 import { RequestLog } from '../http/request-log.js';
+import { fromTrustedProxy, proxyTrust } from '../http/trusted-proxy.js';
 import { operationsRoutes } from '../ops/routes.js';
 import { sendError, toAppError } from '../http/errors.js';
 import { VERSION } from '../lib/version.js';
@@ -59,6 +60,7 @@ function withRedaction(logger: FastifyServerOptions['logger']): FastifyServerOpt
 
 export async function buildApp(parts: Services, options: AppOptions = {}): Promise<CofferApp> {
   const { limits } = parts.config;
+  const trust = proxyTrust(parts.config.trustProxy);
   const app: App = Fastify({
     logger: withRedaction(options.logger ?? false),
     genReqId: () => randomUUID(),
@@ -75,8 +77,9 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
         handler,
       ),
     bodyLimit: JSON_BODY_LIMIT,
-    // request.ip (sign-in, event-stream and discovery limits) reads X-Forwarded-For only from these proxies.
-    trustProxy: parts.config.trustProxy.length > 0 ? [...parts.config.trustProxy] : false,
+    // request.ip (sign-in, event-stream and discovery limits) reads X-Forwarded-For only from these proxies; the
+    // same function tells the download route whether a request came through one (src/http/trusted-proxy.ts).
+    trustProxy: parts.config.trustProxy.length > 0 ? trust : false,
     // An over-long id is still an id (401/403 first, then 404 like any malformed one), not Fastify's 414;
     // Node's 16 KiB head limit bounds it anyway.
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
@@ -114,6 +117,7 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     audit,
     uploadHandshake: parts.uploadHandshake,
     metrics,
+    fromTrustedProxy: (request) => fromTrustedProxy(request, trust),
   };
   hardening(app);
   requestMetrics(app, metrics);

@@ -108,7 +108,7 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     await bad([...ok, '--hook-timeout', '0'], 'profiles.bad.hooks.timeoutSeconds');
     await bad(['--url', server.url, '--api-key-file', keyFile], 'profiles.bad.paths: expected at least one path');
     await bad(['--url', server.url, '--path', source], 'give exactly one of --api-key-file, --api-key-command, --api-key-stdin');
-    await bad([...ok, '--recipient', 'coffer1bogus'], 'profiles.bad.recipient');
+    await bad([...ok, '--recipient', 'coffer1bogus'], '--recipient: the recipient string is damaged: its Bech32m checksum does not match');
     expect(fs.existsSync(path.join(work, 'config/coffer/config.json'))).toBe(false); // nothing was written
 
     // A hand-edited file: errors name the field, an inline key is refused, and every command says so (exit 2).

@@ -212,6 +212,50 @@ describe('docs/crypto.md test vectors', () => {
     expect(() => addMasterKey(full)).toThrow(/maximum of 64 keys/);
   });
 
+  it('the one rule of §1b for an opened vault plaintext: which forms are exit 4 (integrity) and which exit 1 (newer coffer)', async () => {
+    // docs/crypto.md §1b's table, row by row, through a box that verifies (a writer with the KEK made it).
+    const min = { salt: Buffer.alloc(16, 9), ...KDF_PROFILES.min };
+    const kek = await deriveKek(v.passphrase, min);
+    const sealedVault = (plaintext: Buffer) => {
+      const box = Buffer.alloc(plaintext.length + 16);
+      const nonce = Buffer.alloc(24, 3);
+      sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(box, plaintext, Buffer.from('coffer/v1/master'), null, nonce, kek);
+      const kdfFields = { salt: min.salt.toString('base64'), opslimit: min.opslimit, memlimit: min.memlimit };
+      return { cryptoVersion: 'v1', kdf: kdfFields, wrappedMasterKey: box.toString('base64'), wrappedMasterKeyNonce: nonce.toString('base64') };
+    };
+    const ring = (n: number, count = n) => Buffer.concat([Buffer.from('ckr1'), Buffer.from([count]), Buffer.alloc(32 * n, 1)]);
+    const rows: [string, Buffer, 'opens' | 'integrity' | 'newer'][] = [
+      ['exactly 32 bytes', Buffer.alloc(32, 2), 'opens'],
+      ['32 bytes that start like a ring', Buffer.concat([Buffer.from('ckr2'), Buffer.alloc(28)]), 'opens'],
+      ['ckr1, n = 1', ring(1), 'opens'],
+      ['ckr1, n = 64', ring(64), 'opens'],
+      ['ckr1, n = 0', ring(0), 'integrity'],
+      ['ckr1 alone', Buffer.from('ckr1'), 'integrity'],
+      ['ckr1, count 2 holding 1', ring(1, 2), 'integrity'],
+      ['ckr1, count 1 holding 2', ring(2, 1), 'integrity'],
+      ['ckr1, count 66 holding 65', ring(65, 66), 'integrity'],
+      ['ckr1, n = 65, exactly 5 + 32n', ring(65), 'newer'],
+      ['ckr2', Buffer.concat([Buffer.from('ckr2\x01'), Buffer.alloc(32)]), 'newer'],
+      ['ckr9 of any length', Buffer.from('ckr9'), 'newer'],
+      ['no known form (40 bytes)', Buffer.alloc(40, 3), 'newer'],
+      ['another magic (abc1)', Buffer.concat([Buffer.from('abc1'), Buffer.alloc(40)]), 'newer'],
+      ['33 bytes', Buffer.alloc(33), 'newer'],
+    ];
+    for (const [name, plaintext, expected] of rows) {
+      const outcome = await unwrapMasterKey(sealedVault(plaintext), v.passphrase).then(
+        () => 'opens',
+        (error: unknown) => (error instanceof NewerFormatError ? 'newer' : error instanceof IntegrityError ? 'integrity' : String(error)),
+      );
+      expect(outcome, name).toBe(expected);
+    }
+    // Before Argon2id: a wrappedMasterKey of 16 bytes or fewer, or over 4,096, is a wrong passphrase (exit 4).
+    for (const length of [16, 4097]) {
+      const vault = { ...sealedVault(Buffer.alloc(32)), wrappedMasterKey: Buffer.alloc(length).toString('base64') };
+      await expect(unwrapMasterKey(vault, v.passphrase), String(length)).rejects.toThrow(/^wrong passphrase/);
+    }
+    kek.fill(0);
+  });
+
   it('decrypts the archive vector to the published tar', async () => {
     const sealed = Buffer.from(v.archive.ciphertext, 'base64');
     const metadata = JSON.parse(v.metadataJson) as BackupMetadata;
@@ -311,6 +355,17 @@ describe('recipients and sealed data keys', () => {
     // A well-formed string of 1,216 bytes that is no ML-KEM key (coefficients ≥ q): refused before any upload.
     const notAKey = bech32m.encode('coffer', bech32m.toWords(new Uint8Array(RECIPIENT.publicKeyBytes).fill(0xff)), false);
     expect(() => parseRecipient(notAKey)).toThrow(/not a valid X-Wing public key/);
+    // Non-zero padding bits under a matching checksum: their own reason, not "damaged".
+    const words = [...bech32m.decode(text as `${string}1${string}`, false).words];
+    words[words.length - 1]! |= 2;
+    const padded = bech32m.encode('coffer', words, false);
+    expect(() => parseRecipient(padded)).toThrow(/last character has non-zero padding bits/);
+    expect(() => parseRecipient(padded)).not.toThrow(/checksum does not match/);
+    // One more 5-bit word: 1,947 characters are not 1,216 bytes (nor excess padding read as a key).
+    const longer = bech32m.encode('coffer', [...bech32m.decode(text as `${string}1${string}`, false).words, 0], false);
+    expect(() => parseRecipient(longer)).toThrow(/holds 1947 data characters \(1216 bytes\), not an X-Wing public key \(1946 characters, 1216 bytes\)/);
+    expect(() => parseRecipient(`${text.slice(0, 9)}${text.slice(9).toUpperCase()}`)).toThrow(/mixes upper and lower case/);
+    expect(parseRecipient(`\t ${text.toUpperCase()} \r\n`).text).toBe(text);
   });
 
   it('states the sizes the format documents', () => {

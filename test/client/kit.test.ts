@@ -228,6 +228,48 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     await expectUnchanged(() => recover(['--kit-file', path.join(work, 'missing.txt')]), 2, /cannot read --kit-file/);
   });
 
+  it('the reading rules (§1c): case, white space, CRLF and comments accepted; anything else refused, exit 2, nothing changed', async () => {
+    const lines = kit.split('\n');
+    const keyLine = (n: number) => lines.find((line) => line.startsWith(`key ${n}: `))!;
+    const header = lines.find((line) => line === 'coffer recovery kit v1')!;
+    const serverLine = lines.find((line) => line.startsWith('server: '))!;
+    const recipientLine = lines.find((line) => line.startsWith('recipient: '))!;
+    // Accepted: upper case, white space around lines and between words (tabs too), CRLF, comments and blank lines
+    // anywhere, server/recipient after the keys. Read-only: restore with it.
+    const loose = [
+      '\uFEFF# a comment before the header',
+      '',
+      `  ${header.toUpperCase()}  `,
+      '   # an indented comment',
+      `KEY 1:\t${keyLine(1).slice('key 1: '.length).toUpperCase().split(' ').join(' \t ')}  `,
+      `Key 2:   ${keyLine(2).slice('key 2: '.length)}`,
+      '',
+      recipientLine.toUpperCase(),
+      serverLine,
+    ].join('\r\n');
+    const target = path.join(work, 'kit-loose');
+    const read = await runCli(['restore', backups[0]!, target, '--kit-file', '-'], { COFFER_URL: server.url, COFFER_API_KEY: apiKey }, { input: loose });
+    expect(read.code, read.stderr).toBe(0);
+    expect(await snapshot(target)).toEqual(await snapshot(source));
+    // Refused, each naming its reason.
+    const refused: [string[], RegExp][] = [
+      [[keyLine(1), header, keyLine(2)], /not a Coffer recovery kit: its first line must be "coffer recovery kit v1"/],
+      [['coffer  recovery kit v1', keyLine(1), keyLine(2)], /not a Coffer recovery kit/],
+      [[header, keyLine(2), keyLine(1)], /line 2: expected "key 1:", found "key 2:"/],
+      [[header, keyLine(1), keyLine(2).replace('key 2', 'key 3')], /line 3: expected "key 2:", found "key 3:"/],
+      [[header, keyLine(1).replace('key 1:', 'key 1 :'), keyLine(2)], /line 2 is not "server:", "recipient:" or "key <n>:"/],
+      [[header, keyLine(1).replace('key 1:', 'key  1:'), keyLine(2)], /line 2 is not "server:", "recipient:" or "key <n>:"/],
+      [[header, 'note: printed on paper', keyLine(1), keyLine(2)], /line 2: expected "key 1:", found "note:"/],
+      [[header, recipientLine, recipientLine, keyLine(1), keyLine(2)], /line 3: a second "recipient:" line/],
+      [[header, serverLine, keyLine(1), serverLine, keyLine(2)], /line 4: a second "server:" line/],
+      [[header, serverLine, recipientLine], /the kit holds no key line/],
+      [[header, recipientLine, keyLine(2).replace('key 2', 'key 1')], /the kit's keys do not give its recipient/],
+    ];
+    for (const [kitLines, message] of refused) {
+      await expectUnchanged(() => recover([], kitLines.join('\n')), 2, message);
+    }
+  });
+
   it("another vault's kit opens no backup: exit 4, nothing changed", async () => {
     const other = await server.newKey({ plan: 'pro' });
     const stranger = cliFor(server.url, other.apiKey, 'someone else');

@@ -84,6 +84,25 @@ describe('passphrases', () => {
     expect(restored.code, restored.stderr).toBe(0);
   });
 
+  it('a passphrase file loses exactly one line ending at its end (docs/crypto.md §1); anything else is part of it', async () => {
+    const cases: [string, number][] = [
+      [`${THIRD}\n`, 0],
+      [`${THIRD}\r\n`, 0],
+      [THIRD, 0],
+      [`${THIRD}\n\n`, 4], // a second newline stays
+      [`${THIRD}\r`, 4], // a lone CR is no line ending
+      [`${THIRD} \n`, 4], // trailing white space stays
+      [` ${THIRD}`, 4],
+    ];
+    for (const [i, [text, code]] of cases.entries()) {
+      const file = path.join(work, `newline-${i}.pass`);
+      await fsp.writeFile(file, text);
+      const result = await run(['recipient', '--passphrase-file', file], {});
+      expect(result.code, JSON.stringify(text)).toBe(code);
+      if (code === 4) expect(result.stderr).toMatch(/wrong passphrase/);
+    }
+  });
+
   it('without a passphrase source and without a terminal: exit 2 with the ways to give one', async () => {
     const result = await run(['restore', backupId, path.join(work, 'none')], {});
     expect(result.code).toBe(2);

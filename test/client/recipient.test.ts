@@ -4,9 +4,11 @@
  * stdin not a terminal: being asked would fail), cannot restore, and the owner restores byte-identical. A hostile
  * server that swaps a sealed data key or re-seals it to a key of its own is refused.
  */
+import fs from 'node:fs';
 import path from 'node:path';
+import { bech32m } from '@scure/base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deriveRecipient, newKey, sealDek, SEALED_DEK_BYTES } from '../../src/client/envelope.js';
+import { deriveRecipient, newKey, RECIPIENT, sealDek, SEALED_DEK_BYTES } from '../../src/client/envelope.js';
 import type { Backup } from '../../src/store/store.js';
 import type { TestServer } from '../helpers/server.js';
 import { type Cli, exists, json, snapshot, startVault, type VaultFixture } from './helpers.js';
@@ -142,6 +144,82 @@ describe('backing up to a recipient: a host that can add backups but never read 
     expect(foreign.code).toBe(2);
     expect(foreign.stderr).toMatch(/--recipient: not a Coffer recipient: it must start with "coffer1"/);
     expect(await server.parts.store.listBackups(sealed.accountId, all)).toEqual(before);
+  });
+
+  /** The recipient with non-zero padding bits in its last character and a matching checksum (never written by coffer). */
+  const withPaddingBits = () => {
+    const words = [...bech32m.decode(recipient as `${string}1${string}`, false).words];
+    words[words.length - 1]! |= 1;
+    return bech32m.encode(RECIPIENT.hrp, words, false);
+  };
+  const mistyped = (text: string, at = 500) => text.slice(0, at) + (text[at] === 'q' ? 'p' : 'q') + text.slice(at + 1);
+  /** A well-formed string of 1,216 bytes that is no ML-KEM key (coefficients ≥ q). */
+  const notAKey = () => bech32m.encode(RECIPIENT.hrp, bech32m.toWords(new Uint8Array(RECIPIENT.publicKeyBytes).fill(0xff)), false);
+
+  it('non-zero padding bits are refused with their own message, not as a damaged checksum (exit 2, before any upload)', async () => {
+    const padded = withPaddingBits();
+    expect(padded.toLowerCase()).not.toBe(recipient);
+    const all = ['PENDING_UPLOAD', 'UPLOADED', 'READY', 'FAILED', 'DELETING', 'DELETED'] as const;
+    const before = await server.parts.store.listBackups(sealed.accountId, all);
+    for (const [args, env, origin] of [
+      [['backup', source, '--recipient', padded], {}, '--recipient'],
+      [['backup', source], { COFFER_RECIPIENT: padded }, 'COFFER_RECIPIENT'],
+    ] as const) {
+      const result = await host([...args], env);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain(`${origin}: the recipient string's last character has non-zero padding bits`);
+      expect(result.stderr).not.toMatch(/checksum does not match/);
+    }
+    expect(await server.parts.store.listBackups(sealed.accountId, all)).toEqual(before);
+  });
+
+  describe('coffer profile add --recipient: the same reader, at add time', () => {
+    let home: string;
+    let keyFile: string;
+    /** The host's CLI with its own HOME and XDG directories (the profile file lives there). */
+    const hostCli = (args: string[], more: Record<string, string> = {}) =>
+      host(args, { HOME: home, XDG_CONFIG_HOME: path.join(home, 'config'), XDG_STATE_HOME: path.join(home, 'state'), ...more });
+    const configFile = () => path.join(home, 'config', 'coffer', 'config.json');
+    const add = (name: string, value: string) =>
+      hostCli(['profile', 'add', name, '--url', server.url, '--api-key-file', keyFile, '--path', source, '--recipient', value]);
+
+    beforeAll(() => {
+      home = path.join(work, 'profile-home');
+      fs.mkdirSync(home, { recursive: true });
+      keyFile = path.join(home, 'api.key');
+      fs.writeFileSync(keyFile, `${vault.apiKey}\n`, { mode: 0o600 });
+    });
+
+    it('accepts the recipient in upper case with surrounding white space, keeps it canonical, and a run seals to it', async () => {
+      const added = await add('upper', `  ${recipient.toUpperCase()}\n`);
+      expect(added.code, added.stderr).toBe(0);
+      const shown = json(await hostCli(['profile', 'show', 'upper', '--json']));
+      expect(shown.profile.recipient).toBe(recipient);
+      nextSlotAllowed();
+      const run = await hostCli(['run', '--profile', 'upper', '--json']);
+      expect(run.code, run.stderr).toBe(0);
+      nextSlotAllowed();
+      const record = (await server.parts.store.getBackup(JSON.parse(run.stdout).backupId))!;
+      expect(Buffer.from(record.wrappedDek!, 'base64').subarray(4, 12).toString('hex')).toBe(fingerprint.replaceAll('-', ''));
+    });
+
+    it.each([
+      ['a damaged checksum', () => mistyped(recipient), /--recipient: the recipient string is damaged: its Bech32m checksum does not match/],
+      ['non-zero padding bits', withPaddingBits, /--recipient: the recipient string's last character has non-zero padding bits/],
+      ['a string that is no X-Wing key', notAKey, /--recipient: the recipient is not a valid X-Wing public key \(its ML-KEM part fails the modulus check\)/],
+      ['mixed case', () => `${recipient.slice(0, 100)}${recipient.slice(100).toUpperCase()}`, /--recipient: the recipient string mixes upper and lower case/],
+      ['an empty value', () => '', /--recipient: not a Coffer recipient: it must start with "coffer1"/],
+    ])('refuses %s at add time with the message of every other reader (exit 2), the profile file unchanged', async (_name, value, message) => {
+      const before = fs.existsSync(configFile()) ? fs.readFileSync(configFile(), 'utf8') : null;
+      const result = await add('bad', value());
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr).toMatch(message);
+      expect(fs.existsSync(configFile()) ? fs.readFileSync(configFile(), 'utf8') : null).toBe(before);
+      // The same string given to `coffer backup` is refused with the same reason.
+      const backup = await host(['backup', source, '--recipient', value()]);
+      expect(backup.code).toBe(2);
+      expect(backup.stderr).toMatch(message);
+    });
   });
 
   it('the owner without a recipient backs up exactly as before (48-byte wrapped DEK)', async () => {

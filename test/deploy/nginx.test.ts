@@ -6,12 +6,13 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createParser } from 'eventsource-parser';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { envelope, finalizeBody } from '../helpers/api.js';
 import { bytes } from '../helpers/fixture.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -426,7 +427,11 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDI
       // nginx's worker (nobody, when the tests run as root) reads the blobs: the data dir is readable, as the doc says.
       dataDir = tempDir('coffer-accel-');
       fs.chmodSync(dataDir, 0o755);
-      server = await startTestServer({ dataDir, env: { COFFER_PUBLIC_URL: `https://127.0.0.1:${port}`, COFFER_ACCEL_REDIRECT: '/_coffer_blobs' } });
+      // nginx connects from 127.0.0.1, the trusted proxy: only its requests are answered with an X-Accel-Redirect.
+      server = await startTestServer({
+        dataDir,
+        env: { COFFER_PUBLIC_URL: `https://127.0.0.1:${port}`, COFFER_ACCEL_REDIRECT: '/_coffer_blobs', COFFER_TRUST_PROXY: '127.0.0.1' },
+      });
       const certDir = nginxDir();
       // The documented file with its commented accel location turned on and pointed at this server's blobs.
       const block = /^ {2}#location \/_coffer_blobs\/ \{\n(?: {2}#.*\n)*? {2}#\}\n/m;
@@ -465,8 +470,29 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDI
 
   const etag = () => `"${id}-${data.length}"`;
   const content = () => `/api/backups/${id}/content`;
+  /** How often Coffer read the content itself (streamed it rather than redirect) while `run` ran. */
+  const coffersOwnReads = async (run: () => Promise<void>): Promise<number> => {
+    const spy = vi.spyOn(server.parts.backups, 'openContent');
+    try {
+      await run();
+      return spy.mock.calls.length;
+    } finally {
+      spy.mockRestore();
+    }
+  };
+  /** A GET straight to Coffer (not through nginx) from a chosen local address. */
+  const directFrom = (from: string, urlPath: string, headers: Record<string, string>) =>
+    new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+      const sent = http.get(new URL(urlPath, server.url), { headers, localAddress: from, agent: false }, (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body: Buffer.concat(chunks) }));
+        response.on('error', reject);
+      });
+      sent.on('error', reject);
+    });
 
-  it('Coffer itself answers with an X-Accel-Redirect into the internal location and no body', async () => {
+  it('Coffer itself answers the proxy’s address with an X-Accel-Redirect into the internal location and no body', async () => {
     const direct = await fetch(`${server.url}${content()}`, { headers: auth });
     expect(direct.status).toBe(200);
     expect(direct.headers.get('x-accel-redirect')).toMatch(new RegExp(`^/_coffer_blobs/backups/[0-9a-f-]+/${id}/[A-Za-z0-9._-]+$`));
@@ -474,8 +500,16 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDI
     expect((await direct.arrayBuffer()).byteLength).toBe(0);
   });
 
-  it('a whole download through nginx is byte-exact, with Coffer’s headers', async () => {
-    const whole = await request('GET', content(), { headers: auth });
+  it('a client reaching Coffer directly, not through the proxy, gets the bytes from Coffer (no X-Accel-Redirect)', async () => {
+    const reply = await directFrom('127.0.0.2', content(), { ...auth, 'x-forwarded-for': '127.0.0.1' });
+    expect(reply.status).toBe(200);
+    expect(reply.headers['x-accel-redirect']).toBeUndefined();
+    expect(reply.body.equals(data)).toBe(true);
+  });
+
+  it('a whole download through nginx is byte-exact, with Coffer’s headers, and nginx sent it (X-Accel-Redirect)', async () => {
+    let whole!: Reply;
+    expect(await coffersOwnReads(async () => void (whole = await request('GET', content(), { headers: auth })))).toBe(0);
     expect(whole.status).toBe(200);
     expect(whole.body.equals(data)).toBe(true);
     expect(whole.headers).toMatchObject({
@@ -495,7 +529,8 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDI
     const end = start + MiB;
     const ranges: Record<string, string>[] = [{ range: `bytes=${start}-${end}` }, { range: `bytes=${start}-${end}`, 'if-range': etag() }];
     for (const headers of ranges) {
-      const part = await request('GET', content(), { headers: { ...auth, ...headers } });
+      let part!: Reply;
+      expect(await coffersOwnReads(async () => void (part = await request('GET', content(), { headers: { ...auth, ...headers } })))).toBe(0);
       expect(part.status, JSON.stringify(headers)).toBe(206);
       expect(part.headers['content-range']).toBe(`bytes ${start}-${end}/${data.length}`);
       expect(part.headers.etag).toBe(etag());

@@ -15,7 +15,7 @@ import {
   validateProfile,
   writeProfiles,
 } from '../../client/profiles.js';
-import { plainAction } from '../client-io.js';
+import { plainAction, recipientFor } from '../client-io.js';
 import { note, print, printJson, usageError } from '../output.js';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -107,11 +107,14 @@ export function registerProfile(program: Command): void {
         if (options.hookTimeout !== undefined) {
           hookTimeout = /^\d+$/.test(options.hookTimeout) ? Number(options.hookTimeout) : NaN;
         }
+        // The one recipient reader, as for `coffer backup --recipient`: a fault is refused now, not at the first run;
+        // the profile keeps the canonical (lower-case) string.
+        const recipient = options.recipient !== undefined ? recipientFor(options.recipient, config) : null;
         const input: ProfileInput = {
           url: options.url,
           apiKey,
           ...(options.blobApiUrl ? { blobApiUrl: options.blobApiUrl } : {}),
-          ...(options.recipient ? { recipient: options.recipient } : {}),
+          ...(recipient ? { recipient: recipient.text } : {}),
           paths: options.path.map((p) => path.resolve(p)),
           excludes: options.exclude,
           ...(options.name ? { name: options.name } : {}),

@@ -161,6 +161,16 @@ for (const backend of backends) describe.skipIf(backend.skip === true)(`blobhost
     expect(over.status).toBe(413);
     expect(over.body).toEqual({ error: { code: 'bad_request', message: `the file length cannot be greater than ${LIMIT} bytes` } });
     expect(await backend.parts(server, `${s.blobPath}/`)).toEqual(new Map());
+    // A client completing the discarded upload anyway gets 404, not a server error (Ceph answers S3's
+    // CompleteMultipartUpload of an aborted upload with 500 InternalError).
+    const late = await mpu(
+      server,
+      s,
+      'complete',
+      { 'x-mpu-key': encodeURIComponent(first.key), 'x-mpu-upload-id': first.uploadId, 'content-type': 'application/json' },
+      JSON.stringify([{ partNumber: 1, etag: '"0123456789abcdef0123456789abcdef"' }]),
+    );
+    expect([late.status, late.body]).toEqual([404, { error: { code: 'not_found', message: 'No such multipart upload.' } }]);
 
     // The limit is the slot's: a second upload's parts count together with a third one's.
     const second = await create(server, s);

@@ -191,6 +191,8 @@ for (const backend of backends) describe.skipIf(backend.skip === true)(`blobhost
     const last = randomBytes(200 * KiB);
     const stored = await part(server, s, upload, 1, last);
     expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[upload.uploadId, [200 * KiB]]]);
+    // The running total the blob host keeps in the database agrees.
+    expect(await server.parts.store.slotBytes(s.backupId)).toBe(200 * KiB);
     const done = await mpu(
       server,
       s,
@@ -200,6 +202,7 @@ for (const backend of backends) describe.skipIf(backend.skip === true)(`blobhost
     );
     expect(done.status).toBe(200);
     expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: last.length });
+    expect([await server.parts.store.countMultipartUploads(s.backupId), await server.parts.store.slotBytes(s.backupId)]).toEqual([0, 0]);
   });
 
   it(`a slot has at most ${UPLOADS_PER_SLOT} multipart uploads open`, async () => {
@@ -211,6 +214,10 @@ for (const backend of backends) describe.skipIf(backend.skip === true)(`blobhost
       error: { code: 'bad_request', message: `This backup slot already has ${UPLOADS_PER_SLOT} multipart uploads in progress.` },
     });
     expect((await backend.parts(server, `${s.blobPath}/`)).size).toBe(UPLOADS_PER_SLOT);
+    // Once the slot takes no upload any more, the sweeper drops its bookkeeping.
+    expect((await s.call('DELETE', `/api/backups/${s.backupId}`)).status).toBeLessThan(300);
+    await server.parts.sweeper.runOnce({ orphans: false });
+    expect(await server.parts.store.countMultipartUploads(s.backupId)).toBe(0);
   });
 });
 

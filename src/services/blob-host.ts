@@ -143,6 +143,8 @@ export class BlobHostService {
     authorization: string | undefined,
     pathname: string | undefined,
     contentType: string | undefined,
+    /** A completion of this blob key: a slot it already made UPLOADED passes too (the client's retry). */
+    completing?: string,
   ): Promise<{ token: ClientTokenPayload; backup: Backup }> {
     const token = this.verifyClientToken(authorization);
     if (pathname === undefined || pathname !== token.pathname) {
@@ -160,7 +162,8 @@ export class BlobHostService {
     const slot = slotOf(token.pathname);
     const backup = slot ? await this.backups.findVisible(slot.accountId, slot.backupId) : undefined;
     if (!backup) throw new BlobApiError(404, 'not_found', 'The backup slot of this token no longer exists.');
-    if (backup.status !== 'PENDING_UPLOAD') {
+    const completed = completing !== undefined && backup.status === 'UPLOADED' && backup.blobKey === completing;
+    if (backup.status !== 'PENDING_UPLOAD' && !completed) {
       throw new BlobApiError(400, 'bad_request', `The backup is ${backup.status}; it takes no upload.`);
     }
     return { token, backup };
@@ -316,12 +319,18 @@ export class BlobHostService {
     if (!Value.Check(PartList, parts)) {
       throw new BlobApiError(400, 'bad_request', 'The body must be a JSON array of {partNumber, etag}.');
     }
+    // The client's retry of a completion that succeeded (its answer was lost): the same answer again.
+    if (backup.status === 'UPLOADED' && backup.blobKey === key) return this.result(backup, backup.ciphertextSizeBytes ?? 0);
     const limit = this.limitOf(token);
     let size: number;
     try {
       ({ size } = await this.blobs.completeMultipart(key, uploadId, parts));
     } catch (error) {
-      throw this.translate(error, limit);
+      // The store completed it before (the node died or the answer was lost before it was recorded): every
+      // upload attempt has a key of its own, so an object under the key is this upload's.
+      const stored = error instanceof UploadNotFoundError ? await this.blobs.stat(key) : null;
+      if (!stored) throw this.translate(error, limit);
+      size = stored.size;
     }
     await this.store.removeMultipartUpload(uploadId);
     if (size > limit) {

@@ -202,7 +202,35 @@ for (const backend of backends) describe.skipIf(backend.skip === true)(`blobhost
     );
     expect(done.status).toBe(200);
     expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: last.length });
+    // The client sending the completion again (its answer lost) gets the same answer, not an error.
+    const again = await mpu(
+      server,
+      s,
+      'complete',
+      { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
+      JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
+    );
+    expect([again.status, again.body]).toEqual([200, done.body]);
     expect([await server.parts.store.countMultipartUploads(s.backupId), await server.parts.store.slotBytes(s.backupId)]).toEqual([0, 0]);
+  });
+
+  it('a completion the store made but the node did not record is recorded when the client sends it again', async () => {
+    const s = await slot(server);
+    const upload = await create(server, s);
+    const data = randomBytes(300 * KiB);
+    const stored = await part(server, s, upload, 1, data);
+    expect(stored.status).toBe(200);
+    // The store completes the upload, then the node dies before recording it (or its answer is lost).
+    await server.parts.blobs.completeMultipart(upload.key, upload.uploadId, [{ partNumber: 1, etag: stored.body.etag }]);
+    const retried = await mpu(
+      server,
+      s,
+      'complete',
+      { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
+      JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
+    );
+    expect(retried.status).toBe(200);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: data.length });
   });
 
   it(`a slot has at most ${UPLOADS_PER_SLOT} multipart uploads open`, async () => {

@@ -60,20 +60,23 @@ function startRunCeph(root: string): { stop(): Promise<void> } {
   }
   write({ starting: true });
   let cluster: CephCluster | undefined;
-  const onSignal = () => cluster?.stop();
-  process.once('exit', onSignal);
-  const started = startCeph({ parent: root }).then(
-    (c) => {
-      cluster = c;
-      write({ endpoint: c.endpoint, accessKeyId: c.accessKeyId, secretAccessKey: c.secretAccessKey });
-    },
-    (error: Error) => write({ error: `Ceph did not start: ${error.message}` }),
-  );
+  const onExit = () => cluster?.stop();
+  process.once('exit', onExit);
+  // Once more on failure: the free ports it picked may have been taken by another run in between.
+  const started = startCeph({ parent: root })
+    .catch(() => startCeph({ parent: root }))
+    .then(
+      (c) => {
+        cluster = c;
+        write({ endpoint: c.endpoint, accessKeyId: c.accessKeyId, secretAccessKey: c.secretAccessKey });
+      },
+      (error: Error) => write({ error: `Ceph did not start: ${error.message}` }),
+    );
   return {
     async stop() {
       await started;
       cluster?.stop();
-      process.off('exit', onSignal);
+      process.off('exit', onExit);
       fs.rmSync(stateFile, { force: true });
     },
   };

@@ -60,7 +60,11 @@ function startRunCeph(root: string): { stop(): Promise<void> } {
   }
   write({ starting: true });
   let cluster: CephCluster | undefined;
-  const onExit = () => cluster?.stop();
+  // Also when vitest exits without its teardown (Ctrl-C).
+  const onExit = () => {
+    cluster?.stop();
+    fs.rmSync(stateFile, { force: true });
+  };
   process.once('exit', onExit);
   // Once more on failure: the free ports it picked may have been taken by another run in between.
   const started = startCeph({ parent: root })

@@ -37,6 +37,8 @@ interface ConfigFields {
   uploadProtocol: 'direct' | 'blobhost-client';
   maxArchiveBytes: number;
   uploadWindowMs: number;
+  /** Minimum age of an orphan blob or incomplete upload before the sweeper removes it (COFFER_ORPHAN_GRACE). */
+  orphanGraceMs: number;
   sseIntervalMs: number;
   sseTimeoutMs: number;
   /**
@@ -164,6 +166,10 @@ export const SERVER_SETTINGS = settings({
   COFFER_UPLOAD_PROTOCOL: { default: 'direct', values: ['direct', 'blobhost-client'], about: 'how clients upload (docs/upload-protocols.md)' },
   COFFER_MAX_ARCHIVE_BYTES: { default: '52428800', about: 'largest encrypted archive accepted, in bytes' },
   COFFER_UPLOAD_WINDOW: { default: '1h', about: 'how long an upload slot stays open' },
+  COFFER_ORPHAN_GRACE: {
+    default: null,
+    about: 'age before the sweeper removes an orphan blob or incomplete upload (unset: 1h or COFFER_UPLOAD_WINDOW, the longer; shorter only for tests)',
+  },
   COFFER_SSE_INTERVAL: { default: '2s', about: "how often an event stream looks at its backup's status" },
   COFFER_SSE_TIMEOUT: { default: '5m', about: 'an event stream is closed after this long' },
   COFFER_SSE_MAX_PER_ACCOUNT: { default: '100', about: 'event streams open at once per account' },
@@ -227,6 +233,15 @@ function duration(env: Env, setting: Setting & { default: string }, minMs = 1): 
   const value = read(env, setting)!;
   const ms = parseDuration(value);
   if (ms === null || ms < minMs) throw new ConfigError(setting.name, `expected a duration like 2s, 5m or 1h, got "${value}"`);
+  return ms;
+}
+
+/** COFFER_ORPHAN_GRACE: any duration (0 too); unset, at least an hour and at least the upload window. */
+function orphanGrace(env: Env, uploadWindowMs: number): number {
+  const value = read(env, SERVER_SETTINGS.COFFER_ORPHAN_GRACE);
+  if (value === null) return Math.max(3_600_000, uploadWindowMs);
+  const ms = parseDuration(value);
+  if (ms === null) throw new ConfigError(SERVER_SETTINGS.COFFER_ORPHAN_GRACE.name, `expected a duration like 30s, 5m or 1h, got "${value}"`);
   return ms;
 }
 
@@ -334,6 +349,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     uploadProtocol: oneOf(env, S.COFFER_UPLOAD_PROTOCOL),
     maxArchiveBytes: integer(env, S.COFFER_MAX_ARCHIVE_BYTES, 1, Number.MAX_SAFE_INTEGER),
     uploadWindowMs: duration(env, S.COFFER_UPLOAD_WINDOW),
+    orphanGraceMs: orphanGrace(env, duration(env, S.COFFER_UPLOAD_WINDOW)),
     sseIntervalMs: duration(env, S.COFFER_SSE_INTERVAL, 10),
     sseTimeoutMs: duration(env, S.COFFER_SSE_TIMEOUT),
     sseMaxStreams: {

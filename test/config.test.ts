@@ -57,6 +57,7 @@ describe('loadConfig', () => {
       uploadProtocol: 'direct',
       maxArchiveBytes: 52_428_800,
       uploadWindowMs: 3_600_000,
+      orphanGraceMs: 3_600_000,
       sseIntervalMs: 2000,
       sseTimeoutMs: 300_000,
       sseMaxStreams: { perAccount: 100, perAddress: 500 },
@@ -92,6 +93,7 @@ describe('loadConfig', () => {
         COFFER_UPLOAD_PROTOCOL: 'blobhost-client',
         COFFER_MAX_ARCHIVE_BYTES: '1048576',
         COFFER_UPLOAD_WINDOW: '10m',
+        COFFER_ORPHAN_GRACE: '30s',
         COFFER_SSE_INTERVAL: '250ms',
         COFFER_SSE_TIMEOUT: '1h',
         COFFER_SSE_MAX_PER_ACCOUNT: '3',
@@ -118,6 +120,7 @@ describe('loadConfig', () => {
       uploadProtocol: 'blobhost-client',
       maxArchiveBytes: 1_048_576,
       uploadWindowMs: 600_000,
+      orphanGraceMs: 30_000,
       sseIntervalMs: 250,
       sseTimeoutMs: 3_600_000,
       sseMaxStreams: { perAccount: 3, perAddress: 7 },
@@ -161,6 +164,7 @@ describe('loadConfig', () => {
       [{ COFFER_MAX_ARCHIVE_BYTES: '0' }, 'COFFER_MAX_ARCHIVE_BYTES', `must be between 1 and ${Number.MAX_SAFE_INTEGER}, got 0`],
       [{ COFFER_UPLOAD_WINDOW: '1 hour' }, 'COFFER_UPLOAD_WINDOW', duration('1 hour')],
       [{ COFFER_UPLOAD_WINDOW: '0s' }, 'COFFER_UPLOAD_WINDOW', duration('0s')],
+      [{ COFFER_ORPHAN_GRACE: '1 hour' }, 'COFFER_ORPHAN_GRACE', 'expected a duration like 30s, 5m or 1h, got "1 hour"'],
       [{ COFFER_SSE_INTERVAL: '2w' }, 'COFFER_SSE_INTERVAL', duration('2w')],
       [{ COFFER_SSE_INTERVAL: '9ms' }, 'COFFER_SSE_INTERVAL', duration('9ms')],
       [{ COFFER_SSE_TIMEOUT: '300' }, 'COFFER_SSE_TIMEOUT', duration('300')],
@@ -194,6 +198,12 @@ describe('loadConfig', () => {
       const error = configError(() => loadConfig(env));
       expect([error.variable, error.message], JSON.stringify(env)).toEqual([variable, `${variable}: ${problem}`]);
     }
+  });
+
+  it('the orphan grace is at least an hour and the upload window unless COFFER_ORPHAN_GRACE is set (0 too)', () => {
+    expect(loadConfig({ COFFER_UPLOAD_WINDOW: '2h' }).orphanGraceMs).toBe(7_200_000);
+    expect(loadConfig({ COFFER_UPLOAD_WINDOW: '2s' }).orphanGraceMs).toBe(3_600_000);
+    expect(loadConfig({ COFFER_UPLOAD_WINDOW: '2h', COFFER_ORPHAN_GRACE: '0s' }).orphanGraceMs).toBe(0);
   });
 
   it('durations at their minimum are accepted', () => {

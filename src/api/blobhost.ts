@@ -71,8 +71,8 @@ export function blobHostRoutes(app: App, host: BlobHostService, limits: Connecti
     return reply.code(500).send({ error: { code: 'internal_server_error', message: 'Something went wrong on our side.' } });
   });
 
-  const authorize = (request: FastifyRequest) =>
-    host.authorize(header(request, 'authorization'), pathnameOf(request), header(request, 'x-content-type'));
+  const authorize = (request: FastifyRequest, completing?: string) =>
+    host.authorize(header(request, 'authorization'), pathnameOf(request), header(request, 'x-content-type'), completing);
 
   app.put('/blob/', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
     const { token, backup } = await authorize(request);
@@ -81,12 +81,12 @@ export function blobHostRoutes(app: App, host: BlobHostService, limits: Connecti
   });
 
   app.post('/blob/mpu', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
-    const { token, backup } = await authorize(request);
     const action = header(request, 'x-mpu-action');
     const ids = {
       key: safeDecode(header(request, 'x-mpu-key')),
       uploadId: header(request, 'x-mpu-upload-id'),
     };
+    const { token, backup } = await authorize(request, action === 'complete' ? ids.key : undefined);
     switch (action) {
       case 'create':
         request.raw.resume();

@@ -44,6 +44,17 @@ export class UploadNotFoundError extends Error {
 }
 
 /** The parts named on completion do not match the parts stored (missing part, wrong etag, bad order). */
+/**
+ * The store does not implement an optional call (an S3-compatible store without ListMultipartUploads, such as
+ * s3rver, answers 501 NotImplemented or 405 MethodNotAllowed). Callers that can do without it degrade.
+ */
+export class UnsupportedOperationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnsupportedOperationError';
+  }
+}
+
 export class InvalidPartError extends Error {
   constructor(message = 'The listed parts do not match the uploaded parts.') {
     super(message);

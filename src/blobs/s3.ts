@@ -33,6 +33,7 @@ import {
   type StoredPart,
   checkPartNumber,
   orderedParts,
+  UnsupportedOperationError,
   UploadNotFoundError,
 } from './blob-store.js';
 
@@ -82,6 +83,9 @@ function isNotFound(error: unknown): boolean {
 
 function translate(error: unknown): unknown {
   switch (errorName(error)) {
+    case 'NotImplemented':
+    case 'MethodNotAllowed':
+      return new UnsupportedOperationError(`the S3 store does not implement this call: ${(error as Error).message}`);
     case 'NoSuchUpload':
       return new UploadNotFoundError();
     case 'InvalidPart':
@@ -91,6 +95,15 @@ function translate(error: unknown): unknown {
     default:
       return error;
   }
+}
+
+/**
+ * An error of a request addressed to one multipart upload (ListParts): NoSuchKey is also "no such upload" there.
+ * Ceph's RADOS Gateway (16) answers ListParts of a finished, aborted or unknown upload with 404 NoSuchKey where
+ * AWS answers NoSuchUpload.
+ */
+function translateUpload(error: unknown): unknown {
+  return errorName(error) === 'NoSuchKey' ? new UploadNotFoundError() : translate(error);
 }
 
 /** `body` through a byte counter; a failure of either side destroys the other. */
@@ -345,7 +358,18 @@ export class S3BlobStore implements BlobStore {
         }),
       );
     } catch (error) {
-      throw translate(error);
+      const translated = translate(error);
+      // Ceph's RADOS Gateway (16) answers a completion of an aborted or already completed upload with 500
+      // InternalError ("This multipart completion is already in progress"; AWS: 404 NoSuchUpload). Ask ListParts
+      // whether the upload still exists before passing a server error on.
+      if (translated === error && errorName(error) === 'InternalError') {
+        const gone = await this.listParts(key, uploadId).then(
+          () => false,
+          (listError: unknown) => listError instanceof UploadNotFoundError,
+        );
+        if (gone) throw new UploadNotFoundError();
+      }
+      throw translated;
     }
     const stat = await this.stat(key);
     if (!stat) throw new Error(`S3 completed ${key} but does not show it`);
@@ -370,7 +394,7 @@ export class S3BlobStore implements BlobStore {
           new ListPartsCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumberMarker: marker }),
         );
       } catch (error) {
-        throw translate(error);
+        throw translateUpload(error);
       }
       for (const part of page.Parts ?? []) {
         if (part.PartNumber === undefined || !part.ETag) continue;
@@ -385,14 +409,18 @@ export class S3BlobStore implements BlobStore {
     let keyMarker: string | undefined;
     let uploadIdMarker: string | undefined;
     do {
-      const page = await this.client.send(
-        new ListMultipartUploadsCommand({
-          Bucket: this.bucket,
-          Prefix: prefix || undefined,
-          KeyMarker: keyMarker,
-          UploadIdMarker: uploadIdMarker,
-        }),
-      );
+      const page = await this.client
+        .send(
+          new ListMultipartUploadsCommand({
+            Bucket: this.bucket,
+            Prefix: prefix || undefined,
+            KeyMarker: keyMarker,
+            UploadIdMarker: uploadIdMarker,
+          }),
+        )
+        .catch((error: unknown) => {
+          throw translate(error);
+        });
       for (const upload of page.Uploads ?? []) {
         if (!upload.Key || !upload.UploadId) continue;
         yield { key: upload.Key, uploadId: upload.UploadId, startedAt: upload.Initiated?.getTime() ?? 0 };

@@ -85,16 +85,17 @@ export async function composeParts(
   const audit = new AuditTrail(store, clock);
   const keys = new KeyService(store, clock, audit);
   const sessions = new SessionService(store, keys, clock);
-  // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that.
+  // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that
+  // (config.orphanGraceMs: unless COFFER_ORPHAN_GRACE says otherwise, at least the upload window).
   const sweeper = new Sweeper(store, blobs, backups, sessions, {
-    orphanGraceMs: Math.max(3_600_000, config.uploadWindowMs),
+    orphanGraceMs: config.orphanGraceMs,
     ...options.sweeper,
   });
   let blobHost: BlobHostService | undefined;
   let uploadHandshake: UploadHandshake | undefined;
   if (config.uploadProtocol === 'blobhost-client') {
     const token = await ReadWriteToken.open(store, clock);
-    blobHost = new BlobHostService(blobs, backups, clock, config, token);
+    blobHost = new BlobHostService(blobs, store, backups, clock, config, token);
     uploadHandshake = new UploadHandshake(blobs, backups, clock, config, token);
   }
   return {
@@ -158,6 +159,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       .runOnce()
       .then(
         (report) => {
+          if (report.warning) coffer.app.log.warn(report.warning);
           coffer.metrics.sweeps.inc({ outcome: report.ran ? 'ok' : 'skipped' });
           return report.moved;
         },

@@ -16,7 +16,6 @@ import {
   type BlobStore,
   InvalidPartError,
   MAX_PART_NUMBER,
-  type MultipartUpload,
   UploadNotFoundError,
 } from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
@@ -121,9 +120,15 @@ export interface BlobHostOptions {
   readonly maxMultipartUploadsPerSlot: number;
 }
 
+/**
+ * The slot limits (open uploads, bytes stored) are counted in the database (Store.addMultipartUpload,
+ * putPartSize, …) rather than by listing the object store: one or two queries per part whatever the upload's
+ * size, and no dependence on ListMultipartUploads/ListParts, which not every S3-compatible store has.
+ */
 export class BlobHostService {
   constructor(
     private readonly blobs: BlobStore,
+    private readonly store: Store,
     private readonly backups: BackupService,
     private readonly clock: Clock,
     private readonly options: BlobHostOptions,
@@ -138,6 +143,8 @@ export class BlobHostService {
     authorization: string | undefined,
     pathname: string | undefined,
     contentType: string | undefined,
+    /** A completion of this blob key: a slot it already made UPLOADED passes too (the client's retry). */
+    completing?: string,
   ): Promise<{ token: ClientTokenPayload; backup: Backup }> {
     const token = this.verifyClientToken(authorization);
     if (pathname === undefined || pathname !== token.pathname) {
@@ -155,7 +162,8 @@ export class BlobHostService {
     const slot = slotOf(token.pathname);
     const backup = slot ? await this.backups.findVisible(slot.accountId, slot.backupId) : undefined;
     if (!backup) throw new BlobApiError(404, 'not_found', 'The backup slot of this token no longer exists.');
-    if (backup.status !== 'PENDING_UPLOAD') {
+    const completed = completing !== undefined && backup.status === 'UPLOADED' && backup.blobKey === completing;
+    if (backup.status !== 'PENDING_UPLOAD' && !completed) {
       throw new BlobApiError(400, 'bad_request', `The backup is ${backup.status}; it takes no upload.`);
     }
     return { token, backup };
@@ -245,35 +253,20 @@ export class BlobHostService {
         'bad_request',
         `This backup slot already has ${this.options.maxMultipartUploadsPerSlot} multipart uploads in progress.`,
       );
-    if ((await this.openUploads(backup)).length >= this.options.maxMultipartUploadsPerSlot) throw tooMany();
+    if ((await this.store.countMultipartUploads(backup.id)) >= this.options.maxMultipartUploadsPerSlot) throw tooMany();
     const key = this.backups.newBlobKey(backup);
     const uploadId = await this.blobs.createMultipart(key);
-    if ((await this.openUploads(backup)).length > this.options.maxMultipartUploadsPerSlot) {
-      await this.blobs.abortMultipart(key, uploadId);
+    if ((await this.store.addMultipartUpload(backup.id, uploadId, this.clock.now())) > this.options.maxMultipartUploadsPerSlot) {
+      await this.discard(key, uploadId);
       throw tooMany();
     }
     return { key, uploadId };
   }
 
-  private async openUploads(backup: Backup): Promise<MultipartUpload[]> {
-    const uploads: MultipartUpload[] = [];
-    for await (const upload of this.blobs.listMultipart(`${backup.blobPath}/`)) uploads.push(upload);
-    return uploads;
-  }
-
-  /** Bytes the slot's open multipart uploads hold together, leaving out one part (the one about to be replaced). */
-  private async storedBytes(backup: Backup, except?: { uploadId: string; partNumber: number }): Promise<number> {
-    let total = 0;
-    for (const upload of await this.openUploads(backup)) {
-      const parts = await this.blobs.listParts(upload.key, upload.uploadId).catch((error: unknown) => {
-        if (error instanceof UploadNotFoundError) return []; // completed or aborted meanwhile
-        throw error;
-      });
-      for (const part of parts) {
-        if (upload.uploadId !== except?.uploadId || part.partNumber !== except.partNumber) total += part.size;
-      }
-    }
-    return total;
+  /** Aborts a multipart upload and forgets its parts. */
+  private async discard(key: string, uploadId: string): Promise<void> {
+    await this.blobs.abortMultipart(key, uploadId);
+    await this.store.removeMultipartUpload(uploadId);
   }
 
   private checkKey(backup: Backup, key: string | undefined, uploadId: string | undefined): { key: string; uploadId: string } {
@@ -286,8 +279,9 @@ export class BlobHostService {
 
   /**
    * x-mpu-action: upload. One part, streamed; parts may arrive in any order and on any node. The archive limit
-   * holds while parts arrive, for what the slot's open uploads store together (a part sent again counts once):
-   * a part that would take them past it is refused with 413 and its upload discarded.
+   * holds while parts arrive, for what the slot's open uploads store together (a part sent again counts once;
+   * the running total is kept in the database): a part that would take them past it is refused with 413 and
+   * its upload discarded.
    */
   async uploadPart(
     token: ClientTokenPayload,
@@ -302,14 +296,14 @@ export class BlobHostService {
     }
     const limit = this.limitOf(token);
     try {
-      const room = limit - (await this.storedBytes(backup, { uploadId, partNumber }));
+      const room = limit - (await this.store.slotBytes(backup.id, { uploadId, partNumber }));
       if (headers.contentLength !== undefined && headers.contentLength > room) throw new TooLarge();
       const part = await this.blobs.putPart(key, uploadId, partNumber, limited(body, room), { size: headers.contentLength });
       // Parts sent at the same time (on any node) each saw room for themselves: their sum is checked once stored.
-      if ((await this.storedBytes(backup)) > limit) throw new TooLarge();
+      if ((await this.store.putPartSize(backup.id, uploadId, partNumber, part.size)) > limit) throw new TooLarge();
       return { etag: part.etag };
     } catch (error) {
-      if (error instanceof TooLarge) await this.blobs.abortMultipart(key, uploadId);
+      if (error instanceof TooLarge) await this.discard(key, uploadId);
       throw this.translate(error, limit);
     }
   }
@@ -325,13 +319,20 @@ export class BlobHostService {
     if (!Value.Check(PartList, parts)) {
       throw new BlobApiError(400, 'bad_request', 'The body must be a JSON array of {partNumber, etag}.');
     }
+    // The client's retry of a completion that succeeded (its answer was lost): the same answer again.
+    if (backup.status === 'UPLOADED' && backup.blobKey === key) return this.result(backup, backup.ciphertextSizeBytes ?? 0);
     const limit = this.limitOf(token);
     let size: number;
     try {
       ({ size } = await this.blobs.completeMultipart(key, uploadId, parts));
     } catch (error) {
-      throw this.translate(error, limit);
+      // The store completed it before (the node died or the answer was lost before it was recorded): every
+      // upload attempt has a key of its own, so an object under the key is this upload's.
+      const stored = error instanceof UploadNotFoundError ? await this.blobs.stat(key) : null;
+      if (!stored) throw this.translate(error, limit);
+      size = stored.size;
     }
+    await this.store.removeMultipartUpload(uploadId);
     if (size > limit) {
       await this.blobs.delete(key);
       throw this.tooLarge(limit);

@@ -10,9 +10,11 @@
  * while a record that is not DELETED names it in `blobKey`. Attempts that lost a race, uploads whose node died
  * between storing and recording, and leftovers of crashed deletes are orphans. A blob younger than the grace
  * period is never touched: it may belong to an upload that has stored its bytes but not yet recorded them.
- * Incomplete uploads (S3 multipart uploads, temp files) older than the grace period are discarded too.
+ * Incomplete uploads (S3 multipart uploads, temp files) older than the grace period are discarded too; on a store
+ * that cannot list them (no ListMultipartUploads) the first sweep reports one warning and later ones skip the step.
+ * The blob host's multipart bookkeeping of slots that take no upload any more is dropped on every sweep.
  */
-import type { BlobStore } from '../blobs/blob-store.js';
+import { type BlobStore, UnsupportedOperationError } from '../blobs/blob-store.js';
 import type { Store } from '../store/store.js';
 import type { BackupService } from './backups.js';
 import type { SessionService } from './sessions.js';
@@ -39,6 +41,8 @@ export interface SweepReport {
   orphans: number;
   /** Incomplete uploads discarded. */
   incomplete: number;
+  /** Said once per process: a step the store cannot do is skipped from now on. */
+  warning?: string;
 }
 
 export const BLOB_PREFIX = 'backups/';
@@ -46,6 +50,8 @@ const HOUR = 3_600_000;
 
 export class Sweeper {
   private lastOrphanPass = -Infinity;
+  /** The store cannot list incomplete uploads (UnsupportedOperationError): the step is skipped. */
+  private incompleteUnsupported = false;
   private readonly graceMs: number;
   private readonly intervalMs: number;
   private readonly wallClock: () => number;
@@ -68,6 +74,7 @@ export class Sweeper {
       const moved = await this.backups.sweep();
       const sessions = await this.sessions.prune();
       const vaultHistory = await this.backups.pruneVaultHistory();
+      await this.store.pruneMultipartUploads();
       const due = this.wallClock() - this.lastOrphanPass >= this.intervalMs;
       if (!(options.orphans ?? due)) return { moved, sessions, vaultHistory, orphans: 0, incomplete: 0 };
       this.lastOrphanPass = this.wallClock();
@@ -79,7 +86,7 @@ export class Sweeper {
   }
 
   /** Removes orphan blobs and incomplete uploads older than the grace period (or `graceMs`). */
-  async removeOrphans(graceMs = this.graceMs): Promise<{ orphans: number; incomplete: number }> {
+  async removeOrphans(graceMs = this.graceMs): Promise<{ orphans: number; incomplete: number; warning?: string }> {
     const cutoff = this.wallClock() - graceMs;
     let orphans = 0;
     let batch: string[] = [];
@@ -98,7 +105,17 @@ export class Sweeper {
       if (batch.length >= 500) await flush();
     }
     if (batch.length > 0) await flush();
-    const incomplete = await this.blobs.removeIncomplete(cutoff);
-    return { orphans, incomplete };
+    if (this.incompleteUnsupported) return { orphans, incomplete: 0 };
+    try {
+      return { orphans, incomplete: await this.blobs.removeIncomplete(cutoff) };
+    } catch (error) {
+      if (!(error instanceof UnsupportedOperationError)) throw error;
+      this.incompleteUnsupported = true;
+      return {
+        orphans,
+        incomplete: 0,
+        warning: `incomplete multipart uploads are not cleaned up: ${error.message} (set a lifecycle rule on the bucket instead)`,
+      };
+    }
   }
 }

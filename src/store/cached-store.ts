@@ -334,6 +334,12 @@ export class CachedStore implements Store {
   appendAudit: Store['appendAudit'] = (entry, keep) => this.inner.appendAudit(entry, keep);
   listAudit: Store['listAudit'] = (accountId, limit) => this.inner.listAudit(accountId, limit);
   ensureSetting: Store['ensureSetting'] = (name, initial, now) => this.inner.ensureSetting(name, initial, now);
+  addMultipartUpload: Store['addMultipartUpload'] = (backupId, uploadId, now) => this.inner.addMultipartUpload(backupId, uploadId, now);
+  countMultipartUploads: Store['countMultipartUploads'] = (backupId) => this.inner.countMultipartUploads(backupId);
+  putPartSize: Store['putPartSize'] = (backupId, uploadId, partNumber, size) => this.inner.putPartSize(backupId, uploadId, partNumber, size);
+  slotBytes: Store['slotBytes'] = (backupId, except) => this.inner.slotBytes(backupId, except);
+  removeMultipartUpload: Store['removeMultipartUpload'] = (uploadId) => this.inner.removeMultipartUpload(uploadId);
+  pruneMultipartUploads: Store['pruneMultipartUploads'] = () => this.inner.pruneMultipartUploads();
   tryExclusive<T>(name: string, task: () => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }> {
     return this.inner.tryExclusive(name, task);
   }

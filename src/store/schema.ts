@@ -119,6 +119,21 @@ export interface AuditEventsTable {
   detail: string | null;
 }
 
+/** The blob host's open multipart uploads (migration 0007), one row per upload, until completed or aborted. */
+export interface BlobhostUploadsTable {
+  upload_id: string;
+  backup_id: string;
+  created_at: number;
+}
+
+/** The sizes of the parts the blob host stored for an open multipart upload (migration 0007). */
+export interface BlobhostPartsTable {
+  upload_id: string;
+  part_number: number;
+  backup_id: string;
+  size: number;
+}
+
 export interface Database {
   settings: SettingsTable;
   accounts: AccountsTable;
@@ -129,4 +144,6 @@ export interface Database {
   sessions: SessionsTable;
   vault_history: VaultHistoryTable;
   audit_events: AuditEventsTable;
+  blobhost_uploads: BlobhostUploadsTable;
+  blobhost_parts: BlobhostPartsTable;
 }

@@ -1,7 +1,7 @@
 /**
  * Deletions that can be undone and a vault that can be rolled back, through HTTP, the console routes and the real
  * `coffer admin` process, on a real server with an injected clock: once on SQLite with the filesystem blob store,
- * once on PostgreSQL with S3 (s3rver). With a grace of 7 days a delete hides the backup (404, not listed) while its
+ * once on PostgreSQL with S3 (s3rver, and Ceph's RADOS Gateway). With a grace of 7 days a delete hides the backup (404, not listed) while its
  * ciphertext stays in storage; the owner restores it and it downloads byte-exact; when the grace ends the sweeper
  * removes it and the record is DELETED; purging early and shortening the grace need a fresh sign-in; reset
  * schedules the backups and keeps the envelope; the operator undeletes; plan expiry is not delayed; a rotate is
@@ -15,7 +15,7 @@ import { ManualClock } from '../helpers/clock.js';
 import { Conformance, conformantApi } from '../helpers/conformance.js';
 import { bytes, readyBackup } from '../helpers/fixture.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
+import { type S3Engine, S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { json, runCli } from '../client/helpers.js';
 import { assertBuilt } from '../helpers/built.js';
@@ -27,7 +27,7 @@ interface Engine {
   name: string;
   skip: boolean;
   /** Starts the server; returns the environment `coffer admin` needs and where a blob key lives in storage. */
-  start(clock: ManualClock): Promise<{ server: TestServer; adminEnv: Record<string, string>; stored(key: string): boolean; stop(): Promise<void> }>;
+  start(clock: ManualClock): Promise<{ server: TestServer; adminEnv: Record<string, string>; stored(key: string): Promise<boolean>; stop(): Promise<void> }>;
 }
 
 const sqliteFs: Engine = {
@@ -38,22 +38,22 @@ const sqliteFs: Engine = {
     return {
       server,
       adminEnv: { COFFER_DATA_DIR: server.dataDir },
-      stored: (key) => fs.existsSync(path.join(server.dataDir, 'blobs', key)),
+      stored: async (key) => fs.existsSync(path.join(server.dataDir, 'blobs', key)),
       stop: () => server.stop(),
     };
   },
 };
 
-const postgresS3: Engine = {
-  name: 'PostgreSQL + S3',
-  skip: skipPg,
+const postgresS3 = (kind: S3Engine): Engine => ({
+  name: `PostgreSQL + S3 (${kind})`,
+  skip: skipPg || skipEngine(kind),
   async start(clock) {
     requirePg();
     const schema: TestSchema = await createTestSchema('coffer_grace');
     let s3: TestS3 | undefined;
     let server: TestServer | undefined;
     try {
-      s3 = await startS3();
+      s3 = await startS3(kind);
       const env = { COFFER_DATABASE_URL: schema.url, ...s3.env };
       server = await startTestServer({ clock, env });
       const started = server;
@@ -61,7 +61,7 @@ const postgresS3: Engine = {
       return {
         server: started,
         adminEnv: env,
-        stored: (key) => fs.existsSync(bucket.objectFile(key)),
+        stored: (key) => bucket.has(key),
         async stop() {
           await started.stop();
           await bucket.close();
@@ -75,15 +75,15 @@ const postgresS3: Engine = {
       throw error;
     }
   },
-};
+});
 
-for (const engine of [sqliteFs, postgresS3]) {
+for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
   describe.skipIf(engine.skip)(`deletion grace and vault history: ${engine.name}`, () => {
     const clock = new ManualClock(Date.now());
     let server: TestServer;
     let conformance: Conformance;
     let adminEnv: Record<string, string>;
-    let stored: (key: string) => boolean;
+    let stored: (key: string) => Promise<boolean>;
     let stop: () => Promise<void> = async () => undefined;
 
     beforeAll(async () => {
@@ -146,7 +146,7 @@ for (const engine of [sqliteFs, postgresS3]) {
       const { call, accountId } = await owner(7);
       const { id, data } = await readyBackup(call, 5000, 3);
       const key = await blobKeyOf(id);
-      expect(stored(key)).toBe(true);
+      expect(await stored(key)).toBe(true);
 
       const deleted = await call('DELETE', `/api/backups/${id}`);
       expect(deleted.status).toBe(200);
@@ -160,10 +160,10 @@ for (const engine of [sqliteFs, postgresS3]) {
         expect((await call(method, url)).status, `${method} ${url}`).toBe(404);
       }
       expect((await call('GET', '/api/backups')).body.backups).toEqual([]);
-      expect(stored(key)).toBe(true);
+      expect(await stored(key)).toBe(true);
       // A sweep during the grace leaves it alone.
       await server.sweepOnce();
-      expect(stored(key)).toBe(true);
+      expect(await stored(key)).toBe(true);
       expect((await server.parts.store.getBackup(id))!.status).toBe('DELETING');
 
       const session = await consoleSession(accountId);
@@ -191,7 +191,7 @@ for (const engine of [sqliteFs, postgresS3]) {
       expect(reset.body).toEqual({ reset: true, accountDeleted: true, deletedBackups: 1 });
       expect((await call('GET', '/api/backup-account')).body.initialized).toBe(false);
       expect((await call('GET', `/api/backups/${id}`)).status).toBe(404);
-      expect(stored(await blobKeyOf(id))).toBe(true);
+      expect(await stored(await blobKeyOf(id))).toBe(true);
 
       const undeleted = json(await admin(['backups', 'undelete', id]));
       expect(undeleted).toMatchObject({ backupId: id, accountId, status: 'READY' });
@@ -225,13 +225,13 @@ for (const engine of [sqliteFs, postgresS3]) {
       expect((await call('DELETE', `/api/backups/${id}`)).body.status).toBe('DELETING');
       clock.advance(7 * DAY - 1000);
       await server.sweepOnce();
-      expect(stored(key)).toBe(true);
+      expect(await stored(key)).toBe(true);
       clock.advance(2000);
       await server.sweepOnce();
       const record = (await server.parts.store.getBackup(id))!;
       expect(record.status).toBe('DELETED');
       expect(record.deletedAt).toBe(clock.now());
-      expect(stored(key)).toBe(false);
+      expect(await stored(key)).toBe(false);
       const session = await consoleSession(accountId);
       expect((await session.send('POST', `/console/api/deletions/${id}/restore`)).status).toBe(404);
       expect((await session.send('GET', '/console/api/deletions')).body.scheduled).toEqual([]);
@@ -248,7 +248,7 @@ for (const engine of [sqliteFs, postgresS3]) {
       const refused = await stale.send('POST', `/console/api/deletions/${id}/purge`);
       expect(refused.status).toBe(403);
       expect(refused.body).toMatchObject({ code: 'reauthentication_required', details: { freshSignInSeconds: 300 } });
-      expect(stored(key)).toBe(true);
+      expect(await stored(key)).toBe(true);
       const shorten = await stale.send('PUT', '/console/api/deletions/grace', { days: 1 });
       expect(shorten.body.code).toBe('reauthentication_required');
       // Lengthening is no risk: no fresh sign-in needed.
@@ -272,7 +272,7 @@ for (const engine of [sqliteFs, postgresS3]) {
       expect((await stale.send('GET', '/console/api/deletions')).status).toBe(401);
       const purged = await fresh.send('POST', `/console/api/deletions/${id}/purge`);
       expect(purged).toMatchObject({ status: 200, body: { id, status: 'DELETED', deletedAt: new Date(clock.now()).toISOString() } });
-      expect(stored(key)).toBe(false);
+      expect(await stored(key)).toBe(false);
       expect((await fresh.send('POST', `/console/api/deletions/${id}/restore`)).status).toBe(404);
       expect((await fresh.send('PUT', '/console/api/deletions/grace', { days: 0 })).body).toEqual({ deletionGraceDays: 0 });
     });
@@ -287,7 +287,7 @@ for (const engine of [sqliteFs, postgresS3]) {
       clock.advance(2 * DAY);
       await server.sweepOnce();
       expect((await server.parts.store.getBackup(id))!.status).toBe('DELETED');
-      expect(stored(key)).toBe(false);
+      expect(await stored(key)).toBe(false);
     });
 
     it('with no grace (the default) a delete removes the backup at once', async () => {
@@ -296,7 +296,7 @@ for (const engine of [sqliteFs, postgresS3]) {
       const key = await blobKeyOf(id);
       const deleted = await call('DELETE', `/api/backups/${id}`);
       expect(deleted.body).toEqual({ id, status: 'DELETED', deletedAt: new Date(clock.now()).toISOString() });
-      expect(stored(key)).toBe(false);
+      expect(await stored(key)).toBe(false);
       const rotated = await call('POST', '/api/backup-account/rotate', { json: envelope(2) });
       expect(rotated.headers.get('x-coffer-vault-history-days')).toBe('0');
       const session = await consoleSession(accountId);

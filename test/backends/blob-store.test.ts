@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { beforeAll, expect, it } from 'vitest';
 import { type BlobStore, InvalidPartError, UploadNotFoundError } from '../../src/blobs/blob-store.js';
 import { FsBlobStore } from '../../src/blobs/fs.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
+import { type S3Engine, S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { tempDir } from '../helpers/tmp.js';
 import { describeEngines, type Engine } from './engine.js';
 
@@ -18,9 +18,9 @@ interface BlobEngine extends Engine<BlobStore> {
   /** Whether completing with a wrong etag is refused (s3rver does not check part etags). */
   checksPartEtags: boolean;
   /** Incomplete uploads and temporary files the backend still holds. */
-  leftovers(): string[];
-  /** How many part files the backend holds on disk for an incomplete upload. */
-  partFiles(uploadId: string): number;
+  leftovers(): Promise<string[]>;
+  /** How many parts the backend holds for an incomplete upload. */
+  partFiles(uploadId: string): Promise<number>;
 }
 
 function fsEngine(): BlobEngine {
@@ -32,25 +32,26 @@ function fsEngine(): BlobEngine {
       root = tempDir('coffer-blobs-');
       return new FsBlobStore(root);
     },
-    leftovers: () => [...fs.readdirSync(path.join(root, 'tmp')), ...fs.readdirSync(path.join(root, 'uploads'))],
-    partFiles: (uploadId) => fs.readdirSync(path.join(root, 'uploads', uploadId)).filter((name) => name !== 'key').length,
+    leftovers: async () => [...fs.readdirSync(path.join(root, 'tmp')), ...fs.readdirSync(path.join(root, 'uploads'))],
+    partFiles: async (uploadId) => fs.readdirSync(path.join(root, 'uploads', uploadId)).filter((name) => name !== 'key').length,
     async tearDown() {},
   };
 }
 
-function s3Engine(): BlobEngine {
+function s3Engine(kind: S3Engine): BlobEngine {
   let s3: TestS3;
   return {
-    name: 's3',
-    checksPartEtags: false,
+    name: kind === 's3rver' ? 's3' : `s3 (${kind})`,
+    skip: skipEngine(kind),
+    checksPartEtags: kind !== 's3rver',
     async setUp() {
-      s3 = await startS3();
+      s3 = await startS3(kind);
       return s3.store();
     },
     leftovers: () => s3.incompleteUploads(),
-    partFiles: (uploadId) => s3.storedParts(uploadId).length,
+    partFiles: async (uploadId) => (await s3.storedParts(uploadId)).length,
     async tearDown() {
-      await s3.close();
+      await s3?.close();
     },
   };
 }
@@ -90,7 +91,7 @@ async function keys(store: BlobStore, prefix?: string): Promise<string[]> {
   return out.sort();
 }
 
-describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend) => {
+describeEngines('BlobStore backend', [fsEngine(), ...S3_ENGINES.map(s3Engine)], (engine, backend) => {
   let store: BlobStore;
   const big = randomBytes(12 * MiB + 12_345); // three 5 MiB-class parts on S3
 
@@ -131,7 +132,7 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
       const part = await readAll(await store.get('backups/big/one.bin', { start, end }));
       expect(part.equals(big.subarray(start, end + 1))).toBe(true);
     }
-    expect(engine.leftovers()).toEqual([]);
+    expect(await engine.leftovers()).toEqual([]);
   });
 
   it('a body that fails at once or mid-stream leaves nothing: no blob, no parts, no temp files', async () => {
@@ -141,7 +142,7 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
       expect(await store.stat(`backups/fail/${failAfter}.bin`)).toBeNull();
     }
     expect(await keys(store, 'backups/fail/')).toEqual([]);
-    expect(engine.leftovers()).toEqual([]);
+    expect(await engine.leftovers()).toEqual([]);
   });
 
   it('an aborted put (client disconnect) leaves nothing, also after parts were sent', async () => {
@@ -153,7 +154,7 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
       expect(await store.stat(`backups/abort/${stallAfter}.bin`)).toBeNull();
     }
     expect(await keys(store, 'backups/abort/')).toEqual([]);
-    expect(engine.leftovers()).toEqual([]);
+    expect(await engine.leftovers()).toEqual([]);
   });
 
   it('lists complete blobs by prefix with size and modification time', async () => {
@@ -193,7 +194,7 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
     ]);
     expect(done).toEqual({ size: data.length });
     expect((await readAll(await store.get(key))).equals(data)).toBe(true);
-    expect(engine.leftovers()).toEqual([]);
+    expect(await engine.leftovers()).toEqual([]);
     await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: p1.etag }])).rejects.toBeInstanceOf(
       UploadNotFoundError,
     );
@@ -205,7 +206,7 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
     const uploadId = await store.createMultipart(key);
     await expect(store.putPart(key, uploadId, 1, source(data, { failAfter: 100_000 }), { size: data.length })).rejects.toThrow();
     await expect(store.putPart(key, uploadId, 1, source(data, { failAfter: 0 }), { size: data.length })).rejects.toThrow();
-    expect(engine.leftovers()).toHaveLength(1); // the upload itself, no temp file of the failed part
+    expect(await engine.leftovers()).toHaveLength(1); // the upload itself, no temp file of the failed part
     await expect(store.putPart(key, uploadId, 0, source(data))).rejects.toBeInstanceOf(InvalidPartError);
     const part = await store.putPart(key, uploadId, 1, source(data), { size: data.length });
     await expect(store.completeMultipart(key, uploadId, [])).rejects.toBeInstanceOf(InvalidPartError);
@@ -236,7 +237,7 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
       await store.putPart(key, uploadId, 1, source(randomBytes(1000)), { size: 1000 });
       await store.putPart(key, uploadId, 2, source(randomBytes(300)), { size: 300 });
       const replaced = await store.putPart(key, uploadId, 1, source(randomBytes(700)), { size: 700 });
-      expect(engine.partFiles(uploadId)).toBe(2);
+      expect(await engine.partFiles(uploadId)).toBe(2);
       const parts = (await store.listParts(key, uploadId)).sort((a, b) => a.partNumber - b.partNumber);
       expect(parts.map(({ partNumber, size }) => ({ partNumber, size }))).toEqual([
         { partNumber: 1, size: 700 },
@@ -260,10 +261,10 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
     const key = 'backups/mpu/c/attempt.bin';
     const uploadId = await store.createMultipart(key);
     const part = await store.putPart(key, uploadId, 1, source(randomBytes(1000)), { size: 1000 });
-    expect(engine.leftovers()).not.toEqual([]);
+    expect(await engine.leftovers()).not.toEqual([]);
     await store.abortMultipart(key, uploadId);
     await store.abortMultipart(key, uploadId); // twice is fine
-    expect(engine.leftovers()).toEqual([]);
+    expect(await engine.leftovers()).toEqual([]);
     expect(await store.stat(key)).toBeNull();
     await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: part.etag }])).rejects.toBeInstanceOf(
       UploadNotFoundError,
@@ -277,9 +278,9 @@ describeEngines('BlobStore backend', [fsEngine(), s3Engine()], (engine, backend)
     const uploadId = await store.createMultipart(key);
     await store.putPart(key, uploadId, 1, source(randomBytes(1000)), { size: 1000 });
     expect(await store.removeIncomplete(Date.now() - 3_600_000)).toBe(0);
-    expect(engine.leftovers()).toHaveLength(1);
+    expect(await engine.leftovers()).toHaveLength(1);
     expect(await store.removeIncomplete(Date.now() + 60_000)).toBe(1);
-    expect(engine.leftovers()).toEqual([]);
+    expect(await engine.leftovers()).toEqual([]);
     await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: '"x"' }])).rejects.toBeInstanceOf(
       UploadNotFoundError,
     );

@@ -16,7 +16,7 @@ async function read(stream: Readable): Promise<Buffer> {
 describe('S3BlobStore.put with a known size', () => {
   let s3: TestS3;
   beforeAll(async () => {
-    s3 = await startS3('coffer-sized-put');
+    s3 = await startS3('s3rver', 'coffer-sized-put');
   });
   afterAll(async () => {
     await s3?.close();
@@ -40,7 +40,7 @@ describe('S3BlobStore.put with a known size', () => {
     // One PutObject, no CreateMultipartUpload/UploadPart/CompleteMultipartUpload.
     expect(sent).toEqual(['PutObjectCommand']);
     expect((await read(await store.get('backups/a/b/sized.bin'))).equals(data)).toBe(true);
-    expect(s3.incompleteUploads()).toEqual([]);
+    expect(await s3.incompleteUploads()).toEqual([]);
   });
 
   it('leaves nothing behind when the body fails before its announced end', async () => {
@@ -50,7 +50,7 @@ describe('S3BlobStore.put with a known size', () => {
     // s3rver keeps the bytes of a PutObject cut short: fail the body only once s3rver has its file, so the
     // store's clean-up is what has to remove it (failing earlier raced s3rver creating the file after it).
     const holding = async () => {
-      while (!fs.existsSync(s3.objectFile('backups/a/b/broken.bin'))) await setTimeout(5);
+      while (!fs.existsSync(s3.objectFile!('backups/a/b/broken.bin'))) await setTimeout(5);
       body.destroy(new Error('client went away'));
     };
     const [put] = await Promise.allSettled([store.put('backups/a/b/broken.bin', body, { size: 1024 * 1024 }), holding()]);

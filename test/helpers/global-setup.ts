@@ -8,10 +8,16 @@
  * HOME and the XDG base directories (config, state, cache, data) point at a fresh `home` folder in that root, so
  * no test, and no process a test starts, reads or writes the developer's own: their `~/.config/coffer` profiles,
  * `~/.local/state/coffer` chains. (test/helpers/setup.ts gives each test file a home of its own on top.)
+ *
+ * It also starts the run's throwaway Ceph cluster (test/helpers/ceph.ts) in the background, unless
+ * COFFER_TEST_CEPH=off: the workers find it through COFFER_TEST_CEPH_STATE, a file that holds either the
+ * gateway's endpoint or why it could not start (test/helpers/s3.ts waits for it). The cluster is stopped at
+ * the end of the run, and also if the run is interrupted or this process dies (ceph.ts's watchdog).
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { type CephCluster, cephMissing, startCeph } from './ceph.js';
 
 /** The variables that locate a user's files. */
 export const HOME_VARIABLES = ['HOME', 'XDG_CONFIG_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME', 'XDG_DATA_HOME'] as const;
@@ -43,9 +49,12 @@ export default function setup(): () => void {
   // leave a node-compile-cache folder in the temp root: a cache, not test output, so none is kept.
   const compileCache = process.env.NODE_DISABLE_COMPILE_CACHE;
   process.env.NODE_DISABLE_COMPILE_CACHE = '1';
-  return () => {
+  const ceph = startRunCeph(root);
+  return async () => {
+    await ceph.stop();
     if (compileCache === undefined) delete process.env.NODE_DISABLE_COMPILE_CACHE;
     else process.env.NODE_DISABLE_COMPILE_CACHE = compileCache;
+    delete process.env.COFFER_TEST_CEPH_STATE;
     if (outer === undefined) delete process.env.TMPDIR;
     else process.env.TMPDIR = outer;
     for (const [name, value] of Object.entries(saved)) {
@@ -61,5 +70,47 @@ export default function setup(): () => void {
       console.error('Every test removes what it creates: see test/helpers/README.md.\n');
       process.exitCode = 1;
     }
+  };
+}
+
+/** Starts Ceph without waiting for it; the state file says "starting", then the endpoint or the failure. */
+function startRunCeph(root: string): { stop(): Promise<void> } {
+  const stateFile = path.join(root, '.ceph-state.json');
+  process.env.COFFER_TEST_CEPH_STATE = stateFile;
+  const write = (state: object) => {
+    fs.writeFileSync(`${stateFile}.tmp`, JSON.stringify(state));
+    fs.renameSync(`${stateFile}.tmp`, stateFile);
+  };
+  const off = process.env.COFFER_TEST_CEPH === 'off';
+  const missing = off ? 'COFFER_TEST_CEPH=off' : cephMissing();
+  if (missing) {
+    write({ error: missing });
+    return { stop: async () => fs.rmSync(stateFile, { force: true }) };
+  }
+  write({ starting: true });
+  let cluster: CephCluster | undefined;
+  // Also when vitest exits without its teardown (Ctrl-C).
+  const onExit = () => {
+    cluster?.stop();
+    fs.rmSync(stateFile, { force: true });
+  };
+  process.once('exit', onExit);
+  // Once more on failure: the free ports it picked may have been taken by another run in between.
+  const started = startCeph({ parent: root })
+    .catch(() => startCeph({ parent: root }))
+    .then(
+      (c) => {
+        cluster = c;
+        write({ endpoint: c.endpoint, accessKeyId: c.accessKeyId, secretAccessKey: c.secretAccessKey });
+      },
+      (error: Error) => write({ error: `Ceph did not start: ${error.message}` }),
+    );
+  return {
+    async stop() {
+      await started;
+      cluster?.stop();
+      process.off('exit', onExit);
+      fs.rmSync(stateFile, { force: true });
+    },
   };
 }

@@ -1,5 +1,10 @@
 /**
- * An S3-protocol server on loopback for tests: s3rver on a random port with its own temp directory.
+ * An S3-protocol server on loopback for tests, on one of two engines (`S3_ENGINES`):
+ * - `ceph`: a bucket of its own on the run's throwaway Ceph cluster (RADOS Gateway, a real S3 implementation;
+ *   test/helpers/ceph.ts, started by global-setup.ts). Where the engines differ, Ceph is right unless AWS
+ *   documents otherwise. When Ceph is unavailable its suites are skipped, except in CI (CI=true) or with
+ *   COFFER_REQUIRE_CEPH=1: then they fail.
+ * - `s3rver`: s3rver on a random port with its own temp directory.
  *
  * s3rver implements multipart uploads but not AbortMultipartUpload, ListMultipartUploads, ListParts or
  * NoSuchUpload; a small middleware adds those four the way S3 answers them (one page each), so the abort and cleanup paths of the S3
@@ -7,31 +12,169 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  AbortMultipartUploadCommand,
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectCommand,
+  HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  ListPartsCommand,
+} from '@aws-sdk/client-s3';
 import S3rver from 's3rver';
-import { S3BlobStore, type S3BlobStoreOptions } from '../../src/blobs/s3.js';
+import { createS3Client, S3BlobStore, type S3BlobStoreOptions } from '../../src/blobs/s3.js';
 import { tempDir } from './tmp.js';
 
+export type S3Engine = 's3rver' | 'ceph';
+export const S3_ENGINES: readonly S3Engine[] = ['s3rver', 'ceph'];
+
+/** CI installs Ceph (.ci/run): there (CI=true) a Ceph suite that cannot reach it fails instead of skipping. */
+export const REQUIRE_CEPH = process.env.CI === 'true' || process.env.COFFER_REQUIRE_CEPH === '1';
+
+interface CephState {
+  endpoint?: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  error?: string;
+  starting?: boolean;
+}
+
+/** Waits for the run's Ceph cluster (started by global-setup.ts) to be up or to have failed. */
+async function cephState(): Promise<CephState> {
+  const file = process.env.COFFER_TEST_CEPH_STATE;
+  if (!file) return { error: 'no Ceph cluster was started for this run (test/helpers/global-setup.ts)' };
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    let state: CephState;
+    try {
+      state = JSON.parse(fs.readFileSync(file, 'utf8')) as CephState;
+    } catch (error) {
+      return { error: `cannot read the Ceph state: ${(error as Error).message}` };
+    }
+    if (!state.starting) return state;
+    if (Date.now() > deadline) return { error: 'Ceph did not start within 90 s' };
+    await sleep(100);
+  }
+}
+
+const ceph = await cephState();
+if (ceph.error && !REQUIRE_CEPH) console.warn(`${ceph.error.split('\n')[0]}: skipping the Ceph suites`);
+
+/** Whether an engine's suites are skipped here (Ceph unavailable and not required). */
+export function skipEngine(engine: S3Engine): boolean {
+  return engine === 'ceph' && ceph.error !== undefined && !REQUIRE_CEPH;
+}
+
 export interface TestS3 {
+  engine: S3Engine;
   endpoint: string;
   bucket: string;
-  /** s3rver's storage on disk (an object's file mtime is its LastModified). */
-  directory: string;
+  /** s3rver only: its storage on disk (an object's file mtime is its LastModified). */
+  directory?: string;
   /** Environment for a Coffer server using this endpoint. */
   env: Record<string, string>;
   options: S3BlobStoreOptions;
   store(overrides?: Partial<S3BlobStoreOptions>): S3BlobStore;
   /** Upload ids of multipart uploads that were neither completed nor aborted. */
-  incompleteUploads(): string[];
-  /** Part numbers s3rver holds for an incomplete upload. */
-  storedParts(uploadId: string): number[];
-  /** The file in which s3rver holds (or is writing) an object's bytes. */
-  objectFile(key: string): string;
+  incompleteUploads(): Promise<string[]>;
+  /** Part numbers the store holds for an incomplete upload. */
+  storedParts(uploadId: string): Promise<number[]>;
+  /** Whether the store holds an object under `key`. */
+  has(key: string): Promise<boolean>;
+  /** s3rver only: the file in which s3rver holds (or is writing) an object's bytes. */
+  objectFile?(key: string): string;
   close(): Promise<void>;
+}
+
+export interface StartS3Options {
+  /**
+   * s3rver only. false: leave out the middleware's ListMultipartUploads and ListParts (s3rver then answers 501
+   * NotImplemented and 405 MethodNotAllowed, as a store without these optional calls does).
+   */
+  listCalls?: boolean;
+}
+
+/** An S3 endpoint on `engine`, with a fresh bucket. */
+export async function startS3(engine: S3Engine = 's3rver', bucket?: string, options: StartS3Options = {}): Promise<TestS3> {
+  return engine === 'ceph' ? startCephBucket(bucket) : startS3rver(bucket, options);
+}
+
+async function startCephBucket(name?: string): Promise<TestS3> {
+  if (ceph.error) throw new Error(`${ceph.error}${REQUIRE_CEPH ? ' (CI=true: the Ceph suites must not be skipped)' : ''}`);
+  const bucket = name ?? `coffer-${randomBytes(8).toString('hex')}`;
+  const options: S3BlobStoreOptions = {
+    bucket,
+    endpoint: ceph.endpoint!,
+    region: 'us-east-1',
+    accessKeyId: ceph.accessKeyId!,
+    secretAccessKey: ceph.secretAccessKey!,
+  };
+  const client = createS3Client(options);
+  await client.send(new CreateBucketCommand({ Bucket: bucket }));
+  const uploads = async () => {
+    const found: { key: string; uploadId: string }[] = [];
+    let keyMarker: string | undefined;
+    let uploadIdMarker: string | undefined;
+    do {
+      const page = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }));
+      for (const upload of page.Uploads ?? []) found.push({ key: upload.Key!, uploadId: upload.UploadId! });
+      keyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
+      uploadIdMarker = page.IsTruncated ? page.NextUploadIdMarker : undefined;
+    } while (keyMarker);
+    return found;
+  };
+  return {
+    engine: 'ceph',
+    endpoint: ceph.endpoint!,
+    bucket,
+    options,
+    env: {
+      COFFER_BLOB_STORE: 's3',
+      COFFER_S3_ENDPOINT: ceph.endpoint!,
+      COFFER_S3_BUCKET: bucket,
+      COFFER_S3_REGION: 'us-east-1',
+      COFFER_S3_ACCESS_KEY_ID: ceph.accessKeyId!,
+      COFFER_S3_SECRET_ACCESS_KEY: ceph.secretAccessKey!,
+    },
+    store: (overrides = {}) => new S3BlobStore({ ...options, ...overrides }),
+    incompleteUploads: async () => (await uploads()).map((upload) => upload.uploadId),
+    async storedParts(uploadId) {
+      const upload = (await uploads()).find((u) => u.uploadId === uploadId);
+      if (!upload) return [];
+      const page = await client.send(new ListPartsCommand({ Bucket: bucket, Key: upload.key, UploadId: uploadId }));
+      return (page.Parts ?? []).map((part) => part.PartNumber!);
+    },
+    async has(key) {
+      try {
+        await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+        return true;
+      } catch (error) {
+        if ((error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return false;
+        throw error;
+      }
+    },
+    async close() {
+      for (const upload of await uploads()) {
+        await client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: upload.key, UploadId: upload.uploadId }));
+      }
+      let token: string | undefined;
+      do {
+        const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, ContinuationToken: token }));
+        for (const object of page.Contents ?? []) await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: object.Key! }));
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } while (token);
+      await client.send(new DeleteBucketCommand({ Bucket: bucket }));
+      client.destroy();
+    },
+  };
 }
 
 const escapeXml = (text: string) => text.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
-export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
+async function startS3rver(bucket = 'coffer-test', { listCalls = true }: StartS3Options = {}): Promise<TestS3> {
   const directory = tempDir('coffer-s3-');
   const uploadsDir = path.join(directory, bucket, '._S3rver_uploads');
   const server = new S3rver({
@@ -51,7 +194,7 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
     const [bucketName, ...keyParts] = (ctx.path as string).split('/').filter(Boolean);
     if (bucketName !== bucket) return next();
     const query = ctx.query as Record<string, string>;
-    if (keyParts.length === 0 && ctx.method === 'GET' && 'uploads' in query) {
+    if (keyParts.length === 0 && ctx.method === 'GET' && 'uploads' in query && listCalls) {
       const uploads = fs.existsSync(uploadsDir) ? fs.readdirSync(uploadsDir) : [];
       const items = uploads.flatMap((id) => {
         const dir = path.join(uploadsDir, id);
@@ -74,7 +217,7 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
         ctx.status = 204;
         return;
       }
-      if (ctx.method === 'GET') {
+      if (ctx.method === 'GET' && listCalls) {
         const parts = fs
           .readdirSync(dir)
           // s3rver writes a part's .md5 file once the part is complete.
@@ -115,6 +258,7 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
     secretAccessKey: 'S3RVER',
   };
   return {
+    engine: 's3rver',
     endpoint,
     bucket,
     directory,
@@ -128,12 +272,13 @@ export async function startS3(bucket = 'coffer-test'): Promise<TestS3> {
       COFFER_S3_SECRET_ACCESS_KEY: 'S3RVER',
     },
     store: (overrides = {}) => new S3BlobStore({ ...options, ...overrides }),
-    incompleteUploads: () => (fs.existsSync(uploadsDir) ? fs.readdirSync(uploadsDir) : []),
-    storedParts: (uploadId) =>
+    incompleteUploads: async () => (fs.existsSync(uploadsDir) ? fs.readdirSync(uploadsDir) : []),
+    storedParts: async (uploadId) =>
       fs
         .readdirSync(path.join(uploadsDir, uploadId))
         .filter((name) => /^\d+$/.test(name))
         .map(Number),
+    has: async (key) => fs.existsSync(fsStore.getResourcePath(bucket, key, 'object')),
     objectFile: (key) => fsStore.getResourcePath(bucket, key, 'object'),
     async close() {
       await server.close();

@@ -2,7 +2,8 @@
  * Abuse limits of the blobhost-client blob host, through real HTTP on a loopback port:
  * - multipart uploads: the archive limit holds for the bytes a slot's open uploads store while parts arrive,
  *   a part sent again replaces the earlier copy on disk at once, and a slot has a bounded number of open
- *   uploads (files and S3 via s3rver, counting what each backend holds on disk);
+ *   uploads (files, counting what is on disk, and S3 via s3rver and Ceph's RADOS Gateway, counting what ListParts
+ *   shows);
  * - `/blob` bodies that trickle in are cut off like direct uploads, and a client hang-up is logged at info;
  * - `x-vercel-signature` does not let a request that is not a signed JSON callback past the API key check.
  */
@@ -14,14 +15,14 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { api, envelope } from '../helpers/api.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
+import { type S3Engine, S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const KiB = 1024;
 const LIMIT = 1024 * KiB;
 const UPLOADS_PER_SLOT = 2;
 
-/** Parts on disk of the incomplete multipart uploads under `prefix` (upload dirs hold a `key` file, as in s3rver). */
+/** Parts on disk of the incomplete multipart uploads under `prefix` (upload dirs hold a `key` file, in the fs store and s3rver). */
 function partsOnDisk(uploadsDir: string, prefix: string): Map<string, number[]> {
   const uploads = new Map<string, number[]>();
   if (!fs.existsSync(uploadsDir)) return uploads;
@@ -37,23 +38,52 @@ function partsOnDisk(uploadsDir: string, prefix: string): Map<string, number[]> 
 
 interface Backend {
   name: string;
+  skip?: boolean;
   env(): Promise<Record<string, string>>;
-  uploadsDir(server: TestServer): string;
+  /** The parts' sizes of each incomplete multipart upload under `prefix`. */
+  parts(server: TestServer, prefix: string): Promise<Map<string, number[]>>;
   tearDown(): Promise<void>;
 }
 
-let s3: TestS3 | undefined;
-const backends: Backend[] = [
-  { name: 'fs', env: async () => ({}), uploadsDir: (server) => path.join(server.dataDir, 'uploads'), tearDown: async () => {} },
-  {
-    name: 's3',
+function s3Backend(engine: S3Engine): Backend {
+  let s3: TestS3 | undefined;
+  return {
+    name: engine === 's3rver' ? 's3' : `s3 (${engine})`,
+    skip: skipEngine(engine),
     async env() {
-      s3 = await startS3();
+      s3 = await startS3(engine);
       return s3.env;
     },
-    uploadsDir: () => path.join(s3!.directory, s3!.bucket, '._S3rver_uploads'),
+    async parts(_server, prefix) {
+      const store = s3!.store();
+      const uploads = new Map<string, number[]>();
+      for await (const upload of store.listMultipart(prefix)) {
+        uploads.set(upload.uploadId, (await store.listParts(upload.key, upload.uploadId)).map((part) => part.size));
+      }
+      return uploads;
+    },
     tearDown: async () => s3?.close(),
-  },
+  };
+}
+
+/** s3rver without ListMultipartUploads and ListParts: the blob host must not need them (its counts are in the database). */
+function s3WithoutListCalls(): Backend {
+  let s3: TestS3 | undefined;
+  return {
+    name: 's3 (s3rver without ListMultipartUploads and ListParts)',
+    async env() {
+      s3 = await startS3('s3rver', undefined, { listCalls: false });
+      return s3.env;
+    },
+    parts: async (_server, prefix) => partsOnDisk(path.join(s3!.directory!, s3!.bucket, '._S3rver_uploads'), prefix),
+    tearDown: async () => s3?.close(),
+  };
+}
+
+const backends: Backend[] = [
+  { name: 'fs', env: async () => ({}), parts: async (server, prefix) => partsOnDisk(path.join(server.dataDir, 'uploads'), prefix), tearDown: async () => {} },
+  ...S3_ENGINES.map(s3Backend),
+  s3WithoutListCalls(),
 ];
 
 /** A new account with a vault, an open slot and a client token for it. */
@@ -107,7 +137,7 @@ function chunked(size: number): ReadableStream<Uint8Array> {
   });
 }
 
-describe.each(backends)('blobhost-client multipart limits: $name', (backend) => {
+for (const backend of backends) describe.skipIf(backend.skip === true)(`blobhost-client multipart limits: ${backend.name}`, () => {
   let server: TestServer;
 
   beforeAll(async () => {
@@ -130,7 +160,17 @@ describe.each(backends)('blobhost-client multipart limits: $name', (backend) => 
     const over = await part(server, s, first, 4, chunked(300 * KiB));
     expect(over.status).toBe(413);
     expect(over.body).toEqual({ error: { code: 'bad_request', message: `the file length cannot be greater than ${LIMIT} bytes` } });
-    expect(partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)).toEqual(new Map());
+    expect(await backend.parts(server, `${s.blobPath}/`)).toEqual(new Map());
+    // A client completing the discarded upload anyway gets 404, not a server error (Ceph answers S3's
+    // CompleteMultipartUpload of an aborted upload with 500 InternalError).
+    const late = await mpu(
+      server,
+      s,
+      'complete',
+      { 'x-mpu-key': encodeURIComponent(first.key), 'x-mpu-upload-id': first.uploadId, 'content-type': 'application/json' },
+      JSON.stringify([{ partNumber: 1, etag: '"0123456789abcdef0123456789abcdef"' }]),
+    );
+    expect([late.status, late.body]).toEqual([404, { error: { code: 'not_found', message: 'No such multipart upload.' } }]);
 
     // The limit is the slot's: a second upload's parts count together with a third one's.
     const second = await create(server, s);
@@ -138,7 +178,7 @@ describe.each(backends)('blobhost-client multipart limits: $name', (backend) => 
     const third = await create(server, s);
     const declared = await part(server, s, third, 1, randomBytes(500 * KiB));
     expect(declared.status).toBe(413);
-    expect([...partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)]).toEqual([[second.uploadId, [600 * KiB]]]);
+    expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[second.uploadId, [600 * KiB]]]);
     expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
   });
 
@@ -147,10 +187,12 @@ describe.each(backends)('blobhost-client multipart limits: $name', (backend) => 
     const upload = await create(server, s);
     // Three times 700 KiB under one part number: 2.1 MiB sent, 700 KiB stored.
     for (let i = 0; i < 3; i++) expect((await part(server, s, upload, 1, randomBytes(700 * KiB))).status).toBe(200);
-    expect([...partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)]).toEqual([[upload.uploadId, [700 * KiB]]]);
+    expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[upload.uploadId, [700 * KiB]]]);
     const last = randomBytes(200 * KiB);
     const stored = await part(server, s, upload, 1, last);
-    expect([...partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`)]).toEqual([[upload.uploadId, [200 * KiB]]]);
+    expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[upload.uploadId, [200 * KiB]]]);
+    // The running total the blob host keeps in the database agrees.
+    expect(await server.parts.store.slotBytes(s.backupId)).toBe(200 * KiB);
     const done = await mpu(
       server,
       s,
@@ -160,6 +202,35 @@ describe.each(backends)('blobhost-client multipart limits: $name', (backend) => 
     );
     expect(done.status).toBe(200);
     expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: last.length });
+    // The client sending the completion again (its answer lost) gets the same answer, not an error.
+    const again = await mpu(
+      server,
+      s,
+      'complete',
+      { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
+      JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
+    );
+    expect([again.status, again.body]).toEqual([200, done.body]);
+    expect([await server.parts.store.countMultipartUploads(s.backupId), await server.parts.store.slotBytes(s.backupId)]).toEqual([0, 0]);
+  });
+
+  it('a completion the store made but the node did not record is recorded when the client sends it again', async () => {
+    const s = await slot(server);
+    const upload = await create(server, s);
+    const data = randomBytes(300 * KiB);
+    const stored = await part(server, s, upload, 1, data);
+    expect(stored.status).toBe(200);
+    // The store completes the upload, then the node dies before recording it (or its answer is lost).
+    await server.parts.blobs.completeMultipart(upload.key, upload.uploadId, [{ partNumber: 1, etag: stored.body.etag }]);
+    const retried = await mpu(
+      server,
+      s,
+      'complete',
+      { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
+      JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
+    );
+    expect(retried.status).toBe(200);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: data.length });
   });
 
   it(`a slot has at most ${UPLOADS_PER_SLOT} multipart uploads open`, async () => {
@@ -170,7 +241,11 @@ describe.each(backends)('blobhost-client multipart limits: $name', (backend) => 
     expect(refused.body).toEqual({
       error: { code: 'bad_request', message: `This backup slot already has ${UPLOADS_PER_SLOT} multipart uploads in progress.` },
     });
-    expect(partsOnDisk(backend.uploadsDir(server), `${s.blobPath}/`).size).toBe(UPLOADS_PER_SLOT);
+    expect((await backend.parts(server, `${s.blobPath}/`)).size).toBe(UPLOADS_PER_SLOT);
+    // Once the slot takes no upload any more, the sweeper drops its bookkeeping.
+    expect((await s.call('DELETE', `/api/backups/${s.backupId}`)).status).toBeLessThan(300);
+    await server.parts.sweeper.runOnce({ orphans: false });
+    expect(await server.parts.store.countMultipartUploads(s.backupId)).toBe(0);
   });
 });
 
@@ -302,5 +377,39 @@ describe('blobhost-client requests that misbehave', () => {
     expect(keyed.status).toBe(415);
     expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
     expect(errorLines()).toEqual([]);
+  });
+});
+
+describe('the sweeper on a store without ListMultipartUploads', () => {
+  let s3: TestS3 | undefined;
+  let server: TestServer | undefined;
+  const lines: { level: number; msg: string; err?: { stack?: string } }[] = [];
+
+  afterAll(async () => {
+    await server?.stop();
+    if (server) fs.rmSync(server.dataDir, { recursive: true, force: true });
+    await s3?.close();
+  });
+
+  it('warns once that incomplete uploads are not cleaned up, then sweeps without the step (no error)', async () => {
+    s3 = await startS3('s3rver', undefined, { listCalls: false });
+    const sink = new Writable({
+      write(chunk, _encoding, callback) {
+        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+        callback();
+      },
+    });
+    server = await startTestServer({ env: s3.env, logger: { level: 'info', stream: sink } });
+    await server.sweepOnce(); // the start-up sweep, with its orphan pass
+    for (let i = 0; i < 2; i++) {
+      const report = await server.parts.sweeper.runOnce({ orphans: true });
+      expect(report).toMatchObject({ ran: true, incomplete: 0 });
+      expect(report.warning).toBeUndefined();
+    }
+    await server.sweepOnce();
+    const warnings = lines.filter((line) => line.level === 40);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.msg).toMatch(/^incomplete multipart uploads are not cleaned up: the S3 store does not implement this call/);
+    expect(lines.filter((line) => line.level >= 50 || Boolean(line.err?.stack))).toEqual([]);
   });
 });

@@ -3,7 +3,8 @@
  * with VERCEL_BLOB_API_URL pointing at Coffer: single and multipart uploads of a 20 MiB ciphertext, then
  * finalize and download return the same bytes; tampered and expired tokens, a wrong pathname and oversize
  * bodies are refused (with non-retried blob API errors), leaving the slot PENDING_UPLOAD and no blob behind.
- * Runs on the embedded pair (SQLite + files) and the scale-out pair (PostgreSQL + S3 via s3rver).
+ * Runs on the embedded pair (SQLite + files) and the scale-out pair (PostgreSQL + S3 via s3rver, and via Ceph's
+ * RADOS Gateway).
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +13,7 @@ import { RW_TOKEN_SETTING } from '../../src/services/blob-host.js';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
+import { type S3Engine, S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const MiB = 1024 * 1024;
@@ -24,6 +25,8 @@ interface Backend {
   env(): Promise<Record<string, string>>;
   /** Blob keys stored under a prefix, complete or not (incomplete multipart uploads included). */
   leftovers(server: TestServer, prefix: string): Promise<string[]>;
+  /** Incomplete multipart uploads the S3 store holds. */
+  incomplete(): Promise<string[]>;
   tearDown(): Promise<void>;
 }
 
@@ -40,30 +43,34 @@ const embedded: Backend = {
   async leftovers(server, prefix) {
     return listed(server, prefix);
   },
+  incomplete: async () => [],
   async tearDown() {},
 };
 
-let s3: TestS3 | undefined;
-let schema: TestSchema | undefined;
-const scaleOut: Backend = {
-  name: 'postgres+s3',
-  skip: skipPg,
+const scaleOut = (engine: S3Engine): Backend => {
+  let s3: TestS3 | undefined;
+  let schema: TestSchema | undefined;
+  return {
+  name: engine === 's3rver' ? 'postgres+s3' : `postgres+s3 (${engine})`,
+  skip: skipPg || skipEngine(engine),
   async env() {
     requirePg();
-    s3 = await startS3();
+    s3 = await startS3(engine);
     schema = await createTestSchema('coffer_blobhost');
     return { ...s3.env, COFFER_DATABASE_URL: schema.url };
   },
   async leftovers(server, prefix) {
-    return [...(await listed(server, prefix)), ...s3!.incompleteUploads()];
+    return [...(await listed(server, prefix)), ...(await s3!.incompleteUploads())];
   },
+  incomplete: () => s3!.incompleteUploads(),
   async tearDown() {
     await s3?.close();
     await schema?.drop();
   },
+  };
 };
 
-describe.each([embedded, scaleOut])('blobhost-client with the stock @vercel/blob client: $name', (backend) => {
+describe.each([embedded, ...S3_ENGINES.map(scaleOut)])('blobhost-client with the stock @vercel/blob client: $name', (backend) => {
   const clock = new ManualClock(Date.now());
   let server: TestServer;
 
@@ -159,7 +166,7 @@ describe.each([embedded, scaleOut])('blobhost-client with the stock @vercel/blob
     });
     expect(result.pathname).toBe(s.blobPath);
     await finalizeAndDownload(s, data);
-    expect(backend.name === 'postgres+s3' ? s3!.incompleteUploads() : []).toEqual([]);
+    expect(await backend.incomplete()).toEqual([]);
   });
 
   it.skipIf(backend.skip)('the handshake needs the API key and the caller’s own pending slot', async () => {

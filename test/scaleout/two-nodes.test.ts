@@ -1,5 +1,6 @@
 /**
- * Scale-out: two real `coffer serve` processes on one PostgreSQL (own schema) and one S3 endpoint (s3rver).
+ * Scale-out: two real `coffer serve` processes on one PostgreSQL (own schema) and one S3 endpoint (s3rver, and
+ * Ceph's RADOS Gateway).
  * - 12 concurrent creates for one account, spread over both nodes: exactly one 201 (the database decides);
  * - a finalize on node A reaches an EventSource held on node B within 1 s (LISTEN/NOTIFY);
  * - node A killed (SIGKILL) mid-upload: no READY record, and after a sweep no orphan object and no
@@ -17,14 +18,14 @@ import { openPostgresStore } from '../../src/store/postgres.js';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
-import { startS3, type TestS3 } from '../helpers/s3.js';
+import { S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { assertBuilt } from '../helpers/built.js';
 import { exited, startServeNode, type ServeNode } from '../helpers/serve-node.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const MiB = 1024 * 1024;
 
-describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint', () => {
+for (const engine of S3_ENGINES) describe.skipIf(skipPg || skipEngine(engine))(`two Coffer nodes on one PostgreSQL and one S3 endpoint (${engine})`, () => {
   let s3: TestS3;
   let schema: TestSchema;
   let env: Record<string, string>;
@@ -36,7 +37,7 @@ describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint'
   beforeAll(async () => {
     requirePg();
     assertBuilt();
-    s3 = await startS3();
+    s3 = await startS3(engine);
     schema = await createTestSchema('coffer_nodes');
     env = { ...s3.env, COFFER_DATABASE_URL: schema.url };
     // Accounts exist before the nodes start (so neither runs the first-start bootstrap).
@@ -133,8 +134,11 @@ describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint'
     request.on('error', () => undefined);
     request.write(randomBytes(12 * MiB));
     const deadline = Date.now() + 10_000;
-    const partsStored = () => s3.incompleteUploads().some((upload) => s3.storedParts(upload).length > 0);
-    while (!partsStored()) {
+    const partsStored = async () => {
+      for (const upload of await s3.incompleteUploads()) if ((await s3.storedParts(upload)).length > 0) return true;
+      return false;
+    };
+    while (!(await partsStored())) {
       if (Date.now() > deadline) throw new Error('no multipart upload started on S3');
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -145,7 +149,7 @@ describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint'
     // ServeNode B sees the slot still pending: nothing became READY.
     const record = await api(b.url, key)('GET', `/api/backups/${id}`);
     expect(record.body.status).toBe('PENDING_UPLOAD');
-    expect(s3.incompleteUploads()).toHaveLength(1);
+    expect(await s3.incompleteUploads()).toHaveLength(1);
 
     // A blob stored by an attempt whose node died before recording it: an orphan object.
     const sweeperParts: Parts = await composeParts(
@@ -166,7 +170,7 @@ describe.skipIf(skipPg)('two Coffer nodes on one PostgreSQL and one S3 endpoint'
 
       const after = await objects(sweeperParts);
       expect(after.filter((k) => k.startsWith(`${blobPath}/`))).toEqual([]);
-      expect(s3.incompleteUploads()).toEqual([]);
+      expect(await s3.incompleteUploads()).toEqual([]);
       // The READY backup of the previous test keeps its ciphertext.
       const ready = (await api(b.url, keys[0]!)('GET', '/api/backups')).body.backups.filter((x: any) => x.status === 'READY');
       expect(ready).toHaveLength(1);

@@ -309,6 +309,7 @@ export class CachedStore implements Store {
   }
 
   // ---- everything else goes straight through ----
+  // Stryker disable all: plain delegation, checked by the shared store suite (test/backends/store.test.ts), not a cache rule.
 
   queryCounts: Store['queryCounts'] = () => this.inner.queryCounts();
   migrate: Store['migrate'] = () => this.inner.migrate();

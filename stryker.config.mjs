@@ -1,0 +1,19 @@
+// Mutation testing of the rules that guard users (npm run test:mutation; not part of `npm test` or CI):
+// docs/testing.md#mutation-testing says what is mutated, why, and the last scores.
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'vitest.mutation.config.ts' },
+  coverageAnalysis: 'perTest',
+  mutate: [
+    'src/domain/append-only.ts',
+    'src/domain/grants.ts',
+    'src/client/kit-core.ts',
+    'src/store/cached-store.ts',
+  ],
+  reporters: ['clear-text', 'progress', 'html'],
+  htmlReporter: { fileName: 'reports/mutation/index.html' },
+  tempDirName: '.stryker-tmp',
+  concurrency: 2,
+  thresholds: { high: 90, low: 80, break: null },
+};

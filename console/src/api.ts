@@ -101,8 +101,13 @@ export function whenSignedOut(handler: () => void): void {
   onSignedOut = handler;
 }
 
-export async function api<T>(method: string, path: string, body?: unknown, options: { quiet401?: boolean } = {}): Promise<T> {
-  const headers: Record<string, string> = { accept: 'application/json' };
+export async function api<T>(
+  method: string,
+  path: string,
+  body?: unknown,
+  options: { quiet401?: boolean; headers?: Record<string, string>; onHeaders?: (headers: Headers) => void } = {},
+): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET' && method !== 'HEAD' && csrfToken) headers['x-csrf-token'] = csrfToken;
   let response: Response;
@@ -117,6 +122,7 @@ export async function api<T>(method: string, path: string, body?: unknown, optio
   } catch {
     throw new ApiError(0, 'network_error', 'The server could not be reached.', 'Check your connection and try again.');
   }
+  options.onHeaders?.(response.headers);
   if (response.status === 204) return undefined as T;
   const text = await response.text();
   let parsed: unknown = null;

@@ -4,7 +4,7 @@
  * READY backup, then the same keys are wrapped under the new passphrase and sent through rotate. Only the new
  * wrapping travels; the words, the keys and the new passphrase never leave the page.
  */
-import { api, type BackupKeyEntry } from './api.js';
+import { ApiError, api, type BackupKeyEntry } from './api.js';
 import type { VaultFields } from './crypto/envelope.js';
 
 type Account = VaultFields & { initialized: boolean };
@@ -39,7 +39,8 @@ export async function recoverWithKit(kitText: string, newPassphrase: string): Pr
   await crypto.ready;
   const kit = kits.parseKitOrWords(kitText);
   try {
-    const account = await api<Account>('GET', '/api/backup-account');
+    let etag = null as string | null;
+    const account = await api<Account>('GET', '/api/backup-account', undefined, { onHeaders: (headers) => (etag = headers.get('etag')) });
     if (!account.initialized) throw new VaultChanged('this account has no vault: there is nothing to recover (coffer init)');
     const { backups } = await api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys');
     const ready = backups.filter((backup) => backup.status === 'READY');
@@ -55,13 +56,16 @@ export async function recoverWithKit(kitText: string, newPassphrase: string): Pr
     const refusal = kits.kitRefusal(opened, ready.length, false);
     if (refusal) throw new KitRefused(refusal, opened, ready.length);
     const envelope = await crypto.wrapMasterKey(kit.material, newPassphrase, crypto.newKdfParams(crypto.DEFAULT_KDF_PROFILE));
-    // rotate replaces the envelope unconditionally: refuse if another client changed it meanwhile (its keys could be
-    // newer than the kit's), as `coffer recover` does.
-    const now = await api<Account>('GET', '/api/backup-account');
-    if (now.wrappedMasterKey !== account.wrappedMasterKey) {
-      throw new VaultChanged('the vault was changed by another client during the recovery; nothing was changed, try again');
+    // Only the vault the kit was checked against may be replaced: if another client changed it meanwhile (its keys
+    // could be newer than the kit's), the server refuses the rotate (If-Match, 409 vault_changed), as `coffer recover` does.
+    const changed = () => new VaultChanged('the vault was changed by another client during the recovery; nothing was changed, try again');
+    if (etag === null) throw changed();
+    try {
+      await api('POST', '/api/backup-account/rotate', envelope, { headers: { 'if-match': etag } });
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'vault_changed') throw changed();
+      throw error;
     }
-    await api('POST', '/api/backup-account/rotate', envelope);
     return { opened, checked: ready.length, keys: kit.keys, fingerprint: crypto.deriveRecipient(kit.material).fingerprint };
   } finally {
     crypto.wipe(kit.material);

@@ -58,7 +58,7 @@ function historyBody(entry: VaultHistoryEntry) {
 }
 
 export function retentionRoutes(app: App, { backups, clock, audit, requireSession }: ConsoleContext): void {
-  const fresh = (request: FastifyRequest) => isFreshSignIn(request.consoleSession.createdAt, clock.now());
+  const fresh = (request: FastifyRequest) => isFreshSignIn(request.consoleSession.freshAt, clock.now());
   const requireFresh = (request: FastifyRequest, what: string) => {
     if (fresh(request)) return;
     throw new AppError('reauthentication_required', `To ${what}, confirm with a fresh sign-in first.`, {

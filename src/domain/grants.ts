@@ -4,7 +4,7 @@
  * (today the console's `POST /console/api/keys`) asks `mintWithin` first; operators (`coffer admin keys create`)
  * are not bound by it.
  */
-import type { Scope } from './scopes.js';
+import { SCOPES, type Scope } from './scopes.js';
 
 /** What a credential grants: its scopes, when it ends (null: never), and whether it is append-only (domain/append-only.ts). */
 export interface Grant {
@@ -40,3 +40,10 @@ export function mintWithin(requested: Grant, credential: Grant): MintDecision {
     capped: expiresAt !== requested.expiresAt,
   };
 }
+
+/**
+ * Whether a key with this grant can open a console session (every scope, not append-only): such a key is as strong
+ * as a session, so a session mints one only while its sign-in is fresh (services/keys.ts).
+ */
+export const opensConsole = (grant: Pick<Grant, 'scopes' | 'appendOnly'>): boolean =>
+  SCOPES.every((scope) => grant.scopes.includes(scope)) && grant.appendOnly !== true;

@@ -3,7 +3,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
-import { type Grant, mintWithin } from '../domain/grants.js';
+import { type Grant, mintWithin, opensConsole } from '../domain/grants.js';
+import { FRESH_SIGN_IN_MS, isFreshSignIn } from '../domain/backups.js';
 import { API_KEY_PATTERN, keyStatus, type KeyStatus } from '../domain/keys.js';
 import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
@@ -85,6 +86,8 @@ export class KeyService {
       appendOnly?: boolean;
       /** Recorded in the account's audit trail when given. */
       by?: ChangedBy;
+      /** Made in a console session: that session's freshAt (Session.freshAt). */
+      mintedFreshAt?: number;
     } = {},
   ): Promise<IssuedKey> {
     const now = options.now ?? this.clock.now();
@@ -97,6 +100,7 @@ export class KeyService {
       expiresAt: options.expiresAt !== undefined ? options.expiresAt : options.expiresInMs == null ? null : now + options.expiresInMs,
       revokedAt: null,
       appendOnly: options.appendOnly === true,
+      ...(options.mintedFreshAt === undefined ? {} : { mintedFreshAt: options.mintedFreshAt }),
     };
     await this.store.createApiKey(key, hashApiKey(apiKey));
     if (options.by) {
@@ -112,7 +116,7 @@ export class KeyService {
    * credential makes only append-only keys.
    */
   async create(
-    session: Pick<Session, 'accountId' | 'keyId'>,
+    session: Pick<Session, 'accountId' | 'keyId' | 'freshAt'>,
     request: { scopes: Scope[]; expiresInMs: number | null; appendOnly?: boolean },
     by?: ChangedBy,
   ): Promise<MintedKey> {
@@ -130,6 +134,13 @@ export class KeyService {
       expiresAt: request.expiresInMs === null ? null : now + request.expiresInMs,
       appendOnly: request.appendOnly === true,
     };
+    // A key that can open a console session is as strong as the session: minting one needs a fresh sign-in, or a
+    // stale session could sign in again with it and purge, shorten the grace or restore an old envelope.
+    if (opensConsole(requested) && !isFreshSignIn(session.freshAt, now)) {
+      throw new AppError('reauthentication_required', 'To make a key that can open the console, confirm with a fresh sign-in first.', {
+        freshSignInSeconds: FRESH_SIGN_IN_MS / 1000,
+      });
+    }
     const decision = mintWithin(requested, credential);
     if (!decision.ok && decision.missing === null) {
       throw new AppError(
@@ -145,7 +156,7 @@ export class KeyService {
         { requiredPermission: decision.missing },
       );
     }
-    const issued = await this.issueKey(account, { ...decision.grant, now, by });
+    const issued = await this.issueKey(account, { ...decision.grant, now, by, mintedFreshAt: session.freshAt });
     return { ...issued, capped: decision.capped };
   }
 

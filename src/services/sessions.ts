@@ -102,6 +102,8 @@ export class SessionService {
       createdAt: now,
       expiresAt: Math.min(now + SESSION_TTL_MS, key?.expiresAt ?? Infinity),
       revokedAt: null,
+      // A key made in a console session signs in no more freshly than that session did.
+      freshAt: Math.min(now, key?.mintedFreshAt ?? now),
     };
     const secret = token('cfs_');
     await this.store.createSession(session, sha256(secret));

@@ -218,6 +218,14 @@ const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => (
       await db.schema.createIndex('blobhost_parts_backup').on('blobhost_parts').column('backup_id').execute();
     },
   },
+  '0008_session_freshness': {
+    async up(db: Kysely<unknown>) {
+      // A key made in a console session carries that session's sign-in time, and a session opened with it inherits
+      // it: a stale session cannot make itself fresh by minting a key (docs/console.md#fresh-sign-in).
+      await db.schema.alterTable('api_keys').addColumn('minted_fresh_at', 'bigint').execute();
+      await db.schema.alterTable('sessions').addColumn('fresh_at', 'bigint').execute();
+    },
+  },
 });
 
 /** `migrationTableSchema`: the PostgreSQL schema that holds Kysely's own bookkeeping tables (the store's). */

@@ -20,6 +20,8 @@ export interface ApiKeysTable {
   revoked_at: number | null;
   /** 1: the key may not delete, reset, rotate or re-bootstrap (migration 0004). */
   append_only: number;
+  /** For a key made in a console session: that session's fresh sign-in time (migration 0008); null otherwise. */
+  minted_fresh_at: number | null;
 }
 
 export interface VaultsTable {
@@ -84,6 +86,8 @@ export interface SessionsTable {
   created_at: number;
   expires_at: number;
   revoked_at: number | null;
+  /** When the sign-in behind the session happened, for the fresh-sign-in rule (migration 0008; null: created_at). */
+  fresh_at: number | null;
 }
 
 /** Previous vault envelopes (migration 0005), kept for the account's deletion grace. */

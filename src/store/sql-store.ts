@@ -73,6 +73,7 @@ function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
     expiresAt: numOrNull(row.expires_at),
     revokedAt: numOrNull(row.revoked_at),
     appendOnly: Number(row.append_only) === 1,
+    ...(row.minted_fresh_at === null ? {} : { mintedFreshAt: num(row.minted_fresh_at) }),
   };
 }
 
@@ -119,6 +120,7 @@ function toSession(row: Selectable<SessionsTable>): Session {
     createdAt: num(row.created_at),
     expiresAt: num(row.expires_at),
     revokedAt: numOrNull(row.revoked_at),
+    freshAt: num(row.fresh_at ?? row.created_at),
   };
 }
 
@@ -351,6 +353,7 @@ export class SqlStore implements Store {
         expires_at: key.expiresAt,
         revoked_at: key.revokedAt,
         append_only: key.appendOnly ? 1 : 0,
+        minted_fresh_at: key.mintedFreshAt ?? null,
       })
       .execute();
   }
@@ -422,6 +425,7 @@ export class SqlStore implements Store {
         created_at: session.createdAt,
         expires_at: session.expiresAt,
         revoked_at: session.revokedAt,
+        fresh_at: session.freshAt,
       })
       .execute();
   }

@@ -32,6 +32,11 @@ export interface ApiKey {
   revokedAt: number | null;
   /** May not delete, reset, rotate or bootstrap over a vault (src/domain/append-only.ts); set when the key is made. */
   appendOnly: boolean;
+  /**
+   * For a key made in a console session: the `freshAt` of that session. A session opened with the key is no fresher
+   * than it (domain/backups.ts isFreshSignIn), so a stale session cannot renew itself by minting a key.
+   */
+  mintedFreshAt?: number;
 }
 
 /** A one-time console sign-in link (its token is known only by hash). */
@@ -52,6 +57,11 @@ export interface Session {
   createdAt: number;
   expiresAt: number;
   revokedAt: number | null;
+  /**
+   * When the sign-in behind this session happened, for the fresh-sign-in rule: its creation, or, for a session
+   * opened with a key made in another session, that session's freshAt (whichever is earlier).
+   */
+  freshAt: number;
 }
 
 export interface Backup {

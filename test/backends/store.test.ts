@@ -200,6 +200,10 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     expect(await store.revokeApiKey(key.id, T0 + 1)).toBe(true);
     expect(await store.revokeApiKey(key.id, T0 + 2)).toBe(false);
     expect((await store.findApiKeyByHash(hash))?.revokedAt).toBe(T0 + 1);
+    // A key made in a console session keeps that session's sign-in time (migration 0008).
+    const minted = { ...key, id: uuidv7(), mintedFreshAt: T0 - 5 };
+    await store.createApiKey(minted, `hash-${minted.id}`);
+    expect(await store.findApiKeyByHash(`hash-${minted.id}`)).toEqual(minted);
     await expect(store.createApiKey({ ...key, id: uuidv7() }, hash)).rejects.toThrow();
   });
 
@@ -557,8 +561,9 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     const account = await newAccount();
     const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null, appendOnly: false };
     await store.createApiKey(key, `hash-${key.id}`);
-    const byLink = { id: uuidv7(), accountId: account.id, keyId: null, createdAt: T0, expiresAt: T0 + HOUR, revokedAt: null };
-    const byKey = { ...byLink, id: uuidv7(), keyId: key.id, expiresAt: T0 + 2 * HOUR };
+    const byLink = { id: uuidv7(), accountId: account.id, keyId: null, createdAt: T0, expiresAt: T0 + HOUR, revokedAt: null, freshAt: T0 };
+    // A session opened with a key made in an earlier session keeps that session's sign-in time (migration 0008).
+    const byKey = { ...byLink, id: uuidv7(), keyId: key.id, expiresAt: T0 + 2 * HOUR, freshAt: T0 - 60_000 };
     await store.createSession(byLink, `session-${byLink.id}`);
     await store.createSession(byKey, `session-${byKey.id}`);
     await expect(store.createSession({ ...byLink, id: uuidv7() }, `session-${byLink.id}`)).rejects.toThrow();
@@ -595,7 +600,7 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     const [liveKey, revokedKey, expiredKey] = [key(), key({ revokedAt: T0 + 1 }), key({ expiresAt: T0 + 1 })];
     for (const k of [liveKey, revokedKey, expiredKey]) await store.createApiKey(k, `hash-${k.id}`);
     const session = (keyId: string | null, revokedAt: number | null = null) => ({
-      id: uuidv7(), accountId: account.id, keyId, createdAt: T0, expiresAt: T0 + 10 * HOUR, revokedAt,
+      id: uuidv7(), accountId: account.id, keyId, createdAt: T0, expiresAt: T0 + 10 * HOUR, revokedAt, freshAt: T0,
     });
     const kept = [session(null), session(liveKey.id)];
     const gone = [session(null, T0 + 1), session(revokedKey.id), session(expiredKey.id)];

@@ -248,7 +248,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     await shot('keys');
   });
 
-  it('adds a backup host: an append-only key and the settings to set, with the recipient derived in the page', async () => {
+  it('adds a backup host: a write-only append-only key and the settings to set, with the recipient derived in the page', async () => {
     const passphrase = `${PASSPHRASE} (new)`;
     const { recipient } = json<{ recipient: string }>(await cliFor(server.url, apiKey, passphrase)(['recipient', '--json']));
     await page.getByRole('link', { name: 'API keys' }).click();
@@ -273,7 +273,12 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     await shot('keys-host');
 
     const made = (await server.parts.store.listApiKeys(accountId)).at(-1)!;
-    expect(made).toMatchObject({ scopes: ['backups:read', 'backups:write'], appendOnly: true });
+    // Write-only: a stolen host can neither read the vault's wrapped key nor list, download or delete backups.
+    expect(made).toMatchObject({ scopes: ['backups:write'], appendOnly: true });
+    for (const url of ['/api/backup-account', '/api/backups', `/api/backups/${backupId}/content`]) {
+      const read = await fetch(`${server.url}${url}`, { headers: { authorization: `Bearer ${hostKey}` } });
+      expect(read.status, url).toBe(403);
+    }
     const refused = await fetch(`${server.url}/api/backups/${backupId}`, { method: 'DELETE', headers: { authorization: `Bearer ${hostKey}` } });
     expect(refused.status).toBe(403);
     expect(((await refused.json()) as { details: { reason: string } }).details.reason).toBe('append_only');

@@ -242,6 +242,29 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
       await refusal(/This kit opens only 3 of 5 ready backups\..*nothing was\s+changed/s);
     });
 
+    it('replaces only the vault it checked the kit against: a rotate by another client meanwhile makes it refuse (If-Match)', async () => {
+      // The page's rotate is held until another client has changed the passphrase (the vault's ETag moves with it).
+      let rotateHeaders: Record<string, string> = {};
+      await page.route('**/api/backup-account/rotate', async (route) => {
+        rotateHeaders = await route.request().allHeaders();
+        const changed = await owner(['passphrase'], { COFFER_NEW_PASSPHRASE: 'changed by another client meanwhile' });
+        expect(changed.code, changed.stderr).toBe(0);
+        await route.continue();
+      });
+      try {
+        await attempt(`${kitWords[0]!.join(' ')}\n${kitWords[1]!.join('\n')}`);
+        await expect.poll(() => page.getByRole('alert').innerText().catch(() => ''), { timeout: 30_000 }).toMatch(/changed by another client/);
+        expect(rotateHeaders['if-match']).toMatch(/^"[^"]+"$/);
+        // The other client's envelope stands: the page replaced nothing.
+        const now = await account();
+        expect(now.wrappedMasterKey).not.toBe((envelopeBefore as { wrappedMasterKey: string }).wrappedMasterKey);
+        const other = await cliFor(server.url, apiKey, 'changed by another client meanwhile')(['show', ids.wrappedAfter, '--metadata']);
+        expect(other.code, other.stderr).toBe(0);
+      } finally {
+        await page.unroute('**/api/backup-account/rotate');
+      }
+    });
+
     it('sets a new passphrase from the words; it unlocks and restores, the old one no longer does', async () => {
       await attempt(`${kitWords[0]!.join(' ')}\n${kitWords[1]!.join('\n')}`);
       const done = page.getByText('Vault recovered.');
@@ -285,7 +308,8 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
         const text = [request.url, ...Object.entries(request.headers).map(([k, v]) => `${k}: ${v}`), request.body].join('\n').toLowerCase();
         for (const secret of secrets) expect(text.includes(secret.toLowerCase()), `${request.url} carries ${secret}`).toBe(false);
       }
-      expect(consoleErrors.filter((e) => !/status of 40[13]/.test(e))).toEqual([]);
+      // 401/403: refusals the tests provoke; 409: the rotate refused by If-Match (the race above).
+      expect(consoleErrors.filter((e) => !/status of 40[139]/.test(e))).toEqual([]);
     });
   });
 });

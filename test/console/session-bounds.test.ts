@@ -122,7 +122,7 @@ describe('keys minted in a console session', () => {
     const secret = `cfs_${randomBytes(32).toString('base64url')}`;
     const now = clock.now();
     await server.parts.store.createSession(
-      { id: uuidv7(), accountId, keyId: narrow.keyId, createdAt: now, expiresAt: now + HOUR, revokedAt: null },
+      { id: uuidv7(), accountId, keyId: narrow.keyId, createdAt: now, expiresAt: now + HOUR, revokedAt: null, freshAt: now },
       sha256(secret),
     );
     const session = { cookie: `coffer_session=${secret}`, csrf: csrfTokenFor(secret) };

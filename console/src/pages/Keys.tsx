@@ -7,6 +7,7 @@ import { ApiError, SCOPES, api, type About, type KeyInfo, type Scope, type Sessi
 import { shortId, When } from '../format.js';
 import { deriveRecipientInWorker } from '../recipient-protocol.js';
 import { SecretField } from '../secret-field.js';
+import { useFreshAction } from './Retention.js';
 
 const SCOPE_HELP: Record<Scope, string> = {
   'backups:read': 'read the vault and list backups',
@@ -52,7 +53,7 @@ type HostState =
   | { phase: 'done'; created: Created; settings: string; fingerprint: string | null };
 
 /**
- * "Add a backup host": makes an append-only read+write key (no restore), and shows what to set on the host. With the
+ * "Add a backup host": makes a write-only append-only key (no read, no restore), and shows what to set on the host. With the
  * passphrase, the page also derives the vault's recipient (in a worker; the passphrase never leaves the browser), so
  * the host backs up without ever holding the passphrase.
  */
@@ -83,7 +84,7 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
     try {
       const about = await api<About>('GET', '/console/api/about');
       const created = await api<Created>('POST', '/console/api/keys', {
-        scopes: ['backups:read', 'backups:write'],
+        scopes: ['backups:write'],
         expiresInDays: expiry === 'never' ? null : Number(expiry),
         appendOnly: true,
       });
@@ -100,8 +101,8 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
       <div class="success new-key" role="region" aria-labelledby="host-ready-title">
         <h3 id="host-ready-title">Set this on the host</h3>
         <p>
-          <strong>Copy it now: the key is shown only this once.</strong> Key {shortId(state.created.keyId)} is append-only: it can add
-          backups, never delete them, reset the account or change the vault.
+          <strong>Copy it now: the key is shown only this once.</strong> Key {shortId(state.created.keyId)} is write-only and append-only: it
+          can add backups, never read, list, download, delete them, reset the account or change the vault.
         </p>
         <label for="host-settings">Host settings</label>
         <textarea id="host-settings" class="mono" readOnly rows={state.fingerprint ? 4 : 3} value={state.settings} />
@@ -126,7 +127,11 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
   return (
     <form onSubmit={submit} aria-describedby="host-help">
       <p id="host-help" class="help">
-        Makes an append-only key with read and write (no restore) for a machine that runs backups, and shows what to set there.
+        Makes a write-only, append-only key for a machine that runs backups, and shows what to set there. A stolen host can add backups
+        but cannot read, list, download or delete any, and never holds the vault's wrapped key, so it cannot guess your passphrase
+        offline. What it gives up: it cannot read the server's list, so it cannot check the server's newest backup against its own
+        record (the chain-head check); that check runs where you restore, with <code>coffer list --chain</code>. Backups of one account
+        share its plan's interval.
       </p>
       {error && (
         <p class="error" role="alert">
@@ -211,17 +216,17 @@ export function KeysPage({ session }: { session: SessionInfo }) {
     );
   useEffect(() => void load(), []);
 
+  // A key that can open the console (all three permissions, not append-only) needs a fresh sign-in.
+  const fresh = useFreshAction();
   const create = async (event: Event) => {
     event.preventDefault();
     setError(null);
+    const request = { scopes: SCOPES.filter((scope) => scopes.has(scope)), expiresInDays: expiry === 'never' ? null : Number(expiry), appendOnly };
     try {
-      const key = await api<Created>('POST', '/console/api/keys', {
-        scopes: SCOPES.filter((scope) => scopes.has(scope)),
-        expiresInDays: expiry === 'never' ? null : Number(expiry),
-        appendOnly,
+      await fresh.attempt('make a key that can open the console', async () => {
+        setCreated(await api<Created>('POST', '/console/api/keys', request));
+        await load();
       });
-      setCreated(key);
-      await load();
     } catch (caught) {
       setError(caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : String(caught));
     }
@@ -260,6 +265,7 @@ export function KeysPage({ session }: { session: SessionInfo }) {
       )}
       <section class="panel" aria-labelledby="create-title">
         <h2 id="create-title">Create a key</h2>
+        {fresh.prompt}
         {created ? (
           <NewKey created={created} onDone={() => setCreated(null)} />
         ) : (

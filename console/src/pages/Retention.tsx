@@ -78,7 +78,7 @@ function Outcome({ message, error }: { message: string; error: ApiError | null }
 }
 
 /** Runs `action`; when the server asks for a fresh sign-in, shows ConfirmSignIn and runs it again after. */
-function useFreshAction() {
+export function useFreshAction() {
   const [pending, setPending] = useState<{ what: string; run: () => Promise<void> } | null>(null);
   const attempt = async (what: string, run: () => Promise<void>) => {
     try {

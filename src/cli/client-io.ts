@@ -22,7 +22,7 @@ import { CLIENT_VERSION } from '../client/backup.js';
 import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { unlockVault } from '../client/vault.js';
 import { StatusStreamError } from '../client/watch.js';
-import { type Profile, ProfileError, resolveApiKey, selectProfile } from '../client/profiles.js';
+import { ConfigPermissionError, type Profile, ProfileError, resolveApiKey, selectProfile } from '../client/profiles.js';
 import { type ClientConfig, ConfigError, loadClientConfig, type ProfileSettings } from '../config.js';
 import { readHiddenLine } from './hidden-input.js';
 import { CliError, EXIT, note, usageError, writeHuman } from './output.js';
@@ -528,6 +528,7 @@ export function apiErrorMessage(error: CofferApiError): string {
 export function toCliError(error: unknown, json: boolean): CliError {
   if (error instanceof CliError) return error;
   if (error instanceof ConfigError) return usageError(`invalid configuration: ${error.message}`);
+  if (error instanceof ConfigPermissionError) return usageError(error.message);
   if (error instanceof ProfileError) return usageError(`invalid profile: ${error.message}`);
   if (error instanceof RecipientFormatError) return usageError(`invalid recipient: ${error.message}`);
   if (error instanceof NewerFormatError) return new CliError(`cannot open: ${error.message}`, EXIT.failure);

@@ -32,7 +32,7 @@ const modeText = (mode: number) => `mode ${(mode & 0o7777).toString(8).padStart(
  * but its owner could have changed it. The file and its folder must not be writable by group or others and must
  * belong to the user running coffer (or root). Not on systems without uids (Windows).
  */
-export function checkConfigOwnership(file: string, stat: fs.Stats, folderStat: fs.Stats): void {
+export function checkConfigOwnership(file: string, stat: fs.Stats | null, folderStat: fs.Stats): void {
   const uid = process.getuid?.();
   if (uid === undefined) return;
   const folder = path.dirname(file);
@@ -40,10 +40,9 @@ export function checkConfigOwnership(file: string, stat: fs.Stats, folderStat: f
     new ConfigPermissionError(
       `refusing to read ${file}: ${what} ${why}. It names commands coffer runs (hooks, the API key command), so only you may be able to change it; ${fix}`,
     );
-  for (const [what, target, st] of [
-    ['the file', file, stat],
-    ['its folder', folder, folderStat],
-  ] as const) {
+  const checks: [string, string, fs.Stats][] = [['its folder', folder, folderStat]];
+  if (stat) checks.unshift(['the file', file, stat]);
+  for (const [what, target, st] of checks) {
     if (st.uid !== uid && st.uid !== 0) throw refuse(what, `is owned by uid ${st.uid}, not by you (uid ${uid})`, `fix: chown ${uid} ${target}`);
     if ((st.mode & 0o022) !== 0) {
       const writers = [st.mode & 0o020 ? 'its group' : '', st.mode & 0o002 ? 'all users' : ''].filter(Boolean).join(' and ');
@@ -181,10 +180,11 @@ export async function readProfiles(configDir: string): Promise<ProfilesFile> {
   return parseProfilesFile(text, file);
 }
 
-/** Writes the file atomically (temp file + rename), mode 0600, its directory 0700. */
+/** Writes the file atomically (temp file + rename), mode 0600, its directory 0700 (refused in a folder others can change). */
 export async function writeProfiles(configDir: string, data: ProfilesFile): Promise<string> {
   const file = configFile(configDir);
   await fsp.mkdir(configDir, { recursive: true, mode: 0o700 });
+  checkConfigOwnership(file, null, await fsp.stat(configDir)); // never written into a folder others can change
   const temp = `${file}.${process.pid}.tmp`;
   await fsp.writeFile(temp, `${JSON.stringify(data, null, 2)}\n`, { mode: 0o600 });
   await fsp.rename(temp, file);

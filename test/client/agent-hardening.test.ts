@@ -199,13 +199,21 @@ describe('agent hardening: notifications, schedule values, config permissions', 
       fs.chmodSync(configFile(), 0o600);
     });
 
-    it('a folder others can write (0777) is refused', async () => {
+    it('a folder others can write (0777) is refused, and no config file is written into it', async () => {
       const folder = path.dirname(configFile());
+      const content = fs.readFileSync(configFile());
       fs.chmodSync(folder, 0o777);
       try {
         await refused(/its folder is writable by its group and all users \(mode 0777\)\..*fix: chmod go-w /);
+        // Nor is a first config file written into such a folder.
+        fs.rmSync(configFile());
+        const add = await coffer(['profile', 'add', 'new', '--url', 'http://127.0.0.1:9', '--api-key-file', keyFile, '--path', work]);
+        expect(add.code, add.stderr).toBe(2);
+        expect(add.stderr).toMatch(/its folder is writable by its group and all users/);
+        expect(fs.readdirSync(folder)).toEqual([]);
       } finally {
         fs.chmodSync(folder, 0o700);
+        fs.writeFileSync(configFile(), content, { mode: 0o600 });
       }
     });
 

@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HiddenLine, type KeyPress } from '../../src/cli/hidden-input.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, CLI, cliFor } from './helpers.js';
@@ -113,4 +114,40 @@ describe.skipIf(!TMUX && !REQUIRED)('the passphrase prompt on a terminal (tmux)'
     const cli = cliFor(server.url, apiKey, undefined);
     expect((await cli(['recipient'], { COFFER_PASSPHRASE: 'pasted passphrase' })).code).toBe(0);
   }, SLOW);
+});
+
+describe('the hidden line editor (the keys as readline decodes them)', () => {
+  /** Feeds `text` through readline's key decoder into a HiddenLine; the value at the first submit. */
+  async function typed(text: string): Promise<{ value: string; result: string }> {
+    const { PassThrough } = await import('node:stream');
+    const readline = await import('node:readline');
+    const input = new PassThrough();
+    readline.emitKeypressEvents(input);
+    const line = new HiddenLine();
+    let result = 'continue';
+    input.on('keypress', (ch: string | undefined, key: KeyPress | undefined) => {
+      if (result === 'continue') result = line.key(ch, key);
+    });
+    input.write(text);
+    return { value: line.value, result };
+  }
+
+  it('edits like a visible line: arrows, Home/End, Backspace, Delete, Ctrl-U/K/W', async () => {
+    expect(await typed('ab\x1b[Dc\x1b[1~\r')).toEqual({ value: 'acb', result: 'submit' });
+    expect(await typed('abc\x1b[H\x1b[3~\x1b[Fd\r')).toEqual({ value: 'bcd', result: 'submit' });
+    expect(await typed('abc\x7f\x1b[D\x1b[D\x1b[C\x15x\r')).toEqual({ value: 'xb', result: 'submit' });
+    expect(await typed('one two\x17three\r')).toEqual({ value: 'one three', result: 'submit' });
+    expect(await typed('abc\x01\x1b[C\x0b\r')).toEqual({ value: 'a', result: 'submit' });
+    expect(await typed('ünï 😀\r')).toEqual({ value: 'ünï 😀', result: 'submit' });
+  });
+
+  it('ignores keys that are not text (↑, F5, Alt-x, unknown sequences, Tab); Ctrl-C and Ctrl-D on an empty line cancel', async () => {
+    expect(await typed('a\x1b[A\x1b[15~\x1bx\x1b[1;5X\tb\r')).toEqual({ value: 'ab', result: 'submit' });
+    expect((await typed('abc\x03')).result).toBe('cancel');
+    expect((await typed('\x04')).result).toBe('cancel');
+  });
+
+  it('a bracketed paste inserts its text at the cursor without line breaks and does not submit', async () => {
+    expect(await typed('ad\x1b[D\x1b[200~b\r\nc\x1b[201~')).toEqual({ value: 'abcd', result: 'continue' });
+  });
 });

@@ -22,8 +22,9 @@ import { CLIENT_VERSION } from '../client/backup.js';
 import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { unlockVault } from '../client/vault.js';
 import { StatusStreamError } from '../client/watch.js';
-import { type Profile, ProfileError, resolveApiKey, selectProfile } from '../client/profiles.js';
+import { ConfigPermissionError, type Profile, ProfileError, resolveApiKey, selectProfile } from '../client/profiles.js';
 import { type ClientConfig, ConfigError, loadClientConfig, type ProfileSettings } from '../config.js';
+import { readHiddenLine } from './hidden-input.js';
 import { CliError, EXIT, note, usageError, writeHuman } from './output.js';
 
 // ---- the frame of every client command ----
@@ -204,44 +205,9 @@ async function fromFile(file: string, option: string): Promise<string> {
   return text.replace(/\r?\n$/, '');
 }
 
-/** Reads a line from the terminal without echoing it. */
+/** Reads a line from the terminal without echoing it (a line editor: src/cli/hidden-input.ts). */
 export function promptHidden(question: string, signal?: AbortSignal): Promise<string> {
-  const input = process.stdin;
-  return new Promise((resolve, reject) => {
-    let value = '';
-    const onAbort = () => finish(signal?.reason as Error);
-    const finish = (error?: Error) => {
-      signal?.removeEventListener('abort', onAbort);
-      input.off('data', onData);
-      input.setRawMode(false);
-      input.pause();
-      process.stderr.write('\n');
-      if (error) reject(error);
-      else resolve(value);
-    };
-    const onData = (chunk: string) => {
-      for (const ch of chunk) {
-        if (ch === '\r' || ch === '\n') return finish();
-        if (ch === '\u0003') return finish(new CliError('cancelled', EXIT.interrupted));
-        if (ch === '\u0004') {
-          if (value === '') return finish(new CliError('cancelled', EXIT.interrupted));
-          continue;
-        }
-        if (ch === '\u007f' || ch === '\b') {
-          value = Array.from(value).slice(0, -1).join('');
-          continue;
-        }
-        if (ch >= ' ') value += ch;
-      }
-    };
-    if (signal?.aborted) return reject(signal.reason as Error);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    process.stderr.write(question);
-    input.setEncoding('utf8');
-    input.setRawMode(true);
-    input.resume();
-    input.on('data', onData);
-  });
+  return readHiddenLine(question, () => new CliError('cancelled', EXIT.interrupted), signal);
 }
 
 const canPrompt = () => !!process.stdin.isTTY && typeof process.stdin.setRawMode === 'function';
@@ -562,6 +528,7 @@ export function apiErrorMessage(error: CofferApiError): string {
 export function toCliError(error: unknown, json: boolean): CliError {
   if (error instanceof CliError) return error;
   if (error instanceof ConfigError) return usageError(`invalid configuration: ${error.message}`);
+  if (error instanceof ConfigPermissionError) return usageError(error.message);
   if (error instanceof ProfileError) return usageError(`invalid profile: ${error.message}`);
   if (error instanceof RecipientFormatError) return usageError(`invalid recipient: ${error.message}`);
   if (error instanceof NewerFormatError) return new CliError(`cannot open: ${error.message}`, EXIT.failure);

@@ -94,7 +94,8 @@ export function targetsFor(notify: Profile['notify'], event: NotifyEvent): strin
 
 /**
  * POSTs the summary to every target of the event, at once, each bounded by a timeout. A target that fails is
- * reported (never thrown): a notification never changes the outcome of the backup.
+ * reported (never thrown): a notification never changes the outcome of the backup. Redirects are not followed: a
+ * 3xx answer is a failed delivery.
  */
 export async function notify(notifyConfig: Profile['notify'], event: NotifyEvent, facts: RunFacts, signal?: AbortSignal): Promise<Delivery[]> {
   const urls = targetsFor(notifyConfig, event);
@@ -108,9 +109,15 @@ export async function notify(notifyConfig: Profile['notify'], event: NotifyEvent
           method: 'POST',
           headers: { 'content-type': 'application/json', 'user-agent': 'coffer-notify' },
           body,
+          // Never followed: a 307/308 would re-send the summary to wherever the target points (another origin,
+          // this host's loopback). A redirect is a failed delivery, reported like any other.
+          redirect: 'manual',
           signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         });
         await response.body?.cancel();
+        if (response.status >= 300 && response.status < 400) {
+          return { target: origin(url), ok: false, detail: `HTTP ${response.status}: a redirect, not followed` };
+        }
         return { target: origin(url), ok: response.ok, detail: `HTTP ${response.status}` };
       } catch (error) {
         return { target: origin(url), ok: false, detail: timeout.aborted ? 'no answer within 10 s' : ((error as Error).cause as Error | undefined)?.message ?? (error as Error).message };

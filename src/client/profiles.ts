@@ -22,6 +22,35 @@ export class ProfileError extends Error {
   override readonly name = 'ProfileError';
 }
 
+/** The config file or its folder may be changed by someone else: it is not read (like ssh with its files). */
+export class ConfigPermissionError extends ProfileError {}
+
+const modeText = (mode: number) => `mode ${(mode & 0o7777).toString(8).padStart(4, '0')}`;
+
+/**
+ * The config file names the commands coffer runs (hooks, the API key command): like ssh, it is refused when anyone
+ * but its owner could have changed it. The file and its folder must not be writable by group or others and must
+ * belong to the user running coffer (or root). Not on systems without uids (Windows).
+ */
+export function checkConfigOwnership(file: string, stat: fs.Stats | null, folderStat: fs.Stats): void {
+  const uid = process.getuid?.();
+  if (uid === undefined) return;
+  const folder = path.dirname(file);
+  const refuse = (what: string, why: string, fix: string) =>
+    new ConfigPermissionError(
+      `refusing to read ${file}: ${what} ${why}. It names commands coffer runs (hooks, the API key command), so only you may be able to change it; ${fix}`,
+    );
+  const checks: [string, string, fs.Stats][] = [['its folder', folder, folderStat]];
+  if (stat) checks.unshift(['the file', file, stat]);
+  for (const [what, target, st] of checks) {
+    if (st.uid !== uid && st.uid !== 0) throw refuse(what, `is owned by uid ${st.uid}, not by you (uid ${uid})`, `fix: chown ${uid} ${target}`);
+    if ((st.mode & 0o022) !== 0) {
+      const writers = [st.mode & 0o020 ? 'its group' : '', st.mode & 0o002 ? 'all users' : ''].filter(Boolean).join(' and ');
+      throw refuse(what, `is writable by ${writers} (${modeText(st.mode)})`, `fix: chmod go-w ${target}`);
+    }
+  }
+}
+
 const httpUrl = z.string().refine((value) => {
   try {
     const url = new URL(value);
@@ -128,14 +157,21 @@ export function validateProfile(name: string, input: unknown): Profile {
 
 export const configFile = (configDir: string): string => path.join(configDir, CONFIG_FILE_NAME);
 
-/** The config file, or an empty one when it does not exist. */
+/** The config file, or an empty one when it does not exist; refused when others could change it (checkConfigOwnership). */
 export async function readProfiles(configDir: string): Promise<ProfilesFile> {
   const file = configFile(configDir);
   let text: string;
   try {
-    const stat = await fsp.stat(file);
-    if (stat.size > MAX_CONFIG_BYTES) throw new ProfileError(`${file} is larger than 1 MiB: not a Coffer config file`);
-    text = await fsp.readFile(file, 'utf8');
+    const handle = await fsp.open(file, 'r');
+    try {
+      // The file as opened (not a name that could be swapped in between) and the folder it is in.
+      const stat = await handle.stat();
+      checkConfigOwnership(file, stat, await fsp.stat(path.dirname(file)));
+      if (stat.size > MAX_CONFIG_BYTES) throw new ProfileError(`${file} is larger than 1 MiB: not a Coffer config file`);
+      text = await handle.readFile('utf8');
+    } finally {
+      await handle.close();
+    }
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { version: 1, profiles: {} };
     if (error instanceof ProfileError) throw error;
@@ -144,10 +180,11 @@ export async function readProfiles(configDir: string): Promise<ProfilesFile> {
   return parseProfilesFile(text, file);
 }
 
-/** Writes the file atomically (temp file + rename), mode 0600, its directory 0700. */
+/** Writes the file atomically (temp file + rename), mode 0600, its directory 0700 (refused in a folder others can change). */
 export async function writeProfiles(configDir: string, data: ProfilesFile): Promise<string> {
   const file = configFile(configDir);
   await fsp.mkdir(configDir, { recursive: true, mode: 0o700 });
+  checkConfigOwnership(file, null, await fsp.stat(configDir)); // never written into a folder others can change
   const temp = `${file}.${process.pid}.tmp`;
   await fsp.writeFile(temp, `${JSON.stringify(data, null, 2)}\n`, { mode: 0o600 });
   await fsp.rename(temp, file);

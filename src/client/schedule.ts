@@ -20,10 +20,45 @@ export interface ScheduleSpec {
 
 export const unitName = (profile: string) => `coffer-${profile}`;
 
-/** A systemd word: quoted when needed, with `\`, `"`, `%` and `$` escaped (systemd.syntax(7), systemd.service(5)). */
+/** A character no value written into a unit or a crontab line may hold: a line break, NUL, any control character. */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+export class ScheduleValueError extends Error {
+  override readonly name = 'ScheduleValueError';
+}
+
+/**
+ * Every value a unit or crontab line is made of (the program, its arguments, the environment): one holding a line
+ * break, NUL or another control character is refused, so no value can add a line (`ExecStartPre=…`, a second
+ * crontab entry). Throws ScheduleValueError naming what holds it.
+ */
+export function checkScheduleSpec(spec: ScheduleSpec): void {
+  const values: [string, string][] = [
+    ['the profile name', spec.profile],
+    ...spec.argv.map((word, i): [string, string] => [i === 0 ? 'the node program path' : i === 1 ? 'the coffer script path' : `argument ${JSON.stringify(word)}`, word]),
+    ...Object.entries(spec.environment).map(([k, v]): [string, string] => [k, `${k}=${v}`]),
+  ];
+  for (const [what, value] of values) {
+    if (CONTROL.test(value)) {
+      throw new ScheduleValueError(`${what} holds a line break, NUL or another control character: it cannot be written into a unit or a crontab line`);
+    }
+  }
+}
+
+/** `\`, `"` and `%` escaped for a double-quoted systemd word (systemd.syntax(7); `%` starts a specifier). */
+const systemdQuoted = (word: string) => word.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/%/g, '%%');
+
+/** A word of ExecStart=: quoted when needed, and `$` doubled too (ExecStart= expands `$VAR`; systemd.service(5)). */
 function systemdWord(word: string): string {
-  const escaped = word.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/%/g, '%%').replace(/\$/g, '$$$$');
+  const escaped = systemdQuoted(word).replace(/\$/g, '$$$$');
   return /^[A-Za-z0-9_@%+=:,./$-]+$/.test(word) ? escaped : `"${escaped}"`;
+}
+
+/** One Environment= assignment, quoted when needed: specifiers and C escapes apply, `$` is plain text there (systemd.exec(5)). */
+function systemdAssignment(name: string, value: string): string {
+  const word = `${name}=${value}`;
+  return /^[A-Za-z0-9_@%+=:,./$-]+$/.test(word) ? systemdQuoted(word) : `"${systemdQuoted(word)}"`;
 }
 
 /** Seconds as systemd's shortest time span text. */
@@ -35,7 +70,8 @@ function span(ms: number): string {
 }
 
 export function serviceUnit(spec: ScheduleSpec): string {
-  const env = Object.entries(spec.environment).map(([k, v]) => `Environment=${systemdWord(`${k}=${v}`)}\n`);
+  checkScheduleSpec(spec);
+  const env = Object.entries(spec.environment).map(([k, v]) => `Environment=${systemdAssignment(k, v)}\n`);
   return (
     '[Unit]\n' +
     `Description=Coffer backup of profile ${spec.profile}\n` +
@@ -68,15 +104,20 @@ export function timerUnit(spec: ScheduleSpec): string {
   );
 }
 
-/** A POSIX shell word (single quotes). */
-const shellWord = (word: string) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`);
+/**
+ * A POSIX shell word (single quotes) inside a crontab line, where an unescaped `%` ends the command (the rest goes
+ * to its stdin) and `\%` is a `%`: each `%` stands outside the quotes as `\%` (`'a'\%'b'`), so no backslash of the
+ * value can pair with it (crontab(5)).
+ */
+const cronWord = (word: string) =>
+  /^[A-Za-z0-9_@+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`).replace(/%/g, `'\\%'`)}'`;
 
 /** One crontab line: every quarter interval, at a minute picked from the profile's name (so hosts spread out). */
 export function cronLine(spec: ScheduleSpec): string {
+  checkScheduleSpec(spec);
   const minutes = Math.round(checkEveryMs(spec.intervalMs) / 60_000);
   const minute = createHash('sha256').update(spec.profile).digest()[0]! % 60;
   const when = minutes < 60 ? `*/${minutes} * * * *` : `${minute} */${Math.round(minutes / 60)} * * *`;
-  const env = Object.entries(spec.environment).map(([k, v]) => `${k}=${shellWord(v)} `);
-  // In a crontab command an unescaped % is a newline.
-  return `${when} ${env.join('')}${spec.argv.map(shellWord).join(' ')}`.replace(/%/g, '\\%');
+  const env = Object.entries(spec.environment).map(([k, v]) => `${k}=${cronWord(v)} `);
+  return `${when} ${env.join('')}${spec.argv.map(cronWord).join(' ')}`;
 }

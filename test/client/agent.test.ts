@@ -323,7 +323,7 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
 
       const cron = await coffer(['schedule', 'install', '--profile', 'home', '--cron', '--passphrase-file', passFile]);
       expect(cron.code, cron.stderr).toBe(0);
-      expect(cron.stdout).toMatch(/^\d{1,2} \*\/6 \* \* \* XDG_CONFIG_HOME=\S+ XDG_STATE_HOME=\S+ \S+ \S+ run --profile home --passphrase-file '.+pass phrase\\%\.txt'\n$/);
+      expect(cron.stdout).toMatch(/^\d{1,2} \*\/6 \* \* \* XDG_CONFIG_HOME=\S+ XDG_STATE_HOME=\S+ \S+ \S+ run --profile home --passphrase-file '.+pass phrase'\\%'\.txt'\n$/);
 
       const status = json(await coffer(['schedule', 'status', '--profile', 'home', '--json']));
       expect(status).toMatchObject({ profile: 'home', installed: true });

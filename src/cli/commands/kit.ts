@@ -1,10 +1,13 @@
 /** `coffer kit`: the recovery kit, the master keys as BIP-39 words (docs/crypto.md §1c). */
 import type { Command } from 'commander';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import QRCode from 'qrcode';
+import { fsReason } from '../../client/fs-errors.js';
 import { wipe } from '../../client/envelope.js';
 import { formatKit } from '../../client/kit.js';
 import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, unlock } from '../client-io.js';
-import { CliError, note } from '../output.js';
+import { CliError, note, usageError } from '../output.js';
 
 /**
  * The kit's lines without its comments (what `coffer recover` reads) as a terminal QR code: qrcode's half-block
@@ -29,20 +32,73 @@ export async function kitQr(kit: string): Promise<string> {
   ].join('\n');
 }
 
+/**
+ * Writes the kit to a new file, created with mode 0600 (O_EXCL: an existing file, or a symlink in its place, is
+ * never overwritten). A usage error when it cannot be created; nothing else is written then.
+ */
+async function writeKitFile(file: string, text: string): Promise<void> {
+  let handle: fsp.FileHandle;
+  try {
+    handle = await fsp.open(file, 'wx', 0o600);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
+      throw usageError(`--output ${file} already exists: the kit is never written over a file; remove it or name another one`);
+    }
+    throw usageError(`cannot create --output ${file}: ${fsReason(error)}`);
+  }
+  try {
+    await handle.chmod(0o600); // whatever the umask
+    await handle.writeFile(text);
+    await handle.sync();
+  } catch (error) {
+    await handle.close();
+    await fsp.rm(file, { force: true });
+    throw new CliError(`cannot write --output ${file}: ${fsReason(error)}`);
+  }
+  await handle.close();
+}
+
+/** The mode of stdout when it is a regular file that others than its owner may read (`coffer kit > kit.txt`), else null. */
+function stdoutSharedFileMode(): number | null {
+  try {
+    const stat = fs.fstatSync(1);
+    return stat.isFile() && (stat.mode & 0o077) !== 0 ? stat.mode & 0o777 : null;
+  } catch {
+    return null;
+  }
+}
+
 export function registerKit(program: Command): void {
   program
     .command('kit')
     .description('print the recovery kit (the master keys as words): it sets a new passphrase when the old one is forgotten')
     .option(...PASSPHRASE_FILE_OPTION)
     .option('--qr', 'also print the kit as a QR code for the terminal (black on white), as comment lines of the kit')
+    .option('--output <file>', 'write the kit to this new file (mode 0600; an existing file is never overwritten) instead of stdout')
     .action(
-      action(async ({ signal, config }, options: PassphraseOptions & { qr?: boolean }) => {
+      action(async ({ signal, config }, options: PassphraseOptions & { qr?: boolean; output?: string }) => {
+        if (options.output !== undefined && fs.existsSync(options.output)) {
+          // Said before the passphrase is asked for; writeKitFile checks again (O_EXCL) when it creates the file.
+          throw usageError(`--output ${options.output} already exists: the kit is never written over a file; remove it or name another one`);
+        }
         const { masterKey } = await unlock(clientFor(config), config, options, signal);
         try {
           const kit = formatKit(masterKey, config.url);
           const qr = options.qr ? await kitQr(kit) : '';
-          // The kit alone on stdout (`coffer kit > kit.txt`); its own comment lines carry the warning too.
-          process.stdout.write(kit + qr);
+          if (options.output !== undefined) {
+            await writeKitFile(options.output, kit + qr);
+            note(`wrote the recovery kit to ${options.output} (mode 0600)`);
+          } else {
+            const shared = stdoutSharedFileMode();
+            if (shared !== null) {
+              note(
+                `WARNING: the kit is going to a file that other users can read (mode ${shared.toString(8).padStart(4, '0')}): ` +
+                  'chmod 600 it now, or use `coffer kit --output <file>`, which creates it 0600',
+              );
+            }
+            // The kit alone on stdout; its own comment lines carry the warning too.
+            process.stdout.write(kit + qr);
+          }
           note(
             'WARNING: whoever holds this kit can read every backup of this vault without the passphrase. Keep it offline ' +
               '(paper, a safe), never next to the API key; print a new one after every `coffer rekey`.',

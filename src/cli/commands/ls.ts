@@ -20,12 +20,30 @@ export function modeString(entry: Pick<ListedEntry, 'type' | 'mode'>): string {
   return TYPE_LETTER[entry.type] + triple(6, 0o4000, 's') + triple(3, 0o2000, 's') + triple(0, 0o1000, 't');
 }
 
+const ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/**
+ * A name as one safe piece of a human listing: `\` doubled, newline, CR and tab as `\n`, `\r`, `\t`, every other
+ * control character (C0, DEL, C1) and the Unicode line/paragraph separators and bidirectional controls as `\xNN` /
+ * `\uNNNN`, so a name can neither fake listing lines nor reorder what the terminal shows. --json stays exact.
+ */
+export function escapeName(name: string): string {
+  // eslint-disable-next-line no-control-regex
+  return name.replace(/[\\\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu, (ch) => {
+    const known = ESCAPES[ch];
+    if (known) return known;
+    const code = ch.codePointAt(0)!;
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
 function lines(entries: ListedEntry[]): string[] {
   const width = Math.max(1, ...entries.map((e) => String(e.size).length));
   return entries.map((e) => {
     const when = e.mtime ? e.mtime.slice(0, 16).replace('T', ' ') : '-'.padEnd(16);
-    const name = e.type === 'directory' ? `${e.path}/` : e.path;
-    const link = e.type === 'symlink' ? ` -> ${e.linkTarget ?? ''}` : e.type === 'hardlink' ? ` link to ${e.linkTarget ?? ''}` : '';
+    const name = e.type === 'directory' ? `${escapeName(e.path)}/` : escapeName(e.path);
+    const target = escapeName(e.linkTarget ?? '');
+    const link = e.type === 'symlink' ? ` -> ${target}` : e.type === 'hardlink' ? ` link to ${target}` : '';
     return `${modeString(e)}  ${String(e.size).padStart(width)}  ${when}  ${name}${link}`;
   });
 }
@@ -54,7 +72,7 @@ export function registerLs(program: Command): void {
           });
           bar.stop();
           if (options.json) return printJson({ backupId: id, entries });
-          if (entries.length === 0) return print(at ? `nothing at ${at} in backup ${id}` : `backup ${id} holds no entries`);
+          if (entries.length === 0) return print(at ? `nothing at ${escapeName(at)} in backup ${escapeName(id)}` : `backup ${escapeName(id)} holds no entries`);
           print(lines(entries).join('\n'));
         } finally {
           bar.stop();

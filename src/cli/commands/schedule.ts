@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { checkEveryMs, INTERVAL_MS, isInterval, readRunState } from '../../client/agent-state.js';
-import { cronLine, type ScheduleSpec, serviceUnit, timerUnit, unitName } from '../../client/schedule.js';
+import { checkScheduleSpec, cronLine, type ScheduleSpec, ScheduleValueError, serviceUnit, timerUnit, unitName } from '../../client/schedule.js';
 import { CofferApiError } from '../../client/sdk.js';
 import type { BackupInterval } from '../../domain/plans.js';
 import { action, clientFor, duration, localTime, requireProfile, type Run } from '../client-io.js';
@@ -86,6 +86,12 @@ export function registerSchedule(program: Command): void {
         }
         const interval = await intervalOf(run, options.interval);
         const spec = specFor(run, name, interval, options.passphraseFile);
+        try {
+          checkScheduleSpec(spec); // before anything is written
+        } catch (error) {
+          if (error instanceof ScheduleValueError) throw usageError(`${error.message}; nothing was written`);
+          throw error;
+        }
         if (options.cron) {
           const line = cronLine(spec);
           note(HOST_ADVICE);

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/tmp.js';
+import { lacking } from '../helpers/required.js';
 
 const BIN = path.resolve('dist/cli/main.js');
 const VERSION = (JSON.parse(fs.readFileSync('package.json', 'utf8')) as { version: string }).version;
@@ -123,14 +124,14 @@ describe('coffer completion', () => {
     expect(await bashComplete(['backup', '--j'])).toEqual(['--json']);
   });
 
-  it.skipIf(!installed('zsh'))('zsh: the script parses (zsh -n)', () => {
+  it.skipIf(lacking(installed('zsh')))('zsh: the script parses (zsh -n)', () => {
     const file = path.join(tempDir(), '_coffer');
     fs.writeFileSync(file, coffer(['completion', 'zsh']).stdout);
     const result = spawnSync('zsh', ['-n', file], { encoding: 'utf8' });
     expect(result.status, result.stderr).toBe(0);
   });
 
-  it.skipIf(!installed('fish'))('fish: the script parses (fish -n)', () => {
+  it.skipIf(lacking(installed('fish')))('fish: the script parses (fish -n)', () => {
     const file = path.join(tempDir(), 'coffer.fish');
     fs.writeFileSync(file, coffer(['completion', 'fish']).stdout);
     const result = spawnSync('fish', ['-n', file], { encoding: 'utf8' });

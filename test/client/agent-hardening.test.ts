@@ -13,10 +13,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, makeTree, runCli } from './helpers.js';
+import { REQUIRED } from '../helpers/required.js';
 
 const PASSPHRASE = 'hardening passphrase';
 const ANALYZE = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((file) => fs.existsSync(file));
-const REQUIRED = process.env.COFFER_REQUIRE_PG === '1';
+
 
 /** A loopback HTTP server recording each request and answering with `answer(path)`. */
 async function receiver(answer: (url: string) => { status: number; headers?: Record<string, string> }) {

@@ -17,12 +17,13 @@ import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, CANARY_NAME, cliFor, json, makeTree, runCli, startCli } from './helpers.js';
+import { REQUIRED } from '../helpers/required.js';
 
 const PASSPHRASE = 'agent-test passphrase';
 /** Tests that spawn a dozen CLI processes or more: a bound against hangs on a loaded machine, not a timing check. */
 const MANY_CLIS = 120_000;
 const ANALYZE = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((file) => fs.existsSync(file));
-const REQUIRED = process.env.COFFER_REQUIRE_PG === '1';
+
 
 interface Received {
   method: string;

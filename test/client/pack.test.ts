@@ -13,6 +13,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { packTree, scanTree, type TreeScan } from '../../src/client/archive.js';
 import { SourceReadError } from '../../src/client/fs-errors.js';
 import { tempDir } from '../helpers/tmp.js';
+import { lacking } from '../helpers/required.js';
 
 const MiB = 1024 * 1024;
 const gnuTar = /GNU tar/.test(spawnSync('tar', ['--version']).stdout?.toString() ?? '');
@@ -99,7 +100,7 @@ describe('the backup tar writer', () => {
     for (const entry of [...all, source]) await fsp.lutimes(entry, ATIME, MTIME);
   });
 
-  it.skipIf(!gnuTar)('writes an archive GNU tar extracts as the source: modes, mtimes, empty dirs, symlinks, hard links, long names', async () => {
+  it.skipIf(lacking(gnuTar))('writes an archive GNU tar extracts as the source: modes, mtimes, empty dirs, symlinks, hard links, long names', async () => {
     const scan = await scanTree(source);
     const archive = await collect(packTree(scan));
     expect(archive.length).toBeLessThanOrEqual(scan.tarBoundBytes);
@@ -152,7 +153,7 @@ describe('the backup tar writer', () => {
     }
   });
 
-  it.skipIf(!gnuTar)('stores a file older than 1970 with a fraction of a second (node-tar alone throws on its time)', async () => {
+  it.skipIf(lacking(gnuTar))('stores a file older than 1970 with a fraction of a second (node-tar alone throws on its time)', async () => {
     const dir = path.join(work, 'old-times');
     await fsp.mkdir(dir);
     const file = path.join(dir, 'old.txt');

@@ -12,9 +12,10 @@ import { HiddenLine, type KeyPress } from '../../src/cli/hidden-input.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, CLI, cliFor } from './helpers.js';
+import { REQUIRED } from '../helpers/required.js';
 
 const TMUX = ['/usr/bin/tmux', '/bin/tmux', '/usr/local/bin/tmux'].find((file) => fs.existsSync(file));
-const REQUIRED = process.env.CI === 'true';
+
 /** A bound against a hang on a loaded machine (Argon2id runs twice per command), not a timing check. */
 const SLOW = 120_000;
 

@@ -36,6 +36,7 @@ import {
   zstdCompress,
   type TarEntrySpec,
 } from './helpers.js';
+import { lacking } from '../helpers/required.js';
 
 const PASSPHRASE = 'select-test passphrase';
 /** A bound against hangs (a FIFO opened by mistake blocks its reader forever), not a timing check. */
@@ -97,7 +98,7 @@ describe('what goes into a backup, and looking inside one', () => {
 
   const asNobody = unprivileged();
 
-  it.skipIf(!asNobody)('honours --exclude, --exclude-file and .cofferignore, and never reads what they exclude', async () => {
+  it.skipIf(lacking(asNobody !== undefined))('honours --exclude, --exclude-file and .cofferignore, and never reads what they exclude', async () => {
     const root = path.join(work, 'excludes');
     const other = path.join(work, 'other-source');
     const file = async (rel: string, content = `${rel}\n`, base = root) => {
@@ -166,7 +167,7 @@ describe('what goes into a backup, and looking inside one', () => {
     expect(exists(path.join(target, 'excludes/node_modules'))).toBe(false);
   });
 
-  it.skipIf(!asNobody)('fails naming every unreadable file; --skip-unreadable backs up the rest and lists what it left out', async () => {
+  it.skipIf(lacking(asNobody !== undefined))('fails naming every unreadable file; --skip-unreadable backs up the rest and lists what it left out', async () => {
     const root = path.join(work, 'unreadable');
     await fsp.mkdir(path.join(root, 'locked-dir'), { recursive: true });
     await fsp.writeFile(path.join(root, 'ok.txt'), 'fine\n');

@@ -17,11 +17,12 @@ import { envelope, finalizeBody } from '../helpers/api.js';
 import { bytes } from '../helpers/fixture.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
+import { REQUIRED } from '../helpers/required.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const DOC_CONF = fs.readFileSync(path.join(ROOT, 'deploy/nginx.conf'), 'utf8');
 const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((file) => fs.existsSync(file));
-const REQUIRED = process.env.COFFER_REQUIRE_PG === '1';
+
 if (!NGINX && !REQUIRED) console.warn('nginx is not installed (apt-get install nginx-light): skipping the nginx tests');
 
 const MiB = 1024 * 1024;

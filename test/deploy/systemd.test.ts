@@ -11,12 +11,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/tmp.js';
+import { REQUIRED } from '../helpers/required.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const UNIT = fs.readFileSync(path.join(ROOT, 'deploy/coffer.service'), 'utf8');
 const ENV_FILE = fs.readFileSync(path.join(ROOT, 'deploy/coffer.env'), 'utf8');
 const ANALYZE = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((file) => fs.existsSync(file));
-const REQUIRED = process.env.COFFER_REQUIRE_PG === '1';
+
 if (!ANALYZE && !REQUIRED) console.warn('systemd-analyze is not installed (apt-get install systemd): skipping the unit check');
 
 it('docs/deploy.md shows deploy/coffer.service and deploy/coffer.env verbatim', () => {

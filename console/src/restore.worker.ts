@@ -52,6 +52,7 @@ function zstdStream(input: ReadableStream<Uint8Array>, sealedSize: number): Read
   let out: Uint8Array[] = [];
   const decoder = new Decompress((chunk) => {
     limit.add(chunk.length);
+    framer.output(chunk);
     out.push(chunk);
   });
   return new ReadableStream<Uint8Array>({
@@ -66,6 +67,7 @@ function zstdStream(input: ReadableStream<Uint8Array>, sealedSize: number): Read
         if (done) {
           framer.end();
           decoder.push(new Uint8Array(0), true);
+          framer.verify(); // fzstd skips the frame's checksum; node:zlib checks it
           for (const chunk of out) controller.enqueue(chunk);
           controller.close();
           return;

@@ -48,7 +48,10 @@ export class ZstdFramer {
   private remaining = 0;
   private lastBlock = false;
   private checksum = false;
+  private readonly checksumBytes: number[] = [];
   private blockMax = ZSTD_MAX_BLOCK;
+  /** XXH64 of the output, for a decoder that does not check the frame's checksum itself (fzstd). */
+  private digest: Xxh64 | undefined;
 
   constructor(private readonly sealedSize: number) {}
 
@@ -82,6 +85,7 @@ export class ZstdFramer {
         this.state = 'block';
       } else {
         const take = Math.min(this.remaining, data.length - at);
+        if (this.state === 'checksum') this.checksumBytes.push(...data.subarray(at, at + take));
         at += take;
         this.remaining -= take;
         if (this.remaining > 0) continue;
@@ -107,6 +111,21 @@ export class ZstdFramer {
 
   end(): void {
     if (this.state !== 'done' || this.held.length > 0) throw new IntegrityError('the zstd frame is incomplete');
+  }
+
+  /** For a decoder that does not verify the frame's checksum (fzstd): hashes its output, to be checked by `verify`. */
+  output(chunk: Uint8Array): void {
+    if (!this.checksum) return;
+    this.digest ??= new Xxh64();
+    this.digest.update(chunk);
+  }
+
+  /** Checks the frame's checksum (when it has one) against what `output` saw; after `end`. */
+  verify(): void {
+    if (!this.checksum) return;
+    const low = (this.digest ?? new Xxh64()).digest() & 0xffffffffn;
+    const sealed = BigInt(this.checksumBytes.reduceRight((acc, b) => acc * 256 + b, 0));
+    if (low !== sealed) throw new IntegrityError('the zstd frame fails its checksum');
   }
 
   /** The size of the frame header at the start of `data`, or undefined when more bytes are needed. */
@@ -146,6 +165,72 @@ export class ZstdFramer {
     this.blockMax = Math.min(ZSTD_MAX_BLOCK, Math.max(window, 1));
     this.checksum = ((flags >> 2) & 1) === 1;
     return size;
+  }
+}
+
+const M64 = (1n << 64n) - 1n;
+const P1 = 11400714785074694791n;
+const P2 = 14029467366897019727n;
+const P3 = 1609587929392839161n;
+const P4 = 9650029242287828579n;
+const P5 = 2870177450012600261n;
+const rotl = (x: bigint, r: bigint): bigint => ((x << r) | (x >> (64n - r))) & M64;
+const round = (acc: bigint, lane: bigint): bigint => (rotl((acc + lane * P2) & M64, 31n) * P1) & M64;
+
+/**
+ * XXH64 with seed 0 (zstd's frame checksum is its low 32 bits), in BigInt: slow, but only frames that carry a checksum
+ * need it, and Coffer's compressor writes none (a hand-made frame may: the zstd program's default).
+ */
+export class Xxh64 {
+  private v = [(P1 + P2) & M64, P2, 0n, (1n << 64n) - P1];
+  private buffer = new Uint8Array(32);
+  private buffered = 0;
+  private total = 0;
+
+  update(data: Uint8Array): void {
+    this.total += data.length;
+    let at = 0;
+    if (this.buffered > 0) {
+      const take = Math.min(32 - this.buffered, data.length);
+      this.buffer.set(data.subarray(0, take), this.buffered);
+      this.buffered += take;
+      at = take;
+      if (this.buffered < 32) return;
+      this.stripe(this.buffer, 0);
+      this.buffered = 0;
+    }
+    for (; at + 32 <= data.length; at += 32) this.stripe(data, at);
+    this.buffer.set(data.subarray(at));
+    this.buffered = data.length - at;
+  }
+
+  digest(): bigint {
+    const [v1, v2, v3, v4] = this.v as [bigint, bigint, bigint, bigint];
+    let h: bigint;
+    if (this.total >= 32) {
+      h = (rotl(v1, 1n) + rotl(v2, 7n) + rotl(v3, 12n) + rotl(v4, 18n)) & M64;
+      for (const v of [v1, v2, v3, v4]) h = (((h ^ round(0n, v)) * P1) & M64) + P4;
+    } else {
+      h = P5;
+    }
+    h = (h + BigInt(this.total)) & M64;
+    const view = new DataView(this.buffer.buffer);
+    let at = 0;
+    for (; at + 8 <= this.buffered; at += 8) h = ((rotl(h ^ round(0n, view.getBigUint64(at, true)), 27n) * P1) & M64) + P4;
+    if (at + 4 <= this.buffered) {
+      h = ((rotl(h ^ ((BigInt(view.getUint32(at, true)) * P1) & M64), 23n) * P2) & M64) + P3;
+      at += 4;
+    }
+    for (; at < this.buffered; at++) h = (rotl(h ^ ((BigInt(this.buffer[at]!) * P5) & M64), 11n) * P1) & M64;
+    h &= M64;
+    h = ((h ^ (h >> 33n)) * P2) & M64;
+    h = ((h ^ (h >> 29n)) * P3) & M64;
+    return h ^ (h >> 32n);
+  }
+
+  private stripe(data: Uint8Array, at: number): void {
+    const view = new DataView(data.buffer, data.byteOffset + at, 32);
+    for (let i = 0; i < 4; i++) this.v[i] = round(this.v[i]!, view.getBigUint64(i * 8, true));
   }
 }
 

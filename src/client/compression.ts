@@ -126,6 +126,7 @@ class FzstdDecompress extends Transform {
   private wake: (() => void) | undefined;
   private readonly decoder = new Decompress((chunk) => {
     this.limit.add(chunk.length);
+    this.framer.output(chunk);
     this.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
   });
 
@@ -165,6 +166,7 @@ class FzstdDecompress extends Transform {
     try {
       this.framer.end();
       this.decoder.push(new Uint8Array(0), true);
+      this.framer.verify(); // fzstd skips the frame's checksum; node:zlib checks it
       callback();
     } catch (error) {
       callback(error as Error);

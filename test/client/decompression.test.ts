@@ -65,6 +65,21 @@ const decoders: { name: string; compression: 'zstd' | 'gzip'; native?: boolean; 
   { name: 'gzip', compression: 'gzip' as const, make: (plain: Buffer) => zlib.gzipSync(plain) },
 ];
 
+/** A zstd frame with a content checksum (XXH64), which Coffer's compressor does not write. */
+function zstdWithChecksum(plain: Buffer): Buffer {
+  const z = zlib as unknown as { zstdCompressSync?: (b: Buffer, o: object) => Buffer; constants: Record<string, number> };
+  if (z.zstdCompressSync) return z.zstdCompressSync(plain, { params: { [z.constants.ZSTD_c_checksumFlag!]: 1 } });
+  return spawnSync('zstd', ['-q', '-c', '--check'], { input: plain, maxBuffer: 1024 ** 3 }).stdout;
+}
+
+/** The stream with the last byte of its checksum flipped (the gzip CRC-32, the zstd frame's XXH64). */
+function badChecksum(plain: Buffer, compression: 'zstd' | 'gzip'): Buffer {
+  const copy = compression === 'zstd' ? zstdWithChecksum(plain) : zlib.gzipSync(plain);
+  if (compression === 'zstd' && !(copy[4]! & 4)) throw new Error('this zstd frame has no checksum');
+  copy[copy.length - (compression === 'gzip' ? 5 : 1)]! ^= 1;
+  return copy;
+}
+
 /** Decompresses `input` fed in `piece`-byte chunks; resolves with the output or rejects. */
 async function decode(d: (typeof decoders)[number], input: Buffer, sealed: number, piece = 1000): Promise<Buffer> {
   const chunks = Array.from({ length: Math.ceil(input.length / piece) }, (_, i) => input.subarray(i * piece, (i + 1) * piece));
@@ -96,6 +111,7 @@ describe.each(decoders)('the one-frame rule and the size bound, in process: $nam
     ['trailing junk', () => Buffer.concat([d.make(plain), Buffer.from('junk')]), plain.length],
     ['a skippable zstd frame after it', () => Buffer.concat([d.make(plain), Buffer.from([0x50, 0x2a, 0x4d, 0x18, 1, 0, 0, 0, 0])]), plain.length],
     ['a truncated frame', () => d.make(plain).subarray(0, -3), plain.length],
+    ['a wrong checksum (the zstd frame’s XXH64, the gzip CRC-32)', () => badChecksum(plain, d.compression), plain.length],
     ['output past the sealed size', () => d.make(plain), plain.length - 1],
     ['an empty stream', () => Buffer.alloc(0), 0],
   ])('refuses %s as an IntegrityError', async (_case, input, sealed) => {
@@ -106,7 +122,7 @@ describe.each(decoders)('the one-frame rule and the size bound, in process: $nam
       );
       expect(failure, `chunks of ${piece}`).toBeInstanceOf(Error);
       // A breach of the rule is an IntegrityError; a corrupt stream may be the decoder's error (readBackup wraps it).
-      if (_case !== 'a truncated frame') expect(failure, `chunks of ${piece}`).toBeInstanceOf(IntegrityError);
+      if (!/truncated|checksum/.test(_case)) expect(failure, `chunks of ${piece}`).toBeInstanceOf(IntegrityError);
     }
   });
 });
@@ -292,10 +308,13 @@ describe('through the CLI, against a real server', () => {
     ['two zstd frames', 'zstd', () => Buffer.concat([zstdCompress(plain), zstdCompress(second)]), Buffer.concat([plain, second]), 4],
     ['a zstd frame and trailing zeros', 'zstd', () => Buffer.concat([zstdCompress(plain), Buffer.alloc(8)]), plain, 4],
     ['a zstd frame and trailing junk', 'zstd', () => Buffer.concat([zstdCompress(plain), Buffer.from('junk')]), plain, 4],
+    ['a zstd frame with its checksum', 'zstd', () => zstdWithChecksum(plain), plain, 0],
+    ['a zstd frame with a wrong checksum', 'zstd', () => badChecksum(plain, 'zstd'), plain, 4],
     ['one gzip member', 'gzip', () => zlib.gzipSync(plain), plain, 0],
     ['two gzip members', 'gzip', () => Buffer.concat([zlib.gzipSync(plain), zlib.gzipSync(second)]), Buffer.concat([plain, second]), 4],
     ['a gzip member and trailing zeros', 'gzip', () => Buffer.concat([zlib.gzipSync(plain), Buffer.alloc(8)]), plain, 4],
     ['a gzip member and trailing junk', 'gzip', () => Buffer.concat([zlib.gzipSync(plain), Buffer.from('junk')]), plain, 4],
+    ['a gzip member with a wrong CRC-32', 'gzip', () => badChecksum(plain, 'gzip'), plain, 4],
   ];
 
   it.skipIf(!canZstd()).each(nodes)('one verdict on $version: one frame or member restores, anything after it is exit 4', async ({ node }) => {

@@ -3,6 +3,7 @@
  * zstd one, which the page decodes in JavaScript) is decrypted in the page, its files are listed and filtered,
  * and one file is saved on its own, byte for byte as it was backed up; the whole archive is still saved.
  */
+import { spawnSync } from 'node:child_process';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import zlib from 'node:zlib';
@@ -118,7 +119,15 @@ describe.skipIf(!hasChromium)('the console file browser in headless Chromium', (
     // A zstd frame of 8,192 RLE blocks of 128 KiB: 1 GiB from 32 KiB, sealed as the small tar's size.
     const bomb = Buffer.concat([Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x00, (17 - 10) << 3]), Buffer.alloc(8192 * 4)]);
     for (let i = 0; i < 8192; i++) bomb.writeUIntLE(((128 * 1024) << 3) | 2 | (i === 8191 ? 1 : 0), 6 + i * 4, 3);
+    // A frame with a content checksum (Coffer's compressor writes none), its last byte flipped.
+    const z = zlib as unknown as { zstdCompressSync?: (b: Buffer, o: object) => Buffer; constants: Record<string, number> };
+    const checked = z.zstdCompressSync
+      ? z.zstdCompressSync(plain, { params: { [z.constants.ZSTD_c_checksumFlag!]: 1 } })
+      : spawnSync('zstd', ['-q', '-c', '--check'], { input: plain }).stdout;
+    expect(checked[4]! & 4).toBe(4);
+    checked[checked.length - 1]! ^= 1;
     const cases: [string, 'gzip' | 'zstd', Buffer, RegExp][] = [
+      ['a zstd frame with a wrong checksum', 'zstd', checked, /fails its checksum/],
       ['two gzip members', 'gzip', Buffer.concat([zlib.gzipSync(plain), zlib.gzipSync(more)]), /not valid gzip|after its one member/],
       ['a gzip member and trailing zeros', 'gzip', Buffer.concat([zlib.gzipSync(plain), Buffer.alloc(8)]), /not valid gzip|after its one member/],
       ['two zstd frames', 'zstd', Buffer.concat([zstdCompress(plain), zstdCompress(more)]), /bytes after its one frame/],

@@ -140,13 +140,14 @@ describe('zstd frames a decoder must not be asked to take', () => {
   });
 });
 
-/** Other Node executables to run the CLI on: COFFER_TEST_NODES (':'-separated), and the ones .ci/node24 caches. */
+/** Other Node executables to run the CLI on: COFFER_TEST_NODES (':'-separated), the system's, the ones .ci/node24 caches. */
 function otherNodes(): { node: string; version: string }[] {
   const cache = path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'coffer-ci');
-  const found = (process.env.COFFER_TEST_NODES ?? '').split(':').filter(Boolean);
+  const found = [...(process.env.COFFER_TEST_NODES ?? '').split(':').filter(Boolean), '/usr/bin/node', '/usr/local/bin/node'];
   if (fs.existsSync(cache)) for (const dir of fs.readdirSync(cache)) found.push(path.join(cache, dir, 'bin/node'));
   const nodes = new Map<string, string>();
   for (const node of found) {
+    if (!fs.existsSync(node)) continue;
     const version = spawnSync(node, ['--version'], { encoding: 'utf8' }).stdout?.trim();
     if (version && version !== process.version) nodes.set(version, node);
   }

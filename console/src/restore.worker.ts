@@ -6,6 +6,7 @@
  */
 /// <reference lib="webworker" />
 import { Decompress } from 'fzstd';
+import { checkGzipTrailer, crc32, GzipFramer, OutputLimit, ZstdFramer } from '../../src/client/compression-core.js';
 import { indexTar, rawEntries, type ArchiveEntry } from './archive-index.js';
 import type { BackupMetadata, VaultFields } from './crypto/envelope.js';
 import type { RestoreRequest, RestoreMessage } from './restore-protocol.js';
@@ -38,20 +39,88 @@ interface Detail {
   encryptedMetadataNonce: string | null;
 }
 
-/** zstd in pure JavaScript (fzstd): browsers' DecompressionStream has no zstd. */
-function zstdStream(): TransformStream<Uint8Array, Uint8Array> {
-  let decoder: Decompress;
-  return new TransformStream<Uint8Array, Uint8Array>({
-    start(controller) {
-      decoder = new Decompress((chunk) => controller.enqueue(chunk.slice()));
+/**
+ * zstd in pure JavaScript (fzstd): browsers' DecompressionStream has no zstd. One frame, nothing after it, at most the
+ * sealed size (src/client/compression-core.ts, as in the CLI); the frame is fed one block at a time, and only when the
+ * reader asks for more (a pull source), so a few hostile bytes never become gigabytes at once.
+ */
+function zstdStream(input: ReadableStream<Uint8Array>, sealedSize: number): ReadableStream<Uint8Array> {
+  const framer = new ZstdFramer(sealedSize);
+  const limit = new OutputLimit(sealedSize);
+  const reader = input.getReader();
+  let pieces: Uint8Array[] = [];
+  let out: Uint8Array[] = [];
+  const decoder = new Decompress((chunk) => {
+    limit.add(chunk.length);
+    framer.output(chunk);
+    out.push(chunk);
+  });
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      while (out.length === 0) {
+        const piece = pieces.shift();
+        if (piece) {
+          decoder.push(piece);
+          continue;
+        }
+        const { done, value } = await reader.read();
+        if (done) {
+          framer.end();
+          decoder.push(new Uint8Array(0), true);
+          framer.verify(); // fzstd skips the frame's checksum; node:zlib checks it
+          for (const chunk of out) controller.enqueue(chunk);
+          controller.close();
+          return;
+        }
+        pieces = framer.push(value);
+      }
+      for (const chunk of out) controller.enqueue(chunk);
+      out = [];
     },
-    transform(chunk) {
-      decoder.push(chunk);
-    },
-    flush() {
-      decoder.push(new Uint8Array(0), true);
+    cancel(reason) {
+      return reader.cancel(reason);
     },
   });
+}
+
+/**
+ * One gzip member and nothing after it, at most the sealed size (src/client/compression-core.ts, as in the CLI): the
+ * header checked and dropped, the deflate body inflated raw (DecompressionStream refuses input after its end: with
+ * the 8-byte trailer held back, that is any byte the member does not hold), the trailer's CRC-32 and size checked.
+ */
+function gzipStream(input: ReadableStream<Uint8Array>, sealedSize: number): ReadableStream<Uint8Array> {
+  const framer = new GzipFramer();
+  const limit = new OutputLimit(sealedSize);
+  let trailer: Uint8Array | undefined;
+  let framed: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => (framed = resolve));
+  let crc = 0;
+  return input
+    .pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          for (const piece of framer.push(chunk)) controller.enqueue(piece);
+        },
+        flush() {
+          trailer = framer.end();
+          framed();
+        },
+      }),
+    )
+    .pipeThrough(new DecompressionStream('deflate-raw') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>)
+    .pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          limit.add(chunk.length);
+          crc = crc32(chunk, crc);
+          controller.enqueue(chunk);
+        },
+        async flush() {
+          await done;
+          checkGzipTrailer(trailer!, crc, limit.bytes);
+        },
+      }),
+    );
 }
 
 async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> {
@@ -87,8 +156,24 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
     if (!response.ok || !response.body) throw new Error(`the download failed (${response.status})`);
     const total = metadata.ciphertextSizeBytes;
 
+    // A failure of the download itself, told apart from one of the decompression (which is the archive's).
+    let downloadFailed: unknown;
+    const body = response.body.getReader();
+    const download = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const { done, value } = await body.read();
+          if (done) controller.close();
+          else controller.enqueue(value);
+        } catch (error) {
+          downloadFailed = error;
+          throw error;
+        }
+      },
+      cancel: (reason) => body.cancel(reason),
+    });
     const reader = new SecretStreamReader(dek);
-    const decrypted = response.body.pipeThrough(
+    const decrypted = download.pipeThrough(
       new TransformStream<Uint8Array, Uint8Array>({
         transform(chunk, controller) {
           reader.push(chunk, (plain) => controller.enqueue(plain));
@@ -99,10 +184,7 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
         },
       }),
     );
-    const plain =
-      metadata.compression === 'zstd'
-        ? decrypted.pipeThrough(zstdStream())
-        : decrypted.pipeThrough(new DecompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>);
+    const plain = (metadata.compression === 'zstd' ? zstdStream : gzipStream)(decrypted, metadata.plaintextSizeBytes);
     // A tar is indexed on a second branch while the first is hashed; the index is handed over only once verified.
     const [tar, forIndex] = metadata.archive === 'tar' ? plain.tee() : [plain, undefined];
     const indexing: Promise<ArchiveEntry[]> = forIndex ? indexTar(forIndex) : Promise.resolve(rawEntries(metadata));
@@ -112,12 +194,18 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
     const parts: Uint8Array[] = [];
     let size = 0;
     const consume = tar.getReader();
-    for (;;) {
-      const { done, value } = await consume.read();
-      if (done) break;
-      hash.update(value);
-      parts.push(value);
-      size += value.length;
+    try {
+      for (;;) {
+        const { done, value } = await consume.read();
+        if (done) break;
+        hash.update(value);
+        parts.push(value);
+        size += value.length;
+      }
+    } catch (error) {
+      if (error instanceof IntegrityError || error === downloadFailed) throw error;
+      // After authentication, a stream that does not decompress (DecompressionStream's TypeError, fzstd's error) is tampering.
+      throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error instanceof Error ? error.message : String(error)}`);
     }
     if (reader.bytesIn !== total) {
       throw new IntegrityError(`the download has ${reader.bytesIn} bytes, the sealed metadata says ${total}`);
@@ -140,7 +228,6 @@ self.onmessage = (event: MessageEvent<RestoreRequest>) => {
   restore(event.data).catch(async (error: unknown) => {
     const { IntegrityError, WRONG_PASSPHRASE } = await crypto;
     const integrity = error instanceof IntegrityError;
-    // DecompressionStream rejects a corrupt gzip stream with a TypeError; after authentication that means tampering.
     const message = error instanceof Error ? error.message : String(error);
     post({ type: 'error', integrity, wrongPassphrase: integrity && message === WRONG_PASSPHRASE, message });
   });

@@ -3,9 +3,11 @@
  * Node 22.15), gzip otherwise. Every runtime restores both: Node 20 decompresses zstd with fzstd (pure
  * JavaScript), the console page too (console/src/restore.worker.ts).
  */
-import { Transform, type TransformCallback } from 'node:stream';
+import stream, { type Duplex, Transform, type TransformCallback } from 'node:stream';
 import zlib from 'node:zlib';
 import { Decompress } from 'fzstd';
+import { checkGzipTrailer, GZIP_TRAILING, GzipFramer, OutputLimit, ZstdFramer } from './compression-core.js';
+import { IntegrityError } from './envelope-core.js';
 import type { Compression } from './envelope-format.js';
 
 /** node:zlib's zstd, when this runtime has it (the typings of Node 20 do not know it). */
@@ -52,15 +54,51 @@ export function compressBound(compression: Compression, n: number): number {
   return n + Math.floor(n / 256) + small + 3 * Math.ceil(n / (128 * 1024)) + 32;
 }
 
-/** Decompresses zstd with fzstd (pure JavaScript): for runtimes whose node:zlib has no zstd. */
-class FzstdDecompress extends Transform {
-  private readonly decoder = new Decompress((chunk) => {
-    this.push(Buffer.from(chunk));
-  });
+/** Counts the decoded bytes against the sealed plaintext size (and, for gzip, their CRC-32). */
+class Checked extends Transform {
+  private readonly limit: OutputLimit;
+  crc = 0;
+
+  constructor(
+    sealedSize: number,
+    private readonly crcToo = false,
+    private readonly atEnd?: (check: Checked) => Promise<void>,
+  ) {
+    super();
+    this.limit = new OutputLimit(sealedSize);
+  }
+
+  get bytes(): number {
+    return this.limit.bytes;
+  }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     try {
-      this.decoder.push(chunk);
+      this.limit.add(chunk.length);
+      if (this.crcToo) this.crc = zlib.crc32(chunk, this.crc);
+      callback(null, chunk);
+    } catch (error) {
+      callback(error as Error);
+    }
+  }
+
+  override _flush(callback: TransformCallback): void {
+    if (!this.atEnd) return callback();
+    this.atEnd(this).then(() => callback(), callback);
+  }
+}
+
+/** Passes one zstd frame on as it is, refusing anything else (the native decoder silently ignores what follows it). */
+class ZstdFrameCheck extends Transform {
+  private readonly framer: ZstdFramer;
+  constructor(sealedSize: number) {
+    super();
+    this.framer = new ZstdFramer(sealedSize);
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    try {
+      for (const piece of this.framer.push(chunk)) this.push(piece);
       callback();
     } catch (error) {
       callback(error as Error);
@@ -69,7 +107,7 @@ class FzstdDecompress extends Transform {
 
   override _flush(callback: TransformCallback): void {
     try {
-      this.decoder.push(new Uint8Array(0), true);
+      this.framer.end();
       callback();
     } catch (error) {
       callback(error as Error);
@@ -77,9 +115,119 @@ class FzstdDecompress extends Transform {
   }
 }
 
-/** The decompressor for an archive; `native: false` forces fzstd (tests, figures). */
-export function decompressor(compression: Compression, options: { native?: boolean } = {}): Transform {
-  if (compression === 'gzip') return zlib.createGunzip();
-  if ((options.native ?? true) && typeof zstdZlib.createZstdDecompress === 'function') return zstdZlib.createZstdDecompress();
-  return new FzstdDecompress();
+/**
+ * Decompresses one zstd frame with fzstd (pure JavaScript), for runtimes whose node:zlib has no zstd. The frame is fed
+ * one block at a time (ZstdFramer's pieces, each at most 128 KiB of output), and no further piece while the reader
+ * has not taken what is queued: a tiny hostile frame cannot flood memory. Output past the sealed size is refused.
+ */
+class FzstdDecompress extends Transform {
+  private readonly framer: ZstdFramer;
+  private readonly limit: OutputLimit;
+  private wake: (() => void) | undefined;
+  private readonly decoder = new Decompress((chunk) => {
+    this.limit.add(chunk.length);
+    this.framer.output(chunk);
+    this.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+  });
+
+  constructor(sealedSize: number) {
+    super();
+    this.framer = new ZstdFramer(sealedSize);
+    this.limit = new OutputLimit(sealedSize);
+  }
+
+  override _read(size: number): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+    super._read(size);
+  }
+
+  private async feed(pieces: Uint8Array[]): Promise<void> {
+    for (const piece of pieces) {
+      this.decoder.push(piece);
+      while (this.readableLength >= this.readableHighWaterMark && !this.destroyed) {
+        await new Promise<void>((resolve) => (this.wake = resolve));
+      }
+    }
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    let pieces: Uint8Array[];
+    try {
+      pieces = this.framer.push(chunk);
+    } catch (error) {
+      return callback(error as Error);
+    }
+    this.feed(pieces).then(() => callback(), callback);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    try {
+      this.framer.end();
+      this.decoder.push(new Uint8Array(0), true);
+      this.framer.verify(); // fzstd skips the frame's checksum; node:zlib checks it
+      callback();
+    } catch (error) {
+      callback(error as Error);
+    }
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.wake?.();
+    callback(error);
+  }
+}
+
+/**
+ * The stages that decompress an archive under the rules of compression-core.ts: exactly one zstd frame or gzip
+ * member, nothing after it, at most `sealedSize` bytes out; a breach is an IntegrityError. gzip is inflated raw
+ * behind a GzipFramer (node:zlib's gunzip would take further members, and skip trailing zeros). `native: false`
+ * forces fzstd (tests, figures).
+ */
+export function decompressStages(compression: Compression, sealedSize: number, options: { native?: boolean } = {}): Transform[] {
+  if (compression === 'gzip') {
+    const framer = new GzipFramer();
+    let trailer: Uint8Array | undefined;
+    let framed: () => void = () => undefined;
+    const done = new Promise<void>((resolve) => (framed = resolve));
+    const frame = new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        try {
+          for (const piece of framer.push(chunk)) this.push(piece);
+          callback();
+        } catch (error) {
+          callback(error as Error);
+        }
+      },
+      flush(callback) {
+        try {
+          trailer = framer.end();
+          framed();
+          callback();
+        } catch (error) {
+          callback(error as Error);
+        }
+      },
+    });
+    const inflate = zlib.createInflateRaw();
+    const check = new Checked(sealedSize, true, async (checked) => {
+      await done; // the deflate stream may end before the framer has seen the end of its input
+      if (inflate.bytesWritten !== framer.bodyBytes) throw new IntegrityError(GZIP_TRAILING);
+      checkGzipTrailer(trailer!, checked.crc, checked.bytes);
+    });
+    return [frame, inflate, check];
+  }
+  if ((options.native ?? true) && typeof zstdZlib.createZstdDecompress === 'function') {
+    return [new ZstdFrameCheck(sealedSize), zstdZlib.createZstdDecompress(), new Checked(sealedSize)];
+  }
+  return [new FzstdDecompress(sealedSize)];
+}
+
+/** decompressStages as one stream. */
+export function decompressor(compression: Compression, sealedSize: number, options: { native?: boolean } = {}): Duplex {
+  const stages = decompressStages(compression, sealedSize, options);
+  // stream.compose (Node 16.9) is missing from the typings here.
+  const compose = (stream as unknown as { compose: (...streams: Transform[]) => Duplex }).compose;
+  return stages.length === 1 ? stages[0]! : compose(...stages);
 }

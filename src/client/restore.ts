@@ -12,7 +12,7 @@ import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Meter } from './archive.js';
 import { closed, extractInto, extractRaw, placeTree, type ExtractResult } from './extract.js';
-import { decompressor } from './compression.js';
+import { decompressStages } from './compression.js';
 import { DecryptStream, IntegrityError, openMetadata, unwrapDek, wipe, type BackupMetadata } from './envelope.js';
 import type { SkippedEntry } from './envelope-format.js';
 import { includeMatcher } from './select.js';
@@ -216,16 +216,17 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
   const { metadata, dek, backupId } = opened;
   const cipher = new Meter({ hash: options.hashCiphertext === true });
   const plain = new Meter({ hash: true });
-  const inflate = decompressor(metadata.compression, { native: options.nativeZstd });
+  // One frame or member, nothing after it, at most the sealed size (compression-core.ts): the rest is never decoded.
+  const stages = decompressStages(metadata.compression, metadata.plaintextSizeBytes, { native: options.nativeZstd });
   let inflateFailed: unknown;
-  inflate.once('error', (error) => (inflateFailed = error));
+  for (const stage of stages) stage.once('error', (error) => (inflateFailed ??= error));
   const source = options.ciphertext ?? prefetchCiphertext(options.client, backupId, { ...options, aheadBytes: 0 });
-  await pipeline(source, cipher, new DecryptStream(dek), inflate, plain, options.sink, { signal: options.signal }).catch(
-    (error: Error) => {
-      if (error === inflateFailed) throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
-      throw error;
-    },
-  );
+  await pipeline([source, cipher, new DecryptStream(dek), ...stages, plain, options.sink], { signal: options.signal }).catch((error: Error) => {
+    if (error === inflateFailed && !(error instanceof IntegrityError)) {
+      throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
+    }
+    throw error;
+  });
   const sha256 = plain.digest();
   if (cipher.bytes !== metadata.ciphertextSizeBytes) {
     throw new IntegrityError(`the backup has ${cipher.bytes} encrypted bytes; its sealed metadata says ${metadata.ciphertextSizeBytes}`);

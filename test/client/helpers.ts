@@ -370,11 +370,18 @@ export async function uploadArchive(
   client: CofferClient,
   masterKey: Buffer,
   plain: Buffer,
-  options: { plaintextSha256?: string; compression?: 'gzip' | 'zstd'; archive?: 'tar' | 'raw'; name?: string } = {},
+  options: {
+    plaintextSha256?: string;
+    compression?: 'gzip' | 'zstd';
+    archive?: 'tar' | 'raw';
+    name?: string;
+    /** Sent as the compressed stream instead of `plain` compressed (a hostile one); `plain` still gives the sealed size. */
+    compressed?: Buffer;
+  } = {},
 ): Promise<string> {
   const dek = newKey();
   try {
-    const compressed = options.compression === 'zstd' ? zstdCompress(plain) : zlib.gzipSync(plain);
+    const compressed = options.compressed ?? (options.compression === 'zstd' ? zstdCompress(plain) : zlib.gzipSync(plain));
     const sealed = await buffer(Readable.from([compressed]).pipe(new EncryptStream(dek)));
     const slot = await client.createBackup();
     if (slot.upload.protocol !== 'direct') throw new Error(`expected a direct upload slot, got ${slot.upload.protocol}`);

@@ -3,8 +3,10 @@
  * zstd one, which the page decodes in JavaScript) is decrypted in the page, its files are listed and filtered,
  * and one file is saved on its own, byte for byte as it was backed up; the whole archive is still saved.
  */
+import { spawnSync } from 'node:child_process';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { wipe } from '../../src/client/envelope.js';
@@ -13,7 +15,7 @@ import { unlockVault } from '../../src/client/vault.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
-import { assertBuilt, canZstd, cliFor, json, makeTree, runCli, tarArchive, uploadArchive } from '../client/helpers.js';
+import { assertBuilt, canZstd, cliFor, json, makeTree, runCli, tarArchive, uploadArchive, zstdCompress } from '../client/helpers.js';
 import { assertConsoleBuilt, hasChromium, launchChromium } from './helpers.js';
 
 const PASSPHRASE = 'file browser passphrase';
@@ -106,6 +108,49 @@ describe.skipIf(!hasChromium)('the console file browser in headless Chromium', (
     await decrypt(id);
     expect(await page.locator('tr[data-path="z/note.txt"]').innerText()).toMatch(/\b98 KiB\b/);
     expect((await saveOne('z/note.txt')).toString()).toBe(body);
+    expect(pageErrors).toEqual([]);
+  });
+
+  it.skipIf(!canZstd())('refuses what the CLI refuses: a second frame or member, bytes after it, output past the sealed size', async () => {
+    const client = new CofferClient({ baseUrl: server.url, apiKey });
+    const { masterKey } = await unlockVault(client, PASSPHRASE);
+    const plain = tarArchive([{ path: 'a.txt', body: 'one verdict\n'.repeat(500) }]);
+    const more = tarArchive([{ path: 'b.txt', body: 'a second part\n' }]);
+    // A zstd frame of 8,192 RLE blocks of 128 KiB: 1 GiB from 32 KiB, sealed as the small tar's size.
+    const bomb = Buffer.concat([Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x00, (17 - 10) << 3]), Buffer.alloc(8192 * 4)]);
+    for (let i = 0; i < 8192; i++) bomb.writeUIntLE(((128 * 1024) << 3) | 2 | (i === 8191 ? 1 : 0), 6 + i * 4, 3);
+    // A frame with a content checksum (Coffer's compressor writes none), its last byte flipped.
+    const z = zlib as unknown as { zstdCompressSync?: (b: Buffer, o: object) => Buffer; constants: Record<string, number> };
+    const checked = z.zstdCompressSync
+      ? z.zstdCompressSync(plain, { params: { [z.constants.ZSTD_c_checksumFlag!]: 1 } })
+      : spawnSync('zstd', ['-q', '-c', '--check'], { input: plain }).stdout;
+    expect(checked[4]! & 4).toBe(4);
+    checked[checked.length - 1]! ^= 1;
+    const cases: [string, 'gzip' | 'zstd', Buffer, RegExp][] = [
+      ['a zstd frame with a wrong checksum', 'zstd', checked, /fails its checksum/],
+      ['two gzip members', 'gzip', Buffer.concat([zlib.gzipSync(plain), zlib.gzipSync(more)]), /not valid gzip|after its one member/],
+      ['a gzip member and trailing zeros', 'gzip', Buffer.concat([zlib.gzipSync(plain), Buffer.alloc(8)]), /not valid gzip|after its one member/],
+      ['two zstd frames', 'zstd', Buffer.concat([zstdCompress(plain), zstdCompress(more)]), /bytes after its one frame/],
+      ['a zstd frame and trailing junk', 'zstd', Buffer.concat([zstdCompress(plain), Buffer.from('junk')]), /bytes after its one frame/],
+      ['a zstd bomb', 'zstd', bomb, /decompresses to more than its sealed/],
+      ['a gzip member past the sealed size', 'gzip', zlib.gzipSync(Buffer.concat([plain, more])), /decompresses to more than its sealed/],
+    ];
+    try {
+      for (const [name, compression, compressed, message] of cases) {
+        const id = await uploadArchive(client, masterKey, plain, { compression, compressed, name });
+        clock.advance(31 * 60 * 1000);
+        await page.goto(`${server.url}/console/backups/${id}`);
+        await page.getByLabel('Vault passphrase').fill(PASSPHRASE);
+        await page.getByRole('button', { name: 'Decrypt and save' }).click();
+        const alert = page.locator('#restore-error');
+        await alert.waitFor();
+        expect(await alert.innerText(), name).toMatch(/failed verification/);
+        expect(await alert.innerText(), name).toMatch(message);
+        expect(await page.getByRole('table', { name: 'Files' }).count(), name).toBe(0);
+      }
+    } finally {
+      wipe(masterKey);
+    }
     expect(pageErrors).toEqual([]);
   });
 });

@@ -9,7 +9,6 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -140,11 +139,9 @@ describe('zstd frames a decoder must not be asked to take', () => {
   });
 });
 
-/** Other Node executables to run the CLI on: COFFER_TEST_NODES (':'-separated), the system's, the ones .ci/node24 caches. */
+/** Other Node executables to run the CLI on: COFFER_TEST_NODES (':'-separated; .ci/run gives Node 22 and 24), the system's. */
 function otherNodes(): { node: string; version: string }[] {
-  const cache = path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'coffer-ci');
   const found = [...(process.env.COFFER_TEST_NODES ?? '').split(':').filter(Boolean), '/usr/bin/node', '/usr/local/bin/node'];
-  if (fs.existsSync(cache)) for (const dir of fs.readdirSync(cache)) found.push(path.join(cache, dir, 'bin/node'));
   const nodes = new Map<string, string>();
   for (const node of found) {
     if (!fs.existsSync(node)) continue;

@@ -67,6 +67,9 @@ export function accountReadRoutes(app: App, ctx: RouteContext): void {
       schema: {
         operationId: 'getBackupAccount',
         summary: 'Read the backup account and its wrapped key material',
+        description:
+          'For an append-only key, `kdf`, `wrappedMasterKey` and `wrappedMasterKeyNonce` are always `null`: a backup host ' +
+          'never holds what a passphrase guess could be checked against (it seals to the public recipient instead).',
         tags,
         response: { 200: json(Type.Ref(BackupAccount), 'The backup account.', ETAG_HEADER), ...errorResponses(401, 403, 500) },
       },
@@ -75,7 +78,7 @@ export function accountReadRoutes(app: App, ctx: RouteContext): void {
     async (request, reply) => {
       const view = await ctx.backups.accountView(request.principal.accountId);
       withEtag(reply, view);
-      return accountBody(view);
+      return accountBody(view, request.principal);
     },
   );
 
@@ -119,7 +122,7 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
       const { created, ...view } = await ctx.backups.bootstrap(request.principal.accountId, request.body);
       withEtag(reply, view);
       if (created) await ctx.audit(request, 'account.bootstrap');
-      return { ...accountBody(view), created };
+      return { ...accountBody(view, request.principal), created };
     },
   );
 
@@ -161,7 +164,7 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
       reply.header(VAULT_HISTORY_HEADER, String(historyDays));
       withEtag(reply, view);
       await ctx.audit(request, 'account.rotate');
-      return { ...accountBody(view), rotated };
+      return { ...accountBody(view, request.principal), rotated };
     },
   );
 

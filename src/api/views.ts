@@ -1,18 +1,21 @@
 /** Domain records → wire bodies (the serializer then enforces the schema). */
+import { receivesWrappedKey } from '../domain/append-only.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import type { AccountView } from '../services/backups.js';
 import { iso } from '../domain/time.js';
 import type { Backup } from '../store/store.js';
 import type { BackupDetailBody, BackupListBody, BackupRecordBody, BackupStatusEventBody } from './schemas.js';
 
-export function accountBody({ account, vault }: AccountView) {
+/** The backup account; for a credential that may not receive the wrapped key (an append-only key), without it. */
+export function accountBody({ account, vault }: AccountView, credential: { appendOnly: boolean }) {
+  const material = receivesWrappedKey(credential) ? vault : undefined;
   return {
     initialized: vault !== undefined,
     backupInterval: PLAN_RULES[account.plan].interval,
     cryptoVersion: vault?.cryptoVersion ?? null,
-    kdf: vault ? { ...vault.kdf } : null,
-    wrappedMasterKey: vault?.wrappedMasterKey ?? null,
-    wrappedMasterKeyNonce: vault?.wrappedMasterKeyNonce ?? null,
+    kdf: material ? { ...material.kdf } : null,
+    wrappedMasterKey: material?.wrappedMasterKey ?? null,
+    wrappedMasterKeyNonce: material?.wrappedMasterKeyNonce ?? null,
   };
 }
 

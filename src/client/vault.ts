@@ -100,7 +100,15 @@ export async function rotateFrom(
  * unwrapped and no passphrase is involved; the recipient itself comes from the user, never from the server.
  */
 export async function requireSealableVault(client: CofferClient, signal?: AbortSignal): Promise<void> {
-  const account = await client.getAccount(signal);
+  let account: BackupAccountBody;
+  try {
+    account = await client.getAccount(signal);
+  } catch (error) {
+    // A write-only host key may not read the account: the server's answer to create says the rest
+    // (409 vault_not_initialized), and the seal needs nothing from the account.
+    if (error instanceof CofferApiError && error.code === 'insufficient_scope') return;
+    throw error;
+  }
   if (!account.initialized) throw new VaultStateError('the vault is not initialized; run `coffer init` first');
   if (account.cryptoVersion !== CRYPTO_VERSION) {
     throw new VaultStateError(`the vault uses crypto version ${JSON.stringify(account.cryptoVersion)}; recipients need ${CRYPTO_VERSION}`);

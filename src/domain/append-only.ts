@@ -42,3 +42,10 @@ export function appendOnlyDecision(
 
 /** Whether an action needs to know if the vault exists before it can be decided. */
 export const needsVaultState = (action: GuardedAction): boolean => action === 'account.bootstrap';
+
+/**
+ * Whether a credential may receive the vault's wrapped master key, its nonce and the KDF parameters. An append-only
+ * key never does: a stolen backup host could otherwise guess the passphrase offline, and a host needs only the
+ * public recipient (docs/api-rules.md#append-only-keys).
+ */
+export const receivesWrappedKey = (credential: { appendOnly: boolean }): boolean => !credential.appendOnly;

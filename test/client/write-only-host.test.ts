@@ -1,0 +1,108 @@
+/**
+ * A backup host with a write-only, append-only key (`backups:write` alone) and the vault's recipient, through the real
+ * CLI and a real server (docs/api-rules.md#append-only-keys, docs/crypto.md §3a): `coffer backup` and `coffer run`
+ * back up without ever reading the account, the owner restores with the passphrase, and no append-only key is ever
+ * handed the vault's wrapped master key, its nonce or the KDF parameters (what an offline passphrase guess needs).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestServer } from '../helpers/server.js';
+import { cliFor, json, runCli, snapshot, startVault, type VaultFixture } from './helpers.js';
+
+const PASSPHRASE = 'write-only host test passphrase';
+
+describe('a write-only append-only host key', () => {
+  let vault: VaultFixture;
+  let server: TestServer;
+  let accountId: string;
+  let recipient: string;
+  let hostKey: string;
+  let readerKey: string;
+
+  /** A key of the vault's account, made as `coffer admin keys create --append-only --scopes …` makes it. */
+  async function appendOnlyKey(scopes: ('backups:read' | 'backups:write')[]) {
+    const account = (await server.parts.store.getAccount(accountId))!;
+    return (await server.parts.keys.issueKey(account, { scopes, appendOnly: true })).apiKey;
+  }
+
+  const accountAs = async (apiKey: string) => {
+    const response = await fetch(`${server.url}/api/backup-account`, { headers: { authorization: `Bearer ${apiKey}` } });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  beforeAll(async () => {
+    vault = await startVault('coffer-write-only-', PASSPHRASE);
+    server = vault.server;
+    accountId = (await server.parts.keys.authenticate(vault.apiKey))!.accountId;
+    recipient = json<{ recipient: string }>(await vault.owner(['recipient', '--json'])).recipient;
+    hostKey = await appendOnlyKey(['backups:write']);
+    readerKey = await appendOnlyKey(['backups:read', 'backups:write']);
+  });
+  afterAll(() => vault?.stop());
+
+  it('is never handed the wrapped master key, its nonce or the KDF parameters; the owner\'s key still is', async () => {
+    const owner = await accountAs(vault.apiKey);
+    expect(owner.status).toBe(200);
+    expect(owner.body).toMatchObject({ initialized: true, cryptoVersion: 'v1', kdf: expect.any(Object), wrappedMasterKey: expect.any(String) });
+    expect(typeof owner.body.wrappedMasterKeyNonce).toBe('string');
+
+    // An append-only key that may read learns that the vault exists and its interval, nothing to guess against.
+    const reader = await accountAs(readerKey);
+    expect(reader).toEqual({
+      status: 200,
+      body: { initialized: true, backupInterval: owner.body.backupInterval, cryptoVersion: 'v1', kdf: null, wrappedMasterKey: null, wrappedMasterKeyNonce: null },
+    });
+    // The write-only key may not read the account at all.
+    expect((await accountAs(hostKey)).status).toBe(403);
+  });
+
+  it('coffer backup seals to the recipient without reading anything; the owner restores it with the passphrase', async () => {
+    const host = cliFor(server.url, hostKey, undefined, { COFFER_RECIPIENT: recipient });
+    const result = await host(['backup', vault.source, '--json']);
+    expect(result.code, result.stderr).toBe(0);
+    const { id, status } = JSON.parse(result.stdout) as { id: string; status: string };
+    expect(status).toBe('READY');
+    vault.nextSlotAllowed();
+    const target = path.join(vault.work, 'restored-backup');
+    const restored = await vault.owner(['restore', id, target]);
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(await snapshot(target)).toEqual(await snapshot(vault.source));
+  });
+
+  it('coffer run backs up from a profile, then, not due, says when from its own state without opening a slot', async () => {
+    const config = path.join(vault.work, 'run-config');
+    const state = path.join(vault.work, 'run-state');
+    const env = { XDG_CONFIG_HOME: config, XDG_STATE_HOME: state };
+    const keyFile = path.join(vault.work, 'host.key');
+    fs.writeFileSync(keyFile, `${hostKey}\n`, { mode: 0o600 });
+    const add = await runCli(['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--recipient', recipient, '--path', vault.source], env);
+    expect(add.code, add.stderr).toBe(0);
+
+    const first = await runCli(['run', '--json'], env);
+    expect(first.code, first.stderr).toBe(0);
+    const outcome = JSON.parse(first.stdout) as { outcome: string; backupId: string };
+    expect(outcome.outcome).toBe('success');
+    const target = path.join(vault.work, 'restored-run');
+    expect((await vault.owner(['restore', outcome.backupId, target])).code).toBe(0);
+    expect(await snapshot(target)).toEqual(await snapshot(vault.source));
+
+    // At once again: the server refuses the slot (429), the host says when and opens nothing.
+    const before = (await server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length;
+    const second = await runCli(['run', '--json'], env);
+    expect(second.code, second.stderr).toBe(0);
+    expect(JSON.parse(second.stdout)).toMatchObject({ outcome: 'skipped', nextDueAt: expect.any(String) });
+    expect((await server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length).toBe(before);
+  });
+
+  it('on an account without a vault, the server\'s answer to create is the refusal, and nothing is left open', async () => {
+    const { accountId: empty } = await server.newKey({ plan: 'pro' });
+    const account = (await server.parts.store.getAccount(empty))!;
+    const key = (await server.parts.keys.issueKey(account, { scopes: ['backups:write'], appendOnly: true })).apiKey;
+    const host = cliFor(server.url, key, undefined, { COFFER_RECIPIENT: recipient });
+    const result = await host(['backup', vault.source]);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/vault/i);
+    expect(await server.parts.store.listBackups(empty, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).toEqual([]);
+  });
+});

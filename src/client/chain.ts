@@ -370,21 +370,41 @@ export function checkChains(entries: readonly ChainEntry[], options: CheckOption
   return { chains, findings, unchained };
 }
 
+/** How far the server's createdAt for a new backup may be from the host's own clock before it is flagged. */
+export const MAX_CLOCK_SKEW_MS = 10 * 60_000;
+
 /**
  * The one call the backup path makes: the link for the next backup of `profile`, and `record` to make the backup
  * the new head once it is READY (a failed backup records nothing, so the next one takes the same place).
+ *
+ * The head records the host's own clock at the moment the backup became READY, never the server's answer: the
+ * next link's `previous.createdAt` is what the expiry rule trusts, and a server that back-dated its finalize answer
+ * could otherwise make a later gap look expired. `record` returns a warning when the server's createdAt is more
+ * than MAX_CLOCK_SKEW_MS from the host's clock (null otherwise).
  */
 export async function chainForProfile(
   stateDir: string,
   profile: string,
-): Promise<{ link: ChainLink; record(result: { detail: { id: string; createdAt: string }; ciphertextSha256?: string }): Promise<void> }> {
+  hostNow: () => number = Date.now,
+): Promise<{ link: ChainLink; record(result: { detail: { id: string; createdAt: string }; ciphertextSha256?: string }): Promise<string | null> }> {
   const link = nextLink(await readChainHead(stateDir, profile));
   return {
     link,
-    record: ({ detail, ciphertextSha256 }) => {
+    record: async ({ detail, ciphertextSha256 }) => {
       // runBackup hashes the ciphertext whenever it is given a chain link.
       if (ciphertextSha256 === undefined) throw new Error('a chained backup was made without its ciphertext hash');
-      return recordChainHead(stateDir, profile, link, { backupId: detail.id, ciphertextSha256, createdAt: detail.createdAt });
+      const now = hostNow();
+      const createdAt = new Date(now).toISOString();
+      await recordChainHead(stateDir, profile, link, { backupId: detail.id, ciphertextSha256, createdAt });
+      const skew = ms(detail.createdAt) - now;
+      if (!(Math.abs(skew) <= MAX_CLOCK_SKEW_MS)) {
+        return (
+          `warning: the server says backup ${detail.id} was created at ${detail.createdAt}, ` +
+          `${Math.round(Math.abs(skew) / 60_000)} minute(s) ${skew < 0 ? 'before' : 'after'} this host's clock (${createdAt}); ` +
+          "the history chain records this host's time (a server clock that is wrong, or a server back-dating its answers)"
+        );
+      }
+      return null;
     },
   };
 }

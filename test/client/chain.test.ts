@@ -173,3 +173,50 @@ describe('checkChains', () => {
     expect(kinds([entry(6), entry(7, { backupId: id(77) })], [head])).toEqual(['broken-link']);
   });
 });
+
+describe('a server that back-dates its finalize answers cannot make a hidden backup look expired', () => {
+  let server: TestServer;
+  let clock: ManualClock;
+  let work: string;
+  let env: Record<string, string>;
+  const ids: string[] = [];
+  const coffer = (args: string[]) => runCli(args, env);
+  const hide = (id: string) => server.parts.store.updateBackup(id, { statuses: ['READY'] }, { status: 'DELETED', deletedAt: clock.now() });
+
+  beforeAll(async () => {
+    assertBuilt();
+    // The server's clock (and so every createdAt it answers) is 100 days behind the host's.
+    clock = new ManualClock(Date.now() - 100 * DAY);
+    server = await startTestServer({ clock });
+    const { apiKey } = await server.newKey({ plan: 'free' });
+    work = tempDir('coffer-chain-skew-');
+    const source = path.join(work, 'source');
+    await makeTree(source);
+    env = { XDG_CONFIG_HOME: path.join(work, 'config'), XDG_STATE_HOME: path.join(work, 'state'), COFFER_PASSPHRASE: PASSPHRASE, COFFER_KDF: 'min' };
+    const owner = cliFor(server.url, apiKey, PASSPHRASE, { XDG_CONFIG_HOME: path.join(work, 'none'), XDG_STATE_HOME: path.join(work, 'none') });
+    expect((await owner(['init'])).code).toBe(0);
+    const keyFile = path.join(work, 'key');
+    fs.writeFileSync(keyFile, apiKey, { mode: 0o600 });
+    expect((await coffer(['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--path', source])).code).toBe(0);
+    for (let i = 0; i < 3; i++) {
+      clock.advance(DAY + 1000);
+      const made = await coffer(['backup', source, '--json']);
+      expect(made.code, made.stderr).toBe(0);
+      // The answer far from the host's clock is flagged at once.
+      expect(made.stderr).toMatch(/warning: the server says backup [0-9a-f-]+ was created at .* before this host's clock/);
+      ids.push(json(made).id);
+    }
+  }, MANY_CLIS);
+  afterAll(() => server?.stop());
+
+  it('links carry the host\'s time: #1-#2 hidden is a gap (exit 4), not expiry', async () => {
+    await hide(ids[0]!);
+    await hide(ids[1]!);
+    const result = await coffer(['list', '--chain', '--json']);
+    expect(result.code, result.stdout).toBe(4);
+    expect(JSON.parse(result.stdout).chains.findings).toEqual([expect.objectContaining({ kind: 'gap', missing: { from: 1, to: 2 } })]);
+    const verified = await coffer(['verify', '--all', '--json']);
+    expect(verified.code).toBe(4);
+    expect(JSON.parse(verified.stdout).chains.findings).toEqual([expect.objectContaining({ kind: 'gap', missing: { from: 1, to: 2 } })]);
+  }, MANY_CLIS);
+});

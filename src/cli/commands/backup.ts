@@ -169,7 +169,8 @@ export function registerBackup(program: Command): void {
             if (error instanceof EmptyStreamError && stream) throw (await stream.failure) ?? error;
             throw error;
           });
-          await chain?.record(result);
+          const skewWarning = await chain?.record(result);
+          if (skewWarning) process.stderr.write(`${skewWarning}\n`);
           const { detail, metadata, skipped } = result;
           bar.stop();
           if (options.json) {

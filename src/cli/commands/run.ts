@@ -280,7 +280,8 @@ async function backupProfile(run: Run, { name, profile }: SelectedProfile, optio
       chain: chain.link,
       signal,
     });
-    await chain.record(result);
+    const skewWarning = await chain.record(result);
+    if (skewWarning) process.stderr.write(`${skewWarning}\n`);
     return result;
   } finally {
     wipe(masterKey);

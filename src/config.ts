@@ -202,6 +202,7 @@ export const CLIENT_SETTINGS = settings({
   COFFER_KDF: { default: DEFAULT_KDF_PROFILE, values: KDF_PROFILE_NAMES, about: 'Argon2id cost of a new wrapping (init, passphrase, rekey, recover); min is for tests' },
   COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "ciphertext limit the client enforces (unset: the server's default, 52428800)" },
   COFFER_PROFILE: { default: null, about: 'profile of the config file to use (--profile wins; unset: the file\'s "default", else none)' },
+  COFFER_ACCEPT_OLDER_KEYS: { default: null, about: 'set to 1 to accept a vault or kit without the newest key this machine saw (a deliberate return to an older envelope)' },
   XDG_CONFIG_HOME: { default: null, about: 'the profiles are in <dir>/coffer/config.json (unset: ~/.config)' },
   XDG_STATE_HOME: { default: null, about: "each profile's history chain and last run are in <dir>/coffer/ (unset: ~/.local/state)" },
 });
@@ -397,6 +398,8 @@ export interface ClientConfig {
   recipient: string | null;
   /** COFFER_PROFILE: the profile to use when `--profile` names none; null: the config file's default. */
   profileName: string | null;
+  /** COFFER_ACCEPT_OLDER_KEYS=1: a vault or kit without the newest key seen is accepted (src/client/key-pin.ts). */
+  acceptOlderKeys: boolean;
   /** `$XDG_CONFIG_HOME/coffer` (the profiles file) and `$XDG_STATE_HOME/coffer` (chains, last runs), absolute. */
   configDir: string;
   stateDir: string;
@@ -424,6 +427,7 @@ export function loadClientConfig(env: Env = process.env, profile: ProfileSetting
     maxArchiveBytes: integer(env, S.COFFER_MAX_ARCHIVE_BYTES, 1, Number.MAX_SAFE_INTEGER),
     recipient: text(env, S.COFFER_RECIPIENT),
     profileName: text(env, S.COFFER_PROFILE),
+    acceptOlderKeys: text(env, S.COFFER_ACCEPT_OLDER_KEYS) === '1',
     configDir: xdgDir(env, S.XDG_CONFIG_HOME, ['.config']),
     stateDir: xdgDir(env, S.XDG_STATE_HOME, ['.local', 'state']),
   };

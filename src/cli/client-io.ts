@@ -14,6 +14,7 @@ import {
   parseRecipient,
   type Recipient,
   RecipientFormatError,
+  wipe,
 } from '../client/envelope.js';
 import { KDF_PROFILE_NAMES } from '../client/envelope-format.js';
 import { fsReason } from '../client/fs-errors.js';
@@ -26,6 +27,7 @@ import { ConfigPermissionError, type Profile, ProfileError, resolveApiKey, selec
 import { type ClientConfig, ConfigError, loadClientConfig, type ProfileSettings } from '../config.js';
 import { readHiddenLine } from './hidden-input.js';
 import { CliError, EXIT, note, usageError, writeHuman } from './output.js';
+import { checkKeyPin } from '../client/key-pin.js';
 
 // ---- the frame of every client command ----
 
@@ -160,10 +162,25 @@ export async function wrappingFrame(
   return { profile, client, passphrase };
 }
 
+/**
+ * Refuses a key ring without the newest key this machine saw for its vault on this server (an envelope from before a
+ * rekey, put back), and remembers the ring's current key (src/client/key-pin.ts). Wipes `material` when it refuses.
+ */
+export async function requireNewestKeys(config: ClientConfig, material: Buffer, what: string): Promise<void> {
+  try {
+    await checkKeyPin(config.stateDir, config.url, material, { acceptOlder: config.acceptOlderKeys, what });
+  } catch (error) {
+    wipe(material);
+    throw error;
+  }
+}
+
 /** Asks for the passphrase (file, environment or prompt) and unlocks the vault's master key. */
 export async function unlock(client: CofferClient, config: ClientConfig, options: PassphraseOptions, signal: AbortSignal) {
   const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, signal });
-  return unlockVault(client, passphrase, signal);
+  const unlocked = await unlockVault(client, passphrase, signal);
+  await requireNewestKeys(config, unlocked.masterKey, 'the vault the server sent');
+  return unlocked;
 }
 
 /**
@@ -172,7 +189,12 @@ export async function unlock(client: CofferClient, config: ClientConfig, options
  */
 export async function startUnlock(client: CofferClient, config: ClientConfig, options: PassphraseOptions, signal: AbortSignal) {
   const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, signal });
-  return { masterKey: unlockVault(client, passphrase, signal).then((unlocked) => unlocked.masterKey) };
+  return {
+    masterKey: unlockVault(client, passphrase, signal).then(async ({ masterKey }) => {
+      await requireNewestKeys(config, masterKey, 'the vault the server sent');
+      return masterKey;
+    }),
+  };
 }
 
 // ---- configuration ----
@@ -327,6 +349,7 @@ export async function readKit(file: string | undefined, config: ClientConfig): P
     throw error;
   }
   if (kit.server !== null && kit.server !== config.url) note(`note: the kit was printed for ${kit.server}; using it on ${config.url}`);
+  await requireNewestKeys(config, kit.material, 'the kit');
   return kit;
 }
 

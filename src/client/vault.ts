@@ -163,10 +163,13 @@ export async function rekeyVault(
   passphrase: string,
   profile: KdfProfile = DEFAULT_KDF_PROFILE,
   signal?: AbortSignal,
+  /** Checks a key ring before it is used (the vault's, then the new one once rotated): the CLI's newest-key record. */
+  acceptKeys: (material: Buffer) => Promise<void> = async () => undefined,
 ): Promise<RekeyResult> {
   const { masterKey, ...read } = await unlockVault(client, passphrase, signal);
   let next: Buffer | undefined;
   try {
+    await acceptKeys(masterKey);
     const held = masterKeys(masterKey).length;
     if (held >= KEYRING.maxKeys) {
       throw new VaultStateError(`the keyring already holds the maximum of ${KEYRING.maxKeys} keys; nothing was changed`);
@@ -175,7 +178,9 @@ export async function rekeyVault(
     const envelope = await wrapMasterKey(next, passphrase, newKdfParams(profile));
     // Only over the material unwrapped above: another client's rekey in between must not lose its key.
     const { account: rotate } = await rotateFrom(client, read, envelope, 'rekey', signal);
-    return { rotate, recipient: deriveRecipient(next), previousRecipient: deriveRecipient(masterKey), keys: held + 1 };
+    const result = { rotate, recipient: deriveRecipient(next), previousRecipient: deriveRecipient(masterKey), keys: held + 1 };
+    await acceptKeys(next);
+    return result;
   } finally {
     wipe(masterKey, next);
   }

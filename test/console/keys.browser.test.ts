@@ -270,7 +270,7 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
       const done = page.getByText('Vault recovered.');
       await done.waitFor({ timeout: 30_000 });
       expect(await page.locator('.success').innerText()).toMatch(
-        new RegExp(`The kit \\(2 keys\\) opened 5 of 5 ready backups\\. .*recipient is unchanged \\(\\s*${newFingerprint}\\s*\\)`, 's'),
+        new RegExp(`The kit \\(2 keys\\) opened 5 of 5 ready backups\\. .*recipient is the kit's current key \\(\\s*${newFingerprint}\\s*\\)`, 's'),
       );
       await shot('recover-done');
       const now = await account();

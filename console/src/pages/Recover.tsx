@@ -103,7 +103,7 @@ export function RecoverPage() {
         <div class="success" role="status">
           <p>
             <strong>Vault recovered.</strong> The kit ({plural(state.result.keys, 'key')}) opened {state.result.opened} of{' '}
-            {plural(state.result.checked, 'ready backup')}. Your new passphrase now unlocks the vault; the recipient is unchanged (
+            {plural(state.result.checked, 'ready backup')}. Your new passphrase now unlocks the vault; its recipient is the kit's current key (
             <span class="mono">{state.result.fingerprint}</span>).
           </p>
           <p>

@@ -26,7 +26,9 @@ export function registerRecover(program: Command): void {
             return printJson({ ...result.rotate, opened: result.opened, checked: result.checked, fingerprint: result.recipient.fingerprint });
           }
           print(`vault recovered: the kit (${kit.keys} key${kit.keys === 1 ? '' : 's'}) opened ${result.opened} of ${result.checked} backups`);
-          print('the new passphrase now unlocks the vault; the recipient is unchanged ' + `(${result.recipient.fingerprint})`);
+          // The kit's current key is the vault's from now on: its recipient is not claimed unchanged (the kit may predate a
+          // rekey this machine never saw).
+          print(`the new passphrase now unlocks the vault; its recipient is the kit's current key (${result.recipient.fingerprint})`);
         } finally {
           wipe(kit.material);
         }

@@ -1,7 +1,7 @@
 /** `coffer rekey`: a new master key for everything from now on; older keys stay in the keyring (docs/crypto.md §1b). */
 import type { Command } from 'commander';
 import { rekeyVault } from '../../client/vault.js';
-import { action, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions, wrappingFrame } from '../client-io.js';
+import { action, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions, requireNewestKeys, wrappingFrame } from '../client-io.js';
 import { note, print, printJson } from '../output.js';
 
 export function registerRekey(program: Command): void {
@@ -14,7 +14,8 @@ export function registerRekey(program: Command): void {
     .action(
       action(async ({ signal, config }, options: PassphraseOptions & { kdf?: string }) => {
         const { profile, client, passphrase } = await wrappingFrame(config, options, signal);
-        const result = await rekeyVault(client, passphrase, profile, signal);
+        // The vault must hold the newest key seen here (else a rekey would drop it for good); the new key is the newest after.
+        const result = await rekeyVault(client, passphrase, profile, signal, (material) => requireNewestKeys(config, material, 'the vault the server sent'));
         const { recipient, previousRecipient, keys } = result;
         if (options.json) {
           return printJson({

@@ -67,6 +67,8 @@ export function accountReadRoutes(app: App, ctx: RouteContext): void {
       schema: {
         operationId: 'getBackupAccount',
         summary: 'Read the backup account and its wrapped key material',
+        description:
+          'For an append-only key `kdf`, `wrappedMasterKey` and `wrappedMasterKeyNonce` are always null, also when the vault exists (`initialized` says whether it does): a host key never receives what an offline passphrase guess needs.',
         tags,
         response: { 200: json(Type.Ref(BackupAccount), 'The backup account.', ETAG_HEADER), ...errorResponses(401, 403, 500) },
       },
@@ -75,7 +77,7 @@ export function accountReadRoutes(app: App, ctx: RouteContext): void {
     async (request, reply) => {
       const view = await ctx.backups.accountView(request.principal.accountId);
       withEtag(reply, view);
-      return accountBody(view);
+      return accountBody(view, request.principal.appendOnly);
     },
   );
 

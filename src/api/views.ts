@@ -5,14 +5,20 @@ import { iso } from '../domain/time.js';
 import type { Backup } from '../store/store.js';
 import type { BackupDetailBody, BackupListBody, BackupRecordBody, BackupStatusEventBody } from './schemas.js';
 
-export function accountBody({ account, vault }: AccountView) {
+/**
+ * The account body. `withheld` (an append-only caller): the wrapped master key, its nonce and the KDF parameters are
+ * null even when a vault exists, so a stolen host key cannot take them away and guess the passphrase offline
+ * (docs/api-rules.md#account).
+ */
+export function accountBody({ account, vault }: AccountView, withheld = false) {
+  const material = withheld ? undefined : vault;
   return {
     initialized: vault !== undefined,
     backupInterval: PLAN_RULES[account.plan].interval,
     cryptoVersion: vault?.cryptoVersion ?? null,
-    kdf: vault ? { ...vault.kdf } : null,
-    wrappedMasterKey: vault?.wrappedMasterKey ?? null,
-    wrappedMasterKeyNonce: vault?.wrappedMasterKeyNonce ?? null,
+    kdf: material ? { ...material.kdf } : null,
+    wrappedMasterKey: material?.wrappedMasterKey ?? null,
+    wrappedMasterKeyNonce: material?.wrappedMasterKeyNonce ?? null,
   };
 }
 

@@ -98,9 +98,17 @@ export async function rotateFrom(
 /**
  * Before a backup sealed to a recipient (docs/crypto.md §2b): the vault must be initialized and v1. Nothing is
  * unwrapped and no passphrase is involved; the recipient itself comes from the user, never from the server.
+ * A write-only host key (docs/crypto.md §3a) may not read the account: then the server's answer to create says
+ * it (409 vault_not_initialized), and the recipient's own version is the only one sealed to.
  */
 export async function requireSealableVault(client: CofferClient, signal?: AbortSignal): Promise<void> {
-  const account = await client.getAccount(signal);
+  let account: BackupAccountBody;
+  try {
+    account = await client.getAccount(signal);
+  } catch (error) {
+    if (error instanceof CofferApiError && error.code === 'insufficient_scope') return;
+    throw error;
+  }
   if (!account.initialized) throw new VaultStateError('the vault is not initialized; run `coffer init` first');
   if (account.cryptoVersion !== CRYPTO_VERSION) {
     throw new VaultStateError(`the vault uses crypto version ${JSON.stringify(account.cryptoVersion)}; recipients need ${CRYPTO_VERSION}`);

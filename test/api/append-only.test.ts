@@ -138,6 +138,18 @@ for (const engine of ENGINES) {
       expect((await hostCall('GET', `/api/backups/${backupId}/content`)).status).toBe(403);
     });
 
+    it('never hands an append-only key the wrapped master key, its nonce or the KDF parameters; a normal key still gets them', async () => {
+      const held = await hostCall('GET', '/api/backup-account');
+      expect(held.status).toBe(200);
+      expect(held.body).toMatchObject({ initialized: true, kdf: null, wrappedMasterKey: null, wrappedMasterKeyNonce: null });
+      const full = await ownerCall('GET', '/api/backup-account');
+      expect(full.status).toBe(200);
+      expect(full.body.initialized).toBe(true);
+      expect(typeof full.body.wrappedMasterKey).toBe('string');
+      expect(typeof full.body.wrappedMasterKeyNonce).toBe('string');
+      expect(full.body.kdf).toMatchObject({ opslimit: expect.any(Number), memlimit: expect.any(Number) });
+    });
+
     it('is refused delete, reset, rotate and re-bootstrap over HTTP and through the CLI, and nothing changes', async () => {
       const before = await state();
 
@@ -171,7 +183,8 @@ for (const engine of ENGINES) {
       expect(first.status).toBe(200);
       expect(first.body.created).toBe(true);
       expectAppendOnlyRefusal(await call('POST', '/api/backup-account/bootstrap', { json: envelope(5) }), 'account.bootstrap');
-      expect((await call('GET', '/api/backup-account')).body.wrappedMasterKey).toBe(envelope(4).wrappedMasterKey);
+      // An append-only key never reads the material back (not even the vault it made).
+      expect((await call('GET', '/api/backup-account')).body).toMatchObject({ initialized: true, wrappedMasterKey: null, kdf: null });
 
       const signIn = await api(server.url)('POST', '/console/api/session', { json: { apiKey: fresh.apiKey }, headers: { origin: server.url } });
       expect(signIn.status).toBe(403);
@@ -269,5 +282,38 @@ describe('/openapi.json describes append-only keys', () => {
     for (const scheme of ['bearerAuth', 'apiKeyHeader']) {
       expect(document.components.securitySchemes[scheme]!.description).toMatch(/append-only[^]*details\.reason: "append_only"/);
     }
+  });
+});
+
+describe('a write-only append-only host key (backups:write, no read)', () => {
+  let server: TestServer;
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('backs up with the real `coffer backup` sealed to COFFER_RECIPIENT, and the owner restores it', async () => {
+    assertBuilt();
+    server = await startTestServer({});
+    const { accountId, apiKey: ownerKey } = await server.newKey({ plan: 'pro' });
+    const owner = cliFor(server.url, ownerKey, PASSPHRASE);
+    const work = tempDir('coffer-write-only-');
+    const source = path.join(work, 'source');
+    await makeTree(source);
+    expect((await owner(['init'])).code).toBe(0);
+    const { recipient } = json<{ recipient: string }>(await owner(['recipient', '--json']));
+    const made = json<{ apiKey: string }>(
+      await runCli(['admin', 'keys', 'create', '--account', accountId, '--scopes', 'backups:write', '--append-only', '--json'], {
+        COFFER_DATA_DIR: server.dataDir,
+      }),
+    );
+    const host = cliFor(server.url, made.apiKey, undefined);
+    const result = await host(['backup', source, '--json'], { COFFER_RECIPIENT: recipient });
+    expect(result.code, result.stderr).toBe(0);
+    const backup = json<{ id: string; status: string }>(result);
+    expect(backup.status).toBe('READY');
+    const target = path.join(work, 'restored');
+    const restored = await owner(['restore', backup.id, target]);
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(await snapshot(target)).toEqual(await snapshot(source));
   });
 });

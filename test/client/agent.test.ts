@@ -220,6 +220,7 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     const log = path.join(work, 'lag.log');
     await addProfile('lag', lagging.url, lag.apiKey, ['--path', source, '--after', `echo "$COFFER_OUTCOME $COFFER_NEXT_DUE_AT" >> ${log}`]);
     expect((await coffer(['run', '--profile', 'lag'])).code).toBe(0);
+    const asked = Date.now();
     const again = await coffer(['run', '--profile', 'lag', '--json']);
     expect(again.code, again.stderr).toBe(0);
     const outcome = JSON.parse(again.stdout);
@@ -228,7 +229,9 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     const [only, ...more] = await records(lag.accountId, lagging);
     expect(more).toEqual([]);
     expect(only!.status).toBe('READY');
-    expect(Date.parse(outcome.nextDueAt)).toBe(only!.createdAt + 86_400_000); // the server's details.nextAllowedAt
+    // The server's details.nextAllowedAt is a day in the past by this host's clock: clamped to now, never in the past.
+    expect(only!.createdAt + 86_400_000).toBeLessThan(asked);
+    expect(Date.parse(outcome.nextDueAt)).toBeGreaterThanOrEqual(asked);
     expect(fs.readFileSync(log, 'utf8').split('\n')[1]).toBe(`skipped ${outcome.nextDueAt}`);
   });
 
@@ -290,6 +293,61 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     expect(ended.stderr).toContain('coffer: interrupted');
     expect((await records()).length).toBe(1);
   });
+
+  it('a hostile server: a huge Retry-After and a past next-allowed time never crash a run; the agent does not rerun the hooks', async () => {
+    // A loopback server that reads as a ready vault and refuses every backup with a past time and a huge Retry-After.
+    let creates = 0;
+    let named = false;
+    const hostile = http.createServer((req, res) => {
+      req.resume().on('end', () => {
+        const send = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+          res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+        if (req.method === 'GET' && req.url === '/api/backup-account') {
+          return send(200, { initialized: true, backupInterval: '30m', cryptoVersion: 'v1', kdf: null, wrappedMasterKey: null, wrappedMasterKeyNonce: null });
+        }
+        if (req.method === 'GET' && req.url?.startsWith('/api/backups')) return send(200, { backups: [] });
+        if (req.method === 'POST' && req.url === '/api/backups') {
+          creates++;
+          return send(
+            429,
+            { code: 'backup_cadence_exceeded', message: 'not yet', ...(named ? { details: { nextAllowedAt: new Date(Date.now() - 3_600_000).toISOString() } } : {}) },
+            { 'retry-after': '99999999999999' },
+          );
+        }
+        send(404, { code: 'not_found', message: 'no' });
+      });
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
+      const { recipient } = json<{ recipient: string }>(await cliFor(server.url, apiKey, PASSPHRASE)(['recipient', '--json']));
+      const log = path.join(work, 'hostile.log');
+      await addProfile('hostile', url, 'cof_hostile_key', [
+        '--path', source,
+        '--recipient', recipient,
+        '--before', `echo before >> ${log}`,
+        '--after', `echo "after $COFFER_OUTCOME" >> ${log}`,
+      ]);
+      const once = await coffer(['run', '--profile', 'hostile', '--json']);
+      expect(once.code, once.stderr).toBe(0);
+      expect(once.stderr).not.toMatch(/Invalid time value|at .*\.js/);
+      expect(JSON.parse(once.stdout)).toMatchObject({ outcome: 'skipped' });
+      expect(fs.readFileSync(log, 'utf8')).toBe('before\nafter skipped\n');
+
+      fs.rmSync(log);
+      named = true;
+      const agent = startCli(['agent', '--profile', 'hostile'], env);
+      expect(await agent.firstLine).toMatch(/ skipped: /);
+      // A bounded window, not a speed check: the old loop reran the hooks every second.
+      await new Promise((resolve) => setTimeout(resolve, 12_000));
+      agent.kill('SIGTERM');
+      expect((await agent.within(20_000)).code).toBe(130);
+      expect(fs.readFileSync(log, 'utf8').split('\n').filter((l) => l === 'before').length).toBeLessThanOrEqual(2);
+      expect(creates).toBeLessThanOrEqual(3);
+    } finally {
+      await new Promise<void>((resolve) => hostile.close(() => resolve()));
+    }
+  }, MANY_CLIS);
 
   it('run without a profile is a usage error', async () => {
     const result = await coffer(['run'], { XDG_CONFIG_HOME: path.join(work, 'empty-config') });

@@ -14,6 +14,9 @@ import { agentRun, INTERVAL_OPTION, type RunOptions } from './run.js';
 /** Without a known interval the agent looks this often (a 429 or the next run teaches it the interval). */
 const DEFAULT_CHECK_MS = 15 * 60_000;
 
+/** The floor between two runs of the loop. */
+const MIN_WAIT_MS = 60_000;
+
 export function registerAgent(program: Command): void {
   program
     .command('agent')
@@ -33,7 +36,9 @@ export function registerAgent(program: Command): void {
           const checkMs = outcome.interval ? checkEveryMs(INTERVAL_MS[outcome.interval]) : DEFAULT_CHECK_MS;
           const dueIn = outcome.nextDueAt ? Date.parse(outcome.nextDueAt) - Date.now() : checkMs;
           // Wake at the due time (a few seconds after, so the server's clock agrees), never later than checkMs.
-          const waitMs = Math.max(1000, Math.min(checkMs, dueIn + 5000));
+          // Never sooner than a minute: a refusal naming a time already past (a hostile server, a clock ahead of the
+          // server's) must not rerun the hooks every second.
+          const waitMs = Math.max(MIN_WAIT_MS, Math.min(checkMs, Number.isFinite(dueIn) ? dueIn + 5000 : checkMs));
           if (!options.json) note(`next look ${localTime(new Date(Date.now() + waitMs))}`);
           await sleep(waitMs, undefined, { signal: run.signal });
         }

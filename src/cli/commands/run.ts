@@ -97,10 +97,16 @@ async function cadenceOf(
 
 /** The next allowed time a 429 names (details.nextAllowedAt, else Retry-After). */
 function retryAt(error: CofferApiError, now: number): number | null {
-  const named = typeof error.details?.nextAllowedAt === 'string' ? Date.parse(error.details.nextAllowedAt) : NaN;
-  if (Number.isFinite(named)) return named;
-  return error.retryAfter !== undefined ? now + error.retryAfter * 1000 : null;
+  // Every time the server sends is checked: finite and within a year, else unknown; a past time is now.
+  const inRange = (at: number) => (Number.isFinite(at) && Math.abs(at - now) <= MAX_SERVER_TIME_MS ? Math.max(at, now) : null);
+  const named = typeof error.details?.nextAllowedAt === 'string' ? inRange(Date.parse(error.details.nextAllowedAt)) : null;
+  if (named !== null) return named;
+  const after = error.retryAfter;
+  return typeof after === 'number' && Number.isFinite(after) && after >= 0 ? inRange(now + after * 1000) : null;
 }
+
+/** How far from now a time the server names may be before it is treated as unknown. */
+const MAX_SERVER_TIME_MS = 366 * 86_400_000;
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 

@@ -120,9 +120,13 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
   const release = await lockProfile(config.stateDir, name);
   try {
     const now = Date.now();
-    const previous = await readRunState(config.stateDir, name);
+    // What fails before the "is a backup due?" decision (the server unreachable, a revoked key, a 5xx, a damaged
+    // state file) is a failed run like any other: on-failure hook, notification, run state, overdue check.
+    let earlyFailure: unknown;
+    const previous = await readRunState(config.stateDir, name).catch((error: unknown) => void (earlyFailure = error));
     const client = clientFor(config);
-    const seen = await cadenceOf(client, signal);
+    const seen = earlyFailure === undefined ? await cadenceOf(client, signal).catch((error: unknown) => void (earlyFailure = error)) : undefined;
+    if (signal.aborted && earlyFailure !== undefined) throw earlyFailure;
     // The host knows its chain's head: a key that may list sees at once when the server stops listing it.
     const head = seen ? await readChainHead(config.stateDir, name).catch(() => null) : null;
     if (seen && head && !seen.listed.has(head.backupId) && Date.parse(head.createdAt) + (seen.retentionMs ?? Infinity) > now) {
@@ -139,7 +143,10 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
     const intervalMs = interval ? INTERVAL_MS[interval] : null;
     const lastSuccess = previous?.lastSuccessAt ? Date.parse(previous.lastSuccessAt) : null;
     const newestReady = seen ? seen.newestReady : lastSuccess;
-    const due = intervalMs === null ? null : nextDueAt(newestReady, intervalMs);
+    // A key that may not read the account learns the next allowed time only from the server's refusals: the last
+    // one it was told still holds, so the hooks do not run just to hear it again.
+    const told = !seen && previous?.nextDueAt ? Date.parse(previous.nextDueAt) : null;
+    const due = intervalMs === null ? (told !== null && told > now ? told : null) : nextDueAt(newestReady, intervalMs);
 
     const state: RunState = {
       version: 1,
@@ -185,7 +192,19 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
       message: at === null ? why : `${why}: the next backup is due ${localTime(new Date(at))} (in ${duration((at - Date.now()) / 1000)})`,
     });
 
-    if (due !== null && due > now) return await finish(skipped(due, `not due (one backup per ${interval})`));
+    if (earlyFailure !== undefined) {
+      const cli = toCliError(earlyFailure, false);
+      const timeoutMs = profile.hooks.timeoutSeconds * 1000;
+      if (profile.hooks.onFailure) {
+        const result = await runHook('on-failure', profile.hooks.onFailure, { outcome: 'failure', profile: name, error: cli.message }, { timeoutMs, signal });
+        if (result.output) note(`on-failure hook: ${result.output}`);
+      }
+      await send('failure', { failure: failureKind(earlyFailure, false), exitCode: cli.exitCode });
+      return await finish({ outcome: 'failure', profile: name, backupId: null, nextDueAt: null, interval, message: cli.message, error: earlyFailure });
+    }
+    if (due !== null && due > now) {
+      return await finish(skipped(due, intervalMs === null ? 'not due (as the server said at the last run)' : `not due (one backup per ${interval})`));
+    }
 
     // ---- due: hooks, notifications and the backup ----
     const timeoutMs = profile.hooks.timeoutSeconds * 1000;
@@ -197,17 +216,22 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
     };
     const started = Date.now();
     await send('start');
-    let beforeRan = false;
+    // Once `before` ran (and did not fail), `after` runs whatever happens next: what `before` stopped must start again.
+    let afterDue = false;
+    const after = (context: HookOutcome) => {
+      afterDue = false;
+      return hook('after', profile.hooks.after, context);
+    };
     try {
       const beforeFailed = await hook('before', profile.hooks.before, { outcome: 'pending', profile: name });
-      beforeRan = true;
       if (beforeFailed) throw new HookError(beforeFailed);
+      afterDue = true;
       const result = await backupProfile(run, { name, profile }, options);
       state.lastSuccessAt = result.detail.createdAt;
       state.lastBackupId = result.detail.id;
       state.overdueNotifiedAt = null;
       const next = intervalMs === null ? null : Date.parse(result.detail.createdAt) + intervalMs;
-      const afterFailed = await hook('after', profile.hooks.after, {
+      const afterFailed = await after({
         outcome: 'success',
         profile: name,
         backupId: result.detail.id,
@@ -243,16 +267,21 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
       if (error instanceof CofferApiError && error.status === 429) {
         // The server's clock, or a backup this host could not see, says not yet: nothing was opened.
         const at = retryAt(error, Date.now());
-        if (beforeRan) await hook('after', profile.hooks.after, { outcome: 'skipped', profile: name, nextDueAt: iso(at) ?? undefined });
+        if (afterDue) await after({ outcome: 'skipped', profile: name, nextDueAt: iso(at) ?? undefined });
         return await finish(skipped(at, 'not due (the server refused: cadence)'));
       }
       const cli = toCliError(error, false);
-      if (beforeRan && !(error instanceof HookError)) {
-        await hook('after', profile.hooks.after, { outcome: 'failure', profile: name, error: cli.message });
-      }
+      if (afterDue) await after({ outcome: 'failure', profile: name, error: cli.message });
       await hook('on-failure', profile.hooks.onFailure, { outcome: 'failure', profile: name, error: cli.message });
       await send('failure', { failure: failureKind(error, false), exitCode: cli.exitCode, durationSeconds: Math.round((Date.now() - started) / 1000) });
       return await finish({ outcome: 'failure', profile: name, backupId: null, nextDueAt: null, interval, message: cli.message, error });
+    } finally {
+      // Interrupted, or a failure in the failure handling itself: still `after`, without the (aborted) run's signal.
+      if (afterDue && profile.hooks.after) {
+        await runHook('after', profile.hooks.after, { outcome: 'failure', profile: name, error: 'the run stopped before it finished' }, { timeoutMs }).catch(
+          () => undefined,
+        );
+      }
     }
   } finally {
     release();

@@ -1,5 +1,5 @@
 // Mutation testing of the rules that guard users (npm run test:mutation; not part of `npm test` or CI):
-// docs/testing.md#mutation-testing says what is mutated, why, and the last scores.
+// test/helpers/README.md ("Mutation testing") says what is mutated, why, and the last scores.
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: 'vitest',

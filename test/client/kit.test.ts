@@ -278,8 +278,12 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     await expectUnchanged(() => recover([], foreign), 4, /the kit opens none of the 3 backups/);
   });
 
-  it('a kit printed before the last rekey opens only the older backups: refused without --force', async () => {
-    await expectUnchanged(() => recover([], oldKit), 1, /the kit opens 2 of 3 backups.*--force/s);
+  it('a kit printed before the last rekey: refused where the rekey was seen; elsewhere it opens only the older backups', async () => {
+    // This machine saw the newer key (its state directory remembers it): the old kit is refused outright, even forced.
+    await expectUnchanged(() => recover(['--force'], oldKit), 4, /the kit lacks the newest vault key this machine has seen/);
+    // A machine that never saw it (a fresh state directory) still finds that the kit opens only the older backups.
+    const elsewhere = { XDG_STATE_HOME: path.join(work, 'state-of-another-machine') };
+    await expectUnchanged(() => recover([], oldKit, elsewhere), 1, /the kit opens 2 of 3 backups.*--force/s);
   });
 
   it('forgotten passphrase → kit file → recover → every backup restores with the new passphrase, the old one fails', async () => {

@@ -45,8 +45,10 @@ interface AddOptions {
 
 /** Advice printed by `profile add` and `schedule install` (docs/client.md#a-backup-host). */
 export const HOST_ADVICE =
-  'On a backup host, use an append-only API key (it can add backups but neither read nor delete them) and a ' +
-  'recipient instead of the passphrase: then nothing on this host can read or destroy your backups.';
+  'On a backup host, use a write-only append-only API key (coffer admin keys create --append-only --scopes backups:write ' +
+  '--account <id>, or the console\'s "Add a backup host") and a recipient instead of the passphrase: then nothing on this ' +
+  'host can read or destroy your backups, and it never holds the wrapped vault key. It only gives up the chain-head ' +
+  'check, which `coffer list --chain` runs where you restore.';
 
 async function readKeyFromStdin(): Promise<string> {
   if (process.stdin.isTTY) throw usageError('--api-key-stdin: pipe the key in (printf %s "$KEY" | coffer profile add …)');

@@ -224,6 +224,7 @@ describe('loadClientConfig', () => {
       maxArchiveBytes: null,
       recipient: null,
       profileName: null,
+      acceptOlderKeys: false,
       configDir: path.join(os.homedir(), '.config', 'coffer'),
       stateDir: path.join(os.homedir(), '.local', 'state', 'coffer'),
     };
@@ -246,6 +247,7 @@ describe('loadClientConfig', () => {
         COFFER_MAX_ARCHIVE_BYTES: '1048576',
         COFFER_RECIPIENT: ' coffer1abc\n',
         COFFER_PROFILE: ' home ',
+        COFFER_ACCEPT_OLDER_KEYS: ' 1 ',
         XDG_CONFIG_HOME: '/etc/xdg-config',
         XDG_STATE_HOME: '/var/xdg-state',
       }),
@@ -259,6 +261,7 @@ describe('loadClientConfig', () => {
       maxArchiveBytes: 1_048_576,
       recipient: 'coffer1abc',
       profileName: 'home',
+      acceptOlderKeys: true,
       configDir: '/etc/xdg-config/coffer',
       stateDir: '/var/xdg-state/coffer',
     });

@@ -167,12 +167,14 @@ export async function wrappingFrame(
  * rekey, put back), and remembers the ring's current key (src/client/key-pin.ts). Wipes `material` when it refuses.
  */
 export async function requireNewestKeys(config: ClientConfig, material: Buffer, what: string): Promise<void> {
+  let checked: Awaited<ReturnType<typeof checkKeyPin>>;
   try {
-    await checkKeyPin(config.stateDir, config.url, material, { acceptOlder: config.acceptOlderKeys, what });
+    checked = await checkKeyPin(config.stateDir, config.url, material, { acceptOlder: config.acceptOlderKeys, what });
   } catch (error) {
     wipe(material);
     throw error;
   }
+  if (checked.unrecorded) note(`warning: the newest vault key is not remembered here (${checked.unrecorded}): a rollback of the vault to before a rekey cannot be noticed`);
 }
 
 /** Asks for the passphrase (file, environment or prompt) and unlocks the vault's master key. */

@@ -13,6 +13,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { deriveRecipient, IntegrityError, keyMaterialOf, masterKeys, wipe } from './envelope.js';
+import { fsReason } from './fs-errors.js';
 
 /** A vault, keyring or kit without the newest key this machine has seen for its vault: exit 4. */
 export class OlderKeyError extends IntegrityError {
@@ -69,10 +70,17 @@ export async function checkKeyPin(
   server: string,
   material: Uint8Array,
   options: { acceptOlder: boolean; what: string },
-): Promise<{ fingerprints: string[] }> {
+): Promise<{ fingerprints: string[]; unrecorded?: string }> {
   const fingerprints = ringFingerprints(material);
   const file = keyPinFile(stateDir);
-  const pins = await readPins(file);
+  let pins: Pins;
+  try {
+    pins = await readPins(file);
+  } catch (error) {
+    // A state directory this user cannot read (a command run as another user): nothing to compare with, say so.
+    if ((error as NodeJS.ErrnoException).code !== 'EACCES') throw error;
+    return { fingerprints, unrecorded: `cannot read ${file}: ${fsReason(error)}` };
+  }
   const id = `${server} ${fingerprints.at(-1)}`;
   const pinned = pins.vaults[id];
   if (pinned && !fingerprints.includes(pinned.newest) && !options.acceptOlder) {
@@ -85,7 +93,13 @@ export async function checkKeyPin(
   }
   if (pinned?.newest !== fingerprints[0]) {
     pins.vaults[id] = { newest: fingerprints[0]!, seenAt: new Date().toISOString() };
-    await writePins(file, pins);
+    try {
+      await writePins(file, pins);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EACCES' && code !== 'EROFS' && code !== 'EPERM') throw error;
+      return { fingerprints, unrecorded: `cannot write ${file}: ${fsReason(error)}` };
+    }
   }
   return { fingerprints };
 }

@@ -23,6 +23,30 @@ import { type CephCluster, cephMissing, startCeph } from './ceph.js';
 export const HOME_VARIABLES = ['HOME', 'XDG_CONFIG_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME', 'XDG_DATA_HOME'] as const;
 
 const RUN_HOME = 'home';
+/** The run's process id, in its root: a root whose process is gone belongs to a run that was killed. */
+const RUN_PID = '.pid';
+
+/**
+ * A run killed by a signal never reaches its teardown, so its root stays behind: the next run removes the roots
+ * whose process no longer exists (roots of runs still going, and of older runs without the file, are left alone).
+ */
+function removeRootsOfDeadRuns(): void {
+  const parent = os.tmpdir();
+  for (const name of fs.readdirSync(parent)) {
+    if (!name.startsWith('coffer-test-run-')) continue;
+    let pid: number;
+    try {
+      pid = Number(fs.readFileSync(path.join(parent, name, RUN_PID), 'utf8'));
+    } catch {
+      continue;
+    }
+    try {
+      process.kill(pid, 0);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ESRCH') fs.rmSync(path.join(parent, name), { recursive: true, force: true });
+    }
+  }
+}
 
 /** Makes `dir` a home with its XDG base directories inside it; the variables that point there. */
 export function isolatedHome(dir: string): Record<(typeof HOME_VARIABLES)[number], string> {
@@ -39,9 +63,11 @@ export function isolatedHome(dir: string): Record<(typeof HOME_VARIABLES)[number
 
 export default function setup(): () => void {
   const outer = process.env.TMPDIR;
+  removeRootsOfDeadRuns();
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-test-run-'));
   // Traversable like the system temp folder: a test runs the CLI as an unprivileged user on files in here.
   fs.chmodSync(root, 0o755);
+  fs.writeFileSync(path.join(root, RUN_PID), String(process.pid));
   process.env.TMPDIR = root;
   const saved = Object.fromEntries(HOME_VARIABLES.map((name) => [name, process.env[name]]));
   Object.assign(process.env, isolatedHome(path.join(root, RUN_HOME)));
@@ -62,7 +88,7 @@ export default function setup(): () => void {
       else process.env[name] = value;
     }
     // The run's home is the run's own (what the CLI keeps there is not a leak); everything else must be gone.
-    const left = fs.readdirSync(root).filter((name) => name !== RUN_HOME);
+    const left = fs.readdirSync(root).filter((name) => name !== RUN_HOME && name !== RUN_PID);
     fs.rmSync(root, { recursive: true, force: true, maxRetries: 3 });
     if (left.length > 0) {
       // Not thrown: vitest would then skip the rest of its shutdown (and leave its own temp files).

@@ -69,7 +69,7 @@ interface ConfigFields {
   signInLimit: { maxAttempts: number; windowMs: number };
   /** blobhost-client: multipart uploads one backup slot may have open at once (fixed; tests may change it). */
   maxMultipartUploadsPerSlot: number;
-  logLevel: string;
+  logLevel: LogLevel;
   initialApiKey: string | null;
 }
 
@@ -137,6 +137,7 @@ function settings<const T extends Record<string, Omit<Setting, 'name'>>>(
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
  * Every setting of the server, the one list: loadConfig reads only these (its readers take an entry of this table,

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import inspector from 'node:inspector';
 import { loadConfig } from '../../dist/config.js';
 import { startOnFreePort } from '../../dist/server/compose.js';
+import { serverLogger } from '../../dist/server/log.js';
 import { serveParent } from './common.js';
 
 // Create responses carry upload URLs built from the public URL: it is the real port's URL.
@@ -19,7 +20,7 @@ let session = null;
 const clock = { now: () => Date.now() + offset };
 const server = await startOnFreePort(configFor, {
   clock,
-  logger: logLevel === 'silent' ? false : { level: logLevel },
+  logger: serverLogger(logLevel),
 });
 
 serveParent({

@@ -85,11 +85,11 @@ export async function pgAvailable() {
 
 /**
  * Starts a Coffer server process (bench/lib/coffer-proc.js) on a prepared backend.
- * LOG_LEVEL defaults to `warn` (see BENCHMARKS.md: per-request info logging is an operator choice).
+ * The server logs at its default level (`info`, a line per request), as a user runs it, into `logFile`.
  */
 export async function startCoffer(prepared, { env = {}, nodeArgs = [], logFile } = {}) {
   const child = await startChild(path.join(BENCH_DIR, 'lib', 'coffer-proc.js'), [], {
-    env: { LOG_LEVEL: 'warn', ...prepared.env, ...env },
+    env: { ...prepared.env, ...env },
     nodeArgs,
     logFile,
   });

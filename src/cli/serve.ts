@@ -13,9 +13,8 @@ export function registerServeCommand(program: Command): void {
     .action(async () => {
       const config = loadConfig();
       const { startServer } = await import('../server/compose.js');
-      const server = await startServer(config, {
-        logger: config.logLevel === 'silent' ? false : { level: config.logLevel },
-      });
+      const { serverLogger } = await import('../server/log.js');
+      const server = await startServer(config, { logger: serverLogger(config.logLevel) });
       // Handlers before any notice: whoever reads "listening on" may signal at once.
       let stopping = false;
       const shutdown = (signal: string) => {

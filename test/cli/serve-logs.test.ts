@@ -72,4 +72,29 @@ describe('coffer serve: logs and notices', () => {
     expect(typeof forRequest[0]!.responseTimeMs).toBe('number');
     expect(records.some((record) => record.msg === 'incoming request' || record.msg === 'request completed')).toBe(false);
   });
+
+  it('writes every request line before it exits, also lines still buffered when SIGTERM arrives', async () => {
+    const server = spawn(process.execPath, [BIN, 'serve'], {
+      env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', COFFER_DATA_DIR: tempDir() },
+    });
+    let out = '';
+    let err = '';
+    server.stdout!.on('data', (chunk) => (out += chunk));
+    server.stderr!.on('data', (chunk) => (err += chunk));
+    const deadline = Date.now() + 20_000;
+    while (!/listening on (\S+)/.test(err)) {
+      if (Date.now() > deadline || server.exitCode !== null) throw new Error(`the second server did not start: ${err}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const second = /listening on (\S+)/.exec(err)![1]!;
+    const key = /cfk_[A-Za-z0-9_-]{43}/.exec(err)![0];
+    const responses = await Promise.all(
+      Array.from({ length: 30 }, () => fetch(`${second}/api/backup-account`, { headers: { authorization: `Bearer ${key}` } })),
+    );
+    const ids = responses.map((response) => response.headers.get('x-request-id')!);
+    server.kill('SIGTERM');
+    expect(await exited(server)).toBe(0);
+    const logged = new Set(out.split('\n').filter((line) => line !== '').map((line) => (JSON.parse(line) as { reqId?: string }).reqId));
+    expect(ids.filter((id) => !logged.has(id))).toEqual([]);
+  });
 });

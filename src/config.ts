@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './domain/kdf.js';
 import { API_KEY_PATTERN } from './domain/keys.js';
+import { PLANS, type Plan } from './domain/plans.js';
 
 /**
  * The only place that reads `process.env` (README.md#configuration): the server's settings (loadConfig → Config)
@@ -71,6 +72,8 @@ interface ConfigFields {
   maxMultipartUploadsPerSlot: number;
   logLevel: string;
   initialApiKey: string | null;
+  /** COFFER_INITIAL_PLAN: the plan of the account the first start creates on an empty database. */
+  initialPlan: Plan;
 }
 
 export interface ConnectionLimits {
@@ -189,6 +192,7 @@ export const SERVER_SETTINGS = settings({
   COFFER_TRUST_PROXY: { default: null, about: 'reverse proxies whose X-Forwarded-For is believed: addresses, CIDRs, loopback (unset: none)' },
   LOG_LEVEL: { default: 'info', values: LOG_LEVELS, about: 'level of the JSON log lines on stdout' },
   COFFER_INITIAL_API_KEY: { default: null, about: 'API key of the first account on an empty database (unset: one is made and shown once)' },
+  COFFER_INITIAL_PLAN: { default: 'pro', values: PLANS, about: 'plan of the first account on an empty database (pro: one backup per 30 minutes)' },
 });
 
 /** Every setting of the client commands (`coffer --help` prints it; docs/client.md#environment). */
@@ -372,6 +376,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxMultipartUploadsPerSlot: 4,
     logLevel: oneOf(env, S.LOG_LEVEL),
     initialApiKey,
+    initialPlan: oneOf(env, S.COFFER_INITIAL_PLAN),
   };
 }
 

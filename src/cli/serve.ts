@@ -37,7 +37,7 @@ export function registerServeCommand(program: Command): void {
       };
       process.on('SIGINT', () => shutdown('SIGINT'));
       process.on('SIGTERM', () => shutdown('SIGTERM'));
-      const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey);
+      const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey, config.initialPlan);
       // Plain-text notices go to stderr: stdout carries only the JSON log lines, and a log shipper reading them
       // must never see the first API key.
       if (first) {
@@ -45,7 +45,7 @@ export function registerServeCommand(program: Command): void {
         process.stderr.write(
           [
             '',
-            'First start: created account ' + first.account.id + ' (free plan) and an API key with all scopes.',
+            `First start: created account ${first.account.id} (${config.initialPlan} plan, COFFER_INITIAL_PLAN) and an API key with all scopes.`,
             `API key (shown once, store it now): ${shown}`,
             `  export COFFER_URL=${config.publicUrl}`,
             `Web console: ${config.publicUrl}/console (sign in with that key, or: coffer admin login-link ${first.account.id})`,

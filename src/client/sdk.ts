@@ -58,6 +58,8 @@ export class CofferApiError extends Error {
     readonly status: number,
     readonly body: ErrorResponseBody,
     headers: Headers | http.IncomingHttpHeaders,
+    /** The URL of the refused request, when known (which server refused: this machine's or another's). */
+    readonly url?: string,
   ) {
     super(body.error || body.message || `HTTP ${status}`);
     this.code = body.code;
@@ -188,7 +190,7 @@ export class CofferClient {
 
   private async parse<T>(response: Response): Promise<T> {
     const text = await response.text();
-    if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
+    if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers, response.url);
     try {
       return JSON.parse(text) as T;
     } catch {

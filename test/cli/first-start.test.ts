@@ -1,0 +1,88 @@
+/**
+ * A newcomer's first start, through the real `coffer serve` and the real CLI (both from dist/): the first account's
+ * plan, and what a cadence refusal tells the person who runs the server on this machine.
+ */
+import path from 'node:path';
+import fs from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CofferApiError } from '../../src/client/sdk.js';
+import { cadenceMessage } from '../../src/cli/client-io.js';
+import { startServeNode, type ServeNode } from '../helpers/serve-node.js';
+import { tempDir } from '../helpers/tmp.js';
+import { assertBuilt, cliFor, runCli } from '../client/helpers.js';
+
+const KEY_LINE = /API key \(shown once, store it now\): (cfk_[A-Za-z0-9_-]{43})/;
+
+beforeAll(() => assertBuilt());
+
+describe('the first account', () => {
+  const nodes: ServeNode[] = [];
+  afterAll(() => {
+    for (const node of nodes) node.child.kill('SIGKILL');
+  });
+
+  it('is on plan pro unless COFFER_INITIAL_PLAN says otherwise', async () => {
+    const node = await startServeNode('first-pro', {});
+    nodes.push(node);
+    const key = KEY_LINE.exec(node.output())![1]!;
+    expect(node.output()).toMatch(/First start: created account [0-9a-f-]{36} \(pro plan/);
+    const account = await fetch(`${node.url}/api/backup-account`, { headers: { authorization: `Bearer ${key}` } });
+    expect((await account.json()).backupInterval).toBe('30m');
+  });
+
+  it('a refused backup on a server of this machine names the command that moves the account to pro, which works', async () => {
+    const dataDir = tempDir('coffer-first-free-');
+    const node = await startServeNode('first-free', { COFFER_INITIAL_PLAN: 'free', COFFER_DATA_DIR: dataDir });
+    nodes.push(node);
+    const key = KEY_LINE.exec(node.output())![1]!;
+    const accountId = /created account ([0-9a-f-]{36}) \(free plan/.exec(node.output())![1]!;
+    const source = tempDir('coffer-first-src-');
+    fs.writeFileSync(path.join(source, 'notes.txt'), 'hello');
+    const cli = cliFor(node.url, key, 'correct horse battery staple');
+    expect((await cli(['init'])).code).toBe(0);
+    expect((await cli(['backup', source])).code).toBe(0);
+
+    const refused = await cli(['backup', source]);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain('The free plan allows one backup per day');
+    expect(refused.stderr).toContain(`\`coffer admin accounts set-plan ${accountId} pro\``);
+
+    // The named command, run on this machine with the server's settings, moves the account.
+    const moved = await runCli(['admin', 'accounts', 'set-plan', accountId, 'pro'], { COFFER_DATA_DIR: dataDir });
+    expect(moved.code, moved.stderr).toBe(0);
+    const account = await fetch(`${node.url}/api/backup-account`, { headers: { authorization: `Bearer ${key}` } });
+    expect((await account.json()).backupInterval).toBe('30m');
+
+    // On pro (the shortest interval) a refusal suggests no plan.
+    const again = await cli(['backup', source]);
+    expect(again.code).toBe(3);
+    expect(again.stderr).toContain('pro is the plan with the shortest interval');
+    expect(again.stderr).not.toContain('set-plan');
+  });
+});
+
+describe('cadenceMessage', () => {
+  const refusal = (url: string | undefined) =>
+    new CofferApiError(
+      429,
+      {
+        error: 'The free plan allows one backup per day.',
+        code: 'backup_cadence_exceeded',
+        resolution: '',
+        details: { backupInterval: '1d', accountId: '0190a0a0-0000-7000-8000-000000000001', plan: 'free' },
+      } as never,
+      new Headers({ 'retry-after': '60' }),
+      url,
+    );
+
+  it('names the command only when the server is this machine', () => {
+    for (const url of ['http://localhost:8080/api/backups', 'http://127.0.0.1:9/api/backups', 'http://[::1]:8080/api/backups']) {
+      expect(cadenceMessage(refusal(url)), url).toContain('`coffer admin accounts set-plan 0190a0a0-0000-7000-8000-000000000001 pro`');
+    }
+    for (const url of ['https://backup.example.com/api/backups', 'http://10.0.0.5:8080/api/backups', undefined]) {
+      const message = cadenceMessage(refusal(url));
+      expect(message, url).not.toContain('set-plan');
+      expect(message, url).toContain('ask the operator for a plan with a shorter interval (account 0190a0a0-0000-7000-8000-000000000001)');
+    }
+  });
+});

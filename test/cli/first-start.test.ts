@@ -39,7 +39,14 @@ describe('the first account', () => {
     const source = tempDir('coffer-first-src-');
     fs.writeFileSync(path.join(source, 'notes.txt'), 'hello');
     const cli = cliFor(node.url, key, 'correct horse battery staple');
-    expect((await cli(['init'])).code).toBe(0);
+    const init = await cli(['init']);
+    expect(init.code).toBe(0);
+    // Where init says nobody can recover the passphrase, it says how to make a recovery kit, and that command works.
+    expect(init.stdout).toMatch(/nobody can recover it\. Make a recovery kit now: `coffer kit --output kit\.txt`/);
+    const kitFile = path.join(tempDir('coffer-first-kit-'), 'kit.txt');
+    const kit = await cli(['kit', '--output', kitFile]);
+    expect(kit.code, kit.stderr).toBe(0);
+    expect(fs.statSync(kitFile).mode & 0o777).toBe(0o600);
     expect((await cli(['backup', source])).code).toBe(0);
 
     const refused = await cli(['backup', source]);

@@ -2,8 +2,9 @@
  * A newcomer's first start, through the real `coffer serve` and the real CLI (both from dist/): the first account's
  * plan, and what a cadence refusal tells the person who runs the server on this machine.
  */
-import path from 'node:path';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CofferApiError } from '../../src/client/sdk.js';
 import { cadenceMessage } from '../../src/cli/client-io.js';
@@ -65,6 +66,42 @@ describe('the first account', () => {
     expect(again.code).toBe(3);
     expect(again.stderr).toContain('pro is the plan with the shortest interval');
     expect(again.stderr).not.toContain('set-plan');
+  });
+});
+
+describe('the start lines', () => {
+  const nodes: ServeNode[] = [];
+  afterAll(() => {
+    for (const node of nodes) node.child.kill('SIGKILL');
+  });
+
+  it('HOST 0.0.0.0 (the default): the key first, then "all interfaces" with every IPv4 address, each really served', async () => {
+    const node = await startServeNode('start-all', { HOST: '0.0.0.0', LOG_LEVEL: 'info' });
+    nodes.push(node);
+    const [keyLine, listenLine] = node.output().split('\n');
+    expect(keyLine).toMatch(KEY_LINE);
+    const match = /^Coffer listening on all interfaces \(HOST=0\.0\.0\.0\), port (\d+): (.+); public URL (\S+)$/.exec(listenLine!);
+    expect(match, listenLine).not.toBeNull();
+    const port = match![1]!;
+    const listed = match![2]!.split(', ');
+    const expected = Object.values(os.networkInterfaces())
+      .flatMap((list) => list ?? [])
+      .filter((entry) => entry.family === 'IPv4')
+      .map((entry) => `http://${entry.address}:${port}`);
+    expect([...listed].sort()).toEqual([...expected].sort());
+    expect(listed[0]).toBe(`http://127.0.0.1:${port}`);
+    for (const url of listed) expect((await fetch(`${url}/healthz`)).status, url).toBe(200);
+    // The JSON log says the same once, after the notices; Fastify's own lines are left out.
+    expect(node.output()).toContain(`"addresses":${JSON.stringify(listed)},"msg":"listening"`);
+    expect(node.output()).not.toContain('Server listening at');
+  });
+
+  it('any other HOST: that one address only', async () => {
+    const node = await startServeNode('start-one', { HOST: '127.0.0.1', LOG_LEVEL: 'silent' });
+    nodes.push(node);
+    const lines = node.output().split('\n');
+    expect(lines[0]).toMatch(KEY_LINE);
+    expect(lines[1]).toMatch(/^Coffer listening on http:\/\/127\.0\.0\.1:\d+ only \(HOST=127\.0\.0\.1\); public URL http:\/\/localhost:\d+$/);
   });
 });
 

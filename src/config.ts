@@ -204,7 +204,7 @@ export const CLIENT_SETTINGS = settings({
   COFFER_NEW_PASSPHRASE: { default: null, about: 'the new passphrase of `coffer passphrase` and `coffer recover` (else --new-passphrase-file, else a prompt)' },
   COFFER_RECIPIENT: { default: null, about: 'recipient `coffer backup` seals to (`coffer recipient` prints it): no passphrase needed' },
   COFFER_KDF: { default: DEFAULT_KDF_PROFILE, values: KDF_PROFILE_NAMES, about: 'Argon2id cost of a new wrapping (init, passphrase, rekey, recover); min is for tests' },
-  COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "ciphertext limit the client enforces (unset: the server's default, 52428800)" },
+  COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "a lower ciphertext limit of this client's own: it only lowers the limit the server announces (unset: the server's)" },
   COFFER_PROFILE: { default: null, about: 'profile of the config file to use (--profile wins; unset: the file\'s "default", else none)' },
   COFFER_ACCEPT_OLDER_KEYS: { default: null, about: 'set to 1 to accept a vault or kit without the newest key this machine saw (a deliberate return to an older envelope)' },
   XDG_CONFIG_HOME: { default: null, about: 'the profiles are in <dir>/coffer/config.json (unset: ~/.config)' },
@@ -397,7 +397,7 @@ export interface ClientConfig {
   newPassphrase: string | null;
   /** COFFER_KDF: the Argon2id profile of a new wrapping when `--kdf` names none. */
   kdf: KdfProfile;
-  /** COFFER_MAX_ARCHIVE_BYTES: the ciphertext limit the client enforces; null: the client's default. */
+  /** COFFER_MAX_ARCHIVE_BYTES: this client's own ciphertext limit, which only lowers the server's; null: none (the server's holds). */
   maxArchiveBytes: number | null;
   /** COFFER_RECIPIENT: `coffer backup` seals to this recipient (no passphrase); the command parses it. null when unset. */
   recipient: string | null;

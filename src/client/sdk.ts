@@ -251,8 +251,20 @@ export class CofferClient {
     return this.request('GET', '/api/backups', { signal });
   }
 
-  createBackup(signal?: AbortSignal): Promise<CreateBackupResponseBody> {
-    return this.request('POST', '/api/backups', { signal });
+  async createBackup(signal?: AbortSignal): Promise<CreateBackupResponseBody> {
+    return (await this.openSlot(signal)).slot;
+  }
+
+  /**
+   * `POST /api/backups`, with the largest archive the server accepts when it announces one (the
+   * `Coffer-Max-Archive-Bytes` header of the 201; undefined from a server that does not).
+   */
+  async openSlot(signal?: AbortSignal): Promise<{ slot: CreateBackupResponseBody; maxArchiveBytes: number | undefined }> {
+    const response = await this.fetch('POST', '/api/backups', { signal });
+    const slot = await this.parse<CreateBackupResponseBody>(response);
+    const announced = response.headers.get('coffer-max-archive-bytes');
+    const max = announced !== null && /^\d{1,16}$/.test(announced.trim()) ? Number(announced) : NaN;
+    return { slot, maxArchiveBytes: Number.isSafeInteger(max) && max > 0 ? max : undefined };
   }
 
   /** The backup asked for; an answer about another backup is an IntegrityError (requireRequestedBackup). */

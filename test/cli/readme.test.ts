@@ -87,5 +87,5 @@ describe("README's client block", () => {
     // What the block says it does: docs/ restored into ~/restored, the kit a new 0600 file.
     expect(fs.readFileSync(path.join(home, 'restored/client.md'), 'utf8')).toBe(fs.readFileSync(path.join(ROOT, 'docs/client.md'), 'utf8'));
     expect(fs.statSync(path.join(home, 'coffer-kit.txt')).mode & 0o777).toBe(0o600);
-  }, 300_000);
+  }, 600_000);
 });

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './domain/kdf.js';
 import { API_KEY_PATTERN } from './domain/keys.js';
+import { PLANS, type Plan } from './domain/plans.js';
 
 /**
  * The only place that reads `process.env` (README.md#configuration): the server's settings (loadConfig → Config)
@@ -71,6 +72,8 @@ interface ConfigFields {
   maxMultipartUploadsPerSlot: number;
   logLevel: LogLevel;
   initialApiKey: string | null;
+  /** COFFER_INITIAL_PLAN: the plan of the account the first start creates on an empty database. */
+  initialPlan: Plan;
 }
 
 export interface ConnectionLimits {
@@ -190,6 +193,7 @@ export const SERVER_SETTINGS = settings({
   COFFER_TRUST_PROXY: { default: null, about: 'reverse proxies whose X-Forwarded-For is believed: addresses, CIDRs, loopback (unset: none)' },
   LOG_LEVEL: { default: 'info', values: LOG_LEVELS, about: 'level of the JSON log lines on stdout' },
   COFFER_INITIAL_API_KEY: { default: null, about: 'API key of the first account on an empty database (unset: one is made and shown once)' },
+  COFFER_INITIAL_PLAN: { default: 'pro', values: PLANS, about: 'plan of the first account on an empty database (pro: one backup per 30 minutes)' },
 });
 
 /** Every setting of the client commands (`coffer --help` prints it; docs/client.md#environment). */
@@ -201,7 +205,7 @@ export const CLIENT_SETTINGS = settings({
   COFFER_NEW_PASSPHRASE: { default: null, about: 'the new passphrase of `coffer passphrase` and `coffer recover` (else --new-passphrase-file, else a prompt)' },
   COFFER_RECIPIENT: { default: null, about: 'recipient `coffer backup` seals to (`coffer recipient` prints it): no passphrase needed' },
   COFFER_KDF: { default: DEFAULT_KDF_PROFILE, values: KDF_PROFILE_NAMES, about: 'Argon2id cost of a new wrapping (init, passphrase, rekey, recover); min is for tests' },
-  COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "ciphertext limit the client enforces (unset: the server's default, 52428800)" },
+  COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "a lower ciphertext limit of this client's own: it only lowers the limit the server announces (unset: the server's)" },
   COFFER_PROFILE: { default: null, about: 'profile of the config file to use (--profile wins; unset: the file\'s "default", else none)' },
   COFFER_ACCEPT_OLDER_KEYS: { default: null, about: 'set to 1 to accept a vault or kit without the newest key this machine saw (a deliberate return to an older envelope)' },
   XDG_CONFIG_HOME: { default: null, about: 'the profiles are in <dir>/coffer/config.json (unset: ~/.config)' },
@@ -373,6 +377,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxMultipartUploadsPerSlot: 4,
     logLevel: oneOf(env, S.LOG_LEVEL),
     initialApiKey,
+    initialPlan: oneOf(env, S.COFFER_INITIAL_PLAN),
   };
 }
 
@@ -393,7 +398,7 @@ export interface ClientConfig {
   newPassphrase: string | null;
   /** COFFER_KDF: the Argon2id profile of a new wrapping when `--kdf` names none. */
   kdf: KdfProfile;
-  /** COFFER_MAX_ARCHIVE_BYTES: the ciphertext limit the client enforces; null: the client's default. */
+  /** COFFER_MAX_ARCHIVE_BYTES: this client's own ciphertext limit, which only lowers the server's; null: none (the server's holds). */
   maxArchiveBytes: number | null;
   /** COFFER_RECIPIENT: `coffer backup` seals to this recipient (no passphrase); the command parses it. null when unset. */
   recipient: string | null;

@@ -70,6 +70,7 @@ describe('loadConfig', () => {
       maxMultipartUploadsPerSlot: 4,
       logLevel: 'info',
       initialApiKey: null,
+      initialPlan: 'pro',
     };
     expect(loadConfig({}, '/srv/coffer')).toEqual(expected);
     expect(loadConfig({ PORT: ' ', COFFER_UPLOAD_WINDOW: '', LOG_LEVEL: '  ' }, '/srv/coffer')).toEqual(expected);
@@ -105,6 +106,7 @@ describe('loadConfig', () => {
         COFFER_SIGNIN_WINDOW: '2s',
         LOG_LEVEL: 'warn',
         COFFER_INITIAL_API_KEY: ` ${KEY} `,
+        COFFER_INITIAL_PLAN: 'free',
       },
       '/srv/coffer',
     );
@@ -130,6 +132,7 @@ describe('loadConfig', () => {
       signInLimit: { maxAttempts: 5, windowMs: 2000 },
       logLevel: 'warn',
       initialApiKey: KEY,
+      initialPlan: 'free',
     });
     expect(loadConfig({ PORT: '9000' }).publicUrl).toBe('http://localhost:9000');
     expect(loadConfig({ COFFER_ACCEL_REDIRECT: ' /internal/coffer-blobs ' }).accelRedirect).toBe('/internal/coffer-blobs');
@@ -193,6 +196,7 @@ describe('loadConfig', () => {
       [{ COFFER_SIGNIN_WINDOW: '999ms' }, 'COFFER_SIGNIN_WINDOW', duration('999ms')],
       [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"'],
       [{ COFFER_INITIAL_API_KEY: 'cfk_short' }, 'COFFER_INITIAL_API_KEY', 'expected cfk_ followed by 43 base64url characters'],
+      [{ COFFER_INITIAL_PLAN: 'gold' }, 'COFFER_INITIAL_PLAN', 'must be one of free, plus, pro, got "gold"'],
     ];
     for (const [env, variable, problem] of cases) {
       const error = configError(() => loadConfig(env));

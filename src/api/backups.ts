@@ -65,6 +65,12 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
         response: {
           201: json(Type.Ref(CreateBackupResponse), 'A pending record and its upload instructions.', {
             'X-RateLimit-Policy': { type: 'string', description: 'The plan cadence, e.g. 1;w=86400;comment="free plan: 1 backup per day"' },
+            'Coffer-Max-Archive-Bytes': {
+              type: 'integer',
+              minimum: 1,
+              description:
+                'The largest encrypted archive this server accepts, in bytes (its COFFER_MAX_ARCHIVE_BYTES): a larger upload is refused with 413 payload_too_large.',
+            },
           }),
           ...errorResponses(401, 403, 409, 429, 500),
         },
@@ -87,7 +93,7 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
               handleUploadUrl: `${ctx.config.publicUrl}/api/backups/upload`,
               contentType: 'application/octet-stream' as const,
             };
-      reply.code(201).header('x-ratelimit-policy', rateLimitPolicy(plan));
+      reply.code(201).header('x-ratelimit-policy', rateLimitPolicy(plan)).header('coffer-max-archive-bytes', String(ctx.config.maxArchiveBytes));
       return {
         backupId: backup.id,
         blobPath: backup.blobPath,

@@ -453,7 +453,23 @@ export function duration(seconds: number): string {
   return parts.slice(0, 2).join(' ');
 }
 
-/** The 429 explained in local words. */
+/** Whether a URL names this machine (localhost, 127.0.0.0/8, ::1): the server runs here. */
+export function isThisMachine(url: string | undefined): boolean {
+  if (!url) return false;
+  let host: string;
+  try {
+    host = new URL(url).hostname.toLowerCase();
+  } catch {
+    return false;
+  }
+  return host === 'localhost' || host.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(host) || host === '[::1]';
+}
+
+/**
+ * The 429 explained in local words. The server names the caller's account and plan (details.accountId, .plan);
+ * when the server is on this machine (COFFER_URL is a loopback address), whoever runs it is the operator who can
+ * move the account, so the message names the command; otherwise it says what to ask the operator for.
+ */
 export function cadenceMessage(error: CofferApiError): string {
   const details = error.details ?? {};
   const nextAllowedAt = typeof details.nextAllowedAt === 'string' ? details.nextAllowedAt : undefined;
@@ -463,10 +479,18 @@ export function cadenceMessage(error: CofferApiError): string {
   else if (nextAllowedAt) when = `at ${localTime(nextAllowedAt)}`;
   else if (wait !== undefined) when = `in ${duration(wait)}`;
   const interval = typeof details.backupInterval === 'string' ? ` (interval ${details.backupInterval})` : '';
-  return (
-    `backup refused: ${error.message.replace(/\.$/, '')}${interval}. The next backup is allowed ${when}. ` +
-    'Run `coffer backup` again then, or ask the operator for a plan with a shorter interval.'
-  );
+  const accountId = typeof details.accountId === 'string' && /^[0-9a-f-]{36}$/i.test(details.accountId) ? details.accountId : undefined;
+  const head = `backup refused: ${error.message.replace(/\.$/, '')}${interval}. The next backup is allowed ${when}. `;
+  if (details.plan === 'pro') return `${head}Run \`coffer backup\` again then (pro is the plan with the shortest interval).`;
+  if (accountId && isThisMachine(error.url)) {
+    return (
+      `${head}Run \`coffer backup\` again then. This server runs on this machine: as its operator, ` +
+      `\`coffer admin accounts set-plan ${accountId} pro\` (run where the server runs, with its settings) allows one backup ` +
+      'every 30 minutes.'
+    );
+  }
+  const account = accountId ? ` (account ${accountId})` : '';
+  return `${head}Run \`coffer backup\` again then, or ask the operator for a plan with a shorter interval${account}.`;
 }
 
 // ---- failures → exit codes ----

@@ -1,9 +1,34 @@
 /** `coffer serve`: the API server (`npm start`). */
+import os from 'node:os';
 import type { Command } from 'commander';
 import { loadConfig, SERVER_SETTINGS } from '../config.js';
 import { settingsHelp } from './settings-help.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
+
+type Interfaces = ReturnType<typeof os.networkInterfaces>;
+
+/**
+ * What the server really listens on, in words and URLs: with HOST 0.0.0.0 (the default) every IPv4 interface, with
+ * `::` every interface (IPv6, and IPv4 where the system maps it), each address listed; with any other HOST that one.
+ */
+export function listenedOn(host: string, port: number, interfaces: Interfaces): { text: string; urls: string[] } {
+  const urlOf = (address: string) => `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
+  if (host !== '0.0.0.0' && host !== '::') {
+    const url = urlOf(host);
+    return { text: `listening on ${url} only (HOST=${host})`, urls: [url] };
+  }
+  const addresses = Object.values(interfaces)
+    .flatMap((list) => list ?? [])
+    .filter((entry) => (host === '::' || entry.family === 'IPv4') && !entry.address.startsWith('fe80:'))
+    .sort((a, b) => Number(b.internal) - Number(a.internal))
+    .map((entry) => entry.address);
+  const urls = addresses.map(urlOf);
+  return {
+    text: `listening on all interfaces (HOST=${host}), port ${port}: ${urls.join(', ') || '(no interface has an address)'}`,
+    urls,
+  };
+}
 
 export function registerServeCommand(program: Command): void {
   program
@@ -36,23 +61,26 @@ export function registerServeCommand(program: Command): void {
       };
       process.on('SIGINT', () => shutdown('SIGINT'));
       process.on('SIGTERM', () => shutdown('SIGTERM'));
-      const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey);
+      const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey, config.initialPlan);
+      const port = Number(new URL(server.url).port);
+      const where = listenedOn(config.host, port, os.networkInterfaces());
       // Plain-text notices go to stderr: stdout carries only the JSON log lines, and a log shipper reading them
-      // must never see the first API key.
+      // must never see the first API key. The first start's key comes first, where the server listens right under it.
+      const lines: string[] = [];
       if (first) {
         const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY)' : first.apiKey;
-        process.stderr.write(
-          [
-            '',
-            'First start: created account ' + first.account.id + ' (free plan) and an API key with all scopes.',
-            `API key (shown once, store it now): ${shown}`,
-            `  export COFFER_URL=${config.publicUrl}`,
-            `Web console: ${config.publicUrl}/console (sign in with that key, or: coffer admin login-link ${first.account.id})`,
-            '',
-          ].join('\n') + '\n',
+        lines.push(`API key (shown once, store it now): ${shown}`);
+      }
+      lines.push(`Coffer ${where.text}; public URL ${config.publicUrl}`);
+      if (first) {
+        lines.push(
+          `First start: created account ${first.account.id} (${config.initialPlan} plan, COFFER_INITIAL_PLAN) and that key, with all scopes.`,
+          `  export COFFER_URL=${config.publicUrl}`,
+          `Web console: ${config.publicUrl}/console (sign in with that key, or: coffer admin login-link ${first.account.id})`,
         );
       }
-      process.stderr.write(`Coffer listening on ${server.url} (public URL ${config.publicUrl})\n`);
-
+      process.stderr.write(lines.join('\n') + '\n');
+      // The one log line of the listener (Fastify's own "Server listening at" lines are left out, src/server/log.ts).
+      server.app.log.info({ host: config.host, port, addresses: where.urls }, 'listening');
     });
 }

@@ -32,8 +32,29 @@ import {
 import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
 import { VERSION } from '../lib/version.js';
 
-/** docs/api-rules.md#upload: 52,428,800 bytes of ciphertext. */
+/**
+ * docs/api-rules.md#upload: 52,428,800 bytes of ciphertext, the server's default limit; the client assumes it only
+ * for a server that announces no limit of its own (no `Coffer-Max-Archive-Bytes` on create).
+ */
 export const DEFAULT_MAX_ARCHIVE_BYTES = 50 * 1024 * 1024;
+
+/**
+ * The limit an archive is held to, and whose it is: the server's (announced on create, or named in a refusal), the
+ * server default assumed for a server that announces none, or this client's own COFFER_MAX_ARCHIVE_BYTES, which only
+ * ever lowers the server's.
+ */
+export interface ArchiveLimit {
+  bytes: number;
+  source: 'server' | 'server-default' | 'client';
+  /** With source `client`: the server's limit, when known. */
+  serverBytes?: number;
+}
+
+/** The lower of the server's announced limit and the client's own (undefined: none announced, none set). */
+export function archiveLimit(server: number | undefined, client: number | undefined): ArchiveLimit {
+  if (server === undefined) return client === undefined ? { bytes: DEFAULT_MAX_ARCHIVE_BYTES, source: 'server-default' } : { bytes: client, source: 'client' };
+  return client !== undefined && client < server ? { bytes: client, source: 'client', serverBytes: server } : { bytes: server, source: 'server' };
+}
 export const CLIENT_VERSION = `coffer-cli/${VERSION}`;
 /** How long freeing the slot of an interrupted backup may take. */
 const CLEANUP_TIMEOUT_MS = 1500;
@@ -43,6 +64,8 @@ export class ArchiveTooLargeError extends Error {
   constructor(
     message: string,
     readonly limitBytes: number,
+    /** Whose limit it is (ArchiveLimit.source). */
+    readonly limitSource: ArchiveLimit['source'],
     /** Exact or lower-bound ciphertext size, when known. */
     readonly ciphertextBytes: number | undefined,
     /** Whether bytes had already been sent (the slot was then deleted). */
@@ -96,6 +119,7 @@ export interface BackupOptions {
   compression?: Compression;
   /** Name kept in the sealed metadata (default: the source's base name). */
   name?: string;
+  /** This client's own limit (COFFER_MAX_ARCHIVE_BYTES): it only lowers the limit the server announces. */
   maxArchiveBytes?: number;
   gzipLevel?: number;
   hostappVersion?: string;
@@ -119,32 +143,50 @@ export const gzipBound = (n: number): number => compressBound('gzip', n);
 
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
-function tooLarge(limit: number, ciphertextBytes: number | undefined, duringUpload: boolean): ArchiveTooLargeError {
+/** When an archive was found too large: before any slot, with a slot but before any byte, or while uploading. */
+type TooLargeStage = 'before-slot' | 'before-upload' | 'during-upload';
+
+function tooLarge(limit: ArchiveLimit, ciphertextBytes: number | undefined, stage: TooLargeStage): ArchiveTooLargeError {
   const size = ciphertextBytes === undefined ? 'more than that' : `at least ${mib(ciphertextBytes)} (${ciphertextBytes} bytes)`;
-  const when = duringUpload ? 'the upload was stopped and its slot deleted' : 'nothing was uploaded';
+  const when = {
+    'before-slot': 'nothing was uploaded',
+    'before-upload': 'nothing was uploaded and its slot deleted',
+    'during-upload': 'the upload was stopped and its slot deleted',
+  }[stage];
+  const whose = {
+    server: 'limit of the server',
+    'server-default': 'limit of the server (its default: this server announces no limit of its own)',
+    client: 'limit this client sets (COFFER_MAX_ARCHIVE_BYTES on this machine)',
+  }[limit.source];
+  const raise =
+    limit.source === 'client'
+      ? `Raise or unset COFFER_MAX_ARCHIVE_BYTES here (it can only lower the server's limit${limit.serverBytes === undefined ? '' : `, ${mib(limit.serverBytes)} (${limit.serverBytes} bytes)`})`
+      : "The server's operator raises it with COFFER_MAX_ARCHIVE_BYTES on the server (nothing to set on this client)";
   return new ArchiveTooLargeError(
-    `the encrypted archive would exceed the ${mib(limit)} (${limit} bytes) limit: it is ${size}; ${when}. ` +
-      'Back up a smaller directory, or split it into several backups.',
-    limit,
+    `the encrypted archive would exceed the ${mib(limit.bytes)} (${limit.bytes} bytes) ${whose}: it is ${size}; ${when}. ` +
+      `${raise}; or back up a smaller directory, or split it into several backups.`,
+    limit.bytes,
+    limit.source,
     ciphertextBytes,
-    duringUpload,
+    stage === 'during-upload',
   );
 }
 
 /** Exact ciphertext size by a dry run (tar → compress → count), stopped as soon as it passes `limit`. */
 export async function measureCiphertext(
   scan: TreeScan,
-  limit: number,
+  limit: ArchiveLimit,
   gzipLevel: number,
   signal?: AbortSignal,
   compression: Compression = 'gzip',
+  stage: TooLargeStage = 'before-slot',
 ): Promise<number> {
   let compressed = 0;
   const sink = new Writable({
     write(chunk: Buffer, _encoding, callback) {
       compressed += chunk.length;
       const size = ciphertextSize(compressed);
-      callback(size > limit ? tooLarge(limit, size, false) : null);
+      callback(size > limit.bytes ? tooLarge(limit, size, stage) : null);
     },
   });
   await pipelineAsync(packTree(scan), compressor(compression, gzipLevel), sink, { signal });
@@ -154,6 +196,8 @@ export async function measureCiphertext(
 interface Slot {
   backupId: string;
   upload: { protocol: 'direct'; url: string } | { protocol: 'blobhost-client'; handleUploadUrl: string; blobPath: string };
+  /** The server's archive limit, when its create answer announced one (a reused slot has none). */
+  maxArchiveBytes: number | undefined;
 }
 
 /**
@@ -164,10 +208,11 @@ interface Slot {
 async function acquireSlot(client: CofferClient, signal: AbortSignal | undefined, emit: (e: BackupEvent) => void): Promise<Slot> {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      const created = await client.createBackup(signal);
+      const { slot: created, maxArchiveBytes } = await client.openSlot(signal);
       emit({ type: 'slot', backupId: created.backupId, reused: false });
       const { upload } = created;
       return {
+        maxArchiveBytes,
         backupId: created.backupId,
         upload:
           upload.protocol === 'direct'
@@ -186,7 +231,7 @@ async function acquireSlot(client: CofferClient, signal: AbortSignal | undefined
         // Its blobPath is not part of BackupDetail, so a reused slot is filled with a direct upload (which a
         // Coffer server in blobhost-client mode accepts as well).
         emit({ type: 'slot', backupId: otherId, reused: true });
-        return { backupId: otherId, upload: { protocol: 'direct', url: client.directUploadUrl(otherId) } };
+        return { backupId: otherId, upload: { protocol: 'direct', url: client.directUploadUrl(otherId) }, maxArchiveBytes: undefined };
       }
       if (other) {
         await client.deleteBackup(otherId, signal).catch((e: unknown) => {
@@ -204,7 +249,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   if (!masterKey === !recipient) throw new Error('runBackup needs either a master key or a recipient');
   const wrapKey = (backupId: string, dek: Buffer) => (recipient ? sealDek(recipient, backupId, dek) : wrapDek(masterKey!, backupId, dek));
   const emit = options.onEvent ?? (() => undefined);
-  const limit = options.maxArchiveBytes ?? DEFAULT_MAX_ARCHIVE_BYTES;
+  const clientLimit = options.maxArchiveBytes;
   const gzipLevel = options.gzipLevel ?? GZIP_LEVEL;
   const compression = options.compression ?? defaultCompression();
   const sources = options.sources ?? (options.source !== undefined ? [options.source] : []);
@@ -212,6 +257,14 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
 
   let scan: TreeScan | undefined;
   let input: () => AsyncIterable<Buffer>;
+  /** The exact ciphertext size, once a dry run measured it (a tree whose bound passes a limit). */
+  let measured: number | undefined;
+  const measure = async (tree: TreeScan, against: ArchiveLimit, stage: TooLargeStage) => {
+    emit({ type: 'measuring', reason: `the tree holds ${mib(tree.fileBytes)}; measuring its compressed size` });
+    const exact = await measureCiphertext(tree, against, gzipLevel, signal, compression, stage);
+    emit({ type: 'measured', ciphertextBytes: exact });
+    return exact;
+  };
   const counts: PackCounts = { files: 0, directories: 0, symlinks: 0 };
   if (options.stream) {
     const { stream } = options;
@@ -230,19 +283,23 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   } else {
     scan = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, signal });
     emit({ type: 'scanned', scan });
-    const bound = ciphertextSize(compressBound(compression, scan.tarBoundBytes));
-    if (bound > limit) {
-      emit({ type: 'measuring', reason: `the tree holds ${mib(scan.fileBytes)}; measuring its compressed size` });
-      const exact = await measureCiphertext(scan, limit, gzipLevel, signal, compression);
-      emit({ type: 'measured', ciphertextBytes: exact });
+    // This client's own limit is known before any slot: a tree over it opens none.
+    if (clientLimit !== undefined && ciphertextSize(compressBound(compression, scan.tarBoundBytes)) > clientLimit) {
+      measured = await measure(scan, archiveLimit(undefined, clientLimit), 'before-slot');
     }
     const selected = scan;
     input = () => packTree(selected, counts);
   }
 
   const slot = await acquireSlot(client, signal, emit);
+  // The server's limit comes with the slot; the client's own only lowers it.
+  const limit = archiveLimit(slot.maxArchiveBytes, clientLimit);
   const dek = newKey();
   try {
+    if (scan && ciphertextSize(compressBound(compression, scan.tarBoundBytes)) > limit.bytes) {
+      if (measured === undefined) measured = await measure(scan, limit, 'before-upload');
+      else if (measured > limit.bytes) throw tooLarge(limit, measured, 'before-upload');
+    }
     let ciphertextBytes = 0;
     const progress = () =>
       emit({
@@ -255,11 +312,11 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     const cipher = new Meter({
       // Only a chain link names the ciphertext's SHA-256: without one, no hash on the backup path.
       hash: options.chain !== undefined,
-      limit,
+      limit: limit.bytes,
       onBytes: (total) => {
         ciphertextBytes = total;
       },
-      onLimit: (seen) => tooLarge(limit, seen, true),
+      onLimit: (seen) => tooLarge(limit, seen, 'during-upload'),
     });
     let pipeError: Error | null = null;
     pipeline(input(), plain, compressor(compression, gzipLevel), new EncryptStream(dek), cipher, (error) => {
@@ -281,15 +338,18 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       }
     } catch (error) {
       if (error instanceof CofferApiError && error.code === 'payload_too_large') {
-        const max = typeof error.details?.maxBytes === 'number' ? error.details.maxBytes : limit;
-        throw tooLarge(max, Math.max(cipher.bytes, max + 1), true);
+        const max = typeof error.details?.maxBytes === 'number' ? error.details.maxBytes : limit.bytes;
+        throw tooLarge({ bytes: max, source: 'server' }, Math.max(cipher.bytes, max + 1), 'during-upload');
       }
       const blobLimit = error instanceof CofferApiError ? /cannot be greater than (\d+)/.exec(error.message) : null;
-      if (blobLimit) throw tooLarge(Number(blobLimit[1]), Math.max(cipher.bytes, Number(blobLimit[1]) + 1), true);
+      if (blobLimit) {
+        const max = Number(blobLimit[1]);
+        throw tooLarge({ bytes: max, source: 'server' }, Math.max(cipher.bytes, max + 1), 'during-upload');
+      }
       if (error instanceof CofferNetworkError && probeTarget && cipher.bytes > 0 && !signal?.aborted) {
         // The connection broke with no answer: was it a size cut-off whose 413 the TCP reset swallowed?
         const max = await client.probeUploadLimit(probeTarget, cipher.bytes);
-        if (max !== undefined && cipher.bytes > max) throw tooLarge(max, cipher.bytes, true);
+        if (max !== undefined && cipher.bytes > max) throw tooLarge({ bytes: max, source: 'server' }, cipher.bytes, 'during-upload');
       }
       throw error instanceof CofferNetworkError || !pipeError ? error : pipeError;
     }

@@ -58,6 +58,8 @@ export class CofferApiError extends Error {
     readonly status: number,
     readonly body: ErrorResponseBody,
     headers: Headers | http.IncomingHttpHeaders,
+    /** The URL of the refused request, when known (which server refused: this machine's or another's). */
+    readonly url?: string,
   ) {
     super(body.error || body.message || `HTTP ${status}`);
     this.code = body.code;
@@ -188,7 +190,7 @@ export class CofferClient {
 
   private async parse<T>(response: Response): Promise<T> {
     const text = await response.text();
-    if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
+    if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers, response.url);
     try {
       return JSON.parse(text) as T;
     } catch {
@@ -249,8 +251,20 @@ export class CofferClient {
     return this.request('GET', '/api/backups', { signal });
   }
 
-  createBackup(signal?: AbortSignal): Promise<CreateBackupResponseBody> {
-    return this.request('POST', '/api/backups', { signal });
+  async createBackup(signal?: AbortSignal): Promise<CreateBackupResponseBody> {
+    return (await this.openSlot(signal)).slot;
+  }
+
+  /**
+   * `POST /api/backups`, with the largest archive the server accepts when it announces one (the
+   * `Coffer-Max-Archive-Bytes` header of the 201; undefined from a server that does not).
+   */
+  async openSlot(signal?: AbortSignal): Promise<{ slot: CreateBackupResponseBody; maxArchiveBytes: number | undefined }> {
+    const response = await this.fetch('POST', '/api/backups', { signal });
+    const slot = await this.parse<CreateBackupResponseBody>(response);
+    const announced = response.headers.get('coffer-max-archive-bytes');
+    const max = announced !== null && /^\d{1,16}$/.test(announced.trim()) ? Number(announced) : NaN;
+    return { slot, maxArchiveBytes: Number.isSafeInteger(max) && max > 0 ? max : undefined };
   }
 
   /** The backup asked for; an answer about another backup is an IntegrityError (requireRequestedBackup). */

@@ -338,6 +338,9 @@ export class BackupService {
             nextAllowedAt: iso(decision.nextAllowedAt),
             backupInterval: PLAN_RULES[plan].interval,
             retryAfterSeconds: retryAfter,
+            // The caller's own account and plan: what an operator needs to move it to a shorter interval.
+            accountId,
+            plan,
           },
           { 'retry-after': String(retryAfter) },
         );

@@ -189,12 +189,15 @@ export class KeyService {
     return key && this.status(key) === 'active' ? key : undefined;
   }
 
-  /** First start on an empty database: one free account and one all-scope key (docs/api-rules.md#api-keys). */
-  async bootstrapFirstAccount(initialApiKey: string | null): Promise<IssuedKey | null> {
+  /**
+   * First start on an empty database: one account on `plan` (COFFER_INITIAL_PLAN, pro unless set) and one
+   * all-scope key (docs/api-rules.md#api-keys).
+   */
+  async bootstrapFirstAccount(initialApiKey: string | null, plan: Plan): Promise<IssuedKey | null> {
     // Several nodes may start at once on one empty PostgreSQL database: only one of them bootstraps.
     const outcome = await this.store.tryExclusive('first-start', async () => {
       if ((await this.store.listAccounts()).length > 0) return null;
-      const account = await this.createAccount('free');
+      const account = await this.createAccount(plan);
       const by: ChangedBy = { actor: { kind: 'operator', id: null }, address: null };
       return this.issueKey(account, initialApiKey ? { apiKey: initialApiKey, by } : { by });
     });

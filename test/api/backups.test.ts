@@ -20,11 +20,12 @@ function storedBlobs(): string[] {
 }
 
 describe('POST /api/backups', () => {
-  it('opens a PENDING_UPLOAD slot with direct upload instructions and the cadence header', async () => {
+  it('opens a PENDING_UPLOAD slot with direct upload instructions, the cadence header and the archive limit', async () => {
     const { call } = await fx.account({ plan: 'plus' });
     const response = await call('POST', '/api/backups');
     expect(response.status).toBe(201);
     expect(response.headers.get('x-ratelimit-policy')).toBe('1;w=14400;comment="plus plan: 1 backup per 4 hours"');
+    expect(response.headers.get('coffer-max-archive-bytes')).toBe(String(1024 * 1024)); // this server's COFFER_MAX_ARCHIVE_BYTES
     const body = response.body;
     expect(body.status).toBe('PENDING_UPLOAD');
     expect(body.upload).toEqual({

@@ -83,6 +83,7 @@ describe('/openapi.json', () => {
     expect(document.servers).toEqual([{ url: 'https://backup.example.test' }]);
     const create = document.paths['/api/backups'].post.responses['201'];
     expect(create.headers).toHaveProperty('X-RateLimit-Policy');
+    expect(create.headers['Coffer-Max-Archive-Bytes'].schema).toMatchObject({ type: 'integer', minimum: 1 });
     expect(document.paths['/api/backups'].post.responses['429'].headers).toHaveProperty('Retry-After');
     const content = document.paths['/api/backups/{id}/content'].get.responses['200'];
     expect(Object.keys(content.content)).toEqual(['application/octet-stream']);

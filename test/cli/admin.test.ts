@@ -68,7 +68,7 @@ describe('coffer serve', () => {
     expect(key).toBeDefined();
     const account = await fetch(`${running.url}/api/backup-account`, { headers: { authorization: `Bearer ${key}` } });
     expect(account.status).toBe(200);
-    expect((await account.json()).backupInterval).toBe('1d');
+    expect((await account.json()).backupInterval).toBe('30m');
     const keys = adminJson(['keys', 'list'], { COFFER_DATA_DIR: dataDir });
     expect(keys.keys).toHaveLength(1);
     expect(keys.keys[0].scopes).toEqual(['backups:read', 'backups:write', 'backups:restore']);

@@ -175,13 +175,13 @@ describe('transfers, limits and server rules', () => {
     }
   });
 
-  it('refuses an archive over 50 MiB of ciphertext before uploading anything', async () => {
+  it("refuses an archive over the server's 50 MiB of ciphertext before uploading anything", async () => {
     const source = await dirWith('too-big', 51 * MiB);
     const before = (await client.listBackups()).backups.length;
     const result = await cli(['backup', source]);
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/exceed the 50\.0 MiB \(52428800 bytes\) limit/);
-    expect(result.stderr).toMatch(/nothing was uploaded/);
+    expect(result.stderr).toMatch(/exceed the 50\.0 MiB \(52428800 bytes\) limit of the server:/);
+    expect(result.stderr).toMatch(/nothing was uploaded and its slot deleted\. The server's operator raises it with COFFER_MAX_ARCHIVE_BYTES on the server/);
     const after = (await client.listBackups()).backups;
     expect(after.length).toBe(before); // no slot was even opened
     await fsp.rm(source, { recursive: true });
@@ -191,7 +191,9 @@ describe('transfers, limits and server rules', () => {
     const source = await dirWith('client-limit', 2 * MiB);
     const result = await cli(['backup', source], { COFFER_MAX_ARCHIVE_BYTES: String(MiB) });
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/exceed the 1\.0 MiB \(1048576 bytes\) limit.*nothing was uploaded/);
+    expect(result.stderr).toMatch(
+      /exceed the 1\.0 MiB \(1048576 bytes\) limit this client sets \(COFFER_MAX_ARCHIVE_BYTES on this machine\).*nothing was uploaded\. Raise or unset COFFER_MAX_ARCHIVE_BYTES here/,
+    );
   });
 
   it('reuses a PENDING_UPLOAD slot on 409 upload_in_progress, while `coffer watch` follows it to READY', async () => {
@@ -255,14 +257,19 @@ describe('transfers, limits and server rules', () => {
   });
 });
 
-/** A forwarding proxy that swallows the first 413 answer to an upload (drops the connection instead of relaying it). */
-async function swallowing413Proxy(upstream: string) {
+/**
+ * A forwarding proxy that leaves out the server's announced archive limit (`Coffer-Max-Archive-Bytes`: what a server
+ * that announces none looks like, so the upload meets the server's own 413) and, with `swallow413`, swallows the
+ * first 413 answer to an upload (drops the connection instead of relaying it).
+ */
+async function swallowing413Proxy(upstream: string, swallow413 = true) {
   let swallowed = 0;
   const proxy = http.createServer((req, res) => {
     let answered = false;
     const forward = http.request(new URL(req.url!, upstream), { method: req.method, headers: req.headers }, (answer) => {
       answered = true;
-      if (answer.statusCode === 413 && swallowed === 0) {
+      delete answer.headers['coffer-max-archive-bytes'];
+      if (answer.statusCode === 413 && swallow413 && swallowed === 0) {
         swallowed += 1;
         answer.resume();
         req.socket.destroy(); // what a TCP reset does to an answer the client has not read yet
@@ -293,17 +300,42 @@ describe('a server with a lower archive limit (413 while streaming)', () => {
     await server?.stop();
   });
 
-  it('stops as soon as the server cuts the upload off, deletes the slot, and says why', async () => {
+  it('holds the archive to the limit the server announces on create: refused before any byte, naming whose limit', async () => {
     const { apiKey } = await server.newKey({ plan: 'pro' });
     const cli = cliFor(server.url, apiKey, PASSPHRASE);
     expect((await cli(['init'])).code).toBe(0);
     await fsp.mkdir(path.join(work, 'src'));
     await fsp.writeFile(path.join(work, 'src/data.bin'), randomBytes(3 * MiB));
-    const result = await cli(['backup', path.join(work, 'src')]);
-    expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/exceed the 1\.0 MiB \(1048576 bytes\) limit/);
-    expect(result.stderr).toMatch(/upload was stopped and its slot deleted/);
+    // A client setting above the server's limit does not raise it: the client's own only lowers it.
+    for (const env of [{}, { COFFER_MAX_ARCHIVE_BYTES: String(100 * MiB) }]) {
+      const result = await cli(['backup', path.join(work, 'src')], env);
+      expect(result.code, result.stderr).toBe(1);
+      expect(result.stderr).toMatch(
+        /exceed the 1\.0 MiB \(1048576 bytes\) limit of the server: it is at least .*; nothing was uploaded and its slot deleted\. The server's operator raises it with COFFER_MAX_ARCHIVE_BYTES on the server/,
+      );
+    }
+    // A lower client limit is the one met, and the message says so (with the server's).
+    const lower = await cli(['backup', path.join(work, 'src')], { COFFER_MAX_ARCHIVE_BYTES: String(MiB / 2) });
+    expect(lower.code).toBe(1);
+    expect(lower.stderr).toMatch(/exceed the 0\.5 MiB \(524288 bytes\) limit this client sets/);
     expect(json(await cli(['list', '--json']))).toEqual({ backups: [] });
+    const client = new CofferClient({ baseUrl: server.url, apiKey });
+    const slot = await client.createBackup();
+    expect(slot.status).toBe('PENDING_UPLOAD');
+    await client.deleteBackup(slot.backupId);
+  });
+
+  it('stops as soon as the server cuts the upload off (a server that announces no limit), deletes the slot, and says why', async () => {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const proxy = await swallowing413Proxy(server.url, false);
+    const cli = cliFor(proxy.url, apiKey, PASSPHRASE);
+    expect((await cli(['init'])).code).toBe(0);
+    const result = await cli(['backup', path.join(work, 'src')]);
+    await proxy.close();
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/exceed the 1\.0 MiB \(1048576 bytes\) limit of the server/);
+    expect(result.stderr).toMatch(/upload was stopped and its slot deleted/);
+    expect(json(await cli(['list', '--json'], { COFFER_URL: server.url }))).toEqual({ backups: [] });
     // the slot is gone, so the next attempt is not blocked by 409 upload_in_progress
     const client = new CofferClient({ baseUrl: server.url, apiKey });
     const slot = await client.createBackup();
@@ -355,16 +387,44 @@ describe('a server announcing the blobhost-client upload protocol', () => {
     expect(await snapshot(path.join(work, 'out'))).toEqual(await snapshot(source));
   });
 
-  it("stops when the blob host refuses the size, and deletes the slot", async () => {
+  it("stops when the blob host refuses the size (a server that announces no limit), and deletes the slot", async () => {
     const { apiKey } = await server.newKey({ plan: 'pro' });
-    const cli = cliFor(server.url, apiKey, PASSPHRASE);
+    const proxy = await swallowing413Proxy(server.url, false);
+    const cli = cliFor(proxy.url, apiKey, PASSPHRASE);
     expect((await cli(['init'])).code).toBe(0);
     const source = path.join(work, 'big');
     await fsp.mkdir(source);
     await fsp.writeFile(path.join(source, 'data.bin'), randomBytes(3 * MiB));
     const result = await cli(['backup', source]);
+    await proxy.close();
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/exceed the 2\.0 MiB \(2097152 bytes\) limit.*slot deleted/);
-    expect(json(await cli(['list', '--json']))).toEqual({ backups: [] });
+    expect(result.stderr).toMatch(/exceed the 2\.0 MiB \(2097152 bytes\) limit of the server.*upload was stopped and its slot deleted/);
+    expect(json(await cli(['list', '--json'], { COFFER_URL: server.url }))).toEqual({ backups: [] });
+  });
+});
+
+describe('a server with a higher archive limit', () => {
+  let server: TestServer;
+  let work: string;
+  beforeAll(async () => {
+    assertBuilt();
+    server = await startTestServer({ env: { COFFER_MAX_ARCHIVE_BYTES: String(60 * MiB) } });
+    work = tempDir('coffer-bigger-');
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('is set once, on the server: the client takes the announced limit and uploads an archive over 50 MiB', async () => {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const cli = cliFor(server.url, apiKey, PASSPHRASE);
+    expect((await cli(['init'])).code).toBe(0);
+    const source = path.join(work, 'src');
+    await fsp.mkdir(source);
+    await fsp.writeFile(path.join(source, 'data.bin'), randomBytes(51 * MiB));
+    const detail = json(await cli(['backup', source, '--json']));
+    expect(detail.status).toBe('READY');
+    expect(detail.ciphertextSizeBytes).toBeGreaterThan(51 * MiB);
+    await fsp.rm(source, { recursive: true });
   });
 });

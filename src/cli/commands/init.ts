@@ -19,7 +19,11 @@ export function registerInit(program: Command): void {
         if (options.json) return printJson(result);
         const { opslimit, memlimit } = KDF_PROFILES[profile];
         print(`vault initialized (Argon2id ${profile}: opslimit ${opslimit}, memlimit ${bytes(memlimit)}).`);
-        print('Keep the passphrase safe: without it no backup can be restored, and nobody can recover it.');
+        print(
+          'Keep the passphrase safe: without it no backup can be restored, and nobody can recover it. ' +
+            'Make a recovery kit now: `coffer kit --output kit.txt` writes the keys as words (a new 0600 file) that set a ' +
+            'new passphrase with `coffer recover --kit-file kit.txt`; keep it offline, whoever holds it reads every backup.',
+        );
       }),
     );
 }

@@ -9,6 +9,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { dekForm, type KeyUse } from '../../src/client/key-usage.js';
 import { ApiError, api, type BackupKeyEntry } from './api.js';
 import type { VaultFields } from './crypto/envelope.js';
+import { plural } from './format.js';
 import { SecretField } from './secret-field.js';
 
 /** What unlocking taught the page: the ring's recipient fingerprints (current first) and each backup's key. */
@@ -182,13 +183,13 @@ export function KeyUnlock() {
           {keys.fingerprints.map((fingerprint, i) => (
             <li key={fingerprint} data-key-role={i === 0 ? 'current' : 'retired'} data-key-fingerprint={fingerprint}>
               <span class={`badge ${i === 0 ? 'key-current' : 'key-retired'}`}>{i === 0 ? 'Current key' : `Retired key ${i + 1}`}</span>{' '}
-              <span class="mono">{fingerprint}</span>: {counts[i]} backup{counts[i] === 1 ? '' : 's'}
+              <span class="mono">{fingerprint}</span>: {plural(counts[i]!, 'backup')}
             </li>
           ))}
         </ol>
         {foreign > 0 && (
           <p class="error" role="alert">
-            {foreign} backup{foreign === 1 ? '' : 's'} could not be opened with any key of this vault (sealed to another recipient, or
+            {plural(foreign, 'backup')} could not be opened with any key of this vault (sealed to another recipient, or
             altered).
           </p>
         )}

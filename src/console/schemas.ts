@@ -144,6 +144,8 @@ export const About = Type.Object(
   {
     name: Type.String(),
     version: Type.String(),
+    /** The Node.js versions the CLI runs on (package.json engines, what scripts/check-node.mjs and `coffer` enforce). */
+    nodeEngine: Type.String(),
     publicUrl: Type.String(),
     cli: Nullable(
       Type.Object(

@@ -2,6 +2,7 @@
  * The exact bodies of the console's own endpoints (/console/api/*), over real HTTP with a test clock: every field,
  * no more and no fewer, so the page's types (derived from the same schemas) and the server cannot drift apart.
  */
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
@@ -200,6 +201,8 @@ describe('console endpoint bodies', () => {
     expect(about.body).toEqual({
       name: 'Coffer',
       version: expect.stringMatching(/^\d+\.\d+\.\d+/),
+      // What scripts/check-node.mjs and the CLI enforce, so the CLI page and the README say the same.
+      nodeEngine: (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { engines: { node: string } }).engines.node,
       publicUrl: server.url,
       cli: {
         url: `${server.url}/downloads/coffer-cli.tgz`,

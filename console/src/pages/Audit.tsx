@@ -6,7 +6,7 @@ import { shortId, When } from '../format.js';
 const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'backup.delete': 'Deleted a backup',
   'account.reset': 'Reset the account',
-  'account.rotate': 'Rotated the vault envelope',
+  'account.rotate': 'Replaced the vault envelope (a passphrase change, a rekey or a kit recovery)',
   'account.bootstrap': 'Set up the vault',
   'key.create': 'Made an API key',
   'key.revoke': 'Revoked an API key',
@@ -21,7 +21,7 @@ const ACTION_TEXT: Record<AuditEvent['action'], string> = {
 const TRIED_TEXT: Partial<Record<AuditEvent['action'], string>> = {
   'backup.delete': 'Tried to delete a backup',
   'account.reset': 'Tried to reset the account',
-  'account.rotate': 'Tried to rotate the vault envelope',
+  'account.rotate': 'Tried to replace the vault envelope',
   'account.bootstrap': 'Tried to replace the vault',
 };
 

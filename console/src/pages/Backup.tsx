@@ -2,7 +2,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api } from '../api.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
-import { formatBytes, shortId, statusText, StatusBadge, When } from '../format.js';
+import { formatBytes, plural, shortId, statusText, StatusBadge, When } from '../format.js';
 import { BackupKey, rememberKeys } from '../key-use.js';
 import { useBackup } from '../live.js';
 import type { ArchiveEntry } from '../archive-index.js';
@@ -129,7 +129,8 @@ function Restore({ backupId }: { backupId: string }) {
           <div class="success">
             <p>
               <strong>Decrypted and verified.</strong> {formatBytes(state.bytes)} archive of “{state.metadata.name}”:{' '}
-              {state.metadata.fileCount} files, {state.metadata.directoryCount} folders, {state.metadata.symlinkCount} links, from{' '}
+              {plural(state.metadata.fileCount, 'file')}, {plural(state.metadata.directoryCount, 'folder')},{' '}
+              {plural(state.metadata.symlinkCount, 'link')}, from{' '}
               <code>{state.metadata.sourcePath}</code>. Final tag, size and SHA-256 all match.
             </p>
             <p>
@@ -229,7 +230,9 @@ export function BackupPage({ id }: { id: string }) {
         <dt>Status</dt>
         <dd>
           <span aria-live="polite">
-            <StatusBadge status={backup.status} /> <span class="muted">{statusText(backup.status)}</span>
+            <StatusBadge status={backup.status} />
+            {/* The badge already says READY, DELETED…: the words only where they add something ("Waiting for upload"). */}
+            {statusText(backup.status).toUpperCase() !== backup.status && <span class="muted"> {statusText(backup.status)}</span>}
           </span>
         </dd>
         <dt>Backup id</dt>

@@ -1,5 +1,5 @@
 /** Backups, newest first, with live status (event streams) and new backups appearing as the CLI makes them. */
-import { formatBytes, shortId, StatusBadge, When } from '../format.js';
+import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
 import { KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
 import { useBackups } from '../live.js';
 import { BASE } from '../router.js';
@@ -16,7 +16,7 @@ export function BackupsPage() {
         Newest first. Statuses update live; new backups appear as your devices make them.{' '}
         {backups && (
           <span>
-            {backups.length} backup{backups.length === 1 ? '' : 's'}, {ready} ready to restore.
+            {plural(backups.length, 'backup')}, {ready} ready to restore.
           </span>
         )}
       </p>

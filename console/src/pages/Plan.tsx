@@ -1,7 +1,7 @@
 /** Plan and cadence: how often a backup may be made, how long it is kept, and when the next one is allowed. */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type Overview } from '../api.js';
-import { formatBytes, shortId, When } from '../format.js';
+import { formatBytes, plural, shortId, When } from '../format.js';
 import { BASE } from '../router.js';
 
 export function useOverview() {
@@ -62,7 +62,7 @@ export function PlanPage() {
             </dd>
             <dt>Stored</dt>
             <dd>
-              {overview.backups.ready} ready backup{overview.backups.ready === 1 ? '' : 's'},{' '}
+              {plural(overview.backups.ready, 'ready backup')},{' '}
               {formatBytes(overview.backups.storedCiphertextBytes)} encrypted
             </dd>
           </dl>

@@ -5,7 +5,7 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, setCsrfToken, type Deletions, type SessionInfo, type VaultHistory } from '../api.js';
-import { formatBytes, shortId, When } from '../format.js';
+import { formatBytes, plural, shortId, When } from '../format.js';
 import { SecretField } from '../secret-field.js';
 
 const asError = (caught: unknown) => (caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));
@@ -155,7 +155,7 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
     const days = Number(grace);
     void act('shorten the deletion grace', async () => {
       await api('PUT', '/console/api/deletions/grace', { days });
-      return days === 0 ? 'Deleted backups are now removed at once.' : `Deleted backups now stay restorable for ${days} day${days === 1 ? '' : 's'}.`;
+      return days === 0 ? 'Deleted backups are now removed at once.' : `Deleted backups now stay restorable for ${plural(days, 'day')}.`;
     });
   };
 
@@ -192,7 +192,7 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
           ) : (
             <>
               <p>
-                {data.scheduled.length} backup{data.scheduled.length === 1 ? '' : 's'}, {formatBytes(data.scheduledCiphertextBytes)} still stored
+                {plural(data.scheduled.length, 'backup')}, {formatBytes(data.scheduledCiphertextBytes)} still stored
                 (they use storage) until removed.
               </p>
               <table class="cards" aria-label="Backups scheduled for deletion">
@@ -256,7 +256,7 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
   );
 }
 
-const REASON_TEXT = { rotate: 'Replaced by a passphrase change or rekey', reset: 'Removed by a reset', restore: 'Replaced by a restore' } as const;
+const REASON_TEXT = { rotate: 'Replaced by a new passphrase (a passphrase change, a rekey or a kit recovery)', reset: 'Removed by a reset', restore: 'Replaced by a restore' } as const;
 
 function actorText(actor: VaultHistory['entries'][number]['replacedBy']): string {
   switch (actor.kind) {

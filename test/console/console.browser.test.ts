@@ -210,8 +210,8 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect(await page.locator(`tr[data-backup-id="${backupId}"]`).count()).toBe(0);
     expect(await page.getByLabel('Keep deleted backups restorable for (days)').inputValue()).toBe('7');
     await shot('scheduled-for-deletion');
-    await scheduled.getByRole('button', { name: /^Restore backup/ }).click();
-    await page.getByText(/is restored and ready again/).first().waitFor();
+    await scheduled.getByRole('button', { name: /^Undelete backup/ }).click();
+    await page.getByText(/is undeleted: it is back in your backups/).first().waitFor();
     await page.locator(`tr[data-backup-id="${backupId}"] [data-status="READY"]`).waitFor();
     await page.getByText('No backup is scheduled for deletion.').waitFor();
     const detail = await fetch(`${server.url}/api/backups/${backupId}`, { headers: { authorization: `Bearer ${apiKey}` } });

@@ -1,6 +1,6 @@
 /** One backup: its record (live), restore in the browser, and delete. */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, api } from '../api.js';
+import { ApiError, api, type Deletions } from '../api.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, plural, shortId, statusText, StatusBadge, When } from '../format.js';
 import { BackupKey, rememberKeys } from '../key-use.js';
@@ -8,7 +8,7 @@ import { useBackup } from '../live.js';
 import type { ArchiveEntry } from '../archive-index.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
 import { BackupFiles } from './BackupFiles.js';
-import { BASE, navigate } from '../router.js';
+import { BASE, navigate, setFlash } from '../router.js';
 import { SecretField } from '../secret-field.js';
 
 type RestoreState =
@@ -92,7 +92,7 @@ function Restore({ backupId }: { backupId: string }) {
   const busy = state.phase === 'unlocking' || state.phase === 'downloading';
   return (
     <section class="panel" aria-labelledby="restore-title">
-      <h2 id="restore-title">Restore</h2>
+      <h2 id="restore-title">Restore files</h2>
       <p>
         The encrypted archive is downloaded and decrypted in this page with your passphrase, checked against its sealed SHA-256, then
         saved as a <code>.tar</code> file. The passphrase and the files never leave this browser.
@@ -167,12 +167,34 @@ function Restore({ backupId }: { backupId: string }) {
   );
 }
 
-function Delete({ backupId }: { backupId: string }) {
+/** What a delete does now: kept restorable for the account's deletion grace (days), or removed at once (0). */
+export function deletionWords(graceDays: number): string {
+  return graceDays === 0
+    ? 'Deleting removes the encrypted archive from the server for good, at once: it cannot be undeleted.'
+    : `Deleting hides it from your backups and keeps it restorable for ${plural(graceDays, 'day')}: until then “Undelete” under ` +
+        '“Scheduled for deletion” on the Backups page brings it back. After that the encrypted archive is removed from the server for good.';
+}
+
+function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
   const [confirming, setConfirming] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [graceDays, setGraceDays] = useState<number | null>(null);
+  useEffect(() => {
+    api<Deletions>('GET', '/console/api/deletions').then(
+      (data) => setGraceDays(data.deletionGraceDays),
+      () => setGraceDays(null),
+    );
+  }, []);
+  // Only a READY backup is kept in the grace; an unfinished one is removed at once.
+  const kept = ready && graceDays !== null && graceDays > 0;
   const remove = async () => {
     try {
-      await api('DELETE', `/api/backups/${encodeURIComponent(backupId)}`);
+      const deleted = await api<{ status: string }>('DELETE', `/api/backups/${encodeURIComponent(backupId)}`);
+      setFlash(
+        deleted?.status === 'DELETING' && kept
+          ? `Backup ${shortId(backupId)} is deleted: it stays restorable for ${plural(graceDays ?? 0, 'day')} (Undelete, under “Scheduled for deletion” below).`
+          : `Backup ${shortId(backupId)} is deleted for good.`,
+      );
       navigate('/');
     } catch (caught) {
       setError(caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : String(caught));
@@ -181,7 +203,9 @@ function Delete({ backupId }: { backupId: string }) {
   return (
     <section class="panel danger-zone" aria-labelledby="delete-title">
       <h2 id="delete-title">Delete</h2>
-      <p>Deleting removes the encrypted archive from the server for good.</p>
+      <p data-testid="delete-words">
+        {graceDays === null ? 'Checking what a delete does on this account…' : ready ? deletionWords(graceDays) : deletionWords(0)}
+      </p>
       {!confirming ? (
         <button type="button" class="danger" onClick={() => setConfirming(true)}>
           Delete this backup…
@@ -260,9 +284,9 @@ export function BackupPage({ id }: { id: string }) {
       {backup.status === 'READY' ? (
         <Restore backupId={id} />
       ) : (
-        <p class="notice">This backup can be restored once it is READY.</p>
+        <p class="notice">Its files can be restored once it is READY.</p>
       )}
-      <Delete backupId={id} />
+      <Delete backupId={id} ready={backup.status === 'READY'} />
     </section>
   );
 }

@@ -32,6 +32,7 @@ function Actor({ event }: { event: AuditEvent }) {
   return (
     <span>
       {label}{' '}
+      {event.actorLabel && <strong class="key-label">{event.actorLabel} </strong>}
       {id && (
         <span class="mono" title={id}>
           {shortId(id)}
@@ -95,9 +96,12 @@ export function AuditPage() {
                 <td data-label="From">{event.address ?? '—'}</td>
                 <td data-label="On">
                   {event.target ? (
-                    <span class="mono" title={event.target}>
-                      {shortId(event.target)}
-                    </span>
+                    <>
+                      {event.targetLabel && <strong class="key-label">{event.targetLabel} </strong>}
+                      <span class="mono" title={event.target}>
+                        {shortId(event.target)}
+                      </span>
+                    </>
                   ) : (
                     'the account'
                   )}

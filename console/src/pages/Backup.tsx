@@ -3,7 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, type Deletions } from '../api.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, plural, shortId, statusText, StatusBadge, When } from '../format.js';
-import { BackupKey, rememberKeys } from '../key-use.js';
+import { BackupKey, BackupName, rememberKeys, sourceOf, useKnownKeys } from '../key-use.js';
 import { useBackup } from '../live.js';
 import type { ArchiveEntry } from '../archive-index.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
@@ -45,6 +45,7 @@ function Restore({ backupId }: { backupId: string }) {
     event.preventDefault();
     if (!passphrase) return;
     let metadata: BackupMetadata | undefined;
+    let fingerprints: string[] = [];
     setState({ phase: 'unlocking' });
     stop.current = startRestore(
       { backupId, passphrase },
@@ -56,8 +57,10 @@ function Restore({ backupId }: { backupId: string }) {
               break;
             case 'metadata':
               metadata = message.metadata;
+              rememberKeys(fingerprints, new Map(), new Map([[backupId, { name: metadata.name, source: sourceOf(metadata) }]]));
               break;
             case 'key':
+              fingerprints = message.fingerprints;
               rememberKeys(message.fingerprints, new Map([[backupId, message.use]]));
               break;
             case 'progress':
@@ -229,6 +232,13 @@ function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
   );
 }
 
+/** The sealed name and source once the vault was unlocked in this page; until then, how to see them. */
+function NameOrHint({ backupId }: { backupId: string }) {
+  const described = useKnownKeys()?.described?.get(backupId);
+  if (described) return <BackupName backupId={backupId} />;
+  return <span class="muted">Sealed with the backup: shown once the vault is unlocked in this page (Restore files below, or Keys on the Backups page).</span>;
+}
+
 export function BackupPage({ id }: { id: string }) {
   const { backup, error } = useBackup(id);
   if (error) {
@@ -251,6 +261,10 @@ export function BackupPage({ id }: { id: string }) {
         Backup <span class="mono">{shortId(backup.id)}</span>
       </h1>
       <dl class="facts">
+        <dt>Name and source</dt>
+        <dd>
+          <NameOrHint backupId={backup.id} />
+        </dd>
         <dt>Status</dt>
         <dd>
           <span aria-live="polite">

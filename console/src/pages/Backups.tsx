@@ -1,6 +1,6 @@
 /** Backups, newest first, with live status (event streams) and new backups appearing as the CLI makes them. */
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
-import { KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
+import { BackupName, KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
 import { useBackups } from '../live.js';
 import { useState } from 'preact/hooks';
 import { BASE, takeFlash } from '../router.js';
@@ -71,6 +71,8 @@ export function BackupsPage() {
                     <When at={backup.createdAt} />
                   </a>
                   <span class="mono muted"> {shortId(backup.id)}</span>
+                  <br />
+                  <BackupName backupId={backup.id} />
                 </td>
                 <td data-label="Status">
                   <StatusBadge status={backup.status} />

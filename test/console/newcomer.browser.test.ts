@@ -157,7 +157,7 @@ describe.skipIf(!hasChromium)('the console for a newcomer (deletion grace, seale
       // Code blocks wrap: nothing in them is cut off behind a scroll bar of their own.
       const cut = await page.locator('pre').evaluateAll((blocks) => blocks.filter((b) => b.scrollWidth > b.clientWidth).length);
       if (cut > 0) wide.push(`${at || '/'}: ${cut} code block(s) cut off`);
-      await shot(page, `390-${at.replace(/\//g, '_').replace(/^_/, '').replace(/[^a-z0-9_-]/gi, '') || 'backups'}`);
+      await shot(page, `390-${at.startsWith('/backups/') ? 'backup' : at.slice(1) || 'backups'}`);
     }
     expect(wide).toEqual([]);
     // Every navigation link is inside the viewport (none cut off or out of sight).
@@ -169,6 +169,18 @@ describe.skipIf(!hasChromium)('the console for a newcomer (deletion grace, seale
       expect(box.x + box.width).toBeLessThanOrEqual(390);
     }
     await page.context().close();
+
+    // The same pages on a desktop (screenshots of the changed pages; nothing scrolls sideways there either).
+    const desktop = await signedIn(1280);
+    for (const [at, heading] of pages) {
+      await desktop.goto(`${server.url}/console${at}`);
+      await desktop.getByRole('heading', { level: 1, name: heading }).first().waitFor();
+      if (at === '/cli') await desktop.getByLabel('Install command').waitFor();
+      await desktop.waitForLoadState('networkidle');
+      expect(await desktop.evaluate(() => document.scrollingElement!.scrollWidth <= window.innerWidth)).toBe(true);
+      await shot(desktop, `desktop-${at.startsWith('/backups/') ? 'backup' : at.slice(1) || 'backups'}`);
+    }
+    await desktop.context().close();
     expect(pageErrors).toEqual([]);
-  });
+  }, 180_000);
 });

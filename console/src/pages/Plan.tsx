@@ -34,7 +34,10 @@ export function PlanPage() {
               One backup per {overview.intervalWords} (<code>{overview.backupInterval}</code>)
             </dd>
             <dt>Retention</dt>
-            <dd>Each backup is kept {overview.retentionDays} days after it is finished</dd>
+            <dd>
+              Each backup is kept {overview.retentionDays} days after it is finished{' '}
+              <span class="muted">(after a plan change, backups finished from then on; earlier ones keep the expiry they have)</span>
+            </dd>
             <dt>Next backup allowed</dt>
             <dd data-testid="next-allowed">
               {overview.cadence.nextAllowedAt ? <When at={overview.cadence.nextAllowedAt} /> : <strong>Now</strong>}

@@ -74,7 +74,7 @@ function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
     revokedAt: numOrNull(row.revoked_at),
     appendOnly: Number(row.append_only) === 1,
     ...(row.minted_fresh_at === null ? {} : { mintedFreshAt: num(row.minted_fresh_at) }),
-    label: row.label ?? null,
+    ...(row.label === null ? {} : { label: row.label }),
   };
 }
 

@@ -45,4 +45,7 @@ export function StatusBadge({ status }: { status: BackupStatus }) {
 
 export const statusText = (status: BackupStatus) => STATUS_TEXT[status];
 
+/** "1 file", "2 files": the one rule of the console and the CLI. */
+export { plural } from '../../src/domain/words.js';
+
 export const shortId = (id: string) => id.slice(0, 8);

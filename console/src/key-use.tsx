@@ -9,6 +9,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { dekForm, type KeyUse } from '../../src/client/key-usage.js';
 import { ApiError, api, type BackupKeyEntry } from './api.js';
 import type { VaultFields } from './crypto/envelope.js';
+import { plural } from './format.js';
 import { SecretField } from './secret-field.js';
 
 /** What unlocking taught the page: the ring's recipient fingerprints (current first) and each backup's key. */
@@ -16,6 +17,14 @@ export interface KnownKeys {
   fingerprints: string[];
   /** Per backup id: the key that opened its data key, or 'unopened' when no key of this vault did. */
   uses: Map<string, KeyUse | 'unopened'>;
+  /** Per backup id: its name and source, read from its sealed metadata in this page (never sent anywhere). */
+  described?: Map<string, BackupDescription>;
+}
+
+/** What the sealed metadata says a backup is: its name and where it was made from. */
+export interface BackupDescription {
+  name: string;
+  source: string;
 }
 
 let known: KnownKeys | null = null;
@@ -23,10 +32,35 @@ const listeners = new Set<() => void>();
 const changed = () => listeners.forEach((listener) => listener());
 
 /** Records what an unlock found (a later unlock with another ring replaces it). */
-export function rememberKeys(fingerprints: string[], uses: Map<string, KeyUse | 'unopened'>): void {
+export function rememberKeys(
+  fingerprints: string[],
+  uses: Map<string, KeyUse | 'unopened'>,
+  described: Map<string, BackupDescription> = new Map(),
+): void {
   const sameRing = known !== null && known.fingerprints.join() === fingerprints.join();
-  known = { fingerprints, uses: sameRing ? new Map([...known!.uses, ...uses]) : uses };
+  known = {
+    fingerprints,
+    uses: sameRing ? new Map([...known!.uses, ...uses]) : uses,
+    described: sameRing ? new Map([...(known!.described ?? []), ...described]) : described,
+  };
   changed();
+}
+
+/** The source a backup's metadata names: its paths, or standard input. */
+export function sourceOf(metadata: { sourcePath: string; sources?: string[] }): string {
+  if (metadata.sourcePath === '-') return 'standard input';
+  return metadata.sources && metadata.sources.length > 1 ? metadata.sources.join(', ') : metadata.sourcePath;
+}
+
+/** One backup's name and source once the vault was unlocked in this page (else nothing). */
+export function BackupName({ backupId }: { backupId: string }) {
+  const described = useKnownKeys()?.described?.get(backupId);
+  if (!described) return null;
+  return (
+    <span class="backup-name" data-testid="backup-name">
+      <strong>{described.name}</strong> <span class="muted">from</span> <span class="mono">{described.source}</span>
+    </span>
+  );
 }
 
 export function forgetKeys(): void {
@@ -125,18 +159,26 @@ export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
   try {
     const fingerprints = crypto.keyFingerprints(material);
     const uses = new Map<string, KeyUse | 'unopened'>();
+    const described = new Map<string, BackupDescription>();
     for (const entry of backups) {
       if (!entry.wrappedDek || !entry.wrappedDekNonce) continue;
       try {
         const opened = crypto.openDek(material, entry.id, entry);
-        crypto.wipe(opened.dek);
+        try {
+          if (entry.encryptedMetadata && entry.encryptedMetadataNonce) {
+            const metadata = crypto.openMetadata(opened.dek, entry.id, entry);
+            described.set(entry.id, { name: metadata.name, source: sourceOf(metadata) });
+          }
+        } finally {
+          crypto.wipe(opened.dek);
+        }
         uses.set(entry.id, crypto.keyUse(opened.form, opened.keyIndex, fingerprints));
       } catch (error) {
         if (!(error instanceof crypto.IntegrityError)) throw error;
         uses.set(entry.id, 'unopened');
       }
     }
-    return { fingerprints, uses };
+    return { fingerprints, uses, described };
   } finally {
     crypto.wipe(material);
   }
@@ -158,7 +200,7 @@ export function KeyUnlock() {
     await new Promise((resolve) => setTimeout(resolve, 30));
     try {
       const found = await identifyKeys(passphrase);
-      rememberKeys(found.fingerprints, found.uses);
+      rememberKeys(found.fingerprints, found.uses, found.described);
       setPassphrase('');
       setState({ phase: 'idle' });
     } catch (caught) {
@@ -182,13 +224,13 @@ export function KeyUnlock() {
           {keys.fingerprints.map((fingerprint, i) => (
             <li key={fingerprint} data-key-role={i === 0 ? 'current' : 'retired'} data-key-fingerprint={fingerprint}>
               <span class={`badge ${i === 0 ? 'key-current' : 'key-retired'}`}>{i === 0 ? 'Current key' : `Retired key ${i + 1}`}</span>{' '}
-              <span class="mono">{fingerprint}</span>: {counts[i]} backup{counts[i] === 1 ? '' : 's'}
+              <span class="mono">{fingerprint}</span>: {plural(counts[i]!, 'backup')}
             </li>
           ))}
         </ol>
         {foreign > 0 && (
           <p class="error" role="alert">
-            {foreign} backup{foreign === 1 ? '' : 's'} could not be opened with any key of this vault (sealed to another recipient, or
+            {plural(foreign, 'backup')} could not be opened with any key of this vault (sealed to another recipient, or
             altered).
           </p>
         )}
@@ -209,9 +251,9 @@ export function KeyUnlock() {
     <section class="panel" aria-labelledby="keys-title">
       <h2 id="keys-title">Keys</h2>
       <p>
-        Backups sealed by a backup host show the recipient fingerprint they were sealed to. To see which key of your vault each backup
-        uses (the current one, or one retired by <code>coffer rekey</code>), unlock the vault in this page. The passphrase never leaves
-        this browser.
+        Each backup's name and source are sealed with it: the server cannot read them. Unlock the vault in this page to show them, and
+        which key of your vault each backup uses (the current one, or one retired by <code>coffer rekey</code>). They are decrypted here;
+        the passphrase and what it opens never leave this browser.
       </p>
       <form onSubmit={run}>
         <SecretField

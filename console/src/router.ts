@@ -19,6 +19,20 @@ export function navigate(path: string, options: { replace?: boolean } = {}): voi
   queueMicrotask(() => document.querySelector<HTMLElement>('main h1')?.focus());
 }
 
+let flash: string | null = null;
+
+/** A message for the next page to show once (what an action that left the page did). */
+export function setFlash(message: string): void {
+  flash = message;
+}
+
+/** The message left by the previous page, taken once. */
+export function takeFlash(): string | null {
+  const message = flash;
+  flash = null;
+  return message;
+}
+
 export function usePath(): string {
   const [path, setPath] = useState(currentPath);
   useEffect(() => {

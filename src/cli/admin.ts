@@ -7,6 +7,7 @@ import { loadConfig, parseDuration } from '../config.js';
 import { MAX_DELETION_GRACE_DAYS, isDeletionGrace } from '../domain/backups.js';
 import { systemClock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
+import { KEY_LABEL_MAX, keyLabelProblem } from '../domain/keys.js';
 import { PLANS, isPlan, type Plan } from '../domain/plans.js';
 import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
@@ -208,9 +209,12 @@ export function registerAdminCommands(program: Command): void {
     .option('--scopes <list>', `comma list of ${SCOPES.join(', ')}`, SCOPES.join(','))
     .option('--expires-in <duration>', 'lifetime, e.g. 30d')
     .option('--append-only', "the key may add backups but never delete them, reset, rotate or replace the vault (a host's key)")
+    .option('--label <text>', `your name for the key, shown in key lists and the audit trail (e.g. "laptop"; at most ${KEY_LABEL_MAX} characters)`)
     .option('--json', 'print JSON')
     .action(
-      async (opts: { account?: string; plan?: string; scopes: string; expiresIn?: string; appendOnly?: boolean; json?: boolean }) => {
+      async (opts: { account?: string; plan?: string; scopes: string; expiresIn?: string; appendOnly?: boolean; label?: string; json?: boolean }) => {
+        const labelProblem = opts.label === undefined ? null : keyLabelProblem(opts.label);
+        if (labelProblem !== null) throw usageError(`--label: ${labelProblem}, got ${JSON.stringify(opts.label)}`);
         const chosenScopes = scopes(opts.scopes);
         const lifetime = opts.expiresIn === undefined ? null : expiresIn(opts.expiresIn);
         const chosenPlan = opts.plan === undefined ? undefined : plan(opts.plan);
@@ -227,7 +231,13 @@ export function registerAdminCommands(program: Command): void {
           } else {
             account = await keys.createAccount(chosenPlan ?? 'free');
           }
-          return keys.issueKey(account, { scopes: chosenScopes, expiresInMs: lifetime, appendOnly: opts.appendOnly === true, by: operator() });
+          return keys.issueKey(account, {
+            scopes: chosenScopes,
+            expiresInMs: lifetime,
+            appendOnly: opts.appendOnly === true,
+            label: opts.label ?? null,
+            by: operator(),
+          });
         });
         const result = {
           accountId: issued.account.id,
@@ -236,12 +246,13 @@ export function registerAdminCommands(program: Command): void {
           plan: issued.account.plan,
           scopes: issued.key.scopes,
           appendOnly: issued.key.appendOnly,
+          label: issued.key.label ?? null,
           expiresAt: isoOrNull(issued.key.expiresAt),
         };
         emit(!!opts.json, result, () =>
           [
             `API key (shown once, store it now): ${result.apiKey}`,
-            `key ${result.keyId} for account ${result.accountId} (${result.plan} plan)`,
+            `key ${result.keyId}${result.label ? ` “${result.label}”` : ''} for account ${result.accountId} (${result.plan} plan)`,
             `scopes: ${result.scopes.join(', ')}${result.appendOnly ? ' (append-only: cannot delete, reset or rotate)' : ''}; expires: ${result.expiresAt ?? 'never'}`,
           ].join('\n'),
         );
@@ -261,7 +272,7 @@ export function registerAdminCommands(program: Command): void {
           : list
               .map(
                 (k) =>
-                  `${k.keyId}  account ${k.accountId}  ${k.scopes.join(',')}${k.appendOnly ? '  append-only' : ''}  ${k.revokedAt ? 'revoked' : k.expiresAt ? `expires ${k.expiresAt}` : 'no expiry'}`,
+                  `${k.keyId}${k.label ? `  “${k.label}”` : ''}  account ${k.accountId}  ${k.scopes.join(',')}${k.appendOnly ? '  append-only' : ''}  ${k.revokedAt ? 'revoked' : k.expiresAt ? `expires ${k.expiresAt}` : 'no expiry'}`,
               )
               .join('\n'),
       );
@@ -282,15 +293,18 @@ export function registerAdminCommands(program: Command): void {
     .description("print an account's audit trail, newest first (destructive and key-changing actions; never secrets)")
     .option('--json', 'print JSON')
     .action(async (accountId: string, opts: { json?: boolean }) => {
-      const events = await withStore(async (store) => {
+      const { events, labels } = await withStore(async (store) => {
         if (!(await store.getAccount(accountId))) throw new CliError(`no account ${accountId}`);
-        return new AuditTrail(store, systemClock).list(accountId);
+        const keyLabels = new Map((await store.listApiKeys(accountId)).flatMap((key) => (key.label ? [[key.id, key.label] as const] : [])));
+        return { events: await new AuditTrail(store, systemClock).list(accountId), labels: keyLabels };
       });
       const rows = events.map((e) => ({
         at: iso(e.at),
         action: e.action,
         outcome: e.outcome,
         actor: e.actor,
+        /** The label of the key that acted, as the owner named it (the key's current label). */
+        actorLabel: e.actor.kind === 'key' && e.actor.id !== null ? (labels.get(e.actor.id) ?? null) : null,
         address: e.address,
         target: e.target,
         detail: e.detail,
@@ -301,7 +315,7 @@ export function registerAdminCommands(program: Command): void {
           : rows
               .map(
                 (r) =>
-                  `${r.at}  ${r.action}${r.outcome === 'refused' ? ' (refused)' : ''}  by ${r.actor.kind}${r.actor.id ? ` ${r.actor.id}` : ''}` +
+                  `${r.at}  ${r.action}${r.outcome === 'refused' ? ' (refused)' : ''}  by ${r.actor.kind}${r.actor.id ? ` ${r.actor.id}` : ''}${r.actorLabel ? ` “${r.actorLabel}”` : ''}` +
                   `${r.address ? ` from ${r.address}` : ''}${r.target ? `  on ${r.target}` : ''}${r.detail ? `  ${r.detail}` : ''}`,
               )
               .join('\n'),

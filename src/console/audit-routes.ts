@@ -6,13 +6,17 @@ import type { Session } from '../store/store.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { AuditList } from './schemas.js';
 
-function auditBody(entry: AuditEntry, session: Session) {
+/** `labels`: the account's key labels by key id, so a key's actions and changes name it as its owner does. */
+function auditBody(entry: AuditEntry, session: Session, labels: Map<string, string>) {
+  const keyTarget = entry.action === 'key.create' || entry.action === 'key.revoke' ? entry.target : null;
   return {
     id: entry.id,
     at: iso(entry.at),
     action: entry.action,
     outcome: entry.outcome,
     actor: entry.actor,
+    actorLabel: entry.actor.kind === 'key' && entry.actor.id !== null ? (labels.get(entry.actor.id) ?? null) : null,
+    targetLabel: keyTarget !== null ? (labels.get(keyTarget) ?? null) : null,
     byThisSession: entry.actor.kind === 'session' && entry.actor.id === session.id,
     address: entry.address,
     target: entry.target,
@@ -20,10 +24,11 @@ function auditBody(entry: AuditEntry, session: Session) {
   };
 }
 
-export function auditRoutes(app: App, { audit, requireSession }: ConsoleContext): void {
+export function auditRoutes(app: App, { audit, keys, requireSession }: ConsoleContext): void {
   app.get('/console/api/audit', { schema: { ...hidden, response: { 200: AuditList } }, onRequest: requireSession }, async (request) => {
     const session = request.consoleSession;
-    const events = await audit.list(session.accountId);
-    return { events: events.map((entry) => auditBody(entry, session)), maxEntries: AUDIT_MAX_ENTRIES };
+    const [events, accountKeys] = await Promise.all([audit.list(session.accountId), keys.list(session.accountId)]);
+    const labels = new Map(accountKeys.flatMap((key) => (key.label ? [[key.id, key.label] as const] : [])));
+    return { events: events.map((entry) => auditBody(entry, session, labels)), maxEntries: AUDIT_MAX_ENTRIES };
   });
 }

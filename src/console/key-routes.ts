@@ -31,10 +31,10 @@ export function keyRoutes(app: App, { keys, clock, requireSession }: ConsoleCont
     async (request, reply) => {
       const session = request.consoleSession;
       const scopes = SCOPES.filter((scope) => request.body.scopes.includes(scope));
-      const { expiresInDays, appendOnly } = request.body;
+      const { expiresInDays, appendOnly, label } = request.body;
       const minted = await keys.create(
         session,
-        { scopes, expiresInMs: expiresInDays === null ? null : expiresInDays * 86_400_000, appendOnly: appendOnly === true },
+        { scopes, expiresInMs: expiresInDays === null ? null : expiresInDays * 86_400_000, appendOnly: appendOnly === true, label: label ?? null },
         changedBy(request),
       );
       reply.code(201);

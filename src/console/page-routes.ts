@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../http/fastify.js';
 import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
-import { VERSION } from '../lib/version.js';
+import { NODE_ENGINE, VERSION } from '../lib/version.js';
 import { type CliTarball, type StaticFile, cliTarball, loadConsoleFiles, packageRoot } from './assets.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { About } from './schemas.js';
@@ -30,6 +30,7 @@ function aboutBody(config: Config, version: string, tarball: CliTarball | undefi
   return {
     name: 'Coffer',
     version,
+    nodeEngine: NODE_ENGINE,
     publicUrl: config.publicUrl,
     cli: tarball
       ? {

@@ -6,7 +6,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { ACTOR_KINDS, AUDIT_ACTIONS, AUDIT_OUTCOMES, type ActorKind, type AuditAction, type AuditOutcome } from '../domain/audit.js';
 import { BACKUP_STATUSES, MAX_DELETION_GRACE_DAYS, type BackupStatus } from '../domain/backups.js';
-import { KEY_STATUSES, type KeyStatus } from '../domain/keys.js';
+import { KEY_LABEL_MAX, KEY_STATUSES, type KeyStatus } from '../domain/keys.js';
 import { BACKUP_INTERVALS, PLANS, type BackupInterval, type Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 
@@ -34,6 +34,8 @@ export const CreateKeyBody = Type.Object(
     expiresInDays: Nullable(Type.Integer({ minimum: 1, maximum: 3650 })),
     /** May not delete backups, reset, rotate or bootstrap over the vault (a host's key). Default false. */
     appendOnly: Type.Optional(Type.Boolean()),
+    /** The owner's name for the key, checked by the service (letters, digits, spaces and a few signs). */
+    label: Type.Optional(Type.String({ minLength: 1, maxLength: KEY_LABEL_MAX })),
   },
   closed,
 );
@@ -105,6 +107,8 @@ const keyFields = {
   scopes: Type.Array(ScopeName),
   /** May not delete backups, reset, rotate or bootstrap over the vault. */
   appendOnly: Type.Boolean(),
+  /** The owner's name for the key ("laptop"); null: none. */
+  label: Nullable(Type.String()),
   createdAt: DateTime,
   expiresAt: Nullable(DateTime),
   revokedAt: Nullable(DateTime),
@@ -129,6 +133,10 @@ export const AuditEvent = Type.Object(
       { kind: Type.Unsafe<ActorKind>({ type: 'string', enum: [...ACTOR_KINDS] }), id: Nullable(Type.String()) },
       closed,
     ),
+    /** The label of the key that acted (actor.kind "key"), as its owner named it; null: none. */
+    actorLabel: Nullable(Type.String()),
+    /** The label of the key made or revoked (key.create, key.revoke); null: none. */
+    targetLabel: Nullable(Type.String()),
     /** This session's own actions are marked, like the key list marks its key. */
     byThisSession: Type.Boolean(),
     address: Nullable(Type.String()),
@@ -144,6 +152,8 @@ export const About = Type.Object(
   {
     name: Type.String(),
     version: Type.String(),
+    /** The Node.js versions the CLI runs on (package.json engines, what scripts/check-node.mjs and `coffer` enforce). */
+    nodeEngine: Type.String(),
     publicUrl: Type.String(),
     cli: Nullable(
       Type.Object(
@@ -171,6 +181,9 @@ export const BackupKeyList = Type.Object(
           status: Status,
           wrappedDek: Nullable(Type.String()),
           wrappedDekNonce: Nullable(Type.String()),
+          /** Sealed with the backup's data key: the page opens it once the vault is unlocked there (name, source). */
+          encryptedMetadata: Nullable(Type.String()),
+          encryptedMetadataNonce: Nullable(Type.String()),
         },
         closed,
       ),

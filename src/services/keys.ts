@@ -5,7 +5,7 @@ import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { type Grant, mintWithin, opensConsole } from '../domain/grants.js';
 import { FRESH_SIGN_IN_MS, isFreshSignIn } from '../domain/backups.js';
-import { API_KEY_PATTERN, keyStatus, type KeyStatus } from '../domain/keys.js';
+import { API_KEY_PATTERN, keyLabelProblem, keyStatus, type KeyStatus } from '../domain/keys.js';
 import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
@@ -40,7 +40,7 @@ export interface ChangedBy {
 }
 
 /** The audit note of a new key: its permissions and restriction (never its secret). */
-const keyNote = (key: ApiKey) => `${key.scopes.join(',')}${key.appendOnly ? '; append-only' : ''}`;
+const keyNote = (key: ApiKey) => `${key.label ? `“${key.label}”: ` : ''}${key.scopes.join(',')}${key.appendOnly ? '; append-only' : ''}`;
 
 
 /** A key as operators and owners see it (`coffer admin keys list`, the console): never its secret or hash. */
@@ -50,6 +50,7 @@ export function keyView(key: ApiKey, now: number) {
     accountId: key.accountId,
     scopes: key.scopes,
     appendOnly: key.appendOnly,
+    label: key.label ?? null,
     createdAt: iso(key.createdAt),
     expiresAt: isoOrNull(key.expiresAt),
     revokedAt: isoOrNull(key.revokedAt),
@@ -88,8 +89,13 @@ export class KeyService {
       by?: ChangedBy;
       /** Made in a console session: that session's freshAt (Session.freshAt). */
       mintedFreshAt?: number;
+      /** The owner's name for the key; checked here (domain/keys.ts keyLabelProblem). */
+      label?: string | null;
     } = {},
   ): Promise<IssuedKey> {
+    const label = options.label ?? null;
+    const labelProblem = label === null ? null : keyLabelProblem(label);
+    if (labelProblem !== null) throw AppError.validation([{ path: '/label', message: labelProblem }]);
     const now = options.now ?? this.clock.now();
     const apiKey = options.apiKey ?? generateApiKey();
     const key: ApiKey = {
@@ -100,6 +106,7 @@ export class KeyService {
       expiresAt: options.expiresAt !== undefined ? options.expiresAt : options.expiresInMs == null ? null : now + options.expiresInMs,
       revokedAt: null,
       appendOnly: options.appendOnly === true,
+      label,
       ...(options.mintedFreshAt === undefined ? {} : { mintedFreshAt: options.mintedFreshAt }),
     };
     await this.store.createApiKey(key, hashApiKey(apiKey));
@@ -117,7 +124,7 @@ export class KeyService {
    */
   async create(
     session: Pick<Session, 'accountId' | 'keyId' | 'freshAt'>,
-    request: { scopes: Scope[]; expiresInMs: number | null; appendOnly?: boolean },
+    request: { scopes: Scope[]; expiresInMs: number | null; appendOnly?: boolean; label?: string | null },
     by?: ChangedBy,
   ): Promise<MintedKey> {
     const account = await this.store.getAccount(session.accountId);
@@ -156,7 +163,7 @@ export class KeyService {
         { requiredPermission: decision.missing },
       );
     }
-    const issued = await this.issueKey(account, { ...decision.grant, now, by, mintedFreshAt: session.freshAt });
+    const issued = await this.issueKey(account, { ...decision.grant, now, by, mintedFreshAt: session.freshAt, label: request.label ?? null });
     return { ...issued, capped: decision.capped };
   }
 

@@ -226,6 +226,12 @@ const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => (
       await db.schema.alterTable('sessions').addColumn('fresh_at', 'bigint').execute();
     },
   },
+  '0009_key_labels': {
+    async up(db: Kysely<unknown>) {
+      // The owner's name for a key, shown in the key lists and the audit trail (docs/console.md "API keys").
+      await db.schema.alterTable('api_keys').addColumn('label', 'text').execute();
+    },
+  },
 });
 
 /** `migrationTableSchema`: the PostgreSQL schema that holds Kysely's own bookkeeping tables (the store's). */

@@ -22,6 +22,8 @@ export interface ApiKeysTable {
   append_only: number;
   /** For a key made in a console session: that session's fresh sign-in time (migration 0008); null otherwise. */
   minted_fresh_at: number | null;
+  /** The owner's name for the key (migration 0009); null: none. */
+  label: string | null;
 }
 
 export interface VaultsTable {

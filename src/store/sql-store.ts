@@ -74,6 +74,7 @@ function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
     revokedAt: numOrNull(row.revoked_at),
     appendOnly: Number(row.append_only) === 1,
     ...(row.minted_fresh_at === null ? {} : { mintedFreshAt: num(row.minted_fresh_at) }),
+    ...(row.label === null ? {} : { label: row.label }),
   };
 }
 
@@ -354,6 +355,7 @@ export class SqlStore implements Store {
         revoked_at: key.revokedAt,
         append_only: key.appendOnly ? 1 : 0,
         minted_fresh_at: key.mintedFreshAt ?? null,
+        label: key.label ?? null,
       })
       .execute();
   }

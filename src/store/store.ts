@@ -32,6 +32,8 @@ export interface ApiKey {
   revokedAt: number | null;
   /** May not delete, reset, rotate or bootstrap over a vault (src/domain/append-only.ts); set when the key is made. */
   appendOnly: boolean;
+  /** The owner's name for the key ("laptop"), set when it is made (domain/keys.ts keyLabelProblem); null: none. */
+  label?: string | null;
   /**
    * For a key made in a console session: the `freshAt` of that session. A session opened with the key is no fresher
    * than it (domain/backups.ts isFreshSignIn), so a stale session cannot renew itself by minting a key.

@@ -201,6 +201,25 @@ for (const engine of engines) {
       expect((await call('GET', '/api/backups')).body.backups).toEqual([]);
     });
 
+    it('a plan change by coffer admin decides the retention of the next backup (its expiresAt), though the account was cached', async () => {
+      const { call, accountId } = await owner('free');
+      expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope(1) })).status).toBe(200);
+      expect((await cachedRead(call, '/api/backup-account')).body.backupInterval).toBe('1d');
+      expect(await admin(['accounts', 'set-plan', accountId, 'pro'])).toEqual({ accountId, plan: 'pro' });
+      await afterAdmin(
+        () => call('GET', '/api/backup-account'),
+        (answer) => answer.body.backupInterval === '30m',
+      );
+      const id = (await call('POST', '/api/backups')).body.backupId as string;
+      const data = Buffer.alloc(300, 5);
+      await call('POST', `/api/backups/upload?backupId=${id}`, { body: data, headers: { 'content-type': 'application/octet-stream' } });
+      const finalized = await call('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(data.length) });
+      expect(finalized.status).toBe(200);
+      expect(Date.parse(finalized.body.expiresAt as string)).toBe(clock.now() + 90 * DAY);
+      const listed = (await call('GET', '/api/backups')).body.backups as { id: string; expiresAt: string }[];
+      expect(Date.parse(listed.find((b) => b.id === id)!.expiresAt)).toBe(clock.now() + 90 * DAY);
+    });
+
     it('a READY backup whose retention ends leaves the next list, though the list was cached', async () => {
       const { call } = await owner('free');
       expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope(1) })).status).toBe(200);

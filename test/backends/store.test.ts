@@ -495,6 +495,19 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     ]);
   });
 
+  it("API keys: a key's label is stored and read back by every lookup (migration 0009); a key without one has none", async () => {
+    const account = await newAccount();
+    const base = { accountId: account.id, scopes: ['backups:write'] as Scope[], createdAt: T0, expiresAt: null, revokedAt: null, appendOnly: false };
+    const labelled = { ...base, id: uuidv7(), label: "Anna's laptop (work)" };
+    const bare = { ...base, id: uuidv7() };
+    await store.createApiKey(labelled, `hash-${labelled.id}`);
+    await store.createApiKey(bare, `hash-${bare.id}`);
+    expect(await store.getApiKey(labelled.id)).toEqual(labelled);
+    expect(await store.findApiKeyByHash(`hash-${labelled.id}`)).toEqual(labelled);
+    expect(await store.getApiKey(bare.id)).toEqual(bare);
+    expect((await store.listApiKeys(account.id)).map((k) => k.label ?? null)).toEqual([labelled.label, null]);
+  });
+
   it('audit trail: stored per account, newest first, bounded to the newest `keep` per outcome, from any node', async () => {
     const [mine, theirs] = [await newAccount(), await newAccount()];
     const entry = (accountId: string, at: number, overrides: Partial<AuditEntry> = {}): AuditEntry => ({

@@ -187,6 +187,7 @@ describe('coffer admin', () => {
       plan: 'pro',
       scopes: ['backups:read', 'backups:restore'],
       appendOnly: false,
+      label: null,
       expiresAt: expect.any(String),
     });
     const days = (Date.parse(fresh.expiresAt) - Date.now()) / 86_400_000;
@@ -196,14 +197,31 @@ describe('coffer admin', () => {
     expect(more.scopes).toEqual(['backups:read', 'backups:write', 'backups:restore']);
     const listed = adminJson(['keys', 'list', '--account', fresh.accountId], env);
     expect(listed.keys.map((k: { keyId: string }) => k.keyId)).toEqual([fresh.keyId, more.keyId]);
-    const host = adminJson(['keys', 'create', '--account', fresh.accountId, '--scopes', 'backups:read,backups:write', '--append-only'], env);
-    expect(host).toMatchObject({ accountId: fresh.accountId, scopes: ['backups:read', 'backups:write'], appendOnly: true });
+    const host = adminJson(
+      ['keys', 'create', '--account', fresh.accountId, '--scopes', 'backups:read,backups:write', '--append-only', '--label', 'db host (nightly)'],
+      env,
+    );
+    expect(host).toMatchObject({ accountId: fresh.accountId, scopes: ['backups:read', 'backups:write'], appendOnly: true, label: 'db host (nightly)' });
     const all = adminJson(['keys', 'list', '--account', fresh.accountId], env);
     expect(all.keys.map((k: { keyId: string; appendOnly: boolean }) => [k.keyId, k.appendOnly])).toEqual([
       [fresh.keyId, false],
       [more.keyId, false],
       [host.keyId, true],
     ]);
+    expect(all.keys.map((k: { label: string | null }) => k.label)).toEqual([null, null, 'db host (nightly)']);
+    const text = coffer(['admin', 'keys', 'list', '--account', fresh.accountId], env);
+    expect(text.stdout).toContain(`${host.keyId}  “db host (nightly)”  account ${fresh.accountId}`);
+  });
+
+  it('refuses a key label that is not plain short text (usage error, exit 2, no key made, no stack trace)', () => {
+    const { accountId } = adminJson(['accounts', 'create', '--plan', 'free'], env);
+    for (const label of ['<script>', 'two\nlines', 'x'.repeat(49), `cfk_${'a'.repeat(43)}`, ' spaced ']) {
+      const refused = coffer(['admin', 'keys', 'create', '--account', accountId, '--label', label], env);
+      expect(refused.code, label).toBe(2);
+      expect(refused.stderr).toContain('--label: ');
+      expect(refused.stderr).not.toMatch(/\n\s+at /);
+    }
+    expect(adminJson(['keys', 'list', '--account', accountId], env).keys).toEqual([]);
   });
 
   it('revokes keys', async () => {

@@ -35,10 +35,10 @@ describe('GET /console/api/backup-keys', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('cache-control')).toBe('no-store');
     const { backups } = (await response.json()) as { backups: { id: string; status: string; wrappedDek: string | null; wrappedDekNonce: string | null }[] };
-    const { wrappedDek, wrappedDekNonce } = finalizeBody(1000);
+    const { wrappedDek, wrappedDekNonce, encryptedMetadata, encryptedMetadataNonce } = finalizeBody(1000);
     expect(backups).toEqual([
-      { id: pending, status: 'PENDING_UPLOAD', wrappedDek: null, wrappedDekNonce: null },
-      { id: first.id, status: 'READY', wrappedDek, wrappedDekNonce },
+      { id: pending, status: 'PENDING_UPLOAD', wrappedDek: null, wrappedDekNonce: null, encryptedMetadata: null, encryptedMetadataNonce: null },
+      { id: first.id, status: 'READY', wrappedDek, wrappedDekNonce, encryptedMetadata, encryptedMetadataNonce },
     ]);
     expect(JSON.stringify(backups)).not.toContain(foreign);
   });

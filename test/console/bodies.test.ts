@@ -2,6 +2,7 @@
  * The exact bodies of the console's own endpoints (/console/api/*), over real HTTP with a test clock: every field,
  * no more and no fewer, so the page's types (derived from the same schemas) and the server cannot drift apart.
  */
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
@@ -111,6 +112,7 @@ describe('console endpoint bodies', () => {
       keyId: ownerKeyId,
       scopes: ['backups:read', 'backups:write', 'backups:restore'],
       appendOnly: false,
+      label: null,
       createdAt: iso(start),
       expiresAt: null,
       revokedAt: null,
@@ -120,10 +122,18 @@ describe('console endpoint bodies', () => {
     expect((await consoleCall('GET', '/console/api/keys')).body).toEqual({ keys: [owner] });
 
     const now = clock.now();
-    const created = await consoleCall('POST', '/console/api/keys', { scopes: ['backups:read'], expiresInDays: 2 });
+    // A label is plain text of letters, digits, spaces and a few signs: markup, control characters, a secret, an empty
+    // or too long one are refused (400) and no key is made.
+    for (const label of ['<b>laptop</b>', 'line\nbreak', ' padded', 'x'.repeat(49), `cfk_${'A'.repeat(43)}`, '']) {
+      const refused = await consoleCall('POST', '/console/api/keys', { scopes: ['backups:read'], expiresInDays: 2, label });
+      expect(refused.status, label).toBe(400);
+      expect((refused.body as { code: string }).code).toBe('validation_failed');
+    }
+    expect(((await consoleCall('GET', '/console/api/keys')).body as { keys: unknown[] }).keys).toHaveLength(1);
+    const created = await consoleCall('POST', '/console/api/keys', { scopes: ['backups:read'], expiresInDays: 2, label: "Anna's laptop (work)" });
     expect(created.status).toBe(201);
     const { keyId, apiKey } = created.body as { keyId: string; apiKey: string };
-    const made = { keyId, scopes: ['backups:read'], appendOnly: false, createdAt: iso(now), expiresAt: iso(now + 48 * HOUR), revokedAt: null, status: 'active', usedByThisSession: false };
+    const made = { keyId, scopes: ['backups:read'], appendOnly: false, label: "Anna's laptop (work)", createdAt: iso(now), expiresAt: iso(now + 48 * HOUR), revokedAt: null, status: 'active', usedByThisSession: false };
     expect(created.body).toEqual({ ...made, apiKey, expiryCapped: false });
     expect((await consoleCall('GET', '/console/api/keys')).body).toEqual({ keys: [made, owner] });
 
@@ -136,19 +146,21 @@ describe('console endpoint bodies', () => {
     const host = await consoleCall('POST', '/console/api/keys', { scopes: ['backups:read', 'backups:write'], expiresInDays: null, appendOnly: true });
     expect(host.status).toBe(201);
     const hostKey = host.body as { keyId: string; apiKey: string };
-    const hostView = { keyId: hostKey.keyId, scopes: ['backups:read', 'backups:write'], appendOnly: true, createdAt: iso(now + 1000), expiresAt: null, revokedAt: null, status: 'active', usedByThisSession: false };
+    const hostView = { keyId: hostKey.keyId, scopes: ['backups:read', 'backups:write'], appendOnly: true, label: null, createdAt: iso(now + 1000), expiresAt: null, revokedAt: null, status: 'active', usedByThisSession: false };
     expect(host.body).toEqual({ ...hostView, apiKey: hostKey.apiKey, expiryCapped: false });
     expect(((await consoleCall('GET', '/console/api/keys')).body as { keys: unknown[] }).keys[0]).toEqual(hostView);
 
     // The audit trail: the three key changes, newest first, by this session, from loopback, never the secrets.
     const trail = await consoleCall('GET', '/console/api/audit');
     expect(trail.status).toBe(200);
-    const entry = (at: number, action: string, target: string | null, detail: string | null) => ({
+    const entry = (at: number, action: string, target: string | null, detail: string | null, targetLabel: string | null = null) => ({
       id: expect.any(String),
       at: iso(at),
       action,
       outcome: 'done',
       actor: { kind: 'session', id: expect.any(String) },
+      actorLabel: null,
+      targetLabel,
       byThisSession: true,
       address: '127.0.0.1',
       target,
@@ -157,8 +169,8 @@ describe('console endpoint bodies', () => {
     expect(trail.body).toEqual({
       events: [
         entry(now + 1000, 'key.create', hostKey.keyId, 'backups:read,backups:write; append-only'),
-        entry(now + 1000, 'key.revoke', keyId, null),
-        entry(now, 'key.create', keyId, 'backups:read'),
+        entry(now + 1000, 'key.revoke', keyId, null, "Anna's laptop (work)"),
+        entry(now, 'key.create', keyId, "“Anna's laptop (work)”: backups:read", "Anna's laptop (work)"),
         // The overview test set up the vault and rotated it with the owner's key.
         { ...entry(start + HOUR, 'account.rotate', null, null), actor: { kind: 'key', id: ownerKeyId }, byThisSession: false },
         { ...entry(start, 'account.bootstrap', null, null), actor: { kind: 'key', id: ownerKeyId }, byThisSession: false },
@@ -200,6 +212,8 @@ describe('console endpoint bodies', () => {
     expect(about.body).toEqual({
       name: 'Coffer',
       version: expect.stringMatching(/^\d+\.\d+\.\d+/),
+      // What scripts/check-node.mjs and the CLI enforce, so the CLI page and the README say the same.
+      nodeEngine: (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { engines: { node: string } }).engines.node,
       publicUrl: server.url,
       cli: {
         url: `${server.url}/downloads/coffer-cli.tgz`,

@@ -6,7 +6,7 @@ import { shortId, When } from '../format.js';
 const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'backup.delete': 'Deleted a backup',
   'account.reset': 'Reset the account',
-  'account.rotate': 'Rotated the vault envelope',
+  'account.rotate': 'Replaced the vault envelope (a passphrase change, a rekey or a kit recovery)',
   'account.bootstrap': 'Set up the vault',
   'key.create': 'Made an API key',
   'key.revoke': 'Revoked an API key',
@@ -21,7 +21,7 @@ const ACTION_TEXT: Record<AuditEvent['action'], string> = {
 const TRIED_TEXT: Partial<Record<AuditEvent['action'], string>> = {
   'backup.delete': 'Tried to delete a backup',
   'account.reset': 'Tried to reset the account',
-  'account.rotate': 'Tried to rotate the vault envelope',
+  'account.rotate': 'Tried to replace the vault envelope',
   'account.bootstrap': 'Tried to replace the vault',
 };
 
@@ -32,6 +32,7 @@ function Actor({ event }: { event: AuditEvent }) {
   return (
     <span>
       {label}{' '}
+      {event.actorLabel && <strong class="key-label">{event.actorLabel} </strong>}
       {id && (
         <span class="mono" title={id}>
           {shortId(id)}
@@ -95,9 +96,12 @@ export function AuditPage() {
                 <td data-label="From">{event.address ?? '—'}</td>
                 <td data-label="On">
                   {event.target ? (
-                    <span class="mono" title={event.target}>
-                      {shortId(event.target)}
-                    </span>
+                    <>
+                      {event.targetLabel && <strong class="key-label">{event.targetLabel} </strong>}
+                      <span class="mono" title={event.target}>
+                        {shortId(event.target)}
+                      </span>
+                    </>
                   ) : (
                     'the account'
                   )}

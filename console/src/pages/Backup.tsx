@@ -1,14 +1,14 @@
 /** One backup: its record (live), restore in the browser, and delete. */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, api } from '../api.js';
+import { ApiError, api, type Deletions } from '../api.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
-import { formatBytes, shortId, statusText, StatusBadge, When } from '../format.js';
-import { BackupKey, rememberKeys } from '../key-use.js';
+import { formatBytes, plural, shortId, statusText, StatusBadge, When } from '../format.js';
+import { BackupKey, BackupName, rememberKeys, sourceOf, useKnownKeys } from '../key-use.js';
 import { useBackup } from '../live.js';
 import type { ArchiveEntry } from '../archive-index.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
 import { BackupFiles } from './BackupFiles.js';
-import { BASE, navigate } from '../router.js';
+import { BASE, navigate, setFlash } from '../router.js';
 import { SecretField } from '../secret-field.js';
 
 type RestoreState =
@@ -45,6 +45,7 @@ function Restore({ backupId }: { backupId: string }) {
     event.preventDefault();
     if (!passphrase) return;
     let metadata: BackupMetadata | undefined;
+    let fingerprints: string[] = [];
     setState({ phase: 'unlocking' });
     stop.current = startRestore(
       { backupId, passphrase },
@@ -56,8 +57,10 @@ function Restore({ backupId }: { backupId: string }) {
               break;
             case 'metadata':
               metadata = message.metadata;
+              rememberKeys(fingerprints, new Map(), new Map([[backupId, { name: metadata.name, source: sourceOf(metadata) }]]));
               break;
             case 'key':
+              fingerprints = message.fingerprints;
               rememberKeys(message.fingerprints, new Map([[backupId, message.use]]));
               break;
             case 'progress':
@@ -92,7 +95,7 @@ function Restore({ backupId }: { backupId: string }) {
   const busy = state.phase === 'unlocking' || state.phase === 'downloading';
   return (
     <section class="panel" aria-labelledby="restore-title">
-      <h2 id="restore-title">Restore</h2>
+      <h2 id="restore-title">Restore files</h2>
       <p>
         The encrypted archive is downloaded and decrypted in this page with your passphrase, checked against its sealed SHA-256, then
         saved as a <code>.tar</code> file. The passphrase and the files never leave this browser.
@@ -129,7 +132,8 @@ function Restore({ backupId }: { backupId: string }) {
           <div class="success">
             <p>
               <strong>Decrypted and verified.</strong> {formatBytes(state.bytes)} archive of “{state.metadata.name}”:{' '}
-              {state.metadata.fileCount} files, {state.metadata.directoryCount} folders, {state.metadata.symlinkCount} links, from{' '}
+              {plural(state.metadata.fileCount, 'file')}, {plural(state.metadata.directoryCount, 'folder')},{' '}
+              {plural(state.metadata.symlinkCount, 'link')}, from{' '}
               <code>{state.metadata.sourcePath}</code>. Final tag, size and SHA-256 all match.
             </p>
             <p>
@@ -166,12 +170,34 @@ function Restore({ backupId }: { backupId: string }) {
   );
 }
 
-function Delete({ backupId }: { backupId: string }) {
+/** What a delete does now: kept restorable for the account's deletion grace (days), or removed at once (0). */
+export function deletionWords(graceDays: number): string {
+  return graceDays === 0
+    ? 'Deleting removes the encrypted archive from the server for good, at once: it cannot be undeleted.'
+    : `Deleting hides it from your backups and keeps it restorable for ${plural(graceDays, 'day')}: until then “Undelete” under ` +
+        '“Scheduled for deletion” on the Backups page brings it back. After that the encrypted archive is removed from the server for good.';
+}
+
+function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
   const [confirming, setConfirming] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [graceDays, setGraceDays] = useState<number | null>(null);
+  useEffect(() => {
+    api<Deletions>('GET', '/console/api/deletions').then(
+      (data) => setGraceDays(data.deletionGraceDays),
+      () => setGraceDays(null),
+    );
+  }, []);
+  // Only a READY backup is kept in the grace; an unfinished one is removed at once.
+  const kept = ready && graceDays !== null && graceDays > 0;
   const remove = async () => {
     try {
-      await api('DELETE', `/api/backups/${encodeURIComponent(backupId)}`);
+      const deleted = await api<{ status: string }>('DELETE', `/api/backups/${encodeURIComponent(backupId)}`);
+      setFlash(
+        deleted?.status === 'DELETING' && kept
+          ? `Backup ${shortId(backupId)} is deleted: it stays restorable for ${plural(graceDays ?? 0, 'day')} (Undelete, under “Scheduled for deletion” below).`
+          : `Backup ${shortId(backupId)} is deleted for good.`,
+      );
       navigate('/');
     } catch (caught) {
       setError(caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : String(caught));
@@ -180,7 +206,9 @@ function Delete({ backupId }: { backupId: string }) {
   return (
     <section class="panel danger-zone" aria-labelledby="delete-title">
       <h2 id="delete-title">Delete</h2>
-      <p>Deleting removes the encrypted archive from the server for good.</p>
+      <p data-testid="delete-words">
+        {graceDays === null ? 'Checking what a delete does on this account…' : ready ? deletionWords(graceDays) : deletionWords(0)}
+      </p>
       {!confirming ? (
         <button type="button" class="danger" onClick={() => setConfirming(true)}>
           Delete this backup…
@@ -202,6 +230,13 @@ function Delete({ backupId }: { backupId: string }) {
       )}
     </section>
   );
+}
+
+/** The sealed name and source once the vault was unlocked in this page; until then, how to see them. */
+function NameOrHint({ backupId }: { backupId: string }) {
+  const described = useKnownKeys()?.described?.get(backupId);
+  if (described) return <BackupName backupId={backupId} />;
+  return <span class="muted">Sealed with the backup: shown once the vault is unlocked in this page (Restore files below, or Keys on the Backups page).</span>;
 }
 
 export function BackupPage({ id }: { id: string }) {
@@ -226,10 +261,16 @@ export function BackupPage({ id }: { id: string }) {
         Backup <span class="mono">{shortId(backup.id)}</span>
       </h1>
       <dl class="facts">
+        <dt>Name and source</dt>
+        <dd>
+          <NameOrHint backupId={backup.id} />
+        </dd>
         <dt>Status</dt>
         <dd>
           <span aria-live="polite">
-            <StatusBadge status={backup.status} /> <span class="muted">{statusText(backup.status)}</span>
+            <StatusBadge status={backup.status} />
+            {/* The badge already says READY, DELETED…: the words only where they add something ("Waiting for upload"). */}
+            {statusText(backup.status).toUpperCase() !== backup.status && <span class="muted"> {statusText(backup.status)}</span>}
           </span>
         </dd>
         <dt>Backup id</dt>
@@ -257,9 +298,9 @@ export function BackupPage({ id }: { id: string }) {
       {backup.status === 'READY' ? (
         <Restore backupId={id} />
       ) : (
-        <p class="notice">This backup can be restored once it is READY.</p>
+        <p class="notice">Its files can be restored once it is READY.</p>
       )}
-      <Delete backupId={id} />
+      <Delete backupId={id} ready={backup.status === 'READY'} />
     </section>
   );
 }

@@ -5,7 +5,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { extractFile, type ArchiveEntry } from '../archive-index.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
-import { formatBytes } from '../format.js';
+import { formatBytes, plural } from '../format.js';
 
 /** How many rows are drawn at once (a filter narrows the rest down). */
 const SHOWN = 300;
@@ -64,7 +64,7 @@ export function BackupFiles({ archive, metadata, entries }: { archive: Blob; met
     <section class="panel" aria-labelledby="files-title">
       <h2 id="files-title">Files in this backup</h2>
       <p class="muted">
-        {files} files, {entries.length} entries in all, listed from the decrypted and verified archive in this page.
+        {plural(files, 'file')}, {plural(entries.length, 'entry', 'entries')} in all, listed from the decrypted and verified archive in this page.
       </p>
       <label for="files-filter">Filter by path</label>
       <input
@@ -78,10 +78,10 @@ export function BackupFiles({ archive, metadata, entries }: { archive: Blob; met
       <div aria-live="polite" role="status">
         {matching.length > SHOWN ? (
           <p class="muted">
-            Showing {SHOWN} of {matching.length} matching entries: narrow the filter to see the others.
+            Showing {SHOWN} of {plural(matching.length, 'matching entry', 'matching entries')}: narrow the filter to see the others.
           </p>
         ) : (
-          filter.trim() !== '' && <p class="muted">{matching.length} matching entries.</p>
+          filter.trim() !== '' && <p class="muted">{plural(matching.length, 'matching entry', 'matching entries')}.</p>
         )}
         {saved && (
           <p>

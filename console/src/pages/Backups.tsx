@@ -1,14 +1,18 @@
 /** Backups, newest first, with live status (event streams) and new backups appearing as the CLI makes them. */
-import { formatBytes, shortId, StatusBadge, When } from '../format.js';
-import { KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
+import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
+import { BackupName, KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
 import { useBackups } from '../live.js';
-import { BASE } from '../router.js';
+import { useState } from 'preact/hooks';
+import { BASE, takeFlash } from '../router.js';
 import { ScheduledDeletions } from './Retention.js';
 
 export function BackupsPage() {
   const { backups, error, announcement, refresh } = useBackups();
   const ready = backups?.filter((b) => b.status === 'READY').length ?? 0;
   const wrapped = useBackupKeys(backups);
+  const [flash] = useState(takeFlash);
+  /** Backups in their deletion grace (null: not known yet): while there are any, the account has backups to undelete. */
+  const [scheduled, setScheduled] = useState<number | null>(null);
   return (
     <section>
       <h1 tabIndex={-1}>Backups</h1>
@@ -16,20 +20,30 @@ export function BackupsPage() {
         Newest first. Statuses update live; new backups appear as your devices make them.{' '}
         {backups && (
           <span>
-            {backups.length} backup{backups.length === 1 ? '' : 's'}, {ready} ready to restore.
+            {plural(backups.length, 'backup')}, {ready} ready to restore.
           </span>
         )}
       </p>
       <p class="visually-hidden" aria-live="polite" role="status">
         {announcement}
       </p>
+      {flash && (
+        <p class="notice" role="status" data-testid="flash">
+          {flash}
+        </p>
+      )}
       {error && (
         <p class="error" role="alert">
           {error.message} {error.resolution}
         </p>
       )}
       {backups === null && !error && <p role="status">Loading backups…</p>}
-      {backups && backups.length === 0 && (
+      {backups && backups.length === 0 && scheduled !== null && scheduled > 0 && (
+        <div class="empty">
+          <p>No backup is ready or in progress. {plural(scheduled, 'deleted backup')} can still be undeleted below.</p>
+        </div>
+      )}
+      {backups && backups.length === 0 && scheduled === 0 && (
         <div class="empty">
           <p>No backups yet.</p>
           <p>
@@ -57,6 +71,8 @@ export function BackupsPage() {
                     <When at={backup.createdAt} />
                   </a>
                   <span class="mono muted"> {shortId(backup.id)}</span>
+                  <br />
+                  <BackupName backupId={backup.id} />
                 </td>
                 <td data-label="Status">
                   <StatusBadge status={backup.status} />
@@ -79,7 +95,7 @@ export function BackupsPage() {
         </table>
       )}
       {backups && backups.length > 0 && <KeyUnlock />}
-      <ScheduledDeletions onRestored={refresh} />
+      <ScheduledDeletions onRestored={refresh} onLoaded={setScheduled} />
     </section>
   );
 }

@@ -15,7 +15,8 @@ export function CliPage() {
       <h1 tabIndex={-1}>Coffer CLI</h1>
       <p class="lede">
         The <code>coffer</code> command encrypts on your machine before anything is uploaded. This server hosts its own copy: install it
-        straight from here (Node.js 20.19 or newer).
+        straight from here. It needs Node.js 20.19 or a later 20, 22.16 or a later 22, or 24 and newer (not 21 or 23):{' '}
+        <code>{about?.nodeEngine ?? '^20.19.0 || ^22.16.0 || >=24'}</code>, checked when it starts.
       </p>
       {failed && (
         <p class="error" role="alert">

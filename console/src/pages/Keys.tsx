@@ -4,6 +4,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, SCOPES, api, type About, type KeyInfo, type Scope, type SessionInfo } from '../api.js';
+import { KEY_LABEL_MAX, keyLabelProblem } from '../../../src/domain/keys.js';
 import { shortId, When } from '../format.js';
 import { deriveRecipientInWorker } from '../recipient-protocol.js';
 import { SecretField } from '../secret-field.js';
@@ -205,6 +206,7 @@ export function KeysPage({ session }: { session: SessionInfo }) {
   const [scopes, setScopes] = useState<Set<Scope>>(new Set(['backups:read']));
   const [expiry, setExpiry] = useState('30');
   const [appendOnly, setAppendOnly] = useState(false);
+  const [label, setLabel] = useState('');
   const [created, setCreated] = useState<Created | null>(null);
   const [confirm, setConfirm] = useState<string | null>(null);
   const [announcement, setAnnouncement] = useState('');
@@ -221,10 +223,21 @@ export function KeysPage({ session }: { session: SessionInfo }) {
   const create = async (event: Event) => {
     event.preventDefault();
     setError(null);
-    const request = { scopes: SCOPES.filter((scope) => scopes.has(scope)), expiresInDays: expiry === 'never' ? null : Number(expiry), appendOnly };
+    const labelProblem = label.trim() === '' ? null : keyLabelProblem(label.trim());
+    if (labelProblem !== null) {
+      setError(`No key was made: ${labelProblem}.`);
+      return;
+    }
+    const request = {
+      scopes: SCOPES.filter((scope) => scopes.has(scope)),
+      expiresInDays: expiry === 'never' ? null : Number(expiry),
+      appendOnly,
+      ...(label.trim() === '' ? {} : { label: label.trim() }),
+    };
     try {
       await fresh.attempt('make a key that can open the console', async () => {
         setCreated(await api<Created>('POST', '/console/api/keys', request));
+        setLabel('');
         await load();
       });
     } catch (caught) {
@@ -270,6 +283,21 @@ export function KeysPage({ session }: { session: SessionInfo }) {
           <NewKey created={created} onDone={() => setCreated(null)} />
         ) : (
           <form onSubmit={create}>
+            <label for="key-label">
+              Label <span class="muted">(optional: which device or script uses it, e.g. “laptop”)</span>
+            </label>
+            <input
+              id="key-label"
+              type="text"
+              maxLength={KEY_LABEL_MAX}
+              autoComplete="off"
+              value={label}
+              onInput={(event) => setLabel((event.target as HTMLInputElement).value)}
+              aria-describedby="key-label-help"
+            />
+            <p id="key-label-help" class="help">
+              Up to {KEY_LABEL_MAX} letters, digits, spaces and . _ - @ : / ( ) # + , '. Shown in the list below and in Activity.
+            </p>
             <fieldset>
               <legend>Permissions</legend>
               {SCOPES.map((scope) => (
@@ -341,6 +369,7 @@ export function KeysPage({ session }: { session: SessionInfo }) {
             {keys.map((key) => (
               <tr key={key.keyId} data-key-id={key.keyId}>
                 <td data-label="Key">
+                  {key.label && <strong class="key-label">{key.label} </strong>}
                   <span class="mono" title={key.keyId}>
                     {shortId(key.keyId)}
                   </span>

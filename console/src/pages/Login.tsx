@@ -65,6 +65,9 @@ export function LoginPage({ onSignedIn, notice }: { onSignedIn: (session: Sessio
               Links work once and expire after a few minutes. Ask the operator for a new one:{' '}
               <code>coffer admin login-link &lt;accountId&gt;</code>
             </p>
+          ) : error.code === 'authentication_required' ? (
+            // The page below already says how to sign in: only what to check about this key.
+            <p>Check that the whole key was pasted (it starts with cfk_), or ask the operator for a new one.</p>
           ) : (
             error.resolution && <p>{error.resolution}</p>
           )}

@@ -1,7 +1,7 @@
 /** Plan and cadence: how often a backup may be made, how long it is kept, and when the next one is allowed. */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type Overview } from '../api.js';
-import { formatBytes, shortId, When } from '../format.js';
+import { formatBytes, plural, shortId, When } from '../format.js';
 import { BASE } from '../router.js';
 
 export function useOverview() {
@@ -34,7 +34,10 @@ export function PlanPage() {
               One backup per {overview.intervalWords} (<code>{overview.backupInterval}</code>)
             </dd>
             <dt>Retention</dt>
-            <dd>Each backup is kept {overview.retentionDays} days after it is finished</dd>
+            <dd>
+              Each backup is kept {overview.retentionDays} days after it is finished{' '}
+              <span class="muted">(after a plan change, backups finished from then on; earlier ones keep the expiry they have)</span>
+            </dd>
             <dt>Next backup allowed</dt>
             <dd data-testid="next-allowed">
               {overview.cadence.nextAllowedAt ? <When at={overview.cadence.nextAllowedAt} /> : <strong>Now</strong>}
@@ -62,7 +65,7 @@ export function PlanPage() {
             </dd>
             <dt>Stored</dt>
             <dd>
-              {overview.backups.ready} ready backup{overview.backups.ready === 1 ? '' : 's'},{' '}
+              {plural(overview.backups.ready, 'ready backup')},{' '}
               {formatBytes(overview.backups.storedCiphertextBytes)} encrypted
             </dd>
           </dl>

@@ -1,4 +1,5 @@
 /** Recovery with the kit: the kit's words typed into the page set a new passphrase (the same keys, wrapped anew). */
+import { plural } from '../format.js';
 import type { ComponentChildren } from 'preact';
 import { useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api.js';
@@ -13,7 +14,6 @@ type State =
   | { phase: 'done'; result: Recovered }
   | { phase: 'error'; field: 'kit' | 'passphrase' | null; message: ComponentChildren };
 
-const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 function refusalText({ reason, opened, checked }: KitRefused): ComponentChildren {
   if (reason === 'foreign') {

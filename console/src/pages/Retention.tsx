@@ -1,11 +1,11 @@
 /**
- * The deletion grace on the page: backups scheduled for deletion (restore, or delete for good), the grace setting,
+ * The deletion grace on the page: backups scheduled for deletion (undelete, or delete for good), the grace setting,
  * and the vault's kept envelopes (restore one). Actions that cannot be undone ask for a fresh sign-in first
  * (ConfirmSignIn), inside this session.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, setCsrfToken, type Deletions, type SessionInfo, type VaultHistory } from '../api.js';
-import { formatBytes, shortId, When } from '../format.js';
+import { formatBytes, plural, shortId, When } from '../format.js';
 import { SecretField } from '../secret-field.js';
 
 const asError = (caught: unknown) => (caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));
@@ -106,7 +106,7 @@ export function useFreshAction() {
 }
 
 /** The Backups page's section: the grace setting and the backups scheduled for deletion. */
-export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
+export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () => void; onLoaded?: (scheduled: number) => void }) {
   const [data, setData] = useState<Deletions | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const [message, setMessage] = useState('');
@@ -119,8 +119,12 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
       (next) => {
         setData(next);
         setGrace(String(next.deletionGraceDays));
+        onLoaded?.(next.scheduled.length);
       },
-      (caught: unknown) => setError(asError(caught)),
+      (caught: unknown) => {
+        setError(asError(caught));
+        onLoaded?.(0);
+      },
     );
   useEffect(() => {
     void load();
@@ -138,11 +142,11 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
       }
     });
 
-  const restore = (id: string) =>
-    act('restore a backup', async () => {
+  const undelete = (id: string) =>
+    act('undelete a backup', async () => {
       await api('POST', `/console/api/deletions/${encodeURIComponent(id)}/restore`);
       onRestored();
-      return `Backup ${shortId(id)} is restored and ready again.`;
+      return `Backup ${shortId(id)} is undeleted: it is back in your backups, ready again.`;
     });
   const purge = (id: string) =>
     act('delete a backup for good before its grace ends', async () => {
@@ -155,7 +159,7 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
     const days = Number(grace);
     void act('shorten the deletion grace', async () => {
       await api('PUT', '/console/api/deletions/grace', { days });
-      return days === 0 ? 'Deleted backups are now removed at once.' : `Deleted backups now stay restorable for ${days} day${days === 1 ? '' : 's'}.`;
+      return days === 0 ? 'Deleted backups are now removed at once.' : `Deleted backups now stay restorable for ${plural(days, 'day')}.`;
     });
   };
 
@@ -192,7 +196,7 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
           ) : (
             <>
               <p>
-                {data.scheduled.length} backup{data.scheduled.length === 1 ? '' : 's'}, {formatBytes(data.scheduledCiphertextBytes)} still stored
+                {plural(data.scheduled.length, 'backup')}, {formatBytes(data.scheduledCiphertextBytes)} still stored
                 (they use storage) until removed.
               </p>
               <table class="cards" aria-label="Backups scheduled for deletion">
@@ -221,8 +225,8 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
                       </td>
                       <td data-label="Size">{formatBytes(backup.ciphertextSizeBytes)}</td>
                       <td>
-                        <button type="button" onClick={() => void restore(backup.id)} aria-label={`Restore backup ${shortId(backup.id)}`}>
-                          Restore
+                        <button type="button" onClick={() => void undelete(backup.id)} aria-label={`Undelete backup ${shortId(backup.id)}`}>
+                          Undelete
                         </button>{' '}
                         {confirmPurge === backup.id ? (
                           <span class="confirm" role="group" aria-label={`Confirm deleting backup ${shortId(backup.id)} for good`}>
@@ -256,7 +260,7 @@ export function ScheduledDeletions({ onRestored }: { onRestored: () => void }) {
   );
 }
 
-const REASON_TEXT = { rotate: 'Replaced by a passphrase change or rekey', reset: 'Removed by a reset', restore: 'Replaced by a restore' } as const;
+const REASON_TEXT = { rotate: 'Replaced by a new passphrase (a passphrase change, a rekey or a kit recovery)', reset: 'Removed by a reset', restore: 'Replaced by a restore' } as const;
 
 function actorText(actor: VaultHistory['entries'][number]['replacedBy']): string {
   switch (actor.kind) {
@@ -337,8 +341,8 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
                   <When at={entry.expiresAt} />
                 </td>
                 <td>
-                  <button type="button" class="secondary" onClick={() => void restore(entry.id)} aria-label={`Restore the envelope replaced ${entry.replacedAt}`}>
-                    Restore
+                  <button type="button" class="secondary" onClick={() => void restore(entry.id)} aria-label={`Use again the envelope replaced ${entry.replacedAt}`}>
+                    Use again
                   </button>
                 </td>
               </tr>
@@ -347,7 +351,7 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
         </table>
       )}
       <p class="help">
-        Restoring needs a fresh sign-in. Whoever knows the passphrase of a kept envelope can open the vault with it once it is restored: if you
+        Using an earlier envelope again needs a fresh sign-in. Whoever knows the passphrase of a kept envelope can open the vault with it once it is back: if you
         changed your passphrase because the old one leaked, run <code>coffer rekey</code> as well.
       </p>
     </section>

@@ -57,7 +57,7 @@ export function VaultPage() {
       )}
       <VaultHistorySection onRestored={() => undefined} />
       <p class="help">
-        Change your passphrase with <code>coffer passphrase</code>: it re-wraps the same master key, so every backup stays readable.
+        Change your passphrase with <code>coffer passphrase</code>: it re-wraps the same master key, so every backup stays readable.{' '}
         <code>coffer rekey</code> adds a new master key for everything from then on; the backups list shows which key each backup uses.
       </p>
       {vault?.initialized && (

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
 import { checkTarget, runRestore } from '../../client/restore.js';
+import { plural } from '../../domain/words.js';
 import { action, bytes, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, readKit, startUnlock } from '../client-io.js';
 import { note, print, printJson, usageError } from '../output.js';
 
@@ -50,7 +51,7 @@ export function registerRestore(program: Command): void {
           for (const entry of result.skipped) note(`not restored ${entry.path}: ${entry.reason}`);
           if (options.json) return printJson(result.detail);
           const m = result.metadata;
-          const what = options.include.length > 0 ? `${result.entries} selected entries of ${m.name}` : `${m.name} (${m.fileCount} files, ${bytes(m.plaintextSizeBytes)})`;
+          const what = options.include.length > 0 ? `${plural(result.entries, 'selected entry', 'selected entries')} of ${m.name}` : `${m.name} (${plural(m.fileCount, 'file')}, ${bytes(m.plaintextSizeBytes)})`;
           print(`restored ${what} into ${result.target}; final tag and SHA-256 verified`);
         } finally {
           bar.stop();

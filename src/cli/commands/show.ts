@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { openMetadata, unwrapDek, wipe, type BackupMetadata } from '../../client/envelope.js';
 import type { BackupDetailBody, BackupRecordBody } from '../../client/sdk.js';
+import { plural } from '../../domain/words.js';
 import { action, bytes, clientFor, localTime, PASSPHRASE_FILE_OPTION, type PassphraseOptions, unlock } from '../client-io.js';
 import { print, printJson } from '../output.js';
 
@@ -22,7 +23,7 @@ function metadataLines(metadata: BackupMetadata): string[] {
   return [
     `name:        ${metadata.name}`,
     `source:      ${metadata.sourcePath}`,
-    `contents:    ${metadata.fileCount} files, ${metadata.directoryCount} directories, ${metadata.symlinkCount} symlinks`,
+    `contents:    ${plural(metadata.fileCount, 'file')}, ${plural(metadata.directoryCount, 'directory', 'directories')}, ${plural(metadata.symlinkCount, 'symlink')}`,
     `sha-256:     ${metadata.plaintextSha256}`,
     `made at:     ${localTime(metadata.createdAt)}`,
   ];

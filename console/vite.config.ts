@@ -21,9 +21,11 @@ export default defineConfig({
     // and the self-test.
     chunkSizeWarningLimit: 1024,
     reportCompressedSize: false,
+    // Two pages: the owners' console (index.html, /console) and the operator console (admin.html, served at /admin).
+    rollupOptions: { input: { main: path.join(here, 'index.html'), admin: path.join(here, 'admin.html') } },
   },
   // `npx vite --config console/vite.config.ts` serves the page with hot reload against a running Coffer.
   server: {
-    proxy: Object.fromEntries(['/api', '/console/api', '/downloads'].map((prefix) => [prefix, { target: server }])),
+    proxy: Object.fromEntries(['/api', '/console/api', '/admin/api', '/downloads'].map((prefix) => [prefix, { target: server }])),
   },
 });

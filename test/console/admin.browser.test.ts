@@ -75,7 +75,7 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
 
       await table.locator(`tr[data-account="${mine.accountId}"] a`).click();
       await page.getByTestId('plan').waitFor();
-      await page.getByLabel('Plan').selectOption('pro');
+      await page.locator('form.admin-inline select').selectOption('pro');
       await page.getByRole('button', { name: 'Change plan' }).click();
       await page.getByText('The plan is now pro.').waitFor();
       expect(await page.getByTestId('plan').textContent()).toBe('pro');

@@ -21,7 +21,9 @@ export default defineConfig({
     // and the self-test.
     chunkSizeWarningLimit: 1024,
     reportCompressedSize: false,
+    // Two pages: the owners' console (index.html, /console) and the operator console (admin.html, served at /admin).
     rollupOptions: {
+      input: { main: path.join(here, 'index.html'), admin: path.join(here, 'admin.html') },
       // @scure/base's index.js opens with a line comment that quotes `/* @__PURE__ */` as an example; Rollup reads
       // the quote as a misplaced annotation and warns once per bundle (page and workers), then drops the comment.
       // Nothing in the output changes, and the file is the dependency's: that one warning is left out, no other.
@@ -33,6 +35,6 @@ export default defineConfig({
   },
   // `npx vite --config console/vite.config.ts` serves the page with hot reload against a running Coffer.
   server: {
-    proxy: Object.fromEntries(['/api', '/console/api', '/downloads'].map((prefix) => [prefix, { target: server }])),
+    proxy: Object.fromEntries(['/api', '/console/api', '/admin/api', '/downloads'].map((prefix) => [prefix, { target: server }])),
   },
 });

@@ -44,7 +44,7 @@ function aboutBody(config: Config, version: string, tarball: CliTarball | undefi
   };
 }
 
-function sendStatic(request: FastifyRequest, reply: FastifyReply, file: StaticFile) {
+export function sendStatic(request: FastifyRequest, reply: FastifyReply, file: StaticFile) {
   reply
     .header('content-type', file.type)
     .header('etag', file.etag)

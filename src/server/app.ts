@@ -19,6 +19,7 @@ import { EventStreamHub } from '../api/streams.js';
 import { blobHostRoutes } from '../api/blobhost.js';
 import type { Services } from '../services/services.js';
 import { consoleRoutes } from '../console/routes.js';
+import { adminRoutes } from '../console/admin-routes.js';
 import { SESSION_SECURITY_SCHEME, sessionCredential } from '../console/session-http.js';
 import { loadContent } from '../discovery/content.js';
 import { discoveryRoutes } from '../discovery/routes.js';
@@ -196,6 +197,8 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
 
   // The console (/console, /console/api, /downloads/coffer-cli.tgz): src/console/routes.ts.
   await app.register(async (scope) => consoleRoutes(scope, parts));
+  // The operator console (/admin, /admin/api): src/console/admin-routes.ts.
+  await app.register(async (scope) => adminRoutes(scope, parts));
 
   // Each scope reads bodies one way (src/http/bodies.ts).
   await app.register(async (scope) => {

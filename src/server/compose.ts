@@ -11,6 +11,7 @@ import { BackupService } from '../services/backups.js';
 import { BlobHostService, ReadWriteToken } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
 import { SessionService } from '../services/sessions.js';
+import { OperatorService } from '../services/operator.js';
 import { UploadHandshake } from '../services/upload-handshake.js';
 import type { Services } from '../services/services.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
@@ -85,6 +86,7 @@ export async function composeParts(
   const audit = new AuditTrail(store, clock);
   const keys = new KeyService(store, clock, audit);
   const sessions = new SessionService(store, keys, clock);
+  const operator = new OperatorService(store, audit, sessions, clock);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that
   // (config.orphanGraceMs: unless COFFER_ORPHAN_GRACE says otherwise, at least the upload window).
   const sweeper = new Sweeper(store, blobs, backups, sessions, {
@@ -109,6 +111,7 @@ export async function composeParts(
     keys,
     audit,
     sessions,
+    operator,
     sweeper,
     blobHost,
     uploadHandshake,

@@ -12,6 +12,7 @@ import type { AuditTrail } from './audit.js';
 import type { BackupService } from './backups.js';
 import type { BlobHostService } from './blob-host.js';
 import type { KeyService } from './keys.js';
+import type { OperatorService } from './operator.js';
 import type { SessionService } from './sessions.js';
 import type { Sweeper } from './sweeper.js';
 import type { UploadHandshake } from './upload-handshake.js';
@@ -30,6 +31,8 @@ export interface Services {
   audit: AuditTrail;
   /** Console sign-in links and browser sessions: the console, and the third credential of every API operation. */
   sessions: SessionService;
+  /** The operator's view and changes (the operator console at /admin, `coffer admin`): counts, bytes, times. */
+  operator: OperatorService;
   sweeper: Sweeper;
   /** COFFER_UPLOAD_PROTOCOL=blobhost-client only: the /blob host and the handshake of POST /api/backups/upload. */
   blobHost?: BlobHostService;

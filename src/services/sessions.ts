@@ -10,7 +10,7 @@ import type { Clock } from '../domain/clock.js';
 import { keyStatus } from '../domain/keys.js';
 import { sameSecret } from '../lib/compare.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
-import type { Account, ApiKey, LoginLink, Session, Store } from '../store/store.js';
+import type { Account, ApiKey, LoginLink, OperatorLink, OperatorSession, Session, Store } from '../store/store.js';
 import type { KeyService } from './keys.js';
 
 export const LOGIN_TOKEN_PATTERN = /^cfl_[A-Za-z0-9_-]{43}$/;
@@ -28,10 +28,23 @@ export const SESSION_TTL_MS = 12 * 3_600_000;
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 const token = (prefix: string) => `${prefix}${randomBytes(32).toString('base64url')}`;
 
-/** The CSRF token that belongs to a session secret. */
-export function csrfTokenFor(sessionSecret: string): string {
-  return createHmac('sha256', sessionSecret).update('coffer/v1/csrf').digest('base64url');
+/**
+ * Who a session is for: an account's owner (/console) or the operator (/admin, docs/operations.md#operator-console).
+ * Both follow the rules of this file; they live in separate tables, so a token of one realm is unknown to the other.
+ */
+export type SessionRealm = 'owner' | 'operator';
+
+/** The CSRF token that belongs to a session secret (a different one per realm). */
+export function csrfTokenFor(sessionSecret: string, realm: SessionRealm = 'owner'): string {
+  return createHmac('sha256', sessionSecret).update(realm === 'owner' ? 'coffer/v1/csrf' : 'coffer/v1/operator-csrf').digest('base64url');
 }
+
+function checkLinkLifetime(ttlMs: number): void {
+  if (!(ttlMs > 0 && ttlMs <= LOGIN_LINK_MAX_TTL_MS)) throw new RangeError('login link lifetime out of range');
+}
+
+/** A session that has not ended at `now`. */
+const live = (session: { revokedAt: number | null; expiresAt: number }, now: number) => session.revokedAt === null && session.expiresAt > now;
 
 export interface IssuedLoginLink {
   link: LoginLink;
@@ -43,6 +56,17 @@ export interface OpenedSession {
   session: Session;
   account: Account;
   /** The cookie value (shown to the browser only). */
+  secret: string;
+  csrfToken: string;
+}
+
+export interface IssuedOperatorLink {
+  link: OperatorLink;
+  token: string;
+}
+
+export interface OpenedOperatorSession {
+  session: OperatorSession;
   secret: string;
   csrfToken: string;
 }
@@ -63,7 +87,7 @@ export class SessionService {
 
   /** A new one-time link for `accountId`; undefined when there is no such account. */
   async createLoginLink(accountId: string, ttlMs = LOGIN_LINK_TTL_MS): Promise<IssuedLoginLink | undefined> {
-    if (!(ttlMs > 0 && ttlMs <= LOGIN_LINK_MAX_TTL_MS)) throw new RangeError('login link lifetime out of range');
+    checkLinkLifetime(ttlMs);
     if (!(await this.store.getAccount(accountId))) return undefined;
     const now = this.clock.now();
     const link: LoginLink = { id: uuidv7(), accountId, createdAt: now, expiresAt: now + ttlMs, usedAt: null };
@@ -115,7 +139,7 @@ export class SessionService {
     if (!SESSION_SECRET_PATTERN.test(secret)) return undefined;
     const session = await this.store.findSessionByHash(sha256(secret));
     const now = this.clock.now();
-    if (!session || session.revokedAt !== null || session.expiresAt <= now) return undefined;
+    if (!session || !live(session, now)) return undefined;
     if (session.keyId !== null) {
       const key = await this.store.getApiKey(session.keyId);
       if (!key || keyStatus(key, now) !== 'active') return undefined;
@@ -134,9 +158,44 @@ export class SessionService {
   }
 
   /** Whether `presented` is the CSRF token of the session with `secret` (constant-time). */
-  checkCsrf(secret: string, presented: string | undefined): boolean {
+  checkCsrf(secret: string, presented: string | undefined, realm: SessionRealm = 'owner'): boolean {
     if (typeof presented !== 'string') return false;
-    return sameSecret(presented, csrfTokenFor(secret));
+    return sameSecret(presented, csrfTokenFor(secret, realm));
+  }
+
+  // ---- the operator realm: the same tokens, lifetimes, single use and CSRF rule; no account, no key ----
+
+  /** A new one-time link to the operator console, made by `operator` (the OS user of `coffer admin`). */
+  async createOperatorLink(operator: string | null, ttlMs = LOGIN_LINK_TTL_MS): Promise<IssuedOperatorLink> {
+    checkLinkLifetime(ttlMs);
+    const now = this.clock.now();
+    const link: OperatorLink = { id: uuidv7(), operator, createdAt: now, expiresAt: now + ttlMs, usedAt: null };
+    const secret = token('cfl_');
+    await this.store.createOperatorLink(link, sha256(secret));
+    return { link, token: secret };
+  }
+
+  /** Opens an operator session with an operator link token; undefined when malformed, unknown, used or expired. */
+  async signInOperator(loginToken: string): Promise<OpenedOperatorSession | undefined> {
+    if (!LOGIN_TOKEN_PATTERN.test(loginToken)) return undefined;
+    const now = this.clock.now();
+    const link = await this.store.consumeOperatorLink(sha256(loginToken), now);
+    if (!link) return undefined;
+    const session: OperatorSession = { id: uuidv7(), operator: link.operator, createdAt: now, expiresAt: now + SESSION_TTL_MS, revokedAt: null };
+    const secret = token('cfs_');
+    await this.store.createOperatorSession(session, sha256(secret));
+    return { session, secret, csrfToken: csrfTokenFor(secret, 'operator') };
+  }
+
+  /** The live operator session behind a cookie secret. */
+  async authenticateOperator(secret: string): Promise<OperatorSession | undefined> {
+    if (!SESSION_SECRET_PATTERN.test(secret)) return undefined;
+    const session = await this.store.findOperatorSessionByHash(sha256(secret));
+    return session && live(session, this.clock.now()) ? session : undefined;
+  }
+
+  async signOutOperator(session: OperatorSession): Promise<void> {
+    await this.store.revokeOperatorSession(session.id, this.clock.now());
   }
 
   /** Ends the session server-side: its cookie is worthless from now on, wherever it was copied. */

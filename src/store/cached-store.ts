@@ -327,6 +327,13 @@ export class CachedStore implements Store {
   findSessionByHash: Store['findSessionByHash'] = (tokenHash) => this.inner.findSessionByHash(tokenHash);
   revokeSession: Store['revokeSession'] = (sessionId, at) => this.inner.revokeSession(sessionId, at);
   pruneSessions: Store['pruneSessions'] = (before) => this.inner.pruneSessions(before);
+  createOperatorLink: Store['createOperatorLink'] = (link, tokenHash) => this.inner.createOperatorLink(link, tokenHash);
+  consumeOperatorLink: Store['consumeOperatorLink'] = (tokenHash, now) => this.inner.consumeOperatorLink(tokenHash, now);
+  createOperatorSession: Store['createOperatorSession'] = (session, tokenHash) => this.inner.createOperatorSession(session, tokenHash);
+  findOperatorSessionByHash: Store['findOperatorSessionByHash'] = (tokenHash) => this.inner.findOperatorSessionByHash(tokenHash);
+  revokeOperatorSession: Store['revokeOperatorSession'] = (sessionId, at) => this.inner.revokeOperatorSession(sessionId, at);
+  accountUsage: Store['accountUsage'] = (since) => this.inner.accountUsage(since);
+  appliedMigrations: Store['appliedMigrations'] = () => this.inner.appliedMigrations();
   listVaultHistory: Store['listVaultHistory'] = (accountId, now) => this.inner.listVaultHistory(accountId, now);
   pruneVaultHistory: Store['pruneVaultHistory'] = (now) => this.inner.pruneVaultHistory(now);
   getBackup: Store['getBackup'] = (id) => this.inner.getBackup(id);

@@ -78,6 +78,26 @@ export interface LoginLinksTable {
   used_at: number | null;
 }
 
+/** The operator console's one-time links (`coffer admin login-link --operator`, migration 0013); hashes only. */
+export interface OperatorLoginLinksTable {
+  id: string;
+  operator: string | null;
+  token_hash: string;
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
+}
+
+/** The operator console's sessions (migration 0013); only a hash of the cookie secret is stored. */
+export interface OperatorSessionsTable {
+  id: string;
+  operator: string | null;
+  token_hash: string;
+  created_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+}
+
 /** Console browser sessions; only a hash of the cookie secret is stored. */
 export interface SessionsTable {
   id: string;
@@ -148,6 +168,8 @@ export interface Database {
   backups: BackupsTable;
   login_links: LoginLinksTable;
   sessions: SessionsTable;
+  operator_login_links: OperatorLoginLinksTable;
+  operator_sessions: OperatorSessionsTable;
   vault_history: VaultHistoryTable;
   audit_events: AuditEventsTable;
   blobhost_uploads: BlobhostUploadsTable;

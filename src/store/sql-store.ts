@@ -41,6 +41,9 @@ import type {
   BackupCondition,
   BackupPatch,
   LoginLink,
+  OperatorLink,
+  OperatorSession,
+  AccountUsageRow,
   QueryCounts,
   Session,
   Store,
@@ -469,7 +472,134 @@ export class SqlStore implements Store {
         ]),
       )
       .executeTakeFirst();
-    return Number(links.numDeletedRows) + Number(sessions.numDeletedRows);
+    const operatorLinks = await this.db
+      .deleteFrom('operator_login_links')
+      .where((eb) => eb.or([eb('expires_at', '<', before), eb('used_at', '<', before)]))
+      .executeTakeFirst();
+    const operatorSessions = await this.db
+      .deleteFrom('operator_sessions')
+      .where((eb) => eb.or([eb('expires_at', '<', before), eb('revoked_at', '<', before)]))
+      .executeTakeFirst();
+    return [links, sessions, operatorLinks, operatorSessions].reduce((sum, r) => sum + Number(r.numDeletedRows), 0);
+  }
+
+  async createOperatorLink(link: OperatorLink, tokenHash: string): Promise<void> {
+    await this.db
+      .insertInto('operator_login_links')
+      .values({
+        id: link.id,
+        operator: link.operator,
+        token_hash: tokenHash,
+        created_at: link.createdAt,
+        expires_at: link.expiresAt,
+        used_at: link.usedAt,
+      })
+      .execute();
+  }
+
+  async consumeOperatorLink(tokenHash: string, now: number): Promise<OperatorLink | undefined> {
+    // One conditional UPDATE, as for owners' links: of two concurrent uses, exactly one matches the row.
+    const row = await this.db
+      .updateTable('operator_login_links')
+      .set({ used_at: now })
+      .where('token_hash', '=', tokenHash)
+      .where('used_at', 'is', null)
+      .where('expires_at', '>', now)
+      .returningAll()
+      .executeTakeFirst();
+    return (
+      row && {
+        id: row.id,
+        operator: row.operator,
+        createdAt: num(row.created_at),
+        expiresAt: num(row.expires_at),
+        usedAt: numOrNull(row.used_at),
+      }
+    );
+  }
+
+  async createOperatorSession(session: OperatorSession, tokenHash: string): Promise<void> {
+    await this.db
+      .insertInto('operator_sessions')
+      .values({
+        id: session.id,
+        operator: session.operator,
+        token_hash: tokenHash,
+        created_at: session.createdAt,
+        expires_at: session.expiresAt,
+        revoked_at: session.revokedAt,
+      })
+      .execute();
+  }
+
+  async findOperatorSessionByHash(tokenHash: string): Promise<OperatorSession | undefined> {
+    const row = await this.db.selectFrom('operator_sessions').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    return (
+      row && {
+        id: row.id,
+        operator: row.operator,
+        createdAt: num(row.created_at),
+        expiresAt: num(row.expires_at),
+        revokedAt: numOrNull(row.revoked_at),
+      }
+    );
+  }
+
+  async revokeOperatorSession(sessionId: string, at: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable('operator_sessions')
+      .set({ revoked_at: at })
+      .where('id', '=', sessionId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async accountUsage(since: number): Promise<AccountUsageRow[]> {
+    const rows = await this.db
+      .selectFrom('backups')
+      .select((eb) => [
+        'account_id',
+        eb.fn.sum<number>(eb.case().when('status', '=', 'READY').then(1).else(0).end()).as('ready'),
+        eb.fn.sum<number>(eb.case().when('status', '=', 'DELETING').then(1).else(0).end()).as('grace'),
+        eb.fn.sum<number>(eb.case().when('status', 'in', ['PENDING_UPLOAD', 'UPLOADED']).then(1).else(0).end()).as('uploading'),
+        eb.fn
+          .sum<number>(
+            eb
+              .case()
+              .when('status', 'in', ['READY', 'DELETING', 'PENDING_UPLOAD', 'UPLOADED'])
+              .then(eb.fn.coalesce('ciphertext_size_bytes', sql<number>`0`))
+              .else(0)
+              .end(),
+          )
+          .as('bytes'),
+        eb.fn
+          .sum<number>(
+            eb
+              .case()
+              .when(eb.and([eb('status', 'in', ['READY', 'DELETING']), eb('created_at', '>=', since)]))
+              .then(1)
+              .else(0)
+              .end(),
+          )
+          .as('recent'),
+      ])
+      .groupBy('account_id')
+      .execute();
+    return rows.map((row) => ({
+      accountId: row.account_id,
+      readyBackups: Number(row.ready ?? 0),
+      graceBackups: Number(row.grace ?? 0),
+      uploadingBackups: Number(row.uploading ?? 0),
+      storedBytes: Number(row.bytes ?? 0),
+      createdSince: Number(row.recent ?? 0),
+    }));
+  }
+
+  async appliedMigrations(): Promise<string[]> {
+    // Kysely's bookkeeping table, in the store's schema (see migrate()).
+    const { rows } = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(this.db);
+    return rows.map((row) => row.name);
   }
 
   async getVault(accountId: string): Promise<Vault | undefined> {

@@ -66,6 +66,40 @@ export interface Session {
   freshAt: number;
 }
 
+/** A one-time link to the operator console (`coffer admin login-link --operator`); its token is known only by hash. */
+export interface OperatorLink {
+  id: string;
+  /** Who made it: the OS user that ran `coffer admin`, when it could be told. */
+  operator: string | null;
+  createdAt: number;
+  expiresAt: number;
+  usedAt: number | null;
+}
+
+/** An operator console session: no account, no key; it reads usage and changes plans, never an owner's data. */
+export interface OperatorSession {
+  id: string;
+  operator: string | null;
+  createdAt: number;
+  expiresAt: number;
+  revokedAt: number | null;
+}
+
+/** What one account stores and did, in counts, bytes and times only (the operator console, `coffer admin usage`). */
+export interface AccountUsageRow {
+  accountId: string;
+  /** READY backups. */
+  readyBackups: number;
+  /** Backups deleted but still restorable (DELETING). */
+  graceBackups: number;
+  /** Uploads in progress (PENDING_UPLOAD, UPLOADED). */
+  uploadingBackups: number;
+  /** Ciphertext bytes of READY backups, of backups in their deletion grace and of uploads in progress. */
+  storedBytes: number;
+  /** READY or DELETING backups created at or after `since`. */
+  createdSince: number;
+}
+
 export interface Backup {
   id: string;
   accountId: string;
@@ -175,6 +209,19 @@ export interface Store {
    * before it or whose API key was revoked or expired before it; returns how many rows went.
    */
   pruneSessions(before: number): Promise<number>;
+
+  // ---- the operator console's links and sessions (the same rules, src/services/sessions.ts; their own tables) ----
+  createOperatorLink(link: OperatorLink, tokenHash: string): Promise<void>;
+  /** Like consumeLoginLink, for operator links: atomic, single use. */
+  consumeOperatorLink(tokenHash: string, now: number): Promise<OperatorLink | undefined>;
+  createOperatorSession(session: OperatorSession, tokenHash: string): Promise<void>;
+  findOperatorSessionByHash(tokenHash: string): Promise<OperatorSession | undefined>;
+  revokeOperatorSession(sessionId: string, at: number): Promise<boolean>;
+
+  /** Per account with any backup record: counts and bytes (never names or metadata); `since` bounds createdSince. */
+  accountUsage(since: number): Promise<AccountUsageRow[]>;
+  /** Names of the schema migrations applied to this database, in order. */
+  appliedMigrations(): Promise<string[]>;
 
   getVault(accountId: string): Promise<Vault | undefined>;
   /** Stores the vault unless one exists; true when it was created. */

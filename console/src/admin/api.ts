@@ -1,0 +1,48 @@
+/** The operator console's HTTP client: /admin/api with the operator cookie (httpOnly) and its CSRF token. */
+import type { Static } from '@sinclair/typebox';
+import type { AccountDetail, OperatorSessionBody, Overview, OwnerLink } from '../../../src/console/admin-schemas.js';
+
+export type OverviewData = Static<typeof Overview>;
+export type AccountData = Static<typeof AccountDetail>;
+export type SessionData = Static<typeof OperatorSessionBody>;
+export type OwnerLinkData = Static<typeof OwnerLink>;
+
+export class AdminError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+let csrf: string | undefined;
+export const setCsrf = (token: string | undefined) => (csrf = token);
+
+export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET' && csrf) headers['x-csrf-token'] = csrf;
+  const response = await fetch(`/admin/api${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+  if (response.status === 204) return undefined as T;
+  const data = (await response.json().catch(() => ({}))) as { code?: string; message?: string } & T;
+  if (!response.ok) throw new AdminError(response.status, data.code ?? 'error', data.message ?? `HTTP ${response.status}`);
+  return data;
+}
+
+const UNITS = ['B', 'KB', 'MB', 'GB', 'TB', 'PB'];
+export function bytes(n: number): string {
+  let value = n;
+  let unit = 0;
+  while (value >= 1000 && unit < UNITS.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return `${unit === 0 ? value : value.toFixed(value < 10 ? 1 : 0)} ${UNITS[unit]}`;
+}
+
+export function when(isoTime: string | null): string {
+  if (!isoTime) return 'never';
+  return isoTime.replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+}

@@ -1,0 +1,543 @@
+/**
+ * The operator console (docs/operations.md#operator-console): every account in counts, bytes and times; an account's
+ * plan, deletion grace, keys, audit trail and a sign-in link for its owner. Nothing here can decrypt anything: the API
+ * it calls returns no file name, metadata, envelope or key material.
+ */
+import { render } from 'preact';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { AdminError, bytes, call, setCsrf, when, type AccountData, type OverviewData, type OwnerLinkData, type SessionData } from './api.js';
+import '../styles.css';
+import './admin.css';
+
+const BASE = '/admin';
+const PLANS = ['free', 'plus', 'pro'] as const;
+type Row = OverviewData['accounts'][number];
+type SortKey = 'overdue' | 'accountId' | 'plan' | 'backups' | 'storedBytes' | 'lastReadyAt' | 'keys';
+
+function usePath(): [string, (to: string) => void] {
+  const [path, setPath] = useState(location.pathname);
+  useEffect(() => {
+    const onPop = () => setPath(location.pathname);
+    addEventListener('popstate', onPop);
+    return () => removeEventListener('popstate', onPop);
+  }, []);
+  const go = (to: string) => {
+    history.pushState(null, '', to);
+    setPath(to);
+    scrollTo(0, 0);
+  };
+  return [path, go];
+}
+
+function Failure({ error }: { error: unknown }) {
+  if (!error) return null;
+  return (
+    <p class="error" role="alert">
+      {error instanceof Error ? error.message : String(error)}
+    </p>
+  );
+}
+
+function Login({ onSignedIn }: { onSignedIn: (session: SessionData) => void }) {
+  const [error, setError] = useState<unknown>(null);
+  const [token, setToken] = useState('');
+  const submit = async (value: string) => {
+    setError(null);
+    try {
+      const session = await call<SessionData>('POST', '/session', { loginToken: value.trim() });
+      setCsrf(session.csrfToken);
+      onSignedIn(session);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  useEffect(() => {
+    const fromHash = new URLSearchParams(location.hash.slice(1)).get('token');
+    if (fromHash) {
+      // Out of the address bar and the history at once: the link works once anyway.
+      history.replaceState(null, '', location.pathname);
+      void submit(fromHash);
+    }
+  }, []);
+  return (
+    <section class="narrow">
+      <h1>Operator sign-in</h1>
+      <p class="lede">
+        Open a link from <code>coffer admin login-link --operator</code> on the server, or paste its token here. Each link works once.
+      </p>
+      <form
+        onSubmit={(event) => {
+          event.preventDefault();
+          void submit(token);
+        }}
+      >
+        <label for="token">Sign-in token</label>
+        <input id="token" class="mono" autocomplete="off" value={token} onInput={(e) => setToken((e.target as HTMLInputElement).value)} />
+        <button type="submit">Sign in</button>
+      </form>
+      <Failure error={error} />
+    </section>
+  );
+}
+
+function Totals({ data }: { data: OverviewData }) {
+  const { totals, server } = data;
+  return (
+    <section class="panel" aria-labelledby="totals">
+      <h2 id="totals">Totals</h2>
+      <dl class="facts">
+        <dt>Accounts</dt>
+        <dd>{totals.accounts}</dd>
+        <dt>Stored</dt>
+        <dd>{bytes(totals.storedBytes)}</dd>
+        <dt>Backups, last 24 h</dt>
+        <dd>{totals.backupsLast24h}</dd>
+        <dt>Overdue</dt>
+        <dd data-testid="total-overdue">{totals.overdue}</dd>
+      </dl>
+      <table class="cards">
+        <thead>
+          <tr>
+            <th scope="col">Plan</th>
+            <th scope="col">Accounts</th>
+            <th scope="col">Stored</th>
+          </tr>
+        </thead>
+        <tbody>
+          {totals.plans.map((p) => (
+            <tr key={p.plan}>
+              <td data-label="Plan">{p.plan}</td>
+              <td data-label="Accounts">{p.accounts}</td>
+              <td data-label="Stored">{bytes(p.storedBytes)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <dl class="facts">
+        <dt>Server</dt>
+        <dd>Coffer {server.version}</dd>
+        <dt>Database</dt>
+        <dd>{server.database === 'postgres' ? 'PostgreSQL' : 'SQLite'}</dd>
+        <dt>Blob store</dt>
+        <dd>{server.blobStore === 's3' ? 'S3' : 'file system'}</dd>
+        <dt>Migrations</dt>
+        <dd>
+          {server.migrations.length} applied, last <span class="mono">{server.migrations.at(-1) ?? 'none'}</span>
+        </dd>
+      </dl>
+    </section>
+  );
+}
+
+function compare(a: Row, b: Row, key: SortKey): number {
+  switch (key) {
+    case 'overdue':
+      return Number(b.overdue) - Number(a.overdue) || (a.lastReadyAt ?? '').localeCompare(b.lastReadyAt ?? '');
+    case 'accountId':
+    case 'plan':
+      return a[key].localeCompare(b[key]);
+    case 'lastReadyAt':
+      return (b.lastReadyAt ?? '').localeCompare(a.lastReadyAt ?? '');
+    default:
+      return b[key] - a[key];
+  }
+}
+
+function Accounts({ data, open }: { data: OverviewData; open: (id: string) => void }) {
+  const [sort, setSort] = useState<SortKey>('overdue');
+  const [filter, setFilter] = useState('');
+  const [plan, setPlan] = useState('');
+  const [overdueOnly, setOverdueOnly] = useState(false);
+  const rows = useMemo(
+    () =>
+      data.accounts
+        .filter((r) => (!plan || r.plan === plan) && (!overdueOnly || r.overdue) && r.accountId.includes(filter.trim()))
+        .sort((a, b) => compare(a, b, sort) || a.accountId.localeCompare(b.accountId)),
+    [data, sort, filter, plan, overdueOnly],
+  );
+  return (
+    <section class="panel" aria-labelledby="accounts">
+      <h2 id="accounts">Accounts</h2>
+      <div class="admin-filters">
+        <label>
+          Sort by
+          <select value={sort} onChange={(e) => setSort((e.target as HTMLSelectElement).value as SortKey)}>
+            <option value="overdue">Overdue first</option>
+            <option value="storedBytes">Stored bytes</option>
+            <option value="backups">Backups</option>
+            <option value="lastReadyAt">Last READY</option>
+            <option value="keys">Keys</option>
+            <option value="plan">Plan</option>
+            <option value="accountId">Account id</option>
+          </select>
+        </label>
+        <label>
+          Plan
+          <select value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value)}>
+            <option value="">All</option>
+            {PLANS.map((p) => (
+              <option key={p} value={p}>
+                {p}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Account id contains
+          <input type="search" value={filter} onInput={(e) => setFilter((e.target as HTMLInputElement).value)} />
+        </label>
+        <label class="check">
+          <input type="checkbox" checked={overdueOnly} onChange={(e) => setOverdueOnly((e.target as HTMLInputElement).checked)} />
+          Overdue only
+        </label>
+      </div>
+      {rows.length === 0 ? (
+        <p class="empty">No accounts match.</p>
+      ) : (
+        <table class="cards" data-testid="accounts">
+          <thead>
+            <tr>
+              <th scope="col">Account</th>
+              <th scope="col">Plan</th>
+              <th scope="col">Backups</th>
+              <th scope="col">Stored</th>
+              <th scope="col">Last READY</th>
+              <th scope="col">Overdue</th>
+              <th scope="col">Keys</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((r) => (
+              <tr key={r.accountId} data-account={r.accountId}>
+                <td data-label="Account">
+                  <a
+                    class="mono"
+                    href={`${BASE}/accounts/${r.accountId}`}
+                    onClick={(e) => {
+                      e.preventDefault();
+                      open(r.accountId);
+                    }}
+                  >
+                    {r.accountId}
+                  </a>
+                </td>
+                <td data-label="Plan">{r.plan}</td>
+                <td data-label="Backups">
+                  {r.backups}
+                  {r.graceBackups > 0 && <span class="muted"> (+{r.graceBackups} in grace)</span>}
+                </td>
+                <td data-label="Stored">{bytes(r.storedBytes)}</td>
+                <td data-label="Last READY">{when(r.lastReadyAt)}</td>
+                <td data-label="Overdue">{r.overdue ? <span class="badge audit-refused">overdue</span> : 'no'}</td>
+                <td data-label="Keys">{r.keys}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+function AccountPage({ id, back }: { id: string; back: () => void }) {
+  const [data, setData] = useState<AccountData | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [notice, setNotice] = useState('');
+  const [plan, setPlan] = useState('');
+  const [grace, setGrace] = useState('');
+  const [link, setLink] = useState<OwnerLinkData | null>(null);
+  const show = (next: AccountData) => {
+    setData(next);
+    setPlan(next.account.plan);
+    setGrace(String(next.account.deletionGraceDays));
+  };
+  useEffect(() => {
+    call<AccountData>('GET', `/accounts/${encodeURIComponent(id)}`).then(show, setError);
+  }, [id]);
+  const act = async (work: () => Promise<AccountData>, done: string) => {
+    setError(null);
+    setNotice('');
+    try {
+      show(await work());
+      setNotice(done);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const path = `/accounts/${encodeURIComponent(id)}`;
+  return (
+    <>
+      <p class="crumbs">
+        <a
+          href={BASE}
+          onClick={(e) => {
+            e.preventDefault();
+            back();
+          }}
+        >
+          ← Accounts
+        </a>
+      </p>
+      <h1>
+        Account <span class="mono wrap">{id}</span>
+      </h1>
+      <Failure error={error} />
+      {notice && (
+        <p class="success" role="status">
+          {notice}
+        </p>
+      )}
+      {data && (
+        <>
+          <section class="panel">
+            <dl class="facts">
+              <dt>Plan</dt>
+              <dd data-testid="plan">{data.account.plan}</dd>
+              <dt>Backups</dt>
+              <dd>
+                {data.account.backups} READY, {data.account.graceBackups} in deletion grace, {data.account.uploadingBackups} uploading
+              </dd>
+              <dt>Stored</dt>
+              <dd>{bytes(data.account.storedBytes)}</dd>
+              <dt>Last READY</dt>
+              <dd>{when(data.account.lastReadyAt)}</dd>
+              <dt>Overdue</dt>
+              <dd>{data.account.overdue ? 'yes' : 'no'}</dd>
+              <dt>Created</dt>
+              <dd>{when(data.account.createdAt)}</dd>
+              <dt>Quota</dt>
+              <dd>{data.account.quotaBytes === null ? 'none' : bytes(data.account.quotaBytes)}</dd>
+            </dl>
+          </section>
+          <section class="panel" aria-labelledby="change">
+            <h2 id="change">Plan and deletion grace</h2>
+            <form
+              class="admin-inline"
+              onSubmit={(e) => {
+                e.preventDefault();
+                void act(() => call('PUT', `${path}/plan`, { plan }), `The plan is now ${plan}.`);
+              }}
+            >
+              <label>
+                Plan
+                <select value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value)}>
+                  {PLANS.map((p) => (
+                    <option key={p} value={p}>
+                      {p}
+                    </option>
+                  ))}
+                </select>
+              </label>
+              <button type="submit">Change plan</button>
+            </form>
+            <form
+              class="admin-inline"
+              onSubmit={(e) => {
+                e.preventDefault();
+                void act(() => call('PUT', `${path}/deletion-grace`, { days: Number(grace) }), `The deletion grace is now ${grace} days.`);
+              }}
+            >
+              <label>
+                Deletion grace (days)
+                <input type="number" min="0" max="365" value={grace} onInput={(e) => setGrace((e.target as HTMLInputElement).value)} />
+              </label>
+              <button type="submit">Set grace</button>
+            </form>
+            <p class="help">Quota: set with the quota work of this release (not in this build).</p>
+          </section>
+          <section class="panel" aria-labelledby="keys">
+            <h2 id="keys">API keys</h2>
+            {data.keys.length === 0 ? (
+              <p class="empty">No keys.</p>
+            ) : (
+              <table class="cards" data-testid="keys">
+                <thead>
+                  <tr>
+                    <th scope="col">Key</th>
+                    <th scope="col">Scopes</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Created</th>
+                    <th scope="col">
+                      <span class="visually-hidden">Action</span>
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {data.keys.map((k) => (
+                    <tr key={k.keyId} data-key={k.keyId}>
+                      <td data-label="Key" class="mono">
+                        {k.keyId}
+                      </td>
+                      <td data-label="Scopes">
+                        {k.scopes.join(', ')}
+                        {k.appendOnly && ' (append-only)'}
+                      </td>
+                      <td data-label="Status">
+                        <span class={`badge key-${k.status}`}>{k.status}</span>
+                      </td>
+                      <td data-label="Created">{when(k.createdAt)}</td>
+                      <td data-label="Action">
+                        {k.status === 'active' && (
+                          <button
+                            type="button"
+                            class="danger"
+                            onClick={() => void act(() => call('POST', `${path}/keys/${encodeURIComponent(k.keyId)}/revoke`), `Key ${k.keyId} revoked.`)}
+                          >
+                            Revoke
+                          </button>
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            )}
+          </section>
+          <section class="panel" aria-labelledby="owner-link">
+            <h2 id="owner-link">Sign-in link for the owner</h2>
+            <p class="help">A one-time link to the owners' console, valid 15 minutes. Give it to the owner only.</p>
+            <button
+              type="button"
+              class="secondary"
+              onClick={async () => {
+                setError(null);
+                try {
+                  setLink(await call<OwnerLinkData>('POST', `${path}/login-link`));
+                } catch (failure) {
+                  setError(failure);
+                }
+              }}
+            >
+              Make a sign-in link
+            </button>
+            {link && (
+              <p class="copy-row">
+                <input class="mono" readOnly value={link.url} aria-label="Owner sign-in link" />
+                <span class="muted">until {when(link.expiresAt)}</span>
+              </p>
+            )}
+          </section>
+          <section class="panel" aria-labelledby="audit">
+            <h2 id="audit">Audit trail</h2>
+            {data.audit.length === 0 ? (
+              <p class="empty">No recorded actions.</p>
+            ) : (
+              <table class="cards" data-testid="audit">
+                <thead>
+                  <tr>
+                    <th scope="col">When</th>
+                    <th scope="col">What</th>
+                    <th scope="col">Who</th>
+                    <th scope="col">Detail</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {data.audit.map((e) => (
+                    <tr key={e.id}>
+                      <td data-label="When">{when(e.at)}</td>
+                      <td data-label="What">
+                        {e.action}
+                        {e.outcome === 'refused' && ' (refused)'}
+                      </td>
+                      <td data-label="Who">
+                        {e.actor.kind}
+                        {e.actor.id && <span class="mono"> {e.actor.id}</span>}
+                        {e.address && <span class="muted"> from {e.address}</span>}
+                      </td>
+                      <td data-label="Detail" class="wrap">
+                        {[e.target, e.detail].filter(Boolean).join(' · ')}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            )}
+          </section>
+        </>
+      )}
+    </>
+  );
+}
+
+function App() {
+  const [path, go] = usePath();
+  const [session, setSession] = useState<SessionData | null | undefined>(undefined);
+  const [overview, setOverview] = useState<OverviewData | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    if (path === `${BASE}/login`) return setSession(null);
+    call<SessionData>('GET', '/session').then(
+      (s) => {
+        setCsrf(s.csrfToken);
+        setSession(s);
+      },
+      () => setSession(null),
+    );
+  }, []);
+  useEffect(() => {
+    if (!session || path !== BASE) return;
+    call<OverviewData>('GET', '/overview').then(setOverview, (failure) => {
+      if (failure instanceof AdminError && failure.status === 401) setSession(null);
+      else setError(failure);
+    });
+  }, [session, path]);
+  const account = /^\/admin\/accounts\/([^/]+)$/.exec(path)?.[1];
+  return (
+    <>
+      <header class="top">
+        <a
+          class="brand"
+          href={BASE}
+          onClick={(e) => {
+            e.preventDefault();
+            go(BASE);
+          }}
+        >
+          <img src="/console/favicon.svg" alt="" width="28" height="28" />
+          <span>Coffer operator</span>
+        </a>
+        {session && (
+          <button
+            type="button"
+            class="secondary signout"
+            onClick={async () => {
+              await call('DELETE', '/session').catch(() => undefined);
+              setSession(null);
+              go(`${BASE}/login`);
+            }}
+          >
+            Sign out
+          </button>
+        )}
+      </header>
+      <main id="main">
+        {session === undefined ? (
+          <p class="muted">Loading…</p>
+        ) : session === null ? (
+          <Login
+            onSignedIn={(s) => {
+              setSession(s);
+              go(BASE);
+            }}
+          />
+        ) : account ? (
+          <AccountPage id={decodeURIComponent(account)} back={() => go(BASE)} />
+        ) : (
+          <>
+            <h1>Operator console</h1>
+            <p class="lede">Counts, sizes and times of every account. Nothing here can read a backup.</p>
+            <Failure error={error} />
+            {overview && (
+              <>
+                <Accounts data={overview} open={(id) => go(`${BASE}/accounts/${id}`)} />
+                <Totals data={overview} />
+              </>
+            )}
+          </>
+        )}
+      </main>
+    </>
+  );
+}
+
+render(<App />, document.getElementById('app')!);

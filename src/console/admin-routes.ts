@@ -1,0 +1,234 @@
+/**
+ * The operator console (docs/operations.md#operator-console): the page at /admin and its API at /admin/api/*.
+ *
+ * Its own credential: the `coffer_operator` cookie (Path=/admin, httpOnly, SameSite=Strict, Secure on https), opened
+ * by a one-time link from `coffer admin login-link --operator` under the owners' rules (src/services/sessions.ts,
+ * realm `operator`), with its own CSRF token. The owners' cookie is never read here and the operator's is never read
+ * by /console or /api, so neither session opens the other side. What these routes return is ids, plans, counts,
+ * bytes and times (./admin-schemas.ts): the operator sees no file name, metadata, envelope or key material.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config.js';
+import { AppError } from '../domain/errors.js';
+import { iso, isoOrNull } from '../domain/time.js';
+import { jsonBodies } from '../http/bodies.js';
+import type { App } from '../http/fastify.js';
+import { FixedWindowLimiter } from '../http/rate-limit.js';
+import { VERSION } from '../lib/version.js';
+import { operatorActor } from '../services/audit.js';
+import type { AccountSummary } from '../services/operator.js';
+import { csrfTokenFor } from '../services/sessions.js';
+import type { Services } from '../services/services.js';
+import type { OperatorSession } from '../store/store.js';
+import {
+  AccountDetail,
+  AccountKeyParams,
+  AccountParams,
+  GraceBody,
+  OperatorSessionBody,
+  OperatorSignInBody,
+  Overview,
+  OwnerLink,
+  PlanBody,
+} from './admin-schemas.js';
+import { loadConsoleFiles } from './assets.js';
+import { hidden } from './context.js';
+import { sendStatic } from './page-routes.js';
+import { CSRF_HEADER, fromOwnOrigin, readCookie } from './session-http.js';
+
+export const OPERATOR_COOKIE = 'coffer_operator';
+export const ADMIN_PATH = '/admin';
+
+type AdminServices = Pick<Services, 'config' | 'sessions' | 'operator' | 'keys' | 'clock' | 'store' | 'blobs'>;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    operatorSession: OperatorSession;
+    operatorSecret: string;
+  }
+}
+
+function operatorCookie(config: Config, value: string, maxAgeMs: number): string {
+  const attributes = [`${OPERATOR_COOKIE}=${value}`, `Path=${ADMIN_PATH}`, `Max-Age=${Math.floor(maxAgeMs / 1000)}`, 'HttpOnly', 'SameSite=Strict'];
+  if (config.publicUrl.startsWith('https:')) attributes.push('Secure');
+  return attributes.join('; ');
+}
+
+const row = (summary: AccountSummary) => ({
+  accountId: summary.accountId,
+  plan: summary.plan,
+  createdAt: iso(summary.createdAt),
+  deletionGraceDays: summary.deletionGraceDays,
+  backups: summary.readyBackups,
+  graceBackups: summary.graceBackups,
+  uploadingBackups: summary.uploadingBackups,
+  storedBytes: summary.storedBytes,
+  lastReadyAt: isoOrNull(summary.lastReadyAt),
+  overdue: summary.overdue,
+  keys: summary.activeKeys,
+  quotaBytes: summary.quotaBytes,
+});
+
+export async function adminRoutes(app: App, services: AdminServices): Promise<void> {
+  const { config, sessions, operator, keys, clock, store, blobs } = services;
+  jsonBodies(app);
+
+  app.addHook('onSend', async (request, reply) => {
+    if (request.url.startsWith(`${ADMIN_PATH}/api/`)) reply.header('cache-control', 'no-store');
+  });
+
+  const requireOperator = async (request: FastifyRequest) => {
+    const secret = readCookie(request.headers.cookie, OPERATOR_COOKIE);
+    const session = secret ? await sessions.authenticateOperator(secret) : undefined;
+    if (!secret || !session) {
+      throw new AppError('authentication_required', 'Sign in to the operator console first (coffer admin login-link --operator).');
+    }
+    if (!['GET', 'HEAD'].includes(request.method)) {
+      const header = request.headers[CSRF_HEADER];
+      if (!fromOwnOrigin(request, config) || !sessions.checkCsrf(secret, typeof header === 'string' ? header : undefined, 'operator')) {
+        throw new AppError('csrf_token_invalid', 'This request uses the operator session but does not come from the operator console (missing or wrong X-CSRF-Token).');
+      }
+    }
+    request.operatorSession = session;
+    request.operatorSecret = secret;
+  };
+  const actorOf = (request: FastifyRequest) => operatorActor(request.operatorSession.operator ?? undefined);
+
+  // Every attempt counts, per client address, under the owners' sign-in limit (a limiter of its own).
+  const limiter = new FixedWindowLimiter({ max: config.signInLimit.maxAttempts, windowMs: config.signInLimit.windowMs }, () => clock.now());
+  const limitSignIn = async (request: FastifyRequest) => {
+    const verdict = limiter.hit(request.ip);
+    if (verdict.allowed) return;
+    throw new AppError(
+      'too_many_sign_in_attempts',
+      `Too many sign-in attempts from this address. Try again in ${verdict.resetSeconds} seconds.`,
+      { retryAfterSeconds: verdict.resetSeconds },
+      { 'retry-after': String(verdict.resetSeconds) },
+    );
+  };
+
+  const sessionBody = (session: OperatorSession, secret: string) => ({
+    operator: session.operator,
+    createdAt: iso(session.createdAt),
+    expiresAt: iso(session.expiresAt),
+    csrfToken: csrfTokenFor(secret, 'operator'),
+  });
+
+  app.post(
+    `${ADMIN_PATH}/api/session`,
+    { schema: { ...hidden, body: OperatorSignInBody, response: { 200: OperatorSessionBody } }, onRequest: limitSignIn },
+    async (request, reply) => {
+      if (!fromOwnOrigin(request, config)) throw new AppError('csrf_token_invalid', 'Sign-in requests must come from the operator console page.');
+      const opened = await sessions.signInOperator(request.body.loginToken);
+      if (!opened) {
+        throw new AppError('login_link_invalid', 'This operator sign-in link is not valid: it was already used, has expired, or was mistyped.');
+      }
+      reply.header('set-cookie', operatorCookie(config, opened.secret, opened.session.expiresAt - opened.session.createdAt));
+      return sessionBody(opened.session, opened.secret);
+    },
+  );
+
+  app.get(`${ADMIN_PATH}/api/session`, { schema: { ...hidden, response: { 200: OperatorSessionBody } }, onRequest: requireOperator }, async (request) =>
+    sessionBody(request.operatorSession, request.operatorSecret),
+  );
+
+  app.delete(`${ADMIN_PATH}/api/session`, { schema: hidden, onRequest: requireOperator }, async (request, reply) => {
+    await sessions.signOutOperator(request.operatorSession);
+    return reply.header('set-cookie', operatorCookie(config, '', 0)).code(204).send();
+  });
+
+  app.get(`${ADMIN_PATH}/api/overview`, { schema: { ...hidden, response: { 200: Overview } }, onRequest: requireOperator }, async () => {
+    const [{ accounts, totals }, migrations] = await Promise.all([operator.overview(), store.appliedMigrations()]);
+    return {
+      accounts: accounts.map(row),
+      totals,
+      server: { version: VERSION, database: store.kind, blobStore: blobs.kind, migrations, now: iso(clock.now()) },
+    };
+  });
+
+  const detail = async (accountId: string) => {
+    const found = await operator.account(accountId);
+    if (!found) throw new AppError('not_found', `No account ${accountId}.`);
+    return {
+      account: row(found.summary),
+      keys: found.keys.map((key) => ({
+        ...key,
+        createdAt: iso(key.createdAt),
+        expiresAt: isoOrNull(key.expiresAt),
+        revokedAt: isoOrNull(key.revokedAt),
+      })),
+      audit: found.audit.map((entry) => ({
+        id: entry.id,
+        at: iso(entry.at),
+        action: entry.action,
+        outcome: entry.outcome,
+        actor: entry.actor,
+        address: entry.address,
+        target: entry.target,
+        detail: entry.detail,
+      })),
+    };
+  };
+
+  app.get(
+    `${ADMIN_PATH}/api/accounts/:id`,
+    { schema: { ...hidden, params: AccountParams, response: { 200: AccountDetail } }, onRequest: requireOperator },
+    async (request) => detail(request.params.id),
+  );
+
+  app.put(
+    `${ADMIN_PATH}/api/accounts/:id/plan`,
+    { schema: { ...hidden, params: AccountParams, body: PlanBody, response: { 200: AccountDetail } }, onRequest: requireOperator },
+    async (request) => {
+      if (!(await operator.setPlan(request.params.id, request.body.plan, actorOf(request)))) {
+        throw new AppError('not_found', `No account ${request.params.id}.`);
+      }
+      return detail(request.params.id);
+    },
+  );
+
+  app.put(
+    `${ADMIN_PATH}/api/accounts/:id/deletion-grace`,
+    { schema: { ...hidden, params: AccountParams, body: GraceBody, response: { 200: AccountDetail } }, onRequest: requireOperator },
+    async (request) => {
+      if (!(await operator.setDeletionGrace(request.params.id, request.body.days, actorOf(request)))) {
+        throw new AppError('not_found', `No account ${request.params.id}.`);
+      }
+      return detail(request.params.id);
+    },
+  );
+
+  // Quota: set by the quota work of issue 26 (PUT /admin/api/accounts/:id/quota); not in this build.
+
+  app.post(
+    `${ADMIN_PATH}/api/accounts/:id/keys/:keyId/revoke`,
+    { schema: { ...hidden, params: AccountKeyParams, response: { 200: AccountDetail } }, onRequest: requireOperator },
+    async (request) => {
+      const outcome = await keys.revoke(request.params.keyId, request.params.id, { actor: actorOf(request), address: null });
+      if (!outcome) throw new AppError('not_found', `No key ${request.params.keyId} on account ${request.params.id}.`);
+      return detail(request.params.id);
+    },
+  );
+
+  app.post(
+    `${ADMIN_PATH}/api/accounts/:id/login-link`,
+    { schema: { ...hidden, params: AccountParams, response: { 200: OwnerLink } }, onRequest: requireOperator },
+    async (request) => {
+      const issued = await operator.ownerLoginLink(request.params.id, actorOf(request));
+      if (!issued) throw new AppError('not_found', `No account ${request.params.id}.`);
+      return { accountId: request.params.id, url: `${config.publicUrl}/console/login#token=${issued.token}`, expiresAt: iso(issued.link.expiresAt) };
+    },
+  );
+
+  // ---- the page: the second entry of the console's build (console/admin.html), its assets under /console/assets ----
+  const files = loadConsoleFiles();
+  const page = async (request: FastifyRequest, reply: FastifyReply) => {
+    const rest = (request.params as { '*'?: string })['*'] ?? '';
+    if (rest.startsWith('api/')) throw new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
+    const file = files.get('/admin.html');
+    if (!file) throw new AppError('not_found', 'The operator console has not been built on this server (npm run build).');
+    return sendStatic(request, reply, file);
+  };
+  app.get(ADMIN_PATH, { schema: hidden }, page);
+  app.get(`${ADMIN_PATH}/*`, { schema: hidden }, page);
+}

@@ -1,0 +1,118 @@
+/**
+ * Wire schemas of the operator console (/admin/api/*, docs/operations.md#operator-console) as TypeBox. Ids, plans,
+ * counts, bytes and times only: no field can carry a file name, sealed metadata, a wrapped key, an envelope or key
+ * material (every object is closed). Pure: the admin page (console/src/admin/) derives its types from them.
+ */
+import { Type, type TSchema } from '@sinclair/typebox';
+import { ACTOR_KINDS, AUDIT_ACTIONS, AUDIT_OUTCOMES, type ActorKind, type AuditAction, type AuditOutcome } from '../domain/audit.js';
+import { MAX_DELETION_GRACE_DAYS } from '../domain/backups.js';
+import { KEY_STATUSES, type KeyStatus } from '../domain/keys.js';
+import { PLANS, type Plan } from '../domain/plans.js';
+import { SCOPES, type Scope } from '../domain/scopes.js';
+
+const DateTime = Type.String({ format: 'date-time' });
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+const Count = Type.Integer({ minimum: 0 });
+const closed = { additionalProperties: false } as const;
+const PlanName = Type.Unsafe<Plan>({ type: 'string', enum: [...PLANS] });
+
+// ---- requests ----
+
+export const OperatorSignInBody = Type.Object({ loginToken: Type.String({ maxLength: 200 }) }, closed);
+export const AccountParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+export const AccountKeyParams = Type.Object({ id: Type.String({ maxLength: 64 }), keyId: Type.String({ maxLength: 64 }) });
+export const PlanBody = Type.Object({ plan: Type.Union(PLANS.map((plan) => Type.Literal(plan))) }, closed);
+export const GraceBody = Type.Object({ days: Type.Integer({ minimum: 0, maximum: MAX_DELETION_GRACE_DAYS }) }, closed);
+
+// ---- answers ----
+
+export const OperatorSessionBody = Type.Object(
+  { operator: Nullable(Type.String()), createdAt: DateTime, expiresAt: DateTime, csrfToken: Type.String() },
+  closed,
+);
+
+export const AccountRow = Type.Object(
+  {
+    accountId: Type.String(),
+    plan: PlanName,
+    createdAt: DateTime,
+    deletionGraceDays: Count,
+    /** READY backups. */
+    backups: Count,
+    /** Deleted backups still restorable (their ciphertext is kept and counted in storedBytes). */
+    graceBackups: Count,
+    uploadingBackups: Count,
+    /** Ciphertext bytes: READY backups, backups in their deletion grace, uploads in progress. */
+    storedBytes: Count,
+    lastReadyAt: Nullable(DateTime),
+    /** No READY backup for more than twice the plan's interval. */
+    overdue: Type.Boolean(),
+    /** Active API keys. */
+    keys: Count,
+    /** The account's storage quota in bytes; null: none (quotas are not enforced by this build yet). */
+    quotaBytes: Nullable(Count),
+  },
+  closed,
+);
+
+export const Overview = Type.Object(
+  {
+    accounts: Type.Array(AccountRow),
+    totals: Type.Object(
+      {
+        plans: Type.Array(Type.Object({ plan: PlanName, accounts: Count, storedBytes: Count }, closed)),
+        accounts: Count,
+        storedBytes: Count,
+        /** READY backups (or deleted since, in their grace) created in the last 24 hours. */
+        backupsLast24h: Count,
+        overdue: Count,
+      },
+      closed,
+    ),
+    server: Type.Object(
+      {
+        version: Type.String(),
+        database: Type.Union([Type.Literal('sqlite'), Type.Literal('postgres')]),
+        blobStore: Type.Union([Type.Literal('fs'), Type.Literal('s3')]),
+        migrations: Type.Array(Type.String()),
+        now: DateTime,
+      },
+      closed,
+    ),
+  },
+  closed,
+);
+
+export const OperatorKey = Type.Object(
+  {
+    keyId: Type.String(),
+    scopes: Type.Array(Type.Unsafe<Scope>({ type: 'string', enum: [...SCOPES] })),
+    appendOnly: Type.Boolean(),
+    createdAt: DateTime,
+    expiresAt: Nullable(DateTime),
+    revokedAt: Nullable(DateTime),
+    status: Type.Unsafe<KeyStatus>({ type: 'string', enum: [...KEY_STATUSES] }),
+  },
+  closed,
+);
+
+export const OperatorAuditEvent = Type.Object(
+  {
+    id: Type.String(),
+    at: DateTime,
+    action: Type.Unsafe<AuditAction>({ type: 'string', enum: [...AUDIT_ACTIONS] }),
+    outcome: Type.Unsafe<AuditOutcome>({ type: 'string', enum: [...AUDIT_OUTCOMES] }),
+    actor: Type.Object({ kind: Type.Unsafe<ActorKind>({ type: 'string', enum: [...ACTOR_KINDS] }), id: Nullable(Type.String()) }, closed),
+    address: Nullable(Type.String()),
+    target: Nullable(Type.String()),
+    detail: Nullable(Type.String()),
+  },
+  closed,
+);
+
+export const AccountDetail = Type.Object(
+  { account: AccountRow, keys: Type.Array(OperatorKey), audit: Type.Array(OperatorAuditEvent) },
+  closed,
+);
+
+export const OwnerLink = Type.Object({ accountId: Type.String(), url: Type.String(), expiresAt: DateTime }, closed);

@@ -1,0 +1,153 @@
+/**
+ * The operator's side (docs/operations.md#operator-console): every account in counts, bytes and times, the
+ * changes an operator makes (plan, deletion grace, revoking a key, an owner's login link), each recorded in the
+ * account's audit trail with the operator as actor. It reads no vault, no sealed metadata, no wrapped key: what it
+ * returns holds ids, plans, sizes, counts and times only. `coffer admin` and the operator console both use it.
+ */
+import { type AuditActor, type AuditEntry } from '../domain/audit.js';
+import { isDeletionGrace } from '../domain/backups.js';
+import type { Clock } from '../domain/clock.js';
+import { RECENT_WINDOW_MS, isOverdue } from '../domain/operator.js';
+import { PLANS, type Plan } from '../domain/plans.js';
+import { keyStatus } from '../domain/keys.js';
+import type { Account, ApiKey, AccountUsageRow, Store } from '../store/store.js';
+import type { AuditTrail } from './audit.js';
+import type { IssuedLoginLink, SessionService } from './sessions.js';
+
+export interface AccountSummary {
+  accountId: string;
+  plan: Plan;
+  createdAt: number;
+  deletionGraceDays: number;
+  readyBackups: number;
+  graceBackups: number;
+  uploadingBackups: number;
+  storedBytes: number;
+  lastReadyAt: number | null;
+  overdue: boolean;
+  activeKeys: number;
+  /** Set by the quota work (issue 26, "Storage quotas"); null until it lands: no quota is enforced here. */
+  quotaBytes: number | null;
+}
+
+export interface OperatorKey {
+  keyId: string;
+  scopes: string[];
+  appendOnly: boolean;
+  createdAt: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
+  status: ReturnType<typeof keyStatus>;
+}
+
+export interface Totals {
+  plans: { plan: Plan; accounts: number; storedBytes: number }[];
+  accounts: number;
+  storedBytes: number;
+  backupsLast24h: number;
+  overdue: number;
+}
+
+const EMPTY_USAGE = { readyBackups: 0, graceBackups: 0, uploadingBackups: 0, storedBytes: 0, createdSince: 0 };
+
+export class OperatorService {
+  constructor(
+    private readonly store: Store,
+    private readonly audit: AuditTrail,
+    private readonly sessions: SessionService,
+    private readonly clock: Clock,
+  ) {}
+
+  private summarize(account: Account, usage: Omit<AccountUsageRow, 'accountId'>, keys: ApiKey[], now: number): AccountSummary {
+    return {
+      accountId: account.id,
+      plan: account.plan,
+      createdAt: account.createdAt,
+      deletionGraceDays: account.deletionGraceDays ?? 0,
+      readyBackups: usage.readyBackups,
+      graceBackups: usage.graceBackups,
+      uploadingBackups: usage.uploadingBackups,
+      storedBytes: usage.storedBytes,
+      lastReadyAt: account.lastReadyCreatedAt,
+      overdue: isOverdue(account.plan, account.lastReadyCreatedAt, account.createdAt, now),
+      activeKeys: keys.filter((key) => key.accountId === account.id && keyStatus(key, now) === 'active').length,
+      quotaBytes: null,
+    };
+  }
+
+  /** Every account with its usage, and the totals over them. */
+  async overview(): Promise<{ accounts: AccountSummary[]; totals: Totals }> {
+    const now = this.clock.now();
+    const [accounts, usage, keys] = await Promise.all([
+      this.store.listAccounts(),
+      this.store.accountUsage(now - RECENT_WINDOW_MS),
+      this.store.listApiKeys(),
+    ]);
+    const byAccount = new Map(usage.map((row) => [row.accountId, row]));
+    const rows = accounts.map((account) => this.summarize(account, byAccount.get(account.id) ?? EMPTY_USAGE, keys, now));
+    const totals: Totals = {
+      plans: PLANS.map((plan) => {
+        const on = rows.filter((row) => row.plan === plan);
+        return { plan, accounts: on.length, storedBytes: on.reduce((sum, row) => sum + row.storedBytes, 0) };
+      }),
+      accounts: rows.length,
+      storedBytes: rows.reduce((sum, row) => sum + row.storedBytes, 0),
+      backupsLast24h: usage.reduce((sum, row) => sum + row.createdSince, 0),
+      overdue: rows.filter((row) => row.overdue).length,
+    };
+    return { accounts: rows, totals };
+  }
+
+  /** One account: its summary, its keys (never a secret or hash) and its audit trail; undefined when unknown. */
+  async account(accountId: string): Promise<{ summary: AccountSummary; keys: OperatorKey[]; audit: AuditEntry[] } | undefined> {
+    const account = await this.store.getAccount(accountId);
+    if (!account) return undefined;
+    const now = this.clock.now();
+    const [usage, keys, audit] = await Promise.all([
+      this.store.accountUsage(now - RECENT_WINDOW_MS),
+      this.store.listApiKeys(accountId),
+      this.audit.list(accountId, 200),
+    ]);
+    const own = usage.find((row) => row.accountId === accountId) ?? EMPTY_USAGE;
+    return {
+      summary: this.summarize(account, own, keys, now),
+      keys: keys.map((key) => ({
+        keyId: key.id,
+        scopes: key.scopes,
+        appendOnly: key.appendOnly,
+        createdAt: key.createdAt,
+        expiresAt: key.expiresAt,
+        revokedAt: key.revokedAt,
+        status: keyStatus(key, now),
+      })),
+      audit,
+    };
+  }
+
+  /** Changes the plan; audited when it changed. Undefined when there is no such account. */
+  async setPlan(accountId: string, plan: Plan, actor: AuditActor): Promise<{ before: Plan } | undefined> {
+    const before = await this.store.getAccount(accountId);
+    if (!before || !(await this.store.setPlan(accountId, plan))) return undefined;
+    if (before.plan !== plan) {
+      await this.audit.record({ accountId, action: 'account.plan', actor, address: null, detail: `${before.plan} → ${plan}` });
+    }
+    return { before: before.plan };
+  }
+
+  /** Sets the deletion grace (days, 0 to the maximum); audited. Undefined when there is no such account. */
+  async setDeletionGrace(accountId: string, days: number, actor: AuditActor): Promise<{ before: number } | undefined> {
+    if (!isDeletionGrace(days)) throw new RangeError('deletion grace out of range');
+    const before = await this.store.getAccount(accountId);
+    if (!before || !(await this.store.setDeletionGrace(accountId, days))) return undefined;
+    const detail = `${before.deletionGraceDays ?? 0} → ${days} days`;
+    await this.audit.record({ accountId, action: 'account.deletion-grace', actor, address: null, detail });
+    return { before: before.deletionGraceDays ?? 0 };
+  }
+
+  /** A one-time console link for the account's owner (the owners' rules: sessions.ts); audited, never its token. */
+  async ownerLoginLink(accountId: string, actor: AuditActor, ttlMs?: number): Promise<IssuedLoginLink | undefined> {
+    const issued = await this.sessions.createLoginLink(accountId, ttlMs);
+    if (issued) await this.audit.record({ accountId, action: 'account.login-link', actor, address: null, target: issued.link.id });
+    return issued;
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The operator console in headless Chromium against a real server (docs/operations.md#operator-console): signs in with
+ * a link printed by the real `coffer admin login-link --operator`, sees the accounts table with the overdue account
+ * first, changes a plan and revokes a key on the account page, at desktop width and at 390 px (no sideways scroll).
+ * Screenshots go to COFFER_SHOTS (default test-artifacts/).
+ */
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../helpers/clock.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { assertBuilt, json, runCli } from '../client/helpers.js';
+import { ARTIFACTS, assertConsoleBuilt, hasChromium, launchChromium } from './helpers.js';
+
+const SHOTS = process.env.COFFER_SHOTS ?? ARTIFACTS;
+
+describe.skipIf(!hasChromium)('the operator console in a browser', () => {
+  let server: TestServer;
+  let browser: Browser;
+  const DAY = 86_400_000;
+  // Accounts made 3 days back that never backed up: overdue (counted from creation). The clock then catches up with
+  // the real one, which the CLI's links use.
+  const clock = new ManualClock(Date.now() - 3 * DAY);
+  const late: Record<string, { accountId: string; keyId: string }> = {};
+
+  beforeAll(async () => {
+    assertBuilt();
+    assertConsoleBuilt();
+    await fsp.mkdir(SHOTS, { recursive: true });
+    server = await startTestServer({ clock });
+    for (const name of ['desktop', 'narrow']) late[name] = await server.newKey({ plan: 'free' });
+    clock.advance(3 * DAY);
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  async function signedIn(width: number): Promise<Page> {
+    const printed = json(await runCli(['admin', 'login-link', '--operator', '--json'], { COFFER_DATA_DIR: server.dataDir, COFFER_PUBLIC_URL: server.url }));
+    const page = await browser.newPage({ viewport: { width, height: 900 } });
+    const errors: string[] = [];
+    page.on('pageerror', (error) => errors.push(String(error)));
+    await page.goto(printed.url);
+    await page.getByRole('heading', { name: 'Operator console' }).waitFor();
+    expect(new URL(page.url()).hash).toBe(''); // the token left the address bar
+    expect(errors).toEqual([]);
+    return page;
+  }
+
+  const noSideways = async (page: Page) =>
+    expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
+
+  for (const [name, width] of [
+    ['desktop', 1280],
+    ['narrow', 390],
+  ] as const) {
+    it(`${name} (${width} px): the table, a plan change and a key revocation`, async () => {
+      // A fresh account that has backed up nothing is not overdue yet.
+      const fresh = await server.newKey({ plan: 'plus' });
+      const mine = late[name]!;
+
+      const page = await signedIn(width);
+      const table = page.getByTestId('accounts');
+      await table.waitFor();
+      const first = table.locator('tbody tr').first();
+      expect(Object.values(late).map((a) => a.accountId)).toContain(await first.getAttribute('data-account'));
+      expect(await first.textContent()).toContain('overdue');
+      expect(await table.locator(`tr[data-account="${fresh.accountId}"]`).textContent()).not.toContain('overdue');
+      expect(await table.locator(`tr[data-account="${fresh.accountId}"]`).textContent()).toContain('plus');
+      await noSideways(page);
+      await page.screenshot({ path: path.join(SHOTS, `admin-${name}-accounts.png`), fullPage: true });
+
+      await table.locator(`tr[data-account="${mine.accountId}"] a`).click();
+      await page.getByTestId('plan').waitFor();
+      await page.locator('form.admin-inline select').selectOption('pro');
+      await page.getByRole('button', { name: 'Change plan' }).click();
+      await page.getByText('The plan is now pro.').waitFor();
+      expect(await page.getByTestId('plan').textContent()).toBe('pro');
+      expect((await server.parts.store.getAccount(mine.accountId))!.plan).toBe('pro');
+
+      await page.locator(`tr[data-key="${mine.keyId}"]`).getByRole('button', { name: 'Revoke' }).click();
+      await page.getByText(`Key ${mine.keyId} revoked.`).waitFor();
+      expect(server.parts.keys.status((await server.parts.store.getApiKey(mine.keyId))!)).toBe('revoked');
+      await page.getByTestId('audit').getByText('account.plan').waitFor();
+      expect(await page.getByTestId('audit').textContent()).toContain('operator');
+      await noSideways(page);
+      await page.screenshot({ path: path.join(SHOTS, `admin-${name}-account.png`), fullPage: true });
+      await page.close();
+    });
+  }
+});

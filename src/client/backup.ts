@@ -30,6 +30,7 @@ import {
   type Recipient,
 } from './envelope.js';
 import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
+import { HostWithoutVaultError } from './vault.js';
 import { VERSION } from '../lib/version.js';
 
 /** docs/api-rules.md#upload: 52,428,800 bytes of ciphertext. */
@@ -161,10 +162,19 @@ interface Slot {
  * still PENDING_UPLOAD (nothing was stored in it), or deleted and replaced when it is UPLOADED (its data key
  * died with the client that uploaded it, so it can never be finalized).
  */
-async function acquireSlot(client: CofferClient, signal: AbortSignal | undefined, emit: (e: BackupEvent) => void): Promise<Slot> {
+async function acquireSlot(
+  client: CofferClient,
+  signal: AbortSignal | undefined,
+  emit: (e: BackupEvent) => void,
+  sealed: boolean,
+): Promise<Slot> {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      const created = await client.createBackup(signal);
+      const created = await client.createBackup(signal).catch((error: unknown) => {
+        // A host sealing to a recipient never initializes a vault: no vault means the key's account is the wrong one.
+        if (sealed && error instanceof CofferApiError && error.code === 'vault_not_initialized') throw new HostWithoutVaultError();
+        throw error;
+      });
       emit({ type: 'slot', backupId: created.backupId, reused: false });
       const { upload } = created;
       return {
@@ -240,7 +250,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     input = () => packTree(selected, counts);
   }
 
-  const slot = await acquireSlot(client, signal, emit);
+  const slot = await acquireSlot(client, signal, emit, !!recipient);
   const dek = newKey();
   try {
     let ciphertextBytes = 0;

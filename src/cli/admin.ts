@@ -231,6 +231,14 @@ export function registerAdminCommands(program: Command): void {
         const chosenScopes = scopes(opts.scopes);
         const lifetime = opts.expiresIn === undefined ? null : expiresIn(opts.expiresIn);
         const chosenPlan = opts.plan === undefined ? undefined : plan(opts.plan);
+        if (opts.appendOnly === true && opts.account === undefined) {
+          // A host's key belongs to the account that holds the vault: a new account would have no vault at all.
+          throw usageError(
+            "--append-only needs --account <id>: a host's key must belong to the account whose vault it backs up into " +
+              '(coffer admin accounts list shows the ids); nothing was created',
+          );
+        }
+        let createdAccount = false;
         const issued = await withStore(async (store, keys) => {
           let account;
           if (opts.account !== undefined) {
@@ -243,6 +251,7 @@ export function registerAdminCommands(program: Command): void {
             }
           } else {
             account = await keys.createAccount(chosenPlan ?? 'free');
+            createdAccount = true;
           }
           return keys.issueKey(account, {
             scopes: chosenScopes,
@@ -262,6 +271,12 @@ export function registerAdminCommands(program: Command): void {
           label: issued.key.label ?? null,
           expiresAt: isoOrNull(issued.key.expiresAt),
         };
+        if (createdAccount) {
+          process.stderr.write(
+            `created a new account ${result.accountId} (${result.plan} plan) for this key; ` +
+              'to issue a key for an existing account, pass --account <id>\n',
+          );
+        }
         emit(!!opts.json, result, () =>
           [
             `API key (shown once, store it now): ${result.apiKey}`,

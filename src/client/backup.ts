@@ -30,6 +30,7 @@ import {
   type Recipient,
 } from './envelope.js';
 import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
+import { HostWithoutVaultError } from './vault.js';
 import { VERSION } from '../lib/version.js';
 
 /**
@@ -205,10 +206,19 @@ interface Slot {
  * still PENDING_UPLOAD (nothing was stored in it), or deleted and replaced when it is UPLOADED (its data key
  * died with the client that uploaded it, so it can never be finalized).
  */
-async function acquireSlot(client: CofferClient, signal: AbortSignal | undefined, emit: (e: BackupEvent) => void): Promise<Slot> {
+async function acquireSlot(
+  client: CofferClient,
+  signal: AbortSignal | undefined,
+  emit: (e: BackupEvent) => void,
+  sealed: boolean,
+): Promise<Slot> {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      const { slot: created, maxArchiveBytes } = await client.openSlot(signal);
+      const { slot: created, maxArchiveBytes } = await client.openSlot(signal).catch((error: unknown) => {
+        // A host sealing to a recipient never initializes a vault: no vault means the key's account is the wrong one.
+        if (sealed && error instanceof CofferApiError && error.code === 'vault_not_initialized') throw new HostWithoutVaultError();
+        throw error;
+      });
       emit({ type: 'slot', backupId: created.backupId, reused: false });
       const { upload } = created;
       return {
@@ -291,7 +301,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     input = () => packTree(selected, counts);
   }
 
-  const slot = await acquireSlot(client, signal, emit);
+  const slot = await acquireSlot(client, signal, emit, !!recipient);
   // The server's limit comes with the slot; the client's own only lowers it.
   const limit = archiveLimit(slot.maxArchiveBytes, clientLimit);
   const dek = newKey();

@@ -112,12 +112,23 @@ export function timerUnit(spec: ScheduleSpec): string {
 const cronWord = (word: string) =>
   /^[A-Za-z0-9_@+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`).replace(/%/g, `'\\%'`)}'`;
 
-/** One crontab line: every quarter interval, at a minute picked from the profile's name (so hosts spread out). */
+/**
+ * How often the crontab line runs: the agent's look interval (checkEveryMs), rounded down to a step cron can keep
+ * exactly (a step of N minutes or hours is exact only when N divides 60 or 24: a step of 8 minutes also runs at :56 and :00).
+ */
+export function cronEveryMs(intervalMs: number): number {
+  const minutes = Math.max(1, Math.floor(checkEveryMs(intervalMs) / 60_000));
+  if (minutes < 60) return [30, 20, 15, 12, 10, 6, 5, 4, 3, 2, 1].find((step) => step <= minutes)! * 60_000;
+  const hours = Math.floor(minutes / 60);
+  return [12, 8, 6, 4, 3, 2, 1].find((step) => step <= hours)! * 3_600_000;
+}
+
+/** One crontab line: every cronEveryMs, at a minute picked from the profile's name (so hosts spread out). */
 export function cronLine(spec: ScheduleSpec): string {
   checkScheduleSpec(spec);
-  const minutes = Math.round(checkEveryMs(spec.intervalMs) / 60_000);
+  const minutes = cronEveryMs(spec.intervalMs) / 60_000;
   const minute = createHash('sha256').update(spec.profile).digest()[0]! % 60;
-  const when = minutes < 60 ? `*/${minutes} * * * *` : `${minute} */${Math.round(minutes / 60)} * * *`;
+  const when = minutes < 60 ? `*/${minutes} * * * *` : `${minute} */${minutes / 60} * * *`;
   const env = Object.entries(spec.environment).map(([k, v]) => `${k}=${cronWord(v)} `);
   return `${when} ${env.join('')}${spec.argv.map(cronWord).join(' ')}`;
 }

@@ -27,6 +27,22 @@ export class VaultStateError extends Error {
   override readonly name = 'VaultStateError';
 }
 
+/**
+ * A host (a recipient, no passphrase) whose key's account has no vault: the owner's vault is elsewhere, so the key
+ * was most likely issued for the wrong account (`coffer admin keys create` without `--account` makes a new one).
+ * Initializing a vault here would be wrong: the owner's recipient would not open it.
+ */
+export class HostWithoutVaultError extends VaultStateError {
+  constructor() {
+    super(
+      "this API key belongs to an account without a vault, so it is most likely the wrong key (or a key issued for the wrong account): " +
+        "a host's key must belong to the owner's account (coffer admin keys create --account <owner's account id> --append-only " +
+        "--scopes backups:write, or the console's Keys page). Do not run `coffer init` here: the vault is set up by the owner, " +
+        'and this recipient only opens that one',
+    );
+  }
+}
+
 /** Creates the master key, wraps it under the passphrase and bootstraps the account. */
 export async function initVault(
   client: CofferClient,
@@ -109,7 +125,7 @@ export async function requireSealableVault(client: CofferClient, signal?: AbortS
     if (error instanceof CofferApiError && error.code === 'insufficient_scope') return;
     throw error;
   }
-  if (!account.initialized) throw new VaultStateError('the vault is not initialized; run `coffer init` first');
+  if (!account.initialized) throw new HostWithoutVaultError();
   if (account.cryptoVersion !== CRYPTO_VERSION) {
     throw new VaultStateError(`the vault uses crypto version ${JSON.stringify(account.cryptoVersion)}; recipients need ${CRYPTO_VERSION}`);
   }

@@ -241,6 +241,22 @@ describe('coffer admin', () => {
     expect(coffer(['admin', ...args], env).code).toBe(2);
   });
 
+  it('refuses an append-only key without --account (exit 2, nothing created); a key without --account names its new account', () => {
+    const before = adminJson(['accounts', 'list'], env).accounts.length;
+    const refused = coffer(['admin', 'keys', 'create', '--append-only', '--scopes', 'backups:write'], env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('--append-only needs --account');
+    expect(adminJson(['accounts', 'list'], env).accounts.length).toBe(before);
+
+    const made = coffer(['admin', 'keys', 'create', '--json'], env);
+    expect(made.code, made.stderr).toBe(0);
+    const { accountId } = JSON.parse(made.stdout) as { accountId: string };
+    expect(made.stderr).toContain(`created a new account ${accountId}`);
+    const again = coffer(['admin', 'keys', 'create', '--account', accountId], env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).not.toContain('created a new account');
+  }, 120_000);
+
   it('refuses --plan that contradicts --account with exit 2', () => {
     const { accountId } = adminJson(['accounts', 'create', '--plan', 'free'], env);
     const result = coffer(['admin', 'keys', 'create', '--account', accountId, '--plan', 'pro'], env);

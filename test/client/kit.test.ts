@@ -136,12 +136,8 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     expect(keyLines[1]).toBe(oldKit.split('\n').find((line) => line.startsWith('key 1: '))!.replace('key 1', 'key 2'));
   });
 
-  it('kit --qr: the QR code the terminal shows decodes back to the kit lines, on a dark and on a light terminal', async () => {
-    const printed = await owner(['kit', '--qr']);
-    expect(printed.code, printed.stderr).toBe(0);
-    // The words come first, as without --qr; the QR rows are comment lines, so the whole output is still a kit.
-    expect(printed.stdout.startsWith(kit)).toBe(true);
-    const rows = printed.stdout.split('\n').filter((line) => line.startsWith('# \x1b[')).map((line) => line.slice(2));
+  it('kit --qr: the QR code a terminal shows decodes back to the kit lines, on a dark and on a light terminal', async () => {
+    const rows = (await kitQr(kit, true)).split('\n').filter((line) => line.startsWith('# \x1b[')).map((line) => line.slice(2));
     expect(rows.length).toBeGreaterThan(20);
     const lines = `${kit.split('\n').filter((line) => line !== '' && !line.startsWith('#')).join('\n')}\n`;
     for (const terminal of [{ fg: 'white', bg: 'black' }, { fg: 'black', bg: 'white' }] as const) {
@@ -149,6 +145,20 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
       const decoded = jsQR(data, width, height, { inversionAttempts: 'dontInvert' });
       expect(decoded?.data, `${terminal.bg} terminal`).toBe(lines);
     }
+  });
+
+  it('kit --qr into a pipe or a file: no escape code at all, and the QR is plain text that decodes printed black on white', async () => {
+    // The real CLI with stdout a pipe, as `coffer kit --qr > kit.txt` or `| lpr` gives it.
+    const printed = await owner(['kit', '--qr']);
+    expect(printed.code, printed.stderr).toBe(0);
+    expect(printed.stdout).not.toContain('\x1b');
+    // The words come first, as without --qr; the QR rows are comment lines, so the whole output is still a kit.
+    expect(printed.stdout.startsWith(kit)).toBe(true);
+    const rows = printed.stdout.split('\n').filter((line) => /^# [ █▀▄]+$/u.test(line) && /[█▀▄]/u.test(line)).map((line) => line.slice(2));
+    expect(rows.length).toBeGreaterThan(20);
+    const lines = `${kit.split('\n').filter((line) => line !== '' && !line.startsWith('#')).join('\n')}\n`;
+    const { data, width, height } = terminalPixels(rows, { fg: 'black', bg: 'white' });
+    expect(jsQR(data, width, height, { inversionAttempts: 'dontInvert' })?.data).toBe(lines);
     // What the scan gives is a kit `coffer restore --kit-file` reads, and so is the printed output itself.
     const scanned = path.join(work, 'scanned-kit.txt');
     await fsp.writeFile(scanned, lines);
@@ -166,7 +176,7 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     const keys = Array.from({ length: 20 }, () => newKey());
     const material = keyMaterialOf(keys);
     try {
-      await expect(kitQr(formatKit(material, server.url))).rejects.toThrow(/the kit is too long for one QR code .*keep the printed words instead/);
+      await expect(kitQr(formatKit(material, server.url), false)).rejects.toThrow(/the kit is too long for one QR code .*keep the printed words instead/);
     } finally {
       wipe(material, ...keys);
     }

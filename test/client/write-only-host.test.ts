@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestServer } from '../helpers/server.js';
-import { cliFor, json, runCli, snapshot, startVault, type VaultFixture } from './helpers.js';
+import { cliFor, json, listenHttp, runCli, snapshot, startVault, type VaultFixture } from './helpers.js';
 
 const PASSPHRASE = 'write-only host test passphrase';
 
@@ -102,7 +102,49 @@ describe('a write-only append-only host key', () => {
     const host = cliFor(server.url, key, undefined, { COFFER_RECIPIENT: recipient });
     const result = await host(['backup', vault.source]);
     expect(result.code).not.toBe(0);
-    expect(result.stderr).toMatch(/vault/i);
+    // The key is the wrong one (an account without a vault): never "run coffer init" on a host.
+    expect(result.stderr).toContain('belongs to an account without a vault');
+    expect(result.stderr).toContain('wrong key');
+    expect(result.stderr).not.toContain("run `coffer init` first");
     expect(await server.parts.store.listBackups(empty, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).toEqual([]);
+  });
+
+  it.each([
+    ['write-only', ['backups:write'] as const],
+    ['read-write', ['backups:read', 'backups:write'] as const],
+  ])('coffer run with a %s key of an account without a vault: the failure notification says "configuration"', async (name, scopes) => {
+    const { accountId: empty } = await server.newKey({ plan: 'pro' });
+    const account = (await server.parts.store.getAccount(empty))!;
+    const key = (await server.parts.keys.issueKey(account, { scopes: [...scopes], appendOnly: true })).apiKey;
+    const bodies: Record<string, unknown>[] = [];
+    const receiver = await listenHttp((req, res) => {
+      let text = '';
+      req.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      req.on('end', () => {
+        bodies.push(JSON.parse(text) as Record<string, unknown>);
+        res.writeHead(200).end('ok');
+      });
+    });
+    try {
+      const dir = path.join(vault.work, `no-vault-${name}`);
+      const env = { XDG_CONFIG_HOME: path.join(dir, 'config'), XDG_STATE_HOME: path.join(dir, 'state') };
+      fs.mkdirSync(dir, { recursive: true });
+      const keyFile = path.join(dir, 'host.key');
+      fs.writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
+      const add = await runCli(
+        ['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--recipient', recipient, '--path', vault.source,
+          '--notify-failure', `${receiver.url}/hook`],
+        env,
+      );
+      expect(add.code, add.stderr).toBe(0);
+      const run = await runCli(['run'], env);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain('belongs to an account without a vault');
+      expect(run.stderr).not.toContain("run `coffer init` first");
+      expect(bodies).toHaveLength(1);
+      expect(bodies[0]).toMatchObject({ event: 'failure', failure: 'configuration' });
+    } finally {
+      await receiver.close();
+    }
   });
 });

@@ -10,24 +10,28 @@ import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, unlo
 import { CliError, note, usageError } from '../output.js';
 
 /**
- * The kit's lines without its comments (what `coffer recover` reads) as a terminal QR code: qrcode's half-block
- * renderer, black on white whatever the terminal's colours, each row a kit comment line ("# …") so the whole output
- * stays a valid kit when redirected to a file. Error correction M (15 % of the code may be damaged).
+ * The kit's lines without its comments (what `coffer recover` reads) as a QR code, each row a kit comment line
+ * ("# …") so the whole output stays a valid kit when redirected to a file. On a terminal: qrcode's half-block
+ * renderer with colour codes, black on white whatever the terminal's colours. Anywhere else (a file, a pipe,
+ * `--output`): the same half blocks as plain text, no escape code, dark modules as ink (as printed on paper).
+ * Error correction M (15 % of the code may be damaged).
  */
-export async function kitQr(kit: string): Promise<string> {
+export async function kitQr(kit: string, terminal: boolean): Promise<string> {
   const content = `${kit.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#')).join('\n')}\n`;
   let code: string;
   try {
-    code = await QRCode.toString(content, { type: 'terminal', small: true, errorCorrectionLevel: 'M' });
+    code = terminal
+      ? await QRCode.toString(content, { type: 'terminal', small: true, errorCorrectionLevel: 'M' })
+      : await QRCode.toString(content, { type: 'utf8', errorCorrectionLevel: 'M' });
   } catch (error) {
     throw new CliError(`the kit is too long for one QR code (${(error as Error).message}); keep the printed words instead`);
   }
   // eslint-disable-next-line no-control-regex
-  const rows = code.split('\n').filter((row) => row.replace(/\x1b\[[0-9;]*m/g, '') !== '');
+  const rows = code.split('\n').filter((row) => row.replace(/\x1b\[[0-9;]*m/g, '').trim() !== '');
   return [
     '# QR code of the lines above (not of these comments): scan it and save the text as a file for',
     '# `coffer recover --kit-file <file>` or `coffer restore --kit-file <file>`.',
-    ...rows.map((row) => `# ${row}\x1b[0m`),
+    ...rows.map((row) => (terminal ? `# ${row}\x1b[0m` : `# ${row}`)),
     '',
   ].join('\n');
 }
@@ -84,7 +88,7 @@ export function registerKit(program: Command): void {
         const { masterKey } = await unlock(clientFor(config), config, options, signal);
         try {
           const kit = formatKit(masterKey, config.url);
-          const qr = options.qr ? await kitQr(kit) : '';
+          const qr = options.qr ? await kitQr(kit, options.output === undefined && process.stdout.isTTY === true) : '';
           if (options.output !== undefined) {
             await writeKitFile(options.output, kit + qr);
             note(`wrote the recovery kit to ${options.output} (mode 0600)`);

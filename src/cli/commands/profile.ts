@@ -43,7 +43,7 @@ interface AddOptions {
   json?: boolean;
 }
 
-/** Advice printed by `profile add` and `schedule install` (docs/client.md#a-backup-host). */
+/** Advice printed by `profile add` and `schedule install` for a profile without a recipient (docs/client.md#a-backup-host). */
 export const HOST_ADVICE =
   'On a backup host, use a write-only append-only API key (coffer admin keys create --append-only --scopes backups:write ' +
   '--account <id>, or the console\'s "Add a backup host") and a recipient instead of the passphrase: then nothing on this ' +
@@ -145,8 +145,10 @@ export function registerProfile(program: Command): void {
         data.profiles[name] = validated;
         if (options.default || data.default === undefined) data.default = name;
         const file = await writeProfiles(config.configDir, data);
-        if (!validated.recipient) note('note: no recipient: each run asks for the passphrase (COFFER_PASSPHRASE or --passphrase-file)');
-        note(HOST_ADVICE);
+        if (!validated.recipient) {
+          note('note: no recipient: each run asks for the passphrase (COFFER_PASSPHRASE or --passphrase-file)');
+          note(HOST_ADVICE);
+        }
         if (options.json) return printJson({ name, default: data.default === name, profile: validated });
         print(`profile ${name} saved in ${file}${data.default === name ? ' (the default profile)' : ''}`);
       }),

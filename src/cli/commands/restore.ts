@@ -25,6 +25,14 @@ export function registerRestore(program: Command): void {
         if (options.kitFile !== undefined && options.passphraseFile !== undefined) {
           throw usageError('--kit-file and --passphrase-file exclude each other: the kit replaces the passphrase');
         }
+        if (options.kitFile === undefined && options.passphraseFile === undefined && config.recipient !== null && config.passphrase === null) {
+          // A backup host (a recipient, no passphrase): the passphrase must never be brought here to restore.
+          throw usageError(
+            'this is a backup host: it seals backups to a recipient and holds no passphrase, and it should never hold one. ' +
+              "Restore on the owner's machine (coffer restore there), in the web console (Backups → download and decrypt in the page), " +
+              'or with the recovery kit (coffer restore … --kit-file <kit>); nothing was restored',
+          );
+        }
         await checkTarget(dir, !!options.force);
         const client = clientFor(config);
         // With the kit, its keys open the backup directly: no passphrase is read, the vault on the server is not used.

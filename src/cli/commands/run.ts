@@ -23,7 +23,7 @@ import { HookError, hookFailure, type HookName, type HookOutcome, runHook } from
 import { type FailureKind, notify, type NotifyEvent, type RunFacts } from '../../client/notify.js';
 import { ProfileError } from '../../client/profiles.js';
 import { CofferApiError, CofferNetworkError, type CofferClient } from '../../client/sdk.js';
-import { requireSealableVault } from '../../client/vault.js';
+import { HostWithoutVaultError, requireSealableVault } from '../../client/vault.js';
 import type { BackupInterval } from '../../domain/plans.js';
 import { ConfigError } from '../../config.js';
 import {
@@ -64,7 +64,9 @@ export function failureKind(error: unknown, aborted: boolean): FailureKind {
   if (error instanceof HookError) return 'hook';
   if (error instanceof SourceReadError) return 'source';
   if (error instanceof ArchiveTooLargeError) return 'too-large';
-  if (error instanceof CofferApiError) return 'server';
+  // A key of an account without a vault: the host is set up with the wrong key, nothing the server did wrong.
+  if (error instanceof HostWithoutVaultError) return 'configuration';
+  if (error instanceof CofferApiError) return error.code === 'vault_not_initialized' ? 'configuration' : 'server';
   if (error instanceof CofferNetworkError) return 'network';
   if (error instanceof IntegrityError) return 'integrity';
   if (error instanceof ConfigError || error instanceof ProfileError) return 'configuration';

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { checkEveryMs, INTERVAL_MS, isInterval, readRunState } from '../../client/agent-state.js';
-import { checkScheduleSpec, cronLine, type ScheduleSpec, ScheduleValueError, serviceUnit, timerUnit, unitName } from '../../client/schedule.js';
+import { checkScheduleSpec, cronEveryMs, cronLine, type ScheduleSpec, ScheduleValueError, serviceUnit, timerUnit, unitName } from '../../client/schedule.js';
 import { CofferApiError } from '../../client/sdk.js';
 import type { BackupInterval } from '../../domain/plans.js';
 import { action, clientFor, duration, localTime, requireProfile, type Run } from '../client-io.js';
@@ -26,6 +26,15 @@ interface InstallOptions {
 
 /** `$XDG_CONFIG_HOME/systemd/user`: the config directory's sibling. */
 const unitDir = (configDir: string) => path.join(path.dirname(configDir), 'systemd', 'user');
+
+/** Said instead of systemctl's own words when there is no systemd user session (a container, a plain su). */
+const NO_SYSTEMD =
+  'no systemd user session here (systemctl --user cannot reach one; common in containers): ' +
+  'schedule with a crontab line (`coffer schedule install --cron`) or keep `coffer agent` running instead';
+
+/** Whether systemctl's failure means that there is no user manager to talk to at all. */
+const noUserSystemd = (output: string) =>
+  /Failed to connect to bus|No medium found|System has not been booted with systemd|\$DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|ENOENT/i.test(output);
 
 function systemctl(args: string[]): Promise<{ ok: boolean; output: string }> {
   return new Promise((resolve) => {
@@ -94,29 +103,37 @@ export function registerSchedule(program: Command): void {
         }
         if (options.cron) {
           const line = cronLine(spec);
-          note(HOST_ADVICE);
+          if (!profile.recipient) note(HOST_ADVICE);
           if (options.json) return printJson({ cron: line });
           print(line);
-          return note(`add it with \`crontab -e\`; it looks every ${duration(checkEveryMs(spec.intervalMs) / 1000)} whether a backup is due`);
+          return note(`add it with \`crontab -e\`; it looks every ${duration(cronEveryMs(spec.intervalMs) / 1000)} whether a backup is due`);
         }
         const dir = unitDir(run.config.configDir);
         const unit = unitName(name);
         const files = { service: path.join(dir, `${unit}.service`), timer: path.join(dir, `${unit}.timer`) };
         await fsp.mkdir(dir, { recursive: true });
+        // What was there before, to put back when systemctl fails: a failed install leaves no unit behind.
+        const before = new Map(Object.values(files).map((file) => [file, fs.existsSync(file) ? fs.readFileSync(file) : null]));
         await fsp.writeFile(files.service, serviceUnit(spec));
         await fsp.writeFile(files.timer, timerUnit(spec));
         if (options.enable) {
           for (const args of [['daemon-reload'], ['enable', '--now', `${unit}.timer`]]) {
             const result = await systemctl(args);
             if (!result.ok) {
+              for (const [file, content] of before) {
+                if (content === null) await fsp.rm(file, { force: true });
+                else await fsp.writeFile(file, content);
+              }
               throw new CliError(
-                `wrote ${files.service} and ${files.timer}, but \`systemctl --user ${args.join(' ')}\` failed: ${result.output}. ` +
-                  `Without a systemd user session, use \`coffer schedule install --cron\` or \`coffer agent\`.`,
+                noUserSystemd(result.output)
+                  ? `${NO_SYSTEMD}; nothing was installed.`
+                  : `\`systemctl --user ${args.join(' ')}\` failed: ${result.output}; the unit files were not kept. ` +
+                      'Without a systemd user session, use `coffer schedule install --cron` or `coffer agent`.',
               );
             }
           }
         }
-        note(HOST_ADVICE);
+        if (!profile.recipient) note(HOST_ADVICE);
         if (options.json) return printJson({ service: serviceUnit(spec), timer: timerUnit(spec), files, enabled: options.enable });
         print(`wrote ${files.service}\nwrote ${files.timer}`);
         print(
@@ -124,7 +141,7 @@ export function registerSchedule(program: Command): void {
             ? `timer ${unit}.timer started: it looks every ${duration(checkEveryMs(spec.intervalMs) / 1000)} whether a backup is due (plan interval ${interval})`
             : `start it with: systemctl --user daemon-reload && systemctl --user enable --now ${unit}.timer`,
         );
-        note(`user timers run only while you are logged in, unless: loginctl enable-linger ${process.env.USER ?? '$USER'}`);
+        note('user timers run only while you are logged in, unless: loginctl enable-linger "$(id -un)"');
       }),
     );
 
@@ -142,11 +159,12 @@ export function registerSchedule(program: Command): void {
         const active = installed ? await systemctl(['is-active', `${unit}.timer`]) : { ok: false, output: 'not installed' };
         const state = await readRunState(run.config.stateDir, name);
         if (options.json) {
-          return printJson({ profile: name, installed, files, timer: active.output.split('\n')[0] ?? '', lastRun: state });
+          const timer = installed && !active.ok && noUserSystemd(active.output) ? 'no-systemd' : (active.output.split('\n')[0] ?? '');
+          return printJson({ profile: name, installed, files, timer, lastRun: state });
         }
         print(`profile:    ${name}`);
         print(`units:      ${installed ? `${files.service}, ${files.timer}` : 'not installed (coffer schedule install)'}`);
-        print(`timer:      ${active.output.split('\n')[0] || '-'}`);
+        print(`timer:      ${installed && !active.ok && noUserSystemd(active.output) ? NO_SYSTEMD : active.output.split('\n')[0] || '-'}`);
         if (!state) return print('last run:   never');
         print(`last run:   ${localTime(state.lastRunAt)}: ${state.lastOutcome}`);
         print(`last backup:${state.lastSuccessAt ? ` ${state.lastBackupId} at ${localTime(state.lastSuccessAt)}` : ' never'}`);

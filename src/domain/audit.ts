@@ -16,6 +16,7 @@ export const AUDIT_ACTIONS = [
   'backup.undelete',
   'backup.purge',
   'account.deletion-grace',
+  'account.quota',
   'account.vault-restore',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

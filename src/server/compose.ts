@@ -81,6 +81,7 @@ export async function composeParts(
   const backups = new BackupService(store, blobs, bus, clock, {
     maxArchiveBytes: config.maxArchiveBytes,
     uploadWindowMs: config.uploadWindowMs,
+    planQuotas: config.planQuotas,
   });
   const audit = new AuditTrail(store, clock);
   const keys = new KeyService(store, clock, audit);
@@ -112,6 +113,7 @@ export async function composeParts(
     sweeper,
     blobHost,
     uploadHandshake,
+    ...(changes ? { changeFeed: changes } : {}),
     async close() {
       await bus.close();
       await store.close();

@@ -14,6 +14,7 @@ const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'backup.undelete': 'Restored a deleted backup',
   'backup.purge': 'Purged a deleted backup',
   'account.deletion-grace': 'Changed the deletion grace',
+  'account.quota': 'Changed the storage quota',
   'account.vault-restore': 'Restored an earlier vault envelope',
 };
 

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { DEFAULT_KDF_PROFILE, KDF_PROFILE_NAMES, type KdfProfile } from './domain/kdf.js';
 import { API_KEY_PATTERN } from './domain/keys.js';
 import { PLANS, type Plan } from './domain/plans.js';
+import type { PlanQuotas } from './domain/quotas.js';
 
 /**
  * The only place that reads `process.env` (README.md#configuration): the server's settings (loadConfig → Config)
@@ -37,6 +38,8 @@ interface ConfigFields {
   };
   uploadProtocol: 'direct' | 'blobhost-client';
   maxArchiveBytes: number;
+  /** COFFER_QUOTA_FREE/PLUS/PRO: each plan's storage quota in bytes (absent: none; docs/api-rules.md#quota). */
+  planQuotas: PlanQuotas;
   uploadWindowMs: number;
   /** Minimum age of an orphan blob or incomplete upload before the sweeper removes it (COFFER_ORPHAN_GRACE). */
   orphanGraceMs: number;
@@ -169,6 +172,9 @@ export const SERVER_SETTINGS = settings({
   COFFER_S3_SECRET_ACCESS_KEY: { default: null, about: 'S3 secret access key' },
   COFFER_UPLOAD_PROTOCOL: { default: 'direct', values: ['direct', 'blobhost-client'], about: 'how clients upload (docs/upload-protocols.md)' },
   COFFER_MAX_ARCHIVE_BYTES: { default: '52428800', about: 'largest encrypted archive accepted, in bytes' },
+  COFFER_QUOTA_FREE: { default: null, about: 'storage quota of a free-plan account in bytes: its stored ciphertext at most (unset: none)' },
+  COFFER_QUOTA_PLUS: { default: null, about: 'storage quota of a plus-plan account in bytes (unset: none)' },
+  COFFER_QUOTA_PRO: { default: null, about: 'storage quota of a pro-plan account in bytes (unset: none)' },
   COFFER_UPLOAD_WINDOW: { default: '1h', about: 'how long an upload slot stays open' },
   COFFER_ORPHAN_GRACE: {
     default: null,
@@ -258,6 +264,16 @@ function integer<S extends Setting>(env: Env, setting: S, min: number, max: numb
   const n = Number(value);
   if (n < min || n > max) throw new ConfigError(setting.name, `must be between ${min} and ${max}, got ${n}`);
   return n;
+}
+
+/** COFFER_QUOTA_<PLAN>: the plans whose quota is set. */
+function planQuotas(env: Env): PlanQuotas {
+  const quotas: Partial<Record<'free' | 'plus' | 'pro', number>> = {};
+  for (const [plan, setting] of [['free', SERVER_SETTINGS.COFFER_QUOTA_FREE], ['plus', SERVER_SETTINGS.COFFER_QUOTA_PLUS], ['pro', SERVER_SETTINGS.COFFER_QUOTA_PRO]] as const) {
+    const bytes = integer(env, setting, 0, Number.MAX_SAFE_INTEGER);
+    if (bytes !== null) quotas[plan] = bytes;
+  }
+  return quotas;
 }
 
 function oneOf<V extends string, D extends V | null>(env: Env, setting: Setting & { default: D; values: readonly V[] }): V | D {
@@ -354,6 +370,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     s3,
     uploadProtocol: oneOf(env, S.COFFER_UPLOAD_PROTOCOL),
     maxArchiveBytes: integer(env, S.COFFER_MAX_ARCHIVE_BYTES, 1, Number.MAX_SAFE_INTEGER),
+    planQuotas: planQuotas(env),
     uploadWindowMs: duration(env, S.COFFER_UPLOAD_WINDOW),
     orphanGraceMs: orphanGrace(env, duration(env, S.COFFER_UPLOAD_WINDOW)),
     sseIntervalMs: duration(env, S.COFFER_SSE_INTERVAL, 10),

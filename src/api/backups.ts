@@ -5,7 +5,7 @@ import { rateLimitPolicy } from '../domain/plans.js';
 import { sendContent } from '../http/content-response.js';
 import type { App } from '../http/fastify.js';
 import { type RouteContext, loadBackup } from './context.js';
-import { errorResponses, json } from './responses.js';
+import { CREATE_CONFLICT, errorResponses, json } from './responses.js';
 import {
   BackupDetail,
   BackupFinalizeRequest,
@@ -73,6 +73,7 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
             },
           }),
           ...errorResponses(401, 403, 409, 429, 500),
+          409: { ...errorResponses(409)[409], description: CREATE_CONFLICT },
         },
       },
       onRequest: write,

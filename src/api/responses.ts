@@ -11,7 +11,9 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   404: 'Not found.',
   405: 'Method not allowed (`method_not_allowed`).',
   409: 'Conflict with the current state.',
-  413: 'Archive over the size limit (`payload_too_large`).',
+  413:
+    'Archive over the size limit (`payload_too_large`, `details.maxBytes`), or an upload that would take the account past ' +
+    'its storage quota (`upload_exceeds_quota`, `details.quota` and `details.usage` in bytes); nothing is stored.',
   415: 'Unsupported Content-Type (`unsupported_media_type`).',
   429: 'Backup cadence exceeded (`backup_cadence_exceeded`).',
   500: 'Internal error (`internal_error`).',
@@ -20,6 +22,12 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
 const RETRY_AFTER = {
   'Retry-After': { type: 'integer', minimum: 0, description: 'Seconds until a new backup is allowed.' },
 };
+
+/** The 409 of POST /api/backups, which also answers for the storage quota. */
+export const CREATE_CONFLICT =
+  'Conflict with the current state: `vault_not_initialized`, `upload_in_progress` (`details.backupId`), or ' +
+  '`quota_exceeded` when the account already stores as much as its quota allows (`details.quota` and `details.usage` ' +
+  'in bytes; delete or purge backups, or ask the operator for more).';
 
 /** ErrorResponse declarations for the given statuses. */
 export function errorResponses(...statuses: number[]): Record<number, object> {

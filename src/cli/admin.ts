@@ -10,7 +10,9 @@ import { AppError } from '../domain/errors.js';
 import { KEY_LABEL_MAX, keyLabelProblem } from '../domain/keys.js';
 import { PLANS, isPlan, type Plan } from '../domain/plans.js';
 import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
+import { effectiveQuota, parseQuota } from '../domain/quotas.js';
 import { iso, isoOrNull } from '../domain/time.js';
+import type { UsageReport } from '../services/usage.js';
 import { AuditTrail, operatorActor } from '../services/audit.js';
 import { type ChangedBy, KeyService, keyView } from '../services/keys.js';
 import { LOGIN_LINK_MAX_TTL_MS, LOGIN_LINK_TTL_MS, SessionService } from '../services/sessions.js';
@@ -58,6 +60,24 @@ async function withStore<T>(work: (store: Store, keys: KeyService) => Promise<T>
   } finally {
     await store.close();
   }
+}
+
+/** `coffer admin usage` as text: one line per account, overdue first, then the totals per plan. */
+function usageTable(report: UsageReport): string {
+  const rows = [...report.accounts].sort((a, b) => Number(b.overdue) - Number(a.overdue));
+  const quota = (q: number | null) => (q === null ? '-' : String(q));
+  const lines = [['ACCOUNT', 'PLAN', 'STORED', 'QUOTA', 'BACKUPS', 'LAST READY', 'OVERDUE']];
+  for (const a of rows) {
+    lines.push([a.accountId, a.plan, String(a.storedBytes), quota(a.quotaBytes), String(a.backups), a.lastReadyAt ?? 'never', a.overdue ? 'yes' : 'no']);
+  }
+  const widths = lines[0]!.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
+  const text = lines.map((l) => l.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
+  const { totals } = report;
+  text.push('', `total: ${totals.accounts} accounts, ${totals.storedBytes} bytes stored, ${totals.backups} backups, ${totals.overdue} overdue`);
+  for (const [name, plan] of Object.entries(totals.plans)) {
+    text.push(`  ${name}: ${plan.accounts} accounts, ${plan.storedBytes} bytes, ${plan.backups} backups, ${plan.overdue} overdue`);
+  }
+  return text.join('\n');
 }
 
 export function registerAdminCommands(program: Command): void {
@@ -113,6 +133,42 @@ export function registerAdminCommands(program: Command): void {
           ? `account ${accountId}: deletes now remove backups at once`
           : `account ${accountId}: deleted backups and replaced vault envelopes stay restorable for ${days} day${days === 1 ? '' : 's'}`,
       );
+    });
+
+  accounts
+    .command('set-quota <accountId> <quota>')
+    .description("set an account's storage quota: bytes, none (no quota), or plan (its plan's, COFFER_QUOTA_<PLAN>)")
+    .option('--json', 'print JSON')
+    .action(async (accountId: string, quotaText: string, opts: { json?: boolean }) => {
+      const quota = quotaText === 'plan' ? undefined : parseQuota(quotaText);
+      if (quota === undefined && quotaText !== 'plan') {
+        throw usageError(`quota must be a whole number of bytes, none or plan, got "${quotaText}"`);
+      }
+      const config = loadConfig();
+      const changed = await withStore(async (store) => {
+        const before = await store.getAccount(accountId);
+        if (!before || !(await store.setQuota(accountId, quota))) return undefined;
+        const words = (q: number | null | undefined) => (q === undefined ? 'plan' : q === null ? 'none' : `${q} bytes`);
+        const detail = `${words(before.quotaOverride)} → ${words(quota)}`;
+        await new AuditTrail(store, systemClock).record({ accountId, action: 'account.quota', ...operator(), detail });
+        return effectiveQuota(before.plan, quota, config.planQuotas);
+      }, config);
+      if (changed === undefined) throw new CliError(`no account ${accountId}`);
+      const source = quota === undefined ? 'plan' : 'account';
+      emit(!!opts.json, { accountId, quotaBytes: changed, quotaSource: source }, () =>
+        `account ${accountId}: ${changed === null ? 'no storage quota' : `storage quota ${changed} bytes`}${source === 'plan' ? " (its plan's)" : ''}`,
+      );
+    });
+
+  admin
+    .command('usage')
+    .description('storage and freshness per account (plan, stored bytes, backups, last READY, overdue) and totals')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const config = loadConfig();
+      const { usageReport } = await import('../services/usage.js');
+      const report = await withStore((store) => usageReport(store, systemClock.now(), config.planQuotas), config);
+      emit(!!opts.json, report, () => usageTable(report));
     });
 
   accounts

@@ -198,7 +198,7 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
     },
   );
 
-  // Quota: set by the quota work of issue 26 (PUT /admin/api/accounts/:id/quota); not in this build.
+  // Quota: changed with `coffer admin accounts set-quota` (a console control is a follow-up).
 
   app.post(
     `${ADMIN_PATH}/api/accounts/:id/keys/:keyId/revoke`,

@@ -49,7 +49,7 @@ export const AccountRow = Type.Object(
     overdue: Type.Boolean(),
     /** Active API keys. */
     keys: Count,
-    /** The account's storage quota in bytes; null: none (quotas are not enforced by this build yet). */
+    /** The storage quota that applies, in bytes (the account's own, else its plan's); null: none. */
     quotaBytes: Nullable(Count),
   },
   closed,

@@ -16,6 +16,7 @@ export const AUDIT_ACTIONS = [
   'backup.undelete',
   'backup.purge',
   'account.deletion-grace',
+  'account.quota',
   'account.vault-restore',
   'account.login-link',
 ] as const;

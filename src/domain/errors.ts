@@ -17,6 +17,8 @@ export type ErrorCode =
   | 'invalid_backup_state'
   | 'ciphertext_size_mismatch'
   | 'payload_too_large'
+  | 'quota_exceeded'
+  | 'upload_exceeds_quota'
   | 'unsupported_media_type'
   | 'backup_cadence_exceeded'
   | 'too_many_sign_in_attempts'
@@ -42,6 +44,8 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   invalid_backup_state: 409,
   ciphertext_size_mismatch: 409,
   payload_too_large: 413,
+  quota_exceeded: 409,
+  upload_exceeds_quota: 413,
   unsupported_media_type: 415,
   backup_cadence_exceeded: 429,
   too_many_sign_in_attempts: 429,
@@ -71,6 +75,10 @@ export const RESOLUTION_OF: Record<ErrorCode, string> = {
   upload_in_progress: 'Finish the upload slot named in details.backupId, or DELETE it, then try again.',
   invalid_backup_state: 'Check the backup status in details.status; this operation does not apply to it.',
   ciphertext_size_mismatch: 'Send the exact number of ciphertext bytes that were uploaded.',
+  quota_exceeded:
+    'The account stores as much as its quota allows (details.quota, details.usage in bytes): delete backups you no longer need (deleted backups still count until their deletion grace ends; purge them to free the space at once), or ask the operator for a larger quota.',
+  upload_exceeds_quota:
+    'This archive does not fit in what is left of the quota (details.quota minus details.usage bytes): delete or purge older backups, or ask the operator for a larger quota, then upload again.',
   payload_too_large: 'Keep the encrypted archive within the size limit given in details.maxBytes.',
   unsupported_media_type: 'Send the body with a supported Content-Type (application/octet-stream or application/json).',
   backup_cadence_exceeded: 'Wait until details.nextAllowedAt (see Retry-After) or move to a plan with a shorter interval.',

@@ -16,6 +16,18 @@ export interface CacheStats {
   bytes: number;
 }
 
+/** What the operator's aggregate gauges read at each scrape (docs/operations.md#metrics); never per account. */
+export interface OperatorStats {
+  /** Accounts, stored bytes and overdue accounts per plan (src/services/usage.ts). */
+  usage(): Promise<Record<string, { accounts: number; storedBytes: number; overdue: number }>>;
+  /** Quota refusals since start, by where: create (409 quota_exceeded) or upload (413 upload_exceeds_quota). */
+  quotaRefusals(): Record<'create' | 'upload', number>;
+  /** Probes of the metadata database and the blob store (a rejection: unreachable). */
+  probes: Record<'database' | 'blob_store', () => Promise<void>>;
+  /** PostgreSQL: whether the change feed is connected; absent with SQLite (no feed). */
+  changeFeedLive?: () => boolean;
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly requests = new Counter({
@@ -43,7 +55,16 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(streams: () => StreamStats, queryCounts: () => QueryCounts, cache?: () => CacheStats) {
+  /** Failed probes of a dependency since start (a scrape probes both; see OperatorStats.probes). */
+  readonly dependencyErrors = new Counter({
+    name: 'coffer_dependency_errors_total',
+    help: 'Failed probes of a dependency (database, blob_store): each scrape of /metrics probes both.',
+    labelNames: ['dependency'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(streams: () => StreamStats, queryCounts: () => QueryCounts, cache?: () => CacheStats, operator?: OperatorStats) {
+    if (operator) this.operatorMetrics(operator);
     if (cache) {
       new Counter({
         name: 'coffer_metadata_cache_lookups_total',
@@ -100,6 +121,90 @@ export class Metrics {
       },
     });
     collectDefaultMetrics({ register: this.registry, prefix: 'coffer_' });
+  }
+
+  /** The operator's gauges, computed from the database at each scrape (aggregates per plan, no account labels). */
+  private operatorMetrics(operator: OperatorStats): void {
+    const registers = [this.registry];
+    // One usage query per scrape, shared by the three gauges that collect in the same scrape.
+    let pending: Promise<Awaited<ReturnType<OperatorStats['usage']>>> | null = null;
+    const usage = () => {
+      pending ??= operator.usage().finally(() => setTimeout(() => (pending = null), 0));
+      return pending;
+    };
+    const perPlan = (name: string, help: string, pick: (plan: { accounts: number; storedBytes: number; overdue: number }) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['plan'] as const,
+        registers,
+        async collect() {
+          const plans = await usage();
+          this.reset();
+          for (const [plan, totals] of Object.entries(plans)) this.set({ plan }, pick(totals));
+        },
+      });
+    perPlan('coffer_accounts', 'Accounts, by plan.', (p) => p.accounts);
+    perPlan(
+      'coffer_stored_bytes',
+      'Ciphertext stored (READY and UPLOADED backups, backups in their deletion grace, uploads in progress), by plan.',
+      (p) => p.storedBytes,
+    );
+    perPlan('coffer_accounts_overdue', 'Accounts with no READY backup for more than twice their plan interval, by plan.', (p) => p.overdue);
+    new Counter({
+      name: 'coffer_quota_refusals_total',
+      help: 'Requests refused for the storage quota on this node, by where: create (409 quota_exceeded) or upload (413).',
+      labelNames: ['where'] as const,
+      registers,
+      collect() {
+        const refusals = operator.quotaRefusals();
+        this.reset();
+        this.inc({ where: 'create' }, refusals.create);
+        this.inc({ where: 'upload' }, refusals.upload);
+      },
+    });
+    const errors = this.dependencyErrors;
+    for (const dependency of ['database', 'blob_store'] as const) errors.inc({ dependency }, 0);
+    new Gauge({
+      name: 'coffer_dependency_up',
+      help: 'Whether a dependency (database, blob_store) answered its probe at this scrape (1) or not (0).',
+      labelNames: ['dependency'] as const,
+      registers,
+      async collect() {
+        const results = await Promise.all(
+          (['database', 'blob_store'] as const).map(async (dependency) => [dependency, await reachable(operator.probes[dependency])] as const),
+        );
+        for (const [dependency, up] of results) {
+          this.set({ dependency }, up ? 1 : 0);
+          if (!up) errors.inc({ dependency });
+        }
+      },
+    });
+    const live = operator.changeFeedLive;
+    if (live) {
+      new Gauge({
+        name: 'coffer_change_feed_connected',
+        help: "PostgreSQL: whether this node's change feed (LISTEN, for the metadata cache and events) is connected.",
+        registers,
+        collect() {
+          this.set(live() ? 1 : 0);
+        },
+      });
+    }
+  }
+}
+
+const PROBE_TIMEOUT_MS = 2000;
+
+async function reachable(probe: () => Promise<void>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([probe(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), PROBE_TIMEOUT_MS)))]);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -107,6 +107,12 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     () => streams.stats(),
     () => parts.store.queryCounts(),
     cache && (() => ({ ...cache.stats, ...cache.size })),
+    {
+      usage: async () => (await parts.backups.usage()).totals.plans,
+      quotaRefusals: () => parts.backups.quotaRefusals,
+      probes: { database: () => parts.store.ping(), blob_store: () => parts.blobs.ping() },
+      ...(parts.changeFeed ? { changeFeedLive: () => parts.changeFeed!.live } : {}),
+    },
   );
   const audit = auditRequests(parts.audit);
   const ctx: RouteContext = {

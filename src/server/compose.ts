@@ -82,11 +82,12 @@ export async function composeParts(
   const backups = new BackupService(store, blobs, bus, clock, {
     maxArchiveBytes: config.maxArchiveBytes,
     uploadWindowMs: config.uploadWindowMs,
+    planQuotas: config.planQuotas,
   });
   const audit = new AuditTrail(store, clock);
   const keys = new KeyService(store, clock, audit);
   const sessions = new SessionService(store, keys, clock);
-  const operator = new OperatorService(store, audit, sessions, clock);
+  const operator = new OperatorService(store, audit, sessions, clock, config.planQuotas);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that
   // (config.orphanGraceMs: unless COFFER_ORPHAN_GRACE says otherwise, at least the upload window).
   const sweeper = new Sweeper(store, blobs, backups, sessions, {
@@ -115,6 +116,7 @@ export async function composeParts(
     sweeper,
     blobHost,
     uploadHandshake,
+    ...(changes ? { changeFeed: changes } : {}),
     async close() {
       await bus.close();
       await store.close();

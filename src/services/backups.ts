@@ -23,12 +23,14 @@ import {
 import type { Clock } from '../domain/clock.js';
 import { AppError, type ValidationIssue } from '../domain/errors.js';
 import { PLAN_RULES, type Plan } from '../domain/plans.js';
+import { atQuota, effectiveQuota, reservationFor, type PlanQuotas, type Quota } from '../domain/quotas.js';
 import { isUuid } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import type { BlobStore, ByteRange } from '../blobs/blob-store.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { Account, Backup, Store, Vault, VaultChange, VaultHistoryEntry, VaultKeep } from '../store/store.js';
 import { limited, TooLarge } from './byte-limit.js';
+import { usageReport, type UsageReport } from './usage.js';
 
 const VISIBLE_STATUSES = BACKUP_STATUSES.filter(isVisible);
 
@@ -76,6 +78,8 @@ export interface AccountView {
 export interface BackupServiceOptions {
   maxArchiveBytes: number;
   uploadWindowMs: number;
+  /** Each plan's storage quota (absent: none); an account's own quota replaces it. */
+  planQuotas?: PlanQuotas;
 }
 
 /** Decoded-size bounds of binary fields, in bytes (docs/api-rules.md#encoding). */
@@ -131,6 +135,9 @@ export function newSlot(id: string, accountId: string, createdAt: number, expire
 export type Actor = string;
 
 export class BackupService {
+  /** Refusals for the quota since start, by where (for /metrics). */
+  readonly quotaRefusals = { create: 0, upload: 0 };
+
   constructor(
     private readonly store: Store,
     private readonly blobs: BlobStore,
@@ -305,10 +312,51 @@ export class BackupService {
     return this.store.pruneVaultHistory(this.clock.now());
   }
 
+  // ---- quotas and usage (docs/api-rules.md#quota) ----
+
+  private quotaOf(account: { plan: Plan; quotaOverride?: number | null }): Quota {
+    return effectiveQuota(account.plan, account.quotaOverride, this.options.planQuotas ?? {});
+  }
+
+  /** Every account's storage and freshness, and the totals (src/services/usage.ts). */
+  usage(): Promise<UsageReport> {
+    return usageReport(this.store, this.clock.now(), this.options.planQuotas ?? {});
+  }
+
+  /** The account's quota and stored bytes now; undefined when there is no such account. */
+  async quota(accountId: string): Promise<{ quota: Quota; usage: number } | undefined> {
+    const [row] = await this.store.usage(this.clock.now(), accountId);
+    return row && { quota: this.quotaOf(row), usage: row.storedBytes };
+  }
+
+  /** Sets an account's own quota (bytes, or null: none), or with undefined returns it to its plan's. */
+  async setQuota(accountId: string, quota: Quota | undefined): Promise<void> {
+    if (quota !== undefined && quota !== null && !(Number.isSafeInteger(quota) && quota >= 0)) {
+      throw AppError.validation([{ path: 'quota', message: 'must be a whole number of bytes, or none' }]);
+    }
+    if (!(await this.store.setQuota(accountId, quota))) throw new AppError('not_found', `No account ${accountId}.`);
+  }
+
+  private quotaRefused(where: 'create' | 'upload', quota: number, usage: number, declared?: number): AppError {
+    this.quotaRefusals[where] += 1;
+    const details = { quota, usage, ...(declared === undefined ? {} : { uploadBytes: declared }) };
+    return where === 'create'
+      ? new AppError('quota_exceeded', `The account stores ${usage} bytes; its quota is ${quota} bytes.`, details)
+      : new AppError(
+          'upload_exceeds_quota',
+          `This upload does not fit in the quota: ${Math.max(0, quota - usage)} of ${quota} bytes are left.`,
+          details,
+        );
+  }
+
   // ---- backups ----
 
   async create(accountId: string): Promise<{ backup: Backup; plan: Plan }> {
     const now = this.clock.now();
+    const status = await this.quota(accountId);
+    if (status && status.quota !== null && atQuota(status.quota, status.usage)) {
+      throw this.quotaRefused('create', status.quota, status.usage);
+    }
     const id = uuidv7();
     const backup = newSlot(id, accountId, now, slotExpiresAt(now, this.options.uploadWindowMs));
     let plan: Plan = 'free';
@@ -395,16 +443,38 @@ export class BackupService {
     if (contentLength !== undefined && contentLength > max) throw this.tooLarge();
     if (backup.status !== 'PENDING_UPLOAD') throw this.wrongState(backup.status);
 
-    const blobKey = this.newBlobKey(backup);
-    let size: number;
+    // The bytes are reserved against the quota in the database before any is stored: the declared length, or for
+    // a body of unknown length what is left (the stream is cut there), so concurrent uploads cannot both fit.
+    const reservation = { id: uuidv7(), accountId, backupId: backup.id, expiresAt: backup.expiresAt };
+    const reserved = await this.store.reserveUpload(
+      reservation,
+      this.clock.now(),
+      (quota, usage) => reservationFor(quota, usage, contentLength, max),
+      (account) => this.quotaOf(account),
+    );
+    if (reserved.reserved === null) throw this.quotaRefused('upload', reserved.quota, reserved.usage, contentLength);
+    const cap = reserved.reserved;
     try {
-      ({ size } = await this.blobs.put(blobKey, limited(body, max), { size: contentLength }));
-    } catch (error) {
-      if (error instanceof TooLarge) throw this.tooLarge();
-      throw error;
+      const blobKey = this.newBlobKey(backup);
+      let size: number;
+      try {
+        ({ size } = await this.blobs.put(blobKey, limited(body, cap), { size: contentLength }));
+      } catch (error) {
+        if (error instanceof TooLarge) {
+          if (cap < max) {
+            const now = await this.quota(accountId);
+            throw this.quotaRefused('upload', now?.quota ?? cap, (now?.usage ?? cap) - cap);
+          }
+          throw this.tooLarge();
+        }
+        throw error;
+      }
+      await this.recordUpload(backup, blobKey, size);
+      return { pathname: backup.blobPath, size };
+    } finally {
+      // UPLOADED now counts the stored bytes (or nothing was stored): the reservation ends.
+      await this.store.releaseUpload(reservation.id);
     }
-    await this.recordUpload(backup, blobKey, size);
-    return { pathname: backup.blobPath, size };
   }
 
   /** A fresh blob key for one upload attempt into the slot (attempts never overwrite each other). */

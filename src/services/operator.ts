@@ -7,10 +7,10 @@
 import { type AuditActor, type AuditEntry } from '../domain/audit.js';
 import { isDeletionGrace } from '../domain/backups.js';
 import type { Clock } from '../domain/clock.js';
-import { RECENT_WINDOW_MS, isOverdue } from '../domain/operator.js';
+import { effectiveQuota, isOverdue, type PlanQuotas } from '../domain/quotas.js';
 import { PLANS, type Plan } from '../domain/plans.js';
 import { keyStatus } from '../domain/keys.js';
-import type { Account, ApiKey, AccountUsageRow, Store } from '../store/store.js';
+import type { Account, ApiKey, AccountActivityRow, Store } from '../store/store.js';
 import type { AuditTrail } from './audit.js';
 import type { IssuedLoginLink, SessionService } from './sessions.js';
 
@@ -26,7 +26,7 @@ export interface AccountSummary {
   lastReadyAt: number | null;
   overdue: boolean;
   activeKeys: number;
-  /** Set by the quota work (issue 26, "Storage quotas"); null until it lands: no quota is enforced here. */
+  /** The quota that applies (the account's own, else its plan's; null: none). */
   quotaBytes: number | null;
 }
 
@@ -48,6 +48,9 @@ export interface Totals {
   overdue: number;
 }
 
+/** How far back "backups created recently" looks in the operator's totals. */
+const RECENT_WINDOW_MS = 24 * 3_600_000;
+
 const EMPTY_USAGE = { readyBackups: 0, graceBackups: 0, uploadingBackups: 0, storedBytes: 0, createdSince: 0 };
 
 export class OperatorService {
@@ -56,9 +59,10 @@ export class OperatorService {
     private readonly audit: AuditTrail,
     private readonly sessions: SessionService,
     private readonly clock: Clock,
+    private readonly planQuotas: PlanQuotas = {},
   ) {}
 
-  private summarize(account: Account, usage: Omit<AccountUsageRow, 'accountId'>, keys: ApiKey[], now: number): AccountSummary {
+  private summarize(account: Account, usage: Omit<AccountActivityRow, 'accountId'>, keys: ApiKey[], now: number): AccountSummary {
     return {
       accountId: account.id,
       plan: account.plan,
@@ -71,7 +75,7 @@ export class OperatorService {
       lastReadyAt: account.lastReadyCreatedAt,
       overdue: isOverdue(account.plan, account.lastReadyCreatedAt, account.createdAt, now),
       activeKeys: keys.filter((key) => key.accountId === account.id && keyStatus(key, now) === 'active').length,
-      quotaBytes: null,
+      quotaBytes: effectiveQuota(account.plan, account.quotaOverride, this.planQuotas),
     };
   }
 
@@ -80,7 +84,7 @@ export class OperatorService {
     const now = this.clock.now();
     const [accounts, usage, keys] = await Promise.all([
       this.store.listAccounts(),
-      this.store.accountUsage(now - RECENT_WINDOW_MS),
+      this.store.accountActivity(now - RECENT_WINDOW_MS),
       this.store.listApiKeys(),
     ]);
     const byAccount = new Map(usage.map((row) => [row.accountId, row]));
@@ -104,7 +108,7 @@ export class OperatorService {
     if (!account) return undefined;
     const now = this.clock.now();
     const [usage, keys, audit] = await Promise.all([
-      this.store.accountUsage(now - RECENT_WINDOW_MS),
+      this.store.accountActivity(now - RECENT_WINDOW_MS),
       this.store.listApiKeys(accountId),
       this.audit.list(accountId, 200),
     ]);

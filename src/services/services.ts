@@ -37,4 +37,6 @@ export interface Services {
   /** COFFER_UPLOAD_PROTOCOL=blobhost-client only: the /blob host and the handshake of POST /api/backups/upload. */
   blobHost?: BlobHostService;
   uploadHandshake?: UploadHandshake;
+  /** PostgreSQL: the change feed the metadata cache and other nodes' events arrive on (live: its LISTEN is up). */
+  changeFeed?: { readonly live: boolean };
 }

@@ -257,6 +257,10 @@ export class CachedStore implements Store {
     return this.changing(accountId, () => this.inner.setPlan(accountId, plan));
   }
 
+  setQuota(accountId: string, quota: number | null | undefined): Promise<boolean> {
+    return this.changing(accountId, () => this.inner.setQuota(accountId, quota));
+  }
+
   setDeletionGrace(accountId: string, days: number): Promise<boolean> {
     return this.changing(accountId, () => this.inner.setDeletionGrace(accountId, days));
   }
@@ -319,6 +323,10 @@ export class CachedStore implements Store {
   }
   ping: Store['ping'] = () => this.inner.ping();
   listAccounts: Store['listAccounts'] = () => this.inner.listAccounts();
+  usage: Store['usage'] = (now, accountId) => this.inner.usage(now, accountId);
+  reserveUpload: Store['reserveUpload'] = (reservation, now, size, quotaOf) =>
+    this.inner.reserveUpload(reservation, now, size, quotaOf);
+  releaseUpload: Store['releaseUpload'] = (id) => this.inner.releaseUpload(id);
   listApiKeys: Store['listApiKeys'] = (accountId) => this.inner.listApiKeys(accountId);
   getApiKey: Store['getApiKey'] = (keyId) => this.inner.getApiKey(keyId);
   createLoginLink: Store['createLoginLink'] = (link, tokenHash) => this.inner.createLoginLink(link, tokenHash);
@@ -332,7 +340,7 @@ export class CachedStore implements Store {
   createOperatorSession: Store['createOperatorSession'] = (session, tokenHash) => this.inner.createOperatorSession(session, tokenHash);
   findOperatorSessionByHash: Store['findOperatorSessionByHash'] = (tokenHash) => this.inner.findOperatorSessionByHash(tokenHash);
   revokeOperatorSession: Store['revokeOperatorSession'] = (sessionId, at) => this.inner.revokeOperatorSession(sessionId, at);
-  accountUsage: Store['accountUsage'] = (since) => this.inner.accountUsage(since);
+  accountActivity: Store['accountActivity'] = (since) => this.inner.accountActivity(since);
   appliedMigrations: Store['appliedMigrations'] = () => this.inner.appliedMigrations();
   listVaultHistory: Store['listVaultHistory'] = (accountId, now) => this.inner.listVaultHistory(accountId, now);
   pruneVaultHistory: Store['pruneVaultHistory'] = (now) => this.inner.pruneVaultHistory(now);

@@ -8,6 +8,9 @@ export interface AccountsTable {
   last_ready_created_at: number | null;
   /** Migration 0005; defaults to 0. */
   deletion_grace_days: Generated<number>;
+  /** Migration 0011: 1 when the account has its own quota (quota_bytes; null there: no quota); 0: the plan's. */
+  quota_override: Generated<number>;
+  quota_bytes: number | null;
 }
 
 export interface ApiKeysTable {
@@ -160,6 +163,16 @@ export interface BlobhostPartsTable {
   size: number;
 }
 
+/** Bytes reserved by uploads in progress (migration 0011), counted in the account's stored bytes until they end. */
+export interface UploadReservationsTable {
+  id: string;
+  account_id: string;
+  backup_id: string;
+  bytes: number;
+  /** A reservation left by a node that died mid-upload stops counting then (the slot's own expiry). */
+  expires_at: number;
+}
+
 export interface Database {
   settings: SettingsTable;
   accounts: AccountsTable;
@@ -174,4 +187,5 @@ export interface Database {
   audit_events: AuditEventsTable;
   blobhost_uploads: BlobhostUploadsTable;
   blobhost_parts: BlobhostPartsTable;
+  upload_reservations: UploadReservationsTable;
 }

@@ -36,6 +36,7 @@ import type {
 } from './schema.js';
 import type {
   Account,
+  AccountUsageRow,
   ApiKey,
   Backup,
   BackupCondition,
@@ -43,14 +44,16 @@ import type {
   LoginLink,
   OperatorLink,
   OperatorSession,
-  AccountUsageRow,
+  AccountActivityRow,
   QueryCounts,
+  ReserveResult,
   Session,
   Store,
   Vault,
   VaultChange,
   VaultHistoryEntry,
   VaultKeep,
+  UploadReservation,
 } from './store.js';
 
 // PostgreSQL bigint columns can arrive as strings; SQLite returns numbers. Normalise once here.
@@ -64,8 +67,12 @@ function toAccount(row: Selectable<AccountsTable>): Account {
     createdAt: num(row.created_at),
     lastReadyCreatedAt: numOrNull(row.last_ready_created_at),
     deletionGraceDays: num(row.deletion_grace_days),
+    ...(num(row.quota_override) === 1 ? { quotaOverride: numOrNull(row.quota_bytes) } : {}),
   };
 }
+
+/** Backups whose ciphertext counts as stored: READY, UPLOADED (not yet finalized), DELETING in its grace. */
+const STORED = sql<boolean>`(status in ('READY', 'UPLOADED') or (status = 'DELETING' and purge_after is not null))`;
 
 function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
   return {
@@ -336,6 +343,103 @@ export class SqlStore implements Store {
     return Number(result.numUpdatedRows) > 0;
   }
 
+  async setQuota(accountId: string, quota: number | null | undefined): Promise<boolean> {
+    const result = await this.db
+      .updateTable('accounts')
+      .set({ quota_override: quota === undefined ? 0 : 1, quota_bytes: quota ?? null })
+      .where('id', '=', accountId)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async usage(now: number, accountId?: string): Promise<AccountUsageRow[]> {
+    let query = this.db
+      .selectFrom('accounts as a')
+      .selectAll('a')
+      .select((eb) => [
+        eb
+          .selectFrom('backups')
+          .select(sql<string | number>`coalesce(sum(ciphertext_size_bytes), 0)`.as('s'))
+          .whereRef('backups.account_id', '=', 'a.id')
+          .where(STORED)
+          .as('stored'),
+        eb
+          .selectFrom('upload_reservations')
+          .select(sql<string | number>`coalesce(sum(bytes), 0)`.as('r'))
+          .whereRef('upload_reservations.account_id', '=', 'a.id')
+          .where('upload_reservations.expires_at', '>', now)
+          .as('reserved'),
+        eb
+          .selectFrom('backups')
+          .select(sql<string | number>`count(*)`.as('c'))
+          .whereRef('backups.account_id', '=', 'a.id')
+          .where('status', '=', 'READY')
+          .as('ready'),
+      ])
+      .orderBy('a.created_at')
+      .orderBy('a.id');
+    if (accountId !== undefined) query = query.where('a.id', '=', accountId);
+    const rows = await query.execute();
+    return rows.map((row) => {
+      const account = toAccount(row);
+      return {
+        accountId: account.id,
+        plan: account.plan,
+        createdAt: account.createdAt,
+        ...('quotaOverride' in account ? { quotaOverride: account.quotaOverride } : {}),
+        storedBytes: Number(row.stored ?? 0) + Number(row.reserved ?? 0),
+        backups: Number(row.ready ?? 0),
+        lastReadyAt: account.lastReadyCreatedAt,
+      };
+    });
+  }
+
+  async reserveUpload(
+    reservation: UploadReservation,
+    now: number,
+    size: (quota: number | null, usage: number) => number | null,
+    quotaOf: (account: Account) => number | null,
+  ): Promise<ReserveResult> {
+    return this.db.transaction().execute(async (trx) => {
+      // The account's row lock (write lock in SQLite) serializes the reservations of one account on every node.
+      const account = await this.lockAccount(trx, reservation.accountId);
+      const quota = quotaOf(account);
+      let usage = 0;
+      if (quota !== null) {
+        const stored = await trx
+          .selectFrom('backups')
+          .select(sql<string | number>`coalesce(sum(ciphertext_size_bytes), 0)`.as('s'))
+          .where('account_id', '=', reservation.accountId)
+          .where(STORED)
+          .executeTakeFirstOrThrow();
+        const reserved = await trx
+          .selectFrom('upload_reservations')
+          .select(sql<string | number>`coalesce(sum(bytes), 0)`.as('r'))
+          .where('account_id', '=', reservation.accountId)
+          .where('expires_at', '>', now)
+          .executeTakeFirstOrThrow();
+        usage = Number(stored.s) + Number(reserved.r);
+      }
+      const bytes = size(quota, usage);
+      if (bytes === null) return { reserved: null, quota: quota!, usage };
+      await trx
+        .insertInto('upload_reservations')
+        .values({
+          id: reservation.id,
+          account_id: reservation.accountId,
+          backup_id: reservation.backupId,
+          bytes,
+          expires_at: reservation.expiresAt,
+        })
+        .execute();
+      return { reserved: bytes };
+    });
+  }
+
+  async releaseUpload(id: string): Promise<void> {
+    await this.db.deleteFrom('upload_reservations').where('id', '=', id).execute();
+  }
+
   async setDeletionGrace(accountId: string, days: number): Promise<boolean> {
     const result = await this.db
       .updateTable('accounts')
@@ -555,7 +659,7 @@ export class SqlStore implements Store {
     return Number(result.numUpdatedRows) > 0;
   }
 
-  async accountUsage(since: number): Promise<AccountUsageRow[]> {
+  async accountActivity(since: number): Promise<AccountActivityRow[]> {
     const rows = await this.db
       .selectFrom('backups')
       .select((eb) => [

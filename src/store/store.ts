@@ -11,7 +11,34 @@ export interface Account {
   lastReadyCreatedAt: number | null;
   /** Days a deleted READY backup stays restorable (0: deletes remove the ciphertext at once). 0 when absent. */
   deletionGraceDays?: number;
+  /** The account's own quota (null: none); absent: its plan's (docs/api-rules.md#quota). */
+  quotaOverride?: number | null;
 }
+
+/** One account's storage and freshness, as the operator sees it: sizes, times and counts, nothing else. */
+export interface AccountUsageRow {
+  accountId: string;
+  plan: Plan;
+  createdAt: number;
+  /** The account's own quota (null: none); absent: its plan's. */
+  quotaOverride?: number | null;
+  /** Ciphertext of READY and UPLOADED backups, of backups in their deletion grace, and bytes reserved by uploads. */
+  storedBytes: number;
+  /** READY backups. */
+  backups: number;
+  lastReadyAt: number | null;
+}
+
+/** An upload's reservation of bytes against the account's quota. */
+export interface UploadReservation {
+  id: string;
+  accountId: string;
+  backupId: string;
+  expiresAt: number;
+}
+
+/** What reserveUpload decided: the bytes reserved, or the quota and usage that left no room. */
+export type ReserveResult = { reserved: number } | { reserved: null; quota: number; usage: number };
 
 export interface Vault {
   cryptoVersion: 'v1';
@@ -86,7 +113,8 @@ export interface OperatorSession {
 }
 
 /** What one account stores and did, in counts, bytes and times only (the operator console, `coffer admin usage`). */
-export interface AccountUsageRow {
+/** What the operator console shows of an account's backups (counts and bytes only). */
+export interface AccountActivityRow {
   accountId: string;
   /** READY backups. */
   readyBackups: number;
@@ -187,6 +215,23 @@ export interface Store {
   setPlan(accountId: string, plan: Plan): Promise<boolean>;
   /** Sets the account's deletion grace (days); false when there is no such account. */
   setDeletionGrace(accountId: string, days: number): Promise<boolean>;
+  /** Sets the account's own quota (bytes, or null: none), or with undefined returns it to its plan's; false: no such account. */
+  setQuota(accountId: string, quota: number | null | undefined): Promise<boolean>;
+  /** Storage and freshness of every account (or one), at `now` (reservations expired by then do not count). */
+  usage(now: number, accountId?: string): Promise<AccountUsageRow[]>;
+  /**
+   * Reserves bytes for an upload, in one transaction holding the account's row lock, so concurrent uploads of one
+   * account on any node see each other: `quotaOf` gives the account's quota, `size` the bytes wanted for it and its
+   * usage (null quota: no limit). Stores and returns the reservation, or says the quota and usage that refused it.
+   */
+  reserveUpload(
+    reservation: UploadReservation,
+    now: number,
+    size: (quota: number | null, usage: number) => number | null,
+    quotaOf: (account: Account) => number | null,
+  ): Promise<ReserveResult>;
+  /** Ends an upload's reservation (its bytes are now the backup's, or were never stored). */
+  releaseUpload(id: string): Promise<void>;
 
   createApiKey(key: ApiKey, keyHash: string): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKey | undefined>;
@@ -219,7 +264,7 @@ export interface Store {
   revokeOperatorSession(sessionId: string, at: number): Promise<boolean>;
 
   /** Per account with any backup record: counts and bytes (never names or metadata); `since` bounds createdSince. */
-  accountUsage(since: number): Promise<AccountUsageRow[]>;
+  accountActivity(since: number): Promise<AccountActivityRow[]>;
   /** Names of the schema migrations applied to this database, in order. */
   appliedMigrations(): Promise<string[]>;
 

@@ -8,3 +8,7 @@ export const REQUIRED = process.env.CI === 'true' || process.env.COFFER_REQUIRE_
 
 /** Whether a test that needs something `available` reports is skipped here. */
 export const lacking = (available: boolean): boolean => !available && !REQUIRED;
+
+/** Debian's `prometheus` package (promtool and the server): deploy/prometheus and deploy/grafana are tested with it. */
+export const PROMTOOL = '/usr/bin/promtool';
+export const PROMETHEUS = '/usr/bin/prometheus';

@@ -343,7 +343,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               </label>
               <button type="submit">Set grace</button>
             </form>
-            <p class="help">Quota: set with the quota work of this release (not in this build).</p>
+            <p class="help">Quota: set with <code>coffer admin accounts set-quota {data.account.accountId} &lt;bytes&gt;|none|plan</code> (docs/operations.md).</p>
           </section>
           <section class="panel" aria-labelledby="keys">
             <h2 id="keys">API keys</h2>

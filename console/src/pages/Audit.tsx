@@ -15,6 +15,7 @@ const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'backup.purge': 'Purged a deleted backup',
   'account.deletion-grace': 'Changed the deletion grace',
   'account.login-link': 'Operator made a sign-in link',
+  'account.quota': 'Changed the storage quota',
   'account.vault-restore': 'Restored an earlier vault envelope',
 };
 

@@ -41,7 +41,7 @@ export function registerServeCommand(program: Command): void {
       // Plain-text notices go to stderr: stdout carries only the JSON log lines, and a log shipper reading them
       // must never see the first API key.
       if (first) {
-        const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY)' : first.apiKey;
+        const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY or COFFER_INITIAL_API_KEY_FILE)' : first.apiKey;
         process.stderr.write(
           [
             '',

@@ -138,6 +138,13 @@ export interface BlobhostPartsTable {
   size: number;
 }
 
+/** Console sign-in attempts per client address in the current fixed window (counted across nodes). */
+export interface SignInAttemptsTable {
+  address: string;
+  window_start: number;
+  count: number;
+}
+
 export interface Database {
   settings: SettingsTable;
   accounts: AccountsTable;
@@ -150,4 +157,5 @@ export interface Database {
   audit_events: AuditEventsTable;
   blobhost_uploads: BlobhostUploadsTable;
   blobhost_parts: BlobhostPartsTable;
+  signin_attempts: SignInAttemptsTable;
 }

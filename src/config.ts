@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -155,6 +156,7 @@ export const SERVER_SETTINGS = settings({
   COFFER_PUBLIC_URL: { default: null, about: 'URL clients and the console reach this server at (unset: http://localhost:<PORT>)' },
   COFFER_DATA_DIR: { default: './data', about: 'directory of the SQLite database and of the fs blob store' },
   COFFER_DATABASE_URL: { default: null, about: 'postgres:// URL of a PostgreSQL database (unset: SQLite in COFFER_DATA_DIR)' },
+  COFFER_DATABASE_URL_FILE: { default: null, about: 'file holding COFFER_DATABASE_URL (a secret file; not with COFFER_DATABASE_URL)' },
   COFFER_SQLITE_DRIVER: {
     default: null,
     values: ['node', 'better-sqlite3'],
@@ -170,6 +172,7 @@ export const SERVER_SETTINGS = settings({
   COFFER_S3_REGION: { default: 'us-east-1', about: 'S3 region' },
   COFFER_S3_ACCESS_KEY_ID: { default: null, about: 'S3 access key id (unset, with the secret: the AWS default chain)' },
   COFFER_S3_SECRET_ACCESS_KEY: { default: null, about: 'S3 secret access key' },
+  COFFER_S3_SECRET_ACCESS_KEY_FILE: { default: null, about: 'file holding COFFER_S3_SECRET_ACCESS_KEY (a secret file; not with COFFER_S3_SECRET_ACCESS_KEY)' },
   COFFER_UPLOAD_PROTOCOL: { default: 'direct', values: ['direct', 'blobhost-client'], about: 'how clients upload (docs/upload-protocols.md)' },
   COFFER_MAX_ARCHIVE_BYTES: { default: '52428800', about: 'largest encrypted archive accepted, in bytes' },
   COFFER_QUOTA_FREE: { default: null, about: 'storage quota of a free-plan account in bytes: its stored ciphertext at most (unset: none)' },
@@ -194,12 +197,14 @@ export const SERVER_SETTINGS = settings({
     about: 'open connections at most per node; one more is closed at once (each takes a file descriptor: keep below `ulimit -n`)',
   },
   COFFER_METRICS_TOKEN: { default: null, about: 'bearer token /metrics requires, 16+ characters (unset: no /metrics)' },
+  COFFER_METRICS_TOKEN_FILE: { default: null, about: 'file holding COFFER_METRICS_TOKEN (a secret file; not with COFFER_METRICS_TOKEN)' },
   COFFER_SIGNIN_ATTEMPTS: { default: '30', about: 'console sign-in attempts per client address and window' },
   COFFER_SIGNIN_WINDOW: { default: '10m', about: 'the window of COFFER_SIGNIN_ATTEMPTS' },
   COFFER_TRUST_PROXY: { default: null, about: 'reverse proxies whose X-Forwarded-For is believed: addresses, CIDRs, loopback (unset: none)' },
   LOG_LEVEL: { default: 'info', values: LOG_LEVELS, about: 'level of the JSON log lines on stdout' },
   COFFER_INITIAL_API_KEY: { default: null, about: 'API key of the first account on an empty database (unset: one is made and shown once)' },
   COFFER_INITIAL_PLAN: { default: 'pro', values: PLANS, about: 'plan of the first account on an empty database (pro: one backup per 30 minutes)' },
+  COFFER_INITIAL_API_KEY_FILE: { default: null, about: 'file holding COFFER_INITIAL_API_KEY (a secret file; not with COFFER_INITIAL_API_KEY)' },
 });
 
 /** Every setting of the client commands (`coffer --help` prints it; docs/client.md#environment). */
@@ -239,6 +244,44 @@ function text<S extends Setting>(env: Env, setting: S): Value<S, string> {
 /** Exactly as set, spaces included (a passphrase); null when unset or empty. */
 function exact(env: Env, setting: Setting): string | null {
   return env[setting.name] || setting.default;
+}
+
+const FILE_ERRORS: Record<string, string> = {
+  ENOENT: 'no such file',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EISDIR: 'it is a directory',
+  ENOTDIR: 'a part of the path is not a directory',
+  ELOOP: 'too many symbolic links',
+};
+
+/**
+ * A secret setting that may instead come from the file named by its _FILE twin (container and systemd secrets,
+ * docs/operations.md#secrets-from-files): the file's text without one trailing newline. Setting both is an error;
+ * so is a file that cannot be read or is empty. No message ever includes the secret itself.
+ */
+function secret(env: Env, setting: Setting, fileSetting: Setting): string | null {
+  const direct = read(env, setting);
+  const file = read(env, fileSetting);
+  if (file === null) return direct;
+  if (direct !== null) {
+    throw new ConfigError(fileSetting.name, `set either ${setting.name} or ${fileSetting.name}, not both`);
+  }
+  let content: string;
+  try {
+    content = fs.readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    throw new ConfigError(fileSetting.name, `cannot read the file "${file}": ${FILE_ERRORS[code] ?? (code || 'unreadable')}`);
+  }
+  const value = content.replace(/\r?\n$/, '');
+  if (value === '') throw new ConfigError(fileSetting.name, `the file "${file}" is empty`);
+  return value;
+}
+
+/** The variable a secret came from, for its error messages: the _FILE setting when the file gave it, else the setting itself. */
+function fromFile(env: Env, setting: Setting, fileSetting: Setting): string {
+  return read(env, fileSetting) === null ? setting.name : fileSetting.name;
 }
 
 function duration(env: Env, setting: Setting & { default: string }, minMs = 1): number {
@@ -323,9 +366,9 @@ function trustedProxies(env: Env, setting: Setting): string[] {
 export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
   const S = SERVER_SETTINGS;
   const port = integer(env, S.PORT, 0, 65535);
-  const databaseUrl = text(env, S.COFFER_DATABASE_URL);
+  const databaseUrl = secret(env, S.COFFER_DATABASE_URL, S.COFFER_DATABASE_URL_FILE);
   if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new ConfigError(S.COFFER_DATABASE_URL.name, 'expected a postgres:// URL');
+    throw new ConfigError(fromFile(env, S.COFFER_DATABASE_URL, S.COFFER_DATABASE_URL_FILE), 'expected a postgres:// URL');
   }
   const blobStore = oneOf(env, S.COFFER_BLOB_STORE);
   const s3 = {
@@ -333,7 +376,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     bucket: text(env, S.COFFER_S3_BUCKET),
     region: text(env, S.COFFER_S3_REGION),
     accessKeyId: text(env, S.COFFER_S3_ACCESS_KEY_ID),
-    secretAccessKey: text(env, S.COFFER_S3_SECRET_ACCESS_KEY),
+    secretAccessKey: secret(env, S.COFFER_S3_SECRET_ACCESS_KEY, S.COFFER_S3_SECRET_ACCESS_KEY_FILE),
   };
   if (blobStore === 's3' && s3.bucket === null) {
     throw new ConfigError(S.COFFER_S3_BUCKET.name, 'is required when COFFER_BLOB_STORE=s3');
@@ -350,13 +393,19 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       throw new ConfigError(S.COFFER_ACCEL_REDIRECT.name, 'works only with COFFER_BLOB_STORE=fs (nginx serves the files of COFFER_DATA_DIR/blobs)');
     }
   }
-  const initialApiKey = text(env, S.COFFER_INITIAL_API_KEY);
+  const initialApiKey = secret(env, S.COFFER_INITIAL_API_KEY, S.COFFER_INITIAL_API_KEY_FILE);
   if (initialApiKey !== null && !API_KEY_PATTERN.test(initialApiKey)) {
-    throw new ConfigError(S.COFFER_INITIAL_API_KEY.name, 'expected cfk_ followed by 43 base64url characters');
+    throw new ConfigError(
+      fromFile(env, S.COFFER_INITIAL_API_KEY, S.COFFER_INITIAL_API_KEY_FILE),
+      'expected cfk_ followed by 43 base64url characters',
+    );
   }
-  const metricsToken = text(env, S.COFFER_METRICS_TOKEN);
+  const metricsToken = secret(env, S.COFFER_METRICS_TOKEN, S.COFFER_METRICS_TOKEN_FILE);
   if (metricsToken !== null && !/^[\x21-\x7e]{16,}$/.test(metricsToken)) {
-    throw new ConfigError(S.COFFER_METRICS_TOKEN.name, 'expected at least 16 printable characters without spaces');
+    throw new ConfigError(
+      fromFile(env, S.COFFER_METRICS_TOKEN, S.COFFER_METRICS_TOKEN_FILE),
+      'expected at least 16 printable characters without spaces',
+    );
   }
   return {
     port,

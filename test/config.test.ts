@@ -2,10 +2,12 @@
  * The environment → settings step (src/config.ts) of the server (loadConfig) and of the client commands
  * (loadClientConfig), called directly: defaults, durations, and one line per bad value.
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEFAULT_LIMITS, loadClientConfig, loadConfig, parseDuration } from '../src/config.js';
+import { tempDir } from './helpers/tmp.js';
 
 const KEY = `cfk_${'A'.repeat(43)}`;
 
@@ -217,6 +219,62 @@ describe('loadConfig', () => {
   it('durations at their minimum are accepted', () => {
     const config = loadConfig({ COFFER_UPLOAD_WINDOW: '1ms', COFFER_SSE_INTERVAL: '10ms', COFFER_SIGNIN_WINDOW: '1s' });
     expect([config.uploadWindowMs, config.sseIntervalMs, config.signInLimit.windowMs]).toEqual([1, 10, 1000]);
+  });
+});
+
+describe('loadConfig: secrets from files (X_FILE)', () => {
+  const dir = tempDir('coffer-secrets-');
+  const file = (name: string, content: string, mode = 0o600) => {
+    const at = path.join(dir, name);
+    fs.writeFileSync(at, content, { mode });
+    return at;
+  };
+  const TOKEN = 'metrics-token-from-a-file';
+
+  it('each secret setting reads its _FILE: the text without one trailing newline', () => {
+    const config = loadConfig({
+      COFFER_METRICS_TOKEN_FILE: file('token', `${TOKEN}\n`),
+      COFFER_S3_SECRET_ACCESS_KEY_FILE: file('s3', ' s3 secret with spaces \r\n'),
+      COFFER_DATABASE_URL_FILE: file('db', 'postgres://coffer:pw@db/coffer\n'),
+      COFFER_INITIAL_API_KEY_FILE: file('key', KEY),
+    });
+    expect(config.metricsToken).toBe(TOKEN);
+    expect(config.s3.secretAccessKey).toBe(' s3 secret with spaces ');
+    expect(config.databaseUrl).toBe('postgres://coffer:pw@db/coffer');
+    expect(config.initialApiKey).toBe(KEY);
+    // Only one newline goes: a second one is part of the value (and here makes the token invalid).
+    const error = configError(() => loadConfig({ COFFER_METRICS_TOKEN_FILE: file('two', `${TOKEN}\n\n`) }));
+    expect(error.message).toBe('COFFER_METRICS_TOKEN_FILE: expected at least 16 printable characters without spaces');
+  });
+
+  it('both X and X_FILE, an unreadable or empty file: one line naming the variable, never the secret', () => {
+    const secretText = 'postgres://coffer:hunter2-secret@db/coffer';
+    const missing = path.join(dir, 'missing');
+    const cases: [Record<string, string>, string][] = [
+      [
+        { COFFER_DATABASE_URL: secretText, COFFER_DATABASE_URL_FILE: file('db2', secretText) },
+        'COFFER_DATABASE_URL_FILE: set either COFFER_DATABASE_URL or COFFER_DATABASE_URL_FILE, not both',
+      ],
+      [
+        { COFFER_METRICS_TOKEN: TOKEN, COFFER_METRICS_TOKEN_FILE: missing },
+        'COFFER_METRICS_TOKEN_FILE: set either COFFER_METRICS_TOKEN or COFFER_METRICS_TOKEN_FILE, not both',
+      ],
+      [{ COFFER_S3_SECRET_ACCESS_KEY_FILE: missing }, `COFFER_S3_SECRET_ACCESS_KEY_FILE: cannot read the file "${missing}": no such file`],
+      [{ COFFER_INITIAL_API_KEY_FILE: dir }, `COFFER_INITIAL_API_KEY_FILE: cannot read the file "${dir}": it is a directory`],
+      [{ COFFER_METRICS_TOKEN_FILE: file('empty', '\n') }, `COFFER_METRICS_TOKEN_FILE: the file "${path.join(dir, 'empty')}" is empty`],
+      [{ COFFER_DATABASE_URL_FILE: file('mysql', 'mysql://root:hunter2-secret@db/x\n') }, 'COFFER_DATABASE_URL_FILE: expected a postgres:// URL'],
+      [{ COFFER_INITIAL_API_KEY_FILE: file('badkey', 'cfk_hunter2-secret\n') }, 'COFFER_INITIAL_API_KEY_FILE: expected cfk_ followed by 43 base64url characters'],
+    ];
+    if (process.getuid?.() !== 0) {
+      const locked = file('locked', secretText, 0o000);
+      cases.push([{ COFFER_DATABASE_URL_FILE: locked }, `COFFER_DATABASE_URL_FILE: cannot read the file "${locked}": permission denied`]);
+    }
+    for (const [env, message] of cases) {
+      const error = configError(() => loadConfig(env));
+      expect(error.message, JSON.stringify(env)).toBe(message);
+      expect(error.message).not.toContain('hunter2');
+      expect(error.message).not.toContain(TOKEN);
+    }
   });
 });
 

@@ -68,7 +68,7 @@ export function registerServeCommand(program: Command): void {
       // must never see the first API key. The first start's key comes first, where the server listens right under it.
       const lines: string[] = [];
       if (first) {
-        const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY)' : first.apiKey;
+        const shown = config.initialApiKey ? '(the key from COFFER_INITIAL_API_KEY or COFFER_INITIAL_API_KEY_FILE)' : first.apiKey;
         lines.push(`API key (shown once, store it now): ${shown}`);
       }
       lines.push(`Coffer ${where.text}; public URL ${config.publicUrl}`);

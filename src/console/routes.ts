@@ -39,7 +39,7 @@ export async function consoleRoutes(app: App, services: ConsoleServices): Promis
   });
 
   const requireSession = async (request: FastifyRequest) => {
-    const context = await sessionOf(request, sessions);
+    const context = await sessionOf(request, sessions, config);
     if (!context) throw new AppError('authentication_required', 'Sign in to the console first.');
     checkCsrf(request, config, sessions, context.secret);
     request.consoleSession = context.session;

@@ -1,6 +1,6 @@
 /**
- * The console session as an HTTP credential: an httpOnly, SameSite=Strict cookie (Secure when the public URL is
- * https), accepted by every /api operation with an owner's scopes. A request that changes state with it must
+ * The console session as an HTTP credential: an httpOnly, SameSite=Strict cookie (Secure, and named with the
+ * `__Host-` prefix, when the public URL is https; see sessionCookieSpec), accepted by every /api operation with an owner's scopes. A request that changes state with it must
  * come from the console's own origin and carry the session's CSRF token in `X-CSRF-Token` (synchronizer token,
  * derived from the session secret), so a cross-site page can neither ride the cookie nor forge the token.
  */
@@ -15,16 +15,39 @@ import type { Session } from '../store/store.js';
 export const SESSION_COOKIE = 'coffer_session';
 export const CSRF_HEADER = 'x-csrf-token';
 
+/** Name, path and Secure flag of the session cookie for a public URL (docs/console.md#the-session-cookie). */
+export interface SessionCookieSpec {
+  name: string;
+  path: string;
+  secure: boolean;
+}
+
+/**
+ * - https, public URL at the root of its origin: `__Host-coffer_session`, Path=/, Secure (no Domain): the browser
+ *   then accepts the cookie only from this exact host over https, so neither a sibling subdomain nor a plain-http
+ *   page can plant or overwrite it;
+ * - https with a base path (`https://example.org/coffer`): the cookie is scoped to that path, which `__Host-`
+ *   forbids (it requires Path=/), so it is `__Secure-coffer_session`, Path=/coffer, Secure;
+ * - http (development, or TLS ended elsewhere without telling Coffer): `coffer_session`, Path=/ or the base path,
+ *   without Secure (a browser would drop a Secure cookie sent over http).
+ */
+export function sessionCookieSpec(config: Config): SessionCookieSpec {
+  const url = new URL(config.publicUrl);
+  const path = url.pathname.replace(/\/+$/, '') || '/';
+  if (url.protocol !== 'https:') return { name: SESSION_COOKIE, path, secure: false };
+  return { name: path === '/' ? `__Host-${SESSION_COOKIE}` : `__Secure-${SESSION_COOKIE}`, path, secure: true };
+}
+
 /** The OpenAPI security scheme of the session (the third, after the two API-key headers). */
-export const SESSION_SECURITY_SCHEME = {
+export const sessionSecurityScheme = (config: Config) => ({
   type: 'apiKey' as const,
   in: 'cookie' as const,
-  name: SESSION_COOKIE,
+  name: sessionCookieSpec(config).name,
   description:
     'Console browser session (sign in at /console with a one-time link from `coffer admin login-link` or an all-scope API key ' +
     'that is not append-only). ' +
     'Holds all three scopes. Requests that change state must also send the X-CSRF-Token header the console receives at sign-in.',
-};
+});
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -39,18 +62,19 @@ export function readCookie(header: string | undefined, name: string): string | u
   return undefined;
 }
 
-const secureCookies = (config: Config) => config.publicUrl.startsWith('https:');
-
-export function sessionCookie(config: Config, secret: string, maxAgeMs: number): string {
-  const attributes = [`${SESSION_COOKIE}=${secret}`, 'Path=/', `Max-Age=${Math.floor(maxAgeMs / 1000)}`, 'HttpOnly', 'SameSite=Strict'];
-  if (secureCookies(config)) attributes.push('Secure');
+function cookie(config: Config, value: string, maxAgeSeconds: number): string {
+  const spec = sessionCookieSpec(config);
+  const attributes = [`${spec.name}=${value}`, `Path=${spec.path}`, `Max-Age=${maxAgeSeconds}`, 'HttpOnly', 'SameSite=Strict'];
+  if (spec.secure) attributes.push('Secure');
   return attributes.join('; ');
 }
 
+export function sessionCookie(config: Config, secret: string, maxAgeMs: number): string {
+  return cookie(config, secret, Math.floor(maxAgeMs / 1000));
+}
+
 export function clearedSessionCookie(config: Config): string {
-  const attributes = [`${SESSION_COOKIE}=`, 'Path=/', 'Max-Age=0', 'HttpOnly', 'SameSite=Strict'];
-  if (secureCookies(config)) attributes.push('Secure');
-  return attributes.join('; ');
+  return cookie(config, '', 0);
 }
 
 /**
@@ -77,8 +101,8 @@ export interface SessionContext {
 }
 
 /** The session cookie's live session, or undefined (no cookie, unknown, signed out, expired). */
-export async function sessionOf(request: FastifyRequest, sessions: SessionService): Promise<SessionContext | undefined> {
-  const secret = readCookie(request.headers.cookie, SESSION_COOKIE);
+export async function sessionOf(request: FastifyRequest, sessions: SessionService, config: Config): Promise<SessionContext | undefined> {
+  const secret = readCookie(request.headers.cookie, sessionCookieSpec(config).name);
   if (!secret) return undefined;
   const session = await sessions.authenticate(secret);
   return session && { session, secret };
@@ -103,7 +127,7 @@ export function sessionPrincipal(session: Session): Principal {
 /** The third credential of the API (after the two API-key headers): the console session, with an owner's scopes. */
 export function sessionCredential(sessions: SessionService, config: Config) {
   return async function fromSession(request: FastifyRequest): Promise<Principal | undefined> {
-    const context = await sessionOf(request, sessions);
+    const context = await sessionOf(request, sessions, config);
     if (!context) return undefined;
     checkCsrf(request, config, sessions, context.secret);
     return sessionPrincipal(context.session);

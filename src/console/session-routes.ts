@@ -2,7 +2,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { App } from '../http/fastify.js';
-import { FixedWindowLimiter } from '../http/rate-limit.js';
 import { APPEND_ONLY_REASON, APPEND_ONLY_RESOLUTION } from '../domain/append-only.js';
 import { AppError } from '../domain/errors.js';
 import type { Plan } from '../domain/plans.js';
@@ -25,14 +24,11 @@ function sessionBody(session: Session, plan: Plan, csrfToken: string) {
   };
 }
 
-export function sessionRoutes(app: App, { config, sessions, clock, requireSession }: ConsoleContext): void {
-  // Every sign-in attempt counts (well-formed or not, accepted or not), per client address.
-  const signInLimiter = new FixedWindowLimiter(
-    { max: config.signInLimit.maxAttempts, windowMs: config.signInLimit.windowMs },
-    () => clock.now(),
-  );
+export function sessionRoutes(app: App, { config, sessions, requireSession }: ConsoleContext): void {
+  // Every sign-in attempt counts (well-formed or not, accepted or not), per client address, in the database: N
+  // nodes allow the same number of attempts as one.
   const limitSignIn = async (request: FastifyRequest) => {
-    const verdict = signInLimiter.hit(request.ip);
+    const verdict = await sessions.signInAttempt(request.ip);
     if (verdict.allowed) return;
     const wait = verdict.resetSeconds;
     throw new AppError(

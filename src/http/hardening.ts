@@ -27,12 +27,19 @@ const API_PREFLIGHT: Record<string, string> = {
   'access-control-max-age': '600',
 };
 
-export function hardening(app: FastifyInstance): void {
+/**
+ * Sent on every response when the public URL is https (docs/operations.md#https): browsers then use https for this
+ * host for a year. Without includeSubDomains or preload: Coffer does not speak for the rest of the domain.
+ */
+export const HSTS = 'max-age=31536000';
+
+export function hardening(app: FastifyInstance, options: { https: boolean }): void {
   app.addHook('onRequest', async (request, reply) => {
     // Set on the raw response so they also reach hijacked responses (event streams).
     const raw = reply.raw;
     raw.setHeader('x-request-id', request.id);
     for (const [name, value] of Object.entries(SECURITY_HEADERS)) raw.setHeader(name, value);
+    if (options.https) raw.setHeader('strict-transport-security', HSTS);
     if (request.url.startsWith('/api/')) {
       raw.setHeader('content-security-policy', API_CSP);
       for (const [name, value] of Object.entries(API_CORS)) raw.setHeader(name, value);

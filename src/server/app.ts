@@ -20,7 +20,7 @@ import { blobHostRoutes } from '../api/blobhost.js';
 import type { Services } from '../services/services.js';
 import { consoleRoutes } from '../console/routes.js';
 import { adminRoutes } from '../console/admin-routes.js';
-import { SESSION_SECURITY_SCHEME, sessionCredential } from '../console/session-http.js';
+import { sessionCredential, sessionSecurityScheme } from '../console/session-http.js';
 import { loadContent } from '../discovery/content.js';
 import { discoveryRoutes } from '../discovery/routes.js';
 import { authenticator } from '../http/auth.js';
@@ -126,7 +126,7 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     metrics,
     fromTrustedProxy: (request) => fromTrustedProxy(request, trust),
   };
-  hardening(app);
+  hardening(app, { https: parts.config.publicUrl.startsWith('https:') });
   requestMetrics(app, metrics);
   operationsRoutes(app, { store: parts.store, blobs: parts.blobs, metrics, metricsToken: parts.config.metricsToken });
 
@@ -149,7 +149,7 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: `Authorization: Bearer <API key>. ${API_KEY_RESTRICTIONS}` },
           apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key', description: `x-api-key: <API key>. ${API_KEY_RESTRICTIONS}` },
-          sessionCookie: SESSION_SECURITY_SCHEME,
+          sessionCookie: sessionSecurityScheme(parts.config),
         },
       },
       security: [{ bearerAuth: [] }, { apiKeyHeader: [] }, { sessionCookie: [] }],

@@ -86,7 +86,7 @@ export async function composeParts(
   });
   const audit = new AuditTrail(store, clock);
   const keys = new KeyService(store, clock, audit);
-  const sessions = new SessionService(store, keys, clock);
+  const sessions = new SessionService(store, keys, clock, config.signInLimit);
   const operator = new OperatorService(store, audit, sessions, clock, config.planQuotas);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that
   // (config.orphanGraceMs: unless COFFER_ORPHAN_GRACE says otherwise, at least the upload window).

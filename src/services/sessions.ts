@@ -78,12 +78,34 @@ export type KeySignIn =
   /** The console manages the account (keys, the audit trail): an append-only key may not open it. */
   | { ok: false; reason: 'append_only' };
 
+/** Console sign-in attempts allowed per client address and fixed window (COFFER_SIGNIN_ATTEMPTS, _WINDOW). */
+export interface SignInLimit {
+  maxAttempts: number;
+  windowMs: number;
+}
+
+const DEFAULT_SIGN_IN_LIMIT: SignInLimit = { maxAttempts: 30, windowMs: 600_000 };
+
 export class SessionService {
   constructor(
     private readonly store: Store,
     private readonly keys: KeyService,
     private readonly clock: Clock,
+    private readonly signInLimit: SignInLimit = DEFAULT_SIGN_IN_LIMIT,
   ) {}
+
+  /**
+   * Counts a sign-in attempt from `address` in the database, so every node counts against one limit; whether it
+   * is within the limit, and the whole seconds until the window ends.
+   */
+  async signInAttempt(address: string): Promise<{ allowed: boolean; resetSeconds: number }> {
+    const now = this.clock.now();
+    const { count, windowStart } = await this.store.countSignInAttempt(address, now, this.signInLimit.windowMs);
+    return {
+      allowed: count <= this.signInLimit.maxAttempts,
+      resetSeconds: Math.max(1, Math.ceil((windowStart + this.signInLimit.windowMs - now) / 1000)),
+    };
+  }
 
   /** A new one-time link for `accountId`; undefined when there is no such account. */
   async createLoginLink(accountId: string, ttlMs = LOGIN_LINK_TTL_MS): Promise<IssuedLoginLink | undefined> {
@@ -152,9 +174,14 @@ export class SessionService {
     return this.store.getAccount(session.accountId);
   }
 
-  /** Deletes login links and sessions that have ended (expired, used, signed out, or their key revoked). */
+  /**
+   * Deletes login links and sessions that have ended (expired, used, signed out, or their key revoked), and sign-in
+   * attempt windows that have ended.
+   */
   async prune(): Promise<number> {
-    return this.store.pruneSessions(this.clock.now());
+    const now = this.clock.now();
+    await this.store.pruneSignInAttempts(now - this.signInLimit.windowMs);
+    return this.store.pruneSessions(now);
   }
 
   /** Whether `presented` is the CSRF token of the session with `secret` (constant-time). */

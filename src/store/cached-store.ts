@@ -349,6 +349,8 @@ export class CachedStore implements Store {
   liveBlobKeys: Store['liveBlobKeys'] = (blobKeys) => this.inner.liveBlobKeys(blobKeys);
   appendAudit: Store['appendAudit'] = (entry, keep) => this.inner.appendAudit(entry, keep);
   listAudit: Store['listAudit'] = (accountId, limit) => this.inner.listAudit(accountId, limit);
+  countSignInAttempt: Store['countSignInAttempt'] = (address, now, windowMs) => this.inner.countSignInAttempt(address, now, windowMs);
+  pruneSignInAttempts: Store['pruneSignInAttempts'] = (before) => this.inner.pruneSignInAttempts(before);
   ensureSetting: Store['ensureSetting'] = (name, initial, now) => this.inner.ensureSetting(name, initial, now);
   addMultipartUpload: Store['addMultipartUpload'] = (backupId, uploadId, now) => this.inner.addMultipartUpload(backupId, uploadId, now);
   countMultipartUploads: Store['countMultipartUploads'] = (backupId) => this.inner.countMultipartUploads(backupId);

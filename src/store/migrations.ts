@@ -249,6 +249,19 @@ const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => (
       await db.schema.createIndex('upload_reservations_account').on('upload_reservations').column('account_id').execute();
     },
   },
+  '0012_signin_attempts': {
+    async up(db: Kysely<unknown>) {
+      // Console sign-in attempts per client address and fixed window, in the database so every node counts
+      // against one limit (src/console/session-routes.ts).
+      await db.schema
+        .createTable('signin_attempts')
+        .addColumn('address', 'text', (c) => c.primaryKey())
+        .addColumn('window_start', 'bigint', (c) => c.notNull())
+        .addColumn('count', 'integer', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('signin_attempts_window').on('signin_attempts').column('window_start').execute();
+    },
+  },
   '0013_operator_sessions': {
     async up(db: Kysely<unknown>) {
       // The operator console's one-time links and sessions (docs/operations.md#operator-console): the same rules as

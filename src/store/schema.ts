@@ -173,6 +173,13 @@ export interface UploadReservationsTable {
   expires_at: number;
 }
 
+/** Console sign-in attempts per client address in the current fixed window (counted across nodes). */
+export interface SignInAttemptsTable {
+  address: string;
+  window_start: number;
+  count: number;
+}
+
 export interface Database {
   settings: SettingsTable;
   accounts: AccountsTable;
@@ -188,4 +195,5 @@ export interface Database {
   blobhost_uploads: BlobhostUploadsTable;
   blobhost_parts: BlobhostPartsTable;
   upload_reservations: UploadReservationsTable;
+  signin_attempts: SignInAttemptsTable;
 }

@@ -320,6 +320,15 @@ export interface Store {
   /** The account's audit entries, newest first, at most `limit`. */
   listAudit(accountId: string, limit: number): Promise<AuditEntry[]>;
 
+  /**
+   * Counts one console sign-in attempt from `address` in a fixed window of `windowMs` (a new window starts at `now`
+   * when the last one has ended) and returns the attempts of the current window, this one included, and when that
+   * window started. One atomic statement, so attempts on different nodes all count.
+   */
+  countSignInAttempt(address: string, now: number, windowMs: number): Promise<{ count: number; windowStart: number }>;
+  /** Forgets the attempt windows that started before `before`; returns how many. */
+  pruneSignInAttempts(before: number): Promise<number>;
+
   /** The stored value of a shared setting; stores `initial` first when there is none (first writer wins). */
   ensureSetting(name: string, initial: string, now: number): Promise<string>;
 

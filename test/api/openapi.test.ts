@@ -74,7 +74,7 @@ describe('/openapi.json', () => {
     expect(document.components.securitySchemes).toEqual({
       bearerAuth: expect.objectContaining({ type: 'http', scheme: 'bearer' }),
       apiKeyHeader: expect.objectContaining({ type: 'apiKey', in: 'header', name: 'x-api-key' }),
-      sessionCookie: expect.objectContaining({ type: 'apiKey', in: 'cookie', name: 'coffer_session' }),
+      sessionCookie: expect.objectContaining({ type: 'apiKey', in: 'cookie', name: '__Host-coffer_session' }),
     });
     expect(document.security).toEqual([{ bearerAuth: [] }, { apiKeyHeader: [] }, { sessionCookie: [] }]);
   });

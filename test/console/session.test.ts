@@ -1,6 +1,6 @@
 /**
  * Console sessions over plain HTTP: one-time login links (used once, refused after expiry, printed by the real
- * `coffer admin login-link`), cookie attributes (httpOnly, SameSite=Strict, Secure only on an https public URL),
+ * `coffer admin login-link`), cookie attributes (httpOnly, SameSite=Strict, Secure and named __Host-coffer_session only on an https public URL),
  * the session as the API's third credential with an owner's scopes, CSRF protection on every state change made
  * with it, login CSRF, sign-in with an all-scope API key, sign-out and key revocation ending sessions server-side,
  * and key management scoped to the account.
@@ -255,7 +255,7 @@ describe('console sessions (https public URL)', () => {
       headers: { origin: 'https://backup.example.test' },
     });
     expect(response.status).toBe(200);
-    expect(response.headers.get('set-cookie')).toMatch(/; HttpOnly; SameSite=Strict; Secure$/);
+    expect(response.headers.get('set-cookie')).toMatch(/^__Host-coffer_session=cfs_[A-Za-z0-9_-]{43}; Path=\/; Max-Age=43200; HttpOnly; SameSite=Strict; Secure$/);
     const cookie = response.headers.get('set-cookie')!.split(';')[0]!;
     const { csrfToken } = (await response.json()) as { csrfToken: string };
     const out = await request(server, 'DELETE', '/console/api/session', {

@@ -379,7 +379,7 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', 
     expect(whole.body.equals(data)).toBe(true);
   });
 
-  it('the console session cookie is Secure (X-Forwarded-Proto: https, https public URL)', async () => {
+  it('the console session cookie is __Host-coffer_session and Secure (https public URL), and responses carry HSTS', async () => {
     const { apiKey } = await server.newKey();
     const signedIn = await request('POST', '/console/api/session', {
       headers: { 'content-type': 'application/json' },
@@ -388,8 +388,10 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', 
     });
     expect(signedIn.status).toBe(200);
     const cookie = [signedIn.headers['set-cookie']].flat()[0]!;
-    expect(cookie).toMatch(/^coffer_session=/);
+    expect(cookie).toMatch(/^__Host-coffer_session=/);
     expect(cookie.split('; ')).toContain('Secure');
+    expect(cookie.split('; ')).toContain('Path=/');
+    expect(signedIn.headers['strict-transport-security']).toBe('max-age=31536000');
   });
 
   it('with nginx trusted, each client address has its own sign-in limit, and a forged X-Forwarded-For does not help', async () => {

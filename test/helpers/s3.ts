@@ -12,7 +12,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   AbortMultipartUploadCommand,
@@ -95,6 +95,64 @@ export interface StartS3Options {
    * NotImplemented and 405 MethodNotAllowed, as a store without these optional calls does).
    */
   listCalls?: boolean;
+  /**
+   * s3rver only. true: requests signed in the Authorization header (SigV4, as the AWS SDK signs) are checked against
+   * the secret `S3RVER` and refused with 403 SignatureDoesNotMatch when wrong, as S3 does (s3rver itself accepts any
+   * SigV4 signature). Query-string (presigned) requests are not checked.
+   */
+  checkSignatures?: boolean;
+}
+
+const S3RVER_SECRET = 'S3RVER';
+
+const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest();
+const rfc3986 = (text: string) => encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+
+/**
+ * Whether a SigV4 Authorization header matches the request, signed with `secret` (AWS's "Signature Version 4"
+ * canonical request; S3 signs the path as sent, without encoding it again). Undefined: not a SigV4 header request.
+ */
+function sigV4Matches(
+  request: { method: string; url: string; headers: Record<string, string | string[] | undefined> },
+  secret: string,
+): boolean | undefined {
+  const authorization = request.headers.authorization;
+  if (typeof authorization !== 'string' || !authorization.startsWith('AWS4-HMAC-SHA256 ')) return undefined;
+  const fields = Object.fromEntries(
+    authorization
+      .slice('AWS4-HMAC-SHA256 '.length)
+      .split(',')
+      .map((part) => part.trim().split('=', 2) as [string, string]),
+  );
+  const [, date, region, service] = (fields.Credential ?? '').split('/');
+  const signedHeaders = (fields.SignedHeaders ?? '').split(';');
+  const [rawPath = '', rawQuery = ''] = request.url.split('?', 2);
+  const query = rawQuery
+    .split('&')
+    .filter(Boolean)
+    .map((pair) => {
+      const [key = '', value = ''] = pair.split('=', 2);
+      return [rfc3986(decodeURIComponent(key)), rfc3986(decodeURIComponent(value.replace(/\+/g, ' ')))] as const;
+    })
+    .sort(([a, x], [b, y]) => (a < b ? -1 : a > b ? 1 : x < y ? -1 : x > y ? 1 : 0))
+    .map(([key, value]) => `${key}=${value}`)
+    .join('&');
+  const header = (name: string) => {
+    const value = request.headers[name];
+    return (Array.isArray(value) ? value.join(',') : (value ?? '')).trim().replace(/\s+/g, ' ');
+  };
+  const canonical = [
+    request.method,
+    rawPath,
+    query,
+    signedHeaders.map((name) => `${name}:${header(name)}\n`).join(''),
+    signedHeaders.join(';'),
+    header('x-amz-content-sha256') || 'UNSIGNED-PAYLOAD',
+  ].join('\n');
+  const scope = `${date}/${region}/${service}/aws4_request`;
+  const toSign = ['AWS4-HMAC-SHA256', header('x-amz-date'), scope, createHash('sha256').update(canonical).digest('hex')].join('\n');
+  const key = hmac(hmac(hmac(hmac(`AWS4${secret}`, date ?? ''), region ?? ''), service ?? ''), 'aws4_request');
+  return hmac(key, toSign).toString('hex') === fields.Signature;
 }
 
 /** An S3 endpoint on `engine`, with a fresh bucket. */
@@ -174,7 +232,7 @@ async function startCephBucket(name?: string): Promise<TestS3> {
 
 const escapeXml = (text: string) => text.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
-async function startS3rver(bucket = 'coffer-test', { listCalls = true }: StartS3Options = {}): Promise<TestS3> {
+async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSignatures = false }: StartS3Options = {}): Promise<TestS3> {
   const directory = tempDir('coffer-s3-');
   const uploadsDir = path.join(directory, bucket, '._S3rver_uploads');
   const server = new S3rver({
@@ -237,6 +295,19 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true }: StartS3
     return next();
   });
 
+  // First of all (unshifted last): the signature check, when asked for.
+  if (checkSignatures) {
+    server.middleware.unshift(async (ctx, next) => {
+      if (sigV4Matches(ctx.req as { method: string; url: string; headers: Record<string, string | string[] | undefined> }, S3RVER_SECRET) !== false) {
+        return next();
+      }
+      ctx.status = 403;
+      ctx.type = 'application/xml';
+      ctx.body =
+        '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SignatureDoesNotMatch</Code>' +
+        '<Message>The request signature we calculated does not match the signature you provided.</Message></Error>';
+    });
+  }
   // s3rver removes the "directories" a delete empties; a put into the same prefix at that moment then fails
   // inside s3rver with an uncaught ENOENT. S3 has no directories: keep them, and only unlink the object's files.
   const fsStore = (server as unknown as { store: { getResourcePath(b: string, k: string, r: string): string; deleteObject: unknown } }).store;

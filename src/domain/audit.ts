@@ -17,6 +17,7 @@ export const AUDIT_ACTIONS = [
   'backup.purge',
   'account.deletion-grace',
   'account.vault-restore',
+  'account.host-add',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -319,6 +319,7 @@ export class CachedStore implements Store {
   }
   ping: Store['ping'] = () => this.inner.ping();
   listAccounts: Store['listAccounts'] = () => this.inner.listAccounts();
+  listHostAccounts: Store['listHostAccounts'] = (ownerAccountId) => this.inner.listHostAccounts(ownerAccountId);
   listApiKeys: Store['listApiKeys'] = (accountId) => this.inner.listApiKeys(accountId);
   getApiKey: Store['getApiKey'] = (keyId) => this.inner.getApiKey(keyId);
   createLoginLink: Store['createLoginLink'] = (link, tokenHash) => this.inner.createLoginLink(link, tokenHash);

@@ -8,6 +8,10 @@ export interface AccountsTable {
   last_ready_created_at: number | null;
   /** Migration 0005; defaults to 0. */
   deletion_grace_days: Generated<number>;
+  /** Migration 0010: the owner account of a host account; null for an ordinary account. */
+  owner_account_id: string | null;
+  /** Migration 0010: a host account's label, given by its owner. */
+  label: string | null;
 }
 
 export interface ApiKeysTable {

@@ -15,6 +15,7 @@ const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'backup.purge': 'Purged a deleted backup',
   'account.deletion-grace': 'Changed the deletion grace',
   'account.vault-restore': 'Restored an earlier vault envelope',
+  'account.host-add': 'Added a host account (its own schedule, the same vault)',
 };
 
 /** What a refused attempt (an append-only key) tried to do. */

@@ -4,7 +4,7 @@ import { backupEtag } from '../domain/backups.js';
 import { rateLimitPolicy } from '../domain/plans.js';
 import { sendContent } from '../http/content-response.js';
 import type { App } from '../http/fastify.js';
-import { type RouteContext, loadBackup } from './context.js';
+import { type RouteContext, loadBackup, loadReadableBackup } from './context.js';
 import { CREATE_CONFLICT, errorResponses, json } from './responses.js';
 import {
   BackupDetail,
@@ -34,6 +34,8 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
   const write = ctx.requireScope('backups:write');
   const restore = ctx.requireScope('backups:restore');
   const byId = loadBackup(ctx);
+  // Reading also reaches the caller's host accounts' backups (an owner credential); writing never does.
+  const readableById = loadReadableBackup(ctx);
 
   app.get(
     '/api/backups',
@@ -115,7 +117,7 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
         params: BackupIdParams,
         response: { 200: json(Type.Ref(BackupDetail), 'The backup.'), ...errorResponses(401, 403, 404, 500) },
       },
-      onRequest: [read, byId],
+      onRequest: [read, readableById],
     },
     async (request) => detailBody(request.backup),
   );
@@ -157,7 +159,7 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(401, 403, 404, 500),
         },
       },
-      onRequest: [restore, byId],
+      onRequest: [restore, readableById],
     },
     async (request, reply) => {
       const { id, ciphertextSizeBytes } = request.backup;
@@ -169,8 +171,8 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
           size,
           etag: backupEtag(id, size),
           filename: `backup-${id}.bin`,
-          open: async (range) => (await ctx.backups.openContent(request.principal.accountId, id, range)).stream,
-          locate: async () => (await ctx.backups.locateContent(request.principal.accountId, id)).blobKey,
+          open: async (range) => (await ctx.backups.openContent(request.backup.accountId, id, range)).stream,
+          locate: async () => (await ctx.backups.locateContent(request.backup.accountId, id)).blobKey,
         },
         // Only nginx acts on an X-Accel-Redirect: a request that did not come through a trusted proxy gets the bytes.
         ctx.fromTrustedProxy(request) ? ctx.config.accelRedirect : null,
@@ -201,7 +203,7 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
           ...errorResponses(401, 403, 404, 500),
         },
       },
-      onRequest: [read, byId],
+      onRequest: [read, readableById],
     },
     async (request, reply) => {
       reply.hijack();

@@ -33,3 +33,14 @@ export function loadBackup(ctx: RouteContext): onRequestAsyncHookHandler {
     request.backup = await ctx.backups.getVisible(request.principal.accountId, id);
   };
 }
+
+/**
+ * onRequest step for the read-only `/api/backups/{id}` routes (get, content, events): the caller's visible backup, or
+ * one of its host accounts' for an owner credential (docs/api-rules.md#host-accounts); 404 for anything else.
+ */
+export function loadReadableBackup(ctx: RouteContext): onRequestAsyncHookHandler {
+  return async function loadReadableBackup(request: FastifyRequest) {
+    const { id } = request.params as { id: string };
+    request.backup = await ctx.backups.getReadable(request.principal, id);
+  };
+}

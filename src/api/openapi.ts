@@ -16,6 +16,12 @@ export const API_TAGS = [
     name: 'Backups',
     description: 'One backup from slot to ciphertext: create, upload, finalize, then read, follow, download or delete it.',
   },
+  {
+    name: 'Host accounts',
+    description:
+      "Extension: accounts an owner added for backup hosts that keep their own cadence, with a copy of the owner's vault " +
+      "envelope. The owner's credentials (not append-only) read their backups; nothing here writes.",
+  },
 ];
 
 /** How an API key may be restricted beyond its scopes (the security schemes' descriptions say it). */
@@ -27,6 +33,14 @@ export const API_KEY_RESTRICTIONS =
 
 /** By operationId; what each operation does beyond its summary (docs/api-rules.md has the reasons). */
 const OPERATION_DESCRIPTIONS: Record<string, string> = {
+  listHostAccounts:
+    "The caller's host accounts: each has its own plan cadence and, while `vault` is `shared`, the caller's vault envelope " +
+    "(rotations of the caller's vault are copied to it). An append-only key gets an empty list. Needs `backups:read`.",
+  listHostAccountBackups:
+    "A host account's visible backups, newest first, as `GET /api/backups` lists them. Any id that is not one of the " +
+    "caller's host accounts (another account's, a malformed one) answers `404 not_found`, as does an append-only key. " +
+    'Its backups are then read, followed and downloaded with the usual `/api/backups/{id}` operations; deleting them ' +
+    'stays with the host account. Needs `backups:read`.',
   getBackupAccount:
     "The plan's backup interval and, once the vault is bootstrapped, the KDF parameters and the wrapped master key " +
     'a client needs to unlock its backups. Needs `backups:read`.',

@@ -197,6 +197,32 @@ export const ErrorResponse = Type.Object(
 
 export const BackupIdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
 
+/** Extension (docs/api-rules.md#host-accounts): a host account as its owner sees it. */
+export const HostAccount = Type.Object(
+  {
+    accountId: Uuid,
+    label: Type.String({ description: 'The name its owner gave it, e.g. "web".' }),
+    backupInterval: Type.Union([Type.Literal('30m'), Type.Literal('4h'), Type.Literal('1d')], {
+      description: "The host account's own cadence (its plan's interval).",
+    }),
+    createdAt: Type.String({ format: 'date-time' }),
+    vault: Type.Union([Type.Literal('shared'), Type.Literal('diverged'), Type.Literal('none')], {
+      description:
+        "`shared`: it holds the owner's vault envelope (the owner's passphrase and recipient); `diverged`: another envelope " +
+        '(its vault was changed on its own, or the owner reset and re-initialized theirs); `none`: no vault.',
+    }),
+  },
+  { $id: 'HostAccount', additionalProperties: false },
+);
+
+export const HostAccountList = Type.Object(
+  { hosts: Type.Array(Type.Ref(HostAccount)) },
+  { $id: 'HostAccountList', additionalProperties: false },
+);
+
+/** Any text: an id that is not one of the caller's host accounts (malformed included) is a 404, never a 400. */
+export const HostAccountParams = Type.Object({ accountId: Type.String() }, { additionalProperties: false });
+
 /** Every schema that becomes an OpenAPI component, in registration order (referenced ones first). */
 export const COMPONENT_SCHEMAS: TSchema[] = [
   BackupKdf,
@@ -219,6 +245,8 @@ export const COMPONENT_SCHEMAS: TSchema[] = [
   DeleteBackupResponse,
   BackupStatusEvent,
   ErrorResponse,
+  HostAccount,
+  HostAccountList,
 ];
 
 export type BackupAccountEnvelopeBody = Static<typeof BackupAccountEnvelope>;
@@ -232,6 +260,7 @@ export type BootstrapResponseBody = Static<typeof BootstrapResponse>;
 export type RotateResponseBody = Static<typeof RotateResponse>;
 export type ResetResponseBody = Static<typeof ResetResponse>;
 export type BackupListBody = Static<typeof BackupList>;
+export type HostAccountListBody = Static<typeof HostAccountList>;
 export type CreateBackupResponseBody = Static<typeof CreateBackupResponse>;
 export type DirectUploadResponseBody = Static<typeof DirectUploadResponse>;
 export type DeleteBackupResponseBody = Static<typeof DeleteBackupResponse>;

@@ -172,14 +172,73 @@ export function registerAdminCommands(program: Command): void {
     });
 
   accounts
+    .command('add-host <ownerAccountId>')
+    .description(
+      "add a host account: its own schedule (the owner's plan), a copy of the owner's vault (same passphrase and recipient), " +
+        'an append-only write-only key; the owner reads its backups',
+    )
+    .requiredOption('--label <name>', 'the host\'s name, e.g. web (1-40 letters, digits, spaces, dots, dashes, underscores)')
+    .option('--expires-in <duration>', "lifetime of the host's key, e.g. 365d (default: no expiry)")
+    .option('--json', 'print JSON')
+    .action(async (ownerAccountId: string, opts: { label: string; expiresIn?: string; json?: boolean }) => {
+      const lifetime = opts.expiresIn === undefined ? null : expiresIn(opts.expiresIn);
+      const issued = await withStore(async (_store, keys) => {
+        try {
+          return await keys.addHost(ownerAccountId, { label: opts.label, expiresInMs: lifetime, by: operator() });
+        } catch (error) {
+          if (!(error instanceof AppError)) throw error;
+          if (error.code === 'validation_failed') {
+            const issue = (error.details?.issues as { message: string }[] | undefined)?.[0];
+            throw usageError(`--label ${issue?.message ?? 'is not valid'}`);
+          }
+          if (error.code === 'not_found') throw new CliError(`no account ${ownerAccountId}`);
+          if (error.code === 'vault_not_initialized') {
+            throw new CliError(`account ${ownerAccountId} has no vault yet: its owner runs coffer init first, then add the host`);
+          }
+          throw new CliError(error.message);
+        }
+      });
+      const result = {
+        accountId: issued.account.id,
+        ownerAccountId,
+        label: issued.account.label ?? opts.label,
+        plan: issued.account.plan,
+        keyId: issued.key.id,
+        apiKey: issued.apiKey,
+        scopes: issued.key.scopes,
+        appendOnly: issued.key.appendOnly,
+        expiresAt: isoOrNull(issued.key.expiresAt),
+      };
+      emit(!!opts.json, result, () =>
+        [
+          `API key for the host (shown once, store it now): ${result.apiKey}`,
+          `host account ${result.accountId} "${result.label}" of account ${ownerAccountId} (${result.plan} plan: its own schedule)`,
+          `key ${result.keyId}: backups:write, append-only; expires: ${result.expiresAt ?? 'never'}`,
+          "The host account holds a copy of the owner's vault: give the host the owner's recipient (coffer recipient).",
+          "The owner's keys list and restore its backups (coffer list, coffer restore <id>); the host cannot read any.",
+        ].join('\n'),
+      );
+    });
+
+  accounts
     .command('list')
     .description('list accounts')
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
       const list = await withStore((store) => store.listAccounts());
-      const rows = list.map((a) => ({ accountId: a.id, plan: a.plan, createdAt: iso(a.createdAt) }));
+      const rows = list.map((a) => ({
+        accountId: a.id,
+        plan: a.plan,
+        createdAt: iso(a.createdAt),
+        ownerAccountId: a.ownerAccountId ?? null,
+        label: a.label ?? null,
+      }));
       emit(!!opts.json, { accounts: rows }, () =>
-        rows.length === 0 ? 'no accounts' : rows.map((r) => `${r.accountId}  ${r.plan}  ${r.createdAt}`).join('\n'),
+        rows.length === 0
+          ? 'no accounts'
+          : rows
+              .map((r) => `${r.accountId}  ${r.plan}  ${r.createdAt}${r.ownerAccountId ? `  host "${r.label ?? ''}" of ${r.ownerAccountId}` : ''}`)
+              .join('\n'),
       );
     });
 

@@ -21,6 +21,7 @@ import type {
   DeleteBackupResponseBody,
   DirectUploadResponseBody,
   ErrorResponseBody,
+  HostAccountListBody,
   ResetResponseBody,
   RotateResponseBody,
 } from '../api/schemas.js';
@@ -40,9 +41,16 @@ export type {
   DeleteBackupResponseBody,
   DirectUploadResponseBody,
   ErrorResponseBody,
+  HostAccountListBody,
   ResetResponseBody,
   RotateResponseBody,
 };
+export type HostAccountBody = HostAccountListBody['hosts'][number];
+
+/** One host account of the caller and its backups (CofferClient.listEveryBackup). */
+export interface HostBackups extends HostAccountBody {
+  backups: BackupRecordBody[];
+}
 export type BackupStatus = BackupRecordBody['status'];
 
 /** An ErrorResponse from the API (docs/api-rules.md#errors). */
@@ -249,6 +257,31 @@ export class CofferClient {
 
   listBackups(signal?: AbortSignal): Promise<BackupListBody> {
     return this.request('GET', '/api/backups', { signal });
+  }
+
+  /** The caller's host accounts (docs/api-rules.md#host-accounts); a server without them answers none. */
+  async listHostAccounts(signal?: AbortSignal): Promise<HostAccountListBody> {
+    try {
+      return await this.request<HostAccountListBody>('GET', '/api/host-accounts', { signal });
+    } catch (error) {
+      // A server from before host accounts: the route is unknown (404 not_found), so there are none.
+      if (error instanceof CofferApiError && error.status === 404 && error.code === 'not_found') return { hosts: [] };
+      throw error;
+    }
+  }
+
+  /** One host account's visible backups, newest first. */
+  listHostBackups(accountId: string, signal?: AbortSignal): Promise<BackupListBody> {
+    return this.request('GET', `/api/host-accounts/${encodeURIComponent(accountId)}/backups`, { signal });
+  }
+
+  /** The caller's backups, and each of its host accounts' (read with the caller's own key: no key per host). */
+  async listEveryBackup(signal?: AbortSignal): Promise<BackupListBody & { hosts: HostBackups[] }> {
+    const own = await this.listBackups(signal);
+    const { hosts } = await this.listHostAccounts(signal);
+    const withBackups: HostBackups[] = [];
+    for (const host of hosts) withBackups.push({ ...host, backups: (await this.listHostBackups(host.accountId, signal)).backups });
+    return { ...own, hosts: withBackups };
   }
 
   async createBackup(signal?: AbortSignal): Promise<CreateBackupResponseBody> {

@@ -19,6 +19,7 @@ export const AUDIT_ACTIONS = [
   'account.quota',
   'account.vault-restore',
   'account.login-link',
+  'account.host-add',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -8,6 +8,7 @@ import type { OpenAPIV3_1 } from 'openapi-types';
 import FindMyWay from 'find-my-way';
 import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
 import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
+import { hostAccountRoutes } from '../api/hosts.js';
 import type { RouteContext } from '../api/context.js';
 import { appendOnlyGuard, auditRequests } from '../api/guard.js';
 import type { App } from '../http/fastify.js';
@@ -211,6 +212,7 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     ignoreBodies(scope);
     accountReadRoutes(scope, ctx);
     backupReadRoutes(scope, ctx);
+    hostAccountRoutes(scope, ctx);
   });
   await app.register(async (scope) => {
     jsonBodies(scope);

@@ -75,6 +75,19 @@ export interface AccountView {
   vault: Vault | undefined;
 }
 
+/** Who reads: the caller's account, and whether its credential is append-only (a host's key reads nothing else). */
+export interface Reader {
+  accountId: string;
+  appendOnly: boolean;
+}
+
+/** A host account as its owner sees it (GET /api/host-accounts). */
+export interface HostAccountView {
+  account: Account;
+  /** `shared`: its vault envelope is the owner's; `diverged`: another one; `none`: it has no vault. */
+  vault: 'shared' | 'diverged' | 'none';
+}
+
 export interface BackupServiceOptions {
   maxArchiveBytes: number;
   uploadWindowMs: number;
@@ -192,9 +205,11 @@ export class BackupService {
     const graceDays = await this.graceDays(accountId);
     const keep = this.keep('rotate', actor, graceDays);
     const missing = () => new AppError('vault_not_initialized', 'There is no vault to rotate.');
+    // The envelope being replaced: the compare-and-swap's expectation with If-Match, and what host accounts follow.
+    const previous = await this.store.getVault(accountId);
     let expected: Vault | undefined;
     if (ifMatch !== undefined) {
-      expected = await this.store.getVault(accountId);
+      expected = previous;
       if (!expected) throw missing();
     }
     const matches = ifMatch === undefined || ifMatch === '*' || ifMatch.includes(vaultEtag(expected!));
@@ -206,6 +221,7 @@ export class BackupService {
         currentEtag: vaultEtag(now),
       });
     }
+    await this.followOwner(accountId, previous, vault);
     return { ...(await this.accountView(accountId)), rotated: true, historyDays: graceDays };
   }
 
@@ -300,10 +316,12 @@ export class BackupService {
    */
   async restoreVault(accountId: string, entryId: string, actor: Actor): Promise<Vault> {
     const graceDays = Math.max(1, await this.graceDays(accountId));
+    const previous = await this.store.getVault(accountId);
     const restored = isUuid(entryId)
       ? await this.store.restoreVault(accountId, entryId, this.clock.now(), this.keep('restore', actor, graceDays))
       : undefined;
     if (!restored) throw new AppError('not_found', 'No such envelope in the vault history (it may have expired).');
+    await this.followOwner(accountId, previous, restored);
     return restored;
   }
 
@@ -420,6 +438,71 @@ export class BackupService {
       backup = (await this.sweepOne(backup)) ?? (await this.store.getBackup(id))!;
     }
     return isVisible(backup.status) ? backup : undefined;
+  }
+
+  /**
+   * Whether `reader` may read the backups of `accountId`: its own account's always; a host account's when the reader's
+   * account owns it and the credential is not append-only (docs/api-rules.md#host-accounts). Nothing else, ever.
+   */
+  async mayReadAccount(reader: Reader, accountId: string): Promise<boolean> {
+    if (accountId === reader.accountId) return true;
+    if (reader.appendOnly) return false;
+    const account = await this.store.getAccount(accountId);
+    return account !== undefined && account.ownerAccountId === reader.accountId;
+  }
+
+  /**
+   * The visible backup with this id that `reader` may read: its own, or one of its host accounts' (mayReadAccount).
+   * Anything else is 404, exactly like an unknown id.
+   */
+  async getReadable(reader: Reader, id: string): Promise<Backup> {
+    const own = await this.findVisible(reader.accountId, id);
+    if (own) return own;
+    if (!reader.appendOnly && isUuid(id)) {
+      const stored = await this.store.getBackup(id);
+      if (stored && stored.accountId !== reader.accountId && (await this.mayReadAccount(reader, stored.accountId))) {
+        const backup = await this.findVisible(stored.accountId, id);
+        if (backup) return backup;
+      }
+    }
+    throw new AppError('backup_not_found', 'No such backup.');
+  }
+
+  /** The reader's host accounts, oldest first, with whether each still shares the reader's vault envelope. */
+  async hostAccounts(reader: Reader): Promise<HostAccountView[]> {
+    if (reader.appendOnly) return [];
+    const [hosts, vault] = await Promise.all([this.store.listHostAccounts(reader.accountId), this.store.getVault(reader.accountId)]);
+    const ownerEtag = vault ? vaultEtag(vault) : null;
+    return Promise.all(
+      hosts.map(async (account) => {
+        const hostVault = await this.store.getVault(account.id);
+        const state: HostAccountView['vault'] = !hostVault ? 'none' : vaultEtag(hostVault) === ownerEtag ? 'shared' : 'diverged';
+        return { account, vault: state };
+      }),
+    );
+  }
+
+  /** The visible backups of one of the reader's host accounts; 404 `not_found` for any other id. */
+  async listHost(reader: Reader, hostAccountId: string): Promise<Backup[]> {
+    const lower = hostAccountId.toLowerCase();
+    if (!isUuid(lower) || lower === reader.accountId || !(await this.mayReadAccount(reader, lower))) {
+      throw new AppError('not_found', 'None of your host accounts has this id.', undefined, undefined, 'List your host accounts with GET /api/host-accounts.');
+    }
+    return this.list(lower);
+  }
+
+  /**
+   * After the owner's envelope changed from `before` to `after`: the same change on every host account that still
+   * held `before` (compare-and-swap per account, so a host account whose vault diverged is left alone).
+   */
+  private async followOwner(ownerAccountId: string, before: Vault | undefined, after: Vault): Promise<void> {
+    if (!before) return;
+    for (const host of await this.store.listHostAccounts(ownerAccountId)) {
+      const current = await this.store.getVault(host.id);
+      if (current && vaultEtag(current) === vaultEtag(before)) {
+        await this.store.replaceVault(host.id, after, { expected: current });
+      }
+    }
   }
 
   async getVisible(accountId: string, id: string): Promise<Backup> {

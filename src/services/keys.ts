@@ -13,6 +13,9 @@ import type { Account, ApiKey, Session, Store } from '../store/store.js';
 import type { AuditActor } from '../domain/audit.js';
 import { AuditTrail } from './audit.js';
 
+/** A host account's label: short, printable, safe in a shell line and the audit trail. */
+export const HOST_LABEL = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,39}$/;
+
 export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey).digest('hex');
 
 export function generateApiKey(): string {
@@ -165,6 +168,56 @@ export class KeyService {
     }
     const issued = await this.issueKey(account, { ...decision.grant, now, by, mintedFreshAt: session.freshAt, label: request.label ?? null });
     return { ...issued, capped: decision.capped };
+  }
+
+  /**
+   * A host account for `ownerAccountId` (docs/client.md#hosts-with-their-own-schedule): a new account on the owner's
+   * plan (its own cadence), linked to the owner, holding a copy of the owner's vault envelope (ciphertext only: the same
+   * master key, so the same recipient and passphrase), and an append-only `backups:write` key for the host.
+   */
+  async addHost(
+    ownerAccountId: string,
+    options: { label: string; expiresInMs?: number | null; by?: ChangedBy; mintedFreshAt?: number },
+  ): Promise<IssuedKey> {
+    const owner = await this.store.getAccount(ownerAccountId);
+    if (!owner) throw new AppError('not_found', `There is no account ${ownerAccountId}.`);
+    const label = options.label.trim();
+    if (!HOST_LABEL.test(label)) {
+      throw AppError.validation([{ path: 'label', message: 'must be 1–40 letters, digits, spaces, dots, dashes or underscores, starting with a letter or digit' }]);
+    }
+    if (owner.ownerAccountId) {
+      throw new AppError('insufficient_scope', 'This account is itself a host account; only its owner account can add hosts.', { reason: 'host_account' });
+    }
+    const vault = await this.store.getVault(owner.id);
+    if (!vault) throw new AppError('vault_not_initialized', 'The owner account has no vault yet: initialize it (coffer init) before adding a host.');
+    const hosts = await this.store.listHostAccounts(owner.id);
+    if (hosts.some((host) => host.label === label)) {
+      throw AppError.validation([{ path: 'label', message: `a host account named "${label}" already exists for this account` }]);
+    }
+    const now = this.clock.now();
+    const account: Account = {
+      id: uuidv7(),
+      plan: owner.plan,
+      createdAt: now,
+      lastReadyCreatedAt: null,
+      deletionGraceDays: 0,
+      ownerAccountId: owner.id,
+      label,
+    };
+    await this.store.createAccount(account);
+    const { createdAt: _created, ...envelope } = vault;
+    await this.store.createVault(account.id, { ...envelope, kdf: { ...vault.kdf }, updatedAt: now, createdAt: now });
+    if (options.by) {
+      await this.audit.record({ accountId: owner.id, action: 'account.host-add', ...options.by, target: account.id, detail: `host ${label}` });
+    }
+    return this.issueKey(account, {
+      scopes: ['backups:write'],
+      appendOnly: true,
+      expiresInMs: options.expiresInMs ?? null,
+      now,
+      ...(options.by ? { by: options.by } : {}),
+      ...(options.mintedFreshAt === undefined ? {} : { mintedFreshAt: options.mintedFreshAt }),
+    });
   }
 
   /** The keys of an account (of every account when none is given), oldest first. */

@@ -327,6 +327,7 @@ export class CachedStore implements Store {
   reserveUpload: Store['reserveUpload'] = (reservation, now, size, quotaOf) =>
     this.inner.reserveUpload(reservation, now, size, quotaOf);
   releaseUpload: Store['releaseUpload'] = (id) => this.inner.releaseUpload(id);
+  listHostAccounts: Store['listHostAccounts'] = (ownerAccountId) => this.inner.listHostAccounts(ownerAccountId);
   listApiKeys: Store['listApiKeys'] = (accountId) => this.inner.listApiKeys(accountId);
   getApiKey: Store['getApiKey'] = (keyId) => this.inner.getApiKey(keyId);
   createLoginLink: Store['createLoginLink'] = (link, tokenHash) => this.inner.createLoginLink(link, tokenHash);

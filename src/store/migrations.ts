@@ -232,6 +232,15 @@ const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => (
       await db.schema.alterTable('api_keys').addColumn('label', 'text').execute();
     },
   },
+  '0010_host_accounts': {
+    async up(db: Kysely<unknown>) {
+      // A host account belongs to an owner account: the owner reads its backups and its vault follows the owner's
+      // (docs/client.md#hosts-with-their-own-schedule). One level only: an owner is never itself a host.
+      await db.schema.alterTable('accounts').addColumn('owner_account_id', 'text', (c) => c.references('accounts.id')).execute();
+      await db.schema.alterTable('accounts').addColumn('label', 'text').execute();
+      await db.schema.createIndex('accounts_owner').on('accounts').column('owner_account_id').execute();
+    },
+  },
   '0011_quotas': {
     async up(db: Kysely<unknown>) {
       // An account's own storage quota (quota_override 1; quota_bytes null: none) and the bytes uploads in progress

@@ -11,6 +11,10 @@ export interface AccountsTable {
   /** Migration 0011: 1 when the account has its own quota (quota_bytes; null there: no quota); 0: the plan's. */
   quota_override: Generated<number>;
   quota_bytes: number | null;
+  /** Migration 0010: the owner account of a host account; null for an ordinary account. */
+  owner_account_id: string | null;
+  /** Migration 0010: a host account's label, given by its owner. */
+  label: string | null;
 }
 
 export interface ApiKeysTable {

@@ -68,6 +68,8 @@ function toAccount(row: Selectable<AccountsTable>): Account {
     lastReadyCreatedAt: numOrNull(row.last_ready_created_at),
     deletionGraceDays: num(row.deletion_grace_days),
     ...(num(row.quota_override) === 1 ? { quotaOverride: numOrNull(row.quota_bytes) } : {}),
+    ownerAccountId: row.owner_account_id ?? null,
+    label: row.label ?? null,
   };
 }
 
@@ -324,6 +326,8 @@ export class SqlStore implements Store {
         created_at: account.createdAt,
         last_ready_created_at: account.lastReadyCreatedAt,
         deletion_grace_days: account.deletionGraceDays ?? 0,
+        owner_account_id: account.ownerAccountId ?? null,
+        label: account.label ?? null,
       })
       .execute();
   }
@@ -335,6 +339,17 @@ export class SqlStore implements Store {
 
   async listAccounts(): Promise<Account[]> {
     const rows = await this.db.selectFrom('accounts').selectAll().orderBy('created_at').orderBy('id').execute();
+    return rows.map(toAccount);
+  }
+
+  async listHostAccounts(ownerAccountId: string): Promise<Account[]> {
+    const rows = await this.db
+      .selectFrom('accounts')
+      .selectAll()
+      .where('owner_account_id', '=', ownerAccountId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
     return rows.map(toAccount);
   }
 

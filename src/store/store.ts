@@ -13,6 +13,14 @@ export interface Account {
   deletionGraceDays?: number;
   /** The account's own quota (null: none); absent: its plan's (docs/api-rules.md#quota). */
   quotaOverride?: number | null;
+  /**
+   * A host account (migration 0010): the owner account it belongs to. Its owner's non-append-only credentials may read
+   * (list, get, download) its backups, and the owner's vault changes are copied to it (docs/client.md#hosts-with-their-own-schedule).
+   * Null or absent for an ordinary account.
+   */
+  ownerAccountId?: string | null;
+  /** A host account's name as its owner gave it (e.g. "web"); null or absent otherwise. */
+  label?: string | null;
 }
 
 /** One account's storage and freshness, as the operator sees it: sizes, times and counts, nothing else. */
@@ -212,6 +220,8 @@ export interface Store {
   createAccount(account: Account): Promise<void>;
   getAccount(id: string): Promise<Account | undefined>;
   listAccounts(): Promise<Account[]>;
+  /** The host accounts linked to `ownerAccountId`, oldest first. */
+  listHostAccounts(ownerAccountId: string): Promise<Account[]>;
   setPlan(accountId: string, plan: Plan): Promise<boolean>;
   /** Sets the account's deletion grace (days); false when there is no such account. */
   setDeletionGrace(accountId: string, days: number): Promise<boolean>;

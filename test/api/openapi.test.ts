@@ -18,6 +18,9 @@ const DECLARED_STATUSES: Record<string, number[]> = {
   'POST /api/backup-account/rotate': [200, 400, 401, 403, 409, 500],
   'POST /api/backup-account/reset': [200, 400, 401, 403, 409, 500],
   'GET /api/backups': [200, 401, 403, 500],
+  // Extension (docs/api-rules.md#host-accounts): new operations, so their statuses are the project's own.
+  'GET /api/host-accounts': [200, 401, 403, 500],
+  'GET /api/host-accounts/{accountId}/backups': [200, 401, 403, 404, 500],
   'POST /api/backups': [201, 401, 403, 409, 429, 500],
   'POST /api/backups/upload': [200, 201, 400, 401, 403, 409, 413, 415, 500],
   'GET /api/backups/{id}': [200, 401, 403, 404, 500],

@@ -17,6 +17,7 @@ const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'account.login-link': 'Operator made a sign-in link',
   'account.quota': 'Changed the storage quota',
   'account.vault-restore': 'Restored an earlier vault envelope',
+  'account.host-add': 'Added a host account (its own schedule, the same vault)',
 };
 
 /** What a refused attempt (an append-only key) tried to do. */

@@ -131,8 +131,14 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
         Makes a write-only, append-only key for a machine that runs backups, and shows what to set there. A stolen host can add backups
         but cannot read, list, download or delete any, and never holds the vault's wrapped key, so it cannot guess your passphrase
         offline. What it gives up: it cannot read the server's list, so it cannot check the server's newest backup against its own
-        record (the chain-head check); that check runs where you restore, with <code>coffer list --chain</code>. Backups of one account
-        share its plan's interval.
+        record (the chain-head check); that check runs where you restore, with <code>coffer list --chain</code>.
+      </p>
+      <p class="help" id="host-cadence">
+        <strong>The schedule is per account:</strong> the plan's interval counts every backup of this account, yours and every host's
+        with a key made here, so a host added here waits while another backup of the account is recent. A host that must back up on
+        its own schedule needs a host account: an account of its own with the same vault (the same passphrase and recipient), whose
+        backups you still list and restore here and with <code>coffer list</code>. Ask your operator for{' '}
+        <code>coffer admin accounts add-host &lt;your account&gt; --label &lt;name&gt;</code>.
       </p>
       {error && (
         <p class="error" role="alert">

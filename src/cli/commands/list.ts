@@ -1,7 +1,7 @@
-/** `coffer list`: the account's backups, newest first; with --chain, their history chains checked. */
+/** `coffer list`: the account's backups, newest first, then its host accounts'; with --chain, their history chains checked. */
 import type { Command } from 'commander';
 import { chainReport } from '../chain-report.js';
-import type { BackupRecordBody } from '../../client/sdk.js';
+import type { BackupRecordBody, HostBackups } from '../../client/sdk.js';
 import { action, bytes, clientFor, type JsonOption, localTime, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../client-io.js';
 import { print, printJson } from '../output.js';
 
@@ -13,23 +13,32 @@ function table(rows: BackupRecordBody[]): string {
   return [header, ...body].map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }
 
+/** A host account's backups under its own heading: its label, account and cadence. */
+function hostSection(host: HostBackups): string {
+  const vault = host.vault === 'shared' ? '' : host.vault === 'none' ? ' (no vault)' : " (its vault is not this account's any more)";
+  return [`host ${host.label}: account ${host.accountId}, its own schedule (every ${host.backupInterval})${vault}`, table(host.backups)].join('\n');
+}
+
 type ListOptions = JsonOption & PassphraseOptions & { chain?: boolean; kitFile?: string };
 
 export function registerList(program: Command): void {
   program
     .command('list')
-    .description('list your backups, newest first')
+    .description("list your backups, newest first, then each host account's")
     .option('--chain', 'also check the history chains (gaps, rollbacks, reordering): decrypts the metadata, asks for the passphrase')
     .option(...PASSPHRASE_FILE_OPTION)
     .option('--kit-file <file>', 'with --chain: open the metadata with the recovery kit instead of the passphrase')
-    .option('--json', 'print the API response ({"backups": [...]}; with --chain also "chains")')
+    .option('--json', 'print the API response ({"backups": [...]}; "hosts": [{accountId, label, backupInterval, vault, backups}] when you have host accounts; with --chain also "chains")')
     .action(
       action(async (run, options: ListOptions) => {
         const client = clientFor(run.config);
-        const list = await client.listBackups(run.signal);
-        const chains = options.chain ? await chainReport(run, client, list.backups, options) : undefined;
-        if (options.json) printJson(chains ? { ...list, chains: chains.report } : list);
-        else print(table(list.backups));
+        const { hosts, ...list } = await client.listEveryBackup(run.signal);
+        const every = [...list.backups, ...hosts.flatMap((host) => host.backups)];
+        const chains = options.chain ? await chainReport(run, client, every, options) : undefined;
+        // The API's own list; the host accounts' lists beside it, only when there are any.
+        const body = { ...list, ...(hosts.length > 0 ? { hosts } : {}) };
+        if (options.json) printJson(chains ? { ...body, chains: chains.report } : body);
+        else print([table(list.backups), ...hosts.map(hostSection)].join('\n\n'));
         chains?.finish(!!options.json);
       }),
     );

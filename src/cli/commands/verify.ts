@@ -39,7 +39,7 @@ export function registerVerify(program: Command): void {
       'download backups and check them whole (every chunk authenticated, final tag, sizes, SHA-256) without writing anything; exit 4 when one fails',
     )
     .option(...PASSPHRASE_FILE_OPTION)
-    .option('--all', 'verify every READY backup of the account, and check their history chains')
+    .option('--all', "verify every READY backup of the account and of its host accounts, and check their history chains")
     .option('--sample <n>', 'verify n READY backups picked at random (for a weekly timer)')
     .option('--json', 'print {"results": [{"backupId", "outcome": "verified|failed|unavailable", "problem"?, …}], "verified", "failed", "unavailable"}')
     .action(
@@ -52,7 +52,9 @@ export function registerVerify(program: Command): void {
         const client = clientFor(config);
         const { masterKey } = await unlock(client, config, options, signal);
         try {
-          const listed = ids.length > 0 ? [] : (await client.listBackups(signal)).backups;
+          // Every backup the key reads: the account's own and its host accounts' (docs/client.md#hosts-with-their-own-schedule).
+          const every = ids.length > 0 ? undefined : await client.listEveryBackup(signal);
+          const listed = every ? [...every.backups, ...every.hosts.flatMap((host) => host.backups)] : [];
           const targets = ids.length > 0 ? ids : chooseBackups(listed, { all: options.all, sample });
           const results: VerifyResult[] = [];
           for (const id of targets) {

@@ -6,7 +6,13 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/domain/*.test.ts', 'test/rules/*.test.ts', 'test/store/cached-store.test.ts', 'test/store/cache-invalidation.test.ts'],
+    include: [
+      'test/domain/*.test.ts',
+      'test/rules/*.test.ts',
+      'test/client/extract-policy.test.ts',
+      'test/store/cached-store.test.ts',
+      'test/store/cache-invalidation.test.ts',
+    ],
     testTimeout: 30_000,
     pool: 'forks',
     setupFiles: ['test/helpers/setup.ts'],

@@ -29,46 +29,15 @@ import { Worker } from 'node:worker_threads';
 import * as tar from 'tar';
 import { IntegrityError } from './envelope.js';
 import { isPlainName, type SkippedEntry } from './envelope-format.js';
+import { type DirectoryAttributes, EntryPolicy, type PolicyEntry, SEPARATORS, UnsafeArchiveError, unsafe } from './extract-policy.js';
 import { extractWorker, type WorkerAnswer, type WorkerBatch, type WorkerFailure, type WorkerItem } from './extract-worker.js';
 
-/** A refused archive entry: the archive decrypted fine but is not safe to write. */
-export class UnsafeArchiveError extends IntegrityError {}
-
-const RESTORED_TYPES = new Set(['File', 'OldFile', 'ContiguousFile', 'Directory', 'SymbolicLink', 'Link']);
-
-const SEPARATORS = process.platform === 'win32' ? /[/\\]+/ : /\/+/;
+export { type DirectoryAttributes, UnsafeArchiveError } from './extract-policy.js';
 
 const { O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fs.constants;
 
 /** Restoring as root keeps the archived owners (like tar); anyone else owns what they restore. */
 const KEEP_OWNERS = process.getuid?.() === 0;
-
-/** `p` as archive-relative segments, or a reason it is unsafe. */
-function segments(p: string, field: string): string[] {
-  if (p.includes('\0')) throw new UnsafeArchiveError(`refusing archive entry with a NUL byte in its ${field}`);
-  if (p.startsWith('/') || (process.platform === 'win32' && (p.startsWith('\\') || /^[A-Za-z]:/.test(p)))) {
-    throw new UnsafeArchiveError(`refusing archive entry with an absolute ${field}: ${JSON.stringify(p)}`);
-  }
-  const parts = p.split(SEPARATORS).filter((part) => part !== '' && part !== '.');
-  if (parts.includes('..')) {
-    throw new UnsafeArchiveError(`refusing archive entry whose ${field} leaves the target directory: ${JSON.stringify(p)}`);
-  }
-  return parts;
-}
-
-export interface DirectoryAttributes {
-  path: string; // archive-relative, '/'-joined
-  mode: number;
-  mtime: Date;
-  uid?: number;
-  gid?: number;
-}
-
-/** What the extractor itself made in staging, by archive-relative path: the only truth it resolves paths against. */
-type Made = ({ kind: 'directory' } | { kind: 'file' } | { kind: 'symlink'; target: string }) & {
-  /** An entry of the archive that a partial restore did not write (its kind still rules what may follow). */
-  skipped?: boolean;
-};
 
 export interface ExtractResult {
   directories: DirectoryAttributes[];
@@ -142,11 +111,6 @@ interface Pending {
  * when the workers answered for everything, so a caller that then removes staging never races a creation.
  */
 export function extractInto(stagingDir: string, options: ExtractOptions = {}): Writable & ExtractResult {
-  const made = new Map<string, Made>([['', { kind: 'directory' }]]);
-  const directories = new Map<string, DirectoryAttributes>();
-  /** Directories of the archive left out by `select`, kept in case a selected entry lies below one. */
-  const unselected = new Map<string, DirectoryAttributes>();
-  const { select } = options;
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const workerCount = Math.max(1, Math.floor(limits.workers));
 
@@ -185,7 +149,6 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
   /** The final callback, waiting for the parser's end (or the first failure). */
   let whenEnded: (() => void) | undefined;
 
-  const unsafe = (reason: string, p: unknown) => new UnsafeArchiveError(`refusing archive entry ${reason}: ${JSON.stringify(p)}`);
   const onDisk = (parts: string[]) => path.join(stagingDir, ...parts);
   const parentKey = (parts: string[]) => parts.slice(0, -1).join('/');
 
@@ -316,39 +279,8 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
     creation.set(key, { worker, seq });
   };
 
-  /** Resolves the parents of `parts` against `made`, creating missing ones (when allowed). */
-  const parents = (parts: string[], shown: string, createMissing: boolean) => {
-    for (let i = 1; i < parts.length; i++) {
-      const key = parts.slice(0, i).join('/');
-      const known = made.get(key);
-      if (known?.kind === 'directory' && !known.skipped) continue;
-      if (known?.kind === 'symlink') throw unsafe('that would be written through a symlink', shown);
-      if (known?.kind === 'file') throw unsafe('below a file', shown);
-      if (!known && !createMissing) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
-      // A missing parent, or a directory of the archive that the selection left out: made now, with the
-      // archived attributes when the archive had it.
-      mkdir(parts.slice(0, i), shown, 0o755);
-      made.set(key, { kind: 'directory' });
-      const attributes = unselected.get(key);
-      if (attributes) directories.set(key, attributes);
-    }
-  };
-
-  const symlink = (parts: string[], target: string, entry: tar.ReadEntry) => {
-    if (target === '' || target.includes('\0')) throw unsafe('with an empty or NUL-bearing symlink target', entry.path);
-    const key = parts.join('/');
-    made.set(key, { kind: 'symlink', target });
-    const { uid, gid, mtime } = entry;
-    queue(
-      parentKey(parts),
-      { op: 'symlink', path: onDisk(parts), shown: entry.path, target, uid, gid, ...(mtime ? { mtime: mtime.getTime() } : {}) },
-      [parentCreation(parts)],
-    );
-  };
-
   const file = (parts: string[], entry: tar.ReadEntry) => {
     const key = parts.join('/');
-    made.set(key, { kind: 'file' });
     const placed = queue(parentKey(parts), { op: 'open', path: onDisk(parts), shown: entry.path }, [parentCreation(parts)]);
     creation.set(key, placed);
     const { uid, gid, mtime } = entry;
@@ -367,93 +299,34 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
     });
   };
 
-  const link = (parts: string[], target: string[], shown: string) => {
-    const key = parts.join('/');
-    made.set(key, { kind: 'file' });
-    // The target is an earlier file: its creation comes first (its content may still be on its way).
-    const targetCreation = creation.get(target.join('/'));
-    if (!targetCreation) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
-    const placed = queue(parentKey(parts), { op: 'link', path: onDisk(parts), shown, target: onDisk(target) }, [parentCreation(parts), targetCreation]);
-    creation.set(key, placed);
-  };
-
-  /**
-   * An entry the selection leaves out: nothing is written, but it is checked and recorded like a written one,
-   * so the refusals of a partial restore are those of a full one (nothing may replace it or lie below a
-   * symlink or a file of the archive).
-   */
-  const skip = (parts: string[], key: string, entry: tar.ReadEntry) => {
-    for (let i = 1; i < parts.length; i++) {
-      const known = made.get(parts.slice(0, i).join('/'));
-      if (known?.kind === 'symlink') throw unsafe('that would be written through a symlink', entry.path);
-      if (known?.kind === 'file') throw unsafe('below a file', entry.path);
-    }
-    const known = made.get(key);
-    if (known && !(known.kind === 'directory' && entry.type === 'Directory')) throw unsafe('that replaces an earlier entry', entry.path);
-    if (entry.type === 'Directory') {
-      if (!known) made.set(key, { kind: 'directory', skipped: true });
-      const attributes = { path: key, mode: (entry.mode ?? 0o755) & 0o7777, mtime: entry.mtime ?? new Date(), uid: entry.uid, gid: entry.gid };
-      if (made.get(key)?.skipped) unselected.set(key, attributes);
-      else directories.set(key, attributes);
-    } else if (entry.type === 'SymbolicLink') {
-      const target = String(entry.linkpath ?? '');
-      if (target === '' || target.includes('\0')) throw unsafe('with an empty or NUL-bearing symlink target', entry.path);
-      made.set(key, { kind: 'symlink', target, skipped: true });
-    } else if (entry.type === 'Link') {
-      const shown = String(entry.linkpath ?? '');
-      const linked = made.get(segments(shown, 'hard link target').join('/'));
-      if (!linked) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
-      if (linked.kind === 'directory') throw unsafe('that is a hard link to a directory', entry.path);
-      made.set(key, linked.kind === 'symlink' ? { kind: 'symlink', target: linked.target, skipped: true } : { kind: 'file', skipped: true });
-    } else made.set(key, { kind: 'file', skipped: true });
-    entry.resume();
-  };
+  /** The checks and the record of what was made (extract-policy.ts); the creations it allows are queued here. */
+  const policy = new EntryPolicy(
+    {
+      mkdir,
+      symlink: (parts: string[], target: string, entry: PolicyEntry) => {
+        const { uid, gid, mtime } = entry;
+        queue(
+          parentKey(parts),
+          { op: 'symlink', path: onDisk(parts), shown: entry.path, target, uid, gid, ...(mtime ? { mtime: mtime.getTime() } : {}) },
+          [parentCreation(parts)],
+        );
+      },
+      link: (parts: string[], target: string[], shown: string) => {
+        const key = parts.join('/');
+        // The target is an earlier file: its creation comes first (its content may still be on its way).
+        const targetCreation = creation.get(target.join('/'));
+        if (!targetCreation) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+        const placed = queue(parentKey(parts), { op: 'link', path: onDisk(parts), shown, target: onDisk(target) }, [parentCreation(parts), targetCreation]);
+        creation.set(key, placed);
+      },
+    },
+    options.select,
+  );
 
   const restore = (entry: tar.ReadEntry) => {
-    const parts = segments(entry.path, 'path');
-    if (!RESTORED_TYPES.has(entry.type)) return entry.resume(); // devices, FIFOs: not restored
-    if (parts.length === 0) {
-      if (entry.type === 'Directory') return entry.resume(); // the archive root ('./') itself
-      throw unsafe('without a name', entry.path);
-    }
-    const key = parts.join('/');
-    if (select && !select(key, entry.type === 'Directory')) return skip(parts, key, entry);
-    parents(parts, entry.path, true);
-    const known = made.get(key);
-    if (known && !(known.kind === 'directory' && entry.type === 'Directory')) throw unsafe('that replaces an earlier entry', entry.path);
-    sink.entries += 1;
-    switch (entry.type) {
-      case 'Directory':
-        if (!known || known.skipped) {
-          mkdir(parts, entry.path, 0o700);
-          made.set(key, { kind: 'directory' });
-        }
-        directories.set(key, { path: key, mode: (entry.mode ?? 0o755) & 0o7777, mtime: entry.mtime ?? new Date(), uid: entry.uid, gid: entry.gid });
-        return entry.resume();
-      case 'SymbolicLink':
-        symlink(parts, String(entry.linkpath ?? ''), entry);
-        return entry.resume();
-      case 'Link': {
-        const shown = String(entry.linkpath ?? '');
-        const target = segments(shown, 'hard link target');
-        const early = made.get(target.join('/'));
-        if (early?.kind === 'file' && early.skipped) {
-          // Its content was not written: there is nothing to link to (its parents were checked when it passed).
-          sink.entries -= 1;
-          sink.skipped.push({ path: key, reason: `a hard link to ${target.join('/')}, which the selection leaves out (include it too)` });
-          return entry.resume();
-        }
-        parents(target, shown, false);
-        const linked = made.get(target.join('/'));
-        if (!linked) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
-        if (linked.kind === 'directory') throw unsafe('that is a hard link to a directory', entry.path);
-        if (linked.kind === 'symlink') symlink(parts, linked.target, entry);
-        else link(parts, target, entry.path);
-        return entry.resume();
-      }
-      default:
-        return file(parts, entry);
-    }
+    const content = policy.admit(entry);
+    if (content) return file(content, entry);
+    return entry.resume();
   };
 
   const parser = new tar.Parser({ strict: true });
@@ -506,9 +379,9 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
       void close(true).then(() => callback(error));
     },
   }) as Writable & ExtractResult;
-  Object.defineProperty(sink, 'directories', { get: () => [...directories.values()] });
-  sink.entries = 0;
-  sink.skipped = [];
+  Object.defineProperty(sink, 'directories', { get: () => [...policy.directories.values()] });
+  Object.defineProperty(sink, 'entries', { get: () => policy.entries });
+  Object.defineProperty(sink, 'skipped', { get: () => policy.skipped });
   return sink;
 }
 

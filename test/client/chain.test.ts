@@ -2,13 +2,11 @@
  * The history chain (docs/crypto.md §3a). Through the real CLI and a real server: a profile's backups carry
  * links in their sealed metadata, and `coffer list --chain` (passphrase or kit) reports a backup the server hides
  * (deleted behind the client's back) as a gap, the newest ones hidden as a rollback, and exits 4; an intact chain
- * exits 0. Then the pure check (checkChains) on hand-made entries: reordering, forks, broken links, a leading gap
- * that expiry explains and one it does not.
+ * exits 0. The pure check (checkChains) on hand-made entries is in test/rules/chain.test.ts.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChainEntry, type ChainHead, checkChains } from '../../src/client/chain.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -124,54 +122,6 @@ describe('coffer list --chain against a server that hides backups', () => {
     }
     expect((await coffer(['list', '--chain'])).code).toBe(0);
   }, MANY_CLIS);
-});
-
-describe('checkChains', () => {
-  const CHAIN = '11111111-2222-4333-8444-555555555555';
-  const NOW = Date.parse('2030-01-13T00:00:00Z'); // day 12
-  const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
-  const sha = (n: number) => String(n % 10).repeat(64);
-  const at = (day: number) => new Date(Date.parse('2030-01-01T00:00:00Z') + day * DAY).toISOString();
-  /** Backup n of the chain, made on day n, kept 7 days. */
-  const entry = (n: number, over: Partial<ChainEntry> = {}, link: object = {}): ChainEntry => ({
-    backupId: id(n),
-    createdAt: at(n),
-    expiresAt: new Date(Date.parse(at(n)) + 7 * DAY).toISOString(),
-    metadata: {
-      createdAt: at(n),
-      chain: { id: CHAIN, seq: n, previous: n === 1 ? null : { backupId: id(n - 1), ciphertextSha256: sha(n - 1), createdAt: at(n - 1) }, ...link },
-    },
-    ...over,
-  });
-  const kinds = (entries: ChainEntry[], heads: ChainHead[] = []) => checkChains(entries, { now: NOW, localHeads: heads }).findings.map((f) => f.kind);
-
-  it('an intact chain, in any listing order, has no finding', () => {
-    expect(kinds([entry(5), entry(3), entry(4)])).toEqual([]);
-  });
-
-  it('a leading gap: explained once the predecessor would have expired, reported before', () => {
-    // #3 first listed: #2 was made on day 2 and kept 7 days, so it expired on day 9, before NOW (day 12): explained
-    expect(kinds([entry(3), entry(4)])).toEqual([]);
-    // #8 first listed: #7, made on day 7, would be kept until day 14: not explained
-    expect(kinds([entry(8), entry(9)])).toEqual(['gap']);
-  });
-
-  it('reordering: server times against the sequence, and sealed times going backwards', () => {
-    expect(kinds([entry(5), entry(6, { createdAt: at(4) })])).toEqual(['reorder']);
-    expect(kinds([entry(5), entry(6, { metadata: { ...entry(6).metadata, createdAt: at(3) } })])).toEqual(['reorder']);
-  });
-
-  it('forks, broken links (id or ciphertext hash), malformed links, and a rollback against the local head', () => {
-    expect(kinds([entry(5), entry(6), entry(6, { backupId: id(66) })])).toContain('fork');
-    expect(kinds([entry(5), entry(6, {}, { previous: { backupId: id(99), ciphertextSha256: sha(5), createdAt: at(5) } })])).toEqual(['broken-link']);
-    expect(kinds([entry(5, { ciphertextSha256: sha(7) }), entry(6)])).toEqual(['broken-link']);
-    expect(kinds([entry(5, { ciphertextSha256: sha(5) }), entry(6)])).toEqual([]);
-    expect(kinds([entry(5), entry(6, { metadata: { chain: { id: CHAIN, seq: -1 } } })])).toEqual(['malformed']);
-    const head: ChainHead = { version: 1, id: CHAIN, seq: 7, backupId: id(7), ciphertextSha256: sha(7), createdAt: at(7) };
-    expect(kinds([entry(5), entry(6)], [head])).toEqual(['rollback']);
-    expect(kinds([entry(6), entry(7)], [head])).toEqual([]);
-    expect(kinds([entry(6), entry(7, { backupId: id(77) })], [head])).toEqual(['broken-link']);
-  });
 });
 
 describe('a server that back-dates its finalize answers cannot make a hidden backup look expired', () => {

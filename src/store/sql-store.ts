@@ -68,8 +68,8 @@ function toAccount(row: Selectable<AccountsTable>): Account {
     lastReadyCreatedAt: numOrNull(row.last_ready_created_at),
     deletionGraceDays: num(row.deletion_grace_days),
     ...(num(row.quota_override) === 1 ? { quotaOverride: numOrNull(row.quota_bytes) } : {}),
-    ownerAccountId: row.owner_account_id ?? null,
-    label: row.label ?? null,
+    ...(row.owner_account_id ? { ownerAccountId: row.owner_account_id } : {}),
+    ...(row.label ? { label: row.label } : {}),
   };
 }
 

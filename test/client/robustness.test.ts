@@ -135,6 +135,7 @@ describe('CLI robustness', () => {
         };
         if (req.method === 'GET' && req.url === '/api/backups') return send(200, { backups: [record] });
         if (req.method === 'GET' && req.url === `/api/backups/${id}`) return send(200, detail);
+        if (req.method === 'GET' && req.url === '/api/host-accounts') return send(200, { hosts: [] });
         send(409, refusal);
       });
       cli = cliFor(hostile.url, 'cfk_anything', PASSPHRASE);

@@ -121,8 +121,14 @@ async function runOneCase(spec: RequestSpec): Promise<void> {
 }
 
 describe('contract fuzzing of every /api operation', () => {
-  it('the document has the 13 operations of the API', () => {
-    expect(operations.map((op) => `${op.method} ${op.template}`).sort()).toHaveLength(13);
+  // The owner's read of its host accounts (docs/api-rules.md#host-accounts) is not in this fuzzer's model yet (its
+  // oracle knows one account per key); test/api/host-accounts.test.ts checks who may read them.
+  const NOT_MODELLED = ['GET /api/host-accounts', 'GET /api/host-accounts/{accountId}/backups'];
+  const fuzzed = () => operations.filter((op) => !NOT_MODELLED.includes(`${op.method} ${op.template}`));
+
+  it('the document has the 13 operations of the API and the 2 of host accounts', () => {
+    expect(fuzzed()).toHaveLength(13);
+    expect(operations).toHaveLength(15);
   });
 
   const names = [
@@ -201,9 +207,9 @@ describe('contract fuzzing of every /api operation', () => {
       if (!seen.has(name)) seen.set(name, new Set());
       seen.get(name)!.add(Number(status));
     }
-    expect([...seen.keys()].sort()).toEqual(operations.map((op) => `${op.method} ${op.template}`).sort());
+    expect([...seen.keys()].sort()).toEqual(fuzzed().map((op) => `${op.method} ${op.template}`).sort());
     const missing: string[] = [];
-    for (const op of operations) {
+    for (const op of fuzzed()) {
       const name = `${op.method} ${op.template}`;
       const statuses = seen.get(name)!;
       const declared = Object.keys(document.paths[op.template]![op.method.toLowerCase()]!.responses ?? {}).map(Number);

@@ -81,6 +81,22 @@ export function summary(event: NotifyEvent, facts: RunFacts, now = new Date()): 
 
 const origin = (url: string) => new URL(url).origin;
 
+/**
+ * ntfy shows a posted JSON body as raw text unless the request says how to read it: with these headers ntfy (2.10
+ * and later, message templating) shows the summary's `text` under a title, with a priority and an emoji tag. Other
+ * targets ignore them; Slack and Mattermost read `text`, Discord `content` (docs/client.md#notifications).
+ */
+export function ntfyHeaders(event: NotifyEvent): Record<string, string> {
+  const title = { start: 'backup started', success: 'backup done', failure: 'backup FAILED', overdue: 'backup overdue' }[event];
+  return {
+    'x-template': 'yes',
+    'x-title': `Coffer: ${title}`,
+    'x-message': '{{.text}}',
+    'x-priority': event === 'failure' || event === 'overdue' ? '4' : '3',
+    'x-tags': event === 'success' ? 'white_check_mark' : event === 'start' ? 'hourglass' : 'warning',
+  };
+}
+
 /** The URLs an event goes to: the healthchecks ping (start, success, failure) and the profile's targets. */
 export function targetsFor(notify: Profile['notify'], event: NotifyEvent): string[] {
   const urls: string[] = [];
@@ -107,7 +123,7 @@ export async function notify(notifyConfig: Profile['notify'], event: NotifyEvent
       try {
         const response = await fetch(url, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'user-agent': 'coffer-notify' },
+          headers: { 'content-type': 'application/json', 'user-agent': 'coffer-notify', ...ntfyHeaders(event) },
           body,
           // Never followed: a 307/308 would re-send the summary to wherever the target points (another origin,
           // this host's loopback). A redirect is a failed delivery, reported like any other.

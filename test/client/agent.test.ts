@@ -29,6 +29,7 @@ interface Received {
   method: string;
   path: string;
   body: string;
+  headers: http.IncomingHttpHeaders;
 }
 
 /** A loopback HTTP receiver that records every request (the notification targets). */
@@ -38,7 +39,7 @@ async function receiver() {
     let body = '';
     req.setEncoding('utf8').on('data', (d: string) => (body += d));
     req.on('end', () => {
-      requests.push({ method: req.method!, path: req.url!, body });
+      requests.push({ method: req.method!, path: req.url!, body, headers: req.headers });
       res.writeHead(req.url === '/broken' ? 500 : 200).end('ok');
     });
   });
@@ -197,6 +198,11 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     const summary = JSON.parse(hooks.requests.find((r) => r.path === '/success')!.body);
     expect(summary).toMatchObject({ source: 'coffer', event: 'success', profile: 'home', backupId: outcome.backupId, fileCount: expect.any(Number) });
     expect(summary.text).toContain(`profile home`);
+    // Each documented target's shape: Slack/Mattermost read `text`, Discord `content`, ntfy the templating headers
+    // that make it show `text` (not the raw JSON) under a title.
+    expect(summary.content).toBe(summary.text);
+    const headers = hooks.requests.find((r) => r.path === '/success')!.headers;
+    expect(headers).toMatchObject({ 'x-template': 'yes', 'x-message': '{{.text}}', 'x-title': 'Coffer: backup done', 'x-priority': '3' });
     for (const r of hooks.requests) {
       for (const secret of [apiKey, PASSPHRASE, CANARY_NAME, source, work]) expect(r.body).not.toContain(secret);
     }
@@ -264,6 +270,7 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
       ['POST /failure', 'POST /overdue', 'POST /ping/broken-uuid/fail', 'POST /ping/broken-uuid/start'].sort(),
     );
     const failure = JSON.parse(hooks.requests.find((r) => r.path === '/failure')!.body);
+    expect(hooks.requests.find((r) => r.path === '/failure')!.headers).toMatchObject({ 'x-title': 'Coffer: backup FAILED', 'x-priority': '4' });
     expect(failure).toMatchObject({ event: 'failure', profile: 'broken', failure: 'source', exitCode: 1 });
     expect(JSON.parse(hooks.requests.find((r) => r.path === '/overdue')!.body)).toMatchObject({ event: 'overdue', lastSuccessAt: null });
     for (const r of hooks.requests) for (const secret of [CANARY_NAME, missing, other.apiKey]) expect(r.body).not.toContain(secret);

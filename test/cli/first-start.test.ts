@@ -66,7 +66,8 @@ describe('the first account', () => {
     expect(again.code).toBe(3);
     expect(again.stderr).toContain('pro is the plan with the shortest interval');
     expect(again.stderr).not.toContain('set-plan');
-  });
+    // A server start and eight CLI processes, two of them deriving a key with the default Argon2id cost.
+  }, 180_000);
 });
 
 describe('the start lines', () => {

@@ -191,12 +191,14 @@ export async function unlock(client: CofferClient, config: ClientConfig, options
  */
 export async function startUnlock(client: CofferClient, config: ClientConfig, options: PassphraseOptions, signal: AbortSignal) {
   const passphrase = await readPassphrase(config, { passphraseFile: options.passphraseFile, signal });
-  return {
-    masterKey: unlockVault(client, passphrase, signal).then(async ({ masterKey }) => {
-      await requireNewestKeys(config, masterKey, 'the vault the server sent');
-      return masterKey;
-    }),
-  };
+  const masterKey = unlockVault(client, passphrase, signal).then(async ({ masterKey }) => {
+    await requireNewestKeys(config, masterKey, 'the vault the server sent');
+    return masterKey;
+  });
+  // Awaited later, after other requests: a refusal that comes first must not end the process as an unhandled
+  // rejection (a stack trace instead of the error). Whoever awaits it still gets the refusal.
+  masterKey.catch(() => undefined);
+  return { masterKey };
 }
 
 // ---- configuration ----

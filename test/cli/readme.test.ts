@@ -61,6 +61,8 @@ describe("README's client block", () => {
       PATH: process.env.PATH!,
       HOME: home,
       ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
+      // npm 11 (Node 24) turns on the module compile cache, which would leave a folder in the run's temp root.
+      NODE_DISABLE_COMPILE_CACHE: '1',
       // What `coffer init` would ask for; the small Argon2id cost keeps the test fast.
       COFFER_PASSPHRASE: 'readme passphrase',
       COFFER_KDF: 'min',

@@ -64,7 +64,7 @@ export interface Backend {
   /** Temp files and incomplete multipart uploads. */
   leftovers(): Promise<string[]>;
   /** Moves every stored file's timestamp `ms` into the past (only while the server is down). */
-  age(ms: number): void;
+  age(ms: number): void | Promise<void>;
   /** Problems the database itself reports (SQLite integrity_check, foreign_key_check); [] when none. */
   integrity(): Promise<string[]>;
   /** `n` pro accounts with an all-scope key each, created before the first start. */
@@ -463,7 +463,7 @@ export class CrashLoop {
         this.tally.rounds += 1;
         await exited(server.child);
         await timed('check', () => this.survey());
-        this.backend.age(2 * 3_600_000);
+        await this.backend.age(2 * 3_600_000);
         server = await timed('start', () => startServer(this.backend.env, this.log));
       }
       await timed('sweep', () => awaitSweep(server));

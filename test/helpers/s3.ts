@@ -86,6 +86,12 @@ export interface TestS3 {
   has(key: string): Promise<boolean>;
   /** s3rver only: the file in which s3rver holds (or is writing) an object's bytes. */
   objectFile?(key: string): string;
+  /**
+   * s3rver only: true once no request is being handled, false if one still is after `withinMs`. s3rver finishes
+   * writing a body it has whole after its client is gone (a killed server), so its files settle only then; a body
+   * cut off mid-way can keep its request open for good.
+   */
+  settled?(withinMs: number): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -308,6 +314,18 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSign
         '<Message>The request signature we calculated does not match the signature you provided.</Message></Error>';
     });
   }
+  // Outermost (unshifted last): counts the requests s3rver is still handling, for settled().
+  let handling = 0;
+  const onIdle: (() => void)[] = [];
+  server.middleware.unshift(async (_ctx, next) => {
+    handling += 1;
+    try {
+      await next();
+    } finally {
+      handling -= 1;
+      if (handling === 0) for (const resolve of onIdle.splice(0)) resolve();
+    }
+  });
   // s3rver removes the "directories" a delete empties; a put into the same prefix at that moment then fails
   // inside s3rver with an uncaught ENOENT. S3 has no directories: keep them, and only unlink the object's files.
   const fsStore = (server as unknown as { store: { getResourcePath(b: string, k: string, r: string): string; deleteObject: unknown } }).store;
@@ -351,6 +369,16 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSign
         .map(Number),
     has: async (key) => fs.existsSync(fsStore.getResourcePath(bucket, key, 'object')),
     objectFile: (key) => fsStore.getResourcePath(bucket, key, 'object'),
+    settled: (withinMs) =>
+      handling === 0
+        ? Promise.resolve(true)
+        : new Promise<boolean>((resolve) => {
+            const timer = setTimeout(() => resolve(false), withinMs);
+            onIdle.push(() => {
+              clearTimeout(timer);
+              resolve(true);
+            });
+          }),
     async close() {
       await server.close();
       fs.rmSync(directory, { recursive: true, force: true });

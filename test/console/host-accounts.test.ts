@@ -50,6 +50,9 @@ describe('POST /console/api/host-accounts', () => {
       hostAccounts: 1,
       hostAccountLimit: CONSOLE_HOST_ACCOUNT_LIMIT,
     });
+    expect(Object.keys(made.body).sort()).toEqual(
+      ['accountId', 'apiKey', 'appendOnly', 'backupInterval', 'expiresAt', 'hostAccountLimit', 'hostAccounts', 'keyId', 'label', 'plan', 'scopes'],
+    );
     expect(made.body.apiKey).toMatch(/^cfk_/);
     expect(made.body.accountId).not.toBe(owner.accountId);
     expect(Date.parse(made.body.expiresAt) - clock.now()).toBe(365 * 86_400_000);

@@ -9,6 +9,7 @@ import type {
   AuditList as AuditListSchema,
   BackupKeyList as BackupKeyListSchema,
   ConsoleKey,
+  CreatedHostAccount as CreatedHostAccountSchema,
   ConsoleSession,
   Deletions as DeletionsSchema,
   Overview as OverviewSchema,
@@ -152,6 +153,8 @@ export type SessionInfo = Static<typeof ConsoleSession>;
 export type Overview = Static<typeof OverviewSchema>;
 export type KeyInfo = Static<typeof ConsoleKey>;
 export type About = Static<typeof AboutSchema>;
+/** POST /console/api/host-accounts: the host account made, and its append-only key (shown once). */
+export type CreatedHostAccount = Static<typeof CreatedHostAccountSchema>;
 export type BackupKeyList = Static<typeof BackupKeyListSchema>;
 export type BackupKeyEntry = BackupKeyList['backups'][number];
 export type Deletions = Static<typeof DeletionsSchema>;

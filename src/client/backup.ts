@@ -86,9 +86,14 @@ export type BackupEvent =
   | { type: 'uploaded'; ciphertextBytes: number }
   | { type: 'slot-deleted'; backupId: string };
 
-/** A stream backed up as one file (`coffer backup --stdin`). */
+/** A stream backed up as one file (`coffer backup --stdin`, `--stdin-from-command`). */
 export interface StreamSource {
-  stream: AsyncIterable<Buffer>;
+  /**
+   * The stream, or a function that starts it. A function (a command to run, `--stdin-from-command`) is called only
+   * once the server has opened the backup's slot: a backup the server refuses (cadence, quota, auth, no vault) never
+   * starts its producer. A stream already flowing (standard input) has its first bytes read before the slot.
+   */
+  stream: AsyncIterable<Buffer> | (() => AsyncIterable<Buffer>);
   /** The file's name in the backup (one path segment). */
   name: string;
   /**
@@ -266,7 +271,11 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   if ((sources.length > 0) === !!options.stream) throw new Error('runBackup needs either paths or a stream');
 
   let scan: TreeScan | undefined;
-  let input: () => AsyncIterable<Buffer>;
+  let input: () => AsyncIterable<Buffer> = () => {
+    throw new Error('the stream was not started');
+  };
+  /** A producer started only once the slot is open (StreamSource.stream as a function). */
+  let startStream: (() => Promise<void>) | undefined;
   /** The exact ciphertext size, once a dry run measured it (a tree whose bound passes a limit). */
   let measured: number | undefined;
   const measure = async (tree: TreeScan, against: ArchiveLimit, stage: TooLargeStage) => {
@@ -281,15 +290,23 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     if (!isPlainName(stream.name)) {
       throw new Error(`the name of a stream backup must be a plain file name (no "/", no control characters): ${JSON.stringify(stream.name)}`);
     }
-    // The first bytes before any slot is opened: a stream that ends at once is a producer that failed.
-    const iterator = stream.stream[Symbol.asyncIterator]();
-    const first = await iterator.next();
-    if (first.done) throw new EmptyStreamError('the input stream ended before its first byte: nothing was uploaded');
-    counts.files = 1;
-    input = async function* () {
-      yield first.value;
-      for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+    // A stream that ends at once is a producer that failed: its first bytes are read before the upload starts.
+    startStream = async () => {
+      const source = typeof stream.stream === 'function' ? stream.stream() : stream.stream;
+      const iterator = source[Symbol.asyncIterator]();
+      const first = await iterator.next();
+      if (first.done) throw new EmptyStreamError('the input stream ended before its first byte: nothing was uploaded');
+      counts.files = 1;
+      input = async function* () {
+        yield first.value;
+        for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+      };
     };
+    // A stream already flowing is read before any slot is opened; a producer yet to start waits for the slot.
+    if (typeof stream.stream !== 'function') {
+      await startStream();
+      startStream = undefined;
+    }
   } else {
     scan = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, signal });
     emit({ type: 'scanned', scan });
@@ -306,6 +323,9 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   const limit = archiveLimit(slot.maxArchiveBytes, clientLimit);
   const dek = newKey();
   try {
+    // The server said yes (the slot is open): only now does a command producing the stream run. Ending empty or
+    // failing to start frees the slot below, as every other failure does.
+    await startStream?.();
     if (scan && ciphertextSize(compressBound(compression, scan.tarBoundBytes)) > limit.bytes) {
       if (measured === undefined) measured = await measure(scan, limit, 'before-upload');
       else if (measured > limit.bytes) throw tooLarge(limit, measured, 'before-upload');

@@ -12,7 +12,7 @@
  * The page talks to /api with the same session (the third credential of src/http/auth.ts). It downloads
  * ciphertext and decrypts it in the browser; passphrases and plaintext never reach the server.
  *
- * The routes are in session-routes.ts, overview-routes.ts, key-routes.ts, backup-key-routes.ts, retention-routes.ts,
+ * The routes are in session-routes.ts, overview-routes.ts, key-routes.ts, host-routes.ts, backup-key-routes.ts, retention-routes.ts,
  * audit-routes.ts and page-routes.ts.
  */
 import type { FastifyRequest } from 'fastify';
@@ -22,6 +22,7 @@ import { jsonBodies } from '../http/bodies.js';
 import type { ConsoleContext, ConsoleServices } from './context.js';
 import { auditRoutes } from './audit-routes.js';
 import { backupKeyRoutes } from './backup-key-routes.js';
+import { hostRoutes } from './host-routes.js';
 import { keyRoutes } from './key-routes.js';
 import { overviewRoutes } from './overview-routes.js';
 import { pageRoutes } from './page-routes.js';
@@ -50,6 +51,7 @@ export async function consoleRoutes(app: App, services: ConsoleServices): Promis
   sessionRoutes(app, ctx);
   overviewRoutes(app, ctx);
   keyRoutes(app, ctx);
+  hostRoutes(app, ctx);
   backupKeyRoutes(app, ctx);
   retentionRoutes(app, ctx);
   auditRoutes(app, ctx);

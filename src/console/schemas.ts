@@ -40,6 +40,16 @@ export const CreateKeyBody = Type.Object(
   closed,
 );
 
+/** A host account made from the console (its own schedule, the same vault): its name and its key's lifetime. */
+export const CreateHostAccountBody = Type.Object(
+  {
+    /** 1–40 letters, digits, spaces, dots, dashes, underscores (checked by the service, as for `coffer admin accounts add-host`). */
+    label: Type.String({ minLength: 1, maxLength: 40 }),
+    expiresInDays: Nullable(Type.Integer({ minimum: 1, maximum: 3650 })),
+  },
+  closed,
+);
+
 export const KeyParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
 
 /** A backup or vault-history id in a console path (checked as a UUID by the service: anything else is 404). */
@@ -121,6 +131,26 @@ export const ConsoleKey = Type.Object(keyFields, closed);
 export const ConsoleKeyList = Type.Object({ keys: Type.Array(ConsoleKey) }, closed);
 /** A new key: its secret, shown once, and whether its expiry was cut to the session's credential. */
 export const CreatedKey = Type.Object({ ...keyFields, apiKey: Type.String(), expiryCapped: Type.Boolean() }, closed);
+
+/** The host account just made, and its append-only key (shown once). */
+export const CreatedHostAccount = Type.Object(
+  {
+    accountId: Type.String(),
+    label: Type.String(),
+    plan: Type.String(),
+    /** The plan's interval between two backups, as GET /api/host-accounts gives it (e.g. "30m"). */
+    backupInterval: Type.String(),
+    keyId: Type.String(),
+    apiKey: Type.String(),
+    scopes: Type.Array(Type.String()),
+    appendOnly: Type.Boolean(),
+    expiresAt: Nullable(DateTime),
+    /** How many host accounts this account has now, and how many the console may make. */
+    hostAccounts: Type.Integer(),
+    hostAccountLimit: Type.Integer(),
+  },
+  closed,
+);
 
 /** One entry of the account's audit trail (src/domain/audit.ts): never a secret. */
 export const AuditEvent = Type.Object(

@@ -29,3 +29,6 @@ export function keyStatus(key: { revokedAt: number | null; expiresAt: number | n
   if (key.revokedAt !== null) return 'revoked';
   return key.expiresAt !== null && key.expiresAt <= now ? 'expired' : 'active';
 }
+
+/** A host account's label: short, printable, safe in a shell line and the audit trail (also checked in the console page). */
+export const HOST_LABEL = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,39}$/;

@@ -5,7 +5,7 @@ import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { type Grant, mintWithin, opensConsole } from '../domain/grants.js';
 import { FRESH_SIGN_IN_MS, isFreshSignIn } from '../domain/backups.js';
-import { API_KEY_PATTERN, keyLabelProblem, keyStatus, type KeyStatus } from '../domain/keys.js';
+import { API_KEY_PATTERN, HOST_LABEL, keyLabelProblem, keyStatus, type KeyStatus } from '../domain/keys.js';
 import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
@@ -13,8 +13,7 @@ import type { Account, ApiKey, Session, Store } from '../store/store.js';
 import type { AuditActor } from '../domain/audit.js';
 import { AuditTrail } from './audit.js';
 
-/** A host account's label: short, printable, safe in a shell line and the audit trail. */
-export const HOST_LABEL = /^[A-Za-z0-9][A-Za-z0-9._ -]{0,39}$/;
+export { HOST_LABEL };
 
 export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey).digest('hex');
 

@@ -243,6 +243,41 @@ describe('what goes into a backup, and looking inside one', () => {
     expect((await listed(JSON.parse(fromCommand.stdout).id)).map((e) => [e.path, e.size])).toEqual([['hello.txt', 6]]);
   });
 
+  it('--stdin-from-command asks the server first: a refused backup never runs the command, an empty one frees its slot', async () => {
+    const marker = (n: number) => path.join(work, `ran-${n}`);
+    const touching = (n: number, then: string) => ['sh', '-c', `touch "${marker(n)}"; ${then}`];
+    const notReady = async () => (await client.listBackups()).backups.filter((b) => b.status !== 'READY');
+    const before = await readyIds();
+
+    // Allowed, but the command writes nothing (exit 0) or fails before its first byte: the slot opened for it is freed.
+    const empty = await cli(['backup', '--stdin-from-command', '--', ...touching(1, 'true')]);
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toMatch(/the command "sh" wrote nothing to its standard output: nothing was uploaded and its upload slot was freed/);
+    expect(exists(marker(1))).toBe(true);
+    const failed = await cli(['backup', '--stdin-from-command', '--', ...touching(2, 'exit 2')]);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toMatch(/the command "sh" exited with code 2: the backup was not finalized and its upload slot was freed/);
+    expect(exists(marker(2))).toBe(true);
+    expect(await readyIds()).toEqual(before);
+    expect(await notReady()).toEqual([]);
+    expect(JSON.parse((await cli(['list', '--json'])).stdout).backups.map((b: { id: string }) => b.id).sort()).toEqual([...before].sort());
+
+    // Allowed, with output: backed up as before.
+    const good = await cli(['backup', '--stdin-from-command', '--stdin-name', 'data.txt', '--json', '--', ...touching(3, 'echo data')]);
+    expect(good.code, good.stderr).toBe(0);
+    expect(exists(marker(3))).toBe(true);
+    const { id } = JSON.parse(good.stdout) as { id: string };
+    expect((await listed(id)).map((e) => [e.path, e.size])).toEqual([['data.txt', 5]]);
+
+    // Refused (pro plan: one backup per 30 minutes, and one was just made): the command never starts.
+    const refused = await cli(['backup', '--stdin-from-command', '--', ...touching(4, 'echo data')]);
+    expect(refused.code, refused.stderr).toBe(3);
+    expect(refused.stderr).toMatch(/interval/);
+    expect(exists(marker(4))).toBe(false);
+    expect(await notReady()).toEqual([]);
+    nextSlot();
+  });
+
   describe('a backup of a varied tree', () => {
     let tree: string;
     let id: string;

@@ -3,9 +3,11 @@
  * add a backup host (an append-only key and the settings the host needs), list keys, revoke them.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, SCOPES, api, type About, type KeyInfo, type Scope, type SessionInfo } from '../api.js';
-import { KEY_LABEL_MAX, keyLabelProblem } from '../../../src/domain/keys.js';
-import { shortId, When } from '../format.js';
+import { ApiError, SCOPES, api, type About, type CreatedHostAccount, type KeyInfo, type Scope, type SessionInfo } from '../api.js';
+import { HOST_LABEL, KEY_LABEL_MAX, keyLabelProblem } from '../../../src/domain/keys.js';
+import type { BackupRecord } from '../api.js';
+import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
+import { BASE } from '../router.js';
 import { deriveRecipientInWorker } from '../recipient-protocol.js';
 import { SecretField } from '../secret-field.js';
 import { useFreshAction } from './Retention.js';
@@ -48,10 +50,13 @@ async function copyText(text: string): Promise<boolean> {
   }
 }
 
+/** GET /api/host-accounts, one entry. */
+type HostAccountInfo = { accountId: string; label: string; backupInterval: string; createdAt: string; vault: 'shared' | 'diverged' | 'none' };
+
 type HostState =
   | { phase: 'form' }
   | { phase: 'working'; step: string }
-  | { phase: 'done'; created: Created; settings: string; fingerprint: string | null };
+  | { phase: 'done'; keyId: string; settings: string; fingerprint: string | null; hostAccount: CreatedHostAccount | null };
 
 /**
  * "Add a backup host": makes a write-only append-only key (no read, no restore), and shows what to set on the host. With the
@@ -62,12 +67,19 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
   const [state, setState] = useState<HostState>({ phase: 'form' });
   const [passphrase, setPassphrase] = useState('');
   const [expiry, setExpiry] = useState('365');
+  const [schedule, setSchedule] = useState<'shared' | 'own'>('shared');
+  const [hostLabel, setHostLabel] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [copied, setCopied] = useState(false);
 
   const submit = async (event: Event) => {
     event.preventDefault();
     setError(null);
+    const label = hostLabel.trim();
+    if (schedule === 'own' && !HOST_LABEL.test(label)) {
+      setError('Nothing was made: name the host with 1–40 letters, digits, spaces, dots, dashes or underscores, starting with a letter or digit.');
+      return;
+    }
     let recipient: string | null = null;
     let fingerprint: string | null = null;
     if (passphrase) {
@@ -81,15 +93,18 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
       ({ recipient, fingerprint } = derived);
     }
     setPassphrase('');
-    setState({ phase: 'working', step: 'Making the append-only key…' });
+    const expiresInDays = expiry === 'never' ? null : Number(expiry);
+    setState({ phase: 'working', step: schedule === 'own' ? 'Making the host account and its append-only key…' : 'Making the append-only key…' });
     try {
       const about = await api<About>('GET', '/console/api/about');
-      const created = await api<Created>('POST', '/console/api/keys', {
-        scopes: ['backups:write'],
-        expiresInDays: expiry === 'never' ? null : Number(expiry),
-        appendOnly: true,
-      });
-      setState({ phase: 'done', created, settings: hostSettings(about.publicUrl, created.apiKey, recipient), fingerprint });
+      if (schedule === 'own') {
+        const made = await api<CreatedHostAccount>('POST', '/console/api/host-accounts', { label, expiresInDays });
+        setHostLabel('');
+        setState({ phase: 'done', keyId: made.keyId, settings: hostSettings(about.publicUrl, made.apiKey, recipient), fingerprint, hostAccount: made });
+      } else {
+        const created = await api<Created>('POST', '/console/api/keys', { scopes: ['backups:write'], expiresInDays, appendOnly: true });
+        setState({ phase: 'done', keyId: created.keyId, settings: hostSettings(about.publicUrl, created.apiKey, recipient), fingerprint, hostAccount: null });
+      }
       await onCreated();
     } catch (caught) {
       setState({ phase: 'form' });
@@ -102,9 +117,16 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
       <div class="success new-key" role="region" aria-labelledby="host-ready-title">
         <h3 id="host-ready-title">Set this on the host</h3>
         <p>
-          <strong>Copy it now: the key is shown only this once.</strong> Key {shortId(state.created.keyId)} is write-only and append-only: it
+          <strong>Copy it now: the key is shown only this once.</strong> Key {shortId(state.keyId)} is write-only and append-only: it
           can add backups, never read, list, download, delete them, reset the account or change the vault.
         </p>
+        {state.hostAccount && (
+          <p data-testid="host-account-made">
+            It belongs to the host account <strong>{state.hostAccount.label}</strong> (<span class="mono">{shortId(state.hostAccount.accountId)}</span>): its
+            own schedule, one backup every {state.hostAccount.backupInterval} on the {state.hostAccount.plan} plan, and the same vault as
+            yours, so your passphrase and recipient open its backups. They are listed below under Host accounts.
+          </p>
+        )}
         <label for="host-settings">Host settings</label>
         <textarea id="host-settings" class="mono" readOnly rows={state.fingerprint ? 4 : 3} value={state.settings} />
         <div class="copy-row">
@@ -137,13 +159,46 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
         <strong>The schedule is per account:</strong> the plan's interval counts every backup of this account, yours and every host's
         with a key made here, so a host added here waits while another backup of the account is recent. A host that must back up on
         its own schedule needs a host account: an account of its own with the same vault (the same passphrase and recipient), whose
-        backups you still list and restore here and with <code>coffer list</code>. Ask your operator for{' '}
-        <code>coffer admin accounts add-host &lt;your account&gt; --label &lt;name&gt;</code>.
+        backups you still list and restore here and with <code>coffer list</code>. Choose <strong>Its own</strong> below to make one
+        (at most 5 per account from here; your operator adds more with <code>coffer admin accounts add-host</code>).
       </p>
       {error && (
         <p class="error" role="alert">
           {error}
         </p>
+      )}
+      <fieldset>
+        <legend>Schedule</legend>
+        <div class="check">
+          <input type="radio" id="host-schedule-shared" name="host-schedule" value="shared" checked={schedule === 'shared'} onChange={() => setSchedule('shared')} />
+          <label for="host-schedule-shared">
+            This account's <span class="muted">a key of this account: the host waits while another backup of the account is recent</span>
+          </label>
+        </div>
+        <div class="check">
+          <input type="radio" id="host-schedule-own" name="host-schedule" value="own" checked={schedule === 'own'} onChange={() => setSchedule('own')} />
+          <label for="host-schedule-own">
+            Its own <span class="muted">a host account on your plan with the same vault: your passphrase and recipient restore it</span>
+          </label>
+        </div>
+      </fieldset>
+      {schedule === 'own' && (
+        <>
+          <label for="host-label">Host name</label>
+          <input
+            id="host-label"
+            type="text"
+            maxLength={40}
+            autoComplete="off"
+            required
+            value={hostLabel}
+            onInput={(event) => setHostLabel((event.target as HTMLInputElement).value)}
+            aria-describedby="host-label-help"
+          />
+          <p id="host-label-help" class="help">
+            e.g. “web”: 1–40 letters, digits, spaces, dots, dashes or underscores. Shown with its backups below and by <code>coffer list</code>.
+          </p>
+        </>
       )}
       <SecretField id="host-passphrase" label="Vault passphrase (optional)" value={passphrase} onValue={setPassphrase} autoComplete="current-password" />
       <p class="help">With it, this page derives your vault's recipient so the host never needs the passphrase. It is not sent anywhere.</p>
@@ -160,6 +215,72 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
       </button>
       {state.phase === 'working' && <p role="status">{state.step}</p>}
     </form>
+  );
+}
+
+/**
+ * The account's host accounts (GET /api/host-accounts, with this session) and each one's backups: they open like the
+ * account's own (the same vault), from the backup page.
+ */
+function HostAccounts({ version }: { version: number }) {
+  const [hosts, setHosts] = useState<{ host: HostAccountInfo; backups: BackupRecord[] }[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let cancelled = false;
+    (async () => {
+      const { hosts: list } = await api<{ hosts: HostAccountInfo[] }>('GET', '/api/host-accounts');
+      const withBackups = await Promise.all(
+        list.map(async (host) => ({
+          host,
+          backups: (await api<{ backups: BackupRecord[] }>('GET', `/api/host-accounts/${encodeURIComponent(host.accountId)}/backups`)).backups,
+        })),
+      );
+      if (!cancelled) setHosts(withBackups);
+    })().catch((caught: unknown) => !cancelled && setError(caught instanceof ApiError ? caught.message : String(caught)));
+    return () => {
+      cancelled = true;
+    };
+  }, [version]);
+  if (error) {
+    return (
+      <p class="error" role="alert">
+        {error}
+      </p>
+    );
+  }
+  if (!hosts) return <p role="status">Loading host accounts…</p>;
+  if (hosts.length === 0) return <p class="help">No host accounts yet: add one above with the schedule “Its own”.</p>;
+  return (
+    <ul class="host-accounts" aria-label="Host accounts">
+      {hosts.map(({ host, backups }) => (
+        <li key={host.accountId} data-host-account={host.accountId}>
+          <h3>
+            {host.label} <span class="mono muted">{shortId(host.accountId)}</span>
+          </h3>
+          <p class="help">
+            Its own schedule: one backup every {host.backupInterval}. Added <When at={host.createdAt} />.{' '}
+            {host.vault === 'shared'
+              ? 'Same vault as yours.'
+              : host.vault === 'diverged'
+                ? 'Its vault was changed apart from yours: its backups open with the passphrase of its own vault.'
+                : 'It has no vault.'}{' '}
+            {plural(backups.length, 'backup')}.
+          </p>
+          {backups.length > 0 && (
+            <ul>
+              {backups.map((backup) => (
+                <li key={backup.id} data-backup-id={backup.id}>
+                  <a href={`${BASE}/backups/${backup.id}`} aria-label={`Backup ${shortId(backup.id)} of ${host.label}, open details`}>
+                    <When at={backup.createdAt} />
+                  </a>{' '}
+                  <StatusBadge status={backup.status} /> <span class="muted">{formatBytes(backup.ciphertextSizeBytes)}</span>
+                </li>
+              ))}
+            </ul>
+          )}
+        </li>
+      ))}
+    </ul>
   );
 }
 
@@ -216,6 +337,7 @@ export function KeysPage({ session }: { session: SessionInfo }) {
   const [created, setCreated] = useState<Created | null>(null);
   const [confirm, setConfirm] = useState<string | null>(null);
   const [announcement, setAnnouncement] = useState('');
+  const [hostsVersion, setHostsVersion] = useState(0);
 
   const load = () =>
     api<{ keys: KeyInfo[] }>('GET', '/console/api/keys').then(
@@ -352,7 +474,12 @@ export function KeysPage({ session }: { session: SessionInfo }) {
 
       <section class="panel" aria-labelledby="host-title">
         <h2 id="host-title">Add a backup host</h2>
-        <AddHost onCreated={load} />
+        <AddHost onCreated={async () => (setHostsVersion((v) => v + 1), await load())} />
+      </section>
+
+      <section class="panel" aria-labelledby="host-accounts-title">
+        <h2 id="host-accounts-title">Host accounts</h2>
+        <HostAccounts version={hostsVersion} />
       </section>
 
       <h2>Your keys</h2>

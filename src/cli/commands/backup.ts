@@ -1,5 +1,6 @@
 /** `coffer backup <path>…` (or `--stdin`): tar → zstd/gzip → encrypt → upload, streamed. */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import fsp from 'node:fs/promises';
 import { EmptyStreamError, runBackup, type BackupEvent, type StreamSource } from '../../client/backup.js';
@@ -64,36 +65,45 @@ function compressionOf(option: string | undefined): Compression | undefined {
  * stream (the shell's pipefail reports it only after the backup was finalized), which is why
  * --stdin-from-command exists.
  */
-function streamSource(options: BackupOptions, command: string[]): { source: StreamSource; stop: () => void; failure: Promise<unknown> } {
+function streamSource(options: BackupOptions, command: string[]): { source: StreamSource; stop: () => void; failure: () => Promise<unknown> } {
   const name = options.stdinName ?? 'stdin';
   if (!options.stdinFromCommand) {
     if (process.stdin.isTTY) throw usageError('--stdin reads a pipe, not the terminal: pipe the data in (producer | coffer backup --stdin)');
-    return { source: { stream: process.stdin, name }, stop: () => undefined, failure: Promise.resolve(undefined) };
+    return { source: { stream: process.stdin, name }, stop: () => undefined, failure: () => Promise.resolve(undefined) };
   }
   const [program, ...args] = command;
   if (!program) throw usageError('--stdin-from-command needs the command after the options: coffer backup --stdin-from-command -- pg_dump db');
-  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   const shown = JSON.stringify(program);
-  const exited = new Promise<void>((resolve, reject) => {
-    child.once('error', (error) => reject(new CliError(`cannot run ${shown}: ${fsReason(error)}; nothing was uploaded`)));
-    child.once('close', (code, signal) => {
-      if (code === 0) resolve();
-      else {
-        const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
-        reject(new CliError(`the command ${shown} ${how}: the backup was not finalized and its upload slot was freed`));
-      }
+  // The command runs only when runBackup starts the stream, once the server has opened the backup's slot: a
+  // refused backup (cadence, quota, auth, no vault) never runs it.
+  let child: ChildProcessByStdio<null, Readable, null> | undefined;
+  let exited: Promise<void> | undefined;
+  const start = () => {
+    const started = spawn(program, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    child = started;
+    exited = new Promise<void>((resolve, reject) => {
+      started.once('error', (error) => reject(new CliError(`cannot run ${shown}: ${fsReason(error)}; nothing was uploaded and its upload slot was freed`)));
+      started.once('close', (code, signal) => {
+        if (code === 0) resolve();
+        else {
+          const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+          reject(new CliError(`the command ${shown} ${how}: the backup was not finalized and its upload slot was freed`));
+        }
+      });
     });
-  });
-  const failure = exited.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
+    exited.catch(() => undefined); // awaited by ended() or failure()
+    return started.stdout;
+  };
   return {
-    source: { stream: child.stdout, name, ended: () => exited },
+    source: { stream: start, name, ended: () => exited ?? Promise.resolve() },
     stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
     },
-    failure,
+    failure: () =>
+      (exited ?? Promise.resolve()).then(
+        () => undefined,
+        (error: unknown) => error,
+      ),
   };
 }
 
@@ -166,7 +176,13 @@ export function registerBackup(program: Command): void {
           }).catch(async (error: unknown) => {
             stream?.stop();
             // A command that produced nothing most likely failed: its own failure says more.
-            if (error instanceof EmptyStreamError && stream) throw (await stream.failure) ?? error;
+            if (error instanceof EmptyStreamError && stream) {
+              const failed = await stream.failure();
+              if (failed) throw failed;
+              if (options.stdinFromCommand) {
+                throw new CliError(`the command ${JSON.stringify(paths[0])} wrote nothing to its standard output: nothing was uploaded and its upload slot was freed`);
+              }
+            }
             throw error;
           });
           const skewWarning = await chain?.record(result);

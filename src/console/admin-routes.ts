@@ -30,6 +30,7 @@ import {
   Overview,
   OwnerLink,
   PlanBody,
+  QuotaBody,
 } from './admin-schemas.js';
 import { loadConsoleFiles } from './assets.js';
 import { hidden } from './context.js';
@@ -67,6 +68,7 @@ const row = (summary: AccountSummary) => ({
   overdue: summary.overdue,
   keys: summary.activeKeys,
   quotaBytes: summary.quotaBytes,
+  quotaSource: summary.quotaSource,
 });
 
 export async function adminRoutes(app: App, services: AdminServices): Promise<void> {
@@ -198,7 +200,17 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
     },
   );
 
-  // Quota: changed with `coffer admin accounts set-quota` (a console control is a follow-up).
+  app.put(
+    `${ADMIN_PATH}/api/accounts/:id/quota`,
+    { schema: { ...hidden, params: AccountParams, body: QuotaBody, response: { 200: AccountDetail } }, onRequest: requireOperator },
+    async (request) => {
+      const { quota } = request.body;
+      if (!(await operator.setQuota(request.params.id, quota === 'plan' ? undefined : quota, actorOf(request)))) {
+        throw new AppError('not_found', `No account ${request.params.id}.`);
+      }
+      return detail(request.params.id);
+    },
+  );
 
   app.post(
     `${ADMIN_PATH}/api/accounts/:id/keys/:keyId/revoke`,

@@ -1,13 +1,13 @@
 /**
  * The operator's side (docs/operations.md#operator-console): every account in counts, bytes and times, the
- * changes an operator makes (plan, deletion grace, revoking a key, an owner's login link), each recorded in the
+ * changes an operator makes (plan, deletion grace, quota, revoking a key, an owner's login link), each recorded in the
  * account's audit trail with the operator as actor. It reads no vault, no sealed metadata, no wrapped key: what it
  * returns holds ids, plans, sizes, counts and times only. `coffer admin` and the operator console both use it.
  */
 import { type AuditActor, type AuditEntry } from '../domain/audit.js';
 import { isDeletionGrace } from '../domain/backups.js';
 import type { Clock } from '../domain/clock.js';
-import { effectiveQuota, isOverdue, type PlanQuotas } from '../domain/quotas.js';
+import { effectiveQuota, isOverdue, quotaWords, type PlanQuotas, type QuotaOverride } from '../domain/quotas.js';
 import { PLANS, type Plan } from '../domain/plans.js';
 import { keyStatus } from '../domain/keys.js';
 import type { Account, ApiKey, AccountActivityRow, Store } from '../store/store.js';
@@ -28,6 +28,8 @@ export interface AccountSummary {
   activeKeys: number;
   /** The quota that applies (the account's own, else its plan's; null: none). */
   quotaBytes: number | null;
+  /** Where it comes from: the plan's setting (COFFER_QUOTA_<PLAN>) or the account's own. */
+  quotaSource: 'plan' | 'account';
 }
 
 export interface OperatorKey {
@@ -76,6 +78,7 @@ export class OperatorService {
       overdue: isOverdue(account.plan, account.lastReadyCreatedAt, account.createdAt, now),
       activeKeys: keys.filter((key) => key.accountId === account.id && keyStatus(key, now) === 'active').length,
       quotaBytes: effectiveQuota(account.plan, account.quotaOverride, this.planQuotas),
+      quotaSource: account.quotaOverride === undefined ? 'plan' : 'account',
     };
   }
 
@@ -146,6 +149,21 @@ export class OperatorService {
     const detail = `${before.deletionGraceDays ?? 0} → ${days} days`;
     await this.audit.record({ accountId, action: 'account.deletion-grace', actor, address: null, detail });
     return { before: before.deletionGraceDays ?? 0 };
+  }
+
+  /**
+   * Sets the account's own quota (bytes, or null: none), or with undefined returns it to its plan's; audited when it
+   * changed (`coffer admin accounts set-quota` records the same). Undefined when there is no such account.
+   */
+  async setQuota(accountId: string, quota: QuotaOverride, actor: AuditActor): Promise<{ before: QuotaOverride } | undefined> {
+    if (quota !== undefined && quota !== null && !(Number.isSafeInteger(quota) && quota >= 0)) throw new RangeError('quota out of range');
+    const before = await this.store.getAccount(accountId);
+    if (!before || !(await this.store.setQuota(accountId, quota))) return undefined;
+    if (before.quotaOverride !== quota) {
+      const detail = `${quotaWords(before.quotaOverride)} → ${quotaWords(quota)}`;
+      await this.audit.record({ accountId, action: 'account.quota', actor, address: null, detail });
+    }
+    return { before: before.quotaOverride };
   }
 
   /** A one-time console link for the account's owner (the owners' rules: sessions.ts); audited, never its token. */

@@ -30,6 +30,8 @@ import type {
   BackupsTable,
   Database,
   LoginLinksTable,
+  OperatorLoginLinksTable,
+  OperatorSessionsTable,
   SessionsTable,
   VaultHistoryTable,
   VaultsTable,
@@ -525,16 +527,51 @@ export class SqlStore implements Store {
       .execute();
   }
 
-  async consumeLoginLink(tokenHash: string, now: number): Promise<LoginLink | undefined> {
-    // One conditional UPDATE: of two concurrent uses (on any nodes), exactly one matches the row.
+  // ---- the sign-in rules both realms share (owners: login_links, sessions; the operator: operator_*) ----
+
+  /**
+   * A link's single use: one conditional UPDATE, so of two concurrent uses (on any nodes) exactly one matches the
+   * row; unknown, used or expired: undefined.
+   */
+  private async consumeLinkIn<T extends 'login_links' | 'operator_login_links'>(
+    table: T,
+    tokenHash: string,
+    now: number,
+  ): Promise<Selectable<Database[T]> | undefined> {
+    // The two tables share these columns; Kysely types one of them (the cast names the table's own row type back).
     const row = await this.db
-      .updateTable('login_links')
+      .updateTable(table as 'login_links')
       .set({ used_at: now })
       .where('token_hash', '=', tokenHash)
       .where('used_at', 'is', null)
       .where('expires_at', '>', now)
       .returningAll()
       .executeTakeFirst();
+    return row as Selectable<Database[T]> | undefined;
+  }
+
+  private async findSessionIn<T extends 'sessions' | 'operator_sessions'>(table: T, tokenHash: string): Promise<Selectable<Database[T]> | undefined> {
+    const row = await this.db
+      .selectFrom(table as 'sessions')
+      .selectAll()
+      .where('token_hash', '=', tokenHash)
+      .executeTakeFirst();
+    return row as Selectable<Database[T]> | undefined;
+  }
+
+  /** Revokes a live session once (a revoked one keeps its first revocation time); false: unknown or already revoked. */
+  private async revokeSessionIn(table: 'sessions' | 'operator_sessions', sessionId: string, at: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable(table as 'sessions')
+      .set({ revoked_at: at })
+      .where('id', '=', sessionId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async consumeLoginLink(tokenHash: string, now: number): Promise<LoginLink | undefined> {
+    const row = await this.consumeLinkIn('login_links', tokenHash, now);
     return row && toLoginLink(row);
   }
 
@@ -555,18 +592,12 @@ export class SqlStore implements Store {
   }
 
   async findSessionByHash(tokenHash: string): Promise<Session | undefined> {
-    const row = await this.db.selectFrom('sessions').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    const row = await this.findSessionIn('sessions', tokenHash);
     return row && toSession(row);
   }
 
-  async revokeSession(sessionId: string, at: number): Promise<boolean> {
-    const result = await this.db
-      .updateTable('sessions')
-      .set({ revoked_at: at })
-      .where('id', '=', sessionId)
-      .where('revoked_at', 'is', null)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+  revokeSession(sessionId: string, at: number): Promise<boolean> {
+    return this.revokeSessionIn('sessions', sessionId, at);
   }
 
   async pruneSessions(before: number): Promise<number> {
@@ -617,15 +648,7 @@ export class SqlStore implements Store {
   }
 
   async consumeOperatorLink(tokenHash: string, now: number): Promise<OperatorLink | undefined> {
-    // One conditional UPDATE, as for owners' links: of two concurrent uses, exactly one matches the row.
-    const row = await this.db
-      .updateTable('operator_login_links')
-      .set({ used_at: now })
-      .where('token_hash', '=', tokenHash)
-      .where('used_at', 'is', null)
-      .where('expires_at', '>', now)
-      .returningAll()
-      .executeTakeFirst();
+    const row: Selectable<OperatorLoginLinksTable> | undefined = await this.consumeLinkIn('operator_login_links', tokenHash, now);
     return (
       row && {
         id: row.id,
@@ -652,7 +675,7 @@ export class SqlStore implements Store {
   }
 
   async findOperatorSessionByHash(tokenHash: string): Promise<OperatorSession | undefined> {
-    const row = await this.db.selectFrom('operator_sessions').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    const row: Selectable<OperatorSessionsTable> | undefined = await this.findSessionIn('operator_sessions', tokenHash);
     return (
       row && {
         id: row.id,
@@ -664,14 +687,8 @@ export class SqlStore implements Store {
     );
   }
 
-  async revokeOperatorSession(sessionId: string, at: number): Promise<boolean> {
-    const result = await this.db
-      .updateTable('operator_sessions')
-      .set({ revoked_at: at })
-      .where('id', '=', sessionId)
-      .where('revoked_at', 'is', null)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+  revokeOperatorSession(sessionId: string, at: number): Promise<boolean> {
+    return this.revokeSessionIn('operator_sessions', sessionId, at);
   }
 
   async accountActivity(since: number): Promise<AccountActivityRow[]> {

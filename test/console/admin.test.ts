@@ -99,7 +99,7 @@ describe('the operator console API', () => {
     const first = await signIn(token);
     expect(first.status).toBe(200);
     const cookie = first.headers.get('set-cookie')!;
-    expect(cookie).toMatch(/^coffer_operator=cfs_[A-Za-z0-9_-]{43}; Path=\/admin; Max-Age=\d+; HttpOnly; SameSite=Strict$/);
+    expect(cookie).toMatch(/^coffer_operator=cfs_[A-Za-z0-9_-]{43}; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Strict$/);
     expect((await signIn(token)).status).toBe(401);
     // An owner's link is not an operator's, nor the reverse.
     const { token: ownerToken } = (await fx.server.parts.sessions.createLoginLink(accountId))!;

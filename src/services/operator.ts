@@ -10,7 +10,7 @@ import type { Clock } from '../domain/clock.js';
 import { effectiveQuota, isOverdue, quotaWords, type PlanQuotas, type QuotaOverride } from '../domain/quotas.js';
 import { PLANS, type Plan } from '../domain/plans.js';
 import { keyStatus } from '../domain/keys.js';
-import type { Account, ApiKey, AccountActivityRow, Store } from '../store/store.js';
+import type { Account, AccountUsageRow, ApiKey, Store } from '../store/store.js';
 import type { AuditTrail } from './audit.js';
 import type { IssuedLoginLink, SessionService } from './sessions.js';
 
@@ -53,7 +53,8 @@ export interface Totals {
 /** How far back "backups created recently" looks in the operator's totals. */
 const RECENT_WINDOW_MS = 24 * 3_600_000;
 
-const EMPTY_USAGE = { readyBackups: 0, graceBackups: 0, uploadingBackups: 0, storedBytes: 0, createdSince: 0 };
+/** The counts of Store.usage an account summary uses (the store's one source of per-account numbers). */
+type Counts = Pick<AccountUsageRow, 'backups' | 'graceBackups' | 'uploadingBackups' | 'storedBytes' | 'createdSince'>;
 
 export class OperatorService {
   constructor(
@@ -64,13 +65,13 @@ export class OperatorService {
     private readonly planQuotas: PlanQuotas = {},
   ) {}
 
-  private summarize(account: Account, usage: Omit<AccountActivityRow, 'accountId'>, keys: ApiKey[], now: number): AccountSummary {
+  private summarize(account: Account, usage: Counts, keys: ApiKey[], now: number): AccountSummary {
     return {
       accountId: account.id,
       plan: account.plan,
       createdAt: account.createdAt,
       deletionGraceDays: account.deletionGraceDays ?? 0,
-      readyBackups: usage.readyBackups,
+      readyBackups: usage.backups,
       graceBackups: usage.graceBackups,
       uploadingBackups: usage.uploadingBackups,
       storedBytes: usage.storedBytes,
@@ -87,11 +88,14 @@ export class OperatorService {
     const now = this.clock.now();
     const [accounts, usage, keys] = await Promise.all([
       this.store.listAccounts(),
-      this.store.accountActivity(now - RECENT_WINDOW_MS),
+      this.store.usage(now, undefined, now - RECENT_WINDOW_MS),
       this.store.listApiKeys(),
     ]);
     const byAccount = new Map(usage.map((row) => [row.accountId, row]));
-    const rows = accounts.map((account) => this.summarize(account, byAccount.get(account.id) ?? EMPTY_USAGE, keys, now));
+    const rows = accounts.flatMap((account) => {
+      const counts = byAccount.get(account.id);
+      return counts ? [this.summarize(account, counts, keys, now)] : []; // an account made since the usage query
+    });
     const totals: Totals = {
       plans: PLANS.map((plan) => {
         const on = rows.filter((row) => row.plan === plan);
@@ -110,12 +114,12 @@ export class OperatorService {
     const account = await this.store.getAccount(accountId);
     if (!account) return undefined;
     const now = this.clock.now();
-    const [usage, keys, audit] = await Promise.all([
-      this.store.accountActivity(now - RECENT_WINDOW_MS),
+    const [[own], keys, audit] = await Promise.all([
+      this.store.usage(now, accountId, now - RECENT_WINDOW_MS),
       this.store.listApiKeys(accountId),
       this.audit.list(accountId, 200),
     ]);
-    const own = usage.find((row) => row.accountId === accountId) ?? EMPTY_USAGE;
+    if (!own) return undefined;
     return {
       summary: this.summarize(account, own, keys, now),
       keys: keys.map((key) => ({

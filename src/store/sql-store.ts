@@ -2,11 +2,13 @@
 import {
   type Compilable,
   CompiledQuery,
+  type ExpressionBuilder,
   type Kysely,
   type KyselyPlugin,
   type PluginTransformQueryArgs,
   type PluginTransformResultArgs,
   type QueryResult,
+  type RawBuilder,
   type RootOperationNode,
   type Selectable,
   type Transaction,
@@ -46,7 +48,6 @@ import type {
   LoginLink,
   OperatorLink,
   OperatorSession,
-  AccountActivityRow,
   QueryCounts,
   ReserveResult,
   Session,
@@ -369,7 +370,14 @@ export class SqlStore implements Store {
     return Number(result.numUpdatedRows) > 0;
   }
 
-  async usage(now: number, accountId?: string): Promise<AccountUsageRow[]> {
+  async usage(now: number, accountId?: string, since?: number): Promise<AccountUsageRow[]> {
+    const count = (eb: ExpressionBuilder<Database & { a: AccountsTable }, 'a'>, where: RawBuilder<boolean>, alias: string) =>
+      eb
+        .selectFrom('backups')
+        .select(sql<string | number>`count(*)`.as('c'))
+        .whereRef('backups.account_id', '=', 'a.id')
+        .where(where)
+        .as(alias);
     let query = this.db
       .selectFrom('accounts as a')
       .selectAll('a')
@@ -386,12 +394,10 @@ export class SqlStore implements Store {
           .whereRef('upload_reservations.account_id', '=', 'a.id')
           .where('upload_reservations.expires_at', '>', now)
           .as('reserved'),
-        eb
-          .selectFrom('backups')
-          .select(sql<string | number>`count(*)`.as('c'))
-          .whereRef('backups.account_id', '=', 'a.id')
-          .where('status', '=', 'READY')
-          .as('ready'),
+        count(eb, sql<boolean>`status = 'READY'`, 'ready'),
+        count(eb, sql<boolean>`(status = 'DELETING' and purge_after is not null)`, 'grace'),
+        count(eb, sql<boolean>`status in ('PENDING_UPLOAD', 'UPLOADED')`, 'uploading'),
+        count(eb, since === undefined ? sql<boolean>`1 = 0` : sql<boolean>`(status in ('READY', 'DELETING') and created_at >= ${since})`, 'recent'),
       ])
       .orderBy('a.created_at')
       .orderBy('a.id');
@@ -406,6 +412,9 @@ export class SqlStore implements Store {
         ...('quotaOverride' in account ? { quotaOverride: account.quotaOverride } : {}),
         storedBytes: Number(row.stored ?? 0) + Number(row.reserved ?? 0),
         backups: Number(row.ready ?? 0),
+        graceBackups: Number(row.grace ?? 0),
+        uploadingBackups: Number(row.uploading ?? 0),
+        createdSince: Number(row.recent ?? 0),
         lastReadyAt: account.lastReadyCreatedAt,
       };
     });
@@ -689,47 +698,6 @@ export class SqlStore implements Store {
 
   revokeOperatorSession(sessionId: string, at: number): Promise<boolean> {
     return this.revokeSessionIn('operator_sessions', sessionId, at);
-  }
-
-  async accountActivity(since: number): Promise<AccountActivityRow[]> {
-    const rows = await this.db
-      .selectFrom('backups')
-      .select((eb) => [
-        'account_id',
-        eb.fn.sum<number>(eb.case().when('status', '=', 'READY').then(1).else(0).end()).as('ready'),
-        eb.fn.sum<number>(eb.case().when('status', '=', 'DELETING').then(1).else(0).end()).as('grace'),
-        eb.fn.sum<number>(eb.case().when('status', 'in', ['PENDING_UPLOAD', 'UPLOADED']).then(1).else(0).end()).as('uploading'),
-        eb.fn
-          .sum<number>(
-            eb
-              .case()
-              .when('status', 'in', ['READY', 'DELETING', 'PENDING_UPLOAD', 'UPLOADED'])
-              .then(eb.fn.coalesce('ciphertext_size_bytes', sql<number>`0`))
-              .else(0)
-              .end(),
-          )
-          .as('bytes'),
-        eb.fn
-          .sum<number>(
-            eb
-              .case()
-              .when(eb.and([eb('status', 'in', ['READY', 'DELETING']), eb('created_at', '>=', since)]))
-              .then(1)
-              .else(0)
-              .end(),
-          )
-          .as('recent'),
-      ])
-      .groupBy('account_id')
-      .execute();
-    return rows.map((row) => ({
-      accountId: row.account_id,
-      readyBackups: Number(row.ready ?? 0),
-      graceBackups: Number(row.grace ?? 0),
-      uploadingBackups: Number(row.uploading ?? 0),
-      storedBytes: Number(row.bytes ?? 0),
-      createdSince: Number(row.recent ?? 0),
-    }));
   }
 
   async appliedMigrations(): Promise<string[]> {

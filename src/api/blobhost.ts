@@ -76,8 +76,9 @@ export function blobHostRoutes(app: App, host: BlobHostService, limits: Connecti
 
   app.put('/blob/', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
     const { token, backup } = await authorize(request);
-    host.checkDeclaredLength(token, declaredLength(request));
-    return reply.code(200).send(await host.putSingle(token, backup, request.raw));
+    const declared = declaredLength(request);
+    host.checkDeclaredLength(token, declared);
+    return reply.code(200).send(await host.putSingle(token, backup, request.raw, declared));
   });
 
   app.post('/blob/mpu', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {

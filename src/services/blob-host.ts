@@ -231,16 +231,27 @@ export class BlobHostService {
     return this.result(backup, size);
   }
 
-  /** PUT /blob/?pathname=…: the whole ciphertext in one streamed body. */
-  async putSingle(token: ClientTokenPayload, backup: Backup, body: Readable): Promise<PutBlobResult> {
+  /**
+   * PUT /blob/?pathname=…: the whole ciphertext in one streamed body, held to the archive limit and the account's
+   * quota (a declared length that does not fit is refused before a byte is stored, a body of unknown length is cut
+   * where the quota ends, and the quota is checked again once the body is stored).
+   */
+  async putSingle(token: ClientTokenPayload, backup: Backup, body: Readable, declared?: number): Promise<PutBlobResult> {
     const limit = this.limitOf(token);
+    const quota = await this.quotaRoom(backup, 0);
+    if (declared !== undefined && declared > quota.room) throw this.quotaRefused(quota.quota!, quota.usage, declared);
     const blobKey = this.backups.newBlobKey(backup);
     let size: number;
     try {
-      ({ size } = await this.blobs.put(blobKey, limited(body, limit)));
+      ({ size } = await this.blobs.put(blobKey, limited(body, Math.max(0, Math.min(limit, quota.room)))));
     } catch (error) {
-      if (error instanceof TooLarge) throw this.tooLarge(limit);
+      if (error instanceof TooLarge) throw quota.room < limit ? this.quotaRefused(quota.quota!, quota.usage) : this.tooLarge(limit);
       throw error;
+    }
+    const after = await this.quotaRoom(backup, 0);
+    if (size > after.room) {
+      await this.blobs.delete(blobKey);
+      throw this.quotaRefused(after.quota!, after.usage, size);
     }
     return this.record(backup, blobKey, size);
   }

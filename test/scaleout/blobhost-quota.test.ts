@@ -3,6 +3,7 @@
  * a part whose declared length would take the account past its quota is refused with 413 upload_exceeds_quota
  * before it is stored, one of unknown length is cut where the quota ends, and two parts stored at the same time
  * that each fit but not together are not both kept. A refused part's upload is discarded (as for the archive limit).
+ * A single PUT is held to it the same way.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,7 +42,9 @@ describe('blobhost-client multipart uploads against the storage quota', () => {
     const upload = created.body as { key: string; uploadId: string };
     const part = (partNumber: number, body: BodyInit) =>
       mpu('upload', { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'x-mpu-part-number': String(partNumber) }, body);
-    return { accountId, backupId, call, part };
+    const put = (body: BodyInit) =>
+      api(server.url)('PUT', `/blob/?pathname=${encodeURIComponent(blobPath)}`, { headers: { authorization: `Bearer ${token}` }, body });
+    return { accountId, backupId, call, part, put };
   }
 
   /** `size` bytes as a chunked body (no Content-Length): only counting while it streams can stop it. */
@@ -96,6 +99,22 @@ describe('blobhost-client multipart uploads against the storage quota', () => {
       }
       expect(await server.parts.store.slotBytes(s.backupId)).toBeLessThanOrEqual(QUOTA);
     }
+  });
+
+  it('a single PUT is held to the quota too: refused before storing by its length, cut when it has none', async () => {
+    const s = await slot();
+    await server.parts.backups.setQuota(s.accountId, 100 * KiB);
+    const declared = await s.put(randomBytes(101 * KiB));
+    expect(declared.status).toBe(413);
+    expect(declared.body).toMatchObject({ error: { code: 'upload_exceeds_quota', details: { quota: 100 * KiB, usage: 0, uploadBytes: 101 * KiB } } });
+    const streamed = await s.put(chunked(101 * KiB));
+    expect(streamed.status).toBe(413);
+    expect(streamed.body.error.code).toBe('upload_exceeds_quota');
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
+    const fits = await s.put(randomBytes(100 * KiB));
+    expect(fits.status).toBe(200);
+    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: 100 * KiB });
+    expect((await server.parts.backups.quota(s.accountId))!.usage).toBe(100 * KiB);
   });
 
   it('without a quota, parts are held to the archive limit only', async () => {

@@ -60,7 +60,7 @@ export function blobHostRoutes(app: App, host: BlobHostService, limits: Connecti
   app.setErrorHandler((error, request, reply) => {
     discardUnreadBody(request.raw);
     if (error instanceof BlobApiError) {
-      return reply.code(error.status).send({ error: { code: error.code, message: error.message } });
+      return reply.code(error.status).send({ error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) } });
     }
     const code = (error as { code?: string }).code;
     if (typeof code === 'string' && code.startsWith('FST_ERR_CTP')) {
@@ -76,8 +76,9 @@ export function blobHostRoutes(app: App, host: BlobHostService, limits: Connecti
 
   app.put('/blob/', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
     const { token, backup } = await authorize(request);
-    host.checkDeclaredLength(token, declaredLength(request));
-    return reply.code(200).send(await host.putSingle(token, backup, request.raw));
+    const declared = declaredLength(request);
+    host.checkDeclaredLength(token, declared);
+    return reply.code(200).send(await host.putSingle(token, backup, request.raw, declared));
   });
 
   app.post('/blob/mpu', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {

@@ -10,7 +10,7 @@ import { AppError } from '../domain/errors.js';
 import { KEY_LABEL_MAX, keyLabelProblem } from '../domain/keys.js';
 import { PLANS, isPlan, type Plan } from '../domain/plans.js';
 import { SCOPES, isScope, type Scope } from '../domain/scopes.js';
-import { effectiveQuota, parseQuota } from '../domain/quotas.js';
+import { effectiveQuota, parseQuota, quotaWords } from '../domain/quotas.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import type { UsageReport } from '../services/usage.js';
 import { AuditTrail, operatorActor } from '../services/audit.js';
@@ -148,8 +148,7 @@ export function registerAdminCommands(program: Command): void {
       const changed = await withStore(async (store) => {
         const before = await store.getAccount(accountId);
         if (!before || !(await store.setQuota(accountId, quota))) return undefined;
-        const words = (q: number | null | undefined) => (q === undefined ? 'plan' : q === null ? 'none' : `${q} bytes`);
-        const detail = `${words(before.quotaOverride)} → ${words(quota)}`;
+        const detail = `${quotaWords(before.quotaOverride)} → ${quotaWords(quota)}`;
         await new AuditTrail(store, systemClock).record({ accountId, action: 'account.quota', ...operator(), detail });
         return effectiveQuota(before.plan, quota, config.planQuotas);
       }, config);

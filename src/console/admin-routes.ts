@@ -1,19 +1,17 @@
 /**
  * The operator console (docs/operations.md#operator-console): the page at /admin and its API at /admin/api/*.
  *
- * Its own credential: the `coffer_operator` cookie (Path=/admin, httpOnly, SameSite=Strict, Secure on https), opened
- * by a one-time link from `coffer admin login-link --operator` under the owners' rules (src/services/sessions.ts,
+ * Its own credential: the `coffer_operator` cookie (httpOnly, SameSite=Strict; on an https public URL Secure and named
+ * `__Host-`/`__Secure-coffer_operator` like the owners' cookie, see sessionCookieSpec), opened by a one-time link from `coffer admin login-link --operator` under the owners' rules (src/services/sessions.ts,
  * realm `operator`), with its own CSRF token. The owners' cookie is never read here and the operator's is never read
  * by /console or /api, so neither session opens the other side. What these routes return is ids, plans, counts,
  * bytes and times (./admin-schemas.ts): the operator sees no file name, metadata, envelope or key material.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import { jsonBodies } from '../http/bodies.js';
 import type { App } from '../http/fastify.js';
-import { FixedWindowLimiter } from '../http/rate-limit.js';
 import { VERSION } from '../lib/version.js';
 import { operatorActor } from '../services/audit.js';
 import type { AccountSummary } from '../services/operator.js';
@@ -30,13 +28,14 @@ import {
   Overview,
   OwnerLink,
   PlanBody,
+  QuotaBody,
 } from './admin-schemas.js';
 import { loadConsoleFiles } from './assets.js';
 import { hidden } from './context.js';
 import { sendStatic } from './page-routes.js';
-import { CSRF_HEADER, fromOwnOrigin, readCookie } from './session-http.js';
+import { CSRF_HEADER, OPERATOR_COOKIE, clearedSessionCookie, fromOwnOrigin, readCookie, sessionCookie, sessionCookieSpec, signInLimit } from './session-http.js';
 
-export const OPERATOR_COOKIE = 'coffer_operator';
+export { OPERATOR_COOKIE };
 export const ADMIN_PATH = '/admin';
 
 type AdminServices = Pick<Services, 'config' | 'sessions' | 'operator' | 'keys' | 'clock' | 'store' | 'blobs'>;
@@ -46,12 +45,6 @@ declare module 'fastify' {
     operatorSession: OperatorSession;
     operatorSecret: string;
   }
-}
-
-function operatorCookie(config: Config, value: string, maxAgeMs: number): string {
-  const attributes = [`${OPERATOR_COOKIE}=${value}`, `Path=${ADMIN_PATH}`, `Max-Age=${Math.floor(maxAgeMs / 1000)}`, 'HttpOnly', 'SameSite=Strict'];
-  if (config.publicUrl.startsWith('https:')) attributes.push('Secure');
-  return attributes.join('; ');
 }
 
 const row = (summary: AccountSummary) => ({
@@ -67,6 +60,7 @@ const row = (summary: AccountSummary) => ({
   overdue: summary.overdue,
   keys: summary.activeKeys,
   quotaBytes: summary.quotaBytes,
+  quotaSource: summary.quotaSource,
 });
 
 export async function adminRoutes(app: App, services: AdminServices): Promise<void> {
@@ -77,8 +71,9 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
     if (request.url.startsWith(`${ADMIN_PATH}/api/`)) reply.header('cache-control', 'no-store');
   });
 
+  const cookieName = sessionCookieSpec(config, 'operator').name;
   const requireOperator = async (request: FastifyRequest) => {
-    const secret = readCookie(request.headers.cookie, OPERATOR_COOKIE);
+    const secret = readCookie(request.headers.cookie, cookieName);
     const session = secret ? await sessions.authenticateOperator(secret) : undefined;
     if (!secret || !session) {
       throw new AppError('authentication_required', 'Sign in to the operator console first (coffer admin login-link --operator).');
@@ -94,18 +89,8 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
   };
   const actorOf = (request: FastifyRequest) => operatorActor(request.operatorSession.operator ?? undefined);
 
-  // Every attempt counts, per client address, under the owners' sign-in limit (a limiter of its own).
-  const limiter = new FixedWindowLimiter({ max: config.signInLimit.maxAttempts, windowMs: config.signInLimit.windowMs }, () => clock.now());
-  const limitSignIn = async (request: FastifyRequest) => {
-    const verdict = limiter.hit(request.ip);
-    if (verdict.allowed) return;
-    throw new AppError(
-      'too_many_sign_in_attempts',
-      `Too many sign-in attempts from this address. Try again in ${verdict.resetSeconds} seconds.`,
-      { retryAfterSeconds: verdict.resetSeconds },
-      { 'retry-after': String(verdict.resetSeconds) },
-    );
-  };
+  // Every attempt counts, per client address, in the database (the owners' limit, a count of its own).
+  const limitSignIn = signInLimit(sessions, 'operator');
 
   const sessionBody = (session: OperatorSession, secret: string) => ({
     operator: session.operator,
@@ -123,7 +108,7 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
       if (!opened) {
         throw new AppError('login_link_invalid', 'This operator sign-in link is not valid: it was already used, has expired, or was mistyped.');
       }
-      reply.header('set-cookie', operatorCookie(config, opened.secret, opened.session.expiresAt - opened.session.createdAt));
+      reply.header('set-cookie', sessionCookie(config, opened.secret, opened.session.expiresAt - opened.session.createdAt, 'operator'));
       return sessionBody(opened.session, opened.secret);
     },
   );
@@ -134,7 +119,7 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
 
   app.delete(`${ADMIN_PATH}/api/session`, { schema: hidden, onRequest: requireOperator }, async (request, reply) => {
     await sessions.signOutOperator(request.operatorSession);
-    return reply.header('set-cookie', operatorCookie(config, '', 0)).code(204).send();
+    return reply.header('set-cookie', clearedSessionCookie(config, 'operator')).code(204).send();
   });
 
   app.get(`${ADMIN_PATH}/api/overview`, { schema: { ...hidden, response: { 200: Overview } }, onRequest: requireOperator }, async () => {
@@ -198,7 +183,17 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
     },
   );
 
-  // Quota: changed with `coffer admin accounts set-quota` (a console control is a follow-up).
+  app.put(
+    `${ADMIN_PATH}/api/accounts/:id/quota`,
+    { schema: { ...hidden, params: AccountParams, body: QuotaBody, response: { 200: AccountDetail } }, onRequest: requireOperator },
+    async (request) => {
+      const { quota } = request.body;
+      if (!(await operator.setQuota(request.params.id, quota === 'plan' ? undefined : quota, actorOf(request)))) {
+        throw new AppError('not_found', `No account ${request.params.id}.`);
+      }
+      return detail(request.params.id);
+    },
+  );
 
   app.post(
     `${ADMIN_PATH}/api/accounts/:id/keys/:keyId/revoke`,

@@ -22,6 +22,11 @@ export const OperatorSignInBody = Type.Object({ loginToken: Type.String({ maxLen
 export const AccountParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
 export const AccountKeyParams = Type.Object({ id: Type.String({ maxLength: 64 }), keyId: Type.String({ maxLength: 64 }) });
 export const PlanBody = Type.Object({ plan: Type.Union(PLANS.map((plan) => Type.Literal(plan))) }, closed);
+/** The account's own quota: bytes, null for none, or "plan" to follow its plan's again. */
+export const QuotaBody = Type.Object(
+  { quota: Type.Union([Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), Type.Null(), Type.Literal('plan')]) },
+  closed,
+);
 export const GraceBody = Type.Object({ days: Type.Integer({ minimum: 0, maximum: MAX_DELETION_GRACE_DAYS }) }, closed);
 
 // ---- answers ----
@@ -51,6 +56,8 @@ export const AccountRow = Type.Object(
     keys: Count,
     /** The storage quota that applies, in bytes (the account's own, else its plan's); null: none. */
     quotaBytes: Nullable(Count),
+    /** Where the quota comes from: the plan's setting (COFFER_QUOTA_<PLAN>) or the account's own. */
+    quotaSource: Type.Union([Type.Literal('plan'), Type.Literal('account')]),
   },
   closed,
 );

@@ -9,7 +9,7 @@ import { type ConsoleContext, hidden } from './context.js';
 import { Overview } from './schemas.js';
 
 /** The overview of an account whose visible backups are `visible` (newest first), at `now`. */
-function overviewBody({ account, vault }: AccountView, visible: Backup[], now: number) {
+function overviewBody({ account, vault }: AccountView, visible: Backup[], now: number, storage: { quota: number | null; usage: number }) {
   const rules = PLAN_RULES[account.plan];
   const next = nextAllowedAt(account);
   // A READY record is not changed after it reached READY, so its updatedAt is that moment.
@@ -27,6 +27,9 @@ function overviewBody({ account, vault }: AccountView, visible: Backup[], now: n
       newestCreatedAt: isoOrNull(visible[0]?.createdAt),
       storedCiphertextBytes: visible.reduce((sum, b) => sum + (b.status === 'READY' ? (b.ciphertextSizeBytes ?? 0) : 0), 0),
     },
+    // What counts against the quota (docs/api-rules.md#quota): READY backups, those in their deletion grace and
+    // uploads in progress; the quota that applies (the account's own, else its plan's; null: none).
+    storage: { storedBytes: storage.usage, quotaBytes: storage.quota },
     cadence: {
       lastReadyBackupCreatedAt: isoOrNull(account.lastReadyCreatedAt),
       lastReadyAt: isoOrNull(lastReadyAt),
@@ -51,7 +54,7 @@ export function overviewRoutes(app: App, { backups, clock, requireSession }: Con
   app.get('/console/api/overview', { schema: { ...hidden, response: { 200: Overview } }, onRequest: requireSession }, async (request) => {
     const { accountId } = request.consoleSession;
     const now = clock.now();
-    const view = await backups.accountView(accountId);
-    return overviewBody(view, await backups.list(accountId), now);
+    const [view, visible, storage] = await Promise.all([backups.accountView(accountId), backups.list(accountId), backups.quota(accountId)]);
+    return overviewBody(view, visible, now, storage ?? { quota: null, usage: 0 });
   });
 }

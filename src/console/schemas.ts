@@ -83,6 +83,8 @@ export const Overview = Type.Object(
       { count: Count, ready: Count, newestCreatedAt: Nullable(DateTime), storedCiphertextBytes: Count },
       closed,
     ),
+    /** Bytes counted against the quota (READY, in deletion grace, uploads in progress) and the quota (null: none). */
+    storage: Type.Object({ storedBytes: Count, quotaBytes: Nullable(Count) }, closed),
     cadence: Type.Object(
       {
         lastReadyBackupCreatedAt: Nullable(DateTime),

@@ -9,13 +9,15 @@ import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { SCOPES } from '../domain/scopes.js';
 import type { Principal } from '../http/auth.js';
-import type { SessionService } from '../services/sessions.js';
+import type { SessionRealm, SessionService } from '../services/sessions.js';
 import type { Session } from '../store/store.js';
 
 export const SESSION_COOKIE = 'coffer_session';
+/** The operator console's session cookie (docs/operations.md#operator-console): the same rules, its own name. */
+export const OPERATOR_COOKIE = 'coffer_operator';
 export const CSRF_HEADER = 'x-csrf-token';
 
-/** Name, path and Secure flag of the session cookie for a public URL (docs/console.md#the-session-cookie). */
+/** Name, path and Secure flag of a realm's session cookie for a public URL (docs/console.md#the-session-cookie). */
 export interface SessionCookieSpec {
   name: string;
   path: string;
@@ -30,12 +32,16 @@ export interface SessionCookieSpec {
  *   forbids (it requires Path=/), so it is `__Secure-coffer_session`, Path=/coffer, Secure;
  * - http (development, or TLS ended elsewhere without telling Coffer): `coffer_session`, Path=/ or the base path,
  *   without Secure (a browser would drop a Secure cookie sent over http).
+ *
+ * The operator's cookie follows the same rules under its own name (`__Host-coffer_operator`, …): `__Host-` needs
+ * Path=/, so it is not scoped to /admin; only /admin/api reads it, and nothing under /console or /api does.
  */
-export function sessionCookieSpec(config: Config): SessionCookieSpec {
+export function sessionCookieSpec(config: Config, realm: SessionRealm = 'owner'): SessionCookieSpec {
+  const base = realm === 'owner' ? SESSION_COOKIE : OPERATOR_COOKIE;
   const url = new URL(config.publicUrl);
   const path = url.pathname.replace(/\/+$/, '') || '/';
-  if (url.protocol !== 'https:') return { name: SESSION_COOKIE, path, secure: false };
-  return { name: path === '/' ? `__Host-${SESSION_COOKIE}` : `__Secure-${SESSION_COOKIE}`, path, secure: true };
+  if (url.protocol !== 'https:') return { name: base, path, secure: false };
+  return { name: path === '/' ? `__Host-${base}` : `__Secure-${base}`, path, secure: true };
 }
 
 /** The OpenAPI security scheme of the session (the third, after the two API-key headers). */
@@ -62,19 +68,37 @@ export function readCookie(header: string | undefined, name: string): string | u
   return undefined;
 }
 
-function cookie(config: Config, value: string, maxAgeSeconds: number): string {
-  const spec = sessionCookieSpec(config);
+function cookie(config: Config, value: string, maxAgeSeconds: number, realm: SessionRealm): string {
+  const spec = sessionCookieSpec(config, realm);
   const attributes = [`${spec.name}=${value}`, `Path=${spec.path}`, `Max-Age=${maxAgeSeconds}`, 'HttpOnly', 'SameSite=Strict'];
   if (spec.secure) attributes.push('Secure');
   return attributes.join('; ');
 }
 
-export function sessionCookie(config: Config, secret: string, maxAgeMs: number): string {
-  return cookie(config, secret, Math.floor(maxAgeMs / 1000));
+export function sessionCookie(config: Config, secret: string, maxAgeMs: number, realm: SessionRealm = 'owner'): string {
+  return cookie(config, secret, Math.floor(maxAgeMs / 1000), realm);
 }
 
-export function clearedSessionCookie(config: Config): string {
-  return cookie(config, '', 0);
+export function clearedSessionCookie(config: Config, realm: SessionRealm = 'owner'): string {
+  return cookie(config, '', 0, realm);
+}
+
+/**
+ * The onRequest guard of a realm's sign-in: every attempt counts (well-formed or not, accepted or not), per client
+ * address, in the database, so N nodes allow the same number of attempts as one. Each realm has its own count.
+ */
+export function signInLimit(sessions: Pick<SessionService, 'signInAttempt'>, realm: SessionRealm) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const verdict = await sessions.signInAttempt(request.ip, realm);
+    if (verdict.allowed) return;
+    const wait = verdict.resetSeconds;
+    throw new AppError(
+      'too_many_sign_in_attempts',
+      `Too many sign-in attempts from this address. Try again in ${wait < 120 ? `${wait} seconds` : `${Math.ceil(wait / 60)} minutes`}.`,
+      { retryAfterSeconds: wait },
+      { 'retry-after': String(wait) },
+    );
+  };
 }
 
 /**

@@ -1,6 +1,5 @@
 /** /console/api/session: sign in (login link or all-scope API key, limited per address), the session, sign out. */
 import { Type } from '@sinclair/typebox';
-import type { FastifyRequest } from 'fastify';
 import type { App } from '../http/fastify.js';
 import { APPEND_ONLY_REASON, APPEND_ONLY_RESOLUTION } from '../domain/append-only.js';
 import { AppError } from '../domain/errors.js';
@@ -10,7 +9,7 @@ import type { Session } from '../store/store.js';
 import { iso } from '../domain/time.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { ConsoleSession, SignInBody } from './schemas.js';
-import { clearedSessionCookie, fromOwnOrigin, sessionCookie } from './session-http.js';
+import { clearedSessionCookie, fromOwnOrigin, sessionCookie, signInLimit } from './session-http.js';
 
 function sessionBody(session: Session, plan: Plan, csrfToken: string) {
   return {
@@ -25,19 +24,7 @@ function sessionBody(session: Session, plan: Plan, csrfToken: string) {
 }
 
 export function sessionRoutes(app: App, { config, sessions, requireSession }: ConsoleContext): void {
-  // Every sign-in attempt counts (well-formed or not, accepted or not), per client address, in the database: N
-  // nodes allow the same number of attempts as one.
-  const limitSignIn = async (request: FastifyRequest) => {
-    const verdict = await sessions.signInAttempt(request.ip);
-    if (verdict.allowed) return;
-    const wait = verdict.resetSeconds;
-    throw new AppError(
-      'too_many_sign_in_attempts',
-      `Too many sign-in attempts from this address. Try again in ${wait < 120 ? `${wait} seconds` : `${Math.ceil(wait / 60)} minutes`}.`,
-      { retryAfterSeconds: wait },
-      { 'retry-after': String(wait) },
-    );
-  };
+  const limitSignIn = signInLimit(sessions, 'owner');
 
   app.post(
     '/console/api/session',

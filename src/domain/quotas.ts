@@ -41,6 +41,11 @@ export function isOverdue(plan: Plan, lastReadyAt: number | null, createdAt: num
   return now - (lastReadyAt ?? createdAt) > 2 * PLAN_RULES[plan].intervalMs;
 }
 
+/** An account's quota setting in the audit trail's words: its plan's, none, or a number of bytes. */
+export function quotaWords(override: QuotaOverride): string {
+  return override === undefined ? 'plan' : override === null ? 'none' : `${override} bytes`;
+}
+
 /** Parses `<bytes>` or `none` (an operator's quota); undefined when it is neither. */
 export function parseQuota(text: string): Quota | undefined {
   if (text === 'none') return null;

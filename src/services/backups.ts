@@ -355,7 +355,8 @@ export class BackupService {
     if (!(await this.store.setQuota(accountId, quota))) throw new AppError('not_found', `No account ${accountId}.`);
   }
 
-  private quotaRefused(where: 'create' | 'upload', quota: number, usage: number, declared?: number): AppError {
+  /** The refusal of a create (409) or an upload (413) by the quota, counted for /metrics (the blob host's too). */
+  quotaRefused(where: 'create' | 'upload', quota: number, usage: number, declared?: number): AppError {
     this.quotaRefusals[where] += 1;
     const details = { quota, usage, ...(declared === undefined ? {} : { uploadBytes: declared }) };
     return where === 'create'

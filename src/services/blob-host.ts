@@ -31,12 +31,16 @@ export const RW_TOKEN_SETTING = 'blobhost.rw_token';
 export const ALLOWED_CONTENT_TYPE = 'application/octet-stream';
 const CLIENT_TOKEN_PREFIX = 'vercel_blob_client_';
 
-/** An error of the blob host API: `{"error":{"code","message"}}` with a code the client does not retry. */
+/**
+ * An error of the blob host API: `{"error":{"code","message"}}` with a code the client does not retry (only
+ * unknown_error, service_unavailable and internal_server_error are retried); a quota refusal adds `details`.
+ */
 export class BlobApiError extends Error {
   constructor(
     readonly status: number,
-    readonly code: 'bad_request' | 'forbidden' | 'not_found',
+    readonly code: 'bad_request' | 'forbidden' | 'not_found' | 'upload_exceeds_quota',
     message: string,
+    readonly details?: Record<string, unknown>,
   ) {
     super(message);
   }
@@ -227,16 +231,27 @@ export class BlobHostService {
     return this.result(backup, size);
   }
 
-  /** PUT /blob/?pathname=…: the whole ciphertext in one streamed body. */
-  async putSingle(token: ClientTokenPayload, backup: Backup, body: Readable): Promise<PutBlobResult> {
+  /**
+   * PUT /blob/?pathname=…: the whole ciphertext in one streamed body, held to the archive limit and the account's
+   * quota (a declared length that does not fit is refused before a byte is stored, a body of unknown length is cut
+   * where the quota ends, and the quota is checked again once the body is stored).
+   */
+  async putSingle(token: ClientTokenPayload, backup: Backup, body: Readable, declared?: number): Promise<PutBlobResult> {
     const limit = this.limitOf(token);
+    const quota = await this.quotaRoom(backup, 0);
+    if (declared !== undefined && declared > quota.room) throw this.quotaRefused(quota.quota!, quota.usage, declared);
     const blobKey = this.backups.newBlobKey(backup);
     let size: number;
     try {
-      ({ size } = await this.blobs.put(blobKey, limited(body, limit)));
+      ({ size } = await this.blobs.put(blobKey, limited(body, Math.max(0, Math.min(limit, quota.room)))));
     } catch (error) {
-      if (error instanceof TooLarge) throw this.tooLarge(limit);
+      if (error instanceof TooLarge) throw quota.room < limit ? this.quotaRefused(quota.quota!, quota.usage) : this.tooLarge(limit);
       throw error;
+    }
+    const after = await this.quotaRoom(backup, 0);
+    if (size > after.room) {
+      await this.blobs.delete(blobKey);
+      throw this.quotaRefused(after.quota!, after.usage, size);
     }
     return this.record(backup, blobKey, size);
   }
@@ -278,10 +293,28 @@ export class BlobHostService {
   }
 
   /**
+   * What the account may still store (bytes; Infinity without a quota): its quota less its stored bytes (the
+   * database's count, docs/api-rules.md#quota) and `pending`, the bytes this slot's open multipart uploads hold.
+   */
+  private async quotaRoom(backup: Backup, pending: number): Promise<{ quota: number | null; usage: number; room: number }> {
+    const status = await this.backups.quota(backup.accountId);
+    const quota = status?.quota ?? null;
+    const usage = (status?.usage ?? 0) + pending;
+    return { quota, usage, room: quota === null ? Infinity : quota - usage };
+  }
+
+  private quotaRefused(quota: number, usage: number, uploadBytes?: number): BlobApiError {
+    const refused = this.backups.quotaRefused('upload', quota, usage, uploadBytes);
+    return new BlobApiError(413, 'upload_exceeds_quota', refused.message, refused.details);
+  }
+
+  /**
    * x-mpu-action: upload. One part, streamed; parts may arrive in any order and on any node. The archive limit
    * holds while parts arrive, for what the slot's open uploads store together (a part sent again counts once;
    * the running total is kept in the database): a part that would take them past it is refused with 413 and
-   * its upload discarded.
+   * its upload discarded. So does the account's quota: a part whose declared length does not fit is refused
+   * before it is stored (413 upload_exceeds_quota), one of unknown length is cut where the quota ends, and parts
+   * stored at the same time (on any node) are checked together once stored.
    */
   async uploadPart(
     token: ClientTokenPayload,
@@ -295,15 +328,30 @@ export class BlobHostService {
       throw new BlobApiError(400, 'bad_request', `x-mpu-part-number must be a whole number from 1 to ${MAX_PART_NUMBER}`);
     }
     const limit = this.limitOf(token);
+    let refusal: BlobApiError | undefined;
+    const refuse = (quota: number, usage: number, uploadBytes?: number) => (refusal = this.quotaRefused(quota, usage, uploadBytes));
     try {
-      const room = limit - (await this.store.slotBytes(backup.id, { uploadId, partNumber }));
+      const stored = await this.store.slotBytes(backup.id, { uploadId, partNumber });
+      const room = limit - stored;
       if (headers.contentLength !== undefined && headers.contentLength > room) throw new TooLarge();
-      const part = await this.blobs.putPart(key, uploadId, partNumber, limited(body, room), { size: headers.contentLength });
+      const quota = await this.quotaRoom(backup, stored);
+      if (headers.contentLength !== undefined && headers.contentLength > quota.room) throw refuse(quota.quota!, quota.usage, headers.contentLength);
+      let part: { etag: string; size: number };
+      try {
+        const cap = Math.max(0, Math.min(room, quota.room));
+        part = await this.blobs.putPart(key, uploadId, partNumber, limited(body, cap), { size: headers.contentLength });
+      } catch (error) {
+        if (error instanceof TooLarge && quota.room < room) throw refuse(quota.quota!, quota.usage);
+        throw error;
+      }
       // Parts sent at the same time (on any node) each saw room for themselves: their sum is checked once stored.
-      if ((await this.store.putPartSize(backup.id, uploadId, partNumber, part.size)) > limit) throw new TooLarge();
+      const total = await this.store.putPartSize(backup.id, uploadId, partNumber, part.size);
+      if (total > limit) throw new TooLarge();
+      const after = await this.quotaRoom(backup, total);
+      if (after.room < 0) throw refuse(after.quota!, after.usage - part.size, part.size);
       return { etag: part.etag };
     } catch (error) {
-      if (error instanceof TooLarge) await this.discard(key, uploadId);
+      if (error instanceof TooLarge || (refusal !== undefined && error === refusal)) await this.discard(key, uploadId);
       throw this.translate(error, limit);
     }
   }

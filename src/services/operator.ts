@@ -1,16 +1,16 @@
 /**
  * The operator's side (docs/operations.md#operator-console): every account in counts, bytes and times, the
- * changes an operator makes (plan, deletion grace, revoking a key, an owner's login link), each recorded in the
+ * changes an operator makes (plan, deletion grace, quota, revoking a key, an owner's login link), each recorded in the
  * account's audit trail with the operator as actor. It reads no vault, no sealed metadata, no wrapped key: what it
  * returns holds ids, plans, sizes, counts and times only. `coffer admin` and the operator console both use it.
  */
 import { type AuditActor, type AuditEntry } from '../domain/audit.js';
 import { isDeletionGrace } from '../domain/backups.js';
 import type { Clock } from '../domain/clock.js';
-import { effectiveQuota, isOverdue, type PlanQuotas } from '../domain/quotas.js';
+import { effectiveQuota, isOverdue, quotaWords, type PlanQuotas, type QuotaOverride } from '../domain/quotas.js';
 import { PLANS, type Plan } from '../domain/plans.js';
 import { keyStatus } from '../domain/keys.js';
-import type { Account, ApiKey, AccountActivityRow, Store } from '../store/store.js';
+import type { Account, AccountUsageRow, ApiKey, Store } from '../store/store.js';
 import type { AuditTrail } from './audit.js';
 import type { IssuedLoginLink, SessionService } from './sessions.js';
 
@@ -28,6 +28,8 @@ export interface AccountSummary {
   activeKeys: number;
   /** The quota that applies (the account's own, else its plan's; null: none). */
   quotaBytes: number | null;
+  /** Where it comes from: the plan's setting (COFFER_QUOTA_<PLAN>) or the account's own. */
+  quotaSource: 'plan' | 'account';
 }
 
 export interface OperatorKey {
@@ -51,7 +53,8 @@ export interface Totals {
 /** How far back "backups created recently" looks in the operator's totals. */
 const RECENT_WINDOW_MS = 24 * 3_600_000;
 
-const EMPTY_USAGE = { readyBackups: 0, graceBackups: 0, uploadingBackups: 0, storedBytes: 0, createdSince: 0 };
+/** The counts of Store.usage an account summary uses (the store's one source of per-account numbers). */
+type Counts = Pick<AccountUsageRow, 'backups' | 'graceBackups' | 'uploadingBackups' | 'storedBytes' | 'createdSince'>;
 
 export class OperatorService {
   constructor(
@@ -62,13 +65,13 @@ export class OperatorService {
     private readonly planQuotas: PlanQuotas = {},
   ) {}
 
-  private summarize(account: Account, usage: Omit<AccountActivityRow, 'accountId'>, keys: ApiKey[], now: number): AccountSummary {
+  private summarize(account: Account, usage: Counts, keys: ApiKey[], now: number): AccountSummary {
     return {
       accountId: account.id,
       plan: account.plan,
       createdAt: account.createdAt,
       deletionGraceDays: account.deletionGraceDays ?? 0,
-      readyBackups: usage.readyBackups,
+      readyBackups: usage.backups,
       graceBackups: usage.graceBackups,
       uploadingBackups: usage.uploadingBackups,
       storedBytes: usage.storedBytes,
@@ -76,6 +79,7 @@ export class OperatorService {
       overdue: isOverdue(account.plan, account.lastReadyCreatedAt, account.createdAt, now),
       activeKeys: keys.filter((key) => key.accountId === account.id && keyStatus(key, now) === 'active').length,
       quotaBytes: effectiveQuota(account.plan, account.quotaOverride, this.planQuotas),
+      quotaSource: account.quotaOverride === undefined ? 'plan' : 'account',
     };
   }
 
@@ -84,11 +88,14 @@ export class OperatorService {
     const now = this.clock.now();
     const [accounts, usage, keys] = await Promise.all([
       this.store.listAccounts(),
-      this.store.accountActivity(now - RECENT_WINDOW_MS),
+      this.store.usage(now, undefined, now - RECENT_WINDOW_MS),
       this.store.listApiKeys(),
     ]);
     const byAccount = new Map(usage.map((row) => [row.accountId, row]));
-    const rows = accounts.map((account) => this.summarize(account, byAccount.get(account.id) ?? EMPTY_USAGE, keys, now));
+    const rows = accounts.flatMap((account) => {
+      const counts = byAccount.get(account.id);
+      return counts ? [this.summarize(account, counts, keys, now)] : []; // an account made since the usage query
+    });
     const totals: Totals = {
       plans: PLANS.map((plan) => {
         const on = rows.filter((row) => row.plan === plan);
@@ -107,12 +114,12 @@ export class OperatorService {
     const account = await this.store.getAccount(accountId);
     if (!account) return undefined;
     const now = this.clock.now();
-    const [usage, keys, audit] = await Promise.all([
-      this.store.accountActivity(now - RECENT_WINDOW_MS),
+    const [[own], keys, audit] = await Promise.all([
+      this.store.usage(now, accountId, now - RECENT_WINDOW_MS),
       this.store.listApiKeys(accountId),
       this.audit.list(accountId, 200),
     ]);
-    const own = usage.find((row) => row.accountId === accountId) ?? EMPTY_USAGE;
+    if (!own) return undefined;
     return {
       summary: this.summarize(account, own, keys, now),
       keys: keys.map((key) => ({
@@ -146,6 +153,21 @@ export class OperatorService {
     const detail = `${before.deletionGraceDays ?? 0} → ${days} days`;
     await this.audit.record({ accountId, action: 'account.deletion-grace', actor, address: null, detail });
     return { before: before.deletionGraceDays ?? 0 };
+  }
+
+  /**
+   * Sets the account's own quota (bytes, or null: none), or with undefined returns it to its plan's; audited when it
+   * changed (`coffer admin accounts set-quota` records the same). Undefined when there is no such account.
+   */
+  async setQuota(accountId: string, quota: QuotaOverride, actor: AuditActor): Promise<{ before: QuotaOverride } | undefined> {
+    if (quota !== undefined && quota !== null && !(Number.isSafeInteger(quota) && quota >= 0)) throw new RangeError('quota out of range');
+    const before = await this.store.getAccount(accountId);
+    if (!before || !(await this.store.setQuota(accountId, quota))) return undefined;
+    if (before.quotaOverride !== quota) {
+      const detail = `${quotaWords(before.quotaOverride)} → ${quotaWords(quota)}`;
+      await this.audit.record({ accountId, action: 'account.quota', actor, address: null, detail });
+    }
+    return { before: before.quotaOverride };
   }
 
   /** A one-time console link for the account's owner (the owners' rules: sessions.ts); audited, never its token. */

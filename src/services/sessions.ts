@@ -96,11 +96,13 @@ export class SessionService {
 
   /**
    * Counts a sign-in attempt from `address` in the database, so every node counts against one limit; whether it
-   * is within the limit, and the whole seconds until the window ends.
+   * is within the limit, and the whole seconds until the window ends. Each realm counts on its own (the operator's
+   * rows are keyed `operator <address>`; an address has no space).
    */
-  async signInAttempt(address: string): Promise<{ allowed: boolean; resetSeconds: number }> {
+  async signInAttempt(address: string, realm: SessionRealm = 'owner'): Promise<{ allowed: boolean; resetSeconds: number }> {
     const now = this.clock.now();
-    const { count, windowStart } = await this.store.countSignInAttempt(address, now, this.signInLimit.windowMs);
+    const key = realm === 'owner' ? address : `${realm} ${address}`;
+    const { count, windowStart } = await this.store.countSignInAttempt(key, now, this.signInLimit.windowMs);
     return {
       allowed: count <= this.signInLimit.maxAttempts,
       resetSeconds: Math.max(1, Math.ceil((windowStart + this.signInLimit.windowMs - now) / 1000)),

@@ -323,7 +323,7 @@ export class CachedStore implements Store {
   }
   ping: Store['ping'] = () => this.inner.ping();
   listAccounts: Store['listAccounts'] = () => this.inner.listAccounts();
-  usage: Store['usage'] = (now, accountId) => this.inner.usage(now, accountId);
+  usage: Store['usage'] = (now, accountId, since) => this.inner.usage(now, accountId, since);
   reserveUpload: Store['reserveUpload'] = (reservation, now, size, quotaOf) =>
     this.inner.reserveUpload(reservation, now, size, quotaOf);
   releaseUpload: Store['releaseUpload'] = (id) => this.inner.releaseUpload(id);
@@ -341,7 +341,6 @@ export class CachedStore implements Store {
   createOperatorSession: Store['createOperatorSession'] = (session, tokenHash) => this.inner.createOperatorSession(session, tokenHash);
   findOperatorSessionByHash: Store['findOperatorSessionByHash'] = (tokenHash) => this.inner.findOperatorSessionByHash(tokenHash);
   revokeOperatorSession: Store['revokeOperatorSession'] = (sessionId, at) => this.inner.revokeOperatorSession(sessionId, at);
-  accountActivity: Store['accountActivity'] = (since) => this.inner.accountActivity(since);
   appliedMigrations: Store['appliedMigrations'] = () => this.inner.appliedMigrations();
   listVaultHistory: Store['listVaultHistory'] = (accountId, now) => this.inner.listVaultHistory(accountId, now);
   pruneVaultHistory: Store['pruneVaultHistory'] = (now) => this.inner.pruneVaultHistory(now);

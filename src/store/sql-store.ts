@@ -2,11 +2,13 @@
 import {
   type Compilable,
   CompiledQuery,
+  type ExpressionBuilder,
   type Kysely,
   type KyselyPlugin,
   type PluginTransformQueryArgs,
   type PluginTransformResultArgs,
   type QueryResult,
+  type RawBuilder,
   type RootOperationNode,
   type Selectable,
   type Transaction,
@@ -30,6 +32,8 @@ import type {
   BackupsTable,
   Database,
   LoginLinksTable,
+  OperatorLoginLinksTable,
+  OperatorSessionsTable,
   SessionsTable,
   VaultHistoryTable,
   VaultsTable,
@@ -44,7 +48,6 @@ import type {
   LoginLink,
   OperatorLink,
   OperatorSession,
-  AccountActivityRow,
   QueryCounts,
   ReserveResult,
   Session,
@@ -367,7 +370,14 @@ export class SqlStore implements Store {
     return Number(result.numUpdatedRows) > 0;
   }
 
-  async usage(now: number, accountId?: string): Promise<AccountUsageRow[]> {
+  async usage(now: number, accountId?: string, since?: number): Promise<AccountUsageRow[]> {
+    const count = (eb: ExpressionBuilder<Database & { a: AccountsTable }, 'a'>, where: RawBuilder<boolean>, alias: string) =>
+      eb
+        .selectFrom('backups')
+        .select(sql<string | number>`count(*)`.as('c'))
+        .whereRef('backups.account_id', '=', 'a.id')
+        .where(where)
+        .as(alias);
     let query = this.db
       .selectFrom('accounts as a')
       .selectAll('a')
@@ -384,12 +394,10 @@ export class SqlStore implements Store {
           .whereRef('upload_reservations.account_id', '=', 'a.id')
           .where('upload_reservations.expires_at', '>', now)
           .as('reserved'),
-        eb
-          .selectFrom('backups')
-          .select(sql<string | number>`count(*)`.as('c'))
-          .whereRef('backups.account_id', '=', 'a.id')
-          .where('status', '=', 'READY')
-          .as('ready'),
+        count(eb, sql<boolean>`status = 'READY'`, 'ready'),
+        count(eb, sql<boolean>`(status = 'DELETING' and purge_after is not null)`, 'grace'),
+        count(eb, sql<boolean>`status in ('PENDING_UPLOAD', 'UPLOADED')`, 'uploading'),
+        count(eb, since === undefined ? sql<boolean>`1 = 0` : sql<boolean>`(status in ('READY', 'DELETING') and created_at >= ${since})`, 'recent'),
       ])
       .orderBy('a.created_at')
       .orderBy('a.id');
@@ -404,6 +412,9 @@ export class SqlStore implements Store {
         ...('quotaOverride' in account ? { quotaOverride: account.quotaOverride } : {}),
         storedBytes: Number(row.stored ?? 0) + Number(row.reserved ?? 0),
         backups: Number(row.ready ?? 0),
+        graceBackups: Number(row.grace ?? 0),
+        uploadingBackups: Number(row.uploading ?? 0),
+        createdSince: Number(row.recent ?? 0),
         lastReadyAt: account.lastReadyCreatedAt,
       };
     });
@@ -525,16 +536,51 @@ export class SqlStore implements Store {
       .execute();
   }
 
-  async consumeLoginLink(tokenHash: string, now: number): Promise<LoginLink | undefined> {
-    // One conditional UPDATE: of two concurrent uses (on any nodes), exactly one matches the row.
+  // ---- the sign-in rules both realms share (owners: login_links, sessions; the operator: operator_*) ----
+
+  /**
+   * A link's single use: one conditional UPDATE, so of two concurrent uses (on any nodes) exactly one matches the
+   * row; unknown, used or expired: undefined.
+   */
+  private async consumeLinkIn<T extends 'login_links' | 'operator_login_links'>(
+    table: T,
+    tokenHash: string,
+    now: number,
+  ): Promise<Selectable<Database[T]> | undefined> {
+    // The two tables share these columns; Kysely types one of them (the cast names the table's own row type back).
     const row = await this.db
-      .updateTable('login_links')
+      .updateTable(table as 'login_links')
       .set({ used_at: now })
       .where('token_hash', '=', tokenHash)
       .where('used_at', 'is', null)
       .where('expires_at', '>', now)
       .returningAll()
       .executeTakeFirst();
+    return row as Selectable<Database[T]> | undefined;
+  }
+
+  private async findSessionIn<T extends 'sessions' | 'operator_sessions'>(table: T, tokenHash: string): Promise<Selectable<Database[T]> | undefined> {
+    const row = await this.db
+      .selectFrom(table as 'sessions')
+      .selectAll()
+      .where('token_hash', '=', tokenHash)
+      .executeTakeFirst();
+    return row as Selectable<Database[T]> | undefined;
+  }
+
+  /** Revokes a live session once (a revoked one keeps its first revocation time); false: unknown or already revoked. */
+  private async revokeSessionIn(table: 'sessions' | 'operator_sessions', sessionId: string, at: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable(table as 'sessions')
+      .set({ revoked_at: at })
+      .where('id', '=', sessionId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async consumeLoginLink(tokenHash: string, now: number): Promise<LoginLink | undefined> {
+    const row = await this.consumeLinkIn('login_links', tokenHash, now);
     return row && toLoginLink(row);
   }
 
@@ -555,18 +601,12 @@ export class SqlStore implements Store {
   }
 
   async findSessionByHash(tokenHash: string): Promise<Session | undefined> {
-    const row = await this.db.selectFrom('sessions').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    const row = await this.findSessionIn('sessions', tokenHash);
     return row && toSession(row);
   }
 
-  async revokeSession(sessionId: string, at: number): Promise<boolean> {
-    const result = await this.db
-      .updateTable('sessions')
-      .set({ revoked_at: at })
-      .where('id', '=', sessionId)
-      .where('revoked_at', 'is', null)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+  revokeSession(sessionId: string, at: number): Promise<boolean> {
+    return this.revokeSessionIn('sessions', sessionId, at);
   }
 
   async pruneSessions(before: number): Promise<number> {
@@ -617,15 +657,7 @@ export class SqlStore implements Store {
   }
 
   async consumeOperatorLink(tokenHash: string, now: number): Promise<OperatorLink | undefined> {
-    // One conditional UPDATE, as for owners' links: of two concurrent uses, exactly one matches the row.
-    const row = await this.db
-      .updateTable('operator_login_links')
-      .set({ used_at: now })
-      .where('token_hash', '=', tokenHash)
-      .where('used_at', 'is', null)
-      .where('expires_at', '>', now)
-      .returningAll()
-      .executeTakeFirst();
+    const row: Selectable<OperatorLoginLinksTable> | undefined = await this.consumeLinkIn('operator_login_links', tokenHash, now);
     return (
       row && {
         id: row.id,
@@ -652,7 +684,7 @@ export class SqlStore implements Store {
   }
 
   async findOperatorSessionByHash(tokenHash: string): Promise<OperatorSession | undefined> {
-    const row = await this.db.selectFrom('operator_sessions').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+    const row: Selectable<OperatorSessionsTable> | undefined = await this.findSessionIn('operator_sessions', tokenHash);
     return (
       row && {
         id: row.id,
@@ -664,55 +696,8 @@ export class SqlStore implements Store {
     );
   }
 
-  async revokeOperatorSession(sessionId: string, at: number): Promise<boolean> {
-    const result = await this.db
-      .updateTable('operator_sessions')
-      .set({ revoked_at: at })
-      .where('id', '=', sessionId)
-      .where('revoked_at', 'is', null)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
-  }
-
-  async accountActivity(since: number): Promise<AccountActivityRow[]> {
-    const rows = await this.db
-      .selectFrom('backups')
-      .select((eb) => [
-        'account_id',
-        eb.fn.sum<number>(eb.case().when('status', '=', 'READY').then(1).else(0).end()).as('ready'),
-        eb.fn.sum<number>(eb.case().when('status', '=', 'DELETING').then(1).else(0).end()).as('grace'),
-        eb.fn.sum<number>(eb.case().when('status', 'in', ['PENDING_UPLOAD', 'UPLOADED']).then(1).else(0).end()).as('uploading'),
-        eb.fn
-          .sum<number>(
-            eb
-              .case()
-              .when('status', 'in', ['READY', 'DELETING', 'PENDING_UPLOAD', 'UPLOADED'])
-              .then(eb.fn.coalesce('ciphertext_size_bytes', sql<number>`0`))
-              .else(0)
-              .end(),
-          )
-          .as('bytes'),
-        eb.fn
-          .sum<number>(
-            eb
-              .case()
-              .when(eb.and([eb('status', 'in', ['READY', 'DELETING']), eb('created_at', '>=', since)]))
-              .then(1)
-              .else(0)
-              .end(),
-          )
-          .as('recent'),
-      ])
-      .groupBy('account_id')
-      .execute();
-    return rows.map((row) => ({
-      accountId: row.account_id,
-      readyBackups: Number(row.ready ?? 0),
-      graceBackups: Number(row.grace ?? 0),
-      uploadingBackups: Number(row.uploading ?? 0),
-      storedBytes: Number(row.bytes ?? 0),
-      createdSince: Number(row.recent ?? 0),
-    }));
+  revokeOperatorSession(sessionId: string, at: number): Promise<boolean> {
+    return this.revokeSessionIn('operator_sessions', sessionId, at);
   }
 
   async appliedMigrations(): Promise<string[]> {

@@ -23,7 +23,7 @@ export interface Account {
   label?: string | null;
 }
 
-/** One account's storage and freshness, as the operator sees it: sizes, times and counts, nothing else. */
+/** One account's storage, counts and freshness, as the operator sees it: sizes, times and counts, nothing else. */
 export interface AccountUsageRow {
   accountId: string;
   plan: Plan;
@@ -34,6 +34,12 @@ export interface AccountUsageRow {
   storedBytes: number;
   /** READY backups. */
   backups: number;
+  /** Backups deleted but still restorable (DELETING in their deletion grace). */
+  graceBackups: number;
+  /** Uploads in progress (PENDING_UPLOAD, UPLOADED). */
+  uploadingBackups: number;
+  /** READY or DELETING backups created at or after usage()'s `since` (0 without it). */
+  createdSince: number;
   lastReadyAt: number | null;
 }
 
@@ -118,22 +124,6 @@ export interface OperatorSession {
   createdAt: number;
   expiresAt: number;
   revokedAt: number | null;
-}
-
-/** What one account stores and did, in counts, bytes and times only (the operator console, `coffer admin usage`). */
-/** What the operator console shows of an account's backups (counts and bytes only). */
-export interface AccountActivityRow {
-  accountId: string;
-  /** READY backups. */
-  readyBackups: number;
-  /** Backups deleted but still restorable (DELETING). */
-  graceBackups: number;
-  /** Uploads in progress (PENDING_UPLOAD, UPLOADED). */
-  uploadingBackups: number;
-  /** Ciphertext bytes of READY backups, of backups in their deletion grace and of uploads in progress. */
-  storedBytes: number;
-  /** READY or DELETING backups created at or after `since`. */
-  createdSince: number;
 }
 
 export interface Backup {
@@ -227,8 +217,12 @@ export interface Store {
   setDeletionGrace(accountId: string, days: number): Promise<boolean>;
   /** Sets the account's own quota (bytes, or null: none), or with undefined returns it to its plan's; false: no such account. */
   setQuota(accountId: string, quota: number | null | undefined): Promise<boolean>;
-  /** Storage and freshness of every account (or one), at `now` (reservations expired by then do not count). */
-  usage(now: number, accountId?: string): Promise<AccountUsageRow[]>;
+  /**
+   * Storage, counts and freshness of every account (or one), at `now` (reservations expired by then do not count):
+   * the one source of per-account numbers for quotas, `coffer admin usage`, /metrics and the operator console.
+   * `since` bounds createdSince.
+   */
+  usage(now: number, accountId?: string, since?: number): Promise<AccountUsageRow[]>;
   /**
    * Reserves bytes for an upload, in one transaction holding the account's row lock, so concurrent uploads of one
    * account on any node see each other: `quotaOf` gives the account's quota, `size` the bytes wanted for it and its
@@ -273,8 +267,6 @@ export interface Store {
   findOperatorSessionByHash(tokenHash: string): Promise<OperatorSession | undefined>;
   revokeOperatorSession(sessionId: string, at: number): Promise<boolean>;
 
-  /** Per account with any backup record: counts and bytes (never names or metadata); `since` bounds createdSince. */
-  accountActivity(since: number): Promise<AccountActivityRow[]>;
   /** Names of the schema migrations applied to this database, in order. */
   appliedMigrations(): Promise<string[]>;
 

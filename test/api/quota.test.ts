@@ -1,7 +1,7 @@
 /** Storage quotas (docs/api-rules.md#quota): refused on create at the quota, on upload past it, and under races. */
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { finalizeBody } from '../helpers/api.js';
+import { api, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { bytes, createSlot, readyBackup, upload, useServer } from '../helpers/fixture.js';
 
@@ -56,6 +56,23 @@ describe('storage quota', () => {
     expect((await call('POST', '/api/backups')).status).toBe(201);
     await fx.server.parts.backups.setQuota(accountId, 10_001);
     expect(await fx.server.parts.backups.quota(accountId)).toEqual({ quota: 10_001, usage: 10_000 });
+  });
+
+  it("the owners' console shows the stored bytes against the plan's quota (and the upload in progress counts)", async () => {
+    const { call, accountId } = await fx.account({ plan: 'pro' });
+    await readyBackup(call, 3000);
+    const token = (await fx.server.parts.sessions.createLoginLink(accountId))!.token;
+    const signIn = await api(fx.server.url)('POST', '/console/api/session', { json: { loginToken: token }, headers: { origin: fx.server.url } });
+    expect(signIn.status).toBe(200);
+    const cookie = signIn.headers.get('set-cookie')!.split(';')[0]!;
+    const overview = async () => (await api(fx.server.url)('GET', '/console/api/overview', { headers: { cookie } })).body as { storage: unknown };
+    expect((await overview()).storage).toEqual({ storedBytes: 3000, quotaBytes: 10_000 });
+    next();
+    const id = await createSlot(call);
+    expect((await upload(call, id, bytes(2000))).status).toBe(201); // UPLOADED, not finalized: it counts
+    expect((await overview()).storage).toEqual({ storedBytes: 5000, quotaBytes: 10_000 });
+    await fx.server.parts.backups.setQuota(accountId, null);
+    expect((await overview()).storage).toEqual({ storedBytes: 5000, quotaBytes: null });
   });
 
   it('a body of unknown length is cut at what is left: 413, nothing recorded', async () => {

@@ -599,6 +599,55 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     expect(await store.findSessionByHash(`session-${byKey.id}`)).toBeUndefined();
   });
 
+  it('usage: stored bytes, counts by state and the backups created since, per account (one source for every report)', async () => {
+    const account = await newAccount('plus');
+    const at = (offset: number) => T0 + offset * HOUR;
+    await insert(backup(account.id, { status: 'READY', createdAt: at(0), ciphertextSizeBytes: 100 }));
+    await insert(backup(account.id, { status: 'READY', createdAt: at(5), ciphertextSizeBytes: 200 }));
+    await insert(backup(account.id, { status: 'DELETING', createdAt: at(6), purgeAfter: at(100), ciphertextSizeBytes: 40 })); // in grace
+    await insert(backup(account.id, { status: 'DELETING', createdAt: at(7), purgeAfter: null, ciphertextSizeBytes: 8 })); // going now
+    await insert(backup(account.id, { status: 'UPLOADED', createdAt: at(8), ciphertextSizeBytes: 2 }));
+    await insert(backup(account.id, { status: 'PENDING_UPLOAD', createdAt: at(9) }));
+    const [row] = await store.usage(at(10), account.id, at(5));
+    expect(row).toEqual({
+      accountId: account.id,
+      plan: 'plus',
+      createdAt: T0,
+      storedBytes: 342,
+      backups: 2,
+      graceBackups: 1,
+      uploadingBackups: 2,
+      createdSince: 3, // READY and DELETING ones created at or after the fifth hour
+      lastReadyAt: null,
+    });
+    expect((await store.usage(at(10), account.id))[0]!.createdSince).toBe(0);
+    expect((await store.usage(at(10))).map((r) => r.accountId)).toContain(account.id);
+  });
+
+  it('operator links and sessions follow the same rules in their own tables (single use across nodes, revoked once)', async () => {
+    const link = { id: uuidv7(), operator: 'ops', createdAt: T0, expiresAt: T0 + 600_000, usedAt: null };
+    await store.createOperatorLink(link, `oplink-${link.id}`);
+    // An owner's link table never holds it, nor the reverse.
+    expect(await store.consumeLoginLink(`oplink-${link.id}`, T0 + 1)).toBeUndefined();
+    expect(await store.consumeOperatorLink(`oplink-${link.id}`, T0 + 600_000)).toBeUndefined(); // expired at expiresAt
+    expect(await store.consumeOperatorLink(`oplink-${link.id}`, T0 + 1)).toEqual({ ...link, usedAt: T0 + 1 });
+    expect(await store.consumeOperatorLink(`oplink-${link.id}`, T0 + 2)).toBeUndefined(); // used
+    const raced = { ...link, id: uuidv7() };
+    await store.createOperatorLink(raced, `oplink-${raced.id}`);
+    const nodes = [store, await engine.peer(), await engine.peer()];
+    const results = await Promise.all(nodes.map((node) => node.consumeOperatorLink(`oplink-${raced.id}`, T0 + 3)));
+    expect(results.filter(Boolean)).toHaveLength(1);
+
+    const session = { id: uuidv7(), operator: 'ops', createdAt: T0, expiresAt: T0 + HOUR, revokedAt: null };
+    await store.createOperatorSession(session, `opsession-${session.id}`);
+    expect(await store.findOperatorSessionByHash(`opsession-${session.id}`)).toEqual(session);
+    expect(await store.findSessionByHash(`opsession-${session.id}`)).toBeUndefined();
+    expect(await store.revokeSession(session.id, T0 + 4)).toBe(false); // not an owner's session
+    expect(await store.revokeOperatorSession(session.id, T0 + 5)).toBe(true);
+    expect(await store.revokeOperatorSession(session.id, T0 + 6)).toBe(false);
+    expect((await store.findOperatorSessionByHash(`opsession-${session.id}`))?.revokedAt).toBe(T0 + 5);
+  });
+
   it('pruneSessions also removes ended rows: used links, signed-out sessions, sessions of dead keys', async () => {
     const account = await newAccount();
     const key = (overrides: { expiresAt?: number | null; revokedAt?: number | null } = {}) => ({

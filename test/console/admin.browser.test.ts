@@ -75,11 +75,22 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
 
       await table.locator(`tr[data-account="${mine.accountId}"] a`).click();
       await page.getByTestId('plan').waitFor();
-      await page.locator('form.admin-inline select').selectOption('pro');
+      const form = (button: string) => page.locator('form.admin-inline').filter({ has: page.getByRole('button', { name: button }) });
+      await form('Change plan').locator('select').selectOption('pro');
       await page.getByRole('button', { name: 'Change plan' }).click();
       await page.getByText('The plan is now pro.').waitFor();
       expect(await page.getByTestId('plan').textContent()).toBe('pro');
       expect((await server.parts.store.getAccount(mine.accountId))!.plan).toBe('pro');
+
+      // The quota: the account's own in bytes, shown with where it comes from, and audited.
+      expect(await page.getByTestId('quota').textContent()).toBe("none (the plan's)");
+      await form('Set quota').locator('select').selectOption('bytes');
+      await form('Set quota').locator('input[type=number]').fill('2000000');
+      await page.getByRole('button', { name: 'Set quota' }).click();
+      await page.getByText('The quota is now 2.0 MB.').waitFor();
+      expect(await page.getByTestId('quota').textContent()).toBe('2.0 MB (this account’s own)');
+      expect((await server.parts.store.getAccount(mine.accountId))!.quotaOverride).toBe(2_000_000);
+      await page.getByTestId('audit').getByText('account.quota').waitFor();
 
       await page.locator(`tr[data-key="${mine.keyId}"]`).getByRole('button', { name: 'Revoke' }).click();
       await page.getByText(`Key ${mine.keyId} revoked.`).waitFor();

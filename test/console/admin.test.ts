@@ -99,7 +99,7 @@ describe('the operator console API', () => {
     const first = await signIn(token);
     expect(first.status).toBe(200);
     const cookie = first.headers.get('set-cookie')!;
-    expect(cookie).toMatch(/^coffer_operator=cfs_[A-Za-z0-9_-]{43}; Path=\/admin; Max-Age=\d+; HttpOnly; SameSite=Strict$/);
+    expect(cookie).toMatch(/^coffer_operator=cfs_[A-Za-z0-9_-]{43}; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Strict$/);
     expect((await signIn(token)).status).toBe(401);
     // An owner's link is not an operator's, nor the reverse.
     const { token: ownerToken } = (await fx.server.parts.sessions.createLoginLink(accountId))!;
@@ -202,6 +202,39 @@ describe('the operator console API', () => {
     const detail = await (await send('GET', base, { cookie: op.cookie })).text();
     expect(detail).toContain('account.login-link');
     expect(detail).not.toContain(new URL(url).hash.slice(7));
+  });
+
+  it('the quota: set in bytes, none, or back to the plan\'s; each change audited with the operator as actor', async () => {
+    const op = await operator();
+    const { accountId: id } = await fx.server.newKey({ plan: 'plus' });
+    const base = `/admin/api/accounts/${id}`;
+    const put = (quota: unknown, options: { csrf?: string } = { csrf: op.csrf }) => send('PUT', `${base}/quota`, { cookie: op.cookie, ...options, body: { quota } });
+
+    const set = await put(5000);
+    expect(set.status).toBe(200);
+    expect(((await set.json()) as any).account).toMatchObject({ quotaBytes: 5000, quotaSource: 'account' });
+    expect((await fx.server.parts.backups.quota(id))!.quota).toBe(5000);
+    const none = await put(null);
+    expect(((await none.json()) as any).account).toMatchObject({ quotaBytes: null, quotaSource: 'account' });
+    expect((await fx.server.parts.store.getAccount(id))!.quotaOverride).toBeNull();
+    const plan = await put('plan');
+    expect(((await plan.json()) as any).account).toMatchObject({ quotaBytes: null, quotaSource: 'plan' });
+    expect((await fx.server.parts.store.getAccount(id))!.quotaOverride).toBeUndefined();
+    expect((await put('plan')).status).toBe(200); // no change: not audited again
+
+    // Refused: not a whole number of bytes, no CSRF token, an unknown account; none of them changes anything.
+    for (const quota of [-1, 1.5, '5000', 'lots', Number.MAX_SAFE_INTEGER + 2]) {
+      const refused = await put(quota);
+      expect(refused.status, String(quota)).toBe(400);
+      expect(((await refused.json()) as any).code).toBe('validation_failed');
+    }
+    expect((await put(1, { csrf: undefined })).status).toBe(403);
+    expect((await send('PUT', '/admin/api/accounts/acc_nobody/quota', { cookie: op.cookie, csrf: op.csrf, body: { quota: 1 } })).status).toBe(404);
+    expect((await fx.server.parts.store.getAccount(id))!.quotaOverride).toBeUndefined();
+
+    const changes = (await fx.server.parts.audit.list(id)).filter((e) => e.action === 'account.quota').reverse();
+    expect(changes.map((e) => e.detail)).toEqual(['plan → 5000 bytes', '5000 bytes → none', 'none → plan']);
+    expect(changes.every((e) => e.actor.kind === 'operator')).toBe(true);
   });
 
   it('zero knowledge: no operator answer holds the backup\'s sealed metadata, wrapped key or the vault envelope', async () => {

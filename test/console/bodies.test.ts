@@ -61,6 +61,7 @@ describe('console endpoint bodies', () => {
       intervalWords: '4 hours',
       retentionDays: 30,
       backups: { count: 0, ready: 0, newestCreatedAt: null, storedCiphertextBytes: 0 },
+      storage: { storedBytes: 0, quotaBytes: null },
       cadence: { lastReadyBackupCreatedAt: null, lastReadyAt: null, overdue: false, nextAllowedAt: null, inFlightBackupId: null },
       vault: { initialized: false, cryptoVersion: null, kdf: null, createdAt: null, updatedAt: null, lastRotatedAt: null },
     });
@@ -87,6 +88,7 @@ describe('console endpoint bodies', () => {
       intervalWords: '4 hours',
       retentionDays: 30,
       backups: { count: 1, ready: 1, newestCreatedAt: iso(start), storedCiphertextBytes: 1000 },
+      storage: { storedBytes: 1000, quotaBytes: null },
       cadence: { lastReadyBackupCreatedAt: iso(start), lastReadyAt: iso(start), overdue: false, nextAllowedAt: iso(start + 4 * HOUR), inFlightBackupId: null },
       vault,
     });
@@ -99,6 +101,12 @@ describe('console endpoint bodies', () => {
       backups: { count: 2, ready: 1, newestCreatedAt: iso(start + 4 * HOUR), storedCiphertextBytes: 1000 },
       cadence: { lastReadyBackupCreatedAt: iso(start), nextAllowedAt: null, inFlightBackupId: (slot.body as { backupId: string }).backupId },
     });
+
+    // Usage against the quota: the account's own quota when the operator set one, none when it returns to its plan's.
+    await server.parts.backups.setQuota(accountId, 1500);
+    expect((await consoleCall('GET', '/console/api/overview')).body).toMatchObject({ storage: { storedBytes: 1000, quotaBytes: 1500 } });
+    await server.parts.backups.setQuota(accountId, undefined);
+    expect((await consoleCall('GET', '/console/api/overview')).body).toMatchObject({ storage: { storedBytes: 1000, quotaBytes: null } });
 
     // Overdue: no backup reached READY within twice the interval (8 hours on plus); the slot in flight does not count.
     clock.advance(4 * HOUR);

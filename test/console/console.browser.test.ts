@@ -161,7 +161,22 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect(await page.getByTestId('next-allowed').locator('time').getAttribute('datetime')).toMatch(/^\d{4}-/); // one just finished
     expect(await page.getByTestId('last-ready').locator('time').getAttribute('datetime')).toMatch(/^\d{4}-/);
     expect(await page.getByTestId('overdue').count()).toBe(0); // a backup reached READY just now
+    expect(await page.getByTestId('quota').innerText()).toMatch(/ used, no quota$/);
     await shot('plan');
+
+    // With a quota, the stored bytes against it; at the quota, a warning.
+    const stored = (await server.parts.backups.quota(accountId))!.usage;
+    await server.parts.backups.setQuota(accountId, stored * 4);
+    await page.reload();
+    await page.getByTestId('quota-text').waitFor();
+    expect(await page.getByTestId('quota-text').innerText()).toMatch(/ of .+ used \(25 %\)$/);
+    expect(await page.getByTestId('quota-full').count()).toBe(0);
+    await server.parts.backups.setQuota(accountId, stored);
+    await page.reload();
+    await page.getByTestId('quota-full').waitFor();
+    expect(await page.getByTestId('quota-text').innerText()).toContain('(100 %)');
+    await shot('plan-quota');
+    await server.parts.backups.setQuota(accountId, undefined);
 
     await page.getByRole('link', { name: 'Vault' }).click();
     await page.getByRole('heading', { level: 1, name: 'Vault' }).waitFor();

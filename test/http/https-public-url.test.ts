@@ -4,6 +4,7 @@
  * - the console session cookie is `__Host-coffer_session` (Secure, Path=/, no Domain) at the root of an https origin,
  *   `__Secure-coffer_session` scoped to the base path under one, and plain `coffer_session` over http; only the
  *   cookie of that name opens the session, and sign-out clears that one;
+ * - the operator console's cookie follows the same rules under its own name (`__Host-coffer_operator`, …);
  * - sign-in sets one cookie only: there is no CSRF cookie (the CSRF token comes in the body).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,6 +72,39 @@ for (const expected of cases) {
       expect(out.status).toBe(204);
       expect(out.headers.getSetCookie()).toEqual([
         [`${expected.name}=`, `Path=${expected.path}`, 'Max-Age=0', 'HttpOnly', 'SameSite=Strict', ...(expected.secure ? ['Secure'] : [])].join('; '),
+      ]);
+    });
+
+    const operatorName = expected.name.replace('coffer_session', 'coffer_operator');
+    it(`the operator console's cookie follows the same rules: ${operatorName} (Path=${expected.path}${expected.secure ? ', Secure' : ''})`, async () => {
+      const { token } = await server.parts.sessions.createOperatorLink(null);
+      const signedIn = await fetch(`${server.url}/admin/api/session`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin },
+        body: JSON.stringify({ loginToken: token }),
+      });
+      expect(signedIn.status).toBe(200);
+      const cookies = signedIn.headers.getSetCookie();
+      expect(cookies).toHaveLength(1);
+      const { csrfToken } = (await signedIn.json()) as { csrfToken: string };
+      const [pair, ...attributes] = cookies[0]!.split('; ');
+      const [name, secret] = pair!.split('=') as [string, string];
+      expect(name).toBe(operatorName);
+      expect(attributes).toEqual([`Path=${expected.path}`, 'Max-Age=43200', 'HttpOnly', 'SameSite=Strict', ...(expected.secure ? ['Secure'] : [])]);
+
+      // Only that name opens the operator session; the owners' name for the same secret opens nothing on /admin.
+      const session = (cookie: string) => fetch(`${server.url}/admin/api/session`, { headers: { cookie } });
+      expect((await session(`${operatorName}=${secret}`)).status).toBe(200);
+      for (const other of [...cases.map((c) => c.name.replace('coffer_session', 'coffer_operator')), expected.name].filter((n) => n !== operatorName)) {
+        expect((await session(`${other}=${secret}`)).status, other).toBe(401);
+      }
+      const out = await fetch(`${server.url}/admin/api/session`, {
+        method: 'DELETE',
+        headers: { cookie: `${operatorName}=${secret}`, origin, 'x-csrf-token': csrfToken },
+      });
+      expect(out.status).toBe(204);
+      expect(out.headers.getSetCookie()).toEqual([
+        [`${operatorName}=`, `Path=${expected.path}`, 'Max-Age=0', 'HttpOnly', 'SameSite=Strict', ...(expected.secure ? ['Secure'] : [])].join('; '),
       ]);
     });
 

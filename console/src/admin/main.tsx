@@ -245,12 +245,22 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
   const [notice, setNotice] = useState('');
   const [plan, setPlan] = useState('');
   const [grace, setGrace] = useState('');
+  const [quotaMode, setQuotaMode] = useState<'plan' | 'none' | 'bytes'>('plan');
+  const [quotaBytes, setQuotaBytes] = useState('');
   const [link, setLink] = useState<OwnerLinkData | null>(null);
   const show = (next: AccountData) => {
     setData(next);
     setPlan(next.account.plan);
     setGrace(String(next.account.deletionGraceDays));
+    const own = next.account.quotaSource === 'account';
+    setQuotaMode(!own ? 'plan' : next.account.quotaBytes === null ? 'none' : 'bytes');
+    setQuotaBytes(next.account.quotaBytes === null ? '' : String(next.account.quotaBytes));
   };
+  const quotaBody = (): { quota: number | null | 'plan' } => ({
+    quota: quotaMode === 'plan' ? 'plan' : quotaMode === 'none' ? null : Number(quotaBytes),
+  });
+  const quotaDone = () =>
+    quotaMode === 'plan' ? "The quota now follows the plan's." : quotaMode === 'none' ? 'The account has no quota now.' : `The quota is now ${bytes(Number(quotaBytes))}.`;
   useEffect(() => {
     call<AccountData>('GET', `/accounts/${encodeURIComponent(id)}`).then(show, setError);
   }, [id]);
@@ -306,11 +316,14 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               <dt>Created</dt>
               <dd>{when(data.account.createdAt)}</dd>
               <dt>Quota</dt>
-              <dd>{data.account.quotaBytes === null ? 'none' : bytes(data.account.quotaBytes)}</dd>
+              <dd data-testid="quota">
+                {data.account.quotaBytes === null ? 'none' : bytes(data.account.quotaBytes)}
+                <span class="muted">{data.account.quotaSource === 'plan' ? " (the plan's)" : ' (this account’s own)'}</span>
+              </dd>
             </dl>
           </section>
           <section class="panel" aria-labelledby="change">
-            <h2 id="change">Plan and deletion grace</h2>
+            <h2 id="change">Plan, deletion grace and quota</h2>
             <form
               class="admin-inline"
               onSubmit={(e) => {
@@ -343,7 +356,33 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               </label>
               <button type="submit">Set grace</button>
             </form>
-            <p class="help">Quota: set with <code>coffer admin accounts set-quota {data.account.accountId} &lt;bytes&gt;|none|plan</code> (docs/operations.md).</p>
+            <form
+              class="admin-inline"
+              onSubmit={(e) => {
+                e.preventDefault();
+                void act(() => call('PUT', `${path}/quota`, quotaBody()), quotaDone());
+              }}
+            >
+              <label>
+                Quota
+                <select value={quotaMode} onChange={(e) => setQuotaMode((e.target as HTMLSelectElement).value as 'plan' | 'none' | 'bytes')}>
+                  <option value="plan">The plan's</option>
+                  <option value="none">None</option>
+                  <option value="bytes">Bytes</option>
+                </select>
+              </label>
+              {quotaMode === 'bytes' && (
+                <label>
+                  Quota (bytes)
+                  <input type="number" min="0" step="1" required value={quotaBytes} onInput={(e) => setQuotaBytes((e.target as HTMLInputElement).value)} />
+                </label>
+              )}
+              <button type="submit">Set quota</button>
+            </form>
+            <p class="help">
+              Stored bytes count READY backups, backups in their deletion grace and uploads in progress. Also{' '}
+              <code>coffer admin accounts set-quota {data.account.accountId} &lt;bytes&gt;|none|plan</code>.
+            </p>
           </section>
           <section class="panel" aria-labelledby="keys">
             <h2 id="keys">API keys</h2>

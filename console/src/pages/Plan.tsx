@@ -68,14 +68,39 @@ export function PlanPage() {
               {plural(overview.backups.ready, 'ready backup')},{' '}
               {formatBytes(overview.backups.storedCiphertextBytes)} encrypted
             </dd>
+            <dt>Storage quota</dt>
+            <dd data-testid="quota">
+              <StorageUsage storedBytes={overview.storage.storedBytes} quotaBytes={overview.storage.quotaBytes} />
+            </dd>
           </dl>
           <p class="help">
             The plan belongs to the account and is set by the operator (<code>coffer admin accounts set-plan</code>). Deleting a backup does
             not reset the cadence clock. The account is marked <strong>overdue</strong> when no backup reached READY within twice the
-            interval.
+            interval. The quota counts the encrypted bytes of ready backups, of deleted backups still in their deletion grace, and of
+            uploads in progress; at the quota a new backup is refused until backups are deleted or the operator raises it.
           </p>
         </>
       )}
     </section>
+  );
+}
+
+/** Stored bytes against the quota: "1.2 MiB of 10 MiB (12 %)", a bar, and a warning at the quota; "no quota" without one. */
+function StorageUsage({ storedBytes, quotaBytes }: { storedBytes: number; quotaBytes: number | null }) {
+  if (quotaBytes === null) return <>{formatBytes(storedBytes)} used, no quota</>;
+  const percent = quotaBytes === 0 ? 100 : Math.min(100, Math.floor((storedBytes / quotaBytes) * 100));
+  const full = storedBytes >= quotaBytes;
+  return (
+    <>
+      <span data-testid="quota-text">
+        {formatBytes(storedBytes)} of {formatBytes(quotaBytes)} used ({percent} %)
+      </span>{' '}
+      <progress max={quotaBytes} value={Math.min(storedBytes, quotaBytes)} aria-label="Storage used of the quota" />
+      {full && (
+        <span class="badge badge-failed" data-testid="quota-full" title="New backups are refused until backups are deleted or the quota is raised">
+          Quota reached
+        </span>
+      )}
+    </>
   );
 }

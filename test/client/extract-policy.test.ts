@@ -4,7 +4,7 @@
  * extractInto() runs this policy on every entry (test/client/hostile-restore.test.ts and select.test.ts check the
  * same rules through real archives).
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { EntryPolicy, type PolicyEntry, segments, UnsafeArchiveError } from '../../src/client/extract-policy.js';
 import { IntegrityError } from '../../src/client/envelope.js';
 
@@ -64,6 +64,36 @@ describe('segments', () => {
     expect(() => segments('..', 'path')).toThrow(UnsafeArchiveError);
     expect(() => segments('a/..', 'path')).toThrow(UnsafeArchiveError);
   });
+
+  it('on POSIX, a backslash and a drive letter are ordinary characters of a name', () => {
+    if (process.platform === 'win32') return;
+    expect(segments('a\\b/c', 'path')).toEqual(['a\\b', 'c']);
+    expect(segments('\\x', 'path')).toEqual(['\\x']);
+    expect(segments('C:x', 'path')).toEqual(['C:x']);
+  });
+
+  it('on Windows, a backslash separates too, and backslash-rooted and drive-letter paths are absolute', async () => {
+    // The platform is read when the module loads (the separators) and on each call (the absolute forms): load a
+    // fresh copy of the module while Node says win32.
+    const platform = Object.getOwnPropertyDescriptor(process, 'platform')!;
+    Object.defineProperty(process, 'platform', { ...platform, value: 'win32' });
+    try {
+      vi.resetModules();
+      const win = await import('../../src/client/extract-policy.js');
+      expect(win.segments('a\\b//c\\\\d/.\\e', 'path')).toEqual(['a', 'b', 'c', 'd', 'e']);
+      expect(() => win.segments('a\\..\\..\\b', 'path')).toThrow('refusing archive entry whose path leaves the target directory');
+      expect(() => win.segments('\\x', 'path')).toThrow('refusing archive entry with an absolute path: "\\\\x"');
+      expect(() => win.segments('C:x', 'hard link target')).toThrow('refusing archive entry with an absolute hard link target: "C:x"');
+      expect(() => win.segments('z:\\x', 'path')).toThrow(/absolute path/);
+      // Not absolute: a colon later in the name, a digit before it, a backslash at the end (a separator there).
+      expect(win.segments('ab:c', 'path')).toEqual(['ab:c']);
+      expect(win.segments('1:x', 'path')).toEqual(['1:x']);
+      expect(win.segments('x\\', 'path')).toEqual(['x']);
+    } finally {
+      Object.defineProperty(process, 'platform', platform);
+      vi.resetModules();
+    }
+  });
 });
 
 describe('EntryPolicy: what is made', () => {
@@ -102,6 +132,11 @@ describe('EntryPolicy: what is made', () => {
     expect(b.mtime).toBeInstanceOf(Date);
     expect(policy.entries).toBe(3);
     expect(policy.directories.has('')).toBe(false);
+  });
+
+  it('a missing parent made on the way has no archived attributes to place', () => {
+    const { policy } = run([dir('a/'), file('b/c/y'), dir('b/c', { mode: 0o750 })]);
+    expect([...policy.directories.keys()]).toEqual(['a', 'b/c']);
   });
 
   it('a repeated directory is created once; a parent made earlier is not made again', () => {
@@ -203,6 +238,13 @@ describe('EntryPolicy: what is refused', () => {
     expect(log).toEqual(['mkdir a 700 (a)', 'file a/x', 'link h => a/x (h)']);
   });
 
+  it('a hard link to a target below a missing directory asks for nothing to be made', () => {
+    const { log, policy } = run([file('x')]);
+    expect(() => policy.admit(hard('h', 'no/such/file'))).toThrow('refusing archive entry whose hard link target is not an earlier entry of the archive: "no/such/file"');
+    expect(log).toEqual(['file x']);
+    expect(policy.made.has('no')).toBe(false);
+  });
+
   it('a refusal after a missing parent was made has already asked for that parent (the extractor writes up to the failure)', () => {
     const made: string[] = [];
     const policy = new EntryPolicy(
@@ -302,6 +344,8 @@ describe('EntryPolicy: a partial restore', () => {
     expect(policy.made.get('hs')).toEqual({ kind: 'symlink', target: 't', skipped: true });
     expect(policy.made.has('dev')).toBe(false);
     expect(policy.entries).toBe(0);
+    // A left-out hard link to a file in a directory is found by its whole path.
+    expect(run([dir('d'), file('d/f'), hard('h', 'd/f')], () => false).policy.made.get('h')).toEqual({ kind: 'file', skipped: true });
     expect(refusal([sym('s', 't'), hard('hs', 's'), file('hs/x')], only('hs/x'))).toMatch(/through a symlink/);
   });
 

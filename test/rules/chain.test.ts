@@ -121,6 +121,10 @@ describe('checkChains', () => {
       { from: 6, to: 6 },
       { from: 8, to: 8 },
     ]);
+    // A gap further along: it lies after the listed backup just before it, not after the first one.
+    expect(report([entry(5), entry(6), entry(8)]).findings).toEqual([
+      expect.objectContaining({ kind: 'gap', missing: { from: 7, to: 7 }, after: id(6), before: id(8), message: expect.stringContaining(`between ${id(6)} (#6) and ${id(8)} (#8)`) }),
+    ]);
   });
 
   it('a leading gap: its fields and words; a first backup with no predecessor is never a gap', () => {
@@ -192,6 +196,11 @@ describe('checkChains', () => {
     expect(report([entry(4), entry(5), entry(6, {}, { previous: { backupId: id(4), ciphertextSha256: sha(4), createdAt: at(4) } })]).findings).toEqual([
       expect.objectContaining({ kind: 'broken-link', backupId: id(6) }),
     ]);
+    // Further along the chain: the hash compared is the named predecessor's own, not the first listed one's.
+    expect(report([entry(5), entry(6, { ciphertextSha256: sha(9) }), entry(7)]).findings).toEqual([
+      expect.objectContaining({ kind: 'broken-link', backupId: id(6), message: expect.stringContaining(`the ciphertext of ${id(6)} (#6)`) }),
+    ]);
+    expect(report([entry(5, { ciphertextSha256: sha(5) }), entry(6), entry(7)]).findings).toEqual([]);
     // The hash of the successor's own ciphertext says nothing about its link.
     expect(report([entry(5), entry(6, { ciphertextSha256: sha(1) })]).findings).toEqual([]);
   });
@@ -222,6 +231,8 @@ describe('checkChains', () => {
     expect(report([entry(5), entry(6, { metadata: { chain: entry(6).metadata.chain } })]).findings.map((f) => f.kind)).toEqual(['reorder']);
     // Two backups at one place (a fork) are not compared with each other.
     expect(report([entry(5), entry(6, { createdAt: at(6.5) }), entry(6, { backupId: id(66), createdAt: at(6.4), metadata: { ...entry(6).metadata, createdAt: at(5.5) } })]).findings.map((f) => f.kind)).toEqual(['fork']);
+    // Not even when the one the server made later was sealed earlier.
+    expect(report([entry(5), entry(6, { createdAt: at(6.5) }), entry(6, { backupId: id(66), createdAt: at(6.4), metadata: { ...entry(6).metadata, createdAt: at(6.8) } })]).findings.map((f) => f.kind)).toEqual(['fork']);
   });
 
   it('against this host\'s head: a rollback, or another backup in its place', () => {

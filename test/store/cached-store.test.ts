@@ -4,9 +4,9 @@
  * misses share one database read unless a change came between them, and another connection's commit (a
  * `coffer admin` process) empties it (PRAGMA data_version).
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
-import { CachedStore } from '../../src/store/cached-store.js';
+import { CachedStore, type ChangeFeed } from '../../src/store/cached-store.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Account, Store, Vault } from '../../src/store/store.js';
 import { newSlot } from '../../src/services/backups.js';
@@ -137,5 +137,355 @@ describe('CachedStore over SQLite', () => {
     const clears = cache.stats.clears;
     expect((await cache.getAccount(account.id))?.plan).toBe('plus');
     expect(cache.stats.clears).toBe(clears + 1);
+  });
+});
+
+/**
+ * The same rules over a scripted Store: each read it answers can be held in flight and released by the test, it
+ * counts its reads and its `changeVersion` looks, and the clock of the version checks is the test's. Every step of
+ * the cache's bookkeeping is then visible: what is kept, what is shared, what is dropped, what it costs.
+ */
+describe('CachedStore over a scripted store', () => {
+  interface Held {
+    key: string;
+    release: () => void;
+  }
+  function scripted(options: { version?: boolean } = {}) {
+    const rows = new Map<string, unknown>();
+    const reads: string[] = [];
+    const held: Held[] = [];
+    const state = { hold: false, version: 0, versionLooks: 0, clock: 1000 };
+    const read = async (key: string) => {
+      reads.push(key);
+      const value = rows.get(key); // the row as it was when the read began
+      if (state.hold) await new Promise<void>((release) => held.push({ key, release }));
+      return value;
+    };
+    const inner = {
+      kind: 'sqlite',
+      getAccount: (id: string) => read(`a:${id}`),
+      getVault: (id: string) => read(`v:${id}`),
+      findApiKeyByHash: (hash: string) => read(`k:${hash}`),
+      listBackups: (id: string, statuses: readonly string[]) => read(`l:${id}:${statuses.join('+')}`),
+      setQuota: async () => true,
+      updateBackup: (id: string) => read(`b:${id}`),
+      markReady: (id: string) => read(`b:${id}`),
+      revokeApiKey: async (keyId: string) => {
+        if (keyId === 'broken') throw new Error('database gone');
+        return rows.has(`key:${keyId}`) || keyId === 'vanished';
+      },
+      getApiKey: (keyId: string) => read(`key:${keyId}`),
+      ...(options.version
+        ? {
+            changeVersion: () => {
+              state.versionLooks += 1;
+              return state.version;
+            },
+          }
+        : {}),
+    } as unknown as Store;
+    return { inner, rows, reads, held, state };
+  }
+  /** Releases the held read of `key` (the oldest one) and lets its continuations run. */
+  async function release(held: Held[], key: string) {
+    const at = held.findIndex((h) => h.key === key);
+    expect(at).toBeGreaterThanOrEqual(0);
+    held.splice(at, 1)[0]!.release();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  const account = (id: string, plan = 'free') => ({ id, plan });
+  const bookkeeping = (cache: CachedStore) => (cache as unknown as { byAccount: Map<string, Set<string>> }).byAccount;
+
+  let now = 1000;
+  beforeEach(() => {
+    now = 1000;
+    vi.spyOn(performance, 'now').mockImplementation(() => now);
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('counts its hits and misses', async () => {
+    const { inner, rows } = scripted();
+    rows.set('a:A', account('A'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    expect(cache.stats).toEqual({ hits: 0, misses: 0, clears: 0 });
+    await cache.getAccount('A');
+    await cache.getAccount('A');
+    await cache.getAccount('A');
+    expect(cache.stats).toEqual({ hits: 2, misses: 1, clears: 0 });
+  });
+
+  it('keeps each kind of read under its own key: two keys, two vaults, two lists, two sets of statuses', async () => {
+    const { inner, rows, reads } = scripted();
+    rows.set('k:h1', { id: 'key1', accountId: 'A' });
+    rows.set('k:h2', { id: 'key2', accountId: 'B' });
+    rows.set('v:A', { wrappedMasterKey: 'a' });
+    rows.set('v:B', { wrappedMasterKey: 'b' });
+    rows.set('l:A:READY', [{ id: 'a1' }]);
+    rows.set('l:B:READY', [{ id: 'b1' }]);
+    rows.set('l:A:READY+FAILED', [{ id: 'a1' }, { id: 'a2' }]);
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    for (let i = 0; i < 2; i++) {
+      expect(await cache.findApiKeyByHash('h1')).toEqual({ id: 'key1', accountId: 'A' });
+      expect(await cache.findApiKeyByHash('h2')).toEqual({ id: 'key2', accountId: 'B' });
+      expect(await cache.getVault('A')).toEqual({ wrappedMasterKey: 'a' });
+      expect(await cache.getVault('B')).toEqual({ wrappedMasterKey: 'b' });
+      expect(await cache.listBackups('A', ['READY'])).toEqual([{ id: 'a1' }]);
+      expect(await cache.listBackups('B', ['READY'])).toEqual([{ id: 'b1' }]);
+      expect(await cache.listBackups('A', ['READY', 'FAILED'])).toHaveLength(2);
+      // An unknown key: answered (undefined), never kept under an account.
+      expect(await cache.findApiKeyByHash('nope')).toBeUndefined();
+    }
+    expect(reads.filter((key) => key !== 'k:nope')).toHaveLength(7);
+    expect(reads.filter((key) => key === 'k:nope')).toHaveLength(2);
+  });
+
+  it('over a store without changeVersion (PostgreSQL), reads and keeps without asking for one', async () => {
+    const { inner, rows, reads } = scripted();
+    rows.set('a:A', account('A'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    expect(await cache.getAccount('A')).toEqual(account('A'));
+    expect(await cache.getAccount('A')).toEqual(account('A'));
+    expect(reads).toEqual(['a:A']);
+  });
+
+  it('looks at the data version at most once per millisecond for reads, and always before keeping a loaded value', async () => {
+    const { inner, rows, state } = scripted({ version: true });
+    rows.set('a:A', account('A'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    expect(state.versionLooks).toBe(1); // the version it starts from
+    await cache.getAccount('A'); // a look before the read, and one before keeping what it read
+    expect(state.versionLooks).toBe(3);
+    await cache.getAccount('A');
+    now += 0.5;
+    await cache.getAccount('A');
+    expect(state.versionLooks).toBe(3);
+    now = 1001; // exactly one millisecond after the last look
+    await cache.getAccount('A');
+    expect(state.versionLooks).toBe(4);
+    now = 5000;
+    await cache.getAccount('A');
+    await cache.getAccount('A');
+    expect(state.versionLooks).toBe(5);
+    expect(cache.stats).toMatchObject({ hits: 5, misses: 1, clears: 0 });
+  });
+
+  it('a commit elsewhere before the first read: that read sees it, drops nothing it needs, and is kept', async () => {
+    const { inner, rows, state, reads } = scripted({ version: true });
+    rows.set('a:A', account('A'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    state.version += 1;
+    await cache.getAccount('A');
+    await cache.getAccount('A');
+    expect(reads).toEqual(['a:A']);
+    expect(cache.stats.clears).toBe(1);
+  });
+
+  it('a commit elsewhere while a read is in flight, within the same millisecond: the read is not kept', async () => {
+    const { inner, rows, state, held, reads } = scripted({ version: true });
+    rows.set('a:A', account('A'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    await cache.getAccount('B'); // a look at the version just now
+    state.hold = true;
+    const first = cache.getAccount('A');
+    rows.set('a:A', account('A', 'pro'));
+    state.version += 1;
+    await release(held, 'a:A');
+    expect((await first)?.plan).toBe('free');
+    state.hold = false;
+    expect((await cache.getAccount('A'))?.plan).toBe('pro');
+    expect(reads).toEqual(['a:B', 'a:A', 'a:A']);
+  });
+
+  it('a read in flight across a whole-cache drop is not kept, and costs no look at the version', async () => {
+    const { inner, rows, state, held, reads } = scripted({ version: true });
+    rows.set('a:A', account('A'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    state.hold = true;
+    const first = cache.getAccount('A');
+    const looks = state.versionLooks;
+    cache.clear();
+    await release(held, 'a:A');
+    await first;
+    expect(state.versionLooks).toBe(looks);
+    state.hold = false;
+    await cache.getAccount('A');
+    expect(reads).toEqual(['a:A', 'a:A']);
+  });
+
+  it('while the change feed is down, reads go straight through: not counted, not shared', async () => {
+    const { inner, rows, state, held, reads } = scripted();
+    rows.set('a:A', account('A'));
+    const feed: ChangeFeed = { live: false, onChange: () => {}, onLive: () => {} };
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20, changes: feed });
+    state.hold = true;
+    const both = Promise.all([cache.getAccount('A'), cache.getAccount('A')]);
+    expect(reads).toEqual(['a:A', 'a:A']);
+    await release(held, 'a:A');
+    await release(held, 'a:A');
+    await both;
+    expect(cache.stats).toEqual({ hits: 0, misses: 0, clears: 0 });
+  });
+
+  it('an older read that ends does not stop a later miss from joining the newer read of the same key', async () => {
+    const { inner, rows, state, held, reads } = scripted();
+    rows.set('a:A', account('A'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    state.hold = true;
+    const first = cache.getAccount('A');
+    cache.invalidate('A');
+    const second = cache.getAccount('A');
+    await release(held, 'a:A');
+    await first; // not kept: A changed while it was in flight
+    const third = cache.getAccount('A'); // joins the second
+    expect(reads).toEqual(['a:A', 'a:A']);
+    await release(held, 'a:A');
+    expect(await second).toEqual(await third);
+  });
+
+  it('an invalidation is remembered until the last read in flight ends, not the first', async () => {
+    const { inner, rows, state, held, reads } = scripted();
+    rows.set('a:A', account('A'));
+    rows.set('a:B', account('B'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    state.hold = true;
+    const a = cache.getAccount('A');
+    const b = cache.getAccount('B');
+    cache.invalidate('A');
+    await release(held, 'a:B');
+    await b;
+    await release(held, 'a:A');
+    await a;
+    state.hold = false;
+    await cache.getAccount('A');
+    await cache.getAccount('B');
+    expect(reads).toEqual(['a:A', 'a:B', 'a:A']);
+  });
+
+  it('remembers at most 10,000 invalidated accounts while reads are in flight, then drops everything', async () => {
+    const { inner, rows, state, held, reads } = scripted();
+    rows.set('a:A', account('A'));
+    rows.set('a:B', account('B'));
+    rows.set('a:C', account('C'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    await cache.getAccount('B');
+    // With nothing in flight, nothing is remembered, however many.
+    for (let i = 0; i < 10_001; i++) cache.invalidate(`x${i}`);
+    expect(cache.stats.clears).toBe(0);
+    // Remembered while a read is in flight, and forgotten when it ends.
+    state.hold = true;
+    const a = cache.getAccount('A');
+    for (let i = 0; i < 5_000; i++) cache.invalidate(`y${i}`);
+    await release(held, 'a:A');
+    await a;
+    const c = cache.getAccount('C');
+    for (let i = 0; i < 9_999; i++) cache.invalidate(`z${i}`);
+    expect(cache.stats.clears).toBe(0);
+    cache.invalidate('z-last'); // the 10,000th remembered
+    expect(cache.stats.clears).toBe(0);
+    cache.invalidate('z-beyond');
+    expect(cache.stats.clears).toBe(1);
+    await release(held, 'a:C');
+    await c;
+    state.hold = false;
+    await cache.getAccount('C'); // the read in flight across the drop was not kept
+    expect(reads.filter((key) => key === 'a:C')).toHaveLength(2);
+  });
+
+  it('an entry evicted for space leaves its account\'s other entries invalidatable, and no bookkeeping behind', async () => {
+    const { inner, rows } = scripted();
+    const pad = 'p'.repeat(600);
+    const ids = ['X0', 'O1', 'O2', 'O3', 'O4', 'O5', 'O6', 'O7', 'O8', 'O9'];
+    for (const id of ids) rows.set(`a:${id}`, { id, pad });
+    rows.set('v:X0', { id: 'X0', pad });
+    const size = 200 + JSON.stringify({ id: 'X0', pad }).length;
+    const cache = new CachedStore(inner, { maxBytes: 10 * size });
+    await cache.getAccount('X0');
+    await cache.getVault('X0');
+    for (const id of ids.slice(1, 9)) await cache.getAccount(id);
+    expect(cache.size).toEqual({ entries: 10, bytes: 10 * size });
+    await cache.getAccount('O9'); // evicts the least recently used: X0's account
+    expect(cache.size.entries).toBe(10);
+    rows.set('v:X0', { id: 'X0', pad: 'changed' });
+    cache.invalidate('X0');
+    expect(await cache.getVault('X0')).toEqual({ id: 'X0', pad: 'changed' });
+    // A list too large to keep is answered and leaves no trace.
+    rows.set('l:O1:READY', [{ pad }, { pad }]);
+    expect(await cache.listBackups('O1', ['READY'])).toHaveLength(2);
+    cache.invalidate('O2');
+    const sets = [...bookkeeping(cache).values()];
+    expect(sets.every((keys) => keys.size > 0)).toBe(true);
+    expect(sets.reduce((n, keys) => n + keys.size, 0)).toBe(cache.size.entries);
+    expect(bookkeeping(cache).has('X0')).toBe(true); // its vault, read again
+    expect(bookkeeping(cache).has('O2')).toBe(false);
+  });
+
+  it('a change whose result names no account changes nothing; one that names it drops that account only', async () => {
+    const { inner, rows, reads } = scripted();
+    rows.set('a:A', account('A'));
+    rows.set('a:B', account('B'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    await cache.getAccount('A');
+    await cache.getAccount('B');
+    expect(await cache.updateBackup('none', { statuses: ['PENDING_UPLOAD'] }, { status: 'UPLOADED' })).toBeUndefined();
+    rows.set('b:mine', { id: 'mine', accountId: 'A' });
+    expect(await cache.markReady('mine', { statuses: ['UPLOADED'] }, { status: 'READY' })).toEqual({ id: 'mine', accountId: 'A' });
+    await cache.getAccount('A');
+    await cache.getAccount('B');
+    expect(reads.filter((key) => key.startsWith('a:'))).toEqual(['a:A', 'a:B', 'a:A']);
+    expect(cache.stats.clears).toBe(0);
+  });
+
+  it('a quota change drops the account\'s entries', async () => {
+    const { inner, rows, reads } = scripted();
+    rows.set('a:A', account('A'));
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    await cache.getAccount('A');
+    expect(await cache.setQuota('A', 5)).toBe(true);
+    await cache.getAccount('A');
+    expect(reads).toEqual(['a:A', 'a:A']);
+  });
+
+  it('revoking a key: its owner\'s entries go; an unknown key changes nothing; a key gone meanwhile or a failure drops everything', async () => {
+    const { inner, rows, reads } = scripted();
+    rows.set('a:A', account('A'));
+    rows.set('a:B', account('B'));
+    rows.set('key:k1', { id: 'k1', accountId: 'A' });
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const readBoth = async () => {
+      await cache.getAccount('A');
+      await cache.getAccount('B');
+    };
+    await readBoth();
+    expect(await cache.revokeApiKey('k1', 5)).toBe(true);
+    await readBoth();
+    expect(reads.filter((key) => key.startsWith('a:'))).toEqual(['a:A', 'a:B', 'a:A']);
+    expect(cache.stats.clears).toBe(0);
+
+    expect(await cache.revokeApiKey('unknown', 5)).toBe(false);
+    await readBoth();
+    expect(cache.stats.clears).toBe(0);
+    expect(cache.size.entries).toBe(2);
+
+    expect(await cache.revokeApiKey('vanished', 5)).toBe(true); // revoked, but its row is gone when looked up
+    expect(cache.stats.clears).toBe(1);
+    expect(cache.size.entries).toBe(0);
+    await readBoth();
+
+    await expect(cache.revokeApiKey('broken', 5)).rejects.toThrow('database gone');
+    expect(cache.stats.clears).toBe(2);
+    expect(cache.size.entries).toBe(0);
+  });
+
+  it('hands out values frozen all the way down, strings and all', async () => {
+    const { inner, rows } = scripted();
+    rows.set('v:A', { kdf: { salt: 'abc', limits: [1, 2] }, note: 'text', none: null });
+    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    await cache.getVault('A');
+    const vault = (await cache.getVault('A')) as unknown as { kdf: { salt: string; limits: number[] }; note: string };
+    expect(vault).toEqual({ kdf: { salt: 'abc', limits: [1, 2] }, note: 'text', none: null });
+    expect(Object.isFrozen(vault.kdf.limits)).toBe(true);
+    expect(cache.stats.hits).toBe(1);
   });
 });

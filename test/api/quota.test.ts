@@ -1,7 +1,6 @@
 /** Storage quotas (docs/api-rules.md#quota): refused on create at the quota, on upload past it, and under races. */
-import http from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { api, finalizeBody } from '../helpers/api.js';
+import { api, finalizeBody, slowUpload } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { bytes, createSlot, readyBackup, upload, useServer } from '../helpers/fixture.js';
 
@@ -9,27 +8,6 @@ const clock = new ManualClock(Date.now());
 const fx = useServer({ clock, env: { COFFER_QUOTA_PRO: '10000' } });
 const next = () => clock.advance(31 * 60_000);
 
-/** A real upload whose body arrives in two halves `pauseMs` apart, so two of them are in flight together. */
-function slowUpload(url: string, apiKey: string, backupId: string, body: Buffer, pauseMs: number): Promise<{ status: number; body: any }> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(
-      `${url}/api/backups/upload?backupId=${backupId}`,
-      {
-        method: 'POST',
-        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/octet-stream', 'content-length': body.length },
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on('data', (c: Buffer) => chunks.push(c));
-        response.on('end', () => resolve({ status: response.statusCode!, body: JSON.parse(Buffer.concat(chunks).toString()) }));
-      },
-    );
-    request.on('error', reject);
-    const half = Math.floor(body.length / 2);
-    request.write(body.subarray(0, half));
-    setTimeout(() => request.end(body.subarray(half)), pauseMs);
-  });
-}
 
 describe('storage quota', () => {
   it('refuses an upload past the quota with 413 before storing it, and a create at the quota with 409', async () => {

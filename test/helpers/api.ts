@@ -1,4 +1,6 @@
 /** A tiny HTTP client for tests: real fetch against the real server, with the API key attached. */
+import http from 'node:http';
+
 export interface ApiResponse<T = unknown> {
   status: number;
   headers: Headers;
@@ -52,4 +54,26 @@ export function finalizeBody(size: number, extra: Record<string, unknown> = {}) 
     plaintextSizeBytes: size,
     ...extra,
   };
+}
+
+/** A real upload whose body arrives in two halves `pauseMs` apart, so that several are in flight together. */
+export function slowUpload(url: string, apiKey: string, backupId: string, body: Buffer, pauseMs: number): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      `${url}/api/backups/upload?backupId=${backupId}`,
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/octet-stream', 'content-length': body.length },
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (c: Buffer) => chunks.push(c));
+        response.on('end', () => resolve({ status: response.statusCode!, body: JSON.parse(Buffer.concat(chunks).toString()) }));
+      },
+    );
+    request.on('error', reject);
+    const half = Math.floor(body.length / 2);
+    request.write(body.subarray(0, half));
+    setTimeout(() => request.end(body.subarray(half)), pauseMs);
+  });
 }

@@ -5,11 +5,10 @@
  * a node's memory, so one is stored (201) and the other refused with 413 upload_exceeds_quota before anything of it
  * is stored, as test/api/quota.test.ts shows on one node. At the quota, a create is refused with 409 on either node.
  */
-import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
-import { api, envelope, finalizeBody } from '../helpers/api.js';
+import { api, envelope, finalizeBody, slowUpload } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { exited, startServeNode, type ServeNode } from '../helpers/serve-node.js';
@@ -19,27 +18,6 @@ const QUOTA = 10_000;
 
 const bytes = (size: number, seed: number) => Buffer.alloc(size, seed);
 
-/** A real upload whose body arrives in two halves `pauseMs` apart, so uploads on both nodes are in flight together. */
-function slowUpload(url: string, apiKey: string, backupId: string, body: Buffer, pauseMs: number): Promise<{ status: number; body: any }> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(
-      `${url}/api/backups/upload?backupId=${backupId}`,
-      {
-        method: 'POST',
-        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/octet-stream', 'content-length': body.length },
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on('data', (c: Buffer) => chunks.push(c));
-        response.on('end', () => resolve({ status: response.statusCode!, body: JSON.parse(Buffer.concat(chunks).toString()) }));
-      },
-    );
-    request.on('error', reject);
-    const half = Math.floor(body.length / 2);
-    request.write(body.subarray(0, half));
-    setTimeout(() => request.end(body.subarray(half)), pauseMs);
-  });
-}
 
 describe.skipIf(skipPg)('storage quota on two Coffer nodes sharing one PostgreSQL', () => {
   let schema: TestSchema;

@@ -11,6 +11,7 @@
  * BlobStore run against an S3 protocol peer, and tests can see leftover parts on s3rver's disk.
  */
 import fs from 'node:fs';
+import type http from 'node:http';
 import path from 'node:path';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -87,9 +88,9 @@ export interface TestS3 {
   /** s3rver only: the file in which s3rver holds (or is writing) an object's bytes. */
   objectFile?(key: string): string;
   /**
-   * s3rver only: true once no request is being handled, false if one still is after `withinMs`. s3rver finishes
-   * writing a body it has whole after its client is gone (a killed server), so its files settle only then; a body
-   * cut off mid-way can keep its request open for good.
+   * s3rver only: true once s3rver handles no request that may still write, false if one still does after
+   * `withinMs`. s3rver finishes writing a body it has whole after its client is gone (a killed server), so its files
+   * settle only then.
    */
   settled?(withinMs: number): Promise<boolean>;
   close(): Promise<void>;
@@ -314,16 +315,14 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSign
         '<Message>The request signature we calculated does not match the signature you provided.</Message></Error>';
     });
   }
-  // Outermost (unshifted last): counts the requests s3rver is still handling, for settled().
-  let handling = 0;
-  const onIdle: (() => void)[] = [];
-  server.middleware.unshift(async (_ctx, next) => {
-    handling += 1;
+  // Outermost (unshifted last): the requests s3rver is still handling, for settled().
+  const handling = new Set<http.IncomingMessage>();
+  server.middleware.unshift(async (ctx, next) => {
+    handling.add(ctx.req);
     try {
       await next();
     } finally {
-      handling -= 1;
-      if (handling === 0) for (const resolve of onIdle.splice(0)) resolve();
+      handling.delete(ctx.req);
     }
   });
   // s3rver removes the "directories" a delete empties; a put into the same prefix at that moment then fails
@@ -369,16 +368,13 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSign
         .map(Number),
     has: async (key) => fs.existsSync(fsStore.getResourcePath(bucket, key, 'object')),
     objectFile: (key) => fsStore.getResourcePath(bucket, key, 'object'),
-    settled: (withinMs) =>
-      handling === 0
-        ? Promise.resolve(true)
-        : new Promise<boolean>((resolve) => {
-            const timer = setTimeout(() => resolve(false), withinMs);
-            onIdle.push(() => {
-              clearTimeout(timer);
-              resolve(true);
-            });
-          }),
+    async settled(withinMs) {
+      // A request whose client is gone before its body was whole never writes anything (s3rver may keep it open
+      // for good); any other request still open may.
+      const writing = () => [...handling].some((request) => request.complete || !request.socket.destroyed);
+      for (const deadline = Date.now() + withinMs; writing(); await sleep(25)) if (Date.now() > deadline) return false;
+      return true;
+    },
     async close() {
       await server.close();
       fs.rmSync(directory, { recursive: true, force: true });

@@ -166,10 +166,15 @@ export async function wrappingFrame(
  * Refuses a key ring without the newest key this machine saw for its vault on this server (an envelope from before a
  * rekey, put back), and remembers the ring's current key (src/client/key-pin.ts). Wipes `material` when it refuses.
  */
-export async function requireNewestKeys(config: ClientConfig, material: Buffer, what: string): Promise<void> {
+export async function requireNewestKeys(
+  config: ClientConfig,
+  material: Buffer,
+  what: string,
+  olderMeans?: string,
+): Promise<void> {
   let checked: Awaited<ReturnType<typeof checkKeyPin>>;
   try {
-    checked = await checkKeyPin(config.stateDir, config.url, material, { acceptOlder: config.acceptOlderKeys, what });
+    checked = await checkKeyPin(config.stateDir, config.url, material, { acceptOlder: config.acceptOlderKeys, what, olderMeans });
   } catch (error) {
     wipe(material);
     throw error;
@@ -339,12 +344,18 @@ async function kitText(file: string | undefined): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+const OLDER_KIT =
+  'a kit printed before a rekey. Setting a new passphrase with it would lose the keys of the backups made since: ' +
+  'print a new kit after every rekey (`coffer kit`, with the passphrase). This one still restores the backups made before ' +
+  'the rekey (`coffer restore <id> --kit-file …`).';
+
 /**
  * The recovery kit (docs/crypto.md §1c) from `--kit-file <file>` (`-` or none: stdin), read and checked: a kit that
  * cannot be used is a usage error naming the line. Notes when it was printed for another server. The material is a
- * secure buffer: wipe it when done.
+ * secure buffer: wipe it when done. `use`: 'recover' (its keys become the vault's) refuses a kit from before a rekey;
+ * 'read' (restore) takes it with a note, since it changes nothing and still reads the backups made before.
  */
-export async function readKit(file: string | undefined, config: ClientConfig): Promise<Kit> {
+export async function readKit(file: string | undefined, config: ClientConfig, use: 'recover' | 'read'): Promise<Kit> {
   let kit: Kit;
   try {
     kit = parseKit(await kitText(file));
@@ -353,7 +364,22 @@ export async function readKit(file: string | undefined, config: ClientConfig): P
     throw error;
   }
   if (kit.server !== null && kit.server !== config.url) note(`note: the kit was printed for ${kit.server}; using it on ${config.url}`);
-  await requireNewestKeys(config, kit.material, 'the kit');
+  if (use === 'recover') {
+    await requireNewestKeys(config, kit.material, 'the kit', OLDER_KIT);
+    return kit;
+  }
+  const checked = await checkKeyPin(config.stateDir, config.url, kit.material, { acceptOlder: false, what: 'the kit', onOlder: 'report' }).catch(
+    (error: unknown) => {
+      wipe(kit.material);
+      throw error;
+    },
+  );
+  if (checked.older) {
+    note(
+      `note: the kit is from before a rekey (the vault's newest key ${checked.older.newest}, seen here since ${checked.older.seenAt}, ` +
+        'is not in it): it reads the backups made before the rekey, not the newer ones. Print a new kit with `coffer kit`.',
+    );
+  }
   return kit;
 }
 

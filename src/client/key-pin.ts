@@ -63,14 +63,15 @@ async function writePins(file: string, pins: Pins): Promise<void> {
 /**
  * Checks that the key ring `material` (a vault's, or a kit's) holds the newest key seen for its vault on `server`,
  * and records its current key as the newest from now on. `acceptOlder`: the user returns to an older envelope on
- * purpose; it becomes the newest. `what` names the ring in the refusal ("the vault the server sent", "the kit").
+ * purpose; it becomes the newest. `what` names the ring in the refusal ("the vault the server sent", "the kit") and
+ * `olderMeans` says what an older ring is; `onOlder: 'report'` returns an older ring's pin instead of refusing.
  */
 export async function checkKeyPin(
   stateDir: string,
   server: string,
   material: Uint8Array,
-  options: { acceptOlder: boolean; what: string },
-): Promise<{ fingerprints: string[]; unrecorded?: string }> {
+  options: { acceptOlder: boolean; what: string; onOlder?: 'refuse' | 'report'; olderMeans?: string },
+): Promise<{ fingerprints: string[]; unrecorded?: string; older?: { newest: string; seenAt: string } }> {
   const fingerprints = ringFingerprints(material);
   const file = keyPinFile(stateDir);
   let pins: Pins;
@@ -84,9 +85,11 @@ export async function checkKeyPin(
   const id = `${server} ${fingerprints.at(-1)}`;
   const pinned = pins.vaults[id];
   if (pinned && !fingerprints.includes(pinned.newest) && !options.acceptOlder) {
+    // A ring only read from (a kit restoring backups) changes nothing, so an older one is reported, not recorded.
+    if (options.onOlder === 'report') return { fingerprints, older: pinned };
     throw new OlderKeyError(
       `${options.what} lacks the newest vault key this machine has seen (recipient ${pinned.newest}, since ${pinned.seenAt}): ` +
-        `it holds only ${fingerprints.join(', ')}, an envelope from before a rekey. The server may have put an old copy back. ` +
+        `it holds only ${fingerprints.join(', ')}, ${options.olderMeans ?? 'an envelope from before a rekey. The server may have put an old copy back.'} ` +
         'Nothing was changed. If you returned to this older envelope on purpose (the console\'s vault history), set ' +
         'COFFER_ACCEPT_OLDER_KEYS=1 for one command.',
     );

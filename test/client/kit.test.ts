@@ -212,6 +212,12 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     expect(tooOld.code, tooOld.stderr).toBe(4);
     expect(tooOld.stderr).toMatch(/integrity check failed/);
     expect(exists(newest)).toBe(false);
+    // It still restores a backup made before the rekey (reading changes nothing), and says it is an old kit.
+    const older = path.join(work, 'kit-old-older');
+    const fromOld = await withKit([backups[0]!, older, '--kit-file', oldFile]);
+    expect(fromOld.code, fromOld.stderr).toBe(0);
+    expect(fromOld.stderr).toMatch(/the kit is from before a rekey .* it reads the backups made before the rekey, not the newer ones/s);
+    expect(await snapshot(older)).toEqual(await snapshot(source));
     // A damaged kit, and a kit together with a passphrase file: usage errors, nothing written.
     await fsp.writeFile(path.join(work, 'damaged-kit.txt'), kit.replace(/key 1: (\S+)/, 'key 1: zzzz'));
     const damaged = await withKit([backups[0]!, path.join(work, 'kit-damaged'), '--kit-file', path.join(work, 'damaged-kit.txt')]);
@@ -290,7 +296,7 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
 
   it('a kit printed before the last rekey: refused where the rekey was seen; elsewhere it opens only the older backups', async () => {
     // This machine saw the newer key (its state directory remembers it): the old kit is refused outright, even forced.
-    await expectUnchanged(() => recover(['--force'], oldKit), 4, /the kit lacks the newest vault key this machine has seen/);
+    await expectUnchanged(() => recover(['--force'], oldKit), 4, /the kit lacks the newest vault key this machine has seen.*a kit printed before a rekey.*print a new kit after every rekey/s);
     // A machine that never saw it (a fresh state directory) still finds that the kit opens only the older backups.
     const elsewhere = { XDG_STATE_HOME: path.join(work, 'state-of-another-machine') };
     await expectUnchanged(() => recover([], oldKit, elsewhere), 1, /the kit opens 2 of 3 backups.*--force/s);

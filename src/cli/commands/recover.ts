@@ -18,7 +18,7 @@ export function registerRecover(program: Command): void {
       action(async ({ signal, config }, options: { kitFile?: string; newPassphraseFile?: string; force?: boolean; kdf?: string; json?: boolean }) => {
         const profile = kdfProfile(options.kdf, config);
         const client = clientFor(config);
-        const kit = await readKit(options.kitFile, config);
+        const kit = await readKit(options.kitFile, config, 'recover');
         try {
           const next = await readNewPassphrase(config, { newPassphraseFile: options.newPassphraseFile, signal });
           const result = await recoverVault(client, kit.material, next, { profile, force: !!options.force, signal });

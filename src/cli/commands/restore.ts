@@ -38,7 +38,7 @@ export function registerRestore(program: Command): void {
         // With the kit, its keys open the backup directly: no passphrase is read, the vault on the server is not used.
         // With the passphrase, the download starts while the key is derived (runRestore).
         const { masterKey } = options.kitFile !== undefined
-          ? { masterKey: Promise.resolve((await readKit(options.kitFile, config)).material) }
+          ? { masterKey: Promise.resolve((await readKit(options.kitFile, config, 'read')).material) }
           : await startUnlock(client, config, options, signal);
         const bar = progressBar('downloading + decrypting', !!options.json);
         try {

@@ -133,6 +133,12 @@ export interface BackupOptions {
   chain?: BackupMetadata['chain'];
   signal?: AbortSignal;
   onEvent?: (event: BackupEvent) => void;
+  /**
+   * Runs once the server has opened the backup's slot, before any source is read (the agent's start notification
+   * and before hook): a backup the server refuses (cadence, quota, key, no vault) never runs it, and the tree is
+   * scanned after it. Its failure frees the slot, as every other failure does.
+   */
+  afterSlot?: () => Promise<void>;
 }
 
 export interface BackupResult {
@@ -274,8 +280,8 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   let input: () => AsyncIterable<Buffer> = () => {
     throw new Error('the stream was not started');
   };
-  /** A producer started only once the slot is open (StreamSource.stream as a function). */
-  let startStream: (() => Promise<void>) | undefined;
+  /** What waits for the slot: options.afterSlot, a producer to start (StreamSource.stream as a function), a scan after it. */
+  const afterSlot: (() => Promise<void>)[] = options.afterSlot ? [options.afterSlot] : [];
   /** The exact ciphertext size, once a dry run measured it (a tree whose bound passes a limit). */
   let measured: number | undefined;
   const measure = async (tree: TreeScan, against: ArchiveLimit, stage: TooLargeStage) => {
@@ -291,7 +297,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       throw new Error(`the name of a stream backup must be a plain file name (no "/", no control characters): ${JSON.stringify(stream.name)}`);
     }
     // A stream that ends at once is a producer that failed: its first bytes are read before the upload starts.
-    startStream = async () => {
+    const startStream = async () => {
       const source = typeof stream.stream === 'function' ? stream.stream() : stream.stream;
       const iterator = source[Symbol.asyncIterator]();
       const first = await iterator.next();
@@ -303,19 +309,21 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       };
     };
     // A stream already flowing is read before any slot is opened; a producer yet to start waits for the slot.
-    if (typeof stream.stream !== 'function') {
-      await startStream();
-      startStream = undefined;
-    }
+    if (typeof stream.stream === 'function') afterSlot.push(startStream);
+    else await startStream();
   } else {
-    scan = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, signal });
-    emit({ type: 'scanned', scan });
-    // This client's own limit is known before any slot: a tree over it opens none.
-    if (clientLimit !== undefined && ciphertextSize(compressBound(compression, scan.tarBoundBytes)) > clientLimit) {
-      measured = await measure(scan, archiveLimit(undefined, clientLimit), 'before-slot');
-    }
-    const selected = scan;
-    input = () => packTree(selected, counts);
+    const scanSources = async () => {
+      const tree = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, signal });
+      scan = tree;
+      emit({ type: 'scanned', scan: tree });
+      // This client's own limit is known before any slot: a tree over it opens none (unless the scan waits for one).
+      if (clientLimit !== undefined && ciphertextSize(compressBound(compression, tree.tarBoundBytes)) > clientLimit) {
+        measured = await measure(tree, archiveLimit(undefined, clientLimit), options.afterSlot ? 'before-upload' : 'before-slot');
+      }
+      input = () => packTree(tree, counts);
+    };
+    if (options.afterSlot) afterSlot.push(scanSources);
+    else await scanSources();
   }
 
   const slot = await acquireSlot(client, signal, emit, !!recipient);
@@ -323,9 +331,9 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   const limit = archiveLimit(slot.maxArchiveBytes, clientLimit);
   const dek = newKey();
   try {
-    // The server said yes (the slot is open): only now does a command producing the stream run. Ending empty or
-    // failing to start frees the slot below, as every other failure does.
-    await startStream?.();
+    // The server said yes (the slot is open): only now do the hooks and a command producing the stream run. Ending
+    // empty or failing frees the slot below, as every other failure does.
+    for (const step of afterSlot) await step();
     if (scan && ciphertextSize(compressBound(compression, scan.tarBoundBytes)) > limit.bytes) {
       if (measured === undefined) measured = await measure(scan, limit, 'before-upload');
       else if (measured > limit.bytes) throw tooLarge(limit, measured, 'before-upload');

@@ -220,12 +220,19 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     expect(json(status).lastRun).toMatchObject({ lastOutcome: 'skipped', lastBackupId: outcome.backupId, interval: '1d' });
   });
 
-  it('run: a 429 from the server (its clock disagrees) is "not due" too: exit 0, the after hook told, no slot left', async () => {
+  it('run: a 429 from the server (its clock disagrees) is "not due" too: exit 0, no hook run and no ping (nothing stopped), no slot left', async () => {
     const lag = await lagging.newKey({ plan: 'free' });
     expect((await cliFor(lagging.url, lag.apiKey, PASSPHRASE)(['init'])).code).toBe(0);
     const log = path.join(work, 'lag.log');
-    await addProfile('lag', lagging.url, lag.apiKey, ['--path', source, '--after', `echo "$COFFER_OUTCOME $COFFER_NEXT_DUE_AT" >> ${log}`]);
+    await addProfile('lag', lagging.url, lag.apiKey, [
+      '--path', source,
+      '--before', `echo "before" >> ${log}`,
+      '--after', `echo "after $COFFER_OUTCOME" >> ${log}`,
+      '--healthchecks', `${hooks.url}/ping/lag-uuid`,
+    ]);
+    hooks.requests.length = 0;
     expect((await coffer(['run', '--profile', 'lag'])).code).toBe(0);
+    expect(hooks.requests.map((r) => r.path)).toEqual(['/ping/lag-uuid/start', '/ping/lag-uuid']);
     const asked = Date.now();
     const again = await coffer(['run', '--profile', 'lag', '--json']);
     expect(again.code, again.stderr).toBe(0);
@@ -238,7 +245,9 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     // The server's details.nextAllowedAt is a day in the past by this host's clock: clamped to now, never in the past.
     expect(only!.createdAt + 86_400_000).toBeLessThan(asked);
     expect(Date.parse(outcome.nextDueAt)).toBeGreaterThanOrEqual(asked);
-    expect(fs.readFileSync(log, 'utf8').split('\n')[1]).toBe(`skipped ${outcome.nextDueAt}`);
+    // The server said no before anything ran: the hooks ran for the first run only, and no second start ping.
+    expect(fs.readFileSync(log, 'utf8')).toBe('before\nafter success\n');
+    expect(hooks.requests.map((r) => r.path)).toEqual(['/ping/lag-uuid/start', '/ping/lag-uuid']);
   });
 
   it('run: a failure runs on-failure, pings /fail with a category only; a hung hook is stopped; overdue is notified once', async () => {
@@ -267,7 +276,8 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     expect(failed.stderr).toContain('cannot back up');
     expect(fs.readFileSync(log, 'utf8')).toBe('on-failure failure\n');
     expect(hooks.requests.map((r) => `${r.method} ${r.path}`).sort()).toEqual(
-      ['POST /failure', 'POST /overdue', 'POST /ping/broken-uuid/fail', 'POST /ping/broken-uuid/start'].sort(),
+      // No start ping: the run failed before the server opened a slot.
+      ['POST /failure', 'POST /overdue', 'POST /ping/broken-uuid/fail'].sort(),
     );
     const failure = JSON.parse(hooks.requests.find((r) => r.path === '/failure')!.body);
     expect(hooks.requests.find((r) => r.path === '/failure')!.headers).toMatchObject({ 'x-title': 'Coffer: backup FAILED', 'x-priority': '4' });
@@ -281,14 +291,15 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     expect((await coffer(['run', '--profile', 'broken'])).code).toBe(1);
     expect(hooks.requests.map((r) => r.path)).not.toContain('/overdue');
 
-    // A before hook that hangs is stopped at its timeout and fails the run (category "hook"); no slot is opened.
+    // A before hook that hangs is stopped at its timeout and fails the run (category "hook"); the slot opened for it
+    // is freed.
     await addProfile('hung', server.url, other.apiKey, ['--path', source, '--before', 'sleep 30', '--hook-timeout', '1', '--notify-failure', `${hooks.url}/failure`]);
     hooks.requests.length = 0;
     const hung = await coffer(['run', '--profile', 'hung']);
     expect(hung.code).toBe(1);
     expect(hung.stderr).toContain('the before hook did not finish within 1 s and was stopped');
     expect(JSON.parse(hooks.requests.find((r) => r.path === '/failure')!.body)).toMatchObject({ failure: 'hook' });
-    expect(await records(other.accountId)).toEqual([]);
+    expect((await records(other.accountId)).map((r) => r.status)).toEqual(['DELETED']);
   }, MANY_CLIS);
 
   it('agent: runs the loop in the foreground (not due: it waits) and ends on SIGTERM with exit 130', async () => {
@@ -301,7 +312,7 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
     expect((await records()).length).toBe(1);
   });
 
-  it('a hostile server: a huge Retry-After and a past next-allowed time never crash a run; the agent does not rerun the hooks', async () => {
+  it('a hostile server: a huge Retry-After and a past next-allowed time never crash a run; refused, no hook runs', async () => {
     // A loopback server that reads as a ready vault and refuses every backup with a past time and a huge Retry-After.
     let creates = 0;
     let named = false;
@@ -339,9 +350,9 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
       expect(once.code, once.stderr).toBe(0);
       expect(once.stderr).not.toMatch(/Invalid time value|at .*\.js/);
       expect(JSON.parse(once.stdout)).toMatchObject({ outcome: 'skipped' });
-      expect(fs.readFileSync(log, 'utf8')).toBe('before\nafter skipped\n');
+      // The server refused before anything ran: no hook at all.
+      expect(fs.existsSync(log)).toBe(false);
 
-      fs.rmSync(log);
       named = true;
       const agent = startCli(['agent', '--profile', 'hostile'], env);
       expect(await agent.firstLine).toMatch(/ skipped: /);
@@ -349,7 +360,7 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
       await new Promise((resolve) => setTimeout(resolve, 12_000));
       agent.kill('SIGTERM');
       expect((await agent.within(20_000)).code).toBe(130);
-      expect(fs.readFileSync(log, 'utf8').split('\n').filter((l) => l === 'before').length).toBeLessThanOrEqual(2);
+      expect(fs.existsSync(log)).toBe(false);
       expect(creates).toBeLessThanOrEqual(3);
     } finally {
       await new Promise<void>((resolve) => hostile.close(() => resolve()));

@@ -95,6 +95,30 @@ describe('a write-only append-only host key', () => {
     expect((await server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length).toBe(before);
   });
 
+  it('coffer schedule install needs no --interval: the shortest (the key cannot read the plan), or what the last run saw', async () => {
+    const dir = path.join(vault.work, 'schedule-host');
+    const env = { XDG_CONFIG_HOME: path.join(dir, 'config'), XDG_STATE_HOME: path.join(dir, 'state') };
+    fs.mkdirSync(dir, { recursive: true });
+    const keyFile = path.join(dir, 'host.key');
+    fs.writeFileSync(keyFile, `${hostKey}\n`, { mode: 0o600 });
+    const add = await runCli(['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--recipient', recipient, '--path', vault.source], env);
+    expect(add.code, add.stderr).toBe(0);
+    const cron = await runCli(['schedule', 'install', '--cron'], env);
+    expect(cron.code, cron.stderr).toBe(0);
+    expect(cron.stdout).toContain('*/6 * * * *');
+    expect(cron.stderr).toContain("this API key may not read the account's plan: the timer uses the shortest interval (30m)");
+    // Once a run has seen the plan's interval (--interval here, as the agent keeps it), install uses that one.
+    fs.mkdirSync(path.join(env.XDG_STATE_HOME, 'coffer', 'runs'), { recursive: true });
+    fs.writeFileSync(path.join(env.XDG_STATE_HOME, 'coffer', 'runs', 'host.json'), JSON.stringify({
+      version: 1, interval: '1d', firstRunAt: new Date().toISOString(), lastRunAt: new Date().toISOString(), lastOutcome: 'skipped',
+      lastSuccessAt: null, lastBackupId: null, nextDueAt: null, overdueNotifiedAt: null,
+    }));
+    const seen = await runCli(['schedule', 'install', '--cron'], env);
+    expect(seen.code, seen.stderr).toBe(0);
+    expect(seen.stdout).toMatch(/^\d+ \*\/6 \* \* \* /m);
+    expect(seen.stderr).toContain('the interval its last run saw (1d)');
+  });
+
   it('on an account without a vault, the server\'s answer to create is the refusal, and nothing is left open', async () => {
     const { accountId: empty } = await server.newKey({ plan: 'pro' });
     const account = (await server.parts.store.getAccount(empty))!;

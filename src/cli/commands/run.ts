@@ -217,7 +217,6 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
       return hookFailure(hookName, result, timeoutMs);
     };
     const started = Date.now();
-    await send('start');
     // Once `before` ran (and did not fail), `after` runs whatever happens next: what `before` stopped must start again.
     let afterDue = false;
     const after = (context: HookOutcome) => {
@@ -225,10 +224,14 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
       return hook('after', profile.hooks.after, context);
     };
     try {
-      const beforeFailed = await hook('before', profile.hooks.before, { outcome: 'pending', profile: name });
-      if (beforeFailed) throw new HookError(beforeFailed);
-      afterDue = true;
-      const result = await backupProfile(run, { name, profile }, options);
+      // Only once the server has opened the slot: a run it refuses (cadence, quota) pings nothing and stops nothing.
+      const afterSlot = async () => {
+        await send('start');
+        const beforeFailed = await hook('before', profile.hooks.before, { outcome: 'pending', profile: name });
+        if (beforeFailed) throw new HookError(beforeFailed);
+        afterDue = true;
+      };
+      const result = await backupProfile(run, { name, profile }, options, afterSlot);
       state.lastSuccessAt = result.detail.createdAt;
       state.lastBackupId = result.detail.id;
       state.overdueNotifiedAt = null;
@@ -267,9 +270,8 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
     } catch (error) {
       if (signal.aborted) throw error;
       if (error instanceof CofferApiError && error.status === 429) {
-        // The server's clock, or a backup this host could not see, says not yet: nothing was opened.
+        // The server's clock, or a backup this host could not see, says not yet: nothing was opened, no hook ran.
         const at = retryAt(error, Date.now());
-        if (afterDue) await after({ outcome: 'skipped', profile: name, nextDueAt: iso(at) ?? undefined });
         return await finish(skipped(at, 'not due (the server refused: cadence)'));
       }
       const cli = toCliError(error, false);
@@ -293,7 +295,7 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
 /**
  * The backup of a profile: its paths, sealed to its recipient (else with the passphrase), linked into its chain.
  */
-async function backupProfile(run: Run, { name, profile }: SelectedProfile, options: RunOptions) {
+async function backupProfile(run: Run, { name, profile }: SelectedProfile, options: RunOptions, afterSlot: () => Promise<void>) {
   const { signal, config } = run;
   for (const source of profile.paths) {
     await fsp.lstat(source).catch((error: unknown) => {
@@ -316,6 +318,7 @@ async function backupProfile(run: Run, { name, profile }: SelectedProfile, optio
       maxArchiveBytes: config.maxArchiveBytes ?? undefined,
       chain: chain.link,
       signal,
+      afterSlot,
     });
     const skewWarning = await chain.record(result);
     if (skewWarning) process.stderr.write(`${skewWarning}\n`);

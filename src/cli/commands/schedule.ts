@@ -44,8 +44,12 @@ function systemctl(args: string[]): Promise<{ ok: boolean; output: string }> {
   });
 }
 
-/** The plan's interval: --interval, else the account's (a key that may not read the account needs --interval). */
-async function intervalOf(run: Run, option: string | undefined): Promise<BackupInterval> {
+/**
+ * The plan's interval: --interval, else the account's. A key that may not read the account (a write-only host key)
+ * gets the interval its last run saw, else the shortest: `coffer run` asks the server before it does anything, and
+ * once told when the next backup is allowed it waits for that time without asking, so frequent runs cost nothing.
+ */
+async function intervalOf(run: Run, name: string, option: string | undefined): Promise<BackupInterval> {
   if (option !== undefined) {
     if (!isInterval(option)) throw usageError(`--interval must be one of 30m, 4h, 1d, got "${option}"`);
     return option;
@@ -53,10 +57,14 @@ async function intervalOf(run: Run, option: string | undefined): Promise<BackupI
   try {
     return (await clientFor(run.config).getAccount(run.signal)).backupInterval;
   } catch (error) {
-    if (error instanceof CofferApiError && error.code === 'insufficient_scope') {
-      throw usageError("this API key may not read the account's plan: pass --interval 30m|4h|1d (the plan's interval)");
-    }
-    throw error;
+    if (!(error instanceof CofferApiError && error.code === 'insufficient_scope')) throw error;
+    const seen = (await readRunState(run.config.stateDir, name))?.interval ?? null;
+    const interval = seen ?? '30m';
+    note(
+      `this API key may not read the account's plan: the timer uses ${seen ? `the interval its last run saw (${seen})` : 'the shortest interval (30m)'}; ` +
+        'each run asks the server first and backs up only when due (--interval 30m|4h|1d sets the plan\'s own)',
+    );
+    return interval;
   }
 }
 
@@ -93,7 +101,7 @@ export function registerSchedule(program: Command): void {
               'or better, give the profile a recipient (coffer profile add … --recipient, from `coffer recipient`)',
           );
         }
-        const interval = await intervalOf(run, options.interval);
+        const interval = await intervalOf(run, name, options.interval);
         const spec = specFor(run, name, interval, options.passphraseFile);
         try {
           checkScheduleSpec(spec); // before anything is written

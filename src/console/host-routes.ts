@@ -45,23 +45,25 @@ export function hostRoutes(app: App, { keys, backups, requireSession }: ConsoleC
           );
         }
       }
-      const existing = await backups.hostAccounts({ accountId: session.accountId, appendOnly: false });
-      if (existing.length >= CONSOLE_HOST_ACCOUNT_LIMIT) {
-        throw new AppError(
-          'insufficient_scope',
-          `This account already has ${existing.length} host accounts, the most the console adds (${CONSOLE_HOST_ACCOUNT_LIMIT}).`,
-          { reason: 'host_account_limit', limit: CONSOLE_HOST_ACCOUNT_LIMIT },
-          undefined,
-          'Ask the operator of this server to add more (coffer admin accounts add-host), or give a host a key of this account (it shares its schedule).',
-        );
-      }
       const { label, expiresInDays } = request.body;
       const issued = await keys.addHost(session.accountId, {
         label,
         expiresInMs: expiresInDays === null ? null : expiresInDays * 86_400_000,
         by: changedBy(request),
         mintedFreshAt: session.freshAt,
+        limit: {
+          most: CONSOLE_HOST_ACCOUNT_LIMIT,
+          refusal: (count) =>
+            new AppError(
+              'insufficient_scope',
+              `This account already has ${count} host accounts, the most the console adds (${CONSOLE_HOST_ACCOUNT_LIMIT}).`,
+              { reason: 'host_account_limit', limit: CONSOLE_HOST_ACCOUNT_LIMIT },
+              undefined,
+              'Ask the operator of this server to add more (coffer admin accounts add-host), or give a host a key of this account (it shares its schedule).',
+            ),
+        },
       });
+      const hostAccounts = (await backups.hostAccounts({ accountId: session.accountId, appendOnly: false })).length;
       reply.code(201);
       return {
         accountId: issued.account.id,
@@ -73,7 +75,7 @@ export function hostRoutes(app: App, { keys, backups, requireSession }: ConsoleC
         scopes: issued.key.scopes,
         appendOnly: issued.key.appendOnly,
         expiresAt: issued.key.expiresAt === null ? null : iso(issued.key.expiresAt),
-        hostAccounts: existing.length + 1,
+        hostAccounts,
         hostAccountLimit: CONSOLE_HOST_ACCOUNT_LIMIT,
       };
     },

@@ -1,5 +1,6 @@
 /** API keys: issued as `cfk_<43 base64url>`, stored only as a SHA-256 hash (docs/api-rules.md#api-keys). */
 import { createHash, randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
@@ -36,6 +37,12 @@ export interface MintedKey extends IssuedKey {
 const OWNER: Grant = { scopes: SCOPES, expiresAt: null, appendOnly: false };
 
 /** Who asks for a key change, for the audit trail: the actor and the client address (null for operators). */
+/** The most host accounts an owner may have for this addition, and the refusal past it (given how many there are). */
+export interface HostAccountLimit {
+  most: number;
+  refusal(count: number): AppError;
+}
+
 export interface ChangedBy {
   actor: AuditActor;
   address: string | null;
@@ -174,9 +181,24 @@ export class KeyService {
    * plan (its own cadence), linked to the owner, holding a copy of the owner's vault envelope (ciphertext only: the same
    * master key, so the same recipient and passphrase), and an append-only `backups:write` key for the host.
    */
+  /** Adds a host account (see addHostAlone), one per owner at a time. */
   async addHost(
     ownerAccountId: string,
-    options: { label: string; expiresInMs?: number | null; by?: ChangedBy; mintedFreshAt?: number },
+    options: { label: string; expiresInMs?: number | null; by?: ChangedBy; mintedFreshAt?: number; limit?: HostAccountLimit },
+  ): Promise<IssuedKey> {
+    // One addition per owner at a time (across nodes on PostgreSQL), so two at once cannot both pass the name and
+    // limit checks; the section is a few inserts, so a second request waits for it rather than failing.
+    for (let waited = 0; ; waited += 25) {
+      const outcome = await this.store.tryExclusive(`host-accounts:${ownerAccountId}`, () => this.addHostAlone(ownerAccountId, options));
+      if (outcome.ran) return outcome.value;
+      if (waited >= 10_000) throw new Error(`another host account of ${ownerAccountId} is still being added after 10 s`);
+      await sleep(25);
+    }
+  }
+
+  private async addHostAlone(
+    ownerAccountId: string,
+    options: { label: string; expiresInMs?: number | null; by?: ChangedBy; mintedFreshAt?: number; limit?: HostAccountLimit },
   ): Promise<IssuedKey> {
     const owner = await this.store.getAccount(ownerAccountId);
     if (!owner) throw new AppError('not_found', `There is no account ${ownerAccountId}.`);
@@ -193,6 +215,7 @@ export class KeyService {
     if (hosts.some((host) => host.label === label)) {
       throw AppError.validation([{ path: 'label', message: `a host account named "${label}" already exists for this account` }]);
     }
+    if (options.limit && hosts.length >= options.limit.most) throw options.limit.refusal(hosts.length);
     const now = this.clock.now();
     const account: Account = {
       id: uuidv7(),

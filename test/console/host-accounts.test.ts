@@ -9,10 +9,12 @@ import { describe, expect, it } from 'vitest';
 import { CONSOLE_HOST_ACCOUNT_LIMIT } from '../../src/console/host-routes.js';
 import { ManualClock } from '../helpers/clock.js';
 import { readyBackup, useServer } from '../helpers/fixture.js';
+import { skipPg } from '../helpers/pg.js';
 
-describe('POST /console/api/host-accounts', () => {
+// PostgreSQL too: its driver interleaves concurrent requests where SQLite's runs each to its end.
+for (const [name, postgres] of [['SQLite', false], ['PostgreSQL', true]] as const) describe.skipIf(postgres && skipPg)(`POST /console/api/host-accounts (${name})`, () => {
   const clock = new ManualClock();
-  const fixture = useServer({ clock });
+  const fixture = useServer({ clock, postgres });
 
   const signIn = async (apiKey: string) => {
     const response = await fetch(`${fixture.server.url}/console/api/session`, {
@@ -91,12 +93,18 @@ describe('POST /console/api/host-accounts', () => {
     expect((await request('GET', '/api/host-accounts', session)).body.hosts).toEqual([]);
   });
 
-  it(`adds at most ${CONSOLE_HOST_ACCOUNT_LIMIT} host accounts per owner, then names the operator's command`, async () => {
+  it(`adds at most ${CONSOLE_HOST_ACCOUNT_LIMIT} host accounts per owner, also asked all at once, then names the operator's command`, async () => {
     const owner = await fixture.account();
     const session = await signIn(owner.apiKey);
-    for (let i = 1; i <= CONSOLE_HOST_ACCOUNT_LIMIT; i++) {
-      expect((await addHost(session, { label: `host-${i}`, expiresInDays: null })).status).toBe(201);
-    }
+    // Two more than the limit, at the same moment: exactly the limit are made, two refused.
+    const all = await Promise.all(
+      Array.from({ length: CONSOLE_HOST_ACCOUNT_LIMIT + 2 }, (_, i) => addHost(session, { label: `host-${i}`, expiresInDays: null })),
+    );
+    expect(all.map((r) => r.status).sort()).toEqual([...Array(CONSOLE_HOST_ACCOUNT_LIMIT).fill(201), 403, 403]);
+    // The same name twice at once: one made, one refused.
+    const other = await signIn((await fixture.account()).apiKey);
+    const twins = await Promise.all([0, 1].map(() => addHost(other, { label: 'twin', expiresInDays: null })));
+    expect(twins.map((r) => r.status).sort()).toEqual([201, 400]);
     const over = await addHost(session, { label: 'one-more', expiresInDays: null });
     expect(over.status).toBe(403);
     expect(over.body.details).toMatchObject({ reason: 'host_account_limit', limit: CONSOLE_HOST_ACCOUNT_LIMIT });

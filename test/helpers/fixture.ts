@@ -4,6 +4,7 @@ import type { Plan } from '../../src/domain/plans.js';
 import type { Scope } from '../../src/domain/scopes.js';
 import { envelope, finalizeBody } from './api.js';
 import { Conformance, conformantApi } from './conformance.js';
+import { createTestSchema, requirePg, type TestSchema } from './pg.js';
 import { type TestServer, type TestServerOptions, startTestServer } from './server.js';
 
 export type Call = ReturnType<typeof conformantApi>;
@@ -17,10 +18,18 @@ export interface Fixture {
   account(options?: { plan?: Plan; scopes?: Scope[]; vault?: boolean }): Promise<{ call: Call; apiKey: string; accountId: string }>;
 }
 
-export function useServer(options: TestServerOptions = {}): Fixture {
+/** `postgres`: the server's database is PostgreSQL (a schema of its own, dropped after); skip the file with skipPg. */
+export function useServer(options: TestServerOptions & { postgres?: boolean } = {}): Fixture {
   const fixture = {} as Fixture;
+  let schema: TestSchema | undefined;
   beforeAll(async () => {
-    fixture.server = await startTestServer(options);
+    const { postgres, ...serverOptions } = options;
+    if (postgres) {
+      requirePg();
+      schema = await createTestSchema('coffer_fixture');
+      serverOptions.env = { ...serverOptions.env, COFFER_DATABASE_URL: schema.url };
+    }
+    fixture.server = await startTestServer(serverOptions);
     fixture.conformance = await Conformance.load(fixture.server.url);
     fixture.client = (apiKey) => conformantApi(fixture.server.url, fixture.conformance, apiKey);
     fixture.account = async ({ plan = 'pro', scopes, vault = true } = {}) => {
@@ -36,6 +45,7 @@ export function useServer(options: TestServerOptions = {}): Fixture {
   });
   afterAll(async () => {
     await fixture.server?.stop();
+    await schema?.drop();
   });
   return fixture;
 }

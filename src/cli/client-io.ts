@@ -28,6 +28,7 @@ import { type ClientConfig, ConfigError, loadClientConfig, type ProfileSettings 
 import { readHiddenLine } from './hidden-input.js';
 import { CliError, EXIT, note, usageError, writeHuman } from './output.js';
 import { checkKeyPin } from '../client/key-pin.js';
+import { formatBytes } from '../domain/words.js';
 
 // ---- the frame of every client command ----
 
@@ -437,17 +438,8 @@ export function progressBar(label: string, json: boolean): Progress {
 
 // ---- formatting ----
 
-export function bytes(n: number | null | undefined): string {
-  if (n === null || n === undefined || !Number.isFinite(n)) return '-';
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let value = n;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return unit === 0 ? `${Math.round(value)} B` : `${value.toFixed(1)} ${units[unit]}`;
-}
+/** Byte counts in the terminal: binary units, one decimal at every size, '-' when unknown. */
+export const bytes = (n: number | null | undefined): string => formatBytes(n, { empty: '-', fixed: true });
 
 export function localTime(iso: string | Date): string {
   const date = typeof iso === 'string' ? new Date(iso) : iso;

@@ -87,7 +87,7 @@ export interface Run {
 export async function loadSettings(
   requested: string | undefined,
   signal: AbortSignal,
-  env: Record<string, string | undefined> = process.env,
+  env?: Record<string, string | undefined>,
 ): Promise<{ config: ClientConfig; profile: SelectedProfile | null }> {
   const base = loadClientConfig(env);
   const selected = await selectProfile(base.configDir, requested ?? base.profileName);
@@ -98,13 +98,13 @@ export async function loadSettings(
     ...(profile.blobApiUrl ? { COFFER_BLOB_API_URL: profile.blobApiUrl } : {}),
     ...(profile.recipient ? { COFFER_RECIPIENT: profile.recipient } : {}),
   };
-  const isSet = (name: string) => (env[name] ?? '').trim() !== '';
+  const given = base.givenOverProfile;
   for (const name of ['COFFER_URL', 'COFFER_RECIPIENT'] as const) {
-    if (supplied[name] !== undefined && isSet(name) && env[name]!.trim() !== supplied[name]) {
+    if (supplied[name] !== undefined && given[name] !== undefined && given[name] !== supplied[name]) {
       note(`note: ${name} is set and wins over profile ${selected.name}'s value`);
     }
   }
-  if (isSet('COFFER_API_KEY')) note(`note: COFFER_API_KEY is set and wins over profile ${selected.name}'s key`);
+  if (given.COFFER_API_KEY !== undefined) note(`note: COFFER_API_KEY is set and wins over profile ${selected.name}'s key`);
   else supplied.COFFER_API_KEY = await resolveApiKey(base.configDir, profile.apiKey, signal);
   return { config: loadClientConfig(env, supplied), profile: selected };
 }

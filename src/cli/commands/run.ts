@@ -315,6 +315,7 @@ async function backupProfile(run: Run, { name, profile }: SelectedProfile, optio
       exclude: profile.excludes,
       name: profile.name,
       maxArchiveBytes: config.maxArchiveBytes ?? undefined,
+      ownerName: config.userName,
       chain: chain.link,
       signal,
       afterSlot,

@@ -24,7 +24,7 @@ import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { unlockVault } from '../client/vault.js';
 import { StatusStreamError } from '../client/watch.js';
 import { ConfigPermissionError, type Profile, ProfileError, resolveApiKey, selectProfile } from '../client/profiles.js';
-import { type ClientConfig, ConfigError, loadClientConfig, type ProfileSettings } from '../config.js';
+import { type ClientConfig, ConfigError, givenOverProfile, loadClientConfig, type ProfileSettings } from '../config.js';
 import { readHiddenLine } from './hidden-input.js';
 import { CliError, EXIT, note, usageError, writeHuman } from './output.js';
 import { checkKeyPin } from '../client/key-pin.js';
@@ -98,7 +98,7 @@ export async function loadSettings(
     ...(profile.blobApiUrl ? { COFFER_BLOB_API_URL: profile.blobApiUrl } : {}),
     ...(profile.recipient ? { COFFER_RECIPIENT: profile.recipient } : {}),
   };
-  const given = base.givenOverProfile;
+  const given = givenOverProfile(env);
   for (const name of ['COFFER_URL', 'COFFER_RECIPIENT'] as const) {
     if (supplied[name] !== undefined && given[name] !== undefined && given[name] !== supplied[name]) {
       note(`note: ${name} is set and wins over profile ${selected.name}'s value`);

@@ -40,8 +40,6 @@ export interface TreeScan {
   excluded: number;
   /** Entries left out: unreadable ones (with skipUnreadable) and special files (FIFOs, sockets, devices). */
   skipped: SkippedEntry[];
-  /** The owner name written for this user's own files (ScanOptions.ownerName). */
-  ownerName: string;
 }
 
 export interface ScanOptions {
@@ -51,8 +49,6 @@ export interface ScanOptions {
   ignoreFiles?: boolean;
   /** Leave out what cannot be read (listed in `skipped`) instead of failing. */
   skipUnreadable?: boolean;
-  /** The owner name the archive records for files of this process's uid (ClientConfig.userName, i.e. $USER); default ''. */
-  ownerName?: string;
   signal?: AbortSignal;
 }
 
@@ -103,8 +99,9 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 const OCTAL_12 = 0o77777777777;
 const inOctal12 = (n: number) => n >= 0 && n <= OCTAL_12;
 const plainTime = (stat: fs.Stats) => inOctal12(stat.mtimeMs / 1000) && inOctal12(stat.atimeMs / 1000) && inOctal12(stat.ctimeMs / 1000);
+const ownerName = process.env.USER || '';
 const myUid = process.getuid?.() ?? 0;
-const unameOf = (ownerName: string, uid: number) => (uid === myUid ? ownerName : '');
+const unameOf = (uid: number) => (uid === myUid ? ownerName : '');
 
 /**
  * Walks the sources once (lstat, no symlink following) and decides what the archive holds: exclude rules are
@@ -135,7 +132,6 @@ export async function scanTree(source: string | readonly string[], options: Scan
     tarBoundBytes: TAR_END + 20 * BLOCK, // end-of-archive blocks + record padding
     excluded: 0,
     skipped: [],
-    ownerName: options.ownerName ?? '',
   };
   const unreadable: SkippedEntry[] = [];
   const cannot = (file: string, error: unknown) => unreadable.push({ path: file, reason: fsReason(error) });
@@ -161,12 +157,12 @@ export async function scanTree(source: string | readonly string[], options: Scan
       entryStat.gid <= 0o7777777 &&
       entryStat.size <= OCTAL_12 &&
       plainTime(entryStat) &&
-      /^[\x20-\x7e]{0,31}$/.test(unameOf(scan.ownerName, entryStat.uid));
+      /^[\x20-\x7e]{0,31}$/.test(unameOf(entryStat.uid));
     if (!plainHeader) {
       // A hard link's target is another entry of the same run: no longer than the longest name seen (bounded by
       // PATH_MAX); a symlink's is its size.
       const linkBytes = entryStat.isSymbolicLink() ? entryStat.size : entryStat.isFile() ? 4096 : 0;
-      scan.tarBoundBytes += 4 * BLOCK + pad512(Buffer.byteLength(entryPath) + linkBytes + Buffer.byteLength(unameOf(scan.ownerName, entryStat.uid)));
+      scan.tarBoundBytes += 4 * BLOCK + pad512(Buffer.byteLength(entryPath) + linkBytes + Buffer.byteLength(unameOf(entryStat.uid)));
     } else scan.tarBoundBytes += BLOCK;
     if (entryStat.isDirectory()) scan.directories += 1;
     else if (entryStat.isSymbolicLink()) scan.symlinks += 1;
@@ -435,7 +431,7 @@ class TarChunks {
  */
 export async function* packTree(scan: TreeScan, counts?: PackCounts): AsyncGenerator<Buffer> {
   const out = new TarChunks();
-  for (const root of scan.roots) yield* packRoot(root, scan.ownerName, out, counts);
+  for (const root of scan.roots) yield* packRoot(root, out, counts);
   for (let left = TAR_END; left > 0; ) {
     if (out.room === 0) yield out.take();
     left -= out.zero(left);
@@ -443,7 +439,7 @@ export async function* packTree(scan: TreeScan, counts?: PackCounts): AsyncGener
   if (out.pos > 0) yield out.take();
 }
 
-async function* packRoot(root: PackRoot, ownerName: string, out: TarChunks, counts?: PackCounts): AsyncGenerator<Buffer> {
+async function* packRoot(root: PackRoot, out: TarChunks, counts?: PackCounts): AsyncGenerator<Buffer> {
   const links = new Map<string, string>();
   for (const entry of root.entries) {
     const absolute = path.resolve(root.cwd, entry);
@@ -498,7 +494,7 @@ async function* packRoot(root: PackRoot, ownerName: string, out: TarChunks, coun
         if (!sameFile(stat, opened)) throw changedWhileRead(absolute);
       }
       const mode = tarMode(stat.mode, type === 'Directory');
-      const uname = unameOf(ownerName, stat.uid);
+      const uname = unameOf(stat.uid);
       if (out.room === 0) yield out.take();
       if (!linkpath && writePlainHeader(out.buf, out.pos, name, mode, stat, size, type === 'Directory' ? 0x35 : 0x30, uname)) {
         out.pos += BLOCK;

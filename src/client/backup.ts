@@ -121,8 +121,6 @@ export interface BackupOptions {
   exclude?: readonly string[];
   /** Leave out (and list) what cannot be read instead of failing. */
   skipUnreadable?: boolean;
-  /** The owner name the archive records for this user's files (ClientConfig.userName); default ''. */
-  ownerName?: string;
   /** Default: zstd where node:zlib has it, gzip otherwise. */
   compression?: Compression;
   /** Name kept in the sealed metadata (default: the source's base name). */
@@ -315,7 +313,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     else await startStream();
   } else {
     const scanSources = async () => {
-      const tree = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, ownerName: options.ownerName, signal });
+      const tree = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, signal });
       scan = tree;
       emit({ type: 'scanned', scan: tree });
       // This client's own limit is known before any slot: a tree over it opens none (unless the scan waits for one).

@@ -170,7 +170,6 @@ export function registerBackup(program: Command): void {
             name: options.name,
             hostappVersion: options.hostappVersion,
             maxArchiveBytes: config.maxArchiveBytes ?? undefined,
-            ownerName: config.userName,
             chain: chain?.link,
             signal,
             onEvent,

@@ -315,7 +315,6 @@ async function backupProfile(run: Run, { name, profile }: SelectedProfile, optio
       exclude: profile.excludes,
       name: profile.name,
       maxArchiveBytes: config.maxArchiveBytes ?? undefined,
-      ownerName: config.userName,
       chain: chain.link,
       signal,
       afterSlot,

@@ -475,6 +475,19 @@ export interface ClientConfig {
   /** `$XDG_CONFIG_HOME/coffer` (the profiles file) and `$XDG_STATE_HOME/coffer` (chains, last runs), absolute. */
   configDir: string;
   stateDir: string;
+  /** XDG_CONFIG_HOME and XDG_STATE_HOME when set to absolute directories (the scheduled units get them); else null. */
+  xdgConfigHome: string | null;
+  xdgStateHome: string | null;
+}
+
+/** The profile-suppliable variables set in the environment (trimmed): they win over a profile's values. */
+export function givenOverProfile(env: Env = process.env): Partial<Record<'COFFER_URL' | 'COFFER_RECIPIENT' | 'COFFER_API_KEY', string>> {
+  const given: Partial<Record<'COFFER_URL' | 'COFFER_RECIPIENT' | 'COFFER_API_KEY', string>> = {};
+  for (const name of ['COFFER_URL', 'COFFER_RECIPIENT', 'COFFER_API_KEY'] as const) {
+    const value = (env[name] ?? '').trim();
+    if (value !== '') given[name] = value;
+  }
+  return given;
 }
 
 /** An absolute directory from an XDG variable (relative values are ignored, as the XDG spec says), else the default. */
@@ -487,6 +500,7 @@ function xdgDir(env: Env, setting: Setting, fallback: string[]): string {
 /** The client settings from the environment, over what the selected profile supplies (`profile`). */
 export function loadClientConfig(env: Env = process.env, profile: ProfileSettings = {}): ClientConfig {
   const S = CLIENT_SETTINGS;
+  const absolute = (value: string | null) => (value && path.isAbsolute(value) ? value : null);
   env = { ...env };
   for (const [name, value] of Object.entries(profile)) if ((env[name] ?? '').trim() === '') env[name] = value;
   return {
@@ -502,5 +516,7 @@ export function loadClientConfig(env: Env = process.env, profile: ProfileSetting
     acceptOlderKeys: text(env, S.COFFER_ACCEPT_OLDER_KEYS) === '1',
     configDir: xdgDir(env, S.XDG_CONFIG_HOME, ['.config']),
     stateDir: xdgDir(env, S.XDG_STATE_HOME, ['.local', 'state']),
+    xdgConfigHome: absolute(env.XDG_CONFIG_HOME ?? null),
+    xdgStateHome: absolute(env.XDG_STATE_HOME ?? null),
   };
 }

@@ -293,6 +293,8 @@ describe('loadClientConfig', () => {
       acceptOlderKeys: false,
       configDir: path.join(os.homedir(), '.config', 'coffer'),
       stateDir: path.join(os.homedir(), '.local', 'state', 'coffer'),
+      xdgConfigHome: null,
+      xdgStateHome: null,
     };
     expect(loadClientConfig({})).toEqual(expected);
     // A relative XDG directory is ignored, as the XDG spec says.
@@ -330,6 +332,8 @@ describe('loadClientConfig', () => {
       acceptOlderKeys: true,
       configDir: '/etc/xdg-config/coffer',
       stateDir: '/var/xdg-state/coffer',
+      xdgConfigHome: '/etc/xdg-config',
+      xdgStateHome: '/var/xdg-state',
     });
   });
 

@@ -12,19 +12,6 @@ export function When({ at, empty = '—' }: { at: string | null | undefined; emp
   );
 }
 
-export function formatBytes(bytes: number | null | undefined): string {
-  if (bytes === null || bytes === undefined) return '—';
-  if (bytes < 1024) return `${bytes} B`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let value = bytes / 1024;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
-}
-
 const STATUS_TEXT: Record<BackupStatus, string> = {
   PENDING_UPLOAD: 'Waiting for upload',
   UPLOADED: 'Uploaded, finishing',
@@ -46,6 +33,6 @@ export function StatusBadge({ status }: { status: BackupStatus }) {
 export const statusText = (status: BackupStatus) => STATUS_TEXT[status];
 
 /** "1 file", "2 files": the one rule of the console and the CLI. */
-export { plural } from '../../src/domain/words.js';
+export { formatBytes, plural } from '../../src/domain/words.js';
 
 export const shortId = (id: string) => id.slice(0, 8);

@@ -24,10 +24,11 @@ import { CofferApiError, CofferClient } from '../client/sdk.js';
 import { unlockVault } from '../client/vault.js';
 import { StatusStreamError } from '../client/watch.js';
 import { ConfigPermissionError, type Profile, ProfileError, resolveApiKey, selectProfile } from '../client/profiles.js';
-import { type ClientConfig, ConfigError, loadClientConfig, type ProfileSettings } from '../config.js';
+import { type ClientConfig, ConfigError, givenOverProfile, loadClientConfig, type ProfileSettings } from '../config.js';
 import { readHiddenLine } from './hidden-input.js';
 import { CliError, EXIT, note, usageError, writeHuman } from './output.js';
 import { checkKeyPin } from '../client/key-pin.js';
+import { formatBytes } from '../domain/words.js';
 
 // ---- the frame of every client command ----
 
@@ -86,7 +87,7 @@ export interface Run {
 export async function loadSettings(
   requested: string | undefined,
   signal: AbortSignal,
-  env: Record<string, string | undefined> = process.env,
+  env?: Record<string, string | undefined>,
 ): Promise<{ config: ClientConfig; profile: SelectedProfile | null }> {
   const base = loadClientConfig(env);
   const selected = await selectProfile(base.configDir, requested ?? base.profileName);
@@ -97,13 +98,13 @@ export async function loadSettings(
     ...(profile.blobApiUrl ? { COFFER_BLOB_API_URL: profile.blobApiUrl } : {}),
     ...(profile.recipient ? { COFFER_RECIPIENT: profile.recipient } : {}),
   };
-  const isSet = (name: string) => (env[name] ?? '').trim() !== '';
+  const given = givenOverProfile(env);
   for (const name of ['COFFER_URL', 'COFFER_RECIPIENT'] as const) {
-    if (supplied[name] !== undefined && isSet(name) && env[name]!.trim() !== supplied[name]) {
+    if (supplied[name] !== undefined && given[name] !== undefined && given[name] !== supplied[name]) {
       note(`note: ${name} is set and wins over profile ${selected.name}'s value`);
     }
   }
-  if (isSet('COFFER_API_KEY')) note(`note: COFFER_API_KEY is set and wins over profile ${selected.name}'s key`);
+  if (given.COFFER_API_KEY !== undefined) note(`note: COFFER_API_KEY is set and wins over profile ${selected.name}'s key`);
   else supplied.COFFER_API_KEY = await resolveApiKey(base.configDir, profile.apiKey, signal);
   return { config: loadClientConfig(env, supplied), profile: selected };
 }
@@ -437,17 +438,8 @@ export function progressBar(label: string, json: boolean): Progress {
 
 // ---- formatting ----
 
-export function bytes(n: number | null | undefined): string {
-  if (n === null || n === undefined || !Number.isFinite(n)) return '-';
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let value = n;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return unit === 0 ? `${Math.round(value)} B` : `${value.toFixed(1)} ${units[unit]}`;
-}
+/** Byte counts in the terminal: binary units, one decimal at every size, '-' when unknown. */
+export const bytes = (n: number | null | undefined): string => formatBytes(n, { empty: '-', fixed: true });
 
 export function localTime(iso: string | Date): string {
   const date = typeof iso === 'string' ? new Date(iso) : iso;

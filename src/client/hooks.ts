@@ -44,6 +44,8 @@ export function runHook(
   options: { timeoutMs: number; signal?: AbortSignal; env?: NodeJS.ProcessEnv },
 ): Promise<HookResult> {
   const env: NodeJS.ProcessEnv = {};
+  // The hook inherits this process's environment (minus the secrets), as any child would: passing it through is
+  // not reading a setting, so it stays here rather than in src/config.ts.
   for (const [key, value] of Object.entries(options.env ?? process.env)) if (!SECRET_VARIABLES.test(key)) env[key] = value;
   Object.assign(env, {
     COFFER_HOOK: name,

@@ -31,16 +31,7 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
   return data;
 }
 
-const UNITS = ['B', 'KB', 'MB', 'GB', 'TB', 'PB'];
-export function bytes(n: number): string {
-  let value = n;
-  let unit = 0;
-  while (value >= 1000 && unit < UNITS.length - 1) {
-    value /= 1000;
-    unit += 1;
-  }
-  return `${unit === 0 ? value : value.toFixed(value < 10 ? 1 : 0)} ${UNITS[unit]}`;
-}
+export { formatBytes as bytes } from '../../../src/domain/words.js';
 
 export function when(isoTime: string | null): string {
   if (!isoTime) return 'never';

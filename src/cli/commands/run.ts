@@ -25,6 +25,7 @@ import { ProfileError } from '../../client/profiles.js';
 import { CofferApiError, CofferNetworkError, type CofferClient } from '../../client/sdk.js';
 import { HostWithoutVaultError, requireSealableVault } from '../../client/vault.js';
 import type { BackupInterval } from '../../domain/plans.js';
+import { iso, isoOrNull } from '../../domain/time.js';
 import { ConfigError } from '../../config.js';
 import {
   action,
@@ -110,8 +111,6 @@ function retryAt(error: CofferApiError, now: number): number | null {
 /** How far from now a time the server names may be before it is treated as unknown. */
 const MAX_SERVER_TIME_MS = 366 * 86_400_000;
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-
 /**
  * One agent run. Never throws for the backup's own failure: the outcome says it (with `error`), after the hooks
  * and notifications ran. Throws for what stops the run before it starts (no profile, a busy profile, interruption).
@@ -153,12 +152,12 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
     const state: RunState = {
       version: 1,
       interval,
-      firstRunAt: previous?.firstRunAt ?? new Date(now).toISOString(),
-      lastRunAt: new Date(now).toISOString(),
+      firstRunAt: previous?.firstRunAt ?? iso(now),
+      lastRunAt: iso(now),
       lastOutcome: 'skipped',
       lastSuccessAt: previous?.lastSuccessAt ?? null,
       lastBackupId: previous?.lastBackupId ?? null,
-      nextDueAt: iso(due),
+      nextDueAt: isoOrNull(due),
       overdueNotifiedAt: previous?.overdueNotifiedAt ?? null,
     };
     const facts = (more: Partial<RunFacts> = {}): RunFacts => ({
@@ -189,7 +188,7 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
       outcome: 'skipped',
       profile: name,
       backupId: null,
-      nextDueAt: iso(at),
+      nextDueAt: isoOrNull(at),
       interval,
       message: at === null ? why : `${why}: the next backup is due ${localTime(new Date(at))} (in ${duration((at - Date.now()) / 1000)})`,
     });
@@ -240,14 +239,14 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
         outcome: 'success',
         profile: name,
         backupId: result.detail.id,
-        nextDueAt: iso(next) ?? undefined,
+        nextDueAt: isoOrNull(next) ?? undefined,
       });
       if (afterFailed) {
         // The backup is READY; the run still failed (what the before hook stopped may not be running again).
         const error = new HookError(`backup ${result.detail.id} is READY, but ${afterFailed}`);
         await hook('on-failure', profile.hooks.onFailure, { outcome: 'failure', profile: name, backupId: result.detail.id, error: error.message });
         await send('failure', { backupId: result.detail.id, failure: 'hook', exitCode: EXIT.failure });
-        return await finish({ outcome: 'failure', profile: name, backupId: result.detail.id, nextDueAt: iso(next), interval, message: error.message, error });
+        return await finish({ outcome: 'failure', profile: name, backupId: result.detail.id, nextDueAt: isoOrNull(next), interval, message: error.message, error });
       }
       await send('success', {
         backupId: result.detail.id,
@@ -255,13 +254,13 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
         plaintextBytes: result.metadata.plaintextSizeBytes,
         ciphertextBytes: result.detail.ciphertextSizeBytes ?? undefined,
         durationSeconds: Math.round((Date.now() - started) / 1000),
-        nextDueAt: iso(next),
+        nextDueAt: isoOrNull(next),
       });
       return await finish({
         outcome: 'success',
         profile: name,
         backupId: result.detail.id,
-        nextDueAt: iso(next),
+        nextDueAt: isoOrNull(next),
         interval,
         message:
           `backup ${result.detail.id} ${result.detail.status}: ${result.metadata.fileCount} files, ${bytes(result.metadata.plaintextSizeBytes)} archived, ` +

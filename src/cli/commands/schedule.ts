@@ -74,10 +74,8 @@ function specFor(run: Run, name: string, interval: BackupInterval, passphraseFil
   const argv = [process.execPath, script, 'run', '--profile', name];
   if (passphraseFile !== undefined) argv.push('--passphrase-file', path.resolve(passphraseFile));
   const environment: Record<string, string> = {};
-  for (const variable of ['XDG_CONFIG_HOME', 'XDG_STATE_HOME']) {
-    const value = process.env[variable];
-    if (value && path.isAbsolute(value)) environment[variable] = value;
-  }
+  if (run.config.xdgConfigHome !== null) environment.XDG_CONFIG_HOME = run.config.xdgConfigHome;
+  if (run.config.xdgStateHome !== null) environment.XDG_STATE_HOME = run.config.xdgStateHome;
   return { profile: name, interval, intervalMs: INTERVAL_MS[interval], argv, environment };
 }
 

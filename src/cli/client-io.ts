@@ -51,10 +51,6 @@ export const KDF_OPTION = [
   `Argon2id cost for the new wrapping: ${Object.keys(KDF_PROFILES).join(' | ')} (default COFFER_KDF or moderate)`,
 ] as const;
 
-export const PROFILE_OPTION = [
-  '--profile <name>',
-  'use this profile of the config file (else COFFER_PROFILE, else its "default"); set variables and flags win over it',
-] as const;
 
 /** A profile of the config file, as selected for this command. */
 export interface SelectedProfile {

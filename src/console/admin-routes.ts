@@ -30,7 +30,7 @@ import {
   PlanBody,
   QuotaBody,
 } from './admin-schemas.js';
-import { loadConsoleFiles } from './assets.js';
+import { consoleFiles } from './assets.js';
 import { hidden } from './context.js';
 import { sendStatic } from './page-routes.js';
 import { CSRF_HEADER, OPERATOR_COOKIE, clearedSessionCookie, fromOwnOrigin, readCookie, sessionCookie, sessionCookieSpec, signInLimit } from './session-http.js';
@@ -216,11 +216,10 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
   );
 
   // ---- the page: the second entry of the console's build (console/admin.html), its assets under /console/assets ----
-  const files = loadConsoleFiles();
   const page = async (request: FastifyRequest, reply: FastifyReply) => {
     const rest = (request.params as { '*'?: string })['*'] ?? '';
     if (rest.startsWith('api/')) throw new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
-    const file = files.get('/admin.html');
+    const file = consoleFiles().get('/admin.html');
     if (!file) throw new AppError('not_found', 'The operator console has not been built on this server (npm run build).');
     return sendStatic(request, reply, file);
   };

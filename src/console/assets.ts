@@ -73,6 +73,18 @@ export function loadConsoleFiles(root = packageRoot()): Map<string, StaticFile> 
   return files;
 }
 
+const consoleFilesByRoot = new Map<string, Map<string, StaticFile>>();
+
+/**
+ * loadConsoleFiles, once per package root: the page's routes and the operator console's call it on their first
+ * request (not at the server's start: the build is ~2 MB to read and hash), and share what it read.
+ */
+export function consoleFiles(root = packageRoot()): Map<string, StaticFile> {
+  let files = consoleFilesByRoot.get(root);
+  if (!files) consoleFilesByRoot.set(root, (files = loadConsoleFiles(root)));
+  return files;
+}
+
 export interface CliTarball {
   file: string;
   bytes: number;

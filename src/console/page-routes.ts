@@ -5,7 +5,7 @@ import type { App } from '../http/fastify.js';
 import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { NODE_ENGINE, VERSION } from '../lib/version.js';
-import { type CliTarball, type StaticFile, cliTarball, loadConsoleFiles, packageRoot } from './assets.js';
+import { type CliTarball, type StaticFile, cliTarball, consoleFiles, packageRoot } from './assets.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { About } from './schemas.js';
 
@@ -57,7 +57,6 @@ export function sendStatic(request: FastifyRequest, reply: FastifyReply, file: S
 
 export function pageRoutes(app: App, { config }: ConsoleContext): void {
   const root = packageRoot();
-  const files = loadConsoleFiles(root);
 
   // ---- public: what this server is, and its CLI ----
 
@@ -78,14 +77,14 @@ export function pageRoutes(app: App, { config }: ConsoleContext): void {
 
   // ---- the page ----
 
-  const index = files.get('/index.html');
   const page = async (request: FastifyRequest, reply: FastifyReply) => {
     const rest = (request.params as { '*'?: string })['*'] ?? '';
-    const file = rest === '' ? undefined : files.get(`/${rest}`);
+    const file = rest === '' ? undefined : consoleFiles(root).get(`/${rest}`);
     if (file) return sendStatic(request, reply, file);
     if (rest.startsWith('api/') || rest.startsWith('assets/')) {
       throw new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
     }
+    const index = consoleFiles(root).get('/index.html');
     if (!index) throw new AppError('not_found', 'The console has not been built on this server (npm run build).');
     return sendStatic(request, reply, index);
   };

@@ -3,7 +3,6 @@
  * (COFFER_PUBLIC_URL). Pure: the same inputs give the same bytes, so ETags are stable across processes.
  */
 import { createHash } from 'node:crypto';
-import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 import { RESOLUTION_OF, STATUS_OF } from '../domain/errors.js';
 import { PLAN_RULES, PLANS } from '../domain/plans.js';
 import { SCOPES } from '../domain/scopes.js';
@@ -25,6 +24,11 @@ export interface SiteInput {
   base: string;
   openapi: OpenApiLike;
   maxArchiveBytes: number;
+  /**
+   * The MCP protocol versions /mcp speaks (the SDK's SUPPORTED_PROTOCOL_VERSIONS), for the server card. Passed in so
+   * that this module does not load the MCP SDK (and zod) at the server's start: ./routes.ts loads it on first use.
+   */
+  mcpProtocolVersions: readonly string[];
 }
 
 export interface Resource {
@@ -172,6 +176,7 @@ interface Parts {
   pricingTable: string;
   sections: Section[];
   url: (path: string) => string;
+  mcpProtocolVersions: readonly string[];
 }
 
 interface Section {
@@ -211,7 +216,7 @@ function siteParts(content: Content, input: SiteInput): Parts {
       doc: link.doc,
     })),
   }));
-  return { content, base, openapi, docs, titles, pricingTable: table, sections, url };
+  return { content, base, openapi, docs, titles, pricingTable: table, sections, url, mcpProtocolVersions: input.mcpProtocolVersions };
 }
 
 /** llms.txt: H1, summary, intro prose, then H2 sections of links only (llmstxt.org). */
@@ -371,7 +376,7 @@ function serverCard(parts: Parts, info: Site['serverInfo']): object {
     description: parts.content.product.tagline,
     websiteUrl: info.websiteUrl,
     icons: [{ src: url('/logo.svg'), mimeType: 'image/svg+xml', sizes: ['any'] }],
-    remotes: [{ type: 'streamable-http', url: url(MCP_PATH), supportedProtocolVersions: SUPPORTED_PROTOCOL_VERSIONS }],
+    remotes: [{ type: 'streamable-http', url: url(MCP_PATH), supportedProtocolVersions: parts.mcpProtocolVersions }],
   };
 }
 

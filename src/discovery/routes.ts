@@ -1,9 +1,9 @@
 /**
  * The public discovery surface: documentation, /.well-known files, the API reference page, the read-only MCP server
  * and the A2A endpoint. Registered once by the app (before the API scopes). Everything here is public, read-only
- * and generated from ./content plus the OpenAPI document, lazily and once per public URL.
+ * and generated from ./content plus the OpenAPI document, lazily and once per public URL. The MCP SDK (and the zod it
+ * builds on) is loaded on the first request that needs it, not at the server's start.
  */
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import Fastify, { type FastifyError, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Services } from '../services/services.js';
 import { handleA2aRequest, JSON_RPC, type JsonRpcReply, rpcError } from './a2a.js';
@@ -19,7 +19,6 @@ import {
   type Site,
 } from './documents.js';
 import { Knowledge } from './knowledge.js';
-import { buildMcpServer } from './mcp.js';
 import { FixedWindowLimiter, type RateLimitOptions } from '../http/rate-limit.js';
 
 /** Per-address limit on /mcp and the A2A endpoint together: JSON-RPC messages a minute. */
@@ -88,14 +87,17 @@ export const discoveryRoutes: FastifyPluginAsync<Pick<Services, 'config'>> = asy
   const openapi = () => (app as unknown as { swagger(): OpenApiLike }).swagger();
 
   // Built on first use: the OpenAPI document exists only once the app is ready.
-  let state: { site: Site; knowledge: Knowledge } | null = null;
-  const current = () => {
-    if (!state) {
-      const site = buildSite(content, { base: config.publicUrl, openapi: openapi(), maxArchiveBytes: config.maxArchiveBytes });
-      state = { site, knowledge: new Knowledge(content, site) };
-    }
-    return state;
-  };
+  let state: Promise<{ site: Site; knowledge: Knowledge }> | null = null;
+  const current = () =>
+    (state ??= import('@modelcontextprotocol/sdk/types.js').then(({ SUPPORTED_PROTOCOL_VERSIONS }) => {
+      const site = buildSite(content, {
+        base: config.publicUrl,
+        openapi: openapi(),
+        maxArchiveBytes: config.maxArchiveBytes,
+        mcpProtocolVersions: SUPPORTED_PROTOCOL_VERSIONS,
+      });
+      return { site, knowledge: new Knowledge(content, site) };
+    }));
 
   // The paths depend on the content only, not on the URL or the OpenAPI document.
   const paths = [
@@ -103,11 +105,12 @@ export const discoveryRoutes: FastifyPluginAsync<Pick<Services, 'config'>> = asy
       base: config.publicUrl,
       openapi: { info: { title: '', version: '' } },
       maxArchiveBytes: config.maxArchiveBytes,
+      mcpProtocolVersions: [],
     }).resources.keys(),
   ];
   for (const url of paths) {
     app.get(url, { exposeHeadRoute: true, schema: { hide: true } }, async (request, reply) =>
-      sendResource(request, reply, current().site.resources.get(url)!, DOC_CACHE),
+      sendResource(request, reply, (await current()).site.resources.get(url)!, DOC_CACHE),
     );
   }
 
@@ -179,7 +182,11 @@ export const discoveryRoutes: FastifyPluginAsync<Pick<Services, 'config'>> = asy
     }
 
     scope.post(MCP_PATH, { schema: { hide: true } }, async (request, reply) => {
-      const { knowledge } = current();
+      const [{ knowledge }, { buildMcpServer }, { StreamableHTTPServerTransport }] = await Promise.all([
+        current(),
+        import('./mcp.js'),
+        import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+      ]);
       const server = buildMcpServer(knowledge, openapi);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       reply.hijack();
@@ -211,7 +218,7 @@ export const discoveryRoutes: FastifyPluginAsync<Pick<Services, 'config'>> = asy
     }
 
     scope.post(A2A_PATH, { schema: { hide: true } }, async (request, reply) =>
-      sendRpc(reply, handleA2aRequest(request.body, current().knowledge)),
+      sendRpc(reply, handleA2aRequest(request.body, (await current()).knowledge)),
     );
   });
 };

@@ -9,9 +9,8 @@
  */
 import type { Command } from 'commander';
 import { CLIENT_SETTINGS } from '../../config.js';
-import { PROFILE_OPTION } from '../client-io.js';
 import { settingsHelp } from '../settings-help.js';
-import { CLIENT_COMMAND_NAMES, type ClientCommandName, requestedCommand } from './names.js';
+import { CLIENT_COMMAND_NAMES, type ClientCommandName, PROFILE_OPTION, requestedCommand } from './names.js';
 import { registerVersion } from './version.js';
 
 /** Adds a command (or a group of them) to the program. */

@@ -30,3 +30,12 @@ export type ClientCommandName = (typeof CLIENT_COMMAND_NAMES)[number];
 export const requestedCommand = (argv: readonly string[]): string | undefined => argv.slice(2).find((arg) => !arg.startsWith('-'));
 
 export const isClientCommand = (name: string | undefined): boolean => (CLIENT_COMMAND_NAMES as readonly (string | undefined)[]).includes(name);
+
+/**
+ * `--profile <name>`, which every client command but `profile` takes (./index.ts adds it). Here rather than in
+ * ../client-io.ts so that registering commands (and so `coffer serve`) does not load the client modules.
+ */
+export const PROFILE_OPTION = [
+  '--profile <name>',
+  'use this profile of the config file (else COFFER_PROFILE, else its "default"); set variables and flags win over it',
+] as const;

@@ -87,8 +87,8 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
       await form('Set quota').locator('select').selectOption('bytes');
       await form('Set quota').locator('input[type=number]').fill('2000000');
       await page.getByRole('button', { name: 'Set quota' }).click();
-      await page.getByText('The quota is now 2.0 MB.').waitFor();
-      expect(await page.getByTestId('quota').textContent()).toBe('2.0 MB (this account’s own)');
+      await page.getByText('The quota is now 1.9 MiB.').waitFor();
+      expect(await page.getByTestId('quota').textContent()).toBe('1.9 MiB (this account’s own)');
       expect((await server.parts.store.getAccount(mine.accountId))!.quotaOverride).toBe(2_000_000);
       await page.getByTestId('audit').getByText('account.quota').waitFor();
 

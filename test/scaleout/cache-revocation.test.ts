@@ -134,7 +134,9 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
     const scrapeReads = before.reads - scrape;
     for (let i = 0; i < 3; i++) expect((await api(b.url, owner.apiKey)('GET', '/api/backup-account')).status).toBe(200);
     const after = await counters(b);
-    expect(after.reads - before.reads).toBe(scrapeReads);
+    // A scrape's own usage query runs while the gauges collect, so it lands in that scrape's read count or the
+    // next one's: one either way. Three GETs missing the cache would read at least three times.
+    expect(Math.abs(after.reads - before.reads - scrapeReads)).toBeLessThanOrEqual(1);
     expect(after.hits - before.hits).toBe(9);
   });
 

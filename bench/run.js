@@ -35,6 +35,7 @@ const TARGETS = [
   { id: 'p6-stages', group: 'p6', script: 'p6-stages.js', quick: ['--rounds', '1'] },
   { id: 'p7', script: 'p7-recipient.js', quick: ['--rounds', '1'] },
   { id: 'compression', script: 'compression.js', quick: ['--rounds', '1'] },
+  { id: 'startup', script: 'startup.js', quick: ['--rounds', '1'] },
 ];
 
 // P6 once more with the client on a Node that compresses with zstd (22.15+), when one is installed beside this one:

@@ -4,10 +4,21 @@
  * (./program.js and all it imports) loads only after it passed, so an unsupported Node gets one line, not a stack
  * trace. The range is package.json's `engines` (docs/runtime.md); scripts/check-node.mjs checks the same before
  * `npm start`'s build.
+ *
+ * Before anything else is loaded, Node's module compile cache is turned on where the runtime has it (22.1+): the
+ * compiled code of every module is kept, so the next start skips compiling it (docs/runtime.md#start-up). It lives
+ * where Node keeps it by default, the OS temp directory's node-compile-cache folder (the one npm also fills), or
+ * NODE_COMPILE_CACHE's directory; NODE_DISABLE_COMPILE_CACHE=1 turns it off. Hence the dynamic imports below.
  */
-import satisfies from 'semver/functions/satisfies.js';
-import { NODE_ENGINE } from '../lib/version.js';
-import { isClientCommand, requestedCommand } from './commands/names.js';
+import module from 'node:module';
+
+(module as { enableCompileCache?: () => unknown }).enableCompileCache?.();
+
+const [{ default: satisfies }, { NODE_ENGINE }, { isClientCommand, requestedCommand }] = await Promise.all([
+  import('semver/functions/satisfies.js'),
+  import('../lib/version.js'),
+  import('./commands/names.js'),
+]);
 
 if (!satisfies(process.versions.node, NODE_ENGINE)) {
   process.stderr.write(`coffer: Node.js ${process.versions.node} is not supported; use ${NODE_ENGINE}\n`);

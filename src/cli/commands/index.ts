@@ -72,9 +72,12 @@ export async function registerCommands(
 ): Promise<void> {
   const wanted = requestedCommand(argv);
   const one = entries.find((entry) => entry.name === wanted);
-  for (const entry of one ? [one] : entries) {
+  const chosen = one ? [one] : entries;
+  // Every module loads at once (one pass of the module loader over what they share), then registers in order.
+  const registers = await Promise.all(chosen.map((entry) => entry.load()));
+  for (const [i, entry] of chosen.entries()) {
     const before = new Set(program.commands);
-    (await entry.load())(program);
+    registers[i]!(program);
     if (!entry.profile) continue;
     for (const command of program.commands) if (!before.has(command)) addProfileOption(command);
   }

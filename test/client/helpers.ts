@@ -46,6 +46,8 @@ export function baseEnv(extra: Record<string, string | undefined> = {}): Record<
       : {}),
     // The run's temp root (test/helpers/global-setup.ts), so what a CLI process leaves there is seen.
     ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
+    // The module compile cache off (global-setup.ts): a cache the CLI would keep in that temp root, not test output.
+    ...(process.env.NODE_DISABLE_COMPILE_CACHE ? { NODE_DISABLE_COMPILE_CACHE: process.env.NODE_DISABLE_COMPILE_CACHE } : {}),
     TZ: 'UTC',
     LANG: 'C.UTF-8',
   };

@@ -8,18 +8,26 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, envelope } from '../helpers/api.js';
+import { type S3Engine, S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const KiB = 1024;
 const QUOTA = 1000 * KiB;
 
-describe('blobhost-client multipart uploads against the storage quota', () => {
+const stores: { name: string; s3?: S3Engine }[] = [{ name: 'fs' }, ...S3_ENGINES.map((engine) => ({ name: `s3 (${engine})`, s3: engine }))];
+
+for (const store of stores) describe.skipIf(store.s3 !== undefined && skipEngine(store.s3))(`blobhost-client multipart uploads against the storage quota: ${store.name}`, () => {
   let server: TestServer;
+  let s3: TestS3 | undefined;
 
   beforeAll(async () => {
-    server = await startTestServer({ env: { COFFER_UPLOAD_PROTOCOL: 'blobhost-client', COFFER_QUOTA_PRO: String(QUOTA) } });
+    if (store.s3) s3 = await startS3(store.s3);
+    server = await startTestServer({ env: { ...s3?.env, COFFER_UPLOAD_PROTOCOL: 'blobhost-client', COFFER_QUOTA_PRO: String(QUOTA) } });
   });
-  afterAll(() => server?.stop());
+  afterAll(async () => {
+    await server?.stop();
+    await s3?.close();
+  });
 
   /** A new pro account with a vault, an open slot, a client token for it and one multipart upload created. */
   async function slot() {

@@ -167,16 +167,22 @@ export async function requireNewestKeys(
   config: ClientConfig,
   material: Buffer,
   what: string,
-  olderMeans?: string,
-): Promise<void> {
+  older: { means?: string; onOlder?: 'refuse' | 'report' } = {},
+): Promise<Awaited<ReturnType<typeof checkKeyPin>>['older']> {
   let checked: Awaited<ReturnType<typeof checkKeyPin>>;
   try {
-    checked = await checkKeyPin(config.stateDir, config.url, material, { acceptOlder: config.acceptOlderKeys, what, olderMeans });
+    checked = await checkKeyPin(config.stateDir, config.url, material, {
+      acceptOlder: config.acceptOlderKeys,
+      what,
+      olderMeans: older.means,
+      onOlder: older.onOlder,
+    });
   } catch (error) {
     wipe(material);
     throw error;
   }
   if (checked.unrecorded) note(`warning: the newest vault key is not remembered here (${checked.unrecorded}): a rollback of the vault to before a rekey cannot be noticed`);
+  return checked.older;
 }
 
 /** Asks for the passphrase (file, environment or prompt) and unlocks the vault's master key. */
@@ -361,19 +367,10 @@ export async function readKit(file: string | undefined, config: ClientConfig, us
     throw error;
   }
   if (kit.server !== null && kit.server !== config.url) note(`note: the kit was printed for ${kit.server}; using it on ${config.url}`);
-  if (use === 'recover') {
-    await requireNewestKeys(config, kit.material, 'the kit', OLDER_KIT);
-    return kit;
-  }
-  const checked = await checkKeyPin(config.stateDir, config.url, kit.material, { acceptOlder: false, what: 'the kit', onOlder: 'report' }).catch(
-    (error: unknown) => {
-      wipe(kit.material);
-      throw error;
-    },
-  );
-  if (checked.older) {
+  const older = await requireNewestKeys(config, kit.material, 'the kit', use === 'recover' ? { means: OLDER_KIT } : { onOlder: 'report' });
+  if (older) {
     note(
-      `note: the kit is from before a rekey (the vault's newest key ${checked.older.newest}, seen here since ${checked.older.seenAt}, ` +
+      `note: the kit is from before a rekey (the vault's newest key ${older.newest}, seen here since ${older.seenAt}, ` +
         'is not in it): it reads the backups made before the rekey, not the newer ones. Print a new kit with `coffer kit`.',
     );
   }

@@ -248,8 +248,9 @@ export class BlobHostService {
       if (error instanceof TooLarge) throw quota.room < limit ? this.quotaRefused(quota.quota!, quota.usage) : this.tooLarge(limit);
       throw error;
     }
-    const after = await this.quotaRoom(backup, 0);
-    if (size > after.room) {
+    // Without a quota there is nothing to check again (the common case: no second query).
+    const after = quota.quota === null ? undefined : await this.quotaRoom(backup, 0);
+    if (after && size > after.room) {
       await this.blobs.delete(blobKey);
       throw this.quotaRefused(after.quota!, after.usage, size);
     }
@@ -328,30 +329,28 @@ export class BlobHostService {
       throw new BlobApiError(400, 'bad_request', `x-mpu-part-number must be a whole number from 1 to ${MAX_PART_NUMBER}`);
     }
     const limit = this.limitOf(token);
-    let refusal: BlobApiError | undefined;
-    const refuse = (quota: number, usage: number, uploadBytes?: number) => (refusal = this.quotaRefused(quota, usage, uploadBytes));
     try {
       const stored = await this.store.slotBytes(backup.id, { uploadId, partNumber });
       const room = limit - stored;
       if (headers.contentLength !== undefined && headers.contentLength > room) throw new TooLarge();
       const quota = await this.quotaRoom(backup, stored);
-      if (headers.contentLength !== undefined && headers.contentLength > quota.room) throw refuse(quota.quota!, quota.usage, headers.contentLength);
+      if (headers.contentLength !== undefined && headers.contentLength > quota.room) throw this.quotaRefused(quota.quota!, quota.usage, headers.contentLength);
       let part: { etag: string; size: number };
       try {
         const cap = Math.max(0, Math.min(room, quota.room));
         part = await this.blobs.putPart(key, uploadId, partNumber, limited(body, cap), { size: headers.contentLength });
       } catch (error) {
-        if (error instanceof TooLarge && quota.room < room) throw refuse(quota.quota!, quota.usage);
+        if (error instanceof TooLarge && quota.room < room) throw this.quotaRefused(quota.quota!, quota.usage);
         throw error;
       }
       // Parts sent at the same time (on any node) each saw room for themselves: their sum is checked once stored.
       const total = await this.store.putPartSize(backup.id, uploadId, partNumber, part.size);
       if (total > limit) throw new TooLarge();
-      const after = await this.quotaRoom(backup, total);
-      if (after.room < 0) throw refuse(after.quota!, after.usage - part.size, part.size);
+      const after = quota.quota === null ? undefined : await this.quotaRoom(backup, total);
+      if (after && after.room < 0) throw this.quotaRefused(after.quota!, after.usage - part.size, part.size);
       return { etag: part.etag };
     } catch (error) {
-      if (error instanceof TooLarge || (refusal !== undefined && error === refusal)) await this.discard(key, uploadId);
+      if (error instanceof TooLarge || (error instanceof BlobApiError && error.code === 'upload_exceeds_quota')) await this.discard(key, uploadId);
       throw this.translate(error, limit);
     }
   }

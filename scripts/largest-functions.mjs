@@ -1,3 +1,4 @@
+/* global process, console */
 // Lists the largest functions of the TypeScript sources (lines from the AST: a function's first to last line),
 // for the architecture notes: `node scripts/largest-functions.mjs [--most 15] [dir …]` (default src console/src).
 import fs from 'node:fs';

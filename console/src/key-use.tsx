@@ -204,9 +204,9 @@ export function KeyUnlock() {
       setPassphrase('');
       setState({ phase: 'idle' });
     } catch (caught) {
-      const { IntegrityError, WRONG_PASSPHRASE } = await import('./crypto/envelope.js');
+      const { WrongPassphraseError } = await import('./crypto/envelope.js');
       const message = caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : caught instanceof Error ? caught.message : String(caught);
-      setState({ phase: 'error', wrongPassphrase: caught instanceof IntegrityError && message === WRONG_PASSPHRASE, message });
+      setState({ phase: 'error', wrongPassphrase: caught instanceof WrongPassphraseError, message });
     }
   };
 

@@ -13,7 +13,7 @@ const crypto = import('./crypto/envelope.js');
 declare const self: DedicatedWorkerGlobalScope;
 
 async function derive({ passphrase }: RecipientRequest): Promise<RecipientMessage> {
-  const { WRONG_PASSPHRASE, deriveRecipient, ready, unwrapMasterKey, wipe } = await crypto;
+  const { WrongPassphraseError, deriveRecipient, ready, unwrapMasterKey, wipe } = await crypto;
   await ready;
   const response = await fetch('/api/backup-account', { credentials: 'same-origin', headers: { accept: 'application/json' } });
   if (!response.ok) return { type: 'error', wrongPassphrase: false, message: `the server answered ${response.status}` };
@@ -23,7 +23,7 @@ async function derive({ passphrase }: RecipientRequest): Promise<RecipientMessag
   try {
     masterKey = await unwrapMasterKey(account, passphrase);
   } catch (error) {
-    const wrong = error instanceof Error && error.message === WRONG_PASSPHRASE;
+    const wrong = error instanceof WrongPassphraseError;
     return { type: 'error', wrongPassphrase: wrong, message: wrong ? 'wrong passphrase' : String((error as Error)?.message ?? error) };
   }
   try {

@@ -226,9 +226,9 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
 
 self.onmessage = (event: MessageEvent<RestoreRequest>) => {
   restore(event.data).catch(async (error: unknown) => {
-    const { IntegrityError, WRONG_PASSPHRASE } = await crypto;
+    const { IntegrityError, WrongPassphraseError } = await crypto;
     const integrity = error instanceof IntegrityError;
     const message = error instanceof Error ? error.message : String(error);
-    post({ type: 'error', integrity, wrongPassphrase: integrity && message === WRONG_PASSPHRASE, message });
+    post({ type: 'error', integrity, wrongPassphrase: error instanceof WrongPassphraseError, message });
   });
 };

@@ -39,11 +39,12 @@ import {
   type KdfProfile,
   NewerFormatError,
   requireRequestedBackup,
+  WrongPassphraseError,
 } from './envelope-format.js';
 import { fingerprintText, isSealedDek, SEALED_DEK_BYTES, WRAPPED_DEK_BYTES } from './key-usage.js';
 
 export { dekForm, type DekForm, fingerprintText, keyUse, type KeyUse } from './key-usage.js';
-export { AD, KEYRING, RECIPIENT, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, NewerFormatError, requireRequestedBackup };
+export { AD, KEYRING, RECIPIENT, type BackupMetadata, CHUNK_BYTES, CRYPTO_VERSION, DEFAULT_KDF_PROFILE, IntegrityError, KDF_ACCEPTED_MAX, type KdfProfile, NewerFormatError, requireRequestedBackup, WrongPassphraseError };
 
 export const KEY_BYTES = 32;
 export const SALT_BYTES = 16; // crypto_pwhash_SALTBYTES
@@ -55,7 +56,6 @@ export const TAG_MESSAGE = 0; // crypto_secretstream_xchacha20poly1305_TAG_MESSA
 export const TAG_FINAL = 3; // crypto_secretstream_xchacha20poly1305_TAG_FINAL
 const FRAME_BYTES = CHUNK_BYTES + STREAM_ABYTES;
 
-export const WRONG_PASSPHRASE = 'wrong passphrase (or the vault material was altered)';
 const MALFORMED_KEYRING = 'the vault key material is neither a 32-byte master key nor a keyring';
 
 /** The length of the plaintext under the KEK: a legacy master key (n = 0) or a keyring of n keys. */
@@ -341,7 +341,7 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
   }
 
   /**
-   * The key material (a legacy master key or a keyring, checked), in a secure buffer; IntegrityError(WRONG_PASSPHRASE)
+   * The key material (a legacy master key or a keyring, checked), in a secure buffer; WrongPassphraseError
    * on a wrong passphrase or altered material.
    */
   async function unwrapMasterKey(vault: VaultFields, passphrase: string): Promise<B> {
@@ -353,11 +353,13 @@ export function createEnvelope<B extends Uint8Array>(p: Primitives<B>) {
     const wrapped = fromBase64(vault.wrappedMasterKey, 'wrappedMasterKey');
     const nonce = fromBase64(vault.wrappedMasterKeyNonce, 'wrappedMasterKeyNonce');
     // Any length the server accepts is opened: the AEAD tag tells a wrong passphrase from a form only a newer coffer reads.
-    if (wrapped.length <= AEAD_ABYTES || wrapped.length > MAX_WRAPPED_MATERIAL_BYTES) throw new IntegrityError(WRONG_PASSPHRASE);
+    if (wrapped.length <= AEAD_ABYTES || wrapped.length > MAX_WRAPPED_MATERIAL_BYTES) throw new WrongPassphraseError();
     const kek = await deriveKek(passphrase, kdf);
     let material: B;
     try {
-      material = open(kek, wrapped, nonce, AD.master, WRONG_PASSPHRASE, true);
+      material = open(kek, wrapped, nonce, AD.master, 'the vault key material', true);
+    } catch {
+      throw new WrongPassphraseError();
     } finally {
       wipe(kek);
     }

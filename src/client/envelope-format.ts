@@ -47,6 +47,14 @@ export class IntegrityError extends Error {
   override readonly name: string = 'IntegrityError';
 }
 
+/** The passphrase (or the kit) did not open the vault's key material: wrong, or the material was altered. */
+export class WrongPassphraseError extends IntegrityError {
+  override readonly name = 'WrongPassphraseError';
+  constructor() {
+    super('wrong passphrase (or the vault material was altered)');
+  }
+}
+
 /**
  * Key material in a form this version does not read but a newer one may (docs/crypto.md "Older and newer clients"):
  * a keyring version after "ckr1" that the passphrase did open, or a wrappedDek with another "cxw" version. Still an

@@ -24,7 +24,7 @@ export {
   KDF_ACCEPTED_MAX,
   type KdfParams,
   type VaultFields,
-  WRONG_PASSPHRASE,
+  WrongPassphraseError,
   createEnvelope,
   requireRequestedBackup,
   type Primitives,

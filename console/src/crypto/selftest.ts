@@ -114,7 +114,7 @@ export async function runVectorChecks(
       await unwrapMasterKey(v.vault, `${v.passphrase}!`);
       return false;
     } catch (error) {
-      return (error as Error).name === 'IntegrityError';
+      return (error as Error).name === 'WrongPassphraseError';
     }
   });
   await check('data key wrapping bound to the backup id', () => {

@@ -65,7 +65,8 @@ export class ZstdFramer {
       if (at > start) pieces.push(data.subarray(start, at));
       start = at;
     };
-    while (at < data.length) {
+    // An empty block (raw, size 0) at the end of the input is whole already: the loop passes it on too.
+    while (at < data.length || (this.state === 'block' && this.remaining === 0)) {
       if (this.state === 'done') throw new IntegrityError('the zstd stream has bytes after its one frame');
       if (this.state === 'header') {
         const size = this.headerSize(data.subarray(at));

@@ -3,7 +3,9 @@
  * Node 22.15), gzip otherwise. Every runtime restores both: Node 20 decompresses zstd with fzstd (pure
  * JavaScript), the console page too (console/src/restore.worker.ts).
  */
+import os from 'node:os';
 import stream, { type Duplex, Transform, type TransformCallback } from 'node:stream';
+import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import { Decompress } from 'fzstd';
 import { checkGzipTrailer, GZIP_TRAILING, GzipFramer, OutputLimit, ZstdFramer } from './compression-core.js';
@@ -40,15 +42,119 @@ export const GZIP_LEVEL = 1;
  */
 const COMPRESS_CHUNK = 1024 * 1024;
 
+/** How many threads compress at once: every core, up to the thread pool's default size. */
+const COMPRESS_LANES = Math.max(1, Math.min(4, os.availableParallelism()));
+
 export function compressor(compression: Compression, gzipLevel: number = GZIP_LEVEL): Transform {
-  if (compression === 'gzip') return zlib.createGzip({ level: gzipLevel, chunkSize: COMPRESS_CHUNK });
+  if (compression === 'gzip') return new ParallelGzip(gzipLevel, COMPRESS_LANES);
   if (!zstdAvailable()) throw new Error('this Node.js has no zstd compressor (Node 22.15 or later has one): use gzip');
-  return zstdZlib.createZstdCompress!({ chunkSize: COMPRESS_CHUNK, params: { [zstdZlib.constants.ZSTD_c_compressionLevel!]: ZSTD_LEVEL } });
+  return new OneZstdFrame(
+    zstdZlib.createZstdCompress!({ chunkSize: COMPRESS_CHUNK, params: { [zstdZlib.constants.ZSTD_c_compressionLevel!]: ZSTD_LEVEL } }),
+  );
 }
 
-/** The most the compressor can emit for `n` input bytes (zlib's deflateBound + gzip wrapper; ZSTD_COMPRESSBOUND + frame). */
+/**
+ * node:zlib's zstd compressor, fed one chunk at a time. Left to itself, a chunk still queued when its input ends is
+ * compressed with ZSTD_e_end and the stream's own end then calls ZSTD_e_end once more, which starts a second, empty
+ * frame (Node 24.21): an archive the one-frame rule of docs/crypto.md §4 refuses. Waiting for each chunk keeps the
+ * queue empty, so the frame is ended exactly once.
+ */
+class OneZstdFrame extends Transform {
+  constructor(private readonly inner: Transform) {
+    super();
+    inner.on('data', (chunk: Buffer) => this.push(chunk));
+    inner.on('error', (error) => this.destroy(error));
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.inner.write(chunk, (error) => callback(error));
+  }
+
+  override _flush(callback: TransformCallback): void {
+    this.inner.once('end', () => callback());
+    this.inner.end();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.inner.destroy();
+    callback(error);
+  }
+}
+
+/** The input of one deflate call of ParallelGzip: each block starts with an empty dictionary. */
+export const GZIP_BLOCK = 1024 * 1024;
+const deflateRaw = promisify(zlib.deflateRaw);
+
+/**
+ * One gzip member (RFC 1952) compressed on several threads, as pigz does: the input is cut into GZIP_BLOCK pieces,
+ * each deflated on its own in the thread pool, ending in a sync flush (an empty stored block) so the next one's
+ * blocks follow on, the last one with the final block; the header is node:zlib's own, the trailer the CRC-32 and
+ * size of the whole input. Any gzip reader reads it as one member (bench P6: gzip was one core's work on Node 20).
+ */
+class ParallelGzip extends Transform {
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  private crc = 0;
+  private size = 0;
+  private readonly inFlight: Promise<Buffer>[] = [];
+
+  constructor(
+    private readonly level: number,
+    private readonly lanes: number,
+  ) {
+    super();
+    this.push(zlib.gzipSync(Buffer.alloc(0), { level }).subarray(0, 10));
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.crc = zlib.crc32(chunk, this.crc);
+    this.size += chunk.length;
+    this.held.push(chunk);
+    this.heldBytes += chunk.length;
+    this.deflateFullBlocks().then(() => callback(), callback);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    const last = Buffer.concat(this.held, this.heldBytes);
+    this.held = [];
+    this.heldBytes = 0;
+    this.inFlight.push(deflateRaw(last, { level: this.level }));
+    this.drain(0)
+      .then(() => {
+        const trailer = Buffer.alloc(8);
+        trailer.writeUInt32LE(this.crc >>> 0, 0);
+        trailer.writeUInt32LE(this.size % 2 ** 32, 4);
+        callback(null, trailer);
+      })
+      .catch(callback);
+  }
+
+  private async deflateFullBlocks(): Promise<void> {
+    while (this.heldBytes >= GZIP_BLOCK) {
+      const all = Buffer.concat(this.held, this.heldBytes);
+      const block = all.subarray(0, GZIP_BLOCK);
+      this.held = all.length > GZIP_BLOCK ? [all.subarray(GZIP_BLOCK)] : [];
+      this.heldBytes = all.length - GZIP_BLOCK;
+      this.inFlight.push(deflateRaw(block, { level: this.level, finishFlush: zlib.constants.Z_SYNC_FLUSH }));
+      await this.drain(this.lanes - 1);
+    }
+  }
+
+  /** Passes on the oldest results, in order, until at most `keep` are still being deflated. */
+  private async drain(keep: number): Promise<void> {
+    while (this.inFlight.length > keep) this.push(await this.inFlight.shift()!);
+  }
+}
+
+/**
+ * The most the compressor can emit for `n` input bytes: for gzip zlib's deflateBound with a sync flush (5 bytes) per
+ * GZIP_BLOCK, and the header and trailer; for zstd ZSTD_COMPRESSBOUND and the frame.
+ */
 export function compressBound(compression: Compression, n: number): number {
-  if (compression === 'gzip') return n + Math.floor(n / 4096) + Math.floor(n / 16384) + Math.floor(n / 33554432) + 13 + 18;
+  if (compression === 'gzip') {
+    const blocks = Math.max(1, Math.ceil(n / GZIP_BLOCK));
+    return n + Math.floor(n / 4096) + Math.floor(n / 16384) + Math.floor(n / 33554432) + (13 + 5) * blocks + 18;
+  }
   const small = n < 128 * 1024 ? Math.floor((128 * 1024 - n) / 2048) : 0;
   // Streaming emits a block per flush at most every 128 KiB: 3 header bytes each, plus the frame header and checksum.
   return n + Math.floor(n / 256) + small + 3 * Math.ceil(n / (128 * 1024)) + 32;

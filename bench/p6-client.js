@@ -19,6 +19,10 @@
  * Node (its default compression is zstd where node:zlib has it, gzip before Node 22.15); the server stays on this
  * one. --dir puts the tree, the restores and restic's repository elsewhere (a tmpfs shows both pipelines without
  * the file system's per-file cost).
+ *
+ * P9 (the host's footprint) from the same backups: CPU seconds (user + system) and peak RSS of each `coffer backup`
+ * and `restic backup`, read by GNU time (Debian package time) around the process. Target: Coffer at most half of
+ * restic's CPU time, peak RSS at most 100 MiB.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -30,8 +34,13 @@ import { generateTree, treeDigest } from './lib/tree.js';
 
 const PASSPHRASE = 'correct horse battery staple, benchmark edition';
 
-/** Runs a command, resolves with {seconds, stdout}; rejects on a non-zero exit. */
-function timed(command, args, { env = {}, cwd } = {}) {
+/**
+ * Runs a command, resolves with {seconds, stdout} and, with `footprint`, {cpuSeconds, peakRssMiB} of the process (GNU
+ * time's user + system time and maximum resident set size); rejects on a non-zero exit.
+ */
+function timed(command, args, { env = {}, cwd, footprint = false } = {}) {
+  const stats = footprint ? path.join(tempDir('coffer-bench-time-'), 'time.txt') : null;
+  if (stats) [command, args] = ['/usr/bin/time', ['-f', '%U %S %M', '-o', stats, command, ...args]];
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
     const child = spawn(command, args, { env: { ...process.env, ...env }, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -42,7 +51,11 @@ function timed(command, args, { env = {}, cwd } = {}) {
     child.on('error', reject);
     child.on('exit', (code) => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      if (code === 0) resolve({ seconds, stdout });
+      if (code === 0 && stats) {
+        const [user, system, maxKiB] = fs.readFileSync(stats, 'utf8').trim().split(/\s+/).slice(-3).map(Number);
+        fs.rmSync(path.dirname(stats), { recursive: true, force: true });
+        resolve({ seconds, stdout, cpuSeconds: user + system, peakRssMiB: maxKiB / 1024 });
+      } else if (code === 0) resolve({ seconds, stdout });
       else reject(new Error(`${command} ${args.join(' ')} exited ${code}: ${stderr.slice(-500)}`));
     });
   });
@@ -60,6 +73,7 @@ export async function main() {
   const kdfs = list(opts.kdf);
   requireBuild();
   ensureDebian('restic', 'restic');
+  ensureDebian('/usr/bin/time', 'time');
   const coffer_ = process.env.BENCH_COFFER_CLI ?? path.join(DIST, 'cli', 'main.js'); // another build's CLI, to compare
   const node = opts.node;
   const nodeVersion = run(node, ['--version']).trim();
@@ -92,12 +106,12 @@ export async function main() {
           const { recipient } = JSON.parse((await timed(node, [coffer_, 'recipient', '--json'], { env })).stdout);
           // The backup host: URL, API key and recipient, no passphrase.
           const host = { COFFER_URL: server.url, COFFER_API_KEY: key.apiKey, COFFER_PASSPHRASE: '', COFFER_RECIPIENT: recipient };
-          const backup = await timed(node, [coffer_, 'backup', tree, '--json'], { env: host });
+          const backup = await timed(node, [coffer_, 'backup', tree, '--json'], { env: host, footprint: true });
           const detail = JSON.parse(backup.stdout);
           cipherBytes = detail.ciphertextSizeBytes;
           const restore = await timed(node, [coffer_, 'restore', detail.id, target], { env });
           check(source, target, 'coffer');
-          samples[who].push({ backup: backup.seconds, restore: restore.seconds });
+          samples[who].push({ backup: backup.seconds, restore: restore.seconds, backupCpu: backup.cpuSeconds, backupRss: backup.peakRssMiB });
         } else {
           const repo = path.join(work, `restic-repo-${r}`);
           const env = { RESTIC_REPOSITORY: repo, RESTIC_PASSWORD: PASSPHRASE, RESTIC_CACHE_DIR: path.join(work, `restic-cache-${r}`) };
@@ -107,10 +121,10 @@ export async function main() {
             const { kdf, N, r: rr, p } = JSON.parse(fs.readFileSync(path.join(repo, 'keys', keyFile), 'utf8'));
             resticKdf = { kdf, N, r: rr, p, memoryMiB: round((128 * N * rr) / MiB, 0) };
           }
-          const backup = await timed('restic', ['backup', '--quiet', tree], { env });
+          const backup = await timed('restic', ['backup', '--quiet', tree], { env, footprint: true });
           const restore = await timed('restic', ['restore', 'latest', '--target', target], { env });
           check(source, path.join(target, tree), 'restic');
-          samples.restic.push({ backup: backup.seconds, restore: restore.seconds });
+          samples.restic.push({ backup: backup.seconds, restore: restore.seconds, backupCpu: backup.cpuSeconds, backupRss: backup.peakRssMiB });
         }
         // Not removed until the end: on ext4 without a journal (this machine) every create skips, one by one, the
         // inodes of its block group freed in the last minute, so a restore right after removing the previous
@@ -134,6 +148,10 @@ export async function main() {
     return [step, ...coffers.flatMap((who) => [round(m(who, pick), 2), fmtRatio(ratio(restic, m(who, pick)))]), round(restic, 2)];
   });
   const speed = ratio(total('restic'), total(main_));
+  // P9: the backup host's share of a small machine (no key derivation in either backup here: restic's scrypt aside).
+  const cpu = (who) => m(who, (x) => x.backupCpu);
+  const rss = (who) => m(who, (x) => x.backupRss);
+  const cpuShare = cpu(main_) / cpu('restic');
   return writeResult({
     id: `p6${variant}`,
     name: `p6-client${variant}`,
@@ -147,6 +165,11 @@ export async function main() {
         columns: ['step', ...coffers.flatMap((who) => [`${who.replace('-', ' (Argon2id ')})`, 'speed ratio']), 'restic'],
         rows,
       },
+      {
+        title: `P9 — the backup's footprint: CPU seconds (user + system) and peak RSS of the process, median of ${opts.rounds} rounds`,
+        columns: ['backup', 'CPU seconds', 'share of restic\'s CPU', 'peak RSS (MiB)'],
+        rows: [main_, 'restic'].map((who) => [`${who === 'restic' ? 'restic backup' : 'coffer backup (recipient)'}`, round(cpu(who), 2), `${round(cpu(who) / cpu('restic'), 2)}×`, round(rss(who), 0)]),
+      },
     ],
     verdicts: [
       {
@@ -154,6 +177,18 @@ export async function main() {
         value: `${round(total(main_), 2)} s vs ${round(total('restic'), 2)} s (${fmtRatio(speed)})`,
         target: '≥ 2.00×',
         met: speed >= 2,
+      },
+      {
+        what: `P9 (the CLI on Node ${nodeVersion.replace(/^v(\d+).*$/, '$1')}): coffer backup's CPU time vs restic backup's, same tree`,
+        value: `${round(cpu(main_), 2)} s vs ${round(cpu('restic'), 2)} s (${round(cpuShare, 2)}×)`,
+        target: '≤ 0.50×',
+        met: cpuShare <= 0.5,
+      },
+      {
+        what: `P9 (the CLI on Node ${nodeVersion.replace(/^v(\d+).*$/, '$1')}): coffer backup's peak RSS`,
+        value: `${round(rss(main_), 0)} MiB (restic ${round(rss('restic'), 0)} MiB)`,
+        target: '≤ 100 MiB',
+        met: rss(main_) <= 100,
       },
     ],
     notes: [

@@ -60,6 +60,17 @@ describe('gzip on several threads: one member', () => {
     expect(zlib.gunzipSync(gz).equals(input)).toBe(true);
   });
 
+  it('blocks that do not compress (media, encrypted files) are stored, and read back with the others', async () => {
+    const input = Buffer.concat([randomBytes(2 * GZIP_BLOCK), sample(GZIP_BLOCK), randomBytes(GZIP_BLOCK / 2)]);
+    const gz = await compress('gzip', input);
+    expect(zlib.gunzipSync(gz).equals(input)).toBe(true);
+    expect((await buffer(Readable.from([gz]).pipe(decompressor('gzip', input.length)))).equals(input)).toBe(true);
+    expect(gz.length).toBeLessThanOrEqual(compressBound('gzip', input.length));
+    // The first block was stored without a search: level 0 writes stored blocks of 65,531 bytes, level 1 of 16,383.
+    expect(gz[10]! & 0b110).toBe(0);
+    expect(gz.readUInt16LE(11)).toBe(65531);
+  });
+
   it('a gzip member with a second one after it is still refused on restore', async () => {
     const gz = await compress('gzip', sample(GZIP_BLOCK + 10));
     const twice = Buffer.concat([gz, gz]);

@@ -13,8 +13,8 @@ import {
   ResetRequest,
   ResetResponse,
   RotateResponse,
-} from './schemas.js';
-import { accountBody } from './views.js';
+} from '../contract/schemas.js';
+import { accountBody } from '../contract/views.js';
 import { type AccountView, type IfMatch, vaultEtag } from '../services/backups.js';
 
 const tags = ['Backup account'];

@@ -14,9 +14,10 @@ import {
   BackupList,
   CreateBackupResponse,
   DeleteBackupResponse,
-} from './schemas.js';
+} from '../contract/schemas.js';
 import { iso } from '../domain/time.js';
-import { detailBody, serializedList } from './views.js';
+import { detailBody } from '../contract/views.js';
+import { serializedList } from './serialized-list.js';
 
 const tags = ['Backups'];
 

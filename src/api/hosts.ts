@@ -5,8 +5,8 @@ import { iso } from '../domain/time.js';
 import type { App } from '../http/fastify.js';
 import type { RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
-import { BackupList, HostAccountList, HostAccountParams } from './schemas.js';
-import { serializedList } from './views.js';
+import { BackupList, HostAccountList, HostAccountParams } from '../contract/schemas.js';
+import { serializedList } from './serialized-list.js';
 
 const tags = ['Host accounts'];
 

@@ -8,7 +8,7 @@ import { negotiateUpload } from './blobhost.js';
 import type { App } from '../http/fastify.js';
 import type { RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
-import { ClientUploadResponse, DirectUploadResponse } from './schemas.js';
+import { ClientUploadResponse, DirectUploadResponse } from '../contract/schemas.js';
 
 /**
  * Registered in a scope whose content-type parser leaves the body unread: the handler streams it itself,

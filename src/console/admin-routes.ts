@@ -5,7 +5,7 @@
  * `__Host-`/`__Secure-coffer_operator` like the owners' cookie, see sessionCookieSpec), opened by a one-time link from `coffer admin login-link --operator` under the owners' rules (src/services/sessions.ts,
  * realm `operator`), with its own CSRF token. The owners' cookie is never read here and the operator's is never read
  * by /console or /api, so neither session opens the other side. What these routes return is ids, plans, counts,
- * bytes and times (./admin-schemas.ts): the operator sees no file name, metadata, envelope or key material.
+ * bytes and times (src/contract/admin-schemas.ts): the operator sees no file name, metadata, envelope or key material.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';
@@ -29,7 +29,7 @@ import {
   OwnerLink,
   PlanBody,
   QuotaBody,
-} from './admin-schemas.js';
+} from '../contract/admin-schemas.js';
 import { consoleFiles } from './assets.js';
 import { hidden } from './context.js';
 import { sendStatic } from './page-routes.js';

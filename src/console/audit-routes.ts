@@ -4,7 +4,7 @@ import { iso } from '../domain/time.js';
 import type { App } from '../http/fastify.js';
 import type { Session } from '../store/store.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { AuditList } from './schemas.js';
+import { AuditList } from '../contract/console-schemas.js';
 
 /** `labels`: the account's key labels by key id, so a key's actions and changes name it as its owner does. */
 function auditBody(entry: AuditEntry, session: Session, labels: Map<string, string>) {

@@ -6,7 +6,7 @@
  */
 import type { App } from '../http/fastify.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { BackupKeyList } from './schemas.js';
+import { BackupKeyList } from '../contract/console-schemas.js';
 
 export function backupKeyRoutes(app: App, { backups, requireSession }: ConsoleContext): void {
   app.get('/console/api/backup-keys', { schema: { ...hidden, response: { 200: BackupKeyList } }, onRequest: requireSession }, async (request) => {

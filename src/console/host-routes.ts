@@ -19,7 +19,7 @@ import { iso } from '../domain/time.js';
 import type { App } from '../http/fastify.js';
 import type { ChangedBy } from '../services/keys.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { CreateHostAccountBody, CreatedHostAccount } from './schemas.js';
+import { CreateHostAccountBody, CreatedHostAccount } from '../contract/console-schemas.js';
 
 /** How many host accounts an owner may have for the console to add one more (docs/console.md). */
 export const CONSOLE_HOST_ACCOUNT_LIMIT = 5;

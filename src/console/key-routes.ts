@@ -9,7 +9,7 @@ import type { FastifyRequest } from 'fastify';
 import { type ChangedBy, keyView } from '../services/keys.js';
 import type { ApiKey, Session } from '../store/store.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { ConsoleKey, ConsoleKeyList, CreateKeyBody, CreatedKey, KeyParams } from './schemas.js';
+import { ConsoleKey, ConsoleKeyList, CreateKeyBody, CreatedKey, KeyParams } from '../contract/console-schemas.js';
 
 /** keyView as the page sees it (the serializer leaves out accountId: every key listed is the session's account's). */
 const consoleKey = (key: ApiKey, now: number, session: Session) => ({ ...keyView(key, now), usedByThisSession: session.keyId === key.id });

@@ -6,7 +6,7 @@ import type { AccountView } from '../services/backups.js';
 import type { Backup } from '../store/store.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { Overview } from './schemas.js';
+import { Overview } from '../contract/console-schemas.js';
 
 /** The overview of an account whose visible backups are `visible` (newest first), at `now`. */
 function overviewBody({ account, vault }: AccountView, visible: Backup[], now: number, storage: { quota: number | null; usage: number }) {

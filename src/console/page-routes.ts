@@ -7,7 +7,7 @@ import { AppError } from '../domain/errors.js';
 import { NODE_ENGINE, VERSION } from '../lib/version.js';
 import { type CliTarball, type StaticFile, cliTarball, consoleFiles, packageRoot } from './assets.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { About } from './schemas.js';
+import { About } from '../contract/console-schemas.js';
 
 /**
  * The page's policy: only its own scripts, styles and connections; WebAssembly (libsodium) may compile, nothing

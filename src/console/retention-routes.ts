@@ -5,6 +5,7 @@
  * cookie copied from it, cannot do them.
  */
 import type { FastifyRequest } from 'fastify';
+import { recordBody } from '../contract/views.js';
 import type { AuditAction } from '../domain/audit.js';
 import { AppError } from '../domain/errors.js';
 import { FRESH_SIGN_IN_MS, MAX_DELETION_GRACE_DAYS, isFreshSignIn } from '../domain/backups.js';
@@ -20,21 +21,11 @@ import {
   RestoredVault,
   RetentionParams,
   VaultHistory,
-} from './schemas.js';
+} from '../contract/console-schemas.js';
 
+/** A backup in its deletion grace: its record, and when it was deleted and goes for good. */
 function scheduledBody(backup: Backup) {
-  return {
-    id: backup.id,
-    status: backup.status,
-    createdAt: iso(backup.createdAt),
-    expiresAt: iso(backup.expiresAt),
-    ciphertextSizeBytes: backup.ciphertextSizeBytes,
-    plaintextSizeBytes: backup.plaintextSizeBytes,
-    clientVersion: backup.clientVersion,
-    hostappVersion: backup.hostappVersion,
-    deletedAt: iso(backup.updatedAt),
-    purgeAfter: iso(backup.purgeAfter!),
-  };
+  return { ...recordBody(backup), deletedAt: iso(backup.updatedAt), purgeAfter: iso(backup.purgeAfter!) };
 }
 
 /** Who replaced an envelope, as the page names it. */

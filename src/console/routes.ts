@@ -5,7 +5,7 @@
  * - /console/api/*: what the page needs beyond the API (sign-in, sign-out, overview, key management, the backups'
  *   wrapped data keys). Kept outside
  *   /api so the API surface stays exactly what /openapi.json describes. Only the session cookie is accepted here. Their bodies are
- *   the TypeBox schemas of ./schemas.ts.
+ *   the TypeBox schemas of src/contract/console-schemas.ts.
  * - /downloads/coffer-cli.tgz: the CLI package (`npm pack` output), so `npm install -g <that URL>` works against
  *   any Coffer server.
  *

@@ -8,7 +8,7 @@ import { csrfTokenFor, type OpenedSession } from '../services/sessions.js';
 import type { Session } from '../store/store.js';
 import { iso } from '../domain/time.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { ConsoleSession, SignInBody } from './schemas.js';
+import { ConsoleSession, SignInBody } from '../contract/console-schemas.js';
 import { clearedSessionCookie, fromOwnOrigin, sessionCookie, signInLimit } from './session-http.js';
 
 function sessionBody(session: Session, plan: Plan, csrfToken: string) {

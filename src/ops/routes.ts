@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { BlobStore } from '../blobs/blob-store.js';
 import { AppError } from '../domain/errors.js';
 import type { Store } from '../store/store.js';
-import { errorBody } from '../http/errors.js';
+import { errorBody } from '../contract/views.js';
 import type { Metrics } from '../http/metrics.js';
 
 const PROBE_TIMEOUT_MS = 2000;

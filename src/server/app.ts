@@ -13,7 +13,7 @@ import type { RouteContext } from '../api/context.js';
 import { appendOnlyGuard, auditRequests } from '../api/guard.js';
 import type { App } from '../http/fastify.js';
 import { API_KEY_RESTRICTIONS, API_TAGS, documentRoute } from '../api/openapi.js';
-import { COMPONENT_SCHEMAS } from '../api/schemas.js';
+import { COMPONENT_SCHEMAS } from '../contract/schemas.js';
 import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
 import { AppError } from '../domain/errors.js';
 import { EventStreamHub } from '../api/streams.js';

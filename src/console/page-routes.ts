@@ -1,7 +1,7 @@
 /** The page itself (/console, /console/*), what this server is (/console/api/about), and its CLI package (/downloads). */
 import fs from 'node:fs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { NODE_ENGINE, VERSION } from '../lib/version.js';
@@ -55,7 +55,7 @@ export function sendStatic(request: FastifyRequest, reply: FastifyReply, file: S
   return reply.code(200).send(file.body);
 }
 
-export function pageRoutes(app: App, { config }: ConsoleContext): void {
+export const pageRoutes: AppPlugin<ConsoleContext> = async (app, { config }) => {
   const root = packageRoot();
 
   // ---- public: what this server is, and its CLI ----
@@ -90,4 +90,4 @@ export function pageRoutes(app: App, { config }: ConsoleContext): void {
   };
   app.get('/console', { schema: hidden }, page);
   app.get('/console/*', { schema: hidden }, page);
-}
+};

@@ -10,7 +10,7 @@ import type { AuditAction } from '../domain/audit.js';
 import { AppError } from '../domain/errors.js';
 import { FRESH_SIGN_IN_MS, MAX_DELETION_GRACE_DAYS, isFreshSignIn } from '../domain/backups.js';
 import { iso, isoOrNull } from '../domain/time.js';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import type { Backup, VaultHistoryEntry } from '../store/store.js';
 import { type ConsoleContext, hidden } from './context.js';
 import {
@@ -48,7 +48,7 @@ function historyBody(entry: VaultHistoryEntry) {
   };
 }
 
-export function retentionRoutes(app: App, { backups, clock, audit, requireSession }: ConsoleContext): void {
+export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups, clock, audit, requireSession }) => {
   const fresh = (request: FastifyRequest) => isFreshSignIn(request.consoleSession.freshAt, clock.now());
   const requireFresh = (request: FastifyRequest, what: string) => {
     if (fresh(request)) return;
@@ -137,4 +137,4 @@ export function retentionRoutes(app: App, { backups, clock, audit, requireSessio
       return { restoredAt: iso(vault.updatedAt) };
     },
   );
-}
+};

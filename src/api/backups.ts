@@ -16,7 +16,7 @@ import {
   DeleteBackupResponse,
 } from '../contract/schemas.js';
 import { iso } from '../domain/time.js';
-import { detailBody } from '../contract/views.js';
+import { detailBody, outcomeBody } from '../contract/views.js';
 import { serializedList } from './serialized-list.js';
 
 const tags = ['Backups'];
@@ -138,7 +138,7 @@ export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
     async (request) => {
       const deleted = await ctx.backups.delete(request.principal.accountId, request.backup.id);
       await ctx.audit(request, 'backup.delete', { target: deleted.id });
-      return { id: deleted.id, status: deleted.status, deletedAt: deleted.deletedAt === null ? null : iso(deleted.deletedAt) };
+      return outcomeBody(deleted);
     },
   );
 

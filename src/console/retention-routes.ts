@@ -5,11 +5,11 @@
  * cookie copied from it, cannot do them.
  */
 import type { FastifyRequest } from 'fastify';
-import { recordBody } from '../contract/views.js';
+import { outcomeBody, recordBody } from '../contract/views.js';
 import type { AuditAction } from '../domain/audit.js';
 import { AppError } from '../domain/errors.js';
 import { FRESH_SIGN_IN_MS, MAX_DELETION_GRACE_DAYS, isFreshSignIn } from '../domain/backups.js';
-import { iso, isoOrNull } from '../domain/time.js';
+import { iso } from '../domain/time.js';
 import type { AppPlugin } from '../http/fastify.js';
 import type { Backup, VaultHistoryEntry } from '../store/store.js';
 import { type ConsoleContext, hidden } from './context.js';
@@ -94,15 +94,13 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
     },
   );
 
-  const outcome = (backup: Backup) => ({ id: backup.id, status: backup.status, deletedAt: isoOrNull(backup.deletedAt) });
-
   app.post(
     '/console/api/deletions/:id/restore',
     { schema: { ...hidden, params: RetentionParams, response: { 200: BackupOutcome } }, onRequest: requireSession },
     async (request) => {
       const restored = await backups.undelete(request.consoleSession.accountId, request.params.id);
       await record(request, 'backup.undelete', restored.id);
-      return outcome(restored);
+      return outcomeBody(restored);
     },
   );
 
@@ -113,7 +111,7 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
       requireFresh(request, 'delete a backup for good before its grace ends');
       const purged = await backups.purge(request.consoleSession.accountId, request.params.id);
       await record(request, 'backup.purge', purged.id);
-      return outcome(purged);
+      return outcomeBody(purged);
     },
   );
 

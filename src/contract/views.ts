@@ -5,7 +5,7 @@
 import { receivesWrappedKey } from '../domain/append-only.js';
 import { type AppError, RESOLUTION_OF } from '../domain/errors.js';
 import { PLAN_RULES, type Plan } from '../domain/plans.js';
-import { iso } from '../domain/time.js';
+import { iso, isoOrNull } from '../domain/time.js';
 import type {
   BackupAccountBody,
   BackupAccountEnvelopeBody,
@@ -13,6 +13,7 @@ import type {
   BackupRecordBody,
   BackupStatusEventBody,
   BackupStreamErrorBody,
+  DeleteBackupResponseBody,
   ErrorResponseBody,
 } from './schemas.js';
 
@@ -59,6 +60,11 @@ export function detailBody(backup: StoredBackupDetail): BackupDetailBody {
     encryptedMetadata: backup.encryptedMetadata,
     encryptedMetadataNonce: backup.encryptedMetadataNonce,
   };
+}
+
+/** What a delete (and the console's restore or purge) left of a backup: DELETE /api/backups/{id}'s answer. */
+export function outcomeBody(backup: StoredBackupRecord & { deletedAt: number | null }): DeleteBackupResponseBody {
+  return { id: backup.id, status: backup.status, deletedAt: isoOrNull(backup.deletedAt) };
 }
 
 export function statusEventBody(backup: StoredBackupRecord, observedAt: number): BackupStatusEventBody {

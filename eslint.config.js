@@ -3,14 +3,15 @@ import tseslint from 'typescript-eslint';
 
 /**
  * The layers of src/ (README "Layout"), top to bottom: a folder imports only from the rows below its own, so
- * the arrows run one way. `config` is src/config.ts. The client stands apart: packed alone as the CLI package,
- * it shares only the domain and the API's wire types with the server. Every layer may name the API's wire
- * types (src/api/schemas.ts) as types only: they are the one source of those shapes. Dynamic `import()` is not
- * checked by the rule; it follows the same arrows (cli/ and server/ use it).
+ * the arrows run one way. `config` is src/config.ts. `contract` is the wire contract (TypeBox schemas, body types,
+ * the views that build bodies): every layer, the client and the console page may import it, and it imports only
+ * domain/ (and TypeBox). The client stands apart: packed alone as the CLI package, it shares only the domain and
+ * the contract with the server. Dynamic `import()` is not checked by the rule; it follows the same arrows (cli/ and
+ * server/ use it).
  *
  * `lib` (the bottom row) holds the few helpers that touch Node itself (package.json, node:crypto): every server-side
- * layer and the client may use it, it imports nothing of ours, and domain/ (pure rules) and config.ts may not
- * import it. Neither may the console page (console/src), which runs in the browser.
+ * layer and the client may use it, it imports nothing of ours, and domain/, contract/ and config.ts may not import
+ * it. Neither may the console page (console/src), which runs in the browser.
  */
 const ROWS = [
   ['cli'],
@@ -20,13 +21,15 @@ const ROWS = [
   ['services'],
   ['events'],
   ['store', 'blobs'],
+  ['contract'],
   ['domain', 'config'],
   ['lib'],
 ];
 // Each folder with the folders it may import: the rows below its own.
 const LAYERS = Object.fromEntries(ROWS.flatMap((row, i) => row.map((folder) => [folder, ROWS.slice(i + 1).flat()])));
 LAYERS.domain = []; // pure: not even lib/
-LAYERS.client = ['domain', 'lib'];
+LAYERS.contract = ['domain']; // shared with the browser: no config, no lib/
+LAYERS.client = ['contract', 'domain', 'lib'];
 delete LAYERS.config; // a file, with its own rule below
 const FOLDERS = Object.keys(LAYERS);
 
@@ -34,15 +37,9 @@ function layerRule(folder, allowed) {
   const message = `src/${folder}/ may import only from ${allowed.length ? allowed.join(', ') : 'itself'} (layers: README "Layout").`;
   const forbidden = FOLDERS.filter((other) => other !== folder && !allowed.includes(other)).map((other) => `../${other}/*`);
   if (!allowed.includes('config')) forbidden.push('../config.js');
-  const patterns = [{ group: forbidden, message }];
-  if (!allowed.includes('api') && folder !== 'api' && folder !== 'lib') {
-    // The API's TypeBox schemas are the one source of the wire shapes: any layer may name them, as types.
-    forbidden.push('!../api/schemas.js');
-    patterns.push({ group: ['../api/schemas.js'], allowTypeImports: true, message: `${message} API schemas: types only.` });
-  }
   return {
     files: [`src/${folder}/**/*.ts`],
-    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns }] },
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: forbidden, message }] }] },
   };
 }
 

@@ -3,7 +3,7 @@
  * and the session's CSRF token on every request that changes state.
  */
 import type { Static } from '@sinclair/typebox';
-import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, ErrorResponseBody as ErrorBody } from '../../src/api/schemas.js';
+import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, ErrorResponseBody as ErrorBody } from '../../src/contract/schemas.js';
 import type {
   About as AboutSchema,
   AuditList as AuditListSchema,
@@ -14,7 +14,7 @@ import type {
   Deletions as DeletionsSchema,
   Overview as OverviewSchema,
   VaultHistory as VaultHistorySchema,
-} from '../../src/console/schemas.js';
+} from '../../src/contract/console-schemas.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
 import { SCOPES, type Scope } from '../../src/domain/scopes.js';
 

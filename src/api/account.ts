@@ -2,7 +2,7 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../domain/errors.js';
 import type { FastifyReply } from 'fastify';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import type { RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
 import {
@@ -13,8 +13,8 @@ import {
   ResetRequest,
   ResetResponse,
   RotateResponse,
-} from './schemas.js';
-import { accountBody } from './views.js';
+} from '../contract/schemas.js';
+import { accountBody } from '../contract/views.js';
 import { type AccountView, type IfMatch, vaultEtag } from '../services/backups.js';
 
 const tags = ['Backup account'];
@@ -60,7 +60,7 @@ export function parseIfMatch(header: string | string[] | undefined): IfMatch | u
 }
 
 /** Routes without a request body. */
-export function accountReadRoutes(app: App, ctx: RouteContext): void {
+export const accountReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
   app.get(
     '/api/backup-account',
     {
@@ -99,10 +99,10 @@ export function accountReadRoutes(app: App, ctx: RouteContext): void {
       });
     },
   );
-}
+};
 
 /** Routes with a JSON request body. */
-export function accountWriteRoutes(app: App, ctx: RouteContext): void {
+export const accountWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
   app.post<{ Body: BackupAccountEnvelopeBody }>(
     '/api/backup-account/bootstrap',
     {
@@ -194,4 +194,4 @@ export function accountWriteRoutes(app: App, ctx: RouteContext): void {
       return outcome;
     },
   );
-}
+};

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { backupEtag } from '../domain/backups.js';
 import { rateLimitPolicy } from '../domain/plans.js';
 import { sendContent } from '../http/content-response.js';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import { type RouteContext, loadBackup, loadReadableBackup } from './context.js';
 import { CREATE_CONFLICT, errorResponses, json } from './responses.js';
 import {
@@ -14,9 +14,10 @@ import {
   BackupList,
   CreateBackupResponse,
   DeleteBackupResponse,
-} from './schemas.js';
+} from '../contract/schemas.js';
 import { iso } from '../domain/time.js';
-import { detailBody, serializedList } from './views.js';
+import { detailBody, outcomeBody } from '../contract/views.js';
+import { serializedList } from './serialized-list.js';
 
 const tags = ['Backups'];
 
@@ -29,7 +30,7 @@ const RANGE_HEADERS = {
 const BINARY = { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } };
 
 /** Routes without a request body. */
-export function backupReadRoutes(app: App, ctx: RouteContext): void {
+export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
   const read = ctx.requireScope('backups:read');
   const write = ctx.requireScope('backups:write');
   const restore = ctx.requireScope('backups:restore');
@@ -137,7 +138,7 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
     async (request) => {
       const deleted = await ctx.backups.delete(request.principal.accountId, request.backup.id);
       await ctx.audit(request, 'backup.delete', { target: deleted.id });
-      return { id: deleted.id, status: deleted.status, deletedAt: deleted.deletedAt === null ? null : iso(deleted.deletedAt) };
+      return outcomeBody(deleted);
     },
   );
 
@@ -210,10 +211,10 @@ export function backupReadRoutes(app: App, ctx: RouteContext): void {
       ctx.streams.open(reply.raw, request.backup, { accountId: request.principal.accountId, address: request.ip });
     },
   );
-}
+};
 
 /** Routes with a JSON request body. */
-export function backupWriteRoutes(app: App, ctx: RouteContext): void {
+export const backupWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
   app.post<{ Body: BackupFinalizeBody }>(
     '/api/backups/:id/finalize',
     {
@@ -229,4 +230,4 @@ export function backupWriteRoutes(app: App, ctx: RouteContext): void {
     },
     async (request) => detailBody(await ctx.backups.finalize(request.principal.accountId, request.backup.id, request.body)),
   );
-}
+};

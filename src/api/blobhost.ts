@@ -15,7 +15,7 @@ import { checkBody, JsonObject, type UploadHandshake } from '../services/upload-
 import { JSON_BODY_LIMIT, jsonTooLarge, streamedBodies } from '../http/bodies.js';
 import { logUnhandled } from '../http/errors.js';
 import { discardUnreadBody, guardBodyRate } from '../http/slow-client.js';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 
 /** Reads a whole (small) body as text; more than `limit` bytes fails with `tooLarge()`. */
 export async function readText(body: Readable, limit: number, tooLarge: () => Error): Promise<string> {
@@ -50,8 +50,8 @@ function pathnameOf(request: FastifyRequest): string | undefined {
 
 const MAX_COMPLETE_BODY = 1024 * 1024;
 
-/** The blob-host endpoints; register in their own scope (they read their bodies themselves). */
-export function blobHostRoutes(app: App, host: BlobHostService, limits: ConnectionLimits): void {
+/** The blob-host endpoints, a scope of their own (they read their bodies themselves). */
+export const blobHostRoutes: AppPlugin<{ host: BlobHostService; limits: ConnectionLimits }> = async (app, { host, limits }) => {
   streamedBodies(app);
   // Bodies that trickle in too slowly are cut off, as for direct uploads.
   app.addHook('onRequest', async (request) => {
@@ -121,7 +121,7 @@ export function blobHostRoutes(app: App, host: BlobHostService, limits: Connecti
         throw new BlobApiError(400, 'bad_request', 'x-mpu-action must be create, upload or complete.');
     }
   });
-}
+};
 
 function safeDecode(value: string | undefined): string | undefined {
   if (value === undefined) return undefined;

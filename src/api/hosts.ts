@@ -2,15 +2,15 @@
 import { Type } from '@sinclair/typebox';
 import { PLAN_RULES } from '../domain/plans.js';
 import { iso } from '../domain/time.js';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import type { RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
-import { BackupList, HostAccountList, HostAccountParams } from './schemas.js';
-import { serializedList } from './views.js';
+import { BackupList, HostAccountList, HostAccountParams } from '../contract/schemas.js';
+import { serializedList } from './serialized-list.js';
 
 const tags = ['Host accounts'];
 
-export function hostAccountRoutes(app: App, ctx: RouteContext): void {
+export const hostAccountRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
   const read = ctx.requireScope('backups:read');
 
   app.get(
@@ -59,4 +59,4 @@ export function hostAccountRoutes(app: App, ctx: RouteContext): void {
       return serializedList(records, serialize);
     },
   );
-}
+};

@@ -5,7 +5,7 @@
  */
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifySchema } from 'fastify';
-import { BackupStatus, BackupStatusEvent, ErrorResponse } from './schemas.js';
+import { BackupStatusEvent, BackupStreamClosed, BackupStreamError } from '../contract/schemas.js';
 
 export const API_TAGS = [
   {
@@ -116,22 +116,12 @@ const BACKUP_EVENT_STREAM = Type.Array(
     ),
     frame(
       'backup.stream.closed',
-      Type.Object(
-        {
-          backupId: Type.String({ format: 'uuid' }),
-          reason: Type.Unsafe<string>({ type: 'string', enum: ['terminal', 'timeout', 'shutdown'] }),
-          status: Type.Ref(BackupStatus),
-          observedAt: Type.String({ format: 'date-time' }),
-        },
-        { additionalProperties: false },
-      ),
+      BackupStreamClosed,
       'The last event after a terminal status, the stream timeout or a shutdown.',
     ),
     frame(
       'backup.stream.error',
-      Type.Composite([ErrorResponse, Type.Object({ backupId: Type.String({ format: 'uuid' }) })], {
-        additionalProperties: false,
-      }),
+      BackupStreamError,
       'The last event after an internal failure, or the only one (`too_many_streams`) over the open-stream caps.',
     ),
   ]),

@@ -1,6 +1,6 @@
 /** Response declarations shared by the route schemas (and thus by /openapi.json). */
 import { Type, type TSchema } from '@sinclair/typebox';
-import { ErrorResponse } from './schemas.js';
+import { ErrorResponse } from '../contract/schemas.js';
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'Validation failed (`validation_failed`, `invalid_json`).',

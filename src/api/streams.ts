@@ -7,15 +7,15 @@ import { performance } from 'node:perf_hooks';
 import { isTerminal } from '../domain/backups.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
-import { errorBody } from '../http/errors.js';
 import type { StreamStats } from '../http/metrics.js';
 import { iso } from '../domain/time.js';
-import { statusEventBody } from './views.js';
+import type { BackupStreamClosedBody } from '../contract/schemas.js';
+import { statusEventBody, streamErrorBody } from '../contract/views.js';
 import type { Backup } from '../store/store.js';
 import type { StatusBus } from '../events/status-bus.js';
 import { HeartbeatWheel } from '../events/heartbeat-wheel.js';
 
-export type CloseReason = 'terminal' | 'timeout' | 'shutdown';
+export type CloseReason = BackupStreamClosedBody['reason'];
 
 export interface StreamOptions {
   intervalMs: number;
@@ -115,18 +115,19 @@ class EventStream {
 
   close(reason: CloseReason): void {
     if (this.closed) return;
-    this.frame('backup.stream.closed', {
+    const closing: BackupStreamClosedBody = {
       backupId: this.latest.id,
       reason,
       status: this.latest.status,
       observedAt: isoOnce(this.hub.clock.now()),
-    });
+    };
+    this.frame('backup.stream.closed', closing);
     this.end();
   }
 
   fail(error: AppError): void {
     if (this.closed) return;
-    this.frame('backup.stream.error', { ...errorBody(error), backupId: this.latest.id });
+    this.frame('backup.stream.error', streamErrorBody(error, this.latest.id));
     this.end();
   }
 
@@ -205,7 +206,7 @@ export class EventStreamHub {
       this.refused[limit] += 1;
       const maxStreams = limit === 'account' ? this.options.maxPerAccount : this.options.maxPerAddress;
       const error = new AppError('too_many_streams', `Too many open event streams for this ${limit}.`, { limit, maxStreams });
-      response.end(OPENING + frameText(1, 'backup.stream.error', JSON.stringify({ ...errorBody(error), backupId: backup.id })));
+      response.end(OPENING + frameText(1, 'backup.stream.error', JSON.stringify(streamErrorBody(error, backup.id))));
       return;
     }
     const stream = new EventStream(response, backup, this, owner);

@@ -5,16 +5,16 @@ import { AppError } from '../domain/errors.js';
 import { mediaType } from '../http/bodies.js';
 import { guardBodyRate } from '../http/slow-client.js';
 import { negotiateUpload } from './blobhost.js';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import type { RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
-import { ClientUploadResponse, DirectUploadResponse } from './schemas.js';
+import { ClientUploadResponse, DirectUploadResponse } from '../contract/schemas.js';
 
 /**
  * Registered in a scope whose content-type parser leaves the body unread: the handler streams it itself,
  * so no body is ever buffered whole and the size limit holds for chunked bodies too.
  */
-export function uploadRoutes(app: App, ctx: RouteContext): void {
+export const uploadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
   const write = ctx.requireScope('backups:write');
   app.post(
     '/api/backups/upload',
@@ -68,7 +68,7 @@ export function uploadRoutes(app: App, ctx: RouteContext): void {
       return reply.code(201).send(result);
     },
   );
-}
+};
 
 /**
  * In blobhost-client mode a JSON body with `x-vercel-signature` may be a `blob.upload-completed` callback from a

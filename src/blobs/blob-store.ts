@@ -1,4 +1,7 @@
-/** Ciphertext storage: one interface, one implementation per backend (filesystem embedded, S3 scale-out). */
+/**
+ * Ciphertext storage: one interface, one implementation per backend (filesystem embedded, S3 scale-out); multipart
+ * uploads are a capability of its own (MultipartBlobStore), which both implementations have.
+ */
 import type { Readable } from 'node:stream';
 
 export interface ByteRange {
@@ -117,9 +120,20 @@ export interface BlobStore {
   list(prefix?: string): AsyncIterable<BlobEntry>;
   /** Reachability probe for readiness checks. */
   ping(): Promise<void>;
+  /**
+   * Discards leftovers of uploads started before `before` (epoch ms) that never completed: temporary files, and
+   * for a MultipartBlobStore its multipart uploads (S3 keeps their parts, invisible but billed, until aborted).
+   * Returns how many.
+   */
+  removeIncomplete(before: number): Promise<number>;
+}
 
-  // ---- multipart: parts may arrive in any order, on any node; nothing is visible at `key` until complete ----
-
+/**
+ * A BlobStore with S3-style multipart uploads, a capability only the blob host needs (the `blobhost-client`
+ * protocol's multipart create/upload/complete): parts may arrive in any order, on any node; nothing is visible at
+ * `key` until complete. S3 has it natively; the filesystem store emulates it.
+ */
+export interface MultipartBlobStore extends BlobStore {
   /** Starts a multipart upload into `key`; returns its upload id. */
   createMultipart(key: string): Promise<string>;
   /**
@@ -142,9 +156,4 @@ export interface BlobStore {
   completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }>;
   /** Discards a multipart upload and its parts; an unknown upload is not an error. */
   abortMultipart(key: string, uploadId: string): Promise<void>;
-  /**
-   * Discards leftovers of uploads started before `before` (epoch ms) that never completed: multipart uploads
-   * (S3 keeps their parts, invisible but billed, until aborted) and temporary files. Returns how many.
-   */
-  removeIncomplete(before: number): Promise<number>;
 }

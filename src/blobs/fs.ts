@@ -8,9 +8,9 @@ import { isUuid } from '../domain/ids.js';
 import {
   type BlobEntry,
   type BlobPart,
-  type BlobStore,
   type ByteRange,
   InvalidPartError,
+  type MultipartBlobStore,
   type MultipartUpload,
   type PutOptions,
   type StoredPart,
@@ -27,10 +27,10 @@ const PART_FILE = /^(\d+)\.([0-9a-f]{32})$/;
 
 /**
  * Blobs as files under `<root>/blobs`, written to `<root>/tmp` first, fsynced, then renamed into place.
- * Multipart uploads live in `<root>/uploads/<uploadId>/` (a `key` file and one `<part>.<md5>` file per part)
- * until completion concatenates them through a temp file into place.
+ * Multipart uploads, emulated for the blob host (the MultipartBlobStore capability), live in `<root>/uploads/<uploadId>/`
+ * (a `key` file and one `<part>.<md5>` file per part) until completion concatenates them through a temp file into place.
  */
-export class FsBlobStore implements BlobStore {
+export class FsBlobStore implements MultipartBlobStore {
   readonly kind = 'fs' as const;
   private readonly blobDir: string;
   private readonly tmpDir: string;

@@ -25,9 +25,9 @@ import { Upload } from '@aws-sdk/lib-storage';
 import {
   type BlobEntry,
   type BlobPart,
-  type BlobStore,
   type ByteRange,
   InvalidPartError,
+  type MultipartBlobStore,
   type MultipartUpload,
   type PutOptions,
   type StoredPart,
@@ -143,7 +143,7 @@ function slice(source: Readable, skip: number, take: number): Readable {
   return source.pipe(out);
 }
 
-export class S3BlobStore implements BlobStore {
+export class S3BlobStore implements MultipartBlobStore {
   readonly kind = 's3' as const;
   readonly client: S3Client;
   private readonly bucket: string;

@@ -21,7 +21,7 @@
  */
 import { ml_kem768_x25519 as xwing } from '@noble/post-quantum/hybrid.js';
 import { bech32m } from '@scure/base';
-import type { BackupAccountEnvelopeBody } from '../api/schemas.js';
+import type { BackupAccountEnvelopeBody } from '../contract/schemas.js';
 import {
   AD,
   KEYRING,

@@ -24,7 +24,7 @@ import type {
   HostAccountListBody,
   ResetResponseBody,
   RotateResponseBody,
-} from '../api/schemas.js';
+} from '../contract/schemas.js';
 import { requireRequestedBackup } from './envelope-format.js';
 import { VERSION } from '../lib/version.js';
 

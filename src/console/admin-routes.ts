@@ -5,13 +5,13 @@
  * `__Host-`/`__Secure-coffer_operator` like the owners' cookie, see sessionCookieSpec), opened by a one-time link from `coffer admin login-link --operator` under the owners' rules (src/services/sessions.ts,
  * realm `operator`), with its own CSRF token. The owners' cookie is never read here and the operator's is never read
  * by /console or /api, so neither session opens the other side. What these routes return is ids, plans, counts,
- * bytes and times (./admin-schemas.ts): the operator sees no file name, metadata, envelope or key material.
+ * bytes and times (src/contract/admin-schemas.ts): the operator sees no file name, metadata, envelope or key material.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import { jsonBodies } from '../http/bodies.js';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import { VERSION } from '../lib/version.js';
 import { operatorActor } from '../services/audit.js';
 import type { AccountSummary } from '../services/operator.js';
@@ -29,7 +29,7 @@ import {
   OwnerLink,
   PlanBody,
   QuotaBody,
-} from './admin-schemas.js';
+} from '../contract/admin-schemas.js';
 import { consoleFiles } from './assets.js';
 import { hidden } from './context.js';
 import { sendStatic } from './page-routes.js';
@@ -63,7 +63,7 @@ const row = (summary: AccountSummary) => ({
   quotaSource: summary.quotaSource,
 });
 
-export async function adminRoutes(app: App, services: AdminServices): Promise<void> {
+export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
   const { config, sessions, operator, keys, clock, store, blobs } = services;
   jsonBodies(app);
 
@@ -72,6 +72,9 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
   });
 
   const cookieName = sessionCookieSpec(config, 'operator').name;
+  // Set by requireOperator; declared up front so every request has the same shape (Fastify's decorateRequest).
+  app.decorateRequest('operatorSession');
+  app.decorateRequest('operatorSecret');
   const requireOperator = async (request: FastifyRequest) => {
     const secret = readCookie(request.headers.cookie, cookieName);
     const session = secret ? await sessions.authenticateOperator(secret) : undefined;
@@ -225,4 +228,4 @@ export async function adminRoutes(app: App, services: AdminServices): Promise<vo
   };
   app.get(ADMIN_PATH, { schema: hidden }, page);
   app.get(`${ADMIN_PATH}/*`, { schema: hidden }, page);
-}
+};

@@ -4,11 +4,11 @@
  * recovery kit is checked against it in the page, and the sealed metadata is opened there once the vault is unlocked (each
  * backup's name and source); nothing readable without the vault is in it (the same fields as each backup's detail).
  */
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { BackupKeyList } from './schemas.js';
+import { BackupKeyList } from '../contract/console-schemas.js';
 
-export function backupKeyRoutes(app: App, { backups, requireSession }: ConsoleContext): void {
+export const backupKeyRoutes: AppPlugin<ConsoleContext> = async (app, { backups, requireSession }) => {
   app.get('/console/api/backup-keys', { schema: { ...hidden, response: { 200: BackupKeyList } }, onRequest: requireSession }, async (request) => {
     const list = await backups.list(request.consoleSession.accountId);
     return {
@@ -22,4 +22,4 @@ export function backupKeyRoutes(app: App, { backups, requireSession }: ConsoleCo
       })),
     };
   });
-}
+};

@@ -16,17 +16,17 @@ import type { FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import { iso } from '../domain/time.js';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import type { ChangedBy } from '../services/keys.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { CreateHostAccountBody, CreatedHostAccount } from './schemas.js';
+import { CreateHostAccountBody, CreatedHostAccount } from '../contract/console-schemas.js';
 
 /** How many host accounts an owner may have for the console to add one more (docs/console.md). */
 export const CONSOLE_HOST_ACCOUNT_LIMIT = 5;
 
 const changedBy = (request: FastifyRequest): ChangedBy => ({ actor: { kind: 'session', id: request.consoleSession.id }, address: request.ip });
 
-export function hostRoutes(app: App, { keys, backups, requireSession }: ConsoleContext): void {
+export const hostRoutes: AppPlugin<ConsoleContext> = async (app, { keys, backups, requireSession }) => {
   app.post(
     '/console/api/host-accounts',
     { schema: { ...hidden, body: CreateHostAccountBody, response: { 201: CreatedHostAccount } }, onRequest: requireSession },
@@ -80,4 +80,4 @@ export function hostRoutes(app: App, { keys, backups, requireSession }: ConsoleC
       };
     },
   );
-}
+};

@@ -2,14 +2,14 @@
  * /console/api/keys: the account's API keys, newest first; make one (bounded by the session's credential; append-only
  * on request); revoke. Making and revoking are recorded in the audit trail.
  */
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import { AppError } from '../domain/errors.js';
 import { SCOPES } from '../domain/scopes.js';
 import type { FastifyRequest } from 'fastify';
 import { type ChangedBy, keyView } from '../services/keys.js';
 import type { ApiKey, Session } from '../store/store.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { ConsoleKey, ConsoleKeyList, CreateKeyBody, CreatedKey, KeyParams } from './schemas.js';
+import { ConsoleKey, ConsoleKeyList, CreateKeyBody, CreatedKey, KeyParams } from '../contract/console-schemas.js';
 
 /** keyView as the page sees it (the serializer leaves out accountId: every key listed is the session's account's). */
 const consoleKey = (key: ApiKey, now: number, session: Session) => ({ ...keyView(key, now), usedByThisSession: session.keyId === key.id });
@@ -17,7 +17,7 @@ const consoleKey = (key: ApiKey, now: number, session: Session) => ({ ...keyView
 /** The console session and its client address, for the audit trail. */
 const changedBy = (request: FastifyRequest): ChangedBy => ({ actor: { kind: 'session', id: request.consoleSession.id }, address: request.ip });
 
-export function keyRoutes(app: App, { keys, clock, requireSession }: ConsoleContext): void {
+export const keyRoutes: AppPlugin<ConsoleContext> = async (app, { keys, clock, requireSession }) => {
   app.get('/console/api/keys', { schema: { ...hidden, response: { 200: ConsoleKeyList } }, onRequest: requireSession }, async (request) => {
     const session = request.consoleSession;
     const now = clock.now();
@@ -52,4 +52,4 @@ export function keyRoutes(app: App, { keys, clock, requireSession }: ConsoleCont
       return consoleKey(outcome.key, clock.now(), session);
     },
   );
-}
+};

@@ -1,12 +1,12 @@
 /** /console/api/overview: the account's plan, cadence, backups and vault at a glance. */
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import { isInFlight, isOverdue, nextAllowedAt } from '../domain/backups.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import type { AccountView } from '../services/backups.js';
 import type { Backup } from '../store/store.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { Overview } from './schemas.js';
+import { Overview } from '../contract/console-schemas.js';
 
 /** The overview of an account whose visible backups are `visible` (newest first), at `now`. */
 function overviewBody({ account, vault }: AccountView, visible: Backup[], now: number, storage: { quota: number | null; usage: number }) {
@@ -50,11 +50,11 @@ function overviewBody({ account, vault }: AccountView, visible: Backup[], now: n
   };
 }
 
-export function overviewRoutes(app: App, { backups, clock, requireSession }: ConsoleContext): void {
+export const overviewRoutes: AppPlugin<ConsoleContext> = async (app, { backups, clock, requireSession }) => {
   app.get('/console/api/overview', { schema: { ...hidden, response: { 200: Overview } }, onRequest: requireSession }, async (request) => {
     const { accountId } = request.consoleSession;
     const now = clock.now();
     const [view, visible, storage] = await Promise.all([backups.accountView(accountId), backups.list(accountId), backups.quota(accountId)]);
     return overviewBody(view, visible, now, storage ?? { quota: null, usage: 0 });
   });
-}
+};

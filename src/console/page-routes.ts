@@ -1,13 +1,13 @@
 /** The page itself (/console, /console/*), what this server is (/console/api/about), and its CLI package (/downloads). */
 import fs from 'node:fs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { NODE_ENGINE, VERSION } from '../lib/version.js';
 import { type CliTarball, type StaticFile, cliTarball, consoleFiles, packageRoot } from './assets.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { About } from './schemas.js';
+import { About } from '../contract/console-schemas.js';
 
 /**
  * The page's policy: only its own scripts, styles and connections; WebAssembly (libsodium) may compile, nothing
@@ -55,7 +55,7 @@ export function sendStatic(request: FastifyRequest, reply: FastifyReply, file: S
   return reply.code(200).send(file.body);
 }
 
-export function pageRoutes(app: App, { config }: ConsoleContext): void {
+export const pageRoutes: AppPlugin<ConsoleContext> = async (app, { config }) => {
   const root = packageRoot();
 
   // ---- public: what this server is, and its CLI ----
@@ -90,4 +90,4 @@ export function pageRoutes(app: App, { config }: ConsoleContext): void {
   };
   app.get('/console', { schema: hidden }, page);
   app.get('/console/*', { schema: hidden }, page);
-}
+};

@@ -5,11 +5,12 @@
  * cookie copied from it, cannot do them.
  */
 import type { FastifyRequest } from 'fastify';
+import { outcomeBody, recordBody } from '../contract/views.js';
 import type { AuditAction } from '../domain/audit.js';
 import { AppError } from '../domain/errors.js';
 import { FRESH_SIGN_IN_MS, MAX_DELETION_GRACE_DAYS, isFreshSignIn } from '../domain/backups.js';
-import { iso, isoOrNull } from '../domain/time.js';
-import type { App } from '../http/fastify.js';
+import { iso } from '../domain/time.js';
+import type { AppPlugin } from '../http/fastify.js';
 import type { Backup, VaultHistoryEntry } from '../store/store.js';
 import { type ConsoleContext, hidden } from './context.js';
 import {
@@ -20,21 +21,11 @@ import {
   RestoredVault,
   RetentionParams,
   VaultHistory,
-} from './schemas.js';
+} from '../contract/console-schemas.js';
 
+/** A backup in its deletion grace: its record, and when it was deleted and goes for good. */
 function scheduledBody(backup: Backup) {
-  return {
-    id: backup.id,
-    status: backup.status,
-    createdAt: iso(backup.createdAt),
-    expiresAt: iso(backup.expiresAt),
-    ciphertextSizeBytes: backup.ciphertextSizeBytes,
-    plaintextSizeBytes: backup.plaintextSizeBytes,
-    clientVersion: backup.clientVersion,
-    hostappVersion: backup.hostappVersion,
-    deletedAt: iso(backup.updatedAt),
-    purgeAfter: iso(backup.purgeAfter!),
-  };
+  return { ...recordBody(backup), deletedAt: iso(backup.updatedAt), purgeAfter: iso(backup.purgeAfter!) };
 }
 
 /** Who replaced an envelope, as the page names it. */
@@ -57,7 +48,7 @@ function historyBody(entry: VaultHistoryEntry) {
   };
 }
 
-export function retentionRoutes(app: App, { backups, clock, audit, requireSession }: ConsoleContext): void {
+export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups, clock, audit, requireSession }) => {
   const fresh = (request: FastifyRequest) => isFreshSignIn(request.consoleSession.freshAt, clock.now());
   const requireFresh = (request: FastifyRequest, what: string) => {
     if (fresh(request)) return;
@@ -103,15 +94,13 @@ export function retentionRoutes(app: App, { backups, clock, audit, requireSessio
     },
   );
 
-  const outcome = (backup: Backup) => ({ id: backup.id, status: backup.status, deletedAt: isoOrNull(backup.deletedAt) });
-
   app.post(
     '/console/api/deletions/:id/restore',
     { schema: { ...hidden, params: RetentionParams, response: { 200: BackupOutcome } }, onRequest: requireSession },
     async (request) => {
       const restored = await backups.undelete(request.consoleSession.accountId, request.params.id);
       await record(request, 'backup.undelete', restored.id);
-      return outcome(restored);
+      return outcomeBody(restored);
     },
   );
 
@@ -122,7 +111,7 @@ export function retentionRoutes(app: App, { backups, clock, audit, requireSessio
       requireFresh(request, 'delete a backup for good before its grace ends');
       const purged = await backups.purge(request.consoleSession.accountId, request.params.id);
       await record(request, 'backup.purge', purged.id);
-      return outcome(purged);
+      return outcomeBody(purged);
     },
   );
 
@@ -146,4 +135,4 @@ export function retentionRoutes(app: App, { backups, clock, audit, requireSessio
       return { restoredAt: iso(vault.updatedAt) };
     },
   );
-}
+};

@@ -5,7 +5,7 @@
  * - /console/api/*: what the page needs beyond the API (sign-in, sign-out, overview, key management, the backups'
  *   wrapped data keys). Kept outside
  *   /api so the API surface stays exactly what /openapi.json describes. Only the session cookie is accepted here. Their bodies are
- *   the TypeBox schemas of ./schemas.ts.
+ *   the TypeBox schemas of src/contract/console-schemas.ts.
  * - /downloads/coffer-cli.tgz: the CLI package (`npm pack` output), so `npm install -g <that URL>` works against
  *   any Coffer server.
  *
@@ -16,7 +16,7 @@
  * audit-routes.ts and page-routes.ts.
  */
 import type { FastifyRequest } from 'fastify';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import { AppError } from '../domain/errors.js';
 import { jsonBodies } from '../http/bodies.js';
 import type { ConsoleContext, ConsoleServices } from './context.js';
@@ -30,7 +30,7 @@ import { retentionRoutes } from './retention-routes.js';
 import { checkCsrf, sessionOf } from './session-http.js';
 import { sessionRoutes } from './session-routes.js';
 
-export async function consoleRoutes(app: App, services: ConsoleServices): Promise<void> {
+export const consoleRoutes: AppPlugin<ConsoleServices> = async (app, services) => {
   const { config, sessions, keys, backups, clock, audit } = services;
   jsonBodies(app);
 
@@ -39,6 +39,9 @@ export async function consoleRoutes(app: App, services: ConsoleServices): Promis
     if (request.url.startsWith('/console/api/')) reply.header('cache-control', 'no-store');
   });
 
+  // Set by requireSession; declared up front so every request has the same shape (Fastify's decorateRequest).
+  app.decorateRequest('consoleSession');
+  app.decorateRequest('consoleSecret');
   const requireSession = async (request: FastifyRequest) => {
     const context = await sessionOf(request, sessions, config);
     if (!context) throw new AppError('authentication_required', 'Sign in to the console first.');
@@ -48,12 +51,12 @@ export async function consoleRoutes(app: App, services: ConsoleServices): Promis
   };
 
   const ctx: ConsoleContext = { config, sessions, keys, backups, clock, audit, requireSession };
-  sessionRoutes(app, ctx);
-  overviewRoutes(app, ctx);
-  keyRoutes(app, ctx);
-  hostRoutes(app, ctx);
-  backupKeyRoutes(app, ctx);
-  retentionRoutes(app, ctx);
-  auditRoutes(app, ctx);
-  pageRoutes(app, ctx);
-}
+  await app.register(sessionRoutes, ctx);
+  await app.register(overviewRoutes, ctx);
+  await app.register(keyRoutes, ctx);
+  await app.register(hostRoutes, ctx);
+  await app.register(backupKeyRoutes, ctx);
+  await app.register(retentionRoutes, ctx);
+  await app.register(auditRoutes, ctx);
+  await app.register(pageRoutes, ctx);
+};

@@ -1,6 +1,6 @@
 /** /console/api/session: sign in (login link or all-scope API key, limited per address), the session, sign out. */
 import { Type } from '@sinclair/typebox';
-import type { App } from '../http/fastify.js';
+import type { AppPlugin } from '../http/fastify.js';
 import { APPEND_ONLY_REASON, APPEND_ONLY_RESOLUTION } from '../domain/append-only.js';
 import { AppError } from '../domain/errors.js';
 import type { Plan } from '../domain/plans.js';
@@ -8,7 +8,7 @@ import { csrfTokenFor, type OpenedSession } from '../services/sessions.js';
 import type { Session } from '../store/store.js';
 import { iso } from '../domain/time.js';
 import { type ConsoleContext, hidden } from './context.js';
-import { ConsoleSession, SignInBody } from './schemas.js';
+import { ConsoleSession, SignInBody } from '../contract/console-schemas.js';
 import { clearedSessionCookie, fromOwnOrigin, sessionCookie, signInLimit } from './session-http.js';
 
 function sessionBody(session: Session, plan: Plan, csrfToken: string) {
@@ -23,7 +23,7 @@ function sessionBody(session: Session, plan: Plan, csrfToken: string) {
   };
 }
 
-export function sessionRoutes(app: App, { config, sessions, requireSession }: ConsoleContext): void {
+export const sessionRoutes: AppPlugin<ConsoleContext> = async (app, { config, sessions, requireSession }) => {
   const limitSignIn = signInLimit(sessions, 'owner');
 
   app.post(
@@ -108,4 +108,4 @@ export function sessionRoutes(app: App, { config, sessions, requireSession }: Co
     reply.header('set-cookie', clearedSessionCookie(config)).code(204);
     return reply.send();
   });
-}
+};

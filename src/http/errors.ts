@@ -1,6 +1,7 @@
 /** Every failure leaves as an ErrorResponse with a code of docs/api-rules.md#errors; nothing internal leaks. */
 import type { FastifyBaseLogger, FastifyError, FastifyReply } from 'fastify';
-import { AppError, RESOLUTION_OF, type ValidationIssue } from '../domain/errors.js';
+import { errorBody } from '../contract/views.js';
+import { AppError, type ValidationIssue } from '../domain/errors.js';
 import { jsonTooLarge } from './bodies.js';
 
 interface AjvIssue {
@@ -56,16 +57,6 @@ export function logUnhandled(log: FastifyBaseLogger, error: unknown, clientGone:
   // A client that hung up (or was cut off as too slow) breaks its own request: not the server's fault.
   if (clientGone) log.info({ err: { message: (error as Error)?.message } }, 'client went away before the answer');
   else log.error({ err: error }, 'unhandled error');
-}
-
-export function errorBody(error: AppError) {
-  return {
-    error: error.message,
-    code: error.code,
-    message: error.message,
-    resolution: error.resolution ?? RESOLUTION_OF[error.code],
-    ...(error.details ? { details: error.details } : {}),
-  };
 }
 
 export function sendError(reply: FastifyReply, error: AppError): FastifyReply {

@@ -1,10 +1,10 @@
 /** Operator endpoints: /readyz (dependencies reachable) and /metrics (Prometheus). */
 import { sameSecret } from '../lib/compare.js';
-import type { FastifyInstance } from 'fastify';
+import type { AppPlugin } from '../http/fastify.js';
 import type { BlobStore } from '../blobs/blob-store.js';
 import { AppError } from '../domain/errors.js';
 import type { Store } from '../store/store.js';
-import { errorBody } from '../http/errors.js';
+import { errorBody } from '../contract/views.js';
 import type { Metrics } from '../http/metrics.js';
 
 const PROBE_TIMEOUT_MS = 2000;
@@ -37,7 +37,7 @@ export interface OperationsDeps {
   metricsToken: string | null;
 }
 
-export function operationsRoutes(app: FastifyInstance, deps: OperationsDeps): void {
+export const operationsRoutes: AppPlugin<OperationsDeps> = async (app, deps) => {
   const { metrics } = deps;
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     const [database, blobs] = await Promise.all([probe(() => deps.store.ping()), probe(() => deps.blobs.ping())]);
@@ -61,4 +61,4 @@ export function operationsRoutes(app: FastifyInstance, deps: OperationsDeps): vo
     reply.header('content-type', metrics.registry.contentType);
     return metrics.registry.metrics();
   });
-}
+};

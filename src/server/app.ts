@@ -13,7 +13,7 @@ import type { RouteContext } from '../api/context.js';
 import { appendOnlyGuard, auditRequests } from '../api/guard.js';
 import type { App } from '../http/fastify.js';
 import { API_KEY_RESTRICTIONS, API_TAGS, documentRoute } from '../api/openapi.js';
-import { COMPONENT_SCHEMAS } from '../api/schemas.js';
+import { COMPONENT_SCHEMAS } from '../contract/schemas.js';
 import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
 import { AppError } from '../domain/errors.js';
 import { EventStreamHub } from '../api/streams.js';
@@ -115,6 +115,10 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
       ...(parts.changeFeed ? { changeFeedLive: () => parts.changeFeed!.live } : {}),
     },
   );
+  // What the /api hooks set on a request, declared up front so every request has the same shape (Fastify's
+  // decorateRequest): the caller (requireScope, src/http/auth.ts) and a /api/backups/{id} route's backup (src/api/context.ts).
+  app.decorateRequest('principal');
+  app.decorateRequest('backup');
   const audit = auditRequests(parts.audit);
   const ctx: RouteContext = {
     config: parts.config,
@@ -129,7 +133,7 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
   };
   hardening(app, { https: parts.config.publicUrl.startsWith('https:') });
   requestMetrics(app, metrics);
-  operationsRoutes(app, { store: parts.store, blobs: parts.blobs, metrics, metricsToken: parts.config.metricsToken });
+  await app.register(operationsRoutes, { store: parts.store, blobs: parts.blobs, metrics, metricsToken: parts.config.metricsToken });
 
   const { product } = loadContent();
   await app.register(fastifySwagger, {
@@ -203,30 +207,30 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
   await app.register(discoveryRoutes, { config: parts.config });
 
   // The console (/console, /console/api, /downloads/coffer-cli.tgz): src/console/routes.ts.
-  await app.register(async (scope) => consoleRoutes(scope, parts));
+  await app.register(consoleRoutes, parts);
   // The operator console (/admin, /admin/api): src/console/admin-routes.ts.
-  await app.register(async (scope) => adminRoutes(scope, parts));
+  await app.register(adminRoutes, parts);
 
   // Each scope reads bodies one way (src/http/bodies.ts).
   await app.register(async (scope) => {
     ignoreBodies(scope);
-    accountReadRoutes(scope, ctx);
-    backupReadRoutes(scope, ctx);
-    hostAccountRoutes(scope, ctx);
+    await scope.register(accountReadRoutes, ctx);
+    await scope.register(backupReadRoutes, ctx);
+    await scope.register(hostAccountRoutes, ctx);
   });
   await app.register(async (scope) => {
     jsonBodies(scope);
-    accountWriteRoutes(scope, ctx);
-    backupWriteRoutes(scope, ctx);
+    await scope.register(accountWriteRoutes, ctx);
+    await scope.register(backupWriteRoutes, ctx);
   });
   await app.register(async (scope) => {
     streamedBodies(scope);
-    uploadRoutes(scope, ctx);
+    await scope.register(uploadRoutes, ctx);
   });
 
   // blobhost-client: Coffer is the blob host the stock @vercel/blob client uploads to (src/api/blobhost.ts).
   const blobHost = parts.blobHost;
-  if (blobHost) await app.register(async (scope) => blobHostRoutes(scope, blobHost, limits));
+  if (blobHost) await app.register(blobHostRoutes, { host: blobHost, limits });
 
   // Open event streams are told about the shutdown before the server stops accepting work.
   app.addHook('preClose', async () => streams.closeAll('shutdown'));

@@ -2,7 +2,7 @@
 import net from 'node:net';
 import type { FastifyServerOptions } from 'fastify';
 import type { Config } from '../config.js';
-import type { BlobStore } from '../blobs/blob-store.js';
+import type { MultipartBlobStore } from '../blobs/blob-store.js';
 import { FsBlobStore } from '../blobs/fs.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
@@ -25,7 +25,8 @@ export interface Parts extends Services {
   close(): Promise<void>;
 }
 
-export async function openBlobStore(config: Config): Promise<BlobStore> {
+/** The configured blob store; both have the multipart capability, which the blob host needs. */
+export async function openBlobStore(config: Config): Promise<MultipartBlobStore> {
   if (config.blobStore === 's3') {
     const { S3BlobStore } = await import('../blobs/s3.js');
     return new S3BlobStore({

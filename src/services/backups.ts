@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { v7 as uuidv7 } from 'uuid';
-import type { BackupAccountEnvelopeBody } from '../api/schemas.js';
+import type { BackupAccountEnvelopeBody, BackupFinalizeBody } from '../contract/schemas.js';
 import {
   IN_FLIGHT_STATUSES,
   decideCreate,
@@ -34,20 +34,8 @@ import { usageReport, type UsageReport } from './usage.js';
 
 const VISIBLE_STATUSES = BACKUP_STATUSES.filter(isVisible);
 
-/** The bootstrap/rotate body: its one definition is the TypeBox schema (a type-only import, nothing at run time). */
+/** The bootstrap/rotate body, as its TypeBox schema defines it. */
 export type VaultEnvelope = BackupAccountEnvelopeBody;
-
-export interface FinalizeInput {
-  cryptoVersion: 'v1';
-  wrappedDek: string;
-  wrappedDekNonce: string;
-  encryptedMetadata: string;
-  encryptedMetadataNonce: string;
-  ciphertextSizeBytes: number;
-  plaintextSizeBytes: number;
-  clientVersion?: string;
-  hostappVersion?: string;
-}
 
 /** A parsed If-Match header: "*" (any current vault) or the strong entity tags, quotes included. */
 export type IfMatch = '*' | string[];
@@ -596,7 +584,7 @@ export class BackupService {
     return new AppError('invalid_backup_state', `The backup is ${status}.`, { status });
   }
 
-  async finalize(accountId: string, id: string, input: FinalizeInput): Promise<Backup> {
+  async finalize(accountId: string, id: string, input: BackupFinalizeBody): Promise<Backup> {
     const issues = binaryIssues({
       wrappedDek: input.wrappedDek,
       wrappedDekNonce: input.wrappedDekNonce,

@@ -4,18 +4,18 @@
  * `VERCEL_BLOB_API_URL=<COFFER_PUBLIC_URL>/blob` and an absolute `handleUploadUrl`).
  *
  * Client-token authenticated, under /blob: single PUT and multipart create/upload/complete, streamed into the
- * configured BlobStore; when the bytes are stored the slot becomes UPLOADED. Not part of the Coffer API: its
- * errors are BlobApiErrors, in the blob API's shape. The client tokens come from the handshake
- * (./upload-handshake.ts), signed with the read-write token defined here.
+ * configured blob store (the one user of its MultipartBlobStore capability); when the bytes are stored the slot
+ * becomes UPLOADED. Not part of the Coffer API: its errors are BlobApiErrors, in the blob API's shape. The client
+ * tokens come from the handshake (./upload-handshake.ts), signed with the read-write token defined here.
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import {
-  type BlobStore,
   InvalidPartError,
   MAX_PART_NUMBER,
+  type MultipartBlobStore,
   UploadNotFoundError,
 } from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
@@ -131,7 +131,7 @@ export interface BlobHostOptions {
  */
 export class BlobHostService {
   constructor(
-    private readonly blobs: BlobStore,
+    private readonly blobs: MultipartBlobStore,
     private readonly store: Store,
     private readonly backups: BackupService,
     private readonly clock: Clock,

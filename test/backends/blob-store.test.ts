@@ -1,20 +1,21 @@
 /**
  * ONE contract suite for BlobStore, run against the filesystem and against an S3-protocol server on loopback
  * (s3rver). Every round trip compares bytes. Covers streamed puts large enough to go multipart, failures and
- * aborts mid-stream (nothing visible, no parts left), ranges, listing, and the multipart API.
+ * aborts mid-stream (nothing visible, no parts left), ranges and listing; and, for the stores with the multipart
+ * capability (MultipartBlobStore), the multipart API.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, expect, it } from 'vitest';
-import { type BlobStore, InvalidPartError, UploadNotFoundError } from '../../src/blobs/blob-store.js';
+import { type BlobStore, InvalidPartError, type MultipartBlobStore, UploadNotFoundError } from '../../src/blobs/blob-store.js';
 import { FsBlobStore } from '../../src/blobs/fs.js';
 import { type S3Engine, S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { tempDir } from '../helpers/tmp.js';
 import { describeEngines, type Engine } from './engine.js';
 
-interface BlobEngine extends Engine<BlobStore> {
+interface BlobEngine<Store extends BlobStore = BlobStore> extends Engine<Store> {
   /** Whether completing with a wrong etag is refused (s3rver does not check part etags). */
   checksPartEtags: boolean;
   /** Incomplete uploads and temporary files the backend still holds. */
@@ -23,7 +24,7 @@ interface BlobEngine extends Engine<BlobStore> {
   partFiles(uploadId: string): Promise<number>;
 }
 
-function fsEngine(): BlobEngine {
+function fsEngine(): BlobEngine<MultipartBlobStore> {
   let root: string;
   return {
     name: 'fs',
@@ -38,7 +39,7 @@ function fsEngine(): BlobEngine {
   };
 }
 
-function s3Engine(kind: S3Engine): BlobEngine {
+function s3Engine(kind: S3Engine): BlobEngine<MultipartBlobStore> {
   let s3: TestS3;
   return {
     name: kind === 's3rver' ? 's3' : `s3 (${kind})`,
@@ -91,7 +92,12 @@ async function keys(store: BlobStore, prefix?: string): Promise<string[]> {
   return out.sort();
 }
 
-describeEngines('BlobStore backend', [fsEngine(), ...S3_ENGINES.map(s3Engine)], (engine, backend) => {
+/** Every store. */
+const engines = (): BlobEngine[] => [fsEngine(), ...S3_ENGINES.map(s3Engine)];
+/** The stores with the multipart capability: both implementations (the filesystem's is an emulation). */
+const multipartEngines = (): BlobEngine<MultipartBlobStore>[] => [fsEngine(), ...S3_ENGINES.map(s3Engine)];
+
+describeEngines('BlobStore backend', engines(), (engine, backend) => {
   let store: BlobStore;
   const big = randomBytes(12 * MiB + 12_345); // three 5 MiB-class parts on S3
 
@@ -172,6 +178,14 @@ describeEngines('BlobStore backend', [fsEngine(), ...S3_ENGINES.map(s3Engine)], 
     expect(entries[0]!.modifiedAt).toBeGreaterThan(before);
     expect(entries[0]!.modifiedAt).toBeLessThan(Date.now() + 5000);
     expect(await keys(store)).toEqual(expect.arrayContaining(['backups/list/b/1.bin']));
+  });
+});
+
+describeEngines('MultipartBlobStore backend', multipartEngines(), (engine, backend) => {
+  let store: MultipartBlobStore;
+
+  beforeAll(() => {
+    store = backend();
   });
 
   it('multipart: parts out of order, unsorted completion, invisible until complete, bytes equal', async () => {

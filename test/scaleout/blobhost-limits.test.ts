@@ -13,6 +13,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { MultipartBlobStore } from '../../src/blobs/blob-store.js';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { api, envelope } from '../helpers/api.js';
 import { type S3Engine, S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
@@ -221,7 +222,7 @@ for (const backend of backends) describe.skipIf(backend.skip === true)(`blobhost
     const stored = await part(server, s, upload, 1, data);
     expect(stored.status).toBe(200);
     // The store completes the upload, then the node dies before recording it (or its answer is lost).
-    await server.parts.blobs.completeMultipart(upload.key, upload.uploadId, [{ partNumber: 1, etag: stored.body.etag }]);
+    await (server.parts.blobs as MultipartBlobStore).completeMultipart(upload.key, upload.uploadId, [{ partNumber: 1, etag: stored.body.etag }]);
     const retried = await mpu(
       server,
       s,

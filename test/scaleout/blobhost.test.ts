@@ -9,6 +9,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { put, upload } from '@vercel/blob/client';
+import type { MultipartBlobStore } from '../../src/blobs/blob-store.js';
 import { RW_TOKEN_SETTING } from '../../src/services/blob-host.js';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
@@ -250,7 +251,7 @@ describe.each([embedded, ...S3_ENGINES.map(scaleOut)])('blobhost-client with the
       const tooMany = JSON.stringify(Array.from({ length: 10_001 }, (_, i) => ({ partNumber: i + 1, etag: 'x' })));
       expect((await mpu('complete', tooMany, ids)).body.error.message).toBe('The body must be a JSON array of {partNumber, etag}.');
     } finally {
-      await server.parts.blobs.abortMultipart(created.body.key, created.body.uploadId);
+      await (server.parts.blobs as MultipartBlobStore).abortMultipart(created.body.key, created.body.uploadId);
     }
     await expectUntouched(s);
   });

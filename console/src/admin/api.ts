@@ -1,6 +1,6 @@
 /** The operator console's HTTP client: /admin/api with the operator cookie (httpOnly) and its CSRF token. */
 import type { Static } from '@sinclair/typebox';
-import type { AccountDetail, OperatorSessionBody, Overview, OwnerLink } from '../../../src/console/admin-schemas.js';
+import type { AccountDetail, OperatorSessionBody, Overview, OwnerLink } from '../../../src/contract/admin-schemas.js';
 
 export type OverviewData = Static<typeof Overview>;
 export type AccountData = Static<typeof AccountDetail>;

@@ -1,7 +1,7 @@
 /**
  * Wire schemas of the console's own endpoints (/console/api/*) as TypeBox: they validate the requests, serialize
- * the answers, and the page (console/src/api.ts) derives its types from them with `import type`. Pure: TypeBox and
- * domain/ only, so the page's type check can read this file without any server code.
+ * the answers, and the page (console/src/api.ts) derives its types from them with `import type`. Pure, like all of
+ * src/contract: TypeBox, domain/ and the API's schemas only, so the page's type check reads no server code.
  */
 import { Type, type TSchema } from '@sinclair/typebox';
 import { ACTOR_KINDS, AUDIT_ACTIONS, AUDIT_OUTCOMES, type ActorKind, type AuditAction, type AuditOutcome } from '../domain/audit.js';
@@ -9,6 +9,7 @@ import { BACKUP_STATUSES, MAX_DELETION_GRACE_DAYS, type BackupStatus } from '../
 import { KEY_LABEL_MAX, KEY_STATUSES, type KeyStatus } from '../domain/keys.js';
 import { BACKUP_INTERVALS, PLANS, type BackupInterval, type Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
+import { DeleteBackupResponse, backupRecordFields } from './schemas.js';
 
 const DateTime = Type.String({ format: 'date-time' });
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -225,17 +226,10 @@ export const BackupKeyList = Type.Object(
 );
 // ---- deletion grace and vault history ----
 
-/** A backup scheduled for deletion: restorable until purgeAfter. */
+/** A backup scheduled for deletion: its record, restorable until purgeAfter. */
 export const ScheduledBackup = Type.Object(
   {
-    id: Type.String(),
-    status: Status,
-    createdAt: DateTime,
-    expiresAt: DateTime,
-    ciphertextSizeBytes: Nullable(Count),
-    plaintextSizeBytes: Nullable(Count),
-    clientVersion: Nullable(Type.String()),
-    hostappVersion: Nullable(Type.String()),
+    ...backupRecordFields,
     /** When it was deleted. */
     deletedAt: DateTime,
     /** When its ciphertext goes for good (the grace ends, or the plan's retention if sooner). */
@@ -261,7 +255,8 @@ export const Deletions = Type.Object(
 
 export const DeletionGrace = Type.Object({ deletionGraceDays: Count }, closed);
 
-export const BackupOutcome = Type.Object({ id: Type.String(), status: Status, deletedAt: Nullable(DateTime) }, closed);
+/** A backup restored or purged: the same answer as DELETE /api/backups/{id}. */
+export const BackupOutcome = Type.Ref(DeleteBackupResponse);
 
 const Actor = Type.Object(
   {

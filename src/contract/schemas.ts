@@ -1,5 +1,5 @@
 /**
- * The wire schemas as TypeBox: the same objects validate requests, serialize responses and become
+ * The API's wire schemas as TypeBox: the same objects validate requests, serialize responses and become
  * the OpenAPI components (each has an $id, registered with app.addSchema and referenced with Type.Ref).
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
@@ -77,7 +77,8 @@ export const BackupStatus = Type.Unsafe<BackupStatusValue>({
   enum: [...BACKUP_STATUSES],
 });
 
-const backupRecordFields = {
+/** A backup record's fields, shared with the console's scheduled backups (console-schemas.ts). */
+export const backupRecordFields = {
   id: Uuid,
   status: Type.Ref(BackupStatus),
   createdAt: DateTime,
@@ -195,6 +196,22 @@ export const ErrorResponse = Type.Object(
   { $id: 'ErrorResponse', additionalProperties: false },
 );
 
+/** The last frame of a status stream after a terminal status, its timeout or a shutdown (not a component). */
+export const BackupStreamClosed = Type.Object(
+  {
+    backupId: Type.String({ format: 'uuid' }),
+    reason: Type.Unsafe<'terminal' | 'timeout' | 'shutdown'>({ type: 'string', enum: ['terminal', 'timeout', 'shutdown'] }),
+    status: Type.Ref(BackupStatus),
+    observedAt: Type.String({ format: 'date-time' }),
+  },
+  { additionalProperties: false },
+);
+
+/** The last frame of a status stream after a failure, or its only one over the open-stream caps (not a component). */
+export const BackupStreamError = Type.Composite([ErrorResponse, Type.Object({ backupId: Type.String({ format: 'uuid' }) })], {
+  additionalProperties: false,
+});
+
 export const BackupIdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
 
 /** Extension (docs/api-rules.md#host-accounts): a host account as its owner sees it. */
@@ -255,6 +272,8 @@ export type BackupDetailBody = Static<typeof BackupDetail>;
 export type BackupRecordBody = Static<typeof BackupRecord>;
 export type BackupStatusEventBody = Static<typeof BackupStatusEvent>;
 export type ErrorResponseBody = Static<typeof ErrorResponse>;
+export type BackupStreamClosedBody = Static<typeof BackupStreamClosed>;
+export type BackupStreamErrorBody = Static<typeof BackupStreamError>;
 export type BackupAccountBody = Static<typeof BackupAccount>;
 export type BootstrapResponseBody = Static<typeof BootstrapResponse>;
 export type RotateResponseBody = Static<typeof RotateResponse>;

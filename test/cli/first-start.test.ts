@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CofferApiError } from '../../src/client/sdk.js';
-import { cadenceMessage } from '../../src/cli/client-io.js';
+import { cadenceMessage } from '../../src/cli/failures.js';
 import { startServeNode, type ServeNode } from '../helpers/serve-node.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, runCli } from '../client/helpers.js';

@@ -7,7 +7,8 @@
 import type { Command } from 'commander';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { checkEveryMs, INTERVAL_MS } from '../../client/agent-state.js';
-import { action, localTime, PASSPHRASE_FILE_OPTION, requireProfile } from '../client-io.js';
+import { action, PASSPHRASE_FILE_OPTION, requireProfile } from '../command-frame.js';
+import { localTime } from '../format.js';
 import { note, print, printJson } from '../output.js';
 import { agentRun, INTERVAL_OPTION, type RunOptions } from './run.js';
 
@@ -25,11 +26,11 @@ export function registerAgent(program: Command): void {
     .option(...INTERVAL_OPTION)
     .option('--json', 'print each run\'s outcome as one JSON line')
     .action(
-      action(async (run, options: RunOptions) => {
-        const { name } = requireProfile(run.profile, 'coffer agent');
+      action(async (context, options: RunOptions) => {
+        const { name } = requireProfile(context.profile, 'coffer agent');
         note(`coffer agent: profile ${name}; stop with Ctrl-C or SIGTERM`);
         for (;;) {
-          const outcome = await agentRun(run, options);
+          const outcome = await agentRun(context, options);
           const { error: _error, ...shown } = outcome;
           if (options.json) printJson(shown);
           else print(`${new Date().toISOString()} ${outcome.outcome}: ${outcome.message}`);
@@ -40,7 +41,7 @@ export function registerAgent(program: Command): void {
           // server's) must not rerun the hooks every second.
           const waitMs = Math.max(MIN_WAIT_MS, Math.min(checkMs, Number.isFinite(dueIn) ? dueIn + 5000 : checkMs));
           if (!options.json) note(`next look ${localTime(new Date(Date.now() + waitMs))}`);
-          await sleep(waitMs, undefined, { signal: run.signal });
+          await sleep(waitMs, undefined, { signal: context.signal });
         }
       }),
     );

@@ -29,19 +29,17 @@ import { iso, isoOrNull } from '../../domain/time.js';
 import { ConfigError } from '../../config.js';
 import {
   action,
-  bytes,
   clientFor,
-  duration,
-  localTime,
+  type CommandContext,
   PASSPHRASE_FILE_OPTION,
   type PassphraseOptions,
   recipientFor,
   requireProfile,
-  type Run,
   type SelectedProfile,
-  toCliError,
-  unlock,
-} from '../client-io.js';
+} from '../command-frame.js';
+import { unlock } from '../secrets.js';
+import { bytes, duration, localTime } from '../format.js';
+import { toCliError } from '../failures.js';
 import { CliError, EXIT, note, print, printJson, usageError } from '../output.js';
 
 export type RunOptions = PassphraseOptions & { interval?: string };
@@ -115,9 +113,9 @@ const MAX_SERVER_TIME_MS = 366 * 86_400_000;
  * One agent run. Never throws for the backup's own failure: the outcome says it (with `error`), after the hooks
  * and notifications ran. Throws for what stops the run before it starts (no profile, a busy profile, interruption).
  */
-export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcome> {
-  const { signal, config } = run;
-  const { name, profile } = requireProfile(run.profile, 'coffer run');
+export async function agentRun(context: CommandContext, options: RunOptions): Promise<RunOutcome> {
+  const { signal, config } = context;
+  const { name, profile } = requireProfile(context.profile, 'coffer run');
   const release = await lockProfile(config.stateDir, name);
   try {
     const now = Date.now();
@@ -230,7 +228,7 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
         if (beforeFailed) throw new HookError(beforeFailed);
         afterDue = true;
       };
-      const result = await backupProfile(run, { name, profile }, options, afterSlot);
+      const result = await backupProfile(context, { name, profile }, options, afterSlot);
       state.lastSuccessAt = result.detail.createdAt;
       state.lastBackupId = result.detail.id;
       state.overdueNotifiedAt = null;
@@ -294,8 +292,8 @@ export async function agentRun(run: Run, options: RunOptions): Promise<RunOutcom
 /**
  * The backup of a profile: its paths, sealed to its recipient (else with the passphrase), linked into its chain.
  */
-async function backupProfile(run: Run, { name, profile }: SelectedProfile, options: RunOptions, afterSlot: () => Promise<void>) {
-  const { signal, config } = run;
+async function backupProfile(context: CommandContext, { name, profile }: SelectedProfile, options: RunOptions, afterSlot: () => Promise<void>) {
+  const { signal, config } = context;
   for (const source of profile.paths) {
     await fsp.lstat(source).catch((error: unknown) => {
       throw new SourceReadError(`cannot back up ${source}: ${fsReason(error)}`, source);
@@ -337,8 +335,8 @@ export function registerRun(program: Command): void {
     .option(...INTERVAL_OPTION)
     .option('--json', 'print the outcome as JSON ({"outcome", "profile", "backupId", "nextDueAt", "interval", "message"})')
     .action(
-      action(async (run, options: RunOptions) => {
-        const outcome = await agentRun(run, options);
+      action(async (context, options: RunOptions) => {
+        const outcome = await agentRun(context, options);
         const { error, ...shown } = outcome;
         if (options.json) printJson(shown);
         else if (outcome.outcome !== 'failure') print(outcome.message);

@@ -10,7 +10,7 @@ import { checkEveryMs, INTERVAL_MS } from '../../client/agent-state.js';
 import { action, PASSPHRASE_FILE_OPTION, requireProfile } from '../command-frame.js';
 import { localTime } from '../format.js';
 import { note, print, printJson } from '../output.js';
-import { agentRun, INTERVAL_OPTION, type RunOptions } from './run.js';
+import { INTERVAL_OPTION, runProfile, type RunOptions, shownOutcome } from './run.js';
 
 /** Without a known interval the agent looks this often (a 429 or the next run teaches it the interval). */
 const DEFAULT_CHECK_MS = 15 * 60_000;
@@ -30,10 +30,10 @@ export function registerAgent(program: Command): void {
         const { name } = requireProfile(context.profile, 'coffer agent');
         note(`coffer agent: profile ${name}; stop with Ctrl-C or SIGTERM`);
         for (;;) {
-          const outcome = await agentRun(context, options);
-          const { error: _error, ...shown } = outcome;
+          const outcome = await runProfile(context, options);
+          const shown = shownOutcome(outcome);
           if (options.json) printJson(shown);
-          else print(`${new Date().toISOString()} ${outcome.outcome}: ${outcome.message}`);
+          else print(`${new Date().toISOString()} ${outcome.outcome}: ${shown.message}`);
           const checkMs = outcome.interval ? checkEveryMs(INTERVAL_MS[outcome.interval]) : DEFAULT_CHECK_MS;
           const dueIn = outcome.nextDueAt ? Date.parse(outcome.nextDueAt) - Date.now() : checkMs;
           // Wake at the due time (a few seconds after, so the server's clock agrees), never later than checkMs.

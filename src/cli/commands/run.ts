@@ -15,7 +15,7 @@ import { ProfileError } from '../../client/profiles.js';
 import { CofferApiError, CofferNetworkError } from '../../client/sdk.js';
 import { HostWithoutVaultError } from '../../client/vault.js';
 import type { BackupInterval } from '../../domain/plans.js';
-import { ConfigError } from '../../config.js';
+import { ConfigError, inheritedEnvironment } from '../../config.js';
 import { action, clientFor, type CommandContext, PASSPHRASE_FILE_OPTION, type PassphraseOptions, recipientFor, requireProfile } from '../command-frame.js';
 import { unlock } from '../secrets.js';
 import { bytes, duration, localTime } from '../format.js';
@@ -60,6 +60,7 @@ export async function runProfile(context: CommandContext, options: RunOptions): 
   const { name, profile } = requireProfile(context.profile, 'coffer run');
   const interval = intervalOption(options.interval);
   const client = clientFor(config);
+  const inherited = inheritedEnvironment();
   return agentRun({
     profileName: name,
     profile,
@@ -70,7 +71,7 @@ export async function runProfile(context: CommandContext, options: RunOptions): 
     signal,
     recipient: () => recipientFor(undefined, config),
     masterKey: async () => (await unlock(client, config, options, signal)).masterKey,
-    runHook,
+    runHook: (hook, command, outcome, hookOptions) => runHook(hook, command, outcome, { ...hookOptions, inherited }),
     notify,
     explain: explainFailure,
     warn: note,

@@ -480,6 +480,14 @@ export interface ClientConfig {
   xdgStateHome: string | null;
 }
 
+/**
+ * The environment the client's child processes inherit, as any child would (a profile's hooks: src/client/hooks.ts
+ * leaves out the secrets). Passed through whole rather than read as settings, but read here like every variable.
+ */
+export function inheritedEnvironment(env: Env = process.env): Env {
+  return { ...env };
+}
+
 /** The profile-suppliable variables set in the environment (trimmed): they win over a profile's values. */
 export function givenOverProfile(env: Env = process.env): Partial<Record<'COFFER_URL' | 'COFFER_RECIPIENT' | 'COFFER_API_KEY', string>> {
   const given: Partial<Record<'COFFER_URL' | 'COFFER_RECIPIENT' | 'COFFER_API_KEY', string>> = {};

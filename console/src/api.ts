@@ -16,6 +16,7 @@ import type {
   VaultHistory as VaultHistorySchema,
 } from '../../src/contract/console-schemas.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
+import { API_INTERNALS, consoleErrorText } from '../../src/domain/error-texts.js';
 import { SCOPES, type Scope } from '../../src/domain/scopes.js';
 
 export class ApiError extends Error {
@@ -27,66 +28,6 @@ export class ApiError extends Error {
     readonly details?: Record<string, unknown>,
   ) {
     super(message);
-  }
-}
-
-/** What each permission lets a key do. */
-const PERMISSION_USES: Record<string, string> = {
-  'backups:read': 'read backups',
-  'backups:write': 'make and delete backups',
-  'backups:restore': 'restore backups',
-};
-
-/** Text that speaks the HTTP API (paths, verbs, headers, response fields) instead of the page. */
-const API_INTERNALS = /\/api\/|details\.|bearer|authorization|x-api-key|x-csrf-token|content-type|\b(GET|POST|PUT|PATCH|DELETE) \//i;
-
-/**
- * What the person at the page should do about a refusal. The API's own `resolution` is written for API callers
- * (it names paths, headers and `details.*` fields), so known codes get the console's words; any other text is
- * shown only when it does not speak API internals.
- */
-export function userResolution(code: string, details: Record<string, unknown> | undefined, resolution: string): string {
-  const permission = typeof details?.requiredPermission === 'string' ? details.requiredPermission : undefined;
-  switch (code) {
-    case 'authentication_required':
-      return 'Check the key and sign in again, or open a new sign-in link from your operator (coffer admin login-link).';
-    case 'insufficient_scope':
-      if (details?.reason === 'append_only') {
-        return 'This key is append-only: it can add backups but not delete them, reset the account or change the vault. Sign in with a login link or an owner key.';
-      }
-      return (
-        `This key may not ${permission ? PERMISSION_USES[permission] ?? 'do this' : 'do this'}${permission ? ` (it lacks ${permission})` : ''}. ` +
-        'Sign in with a key that holds read, write and restore, or ask your operator for one (coffer admin keys create).'
-      );
-    case 'csrf_token_invalid':
-      return 'Reload the page and try again.';
-    case 'backup_not_found':
-      return 'It may have been deleted or have expired: go back to your backups.';
-    case 'backup_content_unavailable':
-      return 'Only READY backups can be restored: wait until it is ready.';
-    case 'vault_not_initialized':
-      return 'Set up the vault first with the CLI: coffer init.';
-    case 'vault_not_empty':
-      return 'Delete the remaining backups first.';
-    case 'upload_in_progress':
-      return 'Wait until the upload in progress has finished, then try again.';
-    case 'invalid_backup_state':
-      return 'Reload the page to see its current status.';
-    case 'backup_cadence_exceeded':
-      return 'Wait until the next backup is allowed, or move to a plan with a shorter interval.';
-    case 'reauthentication_required':
-      return 'Confirm it is you with a fresh sign-in (a new sign-in link or an API key with all three permissions).';
-    case 'internal_error':
-      return 'Try again later; if it keeps failing, tell your operator.';
-    case 'validation_failed':
-      return 'Check what you entered and try again.';
-    case 'invalid_json':
-    case 'unsupported_media_type':
-    case 'method_not_allowed':
-    case 'not_found':
-      return 'Reload the page; if it keeps happening, tell your operator.';
-    default:
-      return API_INTERNALS.test(resolution) ? '' : resolution;
   }
 }
 
@@ -137,7 +78,7 @@ export async function api<T>(
     if (response.status === 401 && !options.quiet401) onSignedOut();
     const code = error.code ?? 'http_error';
     const message = error.message && !API_INTERNALS.test(error.message) ? error.message : 'The server refused this request.';
-    throw new ApiError(response.status, code, message, userResolution(code, error.details, error.resolution ?? ''), error.details);
+    throw new ApiError(response.status, code, message, consoleErrorText(code, error.details ?? {}, error.resolution ?? ''), error.details);
   }
   return parsed as T;
 }

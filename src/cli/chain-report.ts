@@ -4,7 +4,8 @@ import { type ChainEntry, type ChainReport, checkChains, openChainEntries, readC
 import { wipe } from '../client/envelope.js';
 import { KitFormatError, parseKit } from '../client/kit.js';
 import type { BackupRecordBody, CofferClient } from '../client/sdk.js';
-import { type PassphraseOptions, type Run, unlock } from './client-io.js';
+import { type CommandContext, type PassphraseOptions } from './command-frame.js';
+import { unlock } from './secrets.js';
 import { CliError, EXIT, print, usageError } from './output.js';
 
 const MAX_KIT_BYTES = 64 * 1024;
@@ -32,25 +33,25 @@ async function kitMaterial(file: string): Promise<Buffer> {
  * and returns the report with `finish`, which prints it (human) and ends with exit 4 when anything was found.
  */
 export async function chainReport(
-  run: Run,
+  context: CommandContext,
   client: CofferClient,
   backups: readonly BackupRecordBody[],
   options: PassphraseOptions & { kitFile?: string },
 ): Promise<{ report: ChainReport; finish(json: boolean): void }> {
-  const material = options.kitFile !== undefined ? await kitMaterial(options.kitFile) : (await unlock(client, run.config, options, run.signal)).masterKey;
+  const material = options.kitFile !== undefined ? await kitMaterial(options.kitFile) : (await unlock(client, context.config, options, context.signal)).masterKey;
   try {
-    return await checkedChains(run, await openChainEntries(client, material, backups, run.signal));
+    return await checkedChains(context, await openChainEntries(client, material, backups, context.signal));
   } finally {
     wipe(material);
   }
 }
 
 /** The chains of `entries` checked against this host's remembered heads, with `finish` as chainReport's. */
-export async function checkedChains(run: Run, entries: readonly ChainEntry[]): Promise<{ report: ChainReport; finish(json: boolean): void }> {
+export async function checkedChains(context: CommandContext, entries: readonly ChainEntry[]): Promise<{ report: ChainReport; finish(json: boolean): void }> {
   const report = checkChains(entries, {
     now: Date.now(),
-    localHeads: await readChainHeads(run.config.stateDir),
-    ownHead: run.profile ? await readChainHead(run.config.stateDir, run.profile.name) : null,
+    localHeads: await readChainHeads(context.config.stateDir),
+    ownHead: context.profile ? await readChainHead(context.config.stateDir, context.profile.name) : null,
   });
   return {
     report,

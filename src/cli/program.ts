@@ -13,7 +13,7 @@ await registerCommands(
   program,
   [
     { name: 'serve', load: async () => (await import('./serve.js')).registerServeCommand },
-    { name: 'admin', load: async () => (await import('./admin.js')).registerAdminCommands },
+    { name: 'admin', load: async () => (await import('./admin/index.js')).registerAdminCommands },
     ...CLIENT_COMMANDS,
     VERSION_COMMAND,
   ],

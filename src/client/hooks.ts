@@ -33,20 +33,18 @@ const SECRET_VARIABLES = /^(COFFER_API_KEY|COFFER_PASSPHRASE|COFFER_NEW_PASSPHRA
 const OUTPUT_TAIL_BYTES = 4096;
 
 /**
- * Runs `command` with /bin/sh in its own process group; after `timeoutMs` (or on `signal`) the whole group gets
- * SIGTERM, then SIGKILL 5 s later. Resolves with the exit code (null when killed) and never rejects for the
- * command's own failure.
+ * Runs `command` with /bin/sh in its own process group, in the `inherited` environment (the CLI's: src/config.ts
+ * inheritedEnvironment) without the secrets; after `timeoutMs` (or on `signal`) the whole group gets SIGTERM, then
+ * SIGKILL 5 s later. Resolves with the exit code (null when killed) and never rejects for the command's own failure.
  */
 export function runHook(
   name: HookName,
   command: string,
   context: HookOutcome,
-  options: { timeoutMs: number; signal?: AbortSignal; env?: NodeJS.ProcessEnv },
+  options: { timeoutMs: number; signal?: AbortSignal; inherited: Record<string, string | undefined> },
 ): Promise<HookResult> {
   const env: NodeJS.ProcessEnv = {};
-  // The hook inherits this process's environment (minus the secrets), as any child would: passing it through is
-  // not reading a setting, so it stays here rather than in src/config.ts.
-  for (const [key, value] of Object.entries(options.env ?? process.env)) if (!SECRET_VARIABLES.test(key)) env[key] = value;
+  for (const [key, value] of Object.entries(options.inherited)) if (!SECRET_VARIABLES.test(key)) env[key] = value;
   Object.assign(env, {
     COFFER_HOOK: name,
     COFFER_PROFILE: context.profile,

@@ -8,17 +8,17 @@ import { type Clock, systemClock } from '../domain/clock.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
 import { AuditTrail } from '../services/audit.js';
 import { BackupService } from '../services/backups.js';
-import { BlobHostService, ReadWriteToken } from '../services/blob-host.js';
+import type { BlobHostService } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
 import { SessionService } from '../services/sessions.js';
 import { OperatorService } from '../services/operator.js';
-import { UploadHandshake } from '../services/upload-handshake.js';
+import type { UploadHandshake } from '../services/upload-handshake.js';
 import type { Services } from '../services/services.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
 import { CachedStore, type ChangeFeed } from '../store/cached-store.js';
 import { openStore } from '../store/open.js';
 import type { Store } from '../store/store.js';
-import { type CofferApp, buildApp } from './app.js';
+import type { CofferApp } from './app.js';
 
 /** The services, and how to release what they hold (the status bus and the database). */
 export interface Parts extends Services {
@@ -38,6 +38,24 @@ export async function openBlobStore(config: Config): Promise<MultipartBlobStore>
     });
   }
   return new FsBlobStore(config.dataDir);
+}
+
+/** The BackupService over its backends with the Config's limits: one construction for the server and operator commands. */
+function backupService(config: Config, store: Store, blobs: BlobStore, bus: StatusBus, clock: Clock): BackupService {
+  return new BackupService(store, blobs, bus, clock, {
+    maxArchiveBytes: config.maxArchiveBytes,
+    uploadWindowMs: config.uploadWindowMs,
+    planQuotas: config.planQuotas,
+  });
+}
+
+/** The services of accounts, keys, sign-ins and the operator over a store. */
+function accountServices(config: Config, store: Store, clock: Clock): Pick<Services, 'audit' | 'keys' | 'sessions' | 'operator'> {
+  const audit = new AuditTrail(store, clock);
+  const keys = new KeyService(store, clock, audit);
+  const sessions = new SessionService(store, keys, clock, config.signInLimit);
+  const operator = new OperatorService(store, audit, sessions, clock, config.planQuotas);
+  return { audit, keys, sessions, operator };
 }
 
 export interface ComposeOptions {
@@ -80,15 +98,8 @@ export async function composeParts(
         })
       : undefined;
   const store: Store = cache ?? database;
-  const backups = new BackupService(store, blobs, bus, clock, {
-    maxArchiveBytes: config.maxArchiveBytes,
-    uploadWindowMs: config.uploadWindowMs,
-    planQuotas: config.planQuotas,
-  });
-  const audit = new AuditTrail(store, clock);
-  const keys = new KeyService(store, clock, audit);
-  const sessions = new SessionService(store, keys, clock, config.signInLimit);
-  const operator = new OperatorService(store, audit, sessions, clock, config.planQuotas);
+  const backups = backupService(config, store, blobs, bus, clock);
+  const { audit, keys, sessions, operator } = accountServices(config, store, clock);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that
   // (config.orphanGraceMs: unless COFFER_ORPHAN_GRACE says otherwise, at least the upload window).
   const sweeper = new Sweeper(store, blobs, backups, sessions, {
@@ -98,6 +109,11 @@ export async function composeParts(
   let blobHost: BlobHostService | undefined;
   let uploadHandshake: UploadHandshake | undefined;
   if (config.uploadProtocol === 'blobhost-client') {
+    // Loaded only for this protocol (they bring TypeBox's validator): operator commands compose without them.
+    const [{ BlobHostService, ReadWriteToken }, { UploadHandshake }] = await Promise.all([
+      import('../services/blob-host.js'),
+      import('../services/upload-handshake.js'),
+    ]);
     const token = await ReadWriteToken.open(store, clock);
     blobHost = new BlobHostService(blobs, store, backups, clock, config, token);
     uploadHandshake = new UploadHandshake(blobs, backups, clock, config, token);
@@ -125,6 +141,29 @@ export async function composeParts(
   };
 }
 
+/**
+ * The services of a one-shot operator command (`coffer admin …`) on the configured database, without the HTTP app:
+ * no metadata cache and no LISTEN (its changes reach the servers' caches through the database's triggers), and a
+ * status bus of its own. The blob store opens only for a command that needs it (`backups()`): opening the filesystem
+ * store clears its temp directory.
+ */
+export interface OperatorParts extends Pick<Services, 'config' | 'clock' | 'store' | 'audit' | 'keys' | 'sessions' | 'operator'> {
+  backups(): Promise<BackupService>;
+  close(): Promise<void>;
+}
+
+export async function composeOperatorParts(config: Config, clock: Clock = systemClock): Promise<OperatorParts> {
+  const store = await openStore(config);
+  return {
+    config,
+    clock,
+    store,
+    ...accountServices(config, store, clock),
+    backups: async () => backupService(config, store, await openBlobStore(config), new LocalStatusBus(), clock),
+    close: () => store.close(),
+  };
+}
+
 export interface Server extends CofferApp {
   parts: Parts;
   /** Base URL the server listens on (with the real port). */
@@ -146,6 +185,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     sweeper: options.sweeper,
     log: (message, error) => log(message, error),
   });
+  // Loaded here, not at the top: operator commands compose their services without the HTTP app's modules.
+  const { buildApp } = await import('./app.js');
   const coffer = await buildApp(parts, { logger: options.logger });
   log = (message, error) => coffer.app.log.warn({ err: error }, message);
   try {

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CofferApiError } from '../../src/client/sdk.js';
-import { cadenceMessage } from '../../src/cli/client-io.js';
+import { apiErrorMessage } from '../../src/cli/failures.js';
 import { startServeNode, type ServeNode } from '../helpers/serve-node.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, runCli } from '../client/helpers.js';
@@ -106,7 +106,7 @@ describe('the start lines', () => {
   });
 });
 
-describe('cadenceMessage', () => {
+describe('the cadence refusal', () => {
   const refusal = (url: string | undefined) =>
     new CofferApiError(
       429,
@@ -122,10 +122,10 @@ describe('cadenceMessage', () => {
 
   it('names the command only when the server is this machine', () => {
     for (const url of ['http://localhost:8080/api/backups', 'http://127.0.0.1:9/api/backups', 'http://[::1]:8080/api/backups']) {
-      expect(cadenceMessage(refusal(url)), url).toContain('`coffer admin accounts set-plan 0190a0a0-0000-7000-8000-000000000001 pro`');
+      expect(apiErrorMessage(refusal(url)), url).toContain('`coffer admin accounts set-plan 0190a0a0-0000-7000-8000-000000000001 pro`');
     }
     for (const url of ['https://backup.example.com/api/backups', 'http://10.0.0.5:8080/api/backups', undefined]) {
-      const message = cadenceMessage(refusal(url));
+      const message = apiErrorMessage(refusal(url));
       expect(message, url).not.toContain('set-plan');
       expect(message, url).toContain('ask the operator for a plan with a shorter interval (account 0190a0a0-0000-7000-8000-000000000001)');
     }

@@ -7,9 +7,10 @@
 import type { Command } from 'commander';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { checkEveryMs, INTERVAL_MS } from '../../client/agent-state.js';
-import { action, localTime, PASSPHRASE_FILE_OPTION, requireProfile } from '../client-io.js';
+import { action, PASSPHRASE_FILE_OPTION, requireProfile } from '../command-frame.js';
+import { localTime } from '../format.js';
 import { note, print, printJson } from '../output.js';
-import { agentRun, INTERVAL_OPTION, type RunOptions } from './run.js';
+import { INTERVAL_OPTION, runProfile, type RunOptions, shownOutcome } from './run.js';
 
 /** Without a known interval the agent looks this often (a 429 or the next run teaches it the interval). */
 const DEFAULT_CHECK_MS = 15 * 60_000;
@@ -25,14 +26,14 @@ export function registerAgent(program: Command): void {
     .option(...INTERVAL_OPTION)
     .option('--json', 'print each run\'s outcome as one JSON line')
     .action(
-      action(async (run, options: RunOptions) => {
-        const { name } = requireProfile(run.profile, 'coffer agent');
+      action(async (context, options: RunOptions) => {
+        const { name } = requireProfile(context.profile, 'coffer agent');
         note(`coffer agent: profile ${name}; stop with Ctrl-C or SIGTERM`);
         for (;;) {
-          const outcome = await agentRun(run, options);
-          const { error: _error, ...shown } = outcome;
+          const outcome = await runProfile(context, options);
+          const shown = shownOutcome(outcome);
           if (options.json) printJson(shown);
-          else print(`${new Date().toISOString()} ${outcome.outcome}: ${outcome.message}`);
+          else print(`${new Date().toISOString()} ${outcome.outcome}: ${shown.message}`);
           const checkMs = outcome.interval ? checkEveryMs(INTERVAL_MS[outcome.interval]) : DEFAULT_CHECK_MS;
           const dueIn = outcome.nextDueAt ? Date.parse(outcome.nextDueAt) - Date.now() : checkMs;
           // Wake at the due time (a few seconds after, so the server's clock agrees), never later than checkMs.
@@ -40,7 +41,7 @@ export function registerAgent(program: Command): void {
           // server's) must not rerun the hooks every second.
           const waitMs = Math.max(MIN_WAIT_MS, Math.min(checkMs, Number.isFinite(dueIn) ? dueIn + 5000 : checkMs));
           if (!options.json) note(`next look ${localTime(new Date(Date.now() + waitMs))}`);
-          await sleep(waitMs, undefined, { signal: run.signal });
+          await sleep(waitMs, undefined, { signal: context.signal });
         }
       }),
     );

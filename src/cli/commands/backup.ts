@@ -11,17 +11,10 @@ import { COMPRESSIONS, type Compression } from '../../client/envelope-format.js'
 import { fsReason } from '../../client/fs-errors.js';
 import { ruleLines } from '../../client/select.js';
 import { requireSealableVault } from '../../client/vault.js';
-import {
-  action,
-  bytes,
-  clientFor,
-  localTime,
-  PASSPHRASE_FILE_OPTION,
-  type PassphraseOptions,
-  progressBar,
-  recipientFor,
-  unlock,
-} from '../client-io.js';
+import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, recipientFor } from '../command-frame.js';
+import { unlock } from '../secrets.js';
+import { progressBar } from '../progress.js';
+import { bytes, localTime } from '../format.js';
 import { CliError, note, print, printJson, usageError } from '../output.js';
 
 type BackupOptions = PassphraseOptions & {

@@ -1,6 +1,6 @@
 /** `coffer delete <id>`: deletes a backup and its encrypted archive. */
 import type { Command } from 'commander';
-import { action, clientFor, type JsonOption } from '../client-io.js';
+import { action, clientFor, type JsonOption } from '../command-frame.js';
 import { print, printJson } from '../output.js';
 
 export function registerDelete(program: Command): void {

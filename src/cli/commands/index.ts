@@ -5,7 +5,8 @@
  * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,
  * 3 cadence limit (429), 4 integrity failure, 130 interrupted (SIGINT/SIGTERM, after cleanup).
- * The shared frame (action, unlock, options, formatting, exit codes) is in ../client-io.ts and ../output.ts.
+ * The shared frame is in ../command-frame.ts (action, options), ../secrets.ts (unlock, prompts), ../progress.ts,
+ * ../format.ts, ../failures.ts (exit codes) and ../output.ts.
  */
 import type { Command } from 'commander';
 import { CLIENT_SETTINGS } from '../../config.js';

@@ -2,7 +2,9 @@
 import type { Command } from 'commander';
 import { KDF_PROFILES } from '../../client/envelope.js';
 import { initVault } from '../../client/vault.js';
-import { action, bytes, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions, wrappingFrame } from '../client-io.js';
+import { action, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
+import { wrappingFrame } from '../secrets.js';
+import { bytes } from '../format.js';
 import { print, printJson } from '../output.js';
 
 export function registerInit(program: Command): void {

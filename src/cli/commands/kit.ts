@@ -6,7 +6,8 @@ import QRCode from 'qrcode';
 import { fsReason } from '../../client/fs-errors.js';
 import { wipe } from '../../client/envelope.js';
 import { formatKit } from '../../client/kit.js';
-import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, unlock } from '../client-io.js';
+import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
+import { unlock } from '../secrets.js';
 import { CliError, note, usageError } from '../output.js';
 
 /**

@@ -2,7 +2,8 @@
 import type { Command } from 'commander';
 import { chainReport } from '../chain-report.js';
 import type { BackupRecordBody, HostBackups } from '../../client/sdk.js';
-import { action, bytes, clientFor, type JsonOption, localTime, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../client-io.js';
+import { action, clientFor, type JsonOption, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
+import { bytes, localTime } from '../format.js';
 import { print, printJson } from '../output.js';
 
 function table(rows: BackupRecordBody[]): string {
@@ -30,11 +31,11 @@ export function registerList(program: Command): void {
     .option('--kit-file <file>', 'with --chain: open the metadata with the recovery kit instead of the passphrase')
     .option('--json', 'print the API response ({"backups": [...]}; "hosts": [{accountId, label, backupInterval, vault, backups}] when you have host accounts; with --chain also "chains")')
     .action(
-      action(async (run, options: ListOptions) => {
-        const client = clientFor(run.config);
-        const { hosts, ...list } = await client.listEveryBackup(run.signal);
+      action(async (context, options: ListOptions) => {
+        const client = clientFor(context.config);
+        const { hosts, ...list } = await client.listEveryBackup(context.signal);
         const every = [...list.backups, ...hosts.flatMap((host) => host.backups)];
-        const chains = options.chain ? await chainReport(run, client, every, options) : undefined;
+        const chains = options.chain ? await chainReport(context, client, every, options) : undefined;
         // The API's own list; the host accounts' lists beside it, only when there are any.
         const body = { ...list, ...(hosts.length > 0 ? { hosts } : {}) };
         if (options.json) printJson(chains ? { ...body, chains: chains.report } : body);

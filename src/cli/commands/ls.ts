@@ -3,7 +3,9 @@ import type { Command } from 'commander';
 import type { ListedEntry } from '../../client/extract.js';
 import { wipe } from '../../client/envelope.js';
 import { listBackup } from '../../client/inspect.js';
-import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, unlock } from '../client-io.js';
+import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
+import { unlock } from '../secrets.js';
+import { progressBar } from '../progress.js';
 import { print, printJson } from '../output.js';
 
 const TYPE_LETTER: Record<ListedEntry['type'], string> = { file: '-', directory: 'd', symlink: 'l', hardlink: 'h', other: '?' };

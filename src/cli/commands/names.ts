@@ -33,7 +33,7 @@ export const isClientCommand = (name: string | undefined): boolean => (CLIENT_CO
 
 /**
  * `--profile <name>`, which every client command but `profile` takes (./index.ts adds it). Here rather than in
- * ../client-io.ts so that registering commands (and so `coffer serve`) does not load the client modules.
+ * ../command-frame.ts so that registering commands (and so `coffer serve`) does not load the client modules.
  */
 export const PROFILE_OPTION = [
   '--profile <name>',

@@ -2,7 +2,8 @@
 import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
 import { changePassphraseKeepingHistory } from '../../client/vault.js';
-import { action, clientFor, KDF_OPTION, kdfProfile, PASSPHRASE_FILE_OPTION, type PassphraseOptions, readNewPassphrase, unlock } from '../client-io.js';
+import { action, clientFor, KDF_OPTION, kdfProfile, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
+import { readNewPassphrase, unlock } from '../secrets.js';
 import { note, print, printJson } from '../output.js';
 
 export function registerPassphrase(program: Command): void {

@@ -15,7 +15,7 @@ import {
   validateProfile,
   writeProfiles,
 } from '../../client/profiles.js';
-import { plainAction, recipientFor } from '../client-io.js';
+import { plainAction, recipientFor } from '../command-frame.js';
 import { note, print, printJson, usageError } from '../output.js';
 
 const collect = (value: string, previous: string[]) => [...previous, value];

@@ -2,7 +2,8 @@
 import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
 import { recoverVault } from '../../client/vault.js';
-import { action, clientFor, KDF_OPTION, kdfProfile, readKit, readNewPassphrase } from '../client-io.js';
+import { action, clientFor, KDF_OPTION, kdfProfile } from '../command-frame.js';
+import { readKit, readNewPassphrase } from '../secrets.js';
 import { print, printJson } from '../output.js';
 
 export function registerRecover(program: Command): void {

@@ -1,7 +1,8 @@
 /** `coffer rekey`: a new master key for everything from now on; older keys stay in the keyring (docs/crypto.md §1b). */
 import type { Command } from 'commander';
 import { rekeyVault } from '../../client/vault.js';
-import { action, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions, requireNewestKeys, wrappingFrame } from '../client-io.js';
+import { action, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
+import { requireNewestKeys, wrappingFrame } from '../secrets.js';
 import { note, print, printJson } from '../output.js';
 
 export function registerRekey(program: Command): void {

@@ -1,6 +1,7 @@
 /** `coffer reset`: deletes the vault key material (and with --delete-backups every backup). */
 import type { Command } from 'commander';
-import { action, clientFor, confirmOnTerminal, type JsonOption } from '../client-io.js';
+import { action, clientFor, type JsonOption } from '../command-frame.js';
+import { confirmOnTerminal } from '../secrets.js';
 import { CliError, EXIT, print, printJson } from '../output.js';
 
 export function registerReset(program: Command): void {

@@ -3,7 +3,10 @@ import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
 import { checkTarget, runRestore } from '../../client/restore.js';
 import { plural } from '../../domain/words.js';
-import { action, bytes, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, progressBar, readKit, startUnlock } from '../client-io.js';
+import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
+import { readKit, startUnlock } from '../secrets.js';
+import { progressBar } from '../progress.js';
+import { bytes } from '../format.js';
 import { note, print, printJson, usageError } from '../output.js';
 
 export function registerRestore(program: Command): void {

@@ -11,7 +11,8 @@ import { checkEveryMs, INTERVAL_MS, isInterval, readRunState } from '../../clien
 import { checkScheduleSpec, cronEveryMs, cronLine, type ScheduleSpec, ScheduleValueError, serviceUnit, timerUnit, unitName } from '../../client/schedule.js';
 import { CofferApiError } from '../../client/sdk.js';
 import type { BackupInterval } from '../../domain/plans.js';
-import { action, clientFor, duration, localTime, requireProfile, type Run } from '../client-io.js';
+import { action, clientFor, type CommandContext, requireProfile } from '../command-frame.js';
+import { duration, localTime } from '../format.js';
 import { CliError, note, print, printJson, usageError } from '../output.js';
 import { HOST_ADVICE } from './profile.js';
 import { INTERVAL_OPTION } from './run.js';
@@ -49,16 +50,16 @@ function systemctl(args: string[]): Promise<{ ok: boolean; output: string }> {
  * gets the interval its last run saw, else the shortest: `coffer run` asks the server before it does anything, and
  * once told when the next backup is allowed it waits for that time without asking, so frequent runs cost nothing.
  */
-async function intervalOf(run: Run, name: string, option: string | undefined): Promise<BackupInterval> {
+async function intervalOf(context: CommandContext, name: string, option: string | undefined): Promise<BackupInterval> {
   if (option !== undefined) {
     if (!isInterval(option)) throw usageError(`--interval must be one of 30m, 4h, 1d, got "${option}"`);
     return option;
   }
   try {
-    return (await clientFor(run.config).getAccount(run.signal)).backupInterval;
+    return (await clientFor(context.config).getAccount(context.signal)).backupInterval;
   } catch (error) {
     if (!(error instanceof CofferApiError && error.code === 'insufficient_scope')) throw error;
-    const seen = (await readRunState(run.config.stateDir, name))?.interval ?? null;
+    const seen = (await readRunState(context.config.stateDir, name))?.interval ?? null;
     const interval = seen ?? '30m';
     note(
       `this API key may not read the account's plan: the timer uses ${seen ? `the interval its last run saw (${seen})` : 'the shortest interval (30m)'}; ` +
@@ -69,13 +70,13 @@ async function intervalOf(run: Run, name: string, option: string | undefined): P
 }
 
 /** What the units run: this node and this coffer, with the profile (and a passphrase file when there is no recipient). */
-function specFor(run: Run, name: string, interval: BackupInterval, passphraseFile: string | undefined): ScheduleSpec {
+function specFor(context: CommandContext, name: string, interval: BackupInterval, passphraseFile: string | undefined): ScheduleSpec {
   const script = fs.realpathSync(process.argv[1]!);
   const argv = [process.execPath, script, 'run', '--profile', name];
   if (passphraseFile !== undefined) argv.push('--passphrase-file', path.resolve(passphraseFile));
   const environment: Record<string, string> = {};
-  if (run.config.xdgConfigHome !== null) environment.XDG_CONFIG_HOME = run.config.xdgConfigHome;
-  if (run.config.xdgStateHome !== null) environment.XDG_STATE_HOME = run.config.xdgStateHome;
+  if (context.config.xdgConfigHome !== null) environment.XDG_CONFIG_HOME = context.config.xdgConfigHome;
+  if (context.config.xdgStateHome !== null) environment.XDG_STATE_HOME = context.config.xdgStateHome;
   return { profile: name, interval, intervalMs: INTERVAL_MS[interval], argv, environment };
 }
 
@@ -91,16 +92,16 @@ export function registerSchedule(program: Command): void {
     .option('--no-enable', 'only write the unit files (do not run systemctl)')
     .option('--json', 'print {"service", "timer", "files"} or {"cron"}')
     .action(
-      action(async (run, options: InstallOptions) => {
-        const { name, profile } = requireProfile(run.profile, 'coffer schedule install');
+      action(async (context, options: InstallOptions) => {
+        const { name, profile } = requireProfile(context.profile, 'coffer schedule install');
         if (!profile.recipient && options.passphraseFile === undefined) {
           throw usageError(
             `profile ${name} has no recipient, so a scheduled run needs the passphrase: pass --passphrase-file <file> (mode 0600), ` +
               'or better, give the profile a recipient (coffer profile add … --recipient, from `coffer recipient`)',
           );
         }
-        const interval = await intervalOf(run, name, options.interval);
-        const spec = specFor(run, name, interval, options.passphraseFile);
+        const interval = await intervalOf(context, name, options.interval);
+        const spec = specFor(context, name, interval, options.passphraseFile);
         try {
           checkScheduleSpec(spec); // before anything is written
         } catch (error) {
@@ -114,7 +115,7 @@ export function registerSchedule(program: Command): void {
           print(line);
           return note(`add it with \`crontab -e\`; it looks every ${duration(cronEveryMs(spec.intervalMs) / 1000)} whether a backup is due`);
         }
-        const dir = unitDir(run.config.configDir);
+        const dir = unitDir(context.config.configDir);
         const unit = unitName(name);
         const files = { service: path.join(dir, `${unit}.service`), timer: path.join(dir, `${unit}.timer`) };
         await fsp.mkdir(dir, { recursive: true });
@@ -156,14 +157,14 @@ export function registerSchedule(program: Command): void {
     .description("the profile's units, timer state and last run")
     .option('--json', 'print {"profile", "files", "timer", "lastRun"}')
     .action(
-      action(async (run, options: { json?: boolean }) => {
-        const { name } = requireProfile(run.profile, 'coffer schedule status');
-        const dir = unitDir(run.config.configDir);
+      action(async (context, options: { json?: boolean }) => {
+        const { name } = requireProfile(context.profile, 'coffer schedule status');
+        const dir = unitDir(context.config.configDir);
         const unit = unitName(name);
         const files = { service: path.join(dir, `${unit}.service`), timer: path.join(dir, `${unit}.timer`) };
         const installed = fs.existsSync(files.service) && fs.existsSync(files.timer);
         const active = installed ? await systemctl(['is-active', `${unit}.timer`]) : { ok: false, output: 'not installed' };
-        const state = await readRunState(run.config.stateDir, name);
+        const state = await readRunState(context.config.stateDir, name);
         if (options.json) {
           const timer = installed && !active.ok && noUserSystemd(active.output) ? 'no-systemd' : (active.output.split('\n')[0] ?? '');
           return printJson({ profile: name, installed, files, timer, lastRun: state });
@@ -184,9 +185,9 @@ export function registerSchedule(program: Command): void {
     .option('--no-enable', 'only delete the unit files (do not run systemctl)')
     .option('--json', 'print {"removed": [files]}')
     .action(
-      action(async (run, options: { enable: boolean; json?: boolean }) => {
-        const { name } = requireProfile(run.profile, 'coffer schedule remove');
-        const dir = unitDir(run.config.configDir);
+      action(async (context, options: { enable: boolean; json?: boolean }) => {
+        const { name } = requireProfile(context.profile, 'coffer schedule remove');
+        const dir = unitDir(context.config.configDir);
         const unit = unitName(name);
         if (options.enable) {
           const result = await systemctl(['disable', '--now', `${unit}.timer`]);

@@ -3,7 +3,9 @@ import type { Command } from 'commander';
 import { openMetadata, unwrapDek, wipe, type BackupMetadata } from '../../client/envelope.js';
 import type { BackupDetailBody, BackupRecordBody } from '../../client/sdk.js';
 import { plural } from '../../domain/words.js';
-import { action, bytes, clientFor, localTime, PASSPHRASE_FILE_OPTION, type PassphraseOptions, unlock } from '../client-io.js';
+import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
+import { unlock } from '../secrets.js';
+import { bytes, localTime } from '../format.js';
 import { print, printJson } from '../output.js';
 
 function recordLines(record: BackupRecordBody | BackupDetailBody): string[] {

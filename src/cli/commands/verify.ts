@@ -5,7 +5,10 @@ import { wipe } from '../../client/envelope.js';
 import type { BackupRecordBody } from '../../client/sdk.js';
 import { checkedChains } from '../chain-report.js';
 import { chooseBackups, verifyBackup, type VerifyResult } from '../../client/inspect.js';
-import { action, bytes, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, toCliError, unlock } from '../client-io.js';
+import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
+import { unlock } from '../secrets.js';
+import { bytes } from '../format.js';
+import { toCliError } from '../failures.js';
 import { CliError, EXIT, print, printJson, usageError } from '../output.js';
 
 type VerifyOptions = PassphraseOptions & { all?: boolean; sample?: string };
@@ -43,8 +46,8 @@ export function registerVerify(program: Command): void {
     .option('--sample <n>', 'verify n READY backups picked at random (for a weekly timer)')
     .option('--json', 'print {"results": [{"backupId", "outcome": "verified|failed|unavailable", "problem"?, …}], "verified", "failed", "unavailable"}')
     .action(
-      action(async (run, ids: string[], options: VerifyOptions) => {
-        const { signal, config } = run;
+      action(async (context, ids: string[], options: VerifyOptions) => {
+        const { signal, config } = context;
         const chosen = [ids.length > 0, !!options.all, options.sample !== undefined].filter(Boolean).length;
         if (chosen !== 1) throw usageError('say which backups to verify: their ids, --all, or --sample <n>');
         const sample = options.sample === undefined ? undefined : Number(options.sample);
@@ -63,7 +66,7 @@ export function registerVerify(program: Command): void {
             if (!options.json) print(line(result));
           }
           // Only the whole list can show what is missing from it: --all also checks the history chains.
-          const chains = options.all ? await checkedChains(run, chainEntries(listed, results)) : undefined;
+          const chains = options.all ? await checkedChains(context, chainEntries(listed, results)) : undefined;
           const count = (outcome: VerifyResult['outcome']) => results.filter((r) => r.outcome === outcome).length;
           const summary = { verified: count('verified'), failed: count('failed'), unavailable: count('unavailable') };
           if (options.json) printJson({ results: results.map(({ metadata: _sealed, ...rest }) => rest), ...summary, ...(chains ? { chains: chains.report } : {}) });

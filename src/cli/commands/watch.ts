@@ -1,7 +1,8 @@
 /** `coffer watch <id>`: follows a backup's status until it settles. */
 import type { Command } from 'commander';
 import { watchBackup } from '../../client/watch.js';
-import { action, clientFor, type JsonOption, localTime } from '../client-io.js';
+import { action, clientFor, type JsonOption } from '../command-frame.js';
+import { localTime } from '../format.js';
 import { CliError, EXIT, note, print, printJson } from '../output.js';
 
 export function registerWatch(program: Command): void {

@@ -1,0 +1,41 @@
+/** `coffer admin audit <accountId>`: an account's audit trail, newest first. */
+import type { Command } from 'commander';
+import { iso } from '../../domain/time.js';
+import { CliError, emit } from '../output.js';
+import { withServices } from './frame.js';
+
+export function registerAuditCommand(admin: Command): void {
+  admin
+    .command('audit <accountId>')
+    .description("print an account's audit trail, newest first (destructive and key-changing actions; never secrets)")
+    .option('--json', 'print JSON')
+    .action(async (accountId: string, opts: { json?: boolean }) => {
+      const { events, labels } = await withServices(async ({ store, audit }) => {
+        if (!(await store.getAccount(accountId))) throw new CliError(`no account ${accountId}`);
+        const keyLabels = new Map((await store.listApiKeys(accountId)).flatMap((key) => (key.label ? [[key.id, key.label] as const] : [])));
+        return { events: await audit.list(accountId), labels: keyLabels };
+      });
+      const rows = events.map((e) => ({
+        at: iso(e.at),
+        action: e.action,
+        outcome: e.outcome,
+        actor: e.actor,
+        /** The label of the key that acted, as the owner named it (the key's current label). */
+        actorLabel: e.actor.kind === 'key' && e.actor.id !== null ? (labels.get(e.actor.id) ?? null) : null,
+        address: e.address,
+        target: e.target,
+        detail: e.detail,
+      }));
+      emit(!!opts.json, { accountId, events: rows }, () =>
+        rows.length === 0
+          ? 'no recorded actions'
+          : rows
+              .map(
+                (r) =>
+                  `${r.at}  ${r.action}${r.outcome === 'refused' ? ' (refused)' : ''}  by ${r.actor.kind}${r.actor.id ? ` ${r.actor.id}` : ''}${r.actorLabel ? ` “${r.actorLabel}”` : ''}` +
+                  `${r.address ? ` from ${r.address}` : ''}${r.target ? `  on ${r.target}` : ''}${r.detail ? `  ${r.detail}` : ''}`,
+              )
+              .join('\n'),
+      );
+    });
+}

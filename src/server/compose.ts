@@ -2,7 +2,7 @@
 import net from 'node:net';
 import type { FastifyServerOptions } from 'fastify';
 import type { Config } from '../config.js';
-import type { MultipartBlobStore } from '../blobs/blob-store.js';
+import type { BlobStore, MultipartBlobStore } from '../blobs/blob-store.js';
 import { FsBlobStore } from '../blobs/fs.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';

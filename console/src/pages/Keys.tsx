@@ -7,6 +7,7 @@ import { ApiError, SCOPES, api, type About, type CreatedHostAccount, type KeyInf
 import { HOST_LABEL, KEY_LABEL_MAX, keyLabelProblem } from '../../../src/domain/keys.js';
 import type { BackupRecord } from '../api.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
+import { CardTable } from '../card-table.js';
 import { BASE } from '../router.js';
 import { deriveRecipientInWorker } from '../recipient-protocol.js';
 import { SecretField } from '../secret-field.js';
@@ -485,30 +486,27 @@ export function KeysPage({ session }: { session: SessionInfo }) {
       <h2>Your keys</h2>
       {!keys && !error && <p role="status">Loading keys…</p>}
       {keys && (
-        <table class="cards" aria-label="API keys">
-          <thead>
-            <tr>
-              <th scope="col">Key</th>
-              <th scope="col">Permissions</th>
-              <th scope="col">Created</th>
-              <th scope="col">Expires</th>
-              <th scope="col">Status</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {keys.map((key) => (
-              <tr key={key.keyId} data-key-id={key.keyId}>
-                <td data-label="Key">
+        <CardTable
+          label="API keys"
+          rows={keys}
+          row={(key) => ({ key: key.keyId, 'data-key-id': key.keyId })}
+          columns={[
+            {
+              header: 'Key',
+              cell: (key) => (
+                <>
                   {key.label && <strong class="key-label">{key.label} </strong>}
                   <span class="mono" title={key.keyId}>
                     {shortId(key.keyId)}
                   </span>
                   {key.usedByThisSession && <span class="muted"> (this session)</span>}
-                </td>
-                <td data-label="Permissions">
+                </>
+              ),
+            },
+            {
+              header: 'Permissions',
+              cell: (key) => (
+                <>
                   {key.scopes.map((s) => s.replace('backups:', '')).join(', ')}
                   {key.appendOnly && (
                     <>
@@ -518,38 +516,35 @@ export function KeysPage({ session }: { session: SessionInfo }) {
                       </span>
                     </>
                   )}
-                </td>
-                <td data-label="Created">
-                  <When at={key.createdAt} />
-                </td>
-                <td data-label="Expires">
-                  <When at={key.expiresAt} empty="Never" />
-                </td>
-                <td data-label="Status">
-                  <span class={`badge key-${key.status}`}>{key.status}</span>
-                </td>
-                <td data-label="Actions">
-                  {key.status === 'active' &&
-                    (confirm === key.keyId ? (
-                      <span class="confirm" role="group" aria-label={`Confirm revoking key ${shortId(key.keyId)}`}>
-                        <button type="button" class="danger" onClick={() => revoke(key.keyId)}>
-                          Revoke now
-                        </button>
-                        <button type="button" class="secondary" onClick={() => setConfirm(null)}>
-                          Cancel
-                        </button>
-                        {key.usedByThisSession && <span class="help">This signs you out.</span>}
-                      </span>
-                    ) : (
-                      <button type="button" class="secondary" onClick={() => setConfirm(key.keyId)} aria-label={`Revoke key ${shortId(key.keyId)}`}>
-                        Revoke…
-                      </button>
-                    ))}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                </>
+              ),
+            },
+            { header: 'Created', cell: (key) => <When at={key.createdAt} /> },
+            { header: 'Expires', cell: (key) => <When at={key.expiresAt} empty="Never" /> },
+            { header: 'Status', cell: (key) => <span class={`badge key-${key.status}`}>{key.status}</span> },
+            {
+              header: 'Actions',
+              hiddenHeader: true,
+              cell: (key) =>
+                key.status === 'active' &&
+                (confirm === key.keyId ? (
+                  <span class="confirm" role="group" aria-label={`Confirm revoking key ${shortId(key.keyId)}`}>
+                    <button type="button" class="danger" onClick={() => revoke(key.keyId)}>
+                      Revoke now
+                    </button>
+                    <button type="button" class="secondary" onClick={() => setConfirm(null)}>
+                      Cancel
+                    </button>
+                    {key.usedByThisSession && <span class="help">This signs you out.</span>}
+                  </span>
+                ) : (
+                  <button type="button" class="secondary" onClick={() => setConfirm(key.keyId)} aria-label={`Revoke key ${shortId(key.keyId)}`}>
+                    Revoke…
+                  </button>
+                )),
+            },
+          ]}
+        />
       )}
       <p class="help">Signed in {session.signedInWith === 'api-key' ? 'with an API key' : 'with a one-time link'}.</p>
     </section>

@@ -6,6 +6,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, setCsrfToken, type Deletions, type SessionInfo, type VaultHistory } from '../api.js';
 import { formatBytes, plural, shortId, When } from '../format.js';
+import { CardTable } from '../card-table.js';
 import { SecretField } from '../secret-field.js';
 
 const asError = (caught: unknown) => (caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));
@@ -199,32 +200,28 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
                 {plural(data.scheduled.length, 'backup')}, {formatBytes(data.scheduledCiphertextBytes)} still stored
                 (they use storage) until removed.
               </p>
-              <table class="cards" aria-label="Backups scheduled for deletion">
-                <thead>
-                  <tr>
-                    <th scope="col">Created</th>
-                    <th scope="col">Deleted</th>
-                    <th scope="col">Removed for good</th>
-                    <th scope="col">Size</th>
-                    <th scope="col">
-                      <span class="visually-hidden">Actions</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {data.scheduled.map((backup) => (
-                    <tr key={backup.id} data-scheduled-id={backup.id}>
-                      <td data-label="Created">
+              <CardTable
+                label="Backups scheduled for deletion"
+                rows={data.scheduled}
+                row={(backup) => ({ key: backup.id, 'data-scheduled-id': backup.id })}
+                columns={[
+                  {
+                    header: 'Created',
+                    cell: (backup) => (
+                      <>
                         <When at={backup.createdAt} /> <span class="mono muted">{shortId(backup.id)}</span>
-                      </td>
-                      <td data-label="Deleted">
-                        <When at={backup.deletedAt} />
-                      </td>
-                      <td data-label="Removed for good">
-                        <When at={backup.purgeAfter} />
-                      </td>
-                      <td data-label="Size">{formatBytes(backup.ciphertextSizeBytes)}</td>
-                      <td>
+                      </>
+                    ),
+                  },
+                  { header: 'Deleted', cell: (backup) => <When at={backup.deletedAt} /> },
+                  { header: 'Removed for good', cell: (backup) => <When at={backup.purgeAfter} /> },
+                  { header: 'Size', cell: (backup) => formatBytes(backup.ciphertextSizeBytes) },
+                  {
+                    header: 'Actions',
+                    hiddenHeader: true,
+                    label: null,
+                    cell: (backup) => (
+                      <>
                         <button type="button" onClick={() => void undelete(backup.id)} aria-label={`Undelete backup ${shortId(backup.id)}`}>
                           Undelete
                         </button>{' '}
@@ -247,11 +244,11 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
                             Delete now
                           </button>
                         )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
+                      </>
+                    ),
+                  },
+                ]}
+              />
             </>
           )}
         </>
@@ -313,42 +310,27 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
         </p>
       )}
       {data && data.entries.length > 0 && (
-        <table class="cards" aria-label="Earlier vault envelopes">
-          <thead>
-            <tr>
-              <th scope="col">Replaced</th>
-              <th scope="col">How, by whom</th>
-              <th scope="col">In use since</th>
-              <th scope="col">Kept until</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {data.entries.map((entry) => (
-              <tr key={entry.id} data-history-id={entry.id}>
-                <td data-label="Replaced">
-                  <When at={entry.replacedAt} />
-                </td>
-                <td data-label="How, by whom">
-                  {REASON_TEXT[entry.reason]}, by {actorText(entry.replacedBy)}
-                </td>
-                <td data-label="In use since">
-                  <When at={entry.storedAt} />
-                </td>
-                <td data-label="Kept until">
-                  <When at={entry.expiresAt} />
-                </td>
-                <td>
-                  <button type="button" class="secondary" onClick={() => void restore(entry.id)} aria-label={`Use again the envelope replaced ${entry.replacedAt}`}>
-                    Use again
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <CardTable
+          label="Earlier vault envelopes"
+          rows={data.entries}
+          row={(entry) => ({ key: entry.id, 'data-history-id': entry.id })}
+          columns={[
+            { header: 'Replaced', cell: (entry) => <When at={entry.replacedAt} /> },
+            { header: 'How, by whom', cell: (entry) => `${REASON_TEXT[entry.reason]}, by ${actorText(entry.replacedBy)}` },
+            { header: 'In use since', cell: (entry) => <When at={entry.storedAt} /> },
+            { header: 'Kept until', cell: (entry) => <When at={entry.expiresAt} /> },
+            {
+              header: 'Actions',
+              hiddenHeader: true,
+              label: null,
+              cell: (entry) => (
+                <button type="button" class="secondary" onClick={() => void restore(entry.id)} aria-label={`Use again the envelope replaced ${entry.replacedAt}`}>
+                  Use again
+                </button>
+              ),
+            },
+          ]}
+        />
       )}
       <p class="help">
         Using an earlier envelope again needs a fresh sign-in. Whoever knows the passphrase of a kept envelope can open the vault with it once it is back: if you

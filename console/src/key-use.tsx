@@ -11,6 +11,7 @@ import { ApiError, api, type BackupKeyEntry } from './api.js';
 import type { VaultFields } from './crypto/envelope.js';
 import { plural } from './format.js';
 import { SecretField } from './secret-field.js';
+import { letStatusRender, useUnlock } from './unlock.js';
 
 /** What unlocking taught the page: the ring's recipient fingerprints (current first) and each backup's key. */
 export interface KnownKeys {
@@ -184,30 +185,25 @@ export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
   }
 }
 
-type UnlockState = { phase: 'idle' } | { phase: 'busy' } | { phase: 'error'; wrongPassphrase: boolean; message: string };
+const errorText = (caught: unknown) =>
+  caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : caught instanceof Error ? caught.message : String(caught);
 
 /** The panel on the backups page: unlock to label every backup with its key, and the ring with its counts. */
 export function KeyUnlock() {
   const keys = useKnownKeys();
   const [passphrase, setPassphrase] = useState('');
-  const [state, setState] = useState<UnlockState>({ phase: 'idle' });
+  const { state, busy, run } = useUnlock<KnownKeys, string>({ describe: errorText });
 
-  const run = async (event: Event) => {
+  const unlock = (event: Event) => {
     event.preventDefault();
     if (!passphrase) return;
-    setState({ phase: 'busy' });
-    // Let the status render before Argon2id holds this thread.
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    try {
+    void run(async () => {
+      await letStatusRender();
       const found = await identifyKeys(passphrase);
       rememberKeys(found.fingerprints, found.uses, found.described);
       setPassphrase('');
-      setState({ phase: 'idle' });
-    } catch (caught) {
-      const { WrongPassphraseError } = await import('./crypto/envelope.js');
-      const message = caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : caught instanceof Error ? caught.message : String(caught);
-      setState({ phase: 'error', wrongPassphrase: caught instanceof WrongPassphraseError, message });
-    }
+      return found;
+    });
   };
 
   if (keys) {
@@ -246,7 +242,6 @@ export function KeyUnlock() {
       </section>
     );
   }
-  const busy = state.phase === 'busy';
   return (
     <section class="panel" aria-labelledby="keys-title">
       <h2 id="keys-title">Keys</h2>
@@ -255,7 +250,7 @@ export function KeyUnlock() {
         which key of your vault each backup uses (the current one, or one retired by <code>coffer rekey</code>). They are decrypted here;
         the passphrase and what it opens never leave this browser.
       </p>
-      <form onSubmit={run}>
+      <form onSubmit={unlock}>
         <SecretField
           id="keys-passphrase"
           label="Vault passphrase"
@@ -281,7 +276,7 @@ export function KeyUnlock() {
               <strong>Wrong passphrase.</strong> The vault could not be unlocked with it.
             </>
           ) : (
-            state.message
+            state.failure
           )}
         </p>
       )}

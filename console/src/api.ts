@@ -3,16 +3,36 @@
  * and the session's CSRF token on every request that changes state.
  */
 import type { Static } from '@sinclair/typebox';
-import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, ErrorResponseBody as ErrorBody } from '../../src/api/schemas.js';
+import type {
+  BackupAccountBody,
+  BackupAccountEnvelopeBody,
+  BackupDetailBody,
+  BackupListBody,
+  BackupRecordBody,
+  BackupStatusEventBody,
+  DeleteBackupResponseBody,
+  ErrorResponseBody as ErrorBody,
+  HostAccountListBody,
+  RotateResponseBody,
+} from '../../src/api/schemas.js';
 import type {
   About as AboutSchema,
   AuditList as AuditListSchema,
   BackupKeyList as BackupKeyListSchema,
+  BackupOutcome,
   ConsoleKey,
-  CreatedHostAccount as CreatedHostAccountSchema,
+  ConsoleKeyList,
   ConsoleSession,
+  CreatedHostAccount as CreatedHostAccountSchema,
+  CreatedKey as CreatedKeySchema,
+  CreateHostAccountBody,
+  CreateKeyBody,
+  DeletionGrace,
+  DeletionGraceBody,
   Deletions as DeletionsSchema,
   Overview as OverviewSchema,
+  RestoredVault,
+  SignInBody,
   VaultHistory as VaultHistorySchema,
 } from '../../src/console/schemas.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
@@ -102,12 +122,70 @@ export function whenSignedOut(handler: () => void): void {
   onSignedOut = handler;
 }
 
-export async function api<T>(
-  method: string,
-  path: string,
-  body?: unknown,
-  options: { quiet401?: boolean; headers?: Record<string, string>; onHeaders?: (headers: Headers) => void } = {},
-): Promise<T> {
+/**
+ * Every route the page calls, as "METHOD /path" with its `:parameters`: the request body it sends (if any) and the
+ * response body it gets, both the server's own schemas.
+ */
+interface Routes {
+  'GET /api/backup-account': { response: BackupAccountBody };
+  'POST /api/backup-account/rotate': { request: BackupAccountEnvelopeBody; response: RotateResponseBody };
+  'GET /api/backups': { response: BackupListBody };
+  'GET /api/backups/:id': { response: BackupDetailBody };
+  'DELETE /api/backups/:id': { response: DeleteBackupResponseBody };
+  'GET /api/host-accounts': { response: HostAccountListBody };
+  'GET /api/host-accounts/:accountId/backups': { response: BackupListBody };
+  'GET /console/api/session': { response: SessionInfo };
+  'POST /console/api/session': { request: Static<typeof SignInBody>; response: SessionInfo };
+  'POST /console/api/session/confirm': { request: Static<typeof SignInBody>; response: SessionInfo };
+  'DELETE /console/api/session': { response: undefined };
+  'GET /console/api/overview': { response: Overview };
+  'GET /console/api/about': { response: About };
+  'GET /console/api/audit': { response: AuditList };
+  'GET /console/api/backup-keys': { response: BackupKeyList };
+  'GET /console/api/keys': { response: Static<typeof ConsoleKeyList> };
+  'POST /console/api/keys': { request: Static<typeof CreateKeyBody>; response: CreatedKey };
+  'DELETE /console/api/keys/:id': { response: KeyInfo };
+  'POST /console/api/host-accounts': { request: Static<typeof CreateHostAccountBody>; response: CreatedHostAccount };
+  'GET /console/api/deletions': { response: Deletions };
+  'PUT /console/api/deletions/grace': { request: Static<typeof DeletionGraceBody>; response: Static<typeof DeletionGrace> };
+  'POST /console/api/deletions/:id/restore': { response: Static<typeof BackupOutcome> };
+  'POST /console/api/deletions/:id/purge': { response: Static<typeof BackupOutcome> };
+  'GET /console/api/vault/history': { response: VaultHistory };
+  'POST /console/api/vault/history/:id/restore': { response: Static<typeof RestoredVault> };
+}
+
+type Route = keyof Routes;
+
+/** The names of a path's `:parameters`. */
+type PathParameters<Path extends string> = Path extends `${string}:${infer Name}/${infer Rest}`
+  ? Name | PathParameters<Rest>
+  : Path extends `${string}:${infer Name}`
+    ? Name
+    : never;
+
+interface RequestOptions {
+  quiet401?: boolean;
+  headers?: Record<string, string>;
+  onHeaders?: (headers: Headers) => void;
+}
+
+/** A route's options: its path parameters and its body are required when it has them. */
+type RouteOptions<R extends Route> = RequestOptions &
+  ([PathParameters<R>] extends [never] ? unknown : { params: Record<PathParameters<R>, string> }) &
+  (Routes[R] extends { request: infer Body } ? { body: Body } : unknown);
+
+/** Calls a route of the map; the path parameters are URL-encoded into the path. */
+export async function api<R extends Route>(
+  route: R,
+  ...[options]: Partial<RouteOptions<R>> extends RouteOptions<R> ? [options?: RouteOptions<R>] : [options: RouteOptions<R>]
+): Promise<Routes[R]['response']> {
+  const { params = {}, body, ...rest } = (options ?? {}) as RequestOptions & { params?: Record<string, string>; body?: unknown };
+  const [method, template] = route.split(' ') as [string, string];
+  const path = template.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name]!));
+  return request<Routes[R]['response']>(method, path, body, rest);
+}
+
+async function request<T>(method: string, path: string, body: unknown, options: RequestOptions): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET' && method !== 'HEAD' && csrfToken) headers['x-csrf-token'] = csrfToken;
@@ -148,10 +226,14 @@ export async function api<T>(
 
 export type BackupRecord = BackupRecordBody;
 export type BackupDetail = BackupDetailBody;
+/** GET /api/host-accounts, one entry. */
+export type HostAccountInfo = HostAccountListBody['hosts'][number];
 export type StatusEvent = BackupStatusEventBody;
 export type SessionInfo = Static<typeof ConsoleSession>;
 export type Overview = Static<typeof OverviewSchema>;
 export type KeyInfo = Static<typeof ConsoleKey>;
+/** POST /console/api/keys: the key made, and its secret (shown once). */
+export type CreatedKey = Static<typeof CreatedKeySchema>;
 export type About = Static<typeof AboutSchema>;
 /** POST /console/api/host-accounts: the host account made, and its append-only key (shown once). */
 export type CreatedHostAccount = Static<typeof CreatedHostAccountSchema>;

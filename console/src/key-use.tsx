@@ -8,7 +8,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { dekForm, type KeyUse } from '../../src/client/key-usage.js';
 import { ApiError, api, type BackupKeyEntry } from './api.js';
-import type { VaultFields } from './crypto/envelope.js';
 import { plural } from './format.js';
 import { SecretField } from './secret-field.js';
 import { letStatusRender, useUnlock } from './unlock.js';
@@ -90,7 +89,7 @@ export function useBackupKeys(backups: readonly { id: string; status: string }[]
   useEffect(() => {
     if (!missing) return;
     let cancelled = false;
-    api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys').then(
+    api('GET /console/api/backup-keys').then(
       ({ backups: list }) => !cancelled && setEntries(new Map(list.map((entry) => [entry.id, entry]))),
       (caught: unknown) => {
         if (!(caught instanceof ApiError)) throw caught;
@@ -152,8 +151,8 @@ export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
   const crypto = await import('./crypto/envelope.js');
   await crypto.ready;
   const [account, { backups }] = await Promise.all([
-    api<VaultFields & { initialized: boolean }>('GET', '/api/backup-account'),
-    api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys'),
+    api('GET /api/backup-account'),
+    api('GET /console/api/backup-keys'),
   ]);
   if (!account.initialized) throw new crypto.IntegrityError('this account has no vault yet (coffer init)');
   const material = await crypto.unwrapMasterKey(account, passphrase);

@@ -51,7 +51,7 @@ export function AuditPage() {
   const [list, setList] = useState<AuditList | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    api<AuditList>('GET', '/console/api/audit').then(setList, (caught: unknown) => setError(caught instanceof ApiError ? caught.message : String(caught)));
+    api('GET /console/api/audit').then(setList, (caught: unknown) => setError(caught instanceof ApiError ? caught.message : String(caught)));
   }, []);
   return (
     <section>

@@ -1,6 +1,6 @@
 /** One backup: its record (live), restore in the browser, and delete. */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, api, type Deletions } from '../api.js';
+import { ApiError, api } from '../api.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, plural, shortId, statusText, StatusBadge, When } from '../format.js';
 import { BackupKey, BackupName, rememberKeys, sourceOf, useKnownKeys } from '../key-use.js';
@@ -196,7 +196,7 @@ function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
   const [error, setError] = useState<string | null>(null);
   const [graceDays, setGraceDays] = useState<number | null>(null);
   useEffect(() => {
-    api<Deletions>('GET', '/console/api/deletions').then(
+    api('GET /console/api/deletions').then(
       (data) => setGraceDays(data.deletionGraceDays),
       () => setGraceDays(null),
     );
@@ -205,7 +205,7 @@ function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
   const kept = ready && graceDays !== null && graceDays > 0;
   const remove = async () => {
     try {
-      const deleted = await api<{ status: string }>('DELETE', `/api/backups/${encodeURIComponent(backupId)}`);
+      const deleted = await api('DELETE /api/backups/:id', { params: { id: backupId } });
       setFlash(
         deleted?.status === 'DELETING' && kept
           ? `Backup ${shortId(backupId)} is deleted: it stays restorable for ${plural(graceDays ?? 0, 'day')} (Undelete, under “Scheduled for deletion” below).`

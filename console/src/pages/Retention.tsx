@@ -4,7 +4,7 @@
  * (ConfirmSignIn), inside this session.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, api, setCsrfToken, type Deletions, type SessionInfo, type VaultHistory } from '../api.js';
+import { ApiError, api, setCsrfToken, type Deletions, type VaultHistory } from '../api.js';
 import { formatBytes, plural, shortId, When } from '../format.js';
 import { CardTable } from '../card-table.js';
 import { SecretField } from '../secret-field.js';
@@ -26,7 +26,7 @@ export function ConfirmSignIn({ what, onConfirmed, onCancel }: { what: string; o
     setBusy(true);
     setError(null);
     try {
-      const session = await api<SessionInfo>('POST', '/console/api/session/confirm', token ? { loginToken: token } : { apiKey: text }, { quiet401: true });
+      const session = await api('POST /console/api/session/confirm', { body: token ? { loginToken: token } : { apiKey: text }, quiet401: true });
       setCsrfToken(session.csrfToken);
       setCredential('');
       onConfirmed();
@@ -116,7 +116,7 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
   const { attempt, prompt } = useFreshAction();
 
   const load = () =>
-    api<Deletions>('GET', '/console/api/deletions').then(
+    api('GET /console/api/deletions').then(
       (next) => {
         setData(next);
         setGrace(String(next.deletionGraceDays));
@@ -145,13 +145,13 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
 
   const undelete = (id: string) =>
     act('undelete a backup', async () => {
-      await api('POST', `/console/api/deletions/${encodeURIComponent(id)}/restore`);
+      await api('POST /console/api/deletions/:id/restore', { params: { id } });
       onRestored();
       return `Backup ${shortId(id)} is undeleted: it is back in your backups, ready again.`;
     });
   const purge = (id: string) =>
     act('delete a backup for good before its grace ends', async () => {
-      await api('POST', `/console/api/deletions/${encodeURIComponent(id)}/purge`);
+      await api('POST /console/api/deletions/:id/purge', { params: { id } });
       setConfirmPurge(null);
       return `Backup ${shortId(id)} is deleted for good.`;
     });
@@ -159,7 +159,7 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
     event.preventDefault();
     const days = Number(grace);
     void act('shorten the deletion grace', async () => {
-      await api('PUT', '/console/api/deletions/grace', { days });
+      await api('PUT /console/api/deletions/grace', { body: { days } });
       return days === 0 ? 'Deleted backups are now removed at once.' : `Deleted backups now stay restorable for ${plural(days, 'day')}.`;
     });
   };
@@ -278,7 +278,7 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
   const [error, setError] = useState<ApiError | null>(null);
   const [message, setMessage] = useState('');
   const { attempt, prompt } = useFreshAction();
-  const load = () => api<VaultHistory>('GET', '/console/api/vault/history').then(setData, (caught: unknown) => setError(asError(caught)));
+  const load = () => api('GET /console/api/vault/history').then(setData, (caught: unknown) => setError(asError(caught)));
   useEffect(() => {
     void load();
   }, []);
@@ -287,7 +287,7 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
     attempt('restore an earlier vault envelope', async () => {
       setError(null);
       try {
-        await api('POST', `/console/api/vault/history/${encodeURIComponent(id)}/restore`);
+        await api('POST /console/api/vault/history/:id/restore', { params: { id } });
         setMessage('The earlier envelope is the vault again: the passphrase that opened it opens the vault now. The one it replaced is kept below.');
         onRestored();
         await load();

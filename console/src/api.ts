@@ -35,6 +35,7 @@ import type {
   SignInBody,
   VaultHistory as VaultHistorySchema,
 } from '../../src/console/schemas.js';
+import { resolveRoute, type Call, type CallArguments } from './route-map.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
 import { SCOPES, type Scope } from '../../src/domain/scopes.js';
 
@@ -122,10 +123,7 @@ export function whenSignedOut(handler: () => void): void {
   onSignedOut = handler;
 }
 
-/**
- * Every route the page calls, as "METHOD /path" with its `:parameters`: the request body it sends (if any) and the
- * response body it gets, both the server's own schemas.
- */
+/** Every route the page calls (route-map.ts), its bodies the server's own schemas. */
 interface Routes {
   'GET /api/backup-account': { response: BackupAccountBody };
   'POST /api/backup-account/rotate': { request: BackupAccountEnvelopeBody; response: RotateResponseBody };
@@ -154,34 +152,18 @@ interface Routes {
   'POST /console/api/vault/history/:id/restore': { response: Static<typeof RestoredVault> };
 }
 
-type Route = keyof Routes;
-
-/** The names of a path's `:parameters`. */
-type PathParameters<Path extends string> = Path extends `${string}:${infer Name}/${infer Rest}`
-  ? Name | PathParameters<Rest>
-  : Path extends `${string}:${infer Name}`
-    ? Name
-    : never;
-
 interface RequestOptions {
   quiet401?: boolean;
   headers?: Record<string, string>;
   onHeaders?: (headers: Headers) => void;
 }
 
-/** A route's options: its path parameters and its body are required when it has them. */
-type RouteOptions<R extends Route> = RequestOptions &
-  ([PathParameters<R>] extends [never] ? unknown : { params: Record<PathParameters<R>, string> }) &
-  (Routes[R] extends { request: infer Body } ? { body: Body } : unknown);
-
-/** Calls a route of the map; the path parameters are URL-encoded into the path. */
-export async function api<R extends Route>(
+export async function api<R extends keyof Routes>(
   route: R,
-  ...[options]: Partial<RouteOptions<R>> extends RouteOptions<R> ? [options?: RouteOptions<R>] : [options: RouteOptions<R>]
+  ...[options]: CallArguments<R, Routes[R], RequestOptions>
 ): Promise<Routes[R]['response']> {
-  const { params = {}, body, ...rest } = (options ?? {}) as RequestOptions & { params?: Record<string, string>; body?: unknown };
-  const [method, template] = route.split(' ') as [string, string];
-  const path = template.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name]!));
+  const { params, body, ...rest } = (options ?? {}) as Call<RequestOptions>;
+  const { method, path } = resolveRoute(route, params);
   return request<Routes[R]['response']>(method, path, body, rest);
 }
 

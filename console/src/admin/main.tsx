@@ -5,7 +5,7 @@
  */
 import { render } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { AdminError, bytes, call, setCsrf, when, type AccountData, type OverviewData, type OwnerLinkData, type SessionData } from './api.js';
+import { AdminError, bytes, call, setCsrf, when, type AccountData, type OverviewData, type OwnerLinkData, type Plan, type SessionData } from './api.js';
 import { CardTable } from '../card-table.js';
 import '../styles.css';
 import './admin.css';
@@ -45,7 +45,7 @@ function Login({ onSignedIn }: { onSignedIn: (session: SessionData) => void }) {
   const submit = async (value: string) => {
     setError(null);
     try {
-      const session = await call<SessionData>('POST', '/session', { loginToken: value.trim() });
+      const session = await call('POST /session', { body: { loginToken: value.trim() } });
       setCsrf(session.csrfToken);
       onSignedIn(session);
     } catch (failure) {
@@ -231,7 +231,8 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
   const [data, setData] = useState<AccountData | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [notice, setNotice] = useState('');
-  const [plan, setPlan] = useState('');
+  // Set with the account, before the form shows.
+  const [plan, setPlan] = useState<Plan>('free');
   const [grace, setGrace] = useState('');
   const [quotaMode, setQuotaMode] = useState<'plan' | 'none' | 'bytes'>('plan');
   const [quotaBytes, setQuotaBytes] = useState('');
@@ -250,7 +251,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
   const quotaDone = () =>
     quotaMode === 'plan' ? "The quota now follows the plan's." : quotaMode === 'none' ? 'The account has no quota now.' : `The quota is now ${bytes(Number(quotaBytes))}.`;
   useEffect(() => {
-    call<AccountData>('GET', `/accounts/${encodeURIComponent(id)}`).then(show, setError);
+    call('GET /accounts/:id', { params: { id } }).then(show, setError);
   }, [id]);
   const act = async (work: () => Promise<AccountData>, done: string) => {
     setError(null);
@@ -262,7 +263,6 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
       setError(failure);
     }
   };
-  const path = `/accounts/${encodeURIComponent(id)}`;
   return (
     <>
       <p class="crumbs">
@@ -316,12 +316,12 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               class="admin-inline"
               onSubmit={(e) => {
                 e.preventDefault();
-                void act(() => call('PUT', `${path}/plan`, { plan }), `The plan is now ${plan}.`);
+                void act(() => call('PUT /accounts/:id/plan', { params: { id }, body: { plan } }), `The plan is now ${plan}.`);
               }}
             >
               <label>
                 Plan
-                <select value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value)}>
+                <select value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value as Plan)}>
                   {PLANS.map((p) => (
                     <option key={p} value={p}>
                       {p}
@@ -335,7 +335,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               class="admin-inline"
               onSubmit={(e) => {
                 e.preventDefault();
-                void act(() => call('PUT', `${path}/deletion-grace`, { days: Number(grace) }), `The deletion grace is now ${grace} days.`);
+                void act(() => call('PUT /accounts/:id/deletion-grace', { params: { id }, body: { days: Number(grace) } }), `The deletion grace is now ${grace} days.`);
               }}
             >
               <label>
@@ -348,7 +348,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               class="admin-inline"
               onSubmit={(e) => {
                 e.preventDefault();
-                void act(() => call('PUT', `${path}/quota`, quotaBody()), quotaDone());
+                void act(() => call('PUT /accounts/:id/quota', { params: { id }, body: quotaBody() }), quotaDone());
               }}
             >
               <label>
@@ -402,7 +402,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
                         <button
                           type="button"
                           class="danger"
-                          onClick={() => void act(() => call('POST', `${path}/keys/${encodeURIComponent(k.keyId)}/revoke`), `Key ${k.keyId} revoked.`)}
+                          onClick={() => void act(() => call('POST /accounts/:id/keys/:keyId/revoke', { params: { id, keyId: k.keyId } }), `Key ${k.keyId} revoked.`)}
                         >
                           Revoke
                         </button>
@@ -421,7 +421,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               onClick={async () => {
                 setError(null);
                 try {
-                  setLink(await call<OwnerLinkData>('POST', `${path}/login-link`));
+                  setLink(await call('POST /accounts/:id/login-link', { params: { id } }));
                 } catch (failure) {
                   setError(failure);
                 }
@@ -484,7 +484,7 @@ function App() {
   const [error, setError] = useState<unknown>(null);
   useEffect(() => {
     if (path === `${BASE}/login`) return setSession(null);
-    call<SessionData>('GET', '/session').then(
+    call('GET /session').then(
       (s) => {
         setCsrf(s.csrfToken);
         setSession(s);
@@ -494,7 +494,7 @@ function App() {
   }, []);
   useEffect(() => {
     if (!session || path !== BASE) return;
-    call<OverviewData>('GET', '/overview').then(setOverview, (failure) => {
+    call('GET /overview').then(setOverview, (failure) => {
       if (failure instanceof AdminError && failure.status === 401) setSession(null);
       else setError(failure);
     });
@@ -519,7 +519,7 @@ function App() {
             type="button"
             class="secondary signout"
             onClick={async () => {
-              await call('DELETE', '/session').catch(() => undefined);
+              await call('DELETE /session').catch(() => undefined);
               setSession(null);
               go(`${BASE}/login`);
             }}

@@ -9,8 +9,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { dekForm, type KeyUse } from '../../src/client/key-usage.js';
 import { ApiError, api, type BackupKeyEntry } from './api.js';
 import { plural } from './format.js';
-import { SecretField } from './secret-field.js';
-import { letStatusRender, useUnlock } from './unlock.js';
+import { letStatusRender, useUnlock, VaultPassphraseForm } from './unlock.js';
 
 /** What unlocking taught the page: the ring's recipient fingerprints (current first) and each backup's key. */
 export interface KnownKeys {
@@ -249,22 +248,16 @@ export function KeyUnlock() {
         which key of your vault each backup uses (the current one, or one retired by <code>coffer rekey</code>). They are decrypted here;
         the passphrase and what it opens never leave this browser.
       </p>
-      <form onSubmit={unlock}>
-        <SecretField
-          id="keys-passphrase"
-          label="Vault passphrase"
-          value={passphrase}
-          onValue={setPassphrase}
-          autoComplete="off"
-          invalid={state.phase === 'error' && state.wrongPassphrase}
-          describedBy={state.phase === 'error' ? 'keys-error' : undefined}
-          required
-          disabled={busy}
-        />
-        <button type="submit" disabled={busy || !passphrase}>
-          Show keys
-        </button>
-      </form>
+      <VaultPassphraseForm
+        id="keys-passphrase"
+        errorId="keys-error"
+        state={state}
+        passphrase={passphrase}
+        onPassphrase={setPassphrase}
+        onSubmit={unlock}
+      >
+        Show keys
+      </VaultPassphraseForm>
       <div aria-live="polite" role="status">
         {busy && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
       </div>

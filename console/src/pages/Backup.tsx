@@ -9,8 +9,7 @@ import type { ArchiveEntry } from '../archive-index.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
 import { BackupFiles } from './BackupFiles.js';
 import { BASE, navigate, setFlash } from '../router.js';
-import { SecretField } from '../secret-field.js';
-import { useUnlock, WorkerFailure } from '../unlock.js';
+import { useUnlock, VaultPassphraseForm, WorkerFailure } from '../unlock.js';
 
 interface Restored {
   url: string;
@@ -34,7 +33,7 @@ function Restore({ backupId }: { backupId: string }) {
   const stop = useRef<(() => void) | null>(null);
   const saveLink = useRef<HTMLAnchorElement>(null);
   const passphraseInput = useRef<HTMLInputElement>(null);
-  const { state, busy, run } = useUnlock<Restored, RestoreFailure, { done: number; total: number }>({
+  const { state, run } = useUnlock<Restored, RestoreFailure, { done: number; total: number }>({
     describe: (caught) =>
       caught instanceof WorkerFailure ? { integrity: caught.report.integrity ?? false, message: caught.report.message } : { integrity: false, message: String(caught) },
     focusOnError: ({ wrongPassphrase }) => (wrongPassphrase ? passphraseInput : null),
@@ -113,23 +112,17 @@ function Restore({ backupId }: { backupId: string }) {
         The encrypted archive is downloaded and decrypted in this page with your passphrase, checked against its sealed SHA-256, then
         saved as a <code>.tar</code> file. The passphrase and the files never leave this browser.
       </p>
-      <form onSubmit={restore}>
-        <SecretField
-          id="passphrase"
-          label="Vault passphrase"
-          inputRef={passphraseInput}
-          value={passphrase}
-          onValue={setPassphrase}
-          autoComplete="off"
-          invalid={state.phase === 'error' && state.wrongPassphrase}
-          describedBy={state.phase === 'error' ? 'restore-error' : undefined}
-          required
-          disabled={busy}
-        />
-        <button type="submit" disabled={busy || !passphrase}>
-          Decrypt and save
-        </button>
-      </form>
+      <VaultPassphraseForm
+        id="passphrase"
+        errorId="restore-error"
+        state={state}
+        passphrase={passphrase}
+        onPassphrase={setPassphrase}
+        onSubmit={restore}
+        inputRef={passphraseInput}
+      >
+        Decrypt and save
+      </VaultPassphraseForm>
       <div aria-live="polite" role="status" class="restore-status">
         {state.phase === 'busy' && !state.progress && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
         {state.phase === 'busy' && state.progress && (

@@ -3,8 +3,9 @@
  * restore, a recovery with the kit): idle → busy (with the work's progress) → done with its result, or error, where a
  * wrong passphrase is told apart from every other failure by its class or by the worker's `wrongPassphrase` field.
  */
-import type { RefObject } from 'preact';
+import type { ComponentChildren, Ref, RefObject } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
+import { SecretField } from './secret-field.js';
 
 export type UnlockState<Result, Failure, Progress> =
   | { phase: 'idle' }
@@ -57,4 +58,40 @@ export function useUnlock<Result, Failure, Progress = never>(options: {
   const refuse = (failure: Failure) => setState({ phase: 'error', wrongPassphrase: false, failure });
 
   return { state, busy: state.phase === 'busy', run, refuse };
+}
+
+/** The vault passphrase and its submit button: disabled while busy, marked invalid after a wrong passphrase. */
+export function VaultPassphraseForm(props: {
+  id: string;
+  /** The id of the element that explains an error. */
+  errorId: string;
+  state: UnlockState<unknown, unknown, unknown>;
+  passphrase: string;
+  onPassphrase: (passphrase: string) => void;
+  onSubmit: (event: Event) => void;
+  inputRef?: Ref<HTMLInputElement>;
+  /** The button's words. */
+  children: ComponentChildren;
+}) {
+  const { state } = props;
+  const busy = state.phase === 'busy';
+  return (
+    <form onSubmit={props.onSubmit}>
+      <SecretField
+        id={props.id}
+        label="Vault passphrase"
+        inputRef={props.inputRef}
+        value={props.passphrase}
+        onValue={props.onPassphrase}
+        autoComplete="off"
+        invalid={state.phase === 'error' && state.wrongPassphrase}
+        describedBy={state.phase === 'error' ? props.errorId : undefined}
+        required
+        disabled={busy}
+      />
+      <button type="submit" disabled={busy || !props.passphrase}>
+        {props.children}
+      </button>
+    </form>
+  );
 }

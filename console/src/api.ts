@@ -3,18 +3,39 @@
  * and the session's CSRF token on every request that changes state.
  */
 import type { Static } from '@sinclair/typebox';
-import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, ErrorResponseBody as ErrorBody } from '../../src/contract/schemas.js';
+import type {
+  BackupAccountBody,
+  BackupAccountEnvelopeBody,
+  BackupDetailBody,
+  BackupListBody,
+  BackupRecordBody,
+  BackupStatusEventBody,
+  DeleteBackupResponseBody,
+  ErrorResponseBody as ErrorBody,
+  HostAccountListBody,
+  RotateResponseBody,
+} from '../../src/contract/schemas.js';
 import type {
   About as AboutSchema,
   AuditList as AuditListSchema,
   BackupKeyList as BackupKeyListSchema,
+  BackupOutcome,
   ConsoleKey,
-  CreatedHostAccount as CreatedHostAccountSchema,
+  ConsoleKeyList,
   ConsoleSession,
+  CreatedHostAccount as CreatedHostAccountSchema,
+  CreatedKey as CreatedKeySchema,
+  CreateHostAccountBody,
+  CreateKeyBody,
+  DeletionGrace,
+  DeletionGraceBody,
   Deletions as DeletionsSchema,
   Overview as OverviewSchema,
+  RestoredVault,
+  SignInBody,
   VaultHistory as VaultHistorySchema,
 } from '../../src/contract/console-schemas.js';
+import { resolveRoute, type Call, type CallArguments } from './route-map.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
 import { API_INTERNALS, consoleErrorText } from '../../src/domain/error-texts.js';
 import { SCOPES, type Scope } from '../../src/domain/scopes.js';
@@ -43,12 +64,51 @@ export function whenSignedOut(handler: () => void): void {
   onSignedOut = handler;
 }
 
-export async function api<T>(
-  method: string,
-  path: string,
-  body?: unknown,
-  options: { quiet401?: boolean; headers?: Record<string, string>; onHeaders?: (headers: Headers) => void } = {},
-): Promise<T> {
+/** Every route the page calls (route-map.ts), its bodies the server's own schemas. */
+interface Routes {
+  'GET /api/backup-account': { response: BackupAccountBody };
+  'POST /api/backup-account/rotate': { request: BackupAccountEnvelopeBody; response: RotateResponseBody };
+  'GET /api/backups': { response: BackupListBody };
+  'GET /api/backups/:id': { response: BackupDetailBody };
+  'DELETE /api/backups/:id': { response: DeleteBackupResponseBody };
+  'GET /api/host-accounts': { response: HostAccountListBody };
+  'GET /api/host-accounts/:accountId/backups': { response: BackupListBody };
+  'GET /console/api/session': { response: SessionInfo };
+  'POST /console/api/session': { request: Static<typeof SignInBody>; response: SessionInfo };
+  'POST /console/api/session/confirm': { request: Static<typeof SignInBody>; response: SessionInfo };
+  'DELETE /console/api/session': { response: undefined };
+  'GET /console/api/overview': { response: Overview };
+  'GET /console/api/about': { response: About };
+  'GET /console/api/audit': { response: AuditList };
+  'GET /console/api/backup-keys': { response: BackupKeyList };
+  'GET /console/api/keys': { response: Static<typeof ConsoleKeyList> };
+  'POST /console/api/keys': { request: Static<typeof CreateKeyBody>; response: CreatedKey };
+  'DELETE /console/api/keys/:id': { response: KeyInfo };
+  'POST /console/api/host-accounts': { request: Static<typeof CreateHostAccountBody>; response: CreatedHostAccount };
+  'GET /console/api/deletions': { response: Deletions };
+  'PUT /console/api/deletions/grace': { request: Static<typeof DeletionGraceBody>; response: Static<typeof DeletionGrace> };
+  'POST /console/api/deletions/:id/restore': { response: Static<typeof BackupOutcome> };
+  'POST /console/api/deletions/:id/purge': { response: Static<typeof BackupOutcome> };
+  'GET /console/api/vault/history': { response: VaultHistory };
+  'POST /console/api/vault/history/:id/restore': { response: Static<typeof RestoredVault> };
+}
+
+interface RequestOptions {
+  quiet401?: boolean;
+  headers?: Record<string, string>;
+  onHeaders?: (headers: Headers) => void;
+}
+
+export async function api<R extends keyof Routes>(
+  route: R,
+  ...[options]: CallArguments<R, Routes[R], RequestOptions>
+): Promise<Routes[R]['response']> {
+  const { params, body, ...rest } = (options ?? {}) as Call<RequestOptions>;
+  const { method, path } = resolveRoute(route, params);
+  return request<Routes[R]['response']>(method, path, body, rest);
+}
+
+async function request<T>(method: string, path: string, body: unknown, options: RequestOptions): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET' && method !== 'HEAD' && csrfToken) headers['x-csrf-token'] = csrfToken;
@@ -83,16 +143,20 @@ export async function api<T>(
   return parsed as T;
 }
 
-// ---- wire types: the server's own schemas (the API's in src/api/schemas.ts, the console's in src/console/schemas.ts) ----
+// ---- wire types: the server's own schemas (src/contract/schemas.ts and console-schemas.ts) ----
 // Type-only imports are erased by the build: the page gets the shapes, not the server code. The two constants are
 // domain/'s plain arrays.
 
 export type BackupRecord = BackupRecordBody;
 export type BackupDetail = BackupDetailBody;
+/** GET /api/host-accounts, one entry. */
+export type HostAccountInfo = HostAccountListBody['hosts'][number];
 export type StatusEvent = BackupStatusEventBody;
 export type SessionInfo = Static<typeof ConsoleSession>;
 export type Overview = Static<typeof OverviewSchema>;
 export type KeyInfo = Static<typeof ConsoleKey>;
+/** POST /console/api/keys: the key made, and its secret (shown once). */
+export type CreatedKey = Static<typeof CreatedKeySchema>;
 export type About = Static<typeof AboutSchema>;
 /** POST /console/api/host-accounts: the host account made, and its append-only key (shown once). */
 export type CreatedHostAccount = Static<typeof CreatedHostAccountSchema>;

@@ -8,9 +8,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import { dekForm, type KeyUse } from '../../src/client/key-usage.js';
 import { ApiError, api, type BackupKeyEntry } from './api.js';
-import type { VaultFields } from './crypto/envelope.js';
 import { plural } from './format.js';
-import { SecretField } from './secret-field.js';
+import { letStatusRender, useUnlock, VaultPassphraseForm } from './unlock.js';
 
 /** What unlocking taught the page: the ring's recipient fingerprints (current first) and each backup's key. */
 export interface KnownKeys {
@@ -89,7 +88,7 @@ export function useBackupKeys(backups: readonly { id: string; status: string }[]
   useEffect(() => {
     if (!missing) return;
     let cancelled = false;
-    api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys').then(
+    api('GET /console/api/backup-keys').then(
       ({ backups: list }) => !cancelled && setEntries(new Map(list.map((entry) => [entry.id, entry]))),
       (caught: unknown) => {
         if (!(caught instanceof ApiError)) throw caught;
@@ -151,8 +150,8 @@ export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
   const crypto = await import('./crypto/envelope.js');
   await crypto.ready;
   const [account, { backups }] = await Promise.all([
-    api<VaultFields & { initialized: boolean }>('GET', '/api/backup-account'),
-    api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys'),
+    api('GET /api/backup-account'),
+    api('GET /console/api/backup-keys'),
   ]);
   if (!account.initialized) throw new crypto.IntegrityError('this account has no vault yet (coffer init)');
   const material = await crypto.unwrapMasterKey(account, passphrase);
@@ -184,30 +183,25 @@ export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
   }
 }
 
-type UnlockState = { phase: 'idle' } | { phase: 'busy' } | { phase: 'error'; wrongPassphrase: boolean; message: string };
+const errorText = (caught: unknown) =>
+  caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : caught instanceof Error ? caught.message : String(caught);
 
 /** The panel on the backups page: unlock to label every backup with its key, and the ring with its counts. */
 export function KeyUnlock() {
   const keys = useKnownKeys();
   const [passphrase, setPassphrase] = useState('');
-  const [state, setState] = useState<UnlockState>({ phase: 'idle' });
+  const { state, busy, run } = useUnlock<KnownKeys, string>({ describe: errorText });
 
-  const run = async (event: Event) => {
+  const unlock = (event: Event) => {
     event.preventDefault();
     if (!passphrase) return;
-    setState({ phase: 'busy' });
-    // Let the status render before Argon2id holds this thread.
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    try {
+    void run(async () => {
+      await letStatusRender();
       const found = await identifyKeys(passphrase);
       rememberKeys(found.fingerprints, found.uses, found.described);
       setPassphrase('');
-      setState({ phase: 'idle' });
-    } catch (caught) {
-      const { WrongPassphraseError } = await import('./crypto/envelope.js');
-      const message = caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : caught instanceof Error ? caught.message : String(caught);
-      setState({ phase: 'error', wrongPassphrase: caught instanceof WrongPassphraseError, message });
-    }
+      return found;
+    });
   };
 
   if (keys) {
@@ -246,7 +240,6 @@ export function KeyUnlock() {
       </section>
     );
   }
-  const busy = state.phase === 'busy';
   return (
     <section class="panel" aria-labelledby="keys-title">
       <h2 id="keys-title">Keys</h2>
@@ -255,22 +248,16 @@ export function KeyUnlock() {
         which key of your vault each backup uses (the current one, or one retired by <code>coffer rekey</code>). They are decrypted here;
         the passphrase and what it opens never leave this browser.
       </p>
-      <form onSubmit={run}>
-        <SecretField
-          id="keys-passphrase"
-          label="Vault passphrase"
-          value={passphrase}
-          onValue={setPassphrase}
-          autoComplete="off"
-          invalid={state.phase === 'error' && state.wrongPassphrase}
-          describedBy={state.phase === 'error' ? 'keys-error' : undefined}
-          required
-          disabled={busy}
-        />
-        <button type="submit" disabled={busy || !passphrase}>
-          Show keys
-        </button>
-      </form>
+      <VaultPassphraseForm
+        id="keys-passphrase"
+        errorId="keys-error"
+        state={state}
+        passphrase={passphrase}
+        onPassphrase={setPassphrase}
+        onSubmit={unlock}
+      >
+        Show keys
+      </VaultPassphraseForm>
       <div aria-live="polite" role="status">
         {busy && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
       </div>
@@ -281,7 +268,7 @@ export function KeyUnlock() {
               <strong>Wrong passphrase.</strong> The vault could not be unlocked with it.
             </>
           ) : (
-            state.message
+            state.failure
           )}
         </p>
       )}

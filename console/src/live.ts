@@ -61,7 +61,7 @@ export function useBackups(): LiveBackups {
 
   const refresh = useCallback(async () => {
     try {
-      const { backups: list } = await api<{ backups: BackupRecord[] }>('GET', '/api/backups');
+      const { backups: list } = await api('GET /api/backups');
       for (const record of list) {
         const before = known.current.get(record.id);
         if (!before && known.current.size > 0) setAnnouncement(`New backup ${record.id.slice(0, 8)}: ${statusText(record.status)}.`);
@@ -110,7 +110,7 @@ export function useBackup(id: string) {
   useEffect(() => {
     let stop: (() => void) | undefined;
     let cancelled = false;
-    api<BackupDetail>('GET', `/api/backups/${encodeURIComponent(id)}`).then(
+    api('GET /api/backups/:id', { params: { id } }).then(
       (detail) => {
         if (cancelled) return;
         setBackup(detail);
@@ -119,7 +119,7 @@ export function useBackup(id: string) {
             setBackup((current) => (current ? applyEvent(current, event) : current));
             // READY brings the wrapped key and sealed metadata with it: read the whole record again.
             if (event.status === 'READY') {
-              void api<BackupDetail>('GET', `/api/backups/${encodeURIComponent(id)}`).then((fresh) => !cancelled && setBackup(fresh));
+              void api('GET /api/backups/:id', { params: { id } }).then((fresh) => !cancelled && setBackup(fresh));
             }
           });
         }

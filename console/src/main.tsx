@@ -109,12 +109,12 @@ function App() {
       setSession(null);
       setNotice('Your session has ended. Sign in again to continue.');
     });
-    api<SessionInfo>('GET', '/console/api/session', undefined, { quiet401: true }).then(signedIn, () => setSession(null));
+    api('GET /console/api/session', { quiet401: true }).then(signedIn, () => setSession(null));
   }, []);
 
   const signOut = async () => {
     try {
-      await api('DELETE', '/console/api/session');
+      await api('DELETE /console/api/session');
     } catch (error) {
       if (!(error instanceof ApiError) || error.status !== 401) throw error;
     }

@@ -4,10 +4,7 @@
  * READY backup, then the same keys are wrapped under the new passphrase and sent through rotate. Only the new
  * wrapping travels; the words, the keys and the new passphrase never leave the page.
  */
-import { ApiError, api, type BackupKeyEntry } from './api.js';
-import type { VaultFields } from './crypto/envelope.js';
-
-type Account = VaultFields & { initialized: boolean };
+import { ApiError, api } from './api.js';
 
 export interface Recovered {
   opened: number;
@@ -40,9 +37,9 @@ export async function recoverWithKit(kitText: string, newPassphrase: string): Pr
   const kit = kits.parseKitOrWords(kitText);
   try {
     let etag = null as string | null;
-    const account = await api<Account>('GET', '/api/backup-account', undefined, { onHeaders: (headers) => (etag = headers.get('etag')) });
+    const account = await api('GET /api/backup-account', { onHeaders: (headers) => (etag = headers.get('etag')) });
     if (!account.initialized) throw new VaultChanged('this account has no vault: there is nothing to recover (coffer init)');
-    const { backups } = await api<{ backups: BackupKeyEntry[] }>('GET', '/console/api/backup-keys');
+    const { backups } = await api('GET /console/api/backup-keys');
     const ready = backups.filter((backup) => backup.status === 'READY');
     let opened = 0;
     for (const backup of ready) {
@@ -61,7 +58,7 @@ export async function recoverWithKit(kitText: string, newPassphrase: string): Pr
     const changed = () => new VaultChanged('the vault was changed by another client during the recovery; nothing was changed, try again');
     if (etag === null) throw changed();
     try {
-      await api('POST', '/api/backup-account/rotate', envelope, { headers: { 'if-match': etag } });
+      await api('POST /api/backup-account/rotate', { body: envelope, headers: { 'if-match': etag } });
     } catch (error) {
       if (error instanceof ApiError && error.code === 'vault_changed') throw changed();
       throw error;

@@ -1,6 +1,6 @@
 /**
  * A typed HTTP client for the Coffer API (/openapi.json). The wire types are the server's own TypeBox schemas
- * (src/api/schemas.ts), imported as types only: there is no second hand-written copy of them, and the
+ * (src/contract/schemas.ts), imported as types only: there is no second hand-written copy of them, and the
  * client bundle pulls in no server code. Every non-2xx answer becomes a CofferApiError carrying the
  * ErrorResponse `code`, `resolution`, `details` and `Retry-After`.
  */

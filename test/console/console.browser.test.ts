@@ -126,6 +126,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     await alert.waitFor();
     expect(await alert.innerText()).toMatch(/Wrong passphrase\. The vault could not be unlocked with it/);
     expect(await page.getByLabel('Vault passphrase').getAttribute('aria-invalid')).toBe('true');
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe('passphrase');
     await shot('restore-wrong-passphrase');
 
     await page.getByLabel('Vault passphrase').fill(PASSPHRASE);

@@ -227,6 +227,7 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
       await refusal(/The kit could not be read: .*checksum does not match/);
       await attempt(kitWords[0]!.slice(0, 23).join(' '));
       await refusal(/23 words: a kit has 24 words per key/);
+      await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe('kit-words');
 
       // Another account's vault: its kit opens none of these backups.
       const { apiKey: strangerKey } = await server.newKey({ plan: 'pro' });

@@ -5,7 +5,8 @@
  */
 import { render } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { AdminError, bytes, call, setCsrf, when, type AccountData, type OverviewData, type OwnerLinkData, type SessionData } from './api.js';
+import { AdminError, bytes, call, setCsrf, when, type AccountData, type OverviewData, type OwnerLinkData, type Plan, type SessionData } from './api.js';
+import { CardTable } from '../card-table.js';
 import '../styles.css';
 import './admin.css';
 
@@ -44,7 +45,7 @@ function Login({ onSignedIn }: { onSignedIn: (session: SessionData) => void }) {
   const submit = async (value: string) => {
     setError(null);
     try {
-      const session = await call<SessionData>('POST', '/session', { loginToken: value.trim() });
+      const session = await call('POST /session', { body: { loginToken: value.trim() } });
       setCsrf(session.csrfToken);
       onSignedIn(session);
     } catch (failure) {
@@ -95,24 +96,15 @@ function Totals({ data }: { data: OverviewData }) {
         <dt>Overdue</dt>
         <dd data-testid="total-overdue">{totals.overdue}</dd>
       </dl>
-      <table class="cards">
-        <thead>
-          <tr>
-            <th scope="col">Plan</th>
-            <th scope="col">Accounts</th>
-            <th scope="col">Stored</th>
-          </tr>
-        </thead>
-        <tbody>
-          {totals.plans.map((p) => (
-            <tr key={p.plan}>
-              <td data-label="Plan">{p.plan}</td>
-              <td data-label="Accounts">{p.accounts}</td>
-              <td data-label="Stored">{bytes(p.storedBytes)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <CardTable
+        rows={totals.plans}
+        row={(p) => ({ key: p.plan })}
+        columns={[
+          { header: 'Plan', cell: (p) => p.plan },
+          { header: 'Accounts', cell: (p) => p.accounts },
+          { header: 'Stored', cell: (p) => bytes(p.storedBytes) },
+        ]}
+      />
       <dl class="facts">
         <dt>Server</dt>
         <dd>Coffer {server.version}</dd>
@@ -194,46 +186,42 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
       {rows.length === 0 ? (
         <p class="empty">No accounts match.</p>
       ) : (
-        <table class="cards" data-testid="accounts">
-          <thead>
-            <tr>
-              <th scope="col">Account</th>
-              <th scope="col">Plan</th>
-              <th scope="col">Backups</th>
-              <th scope="col">Stored</th>
-              <th scope="col">Last READY</th>
-              <th scope="col">Overdue</th>
-              <th scope="col">Keys</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map((r) => (
-              <tr key={r.accountId} data-account={r.accountId}>
-                <td data-label="Account">
-                  <a
-                    class="mono"
-                    href={`${BASE}/accounts/${r.accountId}`}
-                    onClick={(e) => {
-                      e.preventDefault();
-                      open(r.accountId);
-                    }}
-                  >
-                    {r.accountId}
-                  </a>
-                </td>
-                <td data-label="Plan">{r.plan}</td>
-                <td data-label="Backups">
+        <CardTable
+          testId="accounts"
+          rows={rows}
+          row={(r) => ({ key: r.accountId, 'data-account': r.accountId })}
+          columns={[
+            {
+              header: 'Account',
+              cell: (r) => (
+                <a
+                  class="mono"
+                  href={`${BASE}/accounts/${r.accountId}`}
+                  onClick={(e) => {
+                    e.preventDefault();
+                    open(r.accountId);
+                  }}
+                >
+                  {r.accountId}
+                </a>
+              ),
+            },
+            { header: 'Plan', cell: (r) => r.plan },
+            {
+              header: 'Backups',
+              cell: (r) => (
+                <>
                   {r.backups}
                   {r.graceBackups > 0 && <span class="muted"> (+{r.graceBackups} in grace)</span>}
-                </td>
-                <td data-label="Stored">{bytes(r.storedBytes)}</td>
-                <td data-label="Last READY">{when(r.lastReadyAt)}</td>
-                <td data-label="Overdue">{r.overdue ? <span class="badge audit-refused">overdue</span> : 'no'}</td>
-                <td data-label="Keys">{r.keys}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                </>
+              ),
+            },
+            { header: 'Stored', cell: (r) => bytes(r.storedBytes) },
+            { header: 'Last READY', cell: (r) => when(r.lastReadyAt) },
+            { header: 'Overdue', cell: (r) => (r.overdue ? <span class="badge audit-refused">overdue</span> : 'no') },
+            { header: 'Keys', cell: (r) => r.keys },
+          ]}
+        />
       )}
     </section>
   );
@@ -243,7 +231,8 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
   const [data, setData] = useState<AccountData | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [notice, setNotice] = useState('');
-  const [plan, setPlan] = useState('');
+  // Set with the account, before the form shows.
+  const [plan, setPlan] = useState<Plan>('free');
   const [grace, setGrace] = useState('');
   const [quotaMode, setQuotaMode] = useState<'plan' | 'none' | 'bytes'>('plan');
   const [quotaBytes, setQuotaBytes] = useState('');
@@ -262,7 +251,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
   const quotaDone = () =>
     quotaMode === 'plan' ? "The quota now follows the plan's." : quotaMode === 'none' ? 'The account has no quota now.' : `The quota is now ${bytes(Number(quotaBytes))}.`;
   useEffect(() => {
-    call<AccountData>('GET', `/accounts/${encodeURIComponent(id)}`).then(show, setError);
+    call('GET /accounts/:id', { params: { id } }).then(show, setError);
   }, [id]);
   const act = async (work: () => Promise<AccountData>, done: string) => {
     setError(null);
@@ -274,7 +263,6 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
       setError(failure);
     }
   };
-  const path = `/accounts/${encodeURIComponent(id)}`;
   return (
     <>
       <p class="crumbs">
@@ -328,12 +316,12 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               class="admin-inline"
               onSubmit={(e) => {
                 e.preventDefault();
-                void act(() => call('PUT', `${path}/plan`, { plan }), `The plan is now ${plan}.`);
+                void act(() => call('PUT /accounts/:id/plan', { params: { id }, body: { plan } }), `The plan is now ${plan}.`);
               }}
             >
               <label>
                 Plan
-                <select value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value)}>
+                <select value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value as Plan)}>
                   {PLANS.map((p) => (
                     <option key={p} value={p}>
                       {p}
@@ -347,7 +335,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               class="admin-inline"
               onSubmit={(e) => {
                 e.preventDefault();
-                void act(() => call('PUT', `${path}/deletion-grace`, { days: Number(grace) }), `The deletion grace is now ${grace} days.`);
+                void act(() => call('PUT /accounts/:id/deletion-grace', { params: { id }, body: { days: Number(grace) } }), `The deletion grace is now ${grace} days.`);
               }}
             >
               <label>
@@ -360,7 +348,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               class="admin-inline"
               onSubmit={(e) => {
                 e.preventDefault();
-                void act(() => call('PUT', `${path}/quota`, quotaBody()), quotaDone());
+                void act(() => call('PUT /accounts/:id/quota', { params: { id }, body: quotaBody() }), quotaDone());
               }}
             >
               <label>
@@ -389,47 +377,39 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
             {data.keys.length === 0 ? (
               <p class="empty">No keys.</p>
             ) : (
-              <table class="cards" data-testid="keys">
-                <thead>
-                  <tr>
-                    <th scope="col">Key</th>
-                    <th scope="col">Scopes</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">
-                      <span class="visually-hidden">Action</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {data.keys.map((k) => (
-                    <tr key={k.keyId} data-key={k.keyId}>
-                      <td data-label="Key" class="mono">
-                        {k.keyId}
-                      </td>
-                      <td data-label="Scopes">
+              <CardTable
+                testId="keys"
+                rows={data.keys}
+                row={(k) => ({ key: k.keyId, 'data-key': k.keyId })}
+                columns={[
+                  { header: 'Key', class: 'mono', cell: (k) => k.keyId },
+                  {
+                    header: 'Scopes',
+                    cell: (k) => (
+                      <>
                         {k.scopes.join(', ')}
                         {k.appendOnly && ' (append-only)'}
-                      </td>
-                      <td data-label="Status">
-                        <span class={`badge key-${k.status}`}>{k.status}</span>
-                      </td>
-                      <td data-label="Created">{when(k.createdAt)}</td>
-                      <td data-label="Action">
-                        {k.status === 'active' && (
-                          <button
-                            type="button"
-                            class="danger"
-                            onClick={() => void act(() => call('POST', `${path}/keys/${encodeURIComponent(k.keyId)}/revoke`), `Key ${k.keyId} revoked.`)}
-                          >
-                            Revoke
-                          </button>
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
+                      </>
+                    ),
+                  },
+                  { header: 'Status', cell: (k) => <span class={`badge key-${k.status}`}>{k.status}</span> },
+                  { header: 'Created', cell: (k) => when(k.createdAt) },
+                  {
+                    header: 'Action',
+                    hiddenHeader: true,
+                    cell: (k) =>
+                      k.status === 'active' && (
+                        <button
+                          type="button"
+                          class="danger"
+                          onClick={() => void act(() => call('POST /accounts/:id/keys/:keyId/revoke', { params: { id, keyId: k.keyId } }), `Key ${k.keyId} revoked.`)}
+                        >
+                          Revoke
+                        </button>
+                      ),
+                  },
+                ]}
+              />
             )}
           </section>
           <section class="panel" aria-labelledby="owner-link">
@@ -441,7 +421,7 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               onClick={async () => {
                 setError(null);
                 try {
-                  setLink(await call<OwnerLinkData>('POST', `${path}/login-link`));
+                  setLink(await call('POST /accounts/:id/login-link', { params: { id } }));
                 } catch (failure) {
                   setError(failure);
                 }
@@ -461,35 +441,34 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
             {data.audit.length === 0 ? (
               <p class="empty">No recorded actions.</p>
             ) : (
-              <table class="cards" data-testid="audit">
-                <thead>
-                  <tr>
-                    <th scope="col">When</th>
-                    <th scope="col">What</th>
-                    <th scope="col">Who</th>
-                    <th scope="col">Detail</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {data.audit.map((e) => (
-                    <tr key={e.id}>
-                      <td data-label="When">{when(e.at)}</td>
-                      <td data-label="What">
+              <CardTable
+                testId="audit"
+                rows={data.audit}
+                row={(e) => ({ key: e.id })}
+                columns={[
+                  { header: 'When', cell: (e) => when(e.at) },
+                  {
+                    header: 'What',
+                    cell: (e) => (
+                      <>
                         {e.action}
                         {e.outcome === 'refused' && ' (refused)'}
-                      </td>
-                      <td data-label="Who">
+                      </>
+                    ),
+                  },
+                  {
+                    header: 'Who',
+                    cell: (e) => (
+                      <>
                         {e.actor.kind}
                         {e.actor.id && <span class="mono"> {e.actor.id}</span>}
                         {e.address && <span class="muted"> from {e.address}</span>}
-                      </td>
-                      <td data-label="Detail" class="wrap">
-                        {[e.target, e.detail].filter(Boolean).join(' · ')}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
+                      </>
+                    ),
+                  },
+                  { header: 'Detail', class: 'wrap', cell: (e) => [e.target, e.detail].filter(Boolean).join(' · ') },
+                ]}
+              />
             )}
           </section>
         </>
@@ -505,7 +484,7 @@ function App() {
   const [error, setError] = useState<unknown>(null);
   useEffect(() => {
     if (path === `${BASE}/login`) return setSession(null);
-    call<SessionData>('GET', '/session').then(
+    call('GET /session').then(
       (s) => {
         setCsrf(s.csrfToken);
         setSession(s);
@@ -515,7 +494,7 @@ function App() {
   }, []);
   useEffect(() => {
     if (!session || path !== BASE) return;
-    call<OverviewData>('GET', '/overview').then(setOverview, (failure) => {
+    call('GET /overview').then(setOverview, (failure) => {
       if (failure instanceof AdminError && failure.status === 401) setSession(null);
       else setError(failure);
     });
@@ -540,7 +519,7 @@ function App() {
             type="button"
             class="secondary signout"
             onClick={async () => {
-              await call('DELETE', '/session').catch(() => undefined);
+              await call('DELETE /session').catch(() => undefined);
               setSession(null);
               go(`${BASE}/login`);
             }}

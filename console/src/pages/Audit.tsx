@@ -2,6 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type AuditEvent, type AuditList } from '../api.js';
 import { shortId, When } from '../format.js';
+import { CardTable } from '../card-table.js';
 
 const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'backup.delete': 'Deleted a backup',
@@ -50,7 +51,7 @@ export function AuditPage() {
   const [list, setList] = useState<AuditList | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    api<AuditList>('GET', '/console/api/audit').then(setList, (caught: unknown) => setError(caught instanceof ApiError ? caught.message : String(caught)));
+    api('GET /console/api/audit').then(setList, (caught: unknown) => setError(caught instanceof ApiError ? caught.message : String(caught)));
   }, []);
   return (
     <section>
@@ -67,23 +68,16 @@ export function AuditPage() {
       {!list && !error && <p role="status">Loading…</p>}
       {list && list.events.length === 0 && <p class="empty">Nothing recorded yet.</p>}
       {list && list.events.length > 0 && (
-        <table class="cards" aria-label="Audit trail">
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">What</th>
-              <th scope="col">Who</th>
-              <th scope="col">From</th>
-              <th scope="col">On</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.events.map((event) => (
-              <tr key={event.id} data-action={event.action} data-outcome={event.outcome}>
-                <td data-label="When">
-                  <When at={event.at} />
-                </td>
-                <td data-label="What">
+        <CardTable
+          label="Audit trail"
+          rows={list.events}
+          row={(event) => ({ key: event.id, 'data-action': event.action, 'data-outcome': event.outcome })}
+          columns={[
+            { header: 'When', cell: (event) => <When at={event.at} /> },
+            {
+              header: 'What',
+              cell: (event) => (
+                <>
                   {event.outcome === 'refused' ? (TRIED_TEXT[event.action] ?? ACTION_TEXT[event.action]) : ACTION_TEXT[event.action]}
                   {event.outcome === 'refused' && (
                     <>
@@ -92,27 +86,27 @@ export function AuditPage() {
                     </>
                   )}
                   {event.detail && <span class="muted"> ({event.detail})</span>}
-                </td>
-                <td data-label="Who">
-                  <Actor event={event} />
-                </td>
-                <td data-label="From">{event.address ?? '—'}</td>
-                <td data-label="On">
-                  {event.target ? (
-                    <>
-                      {event.targetLabel && <strong class="key-label">{event.targetLabel} </strong>}
-                      <span class="mono" title={event.target}>
-                        {shortId(event.target)}
-                      </span>
-                    </>
-                  ) : (
-                    'the account'
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                </>
+              ),
+            },
+            { header: 'Who', cell: (event) => <Actor event={event} /> },
+            { header: 'From', cell: (event) => event.address ?? '—' },
+            {
+              header: 'On',
+              cell: (event) =>
+                event.target ? (
+                  <>
+                    {event.targetLabel && <strong class="key-label">{event.targetLabel} </strong>}
+                    <span class="mono" title={event.target}>
+                      {shortId(event.target)}
+                    </span>
+                  </>
+                ) : (
+                  'the account'
+                ),
+            },
+          ]}
+        />
       )}
       {list && <p class="help">The newest {list.maxEntries} actions and {list.maxEntries} refused attempts are kept; older ones are dropped as new ones arrive.</p>}
     </section>

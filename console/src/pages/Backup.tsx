@@ -1,6 +1,6 @@
 /** One backup: its record (live), restore in the browser, and delete. */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, api, type Deletions } from '../api.js';
+import { ApiError, api } from '../api.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, plural, shortId, statusText, StatusBadge, When } from '../format.js';
 import { BackupKey, BackupName, rememberKeys, sourceOf, useKnownKeys } from '../key-use.js';
@@ -9,90 +9,102 @@ import type { ArchiveEntry } from '../archive-index.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
 import { BackupFiles } from './BackupFiles.js';
 import { BASE, navigate, setFlash } from '../router.js';
-import { SecretField } from '../secret-field.js';
+import { useUnlock, VaultPassphraseForm, WorkerFailure } from '../unlock.js';
 
-type RestoreState =
-  | { phase: 'idle' }
-  | { phase: 'unlocking' }
-  | { phase: 'downloading'; done: number; total: number; metadata?: BackupMetadata }
-  | { phase: 'done'; url: string; fileName: string; bytes: number; metadata: BackupMetadata; blob: Blob; entries: ArchiveEntry[] }
-  | { phase: 'error'; wrongPassphrase: boolean; integrity: boolean; message: string };
+interface Restored {
+  url: string;
+  fileName: string;
+  bytes: number;
+  metadata: BackupMetadata;
+  blob: Blob;
+  entries: ArchiveEntry[];
+}
+
+/** Why a restore did not finish: the archive failed verification (integrity), or anything else. */
+interface RestoreFailure {
+  integrity: boolean;
+  message: string;
+}
 
 const safeName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '') || 'backup';
 
 function Restore({ backupId }: { backupId: string }) {
   const [passphrase, setPassphrase] = useState('');
-  const [state, setState] = useState<RestoreState>({ phase: 'idle' });
   const stop = useRef<(() => void) | null>(null);
   const saveLink = useRef<HTMLAnchorElement>(null);
   const passphraseInput = useRef<HTMLInputElement>(null);
+  const { state, run } = useUnlock<Restored, RestoreFailure, { done: number; total: number }>({
+    describe: (caught) =>
+      caught instanceof WorkerFailure ? { integrity: caught.report.integrity ?? false, message: caught.report.message } : { integrity: false, message: String(caught) },
+    focusOnError: ({ wrongPassphrase }) => (wrongPassphrase ? passphraseInput : null),
+  });
 
   // Leaving the page stops a running restore; a saved archive's object URL is released when it is replaced.
   useEffect(() => () => stop.current?.(), []);
   useEffect(() => {
     if (state.phase !== 'done') return;
-    const { url } = state;
+    const { url } = state.result;
     return () => URL.revokeObjectURL(url);
   }, [state]);
 
   // Offer the file as soon as it is verified (the link stays for a second save).
   useEffect(() => {
     if (state.phase === 'done') saveLink.current?.click();
-    if (state.phase === 'error' && state.wrongPassphrase) passphraseInput.current?.focus();
   }, [state.phase]);
 
-  const run = (event: Event) => {
+  const restore = (event: Event) => {
     event.preventDefault();
     if (!passphrase) return;
-    let metadata: BackupMetadata | undefined;
     let fingerprints: string[] = [];
-    setState({ phase: 'unlocking' });
-    stop.current = startRestore(
-      { backupId, passphrase },
-      {
-        onMessage(message: RestoreMessage) {
-          switch (message.type) {
-            case 'stage':
-              if (message.stage === 'downloading') setState({ phase: 'downloading', done: 0, total: 0, metadata });
-              break;
-            case 'metadata':
-              metadata = message.metadata;
-              rememberKeys(fingerprints, new Map(), new Map([[backupId, { name: metadata.name, source: sourceOf(metadata) }]]));
-              break;
-            case 'key':
-              fingerprints = message.fingerprints;
-              rememberKeys(message.fingerprints, new Map([[backupId, message.use]]));
-              break;
-            case 'progress':
-              setState({ phase: 'downloading', done: message.done, total: message.total, metadata });
-              break;
-            case 'done': {
-              const date = message.metadata.createdAt.slice(0, 10);
-              setState({
-                phase: 'done',
-                url: URL.createObjectURL(message.blob),
-                fileName:
-                  message.metadata.archive === 'raw'
-                    ? message.metadata.name
-                    : `${safeName(message.metadata.name)}-${date}-${shortId(backupId)}.tar`,
-                bytes: message.bytes,
-                metadata: message.metadata,
-                blob: message.blob,
-                entries: message.entries,
-              });
-              setPassphrase('');
-              break;
-            }
-            case 'error':
-              setState({ phase: 'error', wrongPassphrase: message.wrongPassphrase, integrity: message.integrity, message: message.message });
-              break;
-          }
-        },
-      },
+    void run(
+      (progress) =>
+        new Promise<Restored>((resolve, reject) => {
+          stop.current = startRestore(
+            { backupId, passphrase },
+            {
+              onMessage(message: RestoreMessage) {
+                switch (message.type) {
+                  case 'stage':
+                    if (message.stage === 'downloading') progress({ done: 0, total: 0 });
+                    break;
+                  case 'metadata':
+                    rememberKeys(fingerprints, new Map(), new Map([[backupId, { name: message.metadata.name, source: sourceOf(message.metadata) }]]));
+                    break;
+                  case 'key':
+                    fingerprints = message.fingerprints;
+                    rememberKeys(message.fingerprints, new Map([[backupId, message.use]]));
+                    break;
+                  case 'progress':
+                    progress({ done: message.done, total: message.total });
+                    break;
+                  case 'done': {
+                    const date = message.metadata.createdAt.slice(0, 10);
+                    setPassphrase('');
+                    resolve({
+                      url: URL.createObjectURL(message.blob),
+                      fileName:
+                        message.metadata.archive === 'raw'
+                          ? message.metadata.name
+                          : `${safeName(message.metadata.name)}-${date}-${shortId(backupId)}.tar`,
+                      bytes: message.bytes,
+                      metadata: message.metadata,
+                      blob: message.blob,
+                      entries: message.entries,
+                    });
+                    break;
+                  }
+                  case 'error':
+                    reject(new WorkerFailure(message));
+                    break;
+                }
+              },
+            },
+          );
+        }),
     );
   };
 
-  const busy = state.phase === 'unlocking' || state.phase === 'downloading';
+  const restored = state.phase === 'done' ? state.result : null;
   return (
     <section class="panel" aria-labelledby="restore-title">
       <h2 id="restore-title">Restore files</h2>
@@ -100,49 +112,43 @@ function Restore({ backupId }: { backupId: string }) {
         The encrypted archive is downloaded and decrypted in this page with your passphrase, checked against its sealed SHA-256, then
         saved as a <code>.tar</code> file. The passphrase and the files never leave this browser.
       </p>
-      <form onSubmit={run}>
-        <SecretField
-          id="passphrase"
-          label="Vault passphrase"
-          inputRef={passphraseInput}
-          value={passphrase}
-          onValue={setPassphrase}
-          autoComplete="off"
-          invalid={state.phase === 'error' && state.wrongPassphrase}
-          describedBy={state.phase === 'error' ? 'restore-error' : undefined}
-          required
-          disabled={busy}
-        />
-        <button type="submit" disabled={busy || !passphrase}>
-          Decrypt and save
-        </button>
-      </form>
+      <VaultPassphraseForm
+        id="passphrase"
+        errorId="restore-error"
+        state={state}
+        passphrase={passphrase}
+        onPassphrase={setPassphrase}
+        onSubmit={restore}
+        inputRef={passphraseInput}
+      >
+        Decrypt and save
+      </VaultPassphraseForm>
       <div aria-live="polite" role="status" class="restore-status">
-        {state.phase === 'unlocking' && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
-        {state.phase === 'downloading' && (
+        {state.phase === 'busy' && !state.progress && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
+        {state.phase === 'busy' && state.progress && (
           <>
             <label for="restore-progress">Downloading and decrypting</label>
-            <progress id="restore-progress" max={state.total || 1} value={state.done} />
+            <progress id="restore-progress" max={state.progress.total || 1} value={state.progress.done} />
             <p class="muted">
-              {formatBytes(state.done)} of {formatBytes(state.total)}
+              {formatBytes(state.progress.done)} of {formatBytes(state.progress.total)}
             </p>
           </>
         )}
-        {state.phase === 'done' && (
+        {restored && (
           <div class="success">
             <p>
-              <strong>Decrypted and verified.</strong> {formatBytes(state.bytes)} archive of “{state.metadata.name}”:{' '}
-              {plural(state.metadata.fileCount, 'file')}, {plural(state.metadata.directoryCount, 'folder')},{' '}
-              {plural(state.metadata.symlinkCount, 'link')}, from{' '}
-              <code>{state.metadata.sourcePath}</code>. Final tag, size and SHA-256 all match.
+              <strong>Decrypted and verified.</strong> {formatBytes(restored.bytes)} archive of “{restored.metadata.name}”:{' '}
+              {plural(restored.metadata.fileCount, 'file')}, {plural(restored.metadata.directoryCount, 'folder')},{' '}
+              {plural(restored.metadata.symlinkCount, 'link')}, from{' '}
+              <code>{restored.metadata.sourcePath}</code>. Final tag, size and SHA-256 all match.
             </p>
             <p>
-              <a ref={saveLink} class="button" href={state.url} download={state.fileName}>
-                Save {state.fileName}
+              <a ref={saveLink} class="button" href={restored.url} download={restored.fileName}>
+                Save {restored.fileName}
               </a>
             </p>
             <p class="help">
-              Unpack with <code>tar -xf {state.fileName}</code>, or restore directly with <code>coffer restore {backupId} ./restored</code>.
+              Unpack with <code>tar -xf {restored.fileName}</code>, or restore directly with <code>coffer restore {backupId} ./restored</code>.
             </p>
           </div>
         )}
@@ -154,18 +160,18 @@ function Restore({ backupId }: { backupId: string }) {
               <strong>Wrong passphrase.</strong> The vault could not be unlocked with it, so nothing was downloaded or decrypted. Check the
               passphrase (it is case-sensitive) and try again.
             </p>
-          ) : state.integrity ? (
+          ) : state.failure.integrity ? (
             <p>
-              <strong>This backup failed verification and was not saved:</strong> {state.message}.
+              <strong>This backup failed verification and was not saved:</strong> {state.failure.message}.
             </p>
           ) : (
             <p>
-              <strong>The restore did not finish:</strong> {state.message}
+              <strong>The restore did not finish:</strong> {state.failure.message}
             </p>
           )}
         </div>
       )}
-      {state.phase === 'done' && <BackupFiles archive={state.blob} metadata={state.metadata} entries={state.entries} />}
+      {restored && <BackupFiles archive={restored.blob} metadata={restored.metadata} entries={restored.entries} />}
     </section>
   );
 }
@@ -183,7 +189,7 @@ function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
   const [error, setError] = useState<string | null>(null);
   const [graceDays, setGraceDays] = useState<number | null>(null);
   useEffect(() => {
-    api<Deletions>('GET', '/console/api/deletions').then(
+    api('GET /console/api/deletions').then(
       (data) => setGraceDays(data.deletionGraceDays),
       () => setGraceDays(null),
     );
@@ -192,7 +198,7 @@ function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
   const kept = ready && graceDays !== null && graceDays > 0;
   const remove = async () => {
     try {
-      const deleted = await api<{ status: string }>('DELETE', `/api/backups/${encodeURIComponent(backupId)}`);
+      const deleted = await api('DELETE /api/backups/:id', { params: { id: backupId } });
       setFlash(
         deleted?.status === 'DELETING' && kept
           ? `Backup ${shortId(backupId)} is deleted: it stays restorable for ${plural(graceDays ?? 0, 'day')} (Undelete, under “Scheduled for deletion” below).`

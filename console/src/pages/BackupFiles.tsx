@@ -6,6 +6,7 @@ import { useEffect, useMemo, useState } from 'preact/hooks';
 import { extractFile, type ArchiveEntry } from '../archive-index.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, plural } from '../format.js';
+import { CardTable } from '../card-table.js';
 
 /** How many rows are drawn at once (a filter narrows the rest down). */
 const SHOWN = 300;
@@ -97,41 +98,37 @@ export function BackupFiles({ archive, metadata, entries }: { archive: Blob; met
           The file could not be saved: {error}
         </p>
       )}
-      <table class="cards" aria-label="Files">
-        <thead>
-          <tr>
-            <th scope="col">Path</th>
-            <th scope="col">Size</th>
-            <th scope="col">Mode</th>
-            <th scope="col">Modified</th>
-            <th scope="col">
-              <span class="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {matching.slice(0, SHOWN).map((entry) => (
-            <tr key={entry.path} data-path={entry.path}>
-              <td data-label="Path" class="mono">
+      <CardTable
+        label="Files"
+        rows={matching.slice(0, SHOWN)}
+        row={(entry) => ({ key: entry.path, 'data-path': entry.path })}
+        columns={[
+          {
+            header: 'Path',
+            class: 'mono',
+            cell: (entry) => (
+              <>
                 {entry.type === 'directory' ? `${entry.path}/` : entry.path}
                 {entry.type === 'symlink' && <span class="muted"> → {entry.linkTarget}</span>}
-              </td>
-              <td data-label="Size">{entry.type === 'file' ? formatBytes(entry.size) : '—'}</td>
-              <td data-label="Mode" class="mono">
-                {modeString(entry)}
-              </td>
-              <td data-label="Modified">{entry.mtime ? entry.mtime.slice(0, 16).replace('T', ' ') : '—'}</td>
-              <td>
-                {(entry.type === 'file' || entry.type === 'hardlink') && (
-                  <button type="button" class="secondary" disabled={busy !== null} onClick={() => void save(entry)} aria-label={`Save ${entry.path}`}>
-                    {busy === entry.path ? 'Saving…' : 'Save'}
-                  </button>
-                )}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+              </>
+            ),
+          },
+          { header: 'Size', cell: (entry) => (entry.type === 'file' ? formatBytes(entry.size) : '—') },
+          { header: 'Mode', class: 'mono', cell: modeString },
+          { header: 'Modified', cell: (entry) => (entry.mtime ? entry.mtime.slice(0, 16).replace('T', ' ') : '—') },
+          {
+            header: 'Actions',
+            hiddenHeader: true,
+            label: null,
+            cell: (entry) =>
+              (entry.type === 'file' || entry.type === 'hardlink') && (
+                <button type="button" class="secondary" disabled={busy !== null} onClick={() => void save(entry)} aria-label={`Save ${entry.path}`}>
+                  {busy === entry.path ? 'Saving…' : 'Save'}
+                </button>
+              ),
+          },
+        ]}
+      />
     </section>
   );
 }

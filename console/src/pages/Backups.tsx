@@ -1,4 +1,5 @@
 /** Backups, newest first, with live status (event streams) and new backups appearing as the CLI makes them. */
+import { CardTable } from '../card-table.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
 import { BackupName, KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
 import { useBackups } from '../live.js';
@@ -52,47 +53,39 @@ export function BackupsPage() {
         </div>
       )}
       {backups && backups.length > 0 && (
-        <table class="cards" aria-label="Backups">
-          <thead>
-            <tr>
-              <th scope="col">Created</th>
-              <th scope="col">Status</th>
-              <th scope="col">Size (encrypted / original)</th>
-              <th scope="col">Versions (client / host app)</th>
-              <th scope="col">Expires</th>
-              <th scope="col">Key</th>
-            </tr>
-          </thead>
-          <tbody>
-            {backups.map((backup) => (
-              <tr key={backup.id} data-backup-id={backup.id}>
-                <td data-label="Created">
+        <CardTable
+          label="Backups"
+          rows={backups}
+          row={(backup) => ({ key: backup.id, 'data-backup-id': backup.id })}
+          columns={[
+            {
+              header: 'Created',
+              cell: (backup) => (
+                <>
                   <a href={`${BASE}/backups/${backup.id}`} aria-label={`Backup ${shortId(backup.id)}, open details`}>
                     <When at={backup.createdAt} />
                   </a>
                   <span class="mono muted"> {shortId(backup.id)}</span>
                   <br />
                   <BackupName backupId={backup.id} />
-                </td>
-                <td data-label="Status">
-                  <StatusBadge status={backup.status} />
-                </td>
-                <td data-label="Size">
-                  {formatBytes(backup.ciphertextSizeBytes)} / {formatBytes(backup.plaintextSizeBytes)}
-                </td>
-                <td data-label="Versions">
-                  {backup.clientVersion ?? '—'} / {backup.hostappVersion ?? '—'}
-                </td>
-                <td data-label="Expires">
-                  <When at={backup.expiresAt} />
-                </td>
-                <td data-label="Key">
-                  <KeyCell backupId={backup.id} wrappedDek={wrapped?.get(backup.id)?.wrappedDek} />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                </>
+              ),
+            },
+            { header: 'Status', cell: (backup) => <StatusBadge status={backup.status} /> },
+            {
+              header: 'Size (encrypted / original)',
+              label: 'Size',
+              cell: (backup) => `${formatBytes(backup.ciphertextSizeBytes)} / ${formatBytes(backup.plaintextSizeBytes)}`,
+            },
+            {
+              header: 'Versions (client / host app)',
+              label: 'Versions',
+              cell: (backup) => `${backup.clientVersion ?? '—'} / ${backup.hostappVersion ?? '—'}`,
+            },
+            { header: 'Expires', cell: (backup) => <When at={backup.expiresAt} /> },
+            { header: 'Key', cell: (backup) => <KeyCell backupId={backup.id} wrappedDek={wrapped?.get(backup.id)?.wrappedDek} /> },
+          ]}
+        />
       )}
       {backups && backups.length > 0 && <KeyUnlock />}
       <ScheduledDeletions onRestored={refresh} onLoaded={setScheduled} />

@@ -7,7 +7,7 @@ export function CliPage() {
   const [about, setAbout] = useState<About | null>(null);
   const [failed, setFailed] = useState(false);
   useEffect(() => {
-    api<About>('GET', '/console/api/about', undefined, { quiet401: true }).then(setAbout, () => setFailed(true));
+    api('GET /console/api/about', { quiet401: true }).then(setAbout, () => setFailed(true));
   }, []);
   const base = about?.publicUrl ?? location.origin;
   return (

@@ -3,10 +3,11 @@
  * add a backup host (an append-only key and the settings the host needs), list keys, revoke them.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, SCOPES, api, type About, type CreatedHostAccount, type KeyInfo, type Scope, type SessionInfo } from '../api.js';
+import { ApiError, SCOPES, api, type CreatedHostAccount, type CreatedKey, type HostAccountInfo, type KeyInfo, type Scope, type SessionInfo } from '../api.js';
 import { HOST_LABEL, KEY_LABEL_MAX, keyLabelProblem } from '../../../src/domain/keys.js';
 import type { BackupRecord } from '../api.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
+import { CardTable } from '../card-table.js';
 import { BASE } from '../router.js';
 import { deriveRecipientInWorker } from '../recipient-protocol.js';
 import { SecretField } from '../secret-field.js';
@@ -25,8 +26,6 @@ const EXPIRY: { label: string; days: number | null }[] = [
   { label: '1 year', days: 365 },
   { label: 'Never', days: null },
 ];
-
-type Created = KeyInfo & { apiKey: string; expiryCapped: boolean };
 
 const APPEND_ONLY_HELP = 'can add backups, but never delete them, reset the account or change the vault: for hosts that may be stolen';
 
@@ -49,9 +48,6 @@ async function copyText(text: string): Promise<boolean> {
     return false;
   }
 }
-
-/** GET /api/host-accounts, one entry. */
-type HostAccountInfo = { accountId: string; label: string; backupInterval: string; createdAt: string; vault: 'shared' | 'diverged' | 'none' };
 
 type HostState =
   | { phase: 'form' }
@@ -96,13 +92,13 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
     const expiresInDays = expiry === 'never' ? null : Number(expiry);
     setState({ phase: 'working', step: schedule === 'own' ? 'Making the host account and its append-only key…' : 'Making the append-only key…' });
     try {
-      const about = await api<About>('GET', '/console/api/about');
+      const about = await api('GET /console/api/about');
       if (schedule === 'own') {
-        const made = await api<CreatedHostAccount>('POST', '/console/api/host-accounts', { label, expiresInDays });
+        const made = await api('POST /console/api/host-accounts', { body: { label, expiresInDays } });
         setHostLabel('');
         setState({ phase: 'done', keyId: made.keyId, settings: hostSettings(about.publicUrl, made.apiKey, recipient), fingerprint, hostAccount: made });
       } else {
-        const created = await api<Created>('POST', '/console/api/keys', { scopes: ['backups:write'], expiresInDays, appendOnly: true });
+        const created = await api('POST /console/api/keys', { body: { scopes: ['backups:write'], expiresInDays, appendOnly: true } });
         setState({ phase: 'done', keyId: created.keyId, settings: hostSettings(about.publicUrl, created.apiKey, recipient), fingerprint, hostAccount: null });
       }
       await onCreated();
@@ -228,11 +224,11 @@ function HostAccounts({ version }: { version: number }) {
   useEffect(() => {
     let cancelled = false;
     (async () => {
-      const { hosts: list } = await api<{ hosts: HostAccountInfo[] }>('GET', '/api/host-accounts');
+      const { hosts: list } = await api('GET /api/host-accounts');
       const withBackups = await Promise.all(
         list.map(async (host) => ({
           host,
-          backups: (await api<{ backups: BackupRecord[] }>('GET', `/api/host-accounts/${encodeURIComponent(host.accountId)}/backups`)).backups,
+          backups: (await api('GET /api/host-accounts/:accountId/backups', { params: { accountId: host.accountId } })).backups,
         })),
       );
       if (!cancelled) setHosts(withBackups);
@@ -284,7 +280,7 @@ function HostAccounts({ version }: { version: number }) {
   );
 }
 
-function NewKey({ created, onDone }: { created: Created; onDone: () => void }) {
+function NewKey({ created, onDone }: { created: CreatedKey; onDone: () => void }) {
   const [copied, setCopied] = useState(false);
   const field = useRef<HTMLInputElement>(null);
   useEffect(() => field.current?.focus(), []);
@@ -334,13 +330,13 @@ export function KeysPage({ session }: { session: SessionInfo }) {
   const [expiry, setExpiry] = useState('30');
   const [appendOnly, setAppendOnly] = useState(false);
   const [label, setLabel] = useState('');
-  const [created, setCreated] = useState<Created | null>(null);
+  const [created, setCreated] = useState<CreatedKey | null>(null);
   const [confirm, setConfirm] = useState<string | null>(null);
   const [announcement, setAnnouncement] = useState('');
   const [hostsVersion, setHostsVersion] = useState(0);
 
   const load = () =>
-    api<{ keys: KeyInfo[] }>('GET', '/console/api/keys').then(
+    api('GET /console/api/keys').then(
       (body) => setKeys(body.keys),
       (caught: unknown) => setError(caught instanceof ApiError ? caught.message : String(caught)),
     );
@@ -364,7 +360,7 @@ export function KeysPage({ session }: { session: SessionInfo }) {
     };
     try {
       await fresh.attempt('make a key that can open the console', async () => {
-        setCreated(await api<Created>('POST', '/console/api/keys', request));
+        setCreated(await api('POST /console/api/keys', { body: request }));
         setLabel('');
         await load();
       });
@@ -376,7 +372,7 @@ export function KeysPage({ session }: { session: SessionInfo }) {
   const revoke = async (keyId: string) => {
     setError(null);
     try {
-      await api('DELETE', `/console/api/keys/${encodeURIComponent(keyId)}`);
+      await api('DELETE /console/api/keys/:id', { params: { id: keyId } });
       setConfirm(null);
       setAnnouncement(`Key ${shortId(keyId)} revoked.`);
       await load();
@@ -485,30 +481,27 @@ export function KeysPage({ session }: { session: SessionInfo }) {
       <h2>Your keys</h2>
       {!keys && !error && <p role="status">Loading keys…</p>}
       {keys && (
-        <table class="cards" aria-label="API keys">
-          <thead>
-            <tr>
-              <th scope="col">Key</th>
-              <th scope="col">Permissions</th>
-              <th scope="col">Created</th>
-              <th scope="col">Expires</th>
-              <th scope="col">Status</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {keys.map((key) => (
-              <tr key={key.keyId} data-key-id={key.keyId}>
-                <td data-label="Key">
+        <CardTable
+          label="API keys"
+          rows={keys}
+          row={(key) => ({ key: key.keyId, 'data-key-id': key.keyId })}
+          columns={[
+            {
+              header: 'Key',
+              cell: (key) => (
+                <>
                   {key.label && <strong class="key-label">{key.label} </strong>}
                   <span class="mono" title={key.keyId}>
                     {shortId(key.keyId)}
                   </span>
                   {key.usedByThisSession && <span class="muted"> (this session)</span>}
-                </td>
-                <td data-label="Permissions">
+                </>
+              ),
+            },
+            {
+              header: 'Permissions',
+              cell: (key) => (
+                <>
                   {key.scopes.map((s) => s.replace('backups:', '')).join(', ')}
                   {key.appendOnly && (
                     <>
@@ -518,38 +511,35 @@ export function KeysPage({ session }: { session: SessionInfo }) {
                       </span>
                     </>
                   )}
-                </td>
-                <td data-label="Created">
-                  <When at={key.createdAt} />
-                </td>
-                <td data-label="Expires">
-                  <When at={key.expiresAt} empty="Never" />
-                </td>
-                <td data-label="Status">
-                  <span class={`badge key-${key.status}`}>{key.status}</span>
-                </td>
-                <td data-label="Actions">
-                  {key.status === 'active' &&
-                    (confirm === key.keyId ? (
-                      <span class="confirm" role="group" aria-label={`Confirm revoking key ${shortId(key.keyId)}`}>
-                        <button type="button" class="danger" onClick={() => revoke(key.keyId)}>
-                          Revoke now
-                        </button>
-                        <button type="button" class="secondary" onClick={() => setConfirm(null)}>
-                          Cancel
-                        </button>
-                        {key.usedByThisSession && <span class="help">This signs you out.</span>}
-                      </span>
-                    ) : (
-                      <button type="button" class="secondary" onClick={() => setConfirm(key.keyId)} aria-label={`Revoke key ${shortId(key.keyId)}`}>
-                        Revoke…
-                      </button>
-                    ))}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                </>
+              ),
+            },
+            { header: 'Created', cell: (key) => <When at={key.createdAt} /> },
+            { header: 'Expires', cell: (key) => <When at={key.expiresAt} empty="Never" /> },
+            { header: 'Status', cell: (key) => <span class={`badge key-${key.status}`}>{key.status}</span> },
+            {
+              header: 'Actions',
+              hiddenHeader: true,
+              cell: (key) =>
+                key.status === 'active' &&
+                (confirm === key.keyId ? (
+                  <span class="confirm" role="group" aria-label={`Confirm revoking key ${shortId(key.keyId)}`}>
+                    <button type="button" class="danger" onClick={() => revoke(key.keyId)}>
+                      Revoke now
+                    </button>
+                    <button type="button" class="secondary" onClick={() => setConfirm(null)}>
+                      Cancel
+                    </button>
+                    {key.usedByThisSession && <span class="help">This signs you out.</span>}
+                  </span>
+                ) : (
+                  <button type="button" class="secondary" onClick={() => setConfirm(key.keyId)} aria-label={`Revoke key ${shortId(key.keyId)}`}>
+                    Revoke…
+                  </button>
+                )),
+            },
+          ]}
+        />
       )}
       <p class="help">Signed in {session.signedInWith === 'api-key' ? 'with an API key' : 'with a one-time link'}.</p>
     </section>

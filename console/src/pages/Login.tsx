@@ -16,7 +16,7 @@ export function LoginPage({ onSignedIn, notice }: { onSignedIn: (session: Sessio
     setBusy(true);
     setError(null);
     try {
-      onSignedIn(await api<SessionInfo>('POST', '/console/api/session', body, { quiet401: true }));
+      onSignedIn(await api('POST /console/api/session', { body, quiet401: true }));
     } catch (caught) {
       setError(caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));
     } finally {

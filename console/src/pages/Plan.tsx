@@ -8,7 +8,7 @@ export function useOverview() {
   const [overview, setOverview] = useState<Overview | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   useEffect(() => {
-    api<Overview>('GET', '/console/api/overview').then(setOverview, (caught: unknown) => caught instanceof ApiError && setError(caught));
+    api('GET /console/api/overview').then(setOverview, (caught: unknown) => caught instanceof ApiError && setError(caught));
   }, []);
   return { overview, error };
 }

@@ -7,13 +7,22 @@ import { forgetKeys } from '../key-use.js';
 import { KitRefused, recoverWithKit, VaultChanged, type Recovered } from '../recover.js';
 import { BASE } from '../router.js';
 import { SecretField } from '../secret-field.js';
+import { letStatusRender, useUnlock } from '../unlock.js';
 
-type State =
-  | { phase: 'idle' }
-  | { phase: 'busy' }
-  | { phase: 'done'; result: Recovered }
-  | { phase: 'error'; field: 'kit' | 'passphrase' | null; message: ComponentChildren };
+/** Why nothing was recovered, and the field it is about (focused when it is the kit). */
+interface Refusal {
+  field: 'kit' | 'passphrase' | null;
+  message: ComponentChildren;
+}
 
+async function refusal(caught: unknown): Promise<Refusal> {
+  const { KitFormatError } = await import('../crypto/kit.js');
+  if (caught instanceof KitFormatError) return { field: 'kit', message: <>The kit could not be read: {caught.message}. Nothing was changed.</> };
+  if (caught instanceof KitRefused) return { field: 'kit', message: refusalText(caught) };
+  if (caught instanceof VaultChanged) return { field: null, message: caught.message };
+  if (caught instanceof ApiError) return { field: null, message: `${caught.message} ${caught.resolution}` };
+  return { field: null, message: `The recovery did not finish: ${caught instanceof Error ? caught.message : String(caught)}` };
+}
 
 function refusalText({ reason, opened, checked }: KitRefused): ComponentChildren {
   if (reason === 'foreign') {
@@ -45,46 +54,31 @@ export function RecoverPage() {
   const [words, setWords] = useState('');
   const [passphrase, setPassphrase] = useState('');
   const [repeat, setRepeat] = useState('');
-  const [state, setState] = useState<State>({ phase: 'idle' });
   const kitField = useRef<HTMLTextAreaElement>(null);
+  const { state, busy, run, refuse } = useUnlock<Recovered, Refusal>({
+    describe: refusal,
+    focusOnError: ({ failure }) => (failure.field === 'kit' ? kitField : null),
+  });
 
-  const run = async (event: Event) => {
+  const recover = (event: Event) => {
     event.preventDefault();
     if (!words.trim() || !passphrase) return;
     if (passphrase !== repeat) {
-      setState({ phase: 'error', field: 'passphrase', message: 'The two new passphrases do not match.' });
+      refuse({ field: 'passphrase', message: 'The two new passphrases do not match.' });
       return;
     }
-    setState({ phase: 'busy' });
-    // Let the status render before Argon2id holds this thread.
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    try {
+    void run(async () => {
+      await letStatusRender();
       const result = await recoverWithKit(words, passphrase);
       setWords('');
       setPassphrase('');
       setRepeat('');
       forgetKeys();
-      setState({ phase: 'done', result });
-    } catch (caught) {
-      const { KitFormatError } = await import('../crypto/kit.js');
-      if (caught instanceof KitFormatError) {
-        setState({ phase: 'error', field: 'kit', message: <>The kit could not be read: {caught.message}. Nothing was changed.</> });
-        kitField.current?.focus();
-      } else if (caught instanceof KitRefused) {
-        setState({ phase: 'error', field: 'kit', message: refusalText(caught) });
-        kitField.current?.focus();
-      } else if (caught instanceof VaultChanged) {
-        setState({ phase: 'error', field: null, message: caught.message });
-      } else if (caught instanceof ApiError) {
-        setState({ phase: 'error', field: null, message: `${caught.message} ${caught.resolution}` });
-      } else {
-        setState({ phase: 'error', field: null, message: `The recovery did not finish: ${caught instanceof Error ? caught.message : String(caught)}` });
-      }
-    }
+      return result;
+    });
   };
 
-  const busy = state.phase === 'busy';
-  const invalid = (field: 'kit' | 'passphrase') => state.phase === 'error' && state.field === field;
+  const invalid = (field: 'kit' | 'passphrase') => state.phase === 'error' && state.failure.field === field;
   return (
     <section>
       <p class="crumbs">
@@ -111,7 +105,7 @@ export function RecoverPage() {
           </p>
         </div>
       ) : (
-        <form onSubmit={run} autoComplete="off">
+        <form onSubmit={recover} autoComplete="off">
           <label for="kit-words">Recovery kit words</label>
           <textarea
             id="kit-words"
@@ -161,7 +155,7 @@ export function RecoverPage() {
       </div>
       {state.phase === 'error' && (
         <div class="error" role="alert">
-          <p>{state.message}</p>
+          <p>{state.failure.message}</p>
         </div>
       )}
     </section>

@@ -4,8 +4,9 @@
  * (ConfirmSignIn), inside this session.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, api, setCsrfToken, type Deletions, type SessionInfo, type VaultHistory } from '../api.js';
+import { ApiError, api, setCsrfToken, type Deletions, type VaultHistory } from '../api.js';
 import { formatBytes, plural, shortId, When } from '../format.js';
+import { CardTable } from '../card-table.js';
 import { SecretField } from '../secret-field.js';
 
 const asError = (caught: unknown) => (caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));
@@ -25,7 +26,7 @@ export function ConfirmSignIn({ what, onConfirmed, onCancel }: { what: string; o
     setBusy(true);
     setError(null);
     try {
-      const session = await api<SessionInfo>('POST', '/console/api/session/confirm', token ? { loginToken: token } : { apiKey: text }, { quiet401: true });
+      const session = await api('POST /console/api/session/confirm', { body: token ? { loginToken: token } : { apiKey: text }, quiet401: true });
       setCsrfToken(session.csrfToken);
       setCredential('');
       onConfirmed();
@@ -115,7 +116,7 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
   const { attempt, prompt } = useFreshAction();
 
   const load = () =>
-    api<Deletions>('GET', '/console/api/deletions').then(
+    api('GET /console/api/deletions').then(
       (next) => {
         setData(next);
         setGrace(String(next.deletionGraceDays));
@@ -144,13 +145,13 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
 
   const undelete = (id: string) =>
     act('undelete a backup', async () => {
-      await api('POST', `/console/api/deletions/${encodeURIComponent(id)}/restore`);
+      await api('POST /console/api/deletions/:id/restore', { params: { id } });
       onRestored();
       return `Backup ${shortId(id)} is undeleted: it is back in your backups, ready again.`;
     });
   const purge = (id: string) =>
     act('delete a backup for good before its grace ends', async () => {
-      await api('POST', `/console/api/deletions/${encodeURIComponent(id)}/purge`);
+      await api('POST /console/api/deletions/:id/purge', { params: { id } });
       setConfirmPurge(null);
       return `Backup ${shortId(id)} is deleted for good.`;
     });
@@ -158,7 +159,7 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
     event.preventDefault();
     const days = Number(grace);
     void act('shorten the deletion grace', async () => {
-      await api('PUT', '/console/api/deletions/grace', { days });
+      await api('PUT /console/api/deletions/grace', { body: { days } });
       return days === 0 ? 'Deleted backups are now removed at once.' : `Deleted backups now stay restorable for ${plural(days, 'day')}.`;
     });
   };
@@ -199,32 +200,28 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
                 {plural(data.scheduled.length, 'backup')}, {formatBytes(data.scheduledCiphertextBytes)} still stored
                 (they use storage) until removed.
               </p>
-              <table class="cards" aria-label="Backups scheduled for deletion">
-                <thead>
-                  <tr>
-                    <th scope="col">Created</th>
-                    <th scope="col">Deleted</th>
-                    <th scope="col">Removed for good</th>
-                    <th scope="col">Size</th>
-                    <th scope="col">
-                      <span class="visually-hidden">Actions</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {data.scheduled.map((backup) => (
-                    <tr key={backup.id} data-scheduled-id={backup.id}>
-                      <td data-label="Created">
+              <CardTable
+                label="Backups scheduled for deletion"
+                rows={data.scheduled}
+                row={(backup) => ({ key: backup.id, 'data-scheduled-id': backup.id })}
+                columns={[
+                  {
+                    header: 'Created',
+                    cell: (backup) => (
+                      <>
                         <When at={backup.createdAt} /> <span class="mono muted">{shortId(backup.id)}</span>
-                      </td>
-                      <td data-label="Deleted">
-                        <When at={backup.deletedAt} />
-                      </td>
-                      <td data-label="Removed for good">
-                        <When at={backup.purgeAfter} />
-                      </td>
-                      <td data-label="Size">{formatBytes(backup.ciphertextSizeBytes)}</td>
-                      <td>
+                      </>
+                    ),
+                  },
+                  { header: 'Deleted', cell: (backup) => <When at={backup.deletedAt} /> },
+                  { header: 'Removed for good', cell: (backup) => <When at={backup.purgeAfter} /> },
+                  { header: 'Size', cell: (backup) => formatBytes(backup.ciphertextSizeBytes) },
+                  {
+                    header: 'Actions',
+                    hiddenHeader: true,
+                    label: null,
+                    cell: (backup) => (
+                      <>
                         <button type="button" onClick={() => void undelete(backup.id)} aria-label={`Undelete backup ${shortId(backup.id)}`}>
                           Undelete
                         </button>{' '}
@@ -247,11 +244,11 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
                             Delete now
                           </button>
                         )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
+                      </>
+                    ),
+                  },
+                ]}
+              />
             </>
           )}
         </>
@@ -281,7 +278,7 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
   const [error, setError] = useState<ApiError | null>(null);
   const [message, setMessage] = useState('');
   const { attempt, prompt } = useFreshAction();
-  const load = () => api<VaultHistory>('GET', '/console/api/vault/history').then(setData, (caught: unknown) => setError(asError(caught)));
+  const load = () => api('GET /console/api/vault/history').then(setData, (caught: unknown) => setError(asError(caught)));
   useEffect(() => {
     void load();
   }, []);
@@ -290,7 +287,7 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
     attempt('restore an earlier vault envelope', async () => {
       setError(null);
       try {
-        await api('POST', `/console/api/vault/history/${encodeURIComponent(id)}/restore`);
+        await api('POST /console/api/vault/history/:id/restore', { params: { id } });
         setMessage('The earlier envelope is the vault again: the passphrase that opened it opens the vault now. The one it replaced is kept below.');
         onRestored();
         await load();
@@ -313,42 +310,27 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
         </p>
       )}
       {data && data.entries.length > 0 && (
-        <table class="cards" aria-label="Earlier vault envelopes">
-          <thead>
-            <tr>
-              <th scope="col">Replaced</th>
-              <th scope="col">How, by whom</th>
-              <th scope="col">In use since</th>
-              <th scope="col">Kept until</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {data.entries.map((entry) => (
-              <tr key={entry.id} data-history-id={entry.id}>
-                <td data-label="Replaced">
-                  <When at={entry.replacedAt} />
-                </td>
-                <td data-label="How, by whom">
-                  {REASON_TEXT[entry.reason]}, by {actorText(entry.replacedBy)}
-                </td>
-                <td data-label="In use since">
-                  <When at={entry.storedAt} />
-                </td>
-                <td data-label="Kept until">
-                  <When at={entry.expiresAt} />
-                </td>
-                <td>
-                  <button type="button" class="secondary" onClick={() => void restore(entry.id)} aria-label={`Use again the envelope replaced ${entry.replacedAt}`}>
-                    Use again
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <CardTable
+          label="Earlier vault envelopes"
+          rows={data.entries}
+          row={(entry) => ({ key: entry.id, 'data-history-id': entry.id })}
+          columns={[
+            { header: 'Replaced', cell: (entry) => <When at={entry.replacedAt} /> },
+            { header: 'How, by whom', cell: (entry) => `${REASON_TEXT[entry.reason]}, by ${actorText(entry.replacedBy)}` },
+            { header: 'In use since', cell: (entry) => <When at={entry.storedAt} /> },
+            { header: 'Kept until', cell: (entry) => <When at={entry.expiresAt} /> },
+            {
+              header: 'Actions',
+              hiddenHeader: true,
+              label: null,
+              cell: (entry) => (
+                <button type="button" class="secondary" onClick={() => void restore(entry.id)} aria-label={`Use again the envelope replaced ${entry.replacedAt}`}>
+                  Use again
+                </button>
+              ),
+            },
+          ]}
+        />
       )}
       <p class="help">
         Using an earlier envelope again needs a fresh sign-in. Whoever knows the passphrase of a kept envelope can open the vault with it once it is back: if you

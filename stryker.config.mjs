@@ -12,7 +12,7 @@ export default {
     'src/store/cached-store.ts',
     'src/client/extract-policy.ts',
     'src/client/chain.ts:176-371',
-    'src/client/envelope-core.ts:448-492',
+    'src/client/envelope-recipient.ts:70-114',
   ],
   reporters: ['clear-text', 'progress', 'html'],
   htmlReporter: { fileName: 'reports/mutation/index.html' },

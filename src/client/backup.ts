@@ -13,7 +13,8 @@ import { pipeline } from 'node:stream';
 import { pipeline as pipelineAsync } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import path from 'node:path';
-import { Meter, packTree, scanTree, type PackCounts, type TreeScan } from './archive.js';
+import { Meter, packTree, type PackCounts } from './archive.js';
+import { scanTree, type TreeScan } from './scan.js';
 import { compressBound, compressor, defaultCompression, GZIP_LEVEL } from './compression.js';
 import { isPlainName, type Compression, type SkippedEntry } from './envelope-format.js';
 import {

@@ -79,6 +79,47 @@ export class CofferApiError extends Error {
   }
 }
 
+/**
+ * An upload refused as over the archive limit: a Coffer server's `payload_too_large` (its limit in
+ * details.maxBytes, when given), or the blob host's too-large answer (its limit in the message).
+ */
+export class UploadTooLargeError extends CofferApiError {
+  constructor(
+    status: number,
+    body: ErrorResponseBody,
+    headers: Headers | http.IncomingHttpHeaders,
+    /** The limit the refusal names, when it names one. */
+    readonly maxBytes: number | undefined,
+  ) {
+    super(status, body, headers);
+  }
+}
+
+/**
+ * The limit in the blob host's too-large answer. The Vercel Blob protocol has no code or field for it: its
+ * `bad_request` says "the file length cannot be greater than N bytes", and @vercel/blob's own client knows it by
+ * that text too. Undefined for any other answer.
+ */
+function blobHostLimit(body: ErrorResponseBody): number | undefined {
+  if (!body.code.startsWith('blob_')) return undefined;
+  const limit = /cannot be greater than (\d+)/.exec(body.message);
+  return limit ? Number(limit[1]) : undefined;
+}
+
+/** The limit a refusal names: a Coffer server's details.maxBytes, or the blob host's. */
+function refusedLimit(body: ErrorResponseBody): number | undefined {
+  const max = (body.details as Record<string, unknown> | undefined)?.maxBytes;
+  return typeof max === 'number' ? max : blobHostLimit(body);
+}
+
+/** The error of an upload's refusal: UploadTooLargeError when it is over the limit. */
+function uploadRefusal(status: number, body: ErrorResponseBody, headers: http.IncomingHttpHeaders): CofferApiError {
+  if (body.code === 'payload_too_large') return new UploadTooLargeError(status, body, headers, refusedLimit(body));
+  const blobLimit = blobHostLimit(body);
+  if (blobLimit !== undefined) return new UploadTooLargeError(status, body, headers, blobLimit);
+  return new CofferApiError(status, body, headers);
+}
+
 /** The server could not be reached, or the connection broke. */
 export class CofferNetworkError extends Error {
   override readonly name = 'CofferNetworkError';
@@ -407,10 +448,7 @@ export class CofferClient {
         response.on('data', (chunk: Buffer) => parts.push(chunk));
         response.on('error', () => done(undefined));
         response.on('end', () => {
-          const body = errorBodyFrom(response.statusCode ?? 0, Buffer.concat(parts).toString('utf8'));
-          const max = (body.details as Record<string, unknown> | undefined)?.maxBytes;
-          const blobMax = /cannot be greater than (\d+)/.exec(body.message);
-          done(typeof max === 'number' ? max : blobMax ? Number(blobMax[1]) : undefined);
+          done(refusedLimit(errorBodyFrom(response.statusCode ?? 0, Buffer.concat(parts).toString('utf8'))));
         });
       });
       request.flushHeaders();
@@ -458,7 +496,7 @@ export class CofferClient {
               settle(new CofferNetworkError('the upload answer is not JSON'));
             }
           } else {
-            settle(new CofferApiError(status, errorBodyFrom(status, text), response.headers));
+            settle(uploadRefusal(status, errorBodyFrom(status, text), response.headers));
           }
         });
       });

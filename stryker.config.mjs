@@ -11,7 +11,7 @@ export default {
     'src/client/kit-core.ts',
     'src/store/cached-store.ts',
     'src/client/extract-policy.ts',
-    'src/client/chain.ts:176-459',
+    'src/client/chain.ts:176-457',
     'src/client/envelope-recipient.ts:70-114',
   ],
   reporters: ['clear-text', 'progress', 'html'],

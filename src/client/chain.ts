@@ -223,8 +223,7 @@ function forks(chain: ListedChain): ChainFinding[] {
 }
 
 /** gap: places missing between two listed backups (a later one is still there, so expiry does not explain it). */
-function gapBetween(chain: ListedChain, { prev, next }: Neighbours): ChainFinding | undefined {
-  if (next.link.seq - prev.link.seq <= 1) return undefined;
+function gapBetween(chain: ListedChain, { prev, next }: Neighbours): ChainFinding {
   const from = prev.link.seq + 1;
   const to = next.link.seq - 1;
   return {
@@ -241,7 +240,6 @@ function gapBetween(chain: ListedChain, { prev, next }: Neighbours): ChainFindin
 
 /** broken-link: a backup's link does not name its listed predecessor (id, or the ciphertext SHA-256 when known). */
 function brokenLink(chain: ListedChain, { prev, next }: Neighbours): ChainFinding | undefined {
-  if (next.link.seq - prev.link.seq > 1) return undefined;
   const { bySeq } = chain;
   const claimed = next.link.previous;
   const idMatches = claimed !== null && bySeq.some((m) => m.link.seq === prev.link.seq && m.entry.backupId === claimed.backupId);
@@ -253,7 +251,7 @@ function brokenLink(chain: ListedChain, { prev, next }: Neighbours): ChainFindin
       message: `chain ${chain.short}: backup ${next.entry.backupId} (#${next.link.seq}) follows ${claimed?.backupId ?? 'nothing'}, which is not the listed #${prev.link.seq}`,
     };
   }
-  const shaKnown = bySeq.find((m) => m.entry.backupId === claimed.backupId)?.entry.ciphertextSha256;
+  const shaKnown = bySeq.find((m) => m.entry.backupId === claimed.backupId)!.entry.ciphertextSha256;
   if (shaKnown === undefined || shaKnown === claimed.ciphertextSha256) return undefined;
   return {
     kind: 'broken-link',
@@ -263,13 +261,13 @@ function brokenLink(chain: ListedChain, { prev, next }: Neighbours): ChainFindin
   };
 }
 
-/** The gap or broken link between each two successive listed places. */
+/** Between each two successive listed places: a gap when they are apart, else a broken link, if any. */
 function betweenNeighbours(chain: ListedChain): ChainFinding[] {
   const { bySeq, seqs } = chain;
   const findings: ChainFinding[] = [];
   for (let k = 1; k < seqs.length; k++) {
     const pair = { prev: bySeq.find((m) => m.link.seq === seqs[k - 1])!, next: bySeq.find((m) => m.link.seq === seqs[k])! };
-    const finding = gapBetween(chain, pair) ?? brokenLink(chain, pair);
+    const finding = seqs[k]! - seqs[k - 1]! > 1 ? gapBetween(chain, pair) : brokenLink(chain, pair);
     if (finding) findings.push(finding);
   }
   return findings;

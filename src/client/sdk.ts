@@ -25,6 +25,7 @@ import type {
   ResetResponseBody,
   RotateResponseBody,
 } from '../api/schemas.js';
+import { type ErrorCode, STATUS_OF } from '../domain/errors.js';
 import { requireRequestedBackup } from './envelope-format.js';
 import { VERSION } from '../lib/version.js';
 
@@ -53,10 +54,30 @@ export interface HostBackups extends HostAccountBody {
 }
 export type BackupStatus = BackupRecordBody['status'];
 
+/**
+ * A refusal's code that this version's vocabulary (src/domain/errors.ts) does not hold: a newer or a hostile
+ * server's, the blob host's (`blob_…`), or an answer that is no Coffer server's (`http_<status>`). It is no string,
+ * so the compiler tells it from a known code: compare a code with the vocabulary's names (a misspelt one does not
+ * compile), and handle this one with instanceof. It prints as the code it carries.
+ */
+export class UnknownErrorCode {
+  constructor(readonly value: string) {}
+
+  toString(): string {
+    return this.value;
+  }
+}
+
+/** A refusal's code: one of the vocabulary, or one this version does not know. */
+export type ApiErrorCode = ErrorCode | UnknownErrorCode;
+
+const isErrorCode = (code: string): code is ErrorCode => Object.hasOwn(STATUS_OF, code);
+
 /** An ErrorResponse from the API (docs/api-rules.md#errors). */
 export class CofferApiError extends Error {
   override readonly name = 'CofferApiError';
-  readonly code: string;
+  /** The refusal's code; the answer's own text of it is `body.code`. */
+  readonly code: ApiErrorCode;
   readonly resolution: string;
   readonly details: Record<string, unknown> | undefined;
   /** Seconds from the Retry-After header, when present. */
@@ -70,7 +91,7 @@ export class CofferApiError extends Error {
     readonly url?: string,
   ) {
     super(body.error || body.message || `HTTP ${status}`);
-    this.code = body.code;
+    this.code = isErrorCode(body.code) ? body.code : new UnknownErrorCode(body.code);
     this.resolution = body.resolution;
     this.details = body.details;
     const raw = headers instanceof Headers ? headers.get('retry-after') : headers['retry-after'];

@@ -42,7 +42,7 @@ export function apiErrorMessage(error: CofferApiError): string {
     nextBackupAllowed: nextBackupAllowed(error),
     serverIsHere: isThisMachine(error.url),
   };
-  return cliErrorText(error.code, refusal, error.resolution);
+  return cliErrorText(String(error.code), refusal, error.resolution);
 }
 
 /** Turns any failure of a client command into a CliError with the exit code of docs/client.md#exit-codes. */

@@ -13,7 +13,8 @@ import { pipeline } from 'node:stream';
 import { pipeline as pipelineAsync } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import path from 'node:path';
-import { Meter, packTree, scanTree, type PackCounts, type TreeScan } from './archive.js';
+import { Meter, packTree, type PackCounts } from './archive.js';
+import { scanTree, type TreeScan } from './scan.js';
 import { compressBound, compressor, defaultCompression, GZIP_LEVEL } from './compression.js';
 import { isPlainName, type Compression, type SkippedEntry } from './envelope-format.js';
 import {
@@ -29,7 +30,7 @@ import {
   type BackupMetadata,
   type Recipient,
 } from './envelope.js';
-import { CofferApiError, CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
+import { CofferApiError, CofferNetworkError, UploadTooLargeError, type BackupDetailBody, type CofferClient } from './sdk.js';
 import { HostWithoutVaultError } from './vault.js';
 import { VERSION } from '../lib/version.js';
 
@@ -265,34 +266,53 @@ async function acquireSlot(
   throw new Error('could not obtain an upload slot: another upload keeps taking it');
 }
 
-export async function runBackup(options: BackupOptions): Promise<BackupResult> {
-  const { client, masterKey, recipient, signal } = options;
-  if (!masterKey === !recipient) throw new Error('runBackup needs either a master key or a recipient');
-  const wrapKey = (backupId: string, dek: Buffer) => (recipient ? sealDek(recipient, backupId, dek) : wrapDek(masterKey!, backupId, dek));
-  const emit = options.onEvent ?? (() => undefined);
-  const clientLimit = options.maxArchiveBytes;
-  const gzipLevel = options.gzipLevel ?? GZIP_LEVEL;
-  const compression = options.compression ?? defaultCompression();
-  const sources = options.sources ?? (options.source !== undefined ? [options.source] : []);
-  if ((sources.length > 0) === !!options.stream) throw new Error('runBackup needs either paths or a stream');
+/** The settings the three phases of a backup share. */
+interface BackupRun {
+  options: BackupOptions;
+  sources: string[];
+  compression: Compression;
+  gzipLevel: number;
+  emit: (event: BackupEvent) => void;
+}
 
-  let scan: TreeScan | undefined;
-  let input: () => AsyncIterable<Buffer> = () => {
+/**
+ * What a backup reads: a scanned tree (packed as tar) or a stream (as one raw file). What waits for the slot
+ * (options.afterSlot, a producer to start, a scan after it) runs in opened(), with the size check the slot's limit
+ * asks for.
+ */
+class BackupInput {
+  scan: TreeScan | undefined;
+  /** The exact ciphertext size, once a dry run measured it (a tree whose bound passes a limit). */
+  private measured: number | undefined;
+  readonly counts: PackCounts = { files: 0, directories: 0, symlinks: 0 };
+  private readonly afterSlot: (() => Promise<void>)[];
+  private start: () => AsyncIterable<Buffer> = () => {
     throw new Error('the stream was not started');
   };
-  /** What waits for the slot: options.afterSlot, a producer to start (StreamSource.stream as a function), a scan after it. */
-  const afterSlot: (() => Promise<void>)[] = options.afterSlot ? [options.afterSlot] : [];
-  /** The exact ciphertext size, once a dry run measured it (a tree whose bound passes a limit). */
-  let measured: number | undefined;
-  const measure = async (tree: TreeScan, against: ArchiveLimit, stage: TooLargeStage) => {
+
+  constructor(private readonly run: BackupRun) {
+    this.afterSlot = run.options.afterSlot ? [run.options.afterSlot] : [];
+  }
+
+  /** The plaintext, from its start (a tree's tar stream, or the stream's bytes). */
+  read(): AsyncIterable<Buffer> {
+    return this.start();
+  }
+
+  private async measure(tree: TreeScan, against: ArchiveLimit, stage: TooLargeStage): Promise<number> {
+    const { emit, gzipLevel, compression, options } = this.run;
     emit({ type: 'measuring', reason: `the tree holds ${mib(tree.fileBytes)}; measuring its compressed size` });
-    const exact = await measureCiphertext(tree, against, gzipLevel, signal, compression, stage);
+    const exact = await measureCiphertext(tree, against, gzipLevel, options.signal, compression, stage);
     emit({ type: 'measured', ciphertextBytes: exact });
     return exact;
-  };
-  const counts: PackCounts = { files: 0, directories: 0, symlinks: 0 };
-  if (options.stream) {
-    const { stream } = options;
+  }
+
+  private fitsSurely(tree: TreeScan, bytes: number): boolean {
+    return ciphertextSize(compressBound(this.run.compression, tree.tarBoundBytes)) <= bytes;
+  }
+
+  /** Prepares the stream (read at once when already flowing, or started once the slot is open). */
+  async prepareStream(stream: StreamSource): Promise<void> {
     if (!isPlainName(stream.name)) {
       throw new Error(`the name of a stream backup must be a plain file name (no "/", no control characters): ${JSON.stringify(stream.name)}`);
     }
@@ -302,139 +322,190 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
       const iterator = source[Symbol.asyncIterator]();
       const first = await iterator.next();
       if (first.done) throw new EmptyStreamError('the input stream ended before its first byte: nothing was uploaded');
-      counts.files = 1;
-      input = async function* () {
+      this.counts.files = 1;
+      this.start = async function* () {
         yield first.value;
         for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
       };
     };
     // A stream already flowing is read before any slot is opened; a producer yet to start waits for the slot.
-    if (typeof stream.stream === 'function') afterSlot.push(startStream);
+    if (typeof stream.stream === 'function') this.afterSlot.push(startStream);
     else await startStream();
-  } else {
+  }
+
+  /** Prepares the scan of the sources (now, or after options.afterSlot once the slot is open). */
+  async prepareTree(): Promise<void> {
+    const { options, sources, emit } = this.run;
+    const clientLimit = options.maxArchiveBytes;
     const scanSources = async () => {
-      const tree = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, signal });
-      scan = tree;
+      const tree = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, signal: options.signal });
+      this.scan = tree;
       emit({ type: 'scanned', scan: tree });
       // This client's own limit is known before any slot: a tree over it opens none (unless the scan waits for one).
-      if (clientLimit !== undefined && ciphertextSize(compressBound(compression, tree.tarBoundBytes)) > clientLimit) {
-        measured = await measure(tree, archiveLimit(undefined, clientLimit), options.afterSlot ? 'before-upload' : 'before-slot');
+      if (clientLimit !== undefined && !this.fitsSurely(tree, clientLimit)) {
+        this.measured = await this.measure(tree, archiveLimit(undefined, clientLimit), options.afterSlot ? 'before-upload' : 'before-slot');
       }
-      input = () => packTree(tree, counts);
+      this.start = () => packTree(tree, this.counts);
     };
-    if (options.afterSlot) afterSlot.push(scanSources);
+    if (options.afterSlot) this.afterSlot.push(scanSources);
     else await scanSources();
   }
 
-  const slot = await acquireSlot(client, signal, emit, !!recipient);
+  /**
+   * The server said yes (the slot is open): only now do the hooks and a command producing the stream run, and a
+   * tree that might not fit the slot's limit is measured.
+   */
+  async opened(limit: ArchiveLimit): Promise<void> {
+    for (const step of this.afterSlot) await step();
+    if (this.scan && !this.fitsSurely(this.scan, limit.bytes)) {
+      if (this.measured === undefined) this.measured = await this.measure(this.scan, limit, 'before-upload');
+      else if (this.measured > limit.bytes) throw tooLarge(limit, this.measured, 'before-upload');
+    }
+  }
+}
+
+/** What the upload counted: the plaintext read and the ciphertext sent (each with its SHA-256 when hashed). */
+interface Uploaded {
+  plain: Meter;
+  cipher: Meter;
+}
+
+/**
+ * Streams input → compressor → secretstream into the slot by its protocol (a direct upload to the server, or the
+ * blob host with a client token), held to `limit`. A refusal over the limit, or a broken connection that a probe
+ * shows was one, is an ArchiveTooLargeError.
+ */
+async function upload(run: BackupRun, slot: Slot, limit: ArchiveLimit, input: BackupInput, dek: Buffer): Promise<Uploaded> {
+  const { options, emit, compression, gzipLevel } = run;
+  const { client, signal } = options;
+  let ciphertextBytes = 0;
+  const progress = () =>
+    emit({
+      type: 'progress',
+      plaintextBytes: plain.bytes,
+      ciphertextBytes,
+      estimatedPlaintextBytes: Math.max(input.scan?.tarBoundBytes ?? 0, plain.bytes),
+    });
+  const plain = new Meter({ hash: true, onBytes: progress });
+  const cipher = new Meter({
+    // Only a chain link names the ciphertext's SHA-256: without one, no hash on the backup path.
+    hash: options.chain !== undefined,
+    limit: limit.bytes,
+    onBytes: (total) => {
+      ciphertextBytes = total;
+    },
+    onLimit: (seen) => tooLarge(limit, seen, 'during-upload'),
+  });
+  let pipeError: Error | null = null;
+  pipeline(input.read(), plain, compressor(compression, gzipLevel), new EncryptStream(dek), cipher, (error) => {
+    pipeError = error ?? null;
+  });
+  let probeTarget: Parameters<CofferClient['probeUploadLimit']>[0] | undefined;
+  try {
+    if (slot.upload.protocol === 'direct') {
+      probeTarget = slot.upload;
+      const uploaded = await client.uploadDirect(slot.upload.url, cipher, { signal });
+      if (uploaded.size !== cipher.bytes) {
+        throw new Error(`the server stored ${uploaded.size} bytes but ${cipher.bytes} were sent`);
+      }
+    } else {
+      const { handleUploadUrl, blobPath } = slot.upload;
+      const clientToken = await client.negotiateBlobUpload(handleUploadUrl, blobPath, signal);
+      probeTarget = { protocol: 'blobhost-client', clientToken, blobPath };
+      await client.putToBlobHost(clientToken, blobPath, cipher, { signal });
+    }
+  } catch (error) {
+    if (error instanceof UploadTooLargeError) {
+      const max = error.maxBytes ?? limit.bytes;
+      throw tooLarge({ bytes: max, source: 'server' }, Math.max(cipher.bytes, max + 1), 'during-upload');
+    }
+    if (error instanceof CofferNetworkError && probeTarget && cipher.bytes > 0 && !signal?.aborted) {
+      // The connection broke with no answer: was it a size cut-off whose 413 the TCP reset swallowed?
+      const max = await client.probeUploadLimit(probeTarget, cipher.bytes);
+      if (max !== undefined && cipher.bytes > max) throw tooLarge({ bytes: max, source: 'server' }, cipher.bytes, 'during-upload');
+    }
+    throw error instanceof CofferNetworkError || !pipeError ? error : pipeError;
+  }
+  return { plain, cipher };
+}
+
+/** Seals the metadata and the data key into the finalize body and finalizes the backup (looking first after a broken connection). */
+async function finalize(run: BackupRun, slot: Slot, input: BackupInput, dek: Buffer, { plain, cipher }: Uploaded): Promise<BackupResult> {
+  const { options, sources, compression } = run;
+  const { client, recipient, masterKey, signal } = options;
+  const { scan, counts } = input;
+  const skipped = scan?.skipped ?? [];
+  const metadata: BackupMetadata = {
+    format: 'coffer-archive/v1',
+    name: options.stream ? options.stream.name : (options.name ?? path.basename(path.resolve(sources[0]!))),
+    sourcePath: options.stream ? '-' : path.resolve(sources[0]!),
+    createdAt: new Date().toISOString(),
+    kind: scan?.kind ?? 'file',
+    fileCount: counts.files,
+    directoryCount: counts.directories,
+    symlinkCount: counts.symlinks,
+    archive: options.stream ? 'raw' : 'tar',
+    compression,
+    chunkBytes: CHUNK_BYTES,
+    plaintextSizeBytes: plain.bytes,
+    plaintextSha256: plain.digest(),
+    ciphertextSizeBytes: cipher.bytes,
+    ...(sources.length > 1 ? { sources: sources.map((source) => path.resolve(source)) } : {}),
+    ...(scan && scan.excluded > 0 ? { excludedCount: scan.excluded } : {}),
+    ...(skipped.length > 0 ? { skipped } : {}),
+    ...(options.chain ? { chain: options.chain } : {}),
+  };
+  const body = {
+    cryptoVersion: CRYPTO_VERSION,
+    ...(recipient ? sealDek(recipient, slot.backupId, dek) : wrapDek(masterKey!, slot.backupId, dek)),
+    ...sealMetadata(dek, slot.backupId, metadata),
+    ciphertextSizeBytes: cipher.bytes,
+    plaintextSizeBytes: plain.bytes,
+    clientVersion: CLIENT_VERSION,
+    ...(options.hostappVersion ? { hostappVersion: options.hostappVersion } : {}),
+  };
+  let detail: BackupDetailBody;
+  try {
+    detail = await client.finalizeBackup(slot.backupId, body, signal);
+  } catch (error) {
+    if (!(error instanceof CofferNetworkError) || signal?.aborted) throw error;
+    // The connection broke: the finalize may or may not have landed. Look, then retry once.
+    const current = await client.getBackup(slot.backupId, signal);
+    detail = current.status === 'READY' ? current : await client.finalizeBackup(slot.backupId, body, signal);
+  }
+  return { detail, metadata, skipped, ...(options.chain ? { ciphertextSha256: cipher.digest() } : {}) };
+}
+
+/** A backup: its input prepared, a slot opened, the upload by the slot's protocol, then the finalize; a failure frees the slot. */
+export async function runBackup(options: BackupOptions): Promise<BackupResult> {
+  const { client, masterKey, recipient, signal } = options;
+  if (!masterKey === !recipient) throw new Error('runBackup needs either a master key or a recipient');
+  const sources = [...(options.sources ?? (options.source !== undefined ? [options.source] : []))];
+  if ((sources.length > 0) === !!options.stream) throw new Error('runBackup needs either paths or a stream');
+  const run: BackupRun = {
+    options,
+    sources,
+    compression: options.compression ?? defaultCompression(),
+    gzipLevel: options.gzipLevel ?? GZIP_LEVEL,
+    emit: options.onEvent ?? (() => undefined),
+  };
+
+  const input = new BackupInput(run);
+  if (options.stream) await input.prepareStream(options.stream);
+  else await input.prepareTree();
+
+  const slot = await acquireSlot(client, signal, run.emit, !!recipient);
   // The server's limit comes with the slot; the client's own only lowers it.
-  const limit = archiveLimit(slot.maxArchiveBytes, clientLimit);
+  const limit = archiveLimit(slot.maxArchiveBytes, options.maxArchiveBytes);
   const dek = newKey();
   try {
-    // The server said yes (the slot is open): only now do the hooks and a command producing the stream run. Ending
-    // empty or failing frees the slot below, as every other failure does.
-    for (const step of afterSlot) await step();
-    if (scan && ciphertextSize(compressBound(compression, scan.tarBoundBytes)) > limit.bytes) {
-      if (measured === undefined) measured = await measure(scan, limit, 'before-upload');
-      else if (measured > limit.bytes) throw tooLarge(limit, measured, 'before-upload');
-    }
-    let ciphertextBytes = 0;
-    const progress = () =>
-      emit({
-        type: 'progress',
-        plaintextBytes: plain.bytes,
-        ciphertextBytes,
-        estimatedPlaintextBytes: Math.max(scan?.tarBoundBytes ?? 0, plain.bytes),
-      });
-    const plain = new Meter({ hash: true, onBytes: progress });
-    const cipher = new Meter({
-      // Only a chain link names the ciphertext's SHA-256: without one, no hash on the backup path.
-      hash: options.chain !== undefined,
-      limit: limit.bytes,
-      onBytes: (total) => {
-        ciphertextBytes = total;
-      },
-      onLimit: (seen) => tooLarge(limit, seen, 'during-upload'),
-    });
-    let pipeError: Error | null = null;
-    pipeline(input(), plain, compressor(compression, gzipLevel), new EncryptStream(dek), cipher, (error) => {
-      pipeError = error ?? null;
-    });
-    let probeTarget: Parameters<CofferClient['probeUploadLimit']>[0] | undefined;
-    try {
-      if (slot.upload.protocol === 'direct') {
-        probeTarget = slot.upload;
-        const uploaded = await client.uploadDirect(slot.upload.url, cipher, { signal });
-        if (uploaded.size !== cipher.bytes) {
-          throw new Error(`the server stored ${uploaded.size} bytes but ${cipher.bytes} were sent`);
-        }
-      } else {
-        const { handleUploadUrl, blobPath } = slot.upload;
-        const clientToken = await client.negotiateBlobUpload(handleUploadUrl, blobPath, signal);
-        probeTarget = { protocol: 'blobhost-client', clientToken, blobPath };
-        await client.putToBlobHost(clientToken, blobPath, cipher, { signal });
-      }
-    } catch (error) {
-      if (error instanceof CofferApiError && error.code === 'payload_too_large') {
-        const max = typeof error.details?.maxBytes === 'number' ? error.details.maxBytes : limit.bytes;
-        throw tooLarge({ bytes: max, source: 'server' }, Math.max(cipher.bytes, max + 1), 'during-upload');
-      }
-      const blobLimit = error instanceof CofferApiError ? /cannot be greater than (\d+)/.exec(error.message) : null;
-      if (blobLimit) {
-        const max = Number(blobLimit[1]);
-        throw tooLarge({ bytes: max, source: 'server' }, Math.max(cipher.bytes, max + 1), 'during-upload');
-      }
-      if (error instanceof CofferNetworkError && probeTarget && cipher.bytes > 0 && !signal?.aborted) {
-        // The connection broke with no answer: was it a size cut-off whose 413 the TCP reset swallowed?
-        const max = await client.probeUploadLimit(probeTarget, cipher.bytes);
-        if (max !== undefined && cipher.bytes > max) throw tooLarge({ bytes: max, source: 'server' }, cipher.bytes, 'during-upload');
-      }
-      throw error instanceof CofferNetworkError || !pipeError ? error : pipeError;
-    }
-    emit({ type: 'uploaded', ciphertextBytes: cipher.bytes });
+    // Ending empty or failing frees the slot below, as every other failure does.
+    await input.opened(limit);
+    const uploaded = await upload(run, slot, limit, input, dek);
+    run.emit({ type: 'uploaded', ciphertextBytes: uploaded.cipher.bytes });
     // A producer that failed after its last byte (non-zero exit) fails the backup before anything is finalized.
     await options.stream?.ended?.();
-
-    const skipped = scan?.skipped ?? [];
-    const metadata: BackupMetadata = {
-      format: 'coffer-archive/v1',
-      name: options.stream ? options.stream.name : (options.name ?? path.basename(path.resolve(sources[0]!))),
-      sourcePath: options.stream ? '-' : path.resolve(sources[0]!),
-      createdAt: new Date().toISOString(),
-      kind: scan?.kind ?? 'file',
-      fileCount: counts.files,
-      directoryCount: counts.directories,
-      symlinkCount: counts.symlinks,
-      archive: options.stream ? 'raw' : 'tar',
-      compression,
-      chunkBytes: CHUNK_BYTES,
-      plaintextSizeBytes: plain.bytes,
-      plaintextSha256: plain.digest(),
-      ciphertextSizeBytes: cipher.bytes,
-      ...(sources.length > 1 ? { sources: sources.map((source) => path.resolve(source)) } : {}),
-      ...(scan && scan.excluded > 0 ? { excludedCount: scan.excluded } : {}),
-      ...(skipped.length > 0 ? { skipped } : {}),
-      ...(options.chain ? { chain: options.chain } : {}),
-    };
-    const body = {
-      cryptoVersion: CRYPTO_VERSION,
-      ...wrapKey(slot.backupId, dek),
-      ...sealMetadata(dek, slot.backupId, metadata),
-      ciphertextSizeBytes: cipher.bytes,
-      plaintextSizeBytes: plain.bytes,
-      clientVersion: CLIENT_VERSION,
-      ...(options.hostappVersion ? { hostappVersion: options.hostappVersion } : {}),
-    };
-    let detail: BackupDetailBody;
-    try {
-      detail = await client.finalizeBackup(slot.backupId, body, signal);
-    } catch (error) {
-      if (!(error instanceof CofferNetworkError) || signal?.aborted) throw error;
-      // The connection broke: the finalize may or may not have landed. Look, then retry once.
-      const current = await client.getBackup(slot.backupId, signal);
-      detail = current.status === 'READY' ? current : await client.finalizeBackup(slot.backupId, body, signal);
-    }
-    return { detail, metadata, skipped, ...(options.chain ? { ciphertextSha256: cipher.digest() } : {}) };
+    return await finalize(run, slot, input, dek, uploaded);
   } catch (error) {
     // Someone else moved the slot on (409): it is theirs now. Anything else: free it for the next attempt.
     const movedByOthers = error instanceof CofferApiError && error.status === 409;
@@ -445,7 +516,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
         () => true,
         () => false,
       );
-      if (deleted) emit({ type: 'slot-deleted', backupId: slot.backupId });
+      if (deleted) run.emit({ type: 'slot-deleted', backupId: slot.backupId });
     }
     throw error;
   } finally {

@@ -4,38 +4,31 @@
  */
 import { Transform, type TransformCallback } from 'node:stream';
 import sodium from 'sodium-native';
-import { SecretStreamReader, SecretStreamWriter, createEnvelope, type Primitives } from './envelope-core.js';
+import { SecretStreamReader, SecretStreamWriter, createEnvelope } from './envelope-core.js';
+import type { Primitives } from './envelope-primitives.js';
 
 export {
   AD,
   KEYRING,
-  AEAD_ABYTES,
   type BackupMetadata,
   CHUNK_BYTES,
   CRYPTO_VERSION,
   DEFAULT_KDF_PROFILE,
   IntegrityError,
   KDF_ACCEPTED_MAX,
-  KDF_PROFILES,
-  KEY_BYTES,
-  type KdfLimits,
-  type KdfParams,
   type KdfProfile,
   NewerFormatError,
-  NONCE_BYTES,
   RECIPIENT,
-  type Recipient,
-  RecipientFormatError,
-  SALT_BYTES,
-  SEALED_DEK_BYTES,
   STREAM_ABYTES,
   STREAM_HEADER_BYTES,
-  type SealedMetadata,
-  type VaultMaterial,
-  type WrappedDek,
   ciphertextSize,
-  isKdfProfile,
 } from './envelope-core.js';
+export { AEAD_ABYTES, KEY_BYTES, NONCE_BYTES, SALT_BYTES } from './envelope-primitives.js';
+export { KDF_PROFILES, type KdfLimits, type KdfParams, type VaultMaterial, isKdfProfile } from './envelope-vault.js';
+export { type Recipient, RecipientFormatError } from './envelope-recipient.js';
+export { type WrappedDek } from './envelope-dek.js';
+export { type SealedMetadata } from './envelope-metadata.js';
+export { SEALED_DEK_BYTES } from './key-usage.js';
 
 const tag = Buffer.alloc(1);
 

@@ -25,12 +25,11 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { Worker } from 'node:worker_threads';
 import * as tar from 'tar';
 import { IntegrityError } from './envelope.js';
 import { isPlainName, type SkippedEntry } from './envelope-format.js';
-import { type DirectoryAttributes, EntryPolicy, type PolicyEntry, SEPARATORS, UnsafeArchiveError, unsafe } from './extract-policy.js';
-import { extractWorker, type WorkerAnswer, type WorkerBatch, type WorkerFailure, type WorkerItem } from './extract-worker.js';
+import { type ExtractLimits, type Place, STAGING, WorkerLanes } from './extract-lanes.js';
+import { type DirectoryAttributes, type Effects, EntryPolicy, type PolicyEntry, SEPARATORS, UnsafeArchiveError, unsafe } from './extract-policy.js';
 
 export { type DirectoryAttributes, UnsafeArchiveError } from './extract-policy.js';
 
@@ -47,16 +46,6 @@ export interface ExtractResult {
   skipped: SkippedEntry[];
 }
 
-/** How far the extractor may run ahead of the file system, and how many threads do the file-system work. */
-export interface ExtractLimits {
-  /** File content sent to the workers and not yet written (bytes; default 8 MiB). Past it, writes wait. */
-  aheadBytes?: number;
-  /** Entries sent to the workers and not yet done (default 2,048). Past it, writes wait. */
-  aheadEntries?: number;
-  /** Worker threads (default: the cores, at most 4). */
-  workers?: number;
-}
-
 export interface ExtractOptions {
   /** A partial restore: only the entries this accepts (and the directories above them) are written. */
   select?: (relative: string, isDirectory: boolean) => boolean;
@@ -68,19 +57,6 @@ const DEFAULT_LIMITS: Required<ExtractLimits> = {
   aheadEntries: 2048,
   workers: Math.min(4, os.availableParallelism()),
 };
-const NOT_FAILED = 0x7fffffff;
-/** The size of the reused buffers that carry a batch's content to a worker, and how many are kept. */
-const DATA_BUFFER = 128 * 1024;
-const SPARE_BUFFERS = 64;
-const WORKER_SOURCE = `(${extractWorker.toString()})()`;
-
-/** One worker's batch in the making: its items and the content they write. */
-interface Pending {
-  items: WorkerItem[];
-  chunks: Buffer[];
-  bytes: number;
-  entries: number;
-}
 
 /**
  * A Writable that extracts a tar stream into `stagingDir` (new, private, made by this restore) and finishes only
@@ -99,10 +75,10 @@ interface Pending {
  * fails instead of being written through. File modes, owners and mtimes are set on the open descriptor.
  * Symlinks are restored verbatim (absolute or leaving the tree) and never followed.
  *
- * The checks and the record run on the calling thread, synchronously, in archive order. What they allow is done
- * by worker threads (extract-worker.ts): each directory belongs to one worker, which creates it and everything
- * in it, in archive order; different directories are filled at the same time. A creation that depends on
- * another worker's (its directory's, a hard link's target) waits for it and is skipped if anything up to it
+ * The checks and the record run on the calling thread, synchronously, in archive order (extract-policy.ts). What
+ * they allow is done by worker threads (scheduled by extract-lanes.ts, done by extract-worker.ts): each directory
+ * belongs to one worker, which creates it and everything in it, in archive order; different directories are
+ * filled at the same time. A creation that depends on another worker's (its directory's, a hard link's target) waits for it and is skipped if anything up to it
  * failed, so nothing is ever created but inside a directory this extractor made, and two names that alias each
  * other still meet in exclusive creations: one fails, whatever the timing. Content is sent on as it is parsed
  * (a large file is written as it arrives); limits.aheadBytes and limits.aheadEntries bound what is sent and not
@@ -111,278 +87,99 @@ interface Pending {
  * when the workers answered for everything, so a caller that then removes staging never races a creation.
  */
 export function extractInto(stagingDir: string, options: ExtractOptions = {}): Writable & ExtractResult {
-  const limits = { ...DEFAULT_LIMITS, ...options.limits };
-  const workerCount = Math.max(1, Math.floor(limits.workers));
-
-  // [0, workers): each worker's progress; then STOP and FAILED (extract-worker.ts).
-  const shared = new Int32Array(new SharedArrayBuffer(4 * (workerCount + 2)));
-  shared.fill(-1, 0, workerCount);
-  const STOP = workerCount;
-  const FAILED = workerCount + 1;
-  shared[FAILED] = NOT_FAILED;
-  /** Content buffers back from the workers, for the next batches. */
-  const spare: ArrayBuffer[] = [];
-  /** Started when first sent something (an archive of one directory uses one). */
-  const workers: (Worker | undefined)[] = [];
-  const pending: Pending[] = [];
-  /** Batches sent to each worker and not yet answered, with what they hold. */
-  const sent: { bytes: number; entries: number }[][] = [];
-  for (let i = 0; i < workerCount; i++) {
-    pending.push({ items: [], chunks: [], bytes: 0, entries: 0 });
-    sent.push([]);
-  }
-  /** The worker that owns each directory (by archive-relative key): it creates it and what it holds. */
-  const owner = new Map<string, number>([['', 0]]);
-  let nextOwner = 0;
-  /** Where each created entry's creation runs: worker and sequence number (for what depends on it). */
-  const creation = new Map<string, { worker: number; seq: number }>([['', { worker: 0, seq: -1 }]]);
-
-  let sequence = 0; // creations in archive order
-  let aheadBytes = 0;
-  let aheadEntries = 0;
-  let inFlight = 0; // batches sent and not answered
-  let failure: Error | undefined;
-  let failedAt = NOT_FAILED;
-  let heldWrite: ((error?: Error | null) => void) | undefined;
-  let settledWaiters: (() => void)[] = [];
-  let closing: Promise<void> | undefined;
   /** The final callback, waiting for the parser's end (or the first failure). */
   let whenEnded: (() => void) | undefined;
-
-  const onDisk = (parts: string[]) => path.join(stagingDir, ...parts);
-  const parentKey = (parts: string[]) => parts.slice(0, -1).join('/');
-
-  const whenSettled = (then: () => void) => {
-    if (inFlight === 0) then();
-    else settledWaiters.push(then);
-  };
-  const over = () => aheadBytes > limits.aheadBytes || aheadEntries > limits.aheadEntries;
-  /** Lets a waiting write go on once the look-ahead is back under its bounds (or a failure ends the stream). */
-  const relieve = () => {
-    if (!heldWrite || (!failure && over())) return;
-    const callback = heldWrite;
-    heldWrite = undefined;
-    if (failure) whenSettled(() => callback(failure));
-    else callback();
-  };
   const finish = () => {
     const next = whenEnded;
     whenEnded = undefined;
     next?.();
   };
-  /** Records a failure; the one of the earliest entry wins. A file-system error that is not a refusal is reported as such. */
-  const fail = (error: unknown, at: number) => {
-    if (at < failedAt) {
-      failedAt = at;
-      failure = error instanceof IntegrityError ? error : new Error(`cannot write the restored files: ${(error as Error).message}`);
-      // Nothing after it is created (a worker may be about to start something already sent).
-      for (;;) {
-        const current = Atomics.load(shared, FAILED);
-        if (at >= current || Atomics.compareExchange(shared, FAILED, current, at) === current) break;
-      }
-    }
-    relieve();
-    finish();
-  };
-
-  const answered = (worker: number, failures: WorkerFailure[]) => {
-    const batch = sent[worker]!.shift();
-    if (!batch) return;
-    inFlight -= 1;
-    aheadBytes -= batch.bytes;
-    aheadEntries -= batch.entries;
-    for (const f of failures) {
-      const alias = f.creation && (f.code === 'EEXIST' || f.code === 'ELOOP' || f.code === 'ENOTDIR');
-      fail(alias ? unsafe('whose name the file system already holds for an earlier entry (a case or Unicode alias?)', f.shown) : new Error(f.message), f.seq);
-    }
-    relieve();
-    if (inFlight === 0) {
-      const waiters = settledWaiters;
-      settledWaiters = [];
-      for (const waiter of waiters) waiter();
-    }
-  };
-
-  const start = (i: number): Worker => {
-    let worker = workers[i];
-    if (worker) return worker;
-    worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { shared: shared.buffer, index: i, keepOwners: KEEP_OWNERS } });
-    worker.on('message', ({ failures, data }: WorkerAnswer) => {
-      if (data?.byteLength === DATA_BUFFER && spare.length < SPARE_BUFFERS) spare.push(data);
-      answered(i, failures);
-    });
-    worker.on('error', (error) => {
-      // A worker that dies answers for nothing more: what it was sent is settled as failed.
-      fail(error, -1);
-      while (sent[i]!.length > 0) answered(i, []);
-    });
-    workers[i] = worker;
-    return worker;
-  };
-
-  /** Sends every worker what was queued for it (all at once: a dependency is never sent after what waits for it). */
-  const flush = () => {
-    for (let i = 0; i < workerCount; i++) {
-      const batch = pending[i]!;
-      if (batch.items.length === 0) continue;
-      pending[i] = { items: [], chunks: [], bytes: 0, entries: 0 };
-      let data: ArrayBuffer | undefined;
-      if (batch.bytes > 0) {
-        // Buffers go to the worker and come back with its answer: reused, their pages are not faulted in again.
-        data = (batch.bytes <= DATA_BUFFER ? spare.pop() : undefined) ?? (Buffer.allocUnsafeSlow(Math.max(batch.bytes, DATA_BUFFER)).buffer as ArrayBuffer);
-        const joined = Buffer.from(data, 0, batch.bytes);
-        let at = 0;
-        for (const chunk of batch.chunks) at += chunk.copy(joined, at);
-      }
-      sent[i]!.push({ bytes: batch.bytes, entries: batch.entries });
-      inFlight += 1;
-      start(i).postMessage({ items: batch.items, ...(data ? { data } : {}) } satisfies WorkerBatch, data ? [data] : []);
-    }
-  };
-
-  /** The owner of directory `key`: assigned in turn as directories appear. */
-  const ownerOf = (key: string) => {
-    let worker = owner.get(key);
-    if (worker === undefined) {
-      worker = nextOwner;
-      nextOwner = (nextOwner + 1) % workerCount;
-      owner.set(key, worker);
-    }
-    return worker;
-  };
-
-  /** Queues a creation in the worker owning `dir`, after `after` (other creations it needs); returns its place. */
-  const queue = (dir: string, item: Omit<WorkerItem, 'seq' | 'deps'>, after: { worker: number; seq: number }[]) => {
-    const worker = ownerOf(dir);
-    const seq = sequence++;
-    const deps: number[] = [];
-    for (const dep of after) if (dep.worker !== worker && dep.seq >= 0) deps.push(dep.worker, dep.seq);
-    const batch = pending[worker]!;
-    batch.items.push({ ...item, seq, ...(deps.length > 0 ? { deps } : {}) });
-    batch.entries += 1;
-    aheadEntries += 1;
-    return { worker, seq };
-  };
-  /** The creation of the directory an entry goes in (it exists when its creation is done). */
-  const parentCreation = (parts: string[]) => creation.get(parentKey(parts)) ?? { worker: 0, seq: -1 };
-
-  const mkdir = (parts: string[], shown: string, mode: number) => {
-    const key = parts.join('/');
-    // A directory is created by the worker that owns it (and fills it), once its parent exists.
-    const worker = ownerOf(key);
-    const seq = sequence++;
-    const parent = parentCreation(parts);
-    const batch = pending[worker]!;
-    batch.items.push({ op: 'mkdir', seq, path: onDisk(parts), shown, mode, ...(parent.worker !== worker && parent.seq >= 0 ? { deps: [parent.worker, parent.seq] } : {}) });
-    batch.entries += 1;
-    aheadEntries += 1;
-    creation.set(key, { worker, seq });
-  };
-
-  const file = (parts: string[], entry: tar.ReadEntry) => {
-    const key = parts.join('/');
-    const placed = queue(parentKey(parts), { op: 'open', path: onDisk(parts), shown: entry.path }, [parentCreation(parts)]);
-    creation.set(key, placed);
-    const { uid, gid, mtime } = entry;
-    const mode = (entry.mode ?? 0o644) & 0o7777;
-    entry.on('data', (chunk: Buffer) => {
-      if (failure) return;
-      const batch = pending[placed.worker]!;
-      batch.items.push({ op: 'write', seq: placed.seq, offset: batch.bytes, length: chunk.length });
-      batch.chunks.push(chunk);
-      batch.bytes += chunk.length;
-      aheadBytes += chunk.length;
-    });
-    entry.on('end', () => {
-      if (failure) return;
-      pending[placed.worker]!.items.push({ op: 'close', seq: placed.seq, mode, uid, gid, ...(mtime ? { mtime: mtime.getTime() } : {}) });
-    });
-  };
-
-  /** The checks and the record of what was made (extract-policy.ts); the creations it allows are queued here. */
-  const policy = new EntryPolicy(
-    {
-      mkdir,
-      symlink: (parts: string[], target: string, entry: PolicyEntry) => {
-        const { uid, gid, mtime } = entry;
-        queue(
-          parentKey(parts),
-          { op: 'symlink', path: onDisk(parts), shown: entry.path, target, uid, gid, ...(mtime ? { mtime: mtime.getTime() } : {}) },
-          [parentCreation(parts)],
-        );
-      },
-      link: (parts: string[], target: string[], shown: string) => {
-        const key = parts.join('/');
-        // The target is an earlier file: its creation comes first (its content may still be on its way).
-        const targetCreation = creation.get(target.join('/'));
-        if (!targetCreation) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
-        const placed = queue(parentKey(parts), { op: 'link', path: onDisk(parts), shown, target: onDisk(target) }, [parentCreation(parts), targetCreation]);
-        creation.set(key, placed);
-      },
-    },
-    options.select,
-  );
-
-  const restore = (entry: tar.ReadEntry) => {
-    const content = policy.admit(entry);
-    if (content) return file(content, entry);
-    return entry.resume();
-  };
+  const lanes = new WorkerLanes({ ...DEFAULT_LIMITS, ...options.limits }, KEEP_OWNERS, finish);
+  const { effects, file } = laneEffects(lanes, stagingDir);
+  /** The checks and the record of what was made (extract-policy.ts); the creations it allows are queued in the lanes. */
+  const policy = new EntryPolicy(effects, options.select);
 
   const parser = new tar.Parser({ strict: true });
   parser.on('entry', (entry: tar.ReadEntry) => {
-    if (failure) return entry.resume();
+    if (lanes.failure) return entry.resume();
     try {
-      restore(entry);
+      const content = policy.admit(entry);
+      if (content) file(content, entry);
+      else entry.resume();
     } catch (error) {
-      fail(error, sequence);
+      lanes.fail(error, lanes.sequence);
       entry.resume();
     }
   });
-  parser.on('error', (error: Error) => fail(new IntegrityError(`the archive is not a valid tar stream: ${error.message}`), sequence));
+  parser.on('error', (error: Error) => lanes.fail(new IntegrityError(`the archive is not a valid tar stream: ${error.message}`), lanes.sequence));
   parser.on('end', finish);
-
-  /**
-   * Sends what is left, then the last message to every worker (which closes any file left open), and resolves
-   * once all answered; the workers are then stopped.
-   */
-  const close = (stop: boolean) =>
-    (closing ??= new Promise<void>((resolve) => {
-      if (stop) Atomics.store(shared, STOP, 1);
-      flush();
-      workers.forEach((worker, i) => {
-        if (!worker) return;
-        sent[i]!.push({ bytes: 0, entries: 0 });
-        inFlight += 1;
-        worker.postMessage({ items: [], finish: true } satisfies WorkerBatch);
-      });
-      whenSettled(() => {
-        for (const worker of workers) void worker?.terminate();
-        resolve();
-      });
-    }));
 
   const sink = new Writable({
     write(chunk: Buffer, _encoding, callback) {
-      if (!failure) parser.write(chunk);
-      flush();
-      if (failure) return whenSettled(() => callback(failure));
-      if (over()) heldWrite = callback;
-      else callback();
+      if (!lanes.failure) parser.write(chunk);
+      lanes.flush();
+      lanes.whenRoom(callback);
     },
     final(callback) {
-      if (failure) return void close(false).then(() => callback(failure));
-      whenEnded = () => void close(false).then(() => callback(failure ?? null));
+      if (lanes.failure) return void lanes.close(false).then(() => callback(lanes.failure));
+      whenEnded = () => void lanes.close(false).then(() => callback(lanes.failure ?? null));
       parser.end();
     },
     destroy(error, callback) {
-      void close(true).then(() => callback(error));
+      void lanes.close(true).then(() => callback(error));
     },
   }) as Writable & ExtractResult;
   Object.defineProperty(sink, 'directories', { get: () => [...policy.directories.values()] });
   Object.defineProperty(sink, 'entries', { get: () => policy.entries });
   Object.defineProperty(sink, 'skipped', { get: () => policy.skipped });
   return sink;
+}
+
+/**
+ * The policy's creations as jobs in the lanes, each after what it needs (its directory's creation, a hard link's
+ * target), and a regular file's content as it is parsed. Keeps where each created entry's creation runs.
+ */
+function laneEffects(lanes: WorkerLanes, stagingDir: string) {
+  const creation = new Map<string, Place>([['', STAGING]]);
+  const onDisk = (parts: string[]) => path.join(stagingDir, ...parts);
+  const parentKey = (parts: string[]) => parts.slice(0, -1).join('/');
+  /** The creation of the directory an entry goes in (it exists when its creation is done). */
+  const parentCreation = (parts: string[]) => creation.get(parentKey(parts)) ?? STAGING;
+  const mtimeOf = (mtime: Date | undefined) => (mtime ? { mtime: mtime.getTime() } : {});
+
+  const effects: Effects = {
+    mkdir(parts, shown, mode) {
+      const key = parts.join('/');
+      // A directory is created by the worker that owns it (and fills it), once its parent exists.
+      creation.set(key, lanes.queue(key, { op: 'mkdir', path: onDisk(parts), shown, mode }, [parentCreation(parts)]));
+    },
+    symlink(parts, target, entry: PolicyEntry) {
+      const { uid, gid, mtime } = entry;
+      lanes.queue(parentKey(parts), { op: 'symlink', path: onDisk(parts), shown: entry.path, target, uid, gid, ...mtimeOf(mtime) }, [parentCreation(parts)]);
+    },
+    link(parts, target, shown) {
+      // The target is an earlier file: its creation comes first (its content may still be on its way).
+      const targetCreation = creation.get(target.join('/'));
+      if (!targetCreation) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
+      const placed = lanes.queue(parentKey(parts), { op: 'link', path: onDisk(parts), shown, target: onDisk(target) }, [parentCreation(parts), targetCreation]);
+      creation.set(parts.join('/'), placed);
+    },
+  };
+
+  const file = (parts: string[], entry: tar.ReadEntry) => {
+    const placed = lanes.queue(parentKey(parts), { op: 'open', path: onDisk(parts), shown: entry.path }, [parentCreation(parts)]);
+    creation.set(parts.join('/'), placed);
+    const { uid, gid, mtime } = entry;
+    const mode = (entry.mode ?? 0o644) & 0o7777;
+    entry.on('data', (chunk: Buffer) => {
+      if (!lanes.failure) lanes.write(placed, chunk);
+    });
+    entry.on('end', () => {
+      if (!lanes.failure) lanes.closeFile(placed, { mode, uid, gid, ...mtimeOf(mtime) });
+    });
+  };
+
+  return { effects, file };
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import { entropyToMnemonic, mnemonicToEntropy } from '@scure/bip39';
 import { wordlist } from '@scure/bip39/wordlists/english.js';
-import { KEY_BYTES } from './envelope-core.js';
+import { KEY_BYTES } from './envelope-primitives.js';
 import { KEYRING } from './envelope-format.js';
 
 export const KIT_HEADER = 'coffer recovery kit v1';

@@ -25,6 +25,7 @@ import type {
   ResetResponseBody,
   RotateResponseBody,
 } from '../contract/schemas.js';
+import { type ErrorCode, STATUS_OF } from '../domain/errors.js';
 import { requireRequestedBackup } from './envelope-format.js';
 import { VERSION } from '../lib/version.js';
 
@@ -53,10 +54,30 @@ export interface HostBackups extends HostAccountBody {
 }
 export type BackupStatus = BackupRecordBody['status'];
 
+/**
+ * A refusal's code that this version's vocabulary (src/domain/errors.ts) does not hold: a newer or a hostile
+ * server's, the blob host's (`blob_…`), or an answer that is no Coffer server's (`http_<status>`). It is no string,
+ * so the compiler tells it from a known code: compare a code with the vocabulary's names (a misspelt one does not
+ * compile), and handle this one with instanceof. It prints as the code it carries.
+ */
+export class UnknownErrorCode {
+  constructor(readonly value: string) {}
+
+  toString(): string {
+    return this.value;
+  }
+}
+
+/** A refusal's code: one of the vocabulary, or one this version does not know. */
+export type ApiErrorCode = ErrorCode | UnknownErrorCode;
+
+const isErrorCode = (code: string): code is ErrorCode => Object.hasOwn(STATUS_OF, code);
+
 /** An ErrorResponse from the API (docs/api-rules.md#errors). */
 export class CofferApiError extends Error {
   override readonly name = 'CofferApiError';
-  readonly code: string;
+  /** The refusal's code; the answer's own text of it is `body.code`. */
+  readonly code: ApiErrorCode;
   readonly resolution: string;
   readonly details: Record<string, unknown> | undefined;
   /** Seconds from the Retry-After header, when present. */
@@ -70,13 +91,54 @@ export class CofferApiError extends Error {
     readonly url?: string,
   ) {
     super(body.error || body.message || `HTTP ${status}`);
-    this.code = body.code;
+    this.code = isErrorCode(body.code) ? body.code : new UnknownErrorCode(body.code);
     this.resolution = body.resolution;
     this.details = body.details;
     const raw = headers instanceof Headers ? headers.get('retry-after') : headers['retry-after'];
     const seconds = raw === null || raw === undefined ? NaN : Number(raw);
     this.retryAfter = Number.isFinite(seconds) && seconds >= 0 ? seconds : undefined;
   }
+}
+
+/**
+ * An upload refused as over the archive limit: a Coffer server's `payload_too_large` (its limit in
+ * details.maxBytes, when given), or the blob host's too-large answer (its limit in the message).
+ */
+export class UploadTooLargeError extends CofferApiError {
+  constructor(
+    status: number,
+    body: ErrorResponseBody,
+    headers: Headers | http.IncomingHttpHeaders,
+    /** The limit the refusal names, when it names one. */
+    readonly maxBytes: number | undefined,
+  ) {
+    super(status, body, headers);
+  }
+}
+
+/**
+ * The limit in the blob host's too-large answer. The Vercel Blob protocol has no code or field for it: its
+ * `bad_request` says "the file length cannot be greater than N bytes", and @vercel/blob's own client knows it by
+ * that text too. Undefined for any other answer.
+ */
+function blobHostLimit(body: ErrorResponseBody): number | undefined {
+  if (!body.code.startsWith('blob_')) return undefined;
+  const limit = /cannot be greater than (\d+)/.exec(body.message);
+  return limit ? Number(limit[1]) : undefined;
+}
+
+/** The limit a refusal names: a Coffer server's details.maxBytes, or the blob host's. */
+function refusedLimit(body: ErrorResponseBody): number | undefined {
+  const max = (body.details as Record<string, unknown> | undefined)?.maxBytes;
+  return typeof max === 'number' ? max : blobHostLimit(body);
+}
+
+/** The error of an upload's refusal: UploadTooLargeError when it is over the limit. */
+function uploadRefusal(status: number, body: ErrorResponseBody, headers: http.IncomingHttpHeaders): CofferApiError {
+  if (body.code === 'payload_too_large') return new UploadTooLargeError(status, body, headers, refusedLimit(body));
+  const blobLimit = blobHostLimit(body);
+  if (blobLimit !== undefined) return new UploadTooLargeError(status, body, headers, blobLimit);
+  return new CofferApiError(status, body, headers);
 }
 
 /** The server could not be reached, or the connection broke. */
@@ -407,10 +469,7 @@ export class CofferClient {
         response.on('data', (chunk: Buffer) => parts.push(chunk));
         response.on('error', () => done(undefined));
         response.on('end', () => {
-          const body = errorBodyFrom(response.statusCode ?? 0, Buffer.concat(parts).toString('utf8'));
-          const max = (body.details as Record<string, unknown> | undefined)?.maxBytes;
-          const blobMax = /cannot be greater than (\d+)/.exec(body.message);
-          done(typeof max === 'number' ? max : blobMax ? Number(blobMax[1]) : undefined);
+          done(refusedLimit(errorBodyFrom(response.statusCode ?? 0, Buffer.concat(parts).toString('utf8'))));
         });
       });
       request.flushHeaders();
@@ -458,7 +517,7 @@ export class CofferClient {
               settle(new CofferNetworkError('the upload answer is not JSON'));
             }
           } else {
-            settle(new CofferApiError(status, errorBodyFrom(status, text), response.headers));
+            settle(uploadRefusal(status, errorBodyFrom(status, text), response.headers));
           }
         });
       });

@@ -13,7 +13,8 @@ import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IntegrityError } from '../../src/client/envelope.js';
-import { closed, extractInto, placeTree, UnsafeArchiveError, type ExtractLimits } from '../../src/client/extract.js';
+import { closed, extractInto, placeTree, UnsafeArchiveError } from '../../src/client/extract.js';
+import type { ExtractLimits } from '../../src/client/extract-lanes.js';
 import { tempDir } from '../helpers/tmp.js';
 import { snapshot, tarArchive, tarEntry, type TarEntrySpec } from './helpers.js';
 

@@ -1,5 +1,5 @@
 /**
- * The recipient reader on its own (parseRecipient, src/client/envelope-core.ts; docs/crypto.md §2b): the one
+ * The recipient reader on its own (parseRecipient, src/client/envelope-recipient.ts; docs/crypto.md §2b): the one
  * reader of every place a recipient string is given. Each fault has its own reason, in a fixed order; what it
  * accepts is exactly the key `coffer recipient` prints. Through the CLI: test/client/recipient.test.ts.
  */

@@ -5,30 +5,26 @@
  * Environment-neutral (no DOM, no Node API): the page's worker, the page's self-test and a Node test all use it.
  */
 import sodium from 'libsodium-wrappers-sumo';
-import {
-  SecretStreamReader as CoreSecretStreamReader,
-  createEnvelope,
-  type Primitives,
-} from '../../../src/client/envelope-core.js';
+import { SecretStreamReader as CoreSecretStreamReader, createEnvelope } from '../../../src/client/envelope-core.js';
+import type { Primitives } from '../../../src/client/envelope-primitives.js';
 
 export {
   AD,
   type BackupMetadata,
   DEFAULT_KDF_PROFILE,
   type KeyUse,
-  type OpenedDek,
   keyUse,
   CHUNK_BYTES,
   CRYPTO_VERSION,
   IntegrityError,
   KDF_ACCEPTED_MAX,
-  type KdfParams,
-  type VaultFields,
   WrongPassphraseError,
   createEnvelope,
   requireRequestedBackup,
-  type Primitives,
 } from '../../../src/client/envelope-core.js';
+export type { Primitives } from '../../../src/client/envelope-primitives.js';
+export type { OpenedDek } from '../../../src/client/envelope-dek.js';
+export type { KdfParams, VaultFields } from '../../../src/client/envelope-vault.js';
 /** The provider-generic reader, for the self-test's runs on other primitives (one import path keeps one chunk). */
 export { CoreSecretStreamReader };
 

@@ -73,7 +73,11 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['./*/*', '!./domain/*'], message: 'src/config.ts imports only domain/ from src/ (layers: README "Layout").' }] },
+        {
+          patterns: [
+            { group: ['./*/*', '!./domain/*'], message: 'src/config.ts imports only domain/ from src/ (layers: README "Layout").' },
+          ],
+        },
       ],
     },
   },

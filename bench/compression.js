@@ -68,7 +68,9 @@ export async function main() {
     `CLI on Node ${cliNode.version} (${cliNode.node}); server on Node ${process.version}; \`coffer init --kdf min\`; ${opts.backend}.`,
   ];
   if (!zstdNode) {
-    notes.push(`zstd not measured: no Node with zstd in node:zlib (22.15 or later) was found (tried ${probed.map((p) => `${p.node} ${p.version}`).join(', ') || 'none'}); give one with --node or COFFER_BENCH_ZSTD_NODE.`);
+    notes.push(
+      `zstd not measured: no Node with zstd in node:zlib (22.15 or later) was found (tried ${probed.map((p) => `${p.node} ${p.version}`).join(', ') || 'none'}); give one with --node or COFFER_BENCH_ZSTD_NODE.`,
+    );
     log(notes.at(-1));
   }
   const work = tempDir('coffer-bench-compression-');
@@ -97,8 +99,11 @@ export async function main() {
           fs.rmSync(target, { recursive: true, force: true });
         }
         samples[compression].push({ backup, restore, fallback, bytes: detail.ciphertextSizeBytes });
-        log(`round ${r + 1} ${compression}: backup ${backup.seconds.toFixed(2)} s (CPU ${backup.cpu.toFixed(2)} s), restore ${restore.seconds.toFixed(2)} s` +
-          (fallback ? `, restore on ${process.version} (fzstd) ${fallback.seconds.toFixed(2)} s` : '') + `, ${detail.ciphertextSizeBytes} bytes encrypted`);
+        log(
+          `round ${r + 1} ${compression}: backup ${backup.seconds.toFixed(2)} s (CPU ${backup.cpu.toFixed(2)} s), restore ${restore.seconds.toFixed(2)} s` +
+            (fallback ? `, restore on ${process.version} (fzstd) ${fallback.seconds.toFixed(2)} s` : '') +
+            `, ${detail.ciphertextSizeBytes} bytes encrypted`,
+        );
       }
     }
   } finally {
@@ -111,15 +116,37 @@ export async function main() {
   const row = (c) => {
     if (samples[c].length === 0) return [c, '—', '—', '—', '—', '—', '—', 'not measured (no Node with zstd)'];
     const vs = (pick) => (c === 'gzip' ? '1.00×' : fmtRatio(ratio(m('gzip', pick), m(c, pick))));
-    const fallback = samples[c].some((s) => s.fallback) ? `${round(m(c, (s) => s.fallback.seconds), 2)} s` : c === 'zstd' ? '(native)' : '(native zlib)';
+    const fallback = samples[c].some((s) => s.fallback)
+      ? `${round(
+          m(c, (s) => s.fallback.seconds),
+          2,
+        )} s`
+      : c === 'zstd'
+        ? '(native)'
+        : '(native zlib)';
     return [
       c,
       round(samples[c][0].bytes / MiB, 1),
-      `${round(m(c, (s) => s.backup.seconds), 2)} / ${round(m(c, (s) => s.backup.cpu), 2)}`,
+      `${round(
+        m(c, (s) => s.backup.seconds),
+        2,
+      )} / ${round(
+        m(c, (s) => s.backup.cpu),
+        2,
+      )}`,
       `${vs((s) => s.backup.seconds)} / ${vs((s) => s.backup.cpu)}`,
-      `${round(m(c, (s) => s.restore.seconds), 2)} / ${round(m(c, (s) => s.restore.cpu), 2)}`,
+      `${round(
+        m(c, (s) => s.restore.seconds),
+        2,
+      )} / ${round(
+        m(c, (s) => s.restore.cpu),
+        2,
+      )}`,
       `${vs((s) => s.restore.seconds)} / ${vs((s) => s.restore.cpu)}`,
-      `${round(m(c, (s) => s.backup.seconds + s.restore.seconds), 2)}`,
+      `${round(
+        m(c, (s) => s.backup.seconds + s.restore.seconds),
+        2,
+      )}`,
       fallback,
     ];
   };
@@ -134,7 +161,16 @@ export async function main() {
     tables: [
       {
         title: `P6 tree (${source.files} files, 45 MiB), medians of ${opts.rounds} rounds; seconds as wall / CLI CPU; ratios = gzip / zstd (> 1: zstd is faster)`,
-        columns: ['compression', 'encrypted MiB', 'backup s', 'backup vs gzip', 'restore s', 'restore vs gzip', 'backup + restore s (wall)', `restore on Node ${process.version} (fzstd) s`],
+        columns: [
+          'compression',
+          'encrypted MiB',
+          'backup s',
+          'backup vs gzip',
+          'restore s',
+          'restore vs gzip',
+          'backup + restore s (wall)',
+          `restore on Node ${process.version} (fzstd) s`,
+        ],
         rows: ['gzip', 'zstd'].map(row),
       },
     ],

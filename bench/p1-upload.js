@@ -9,7 +9,22 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, MiB, cpuSecondsOf, logFile, commandLine, list, log, median, options, requireBuild, round, startChild, tempDir, runWhenMain } from './lib/common.js';
+import {
+  BENCH_DIR,
+  MiB,
+  cpuSecondsOf,
+  logFile,
+  commandLine,
+  list,
+  log,
+  median,
+  options,
+  requireBuild,
+  round,
+  startChild,
+  tempDir,
+  runWhenMain,
+} from './lib/common.js';
 import { accounts, createSlot, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
 import { curl } from './lib/curl.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
@@ -78,7 +93,9 @@ export async function main() {
         const baseFsync = median(samples.baselineFsync);
         raw[backend] = { ...samples, cpuSeconds: cpu };
         const mean = (values) => (values.reduce((a, b) => a + b, 0) / values.length) * 1000;
-        log(`P1 ${backend}: Coffer ${coffer_.toFixed(0)} MiB/s, baseline ${base.toFixed(0)} MiB/s (fsync ${baseFsync.toFixed(0)}) → ${fmtRatio(ratio(coffer_, base))}`);
+        log(
+          `P1 ${backend}: Coffer ${coffer_.toFixed(0)} MiB/s, baseline ${base.toFixed(0)} MiB/s (fsync ${baseFsync.toFixed(0)}) → ${fmtRatio(ratio(coffer_, base))}`,
+        );
         rows.push({ backend, coffer: coffer_, base, baseFsync, cpuMs: { coffer: mean(cpu.coffer), base: mean(cpu.baseline) } });
       } finally {
         await coffer.stop();
@@ -118,7 +135,15 @@ export async function main() {
     tables: [
       {
         title: `Upload throughput, ${opts['size-mib']} MiB body, curl over loopback, median of ${opts.rounds} rounds (MiB/s)`,
-        columns: ['backend', 'Coffer', 'node:http pipe (baseline)', 'ratio', 'node:http pipe + fsync', 'ratio vs fsync baseline', 'server CPU ms per upload: Coffer / baseline'],
+        columns: [
+          'backend',
+          'Coffer',
+          'node:http pipe (baseline)',
+          'ratio',
+          'node:http pipe + fsync',
+          'ratio vs fsync baseline',
+          'server CPU ms per upload: Coffer / baseline',
+        ],
         rows: rows.map((row) => [
           row.backend,
           round(row.coffer, 0),

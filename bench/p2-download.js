@@ -14,7 +14,22 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, MiB, cpuTimeOf, logFile, commandLine, list, log, median, options, requireBuild, round, startChild, tempDir, runWhenMain } from './lib/common.js';
+import {
+  BENCH_DIR,
+  MiB,
+  cpuTimeOf,
+  logFile,
+  commandLine,
+  list,
+  log,
+  median,
+  options,
+  requireBuild,
+  round,
+  startChild,
+  tempDir,
+  runWhenMain,
+} from './lib/common.js';
 import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
 import { curl } from './lib/curl.js';
 import { accelSite, startNginx } from './lib/nginx.js';
@@ -26,7 +41,8 @@ export const NODE_TARGET = 0.9;
 const ACCEL_PREFIX = '/_coffer_blobs';
 
 function findFiles(dir) {
-  return fs.readdirSync(dir, { recursive: true, withFileTypes: true })
+  return fs
+    .readdirSync(dir, { recursive: true, withFileTypes: true })
     .filter((entry) => entry.isFile())
     .map((entry) => path.join(entry.parentPath, entry.name));
 }
@@ -93,7 +109,9 @@ export async function main() {
           if (!asked.headers.get('x-accel-redirect')?.startsWith(`${ACCEL_PREFIX}/`) || body.byteLength !== 0) {
             throw new Error(`accel Coffer answered ${asked.status} without an X-Accel-Redirect (or with a body)`);
           }
-          front = await startNginx(null, { site: accelSite({ upstream: new URL(accel.coffer.url).host, blobsDir: accel.blobsDir, prefix: ACCEL_PREFIX }) });
+          front = await startNginx(null, {
+            site: accelSite({ upstream: new URL(accel.coffer.url).host, blobsDir: accel.blobsDir, prefix: ACCEL_PREFIX }),
+          });
           stops.push(() => front.stop());
         }
         const served = path.join(root, 'blob.bin');
@@ -199,8 +217,16 @@ export async function main() {
         ]),
       },
       {
-        title: 'Server CPU per download (ms, all threads\' run time from /proc/<pid>/task/<tid>/schedstat, mean over the measured downloads)',
-        columns: ['backend', 'Coffer direct', 'accel: Coffer (authorizes, redirects)', 'accel: its nginx worker (proxy + sendfile)', 'nginx serving the file', 'bare node:http'],
+        title:
+          "Server CPU per download (ms, all threads' run time from /proc/<pid>/task/<tid>/schedstat, mean over the measured downloads)",
+        columns: [
+          'backend',
+          'Coffer direct',
+          'accel: Coffer (authorizes, redirects)',
+          'accel: its nginx worker (proxy + sendfile)',
+          'nginx serving the file',
+          'bare node:http',
+        ],
         rows: rows.map((row) => [
           row.backend,
           round(row.cpuMs.coffer, 0),

@@ -13,7 +13,20 @@
  */
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { BENCH_DIR, commandLine, cpuSecondsOf, list, log, logFile, median, options, requireBuild, round, startChild, runWhenMain } from './lib/common.js';
+import {
+  BENCH_DIR,
+  commandLine,
+  cpuSecondsOf,
+  list,
+  log,
+  logFile,
+  median,
+  options,
+  requireBuild,
+  round,
+  startChild,
+  runWhenMain,
+} from './lib/common.js';
 import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffer, uploadSmall } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
@@ -64,7 +77,8 @@ export async function main() {
           await coffer.advance(31 * 60_000); // the pro plan allows one READY backup per 30 minutes
         }
         const listed = await account.call('GET', '/api/backups', { expect: 200 });
-        if (listed.body.backups.length !== opts.records) throw new Error(`expected ${opts.records} records, got ${listed.body.backups.length}`);
+        if (listed.body.backups.length !== opts.records)
+          throw new Error(`expected ${opts.records} records, got ${listed.body.backups.length}`);
         const headers = { authorization: `Bearer ${account.apiKey}` };
         // The hand-written reference reads Coffer's own SQLite file (read-only), so the rows are the same.
         const reference =
@@ -116,7 +130,9 @@ export async function main() {
           ]),
         );
         await reference?.stop();
-        log(`P3 ${backend}: hello ${summary.hello.rps.toFixed(0)} req/s; list ${summary.list.rps.toFixed(0)} req/s p99 ${summary.list.p99} ms; account ${summary.account.rps.toFixed(0)} req/s p99 ${summary.account.p99} ms`);
+        log(
+          `P3 ${backend}: hello ${summary.hello.rps.toFixed(0)} req/s; list ${summary.list.rps.toFixed(0)} req/s p99 ${summary.list.p99} ms; account ${summary.account.rps.toFixed(0)} req/s p99 ${summary.account.p99} ms`,
+        );
         rows.push({ backend, ...summary, names });
       } finally {
         await coffer.stop();
@@ -132,8 +148,18 @@ export async function main() {
     for (const name of ['list', 'account']) {
       const r = ratio(row[name].rps, row.hello.rps);
       const least = TARGET_RATIO[name];
-      verdicts.push({ what: `P3 ${row.backend} ${name}: req/s ≥ ${least}× hello-world`, value: fmtRatio(r), target: `≥ ${least}×`, met: r >= least });
-      verdicts.push({ what: `P3 ${row.backend} ${name}: p99 at ${opts.connections} connections`, value: `${row[name].p99} ms`, target: `< ${TARGET_P99_MS} ms`, met: row[name].p99 < TARGET_P99_MS });
+      verdicts.push({
+        what: `P3 ${row.backend} ${name}: req/s ≥ ${least}× hello-world`,
+        value: fmtRatio(r),
+        target: `≥ ${least}×`,
+        met: r >= least,
+      });
+      verdicts.push({
+        what: `P3 ${row.backend} ${name}: p99 at ${opts.connections} connections`,
+        value: `${row[name].p99} ms`,
+        target: `< ${TARGET_P99_MS} ms`,
+        met: row[name].p99 < TARGET_P99_MS,
+      });
     }
   }
   const label = {
@@ -154,7 +180,17 @@ export async function main() {
     tables: [
       {
         title: `autocannon, ${opts.connections} connections, ${opts.duration} s per run, median of ${opts.rounds} rounds`,
-        columns: ['backend', 'endpoint', 'req/s', 'ratio to hello-world', 'ratio to hand-written reference', 'p50 ms', 'p99 ms', 'server CPU µs per request', 'database statements per request'],
+        columns: [
+          'backend',
+          'endpoint',
+          'req/s',
+          'ratio to hello-world',
+          'ratio to hand-written reference',
+          'p50 ms',
+          'p99 ms',
+          'server CPU µs per request',
+          'database statements per request',
+        ],
         rows: rows.flatMap((row) =>
           ['list', 'account', 'hello', 'refList', 'refAccount']
             .filter((name) => row[name])

@@ -97,7 +97,8 @@ function cofferTarget(nodes) {
 }
 
 function baselineTarget(server) {
-  const change = (id, status) => fetch(`${server.ready.url}/change/${id}?status=${status}`, { method: 'POST' }).then((r) => r.arrayBuffer());
+  const change = (id, status) =>
+    fetch(`${server.ready.url}/change/${id}?status=${status}`, { method: 'POST' }).then((r) => r.arrayBuffer());
   return {
     name: 'node:http SSE fan-out',
     pids: [server.pid],
@@ -105,7 +106,12 @@ function baselineTarget(server) {
     async prepare(count) {
       return Array.from({ length: count }, () => {
         const id = randomUUID();
-        return { id, urls: [`${server.ready.url}/events/${id}`], headers: {}, changes: [() => change(id, 'UPLOADED'), () => change(id, 'READY')] };
+        return {
+          id,
+          urls: [`${server.ready.url}/events/${id}`],
+          headers: {},
+          changes: [() => change(id, 'UPLOADED'), () => change(id, 'READY')],
+        };
       });
     },
   };
@@ -180,7 +186,7 @@ async function scenario(target, load, { backups, perNode, windowS, spacingMs, pr
         cpuShare: (cpuSecondsOf(pid) - cpuBefore[i]) / wallS,
         // CPU time per change beyond what the open streams cost when nothing changes (their periodic frames): what
         // handling and fanning out one change costs this node, far less sensitive to other load than the delay.
-        cpuMsPerChange: (((cpuSecondsOf(pid) - cpuBefore[i]) - quietCpuShares[i] * wallS) * 1000) / entries.length,
+        cpuMsPerChange: ((cpuSecondsOf(pid) - cpuBefore[i] - quietCpuShares[i] * wallS) * 1000) / entries.length,
         // Share of the phase the main thread was ready to run but waited for a CPU (other processes had it).
         waitShare: schedAfter && schedBefore[i] ? (schedAfter.wait - schedBefore[i].wait) / wallS : null,
         expected: opened.openedByTag?.[i] ?? 0,
@@ -265,14 +271,27 @@ function hardFileLimit() {
 }
 
 export async function main() {
-  const opts = options({ rounds: 2, streams: 10_000, backups: 100, window: 5, spacing: 20, backends: 'sqlite+fs', nodes: 1, baseline: true, profile: '' });
+  const opts = options({
+    rounds: 2,
+    streams: 10_000,
+    backups: 100,
+    window: 5,
+    spacing: 20,
+    backends: 'sqlite+fs',
+    nodes: 1,
+    baseline: true,
+    profile: '',
+  });
   requireBuild();
   const started = Date.now();
   const backends = list(opts.backends);
-  if (!Number.isInteger(opts.nodes) || opts.nodes < 1 || opts.nodes > NODE_NAMES.length) throw new Error(`--nodes must be 1 to ${NODE_NAMES.length}, got ${opts.nodes}`);
+  if (!Number.isInteger(opts.nodes) || opts.nodes < 1 || opts.nodes > NODE_NAMES.length)
+    throw new Error(`--nodes must be 1 to ${NODE_NAMES.length}, got ${opts.nodes}`);
   const multi = opts.nodes > 1;
   if (multi && backends.some((b) => !b.startsWith('postgres'))) {
-    throw new Error(`--nodes ${opts.nodes} needs PostgreSQL backends (the nodes hear each other's changes through its LISTEN/NOTIFY), not ${backends.filter((b) => !b.startsWith('postgres')).join(', ')}`);
+    throw new Error(
+      `--nodes ${opts.nodes} needs PostgreSQL backends (the nodes hear each other's changes through its LISTEN/NOTIFY), not ${backends.filter((b) => !b.startsWith('postgres')).join(', ')}`,
+    );
   }
   const perBackup = Math.ceil(opts.streams / opts.backups);
   const perNode = Math.ceil(perBackup / opts.nodes);
@@ -287,7 +306,9 @@ export async function main() {
       : 'Delay = arrival of the new status on a stream − the moment the harness sent the change request (Coffer: an upload of 1 KiB, then a finalize; reference: a POST that only changes the status). It includes the request itself, whose own latency is shown as "change request": on Coffer that is authentication, the blob write with its fsyncs and the SQLite commit (synchronous = FULL), which the bare fan-out does not do.',
   ];
   if (multi) {
-    notes.push(`${opts.nodes} Coffer processes (bench/lib/coffer-proc.js) on one PostgreSQL schema; every backup has ${perNode} streams on each node; all changes go through node A; one load process opens every stream. "DB reads per change" sums the statement counters of all nodes (node A: the change request's own reads; every other node: its one read of the record for its streams); the per-node column splits it. "Server CPU ms per change beyond quiet" = (the node's CPU time during a change phase − its quiet-window CPU share × the phase's length) / changes: on node A the change request and its fan-out, on the others the notification, the one read and the fan-out; it depends far less on other load than the delay does.`);
+    notes.push(
+      `${opts.nodes} Coffer processes (bench/lib/coffer-proc.js) on one PostgreSQL schema; every backup has ${perNode} streams on each node; all changes go through node A; one load process opens every stream. "DB reads per change" sums the statement counters of all nodes (node A: the change request's own reads; every other node: its one read of the record for its streams); the per-node column splits it. "Server CPU ms per change beyond quiet" = (the node's CPU time during a change phase − its quiet-window CPU share × the phase's length) / changes: on node A the change request and its fan-out, on the others the notification, the one read and the fan-out; it depends far less on other load than the delay does.`,
+    );
   }
   const settings = { windowS: opts.window, spacingMs: opts.spacing, backups: opts.backups };
   try {
@@ -308,15 +329,22 @@ export async function main() {
           };
           // One after the other: the first applies the migrations.
           for (let i = 0; i < opts.nodes; i++) {
-            nodes.push(await startCoffer(prepared, { env, logFile: logFile(`p4-events-coffer-${backend}${multi ? `-node-${nodeName(i)}` : ''}.log`) }));
+            nodes.push(
+              await startCoffer(prepared, {
+                env,
+                logFile: logFile(`p4-events-coffer-${backend}${multi ? `-node-${nodeName(i)}` : ''}.log`),
+              }),
+            );
           }
           const target = cofferTarget(nodes);
           const few = await scenario(target, load, { ...settings, perNode: 1 });
           const many = await scenario(target, load, { ...settings, perNode, profile: r === 0 && opts.profile ? opts.profile : null });
-          log(`P4 ${backend}${multi ? ` × ${opts.nodes} nodes` : ''} round ${r + 1}: ${many.streams} streams (opened in ${many.openSeconds.toFixed(1)} s), ` +
-            `RSS peak ${many.nodes.map((n) => (n.rssPeak / MiB).toFixed(0)).join(' / ')} MiB, ` +
-            `reads/s ${round(few.steadyReadsPerSecond, 2)} → ${round(many.steadyReadsPerSecond, 2)}, reads/change ${round(few.readsPerChange, 2)} → ${round(many.readsPerChange, 2)}, ` +
-            `delay p50 ${many.p50.toFixed(1)} ms p99 ${many.p99.toFixed(1)} ms${multi ? ` (per node ${many.nodes.map((n) => n.p99.toFixed(1)).join(' / ')})` : ''}, missing ${many.missing}`);
+          log(
+            `P4 ${backend}${multi ? ` × ${opts.nodes} nodes` : ''} round ${r + 1}: ${many.streams} streams (opened in ${many.openSeconds.toFixed(1)} s), ` +
+              `RSS peak ${many.nodes.map((n) => (n.rssPeak / MiB).toFixed(0)).join(' / ')} MiB, ` +
+              `reads/s ${round(few.steadyReadsPerSecond, 2)} → ${round(many.steadyReadsPerSecond, 2)}, reads/change ${round(few.readsPerChange, 2)} → ${round(many.readsPerChange, 2)}, ` +
+              `delay p50 ${many.p50.toFixed(1)} ms p99 ${many.p99.toFixed(1)} ms${multi ? ` (per node ${many.nodes.map((n) => n.p99.toFixed(1)).join(' / ')})` : ''}, missing ${many.missing}`,
+          );
           (results[backend] ??= []).push({ few, many });
         } finally {
           for (const node of [...nodes].reverse()) await node.stop();
@@ -327,7 +355,9 @@ export async function main() {
         const server = await startChild(path.join(BENCH_DIR, 'lib', 'baseline-sse.js'));
         try {
           const many = await scenario(baselineTarget(server), load, { ...settings, perNode: perBackup });
-          log(`P4 baseline round ${r + 1}: ${many.streams} streams, RSS peak ${(many.rssPeak / MiB).toFixed(0)} MiB, delay p50 ${many.p50.toFixed(1)} ms p99 ${many.p99.toFixed(1)} ms`);
+          log(
+            `P4 baseline round ${r + 1}: ${many.streams} streams, RSS peak ${(many.rssPeak / MiB).toFixed(0)} MiB, delay p50 ${many.p50.toFixed(1)} ms p99 ${many.p99.toFixed(1)} ms`,
+          );
           (results.baseline ??= []).push({ many });
         } finally {
           await server.stop();
@@ -439,7 +469,12 @@ export async function main() {
         met: s.nodes.every((n) => n.rssPeak <= rssTarget * MiB),
       });
     } else {
-      verdicts.push({ what: `${what}: server RSS with ${s.streams} streams (peak)`, value: `${round(s.rssPeak / MiB, 0)} MiB`, target: `≤ ${rssTarget} MiB`, met: s.rssPeak <= rssTarget * MiB });
+      verdicts.push({
+        what: `${what}: server RSS with ${s.streams} streams (peak)`,
+        value: `${round(s.rssPeak / MiB, 0)} MiB`,
+        target: `≤ ${rssTarget} MiB`,
+        met: s.rssPeak <= rssTarget * MiB,
+      });
     }
     if (!multi && s.streams < 50_000) {
       // The issue's 50,000 streams in one process: opened only where the open-file limit allows (ulimit -Hn).
@@ -471,9 +506,11 @@ export async function main() {
   if (base) {
     for (const [name, s] of Object.entries(summary)) {
       if (name === 'baseline') continue;
-      notes.push(multi
-        ? `${name}, ${s.nodes.length} nodes vs the bare node:http fan-out holding every stream in one process: RSS of the largest node ${fmtRatio(ratio(s.rssPeak, base.rssPeak))}, delay p99 ${fmtRatio(ratio(s.p99, base.p99))} (lower is better here).`
-        : `${name} vs the bare node:http fan-out: RSS ${fmtRatio(ratio(s.rssPeak, base.rssPeak))}, delay p99 ${fmtRatio(ratio(s.p99, base.p99))} (lower is better here).`);
+      notes.push(
+        multi
+          ? `${name}, ${s.nodes.length} nodes vs the bare node:http fan-out holding every stream in one process: RSS of the largest node ${fmtRatio(ratio(s.rssPeak, base.rssPeak))}, delay p99 ${fmtRatio(ratio(s.p99, base.p99))} (lower is better here).`
+          : `${name} vs the bare node:http fan-out: RSS ${fmtRatio(ratio(s.rssPeak, base.rssPeak))}, delay p99 ${fmtRatio(ratio(s.p99, base.p99))} (lower is better here).`,
+      );
     }
   }
   const label = (name) => (name === 'baseline' ? 'node:http fan-out' : `Coffer ${name}`);
@@ -499,8 +536,42 @@ export async function main() {
           ? `${opts.streams} streams over ${opts.backups} backups, ${perNode} per backup on each of ${opts.nodes} nodes (A / B …), from one load process; ${opts.backups} × 2 status changes through node A, ${opts.spacing} ms apart; median of ${opts.rounds} rounds`
           : `${opts.streams} streams over ${opts.backups} backups from one load process; ${opts.backups} × 2 status changes ${opts.spacing} ms apart; median of ${opts.rounds} rounds`,
         columns: multi
-          ? ['server', 'streams per node', 'open s', 'RSS idle MiB per node', 'RSS peak MiB per node', `DB reads/s idle, all nodes (${opts.backups * opts.nodes} → ${opts.streams} streams)`, 'DB reads per change, all nodes (same)', 'DB reads per change per node', 'delay p50 ms', 'delay p99 ms', 'delay p99 ms per node', 'node A → other node, first arrival of a change, p50 / p99 ms', 'delay max ms', 'change request p50 / p99 ms', 'server CPU per node, % of a core: quiet / changes', 'server CPU ms per change beyond quiet, per node', 'main thread waiting for a CPU during changes, per node', 'missing']
-          : ['server', 'streams', 'open s', 'RSS idle MiB', 'RSS peak MiB', `DB reads/s idle (${opts.backups} → ${opts.streams} streams)`, 'DB reads per change (same)', 'delay p50 ms', 'delay p99 ms', 'delay max ms', 'change request p50 / p99 ms', 'server CPU, % of a core: quiet / changes', 'server main thread waiting for a CPU during changes', 'missing'],
+          ? [
+              'server',
+              'streams per node',
+              'open s',
+              'RSS idle MiB per node',
+              'RSS peak MiB per node',
+              `DB reads/s idle, all nodes (${opts.backups * opts.nodes} → ${opts.streams} streams)`,
+              'DB reads per change, all nodes (same)',
+              'DB reads per change per node',
+              'delay p50 ms',
+              'delay p99 ms',
+              'delay p99 ms per node',
+              'node A → other node, first arrival of a change, p50 / p99 ms',
+              'delay max ms',
+              'change request p50 / p99 ms',
+              'server CPU per node, % of a core: quiet / changes',
+              'server CPU ms per change beyond quiet, per node',
+              'main thread waiting for a CPU during changes, per node',
+              'missing',
+            ]
+          : [
+              'server',
+              'streams',
+              'open s',
+              'RSS idle MiB',
+              'RSS peak MiB',
+              `DB reads/s idle (${opts.backups} → ${opts.streams} streams)`,
+              'DB reads per change (same)',
+              'delay p50 ms',
+              'delay p99 ms',
+              'delay max ms',
+              'change request p50 / p99 ms',
+              'server CPU, % of a core: quiet / changes',
+              'server main thread waiting for a CPU during changes',
+              'missing',
+            ],
         rows,
       },
     ],

@@ -11,7 +11,24 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { BENCH_DIR, MiB, commandLine, list, log, logFile, median, options, requireBuild, round, rssOf, sampleRss, sleep, startChild, tempDir, runWhenMain } from './lib/common.js';
+import {
+  BENCH_DIR,
+  MiB,
+  commandLine,
+  list,
+  log,
+  logFile,
+  median,
+  options,
+  requireBuild,
+  round,
+  rssOf,
+  sampleRss,
+  sleep,
+  startChild,
+  tempDir,
+  runWhenMain,
+} from './lib/common.js';
 import { accounts, createSlot, prepareBackend, startCoffer } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
@@ -65,8 +82,13 @@ export async function main() {
           const auth = (account) => ({ authorization: `Bearer ${account.apiKey}` });
           await post(await slot(accs[0]), Buffer.alloc(64 * 1024), auth(accs[0])); // warm-up
           const urls = await Promise.all(accs.slice(1).map(slot));
-          const result = await burst(coffer.pid, urls.map((url, i) => () => post(url, body, auth(accs[i + 1]))));
-          log(`P5 ${backend} round ${r + 1}: idle ${(result.idle / MiB).toFixed(0)} MiB, peak ${(result.peak / MiB).toFixed(0)} MiB, growth ${(result.growth / MiB).toFixed(0)} MiB, ${result.seconds.toFixed(1)} s`);
+          const result = await burst(
+            coffer.pid,
+            urls.map((url, i) => () => post(url, body, auth(accs[i + 1]))),
+          );
+          log(
+            `P5 ${backend} round ${r + 1}: idle ${(result.idle / MiB).toFixed(0)} MiB, peak ${(result.peak / MiB).toFixed(0)} MiB, growth ${(result.growth / MiB).toFixed(0)} MiB, ${result.seconds.toFixed(1)} s`,
+          );
           (samples[backend] ??= []).push(result);
         } finally {
           await coffer.stop();
@@ -78,8 +100,13 @@ export async function main() {
       const baseline = await startChild(path.join(BENCH_DIR, 'lib', 'baseline-upload.js'), [dir]);
       try {
         await post(`${baseline.ready.url}/upload`, Buffer.alloc(64 * 1024));
-        const result = await burst(baseline.pid, Array.from({ length: opts.uploads }, () => () => post(`${baseline.ready.url}/upload`, body)));
-        log(`P5 baseline round ${r + 1}: idle ${(result.idle / MiB).toFixed(0)} MiB, peak ${(result.peak / MiB).toFixed(0)} MiB, growth ${(result.growth / MiB).toFixed(0)} MiB, ${result.seconds.toFixed(1)} s`);
+        const result = await burst(
+          baseline.pid,
+          Array.from({ length: opts.uploads }, () => () => post(`${baseline.ready.url}/upload`, body)),
+        );
+        log(
+          `P5 baseline round ${r + 1}: idle ${(result.idle / MiB).toFixed(0)} MiB, peak ${(result.peak / MiB).toFixed(0)} MiB, growth ${(result.growth / MiB).toFixed(0)} MiB, ${result.seconds.toFixed(1)} s`,
+        );
         samples.baseline.push(result);
       } finally {
         await baseline.stop();
@@ -101,7 +128,9 @@ export async function main() {
     ]),
   );
   const base = summary.baseline;
-  const names = Object.keys(summary).filter((n) => n !== 'baseline').concat('baseline');
+  const names = Object.keys(summary)
+    .filter((n) => n !== 'baseline')
+    .concat('baseline');
   const label = (name) => (name === 'baseline' ? 'node:http pipe (baseline)' : `Coffer ${name}`);
   const totalMiB = (opts.uploads * size) / MiB;
   return writeResult({
@@ -117,7 +146,14 @@ export async function main() {
         columns: ['server', 'RSS idle MiB', 'RSS peak MiB', 'growth MiB', 'growth vs baseline', 'aggregate MiB/s'],
         rows: names.map((name) => {
           const s = summary[name];
-          return [label(name), round(s.idle / MiB, 0), round(s.peak / MiB, 0), round(s.growth / MiB, 1), name === 'baseline' ? '1.00×' : fmtRatio(ratio(s.growth, base.growth)), round(totalMiB / s.seconds, 0)];
+          return [
+            label(name),
+            round(s.idle / MiB, 0),
+            round(s.peak / MiB, 0),
+            round(s.growth / MiB, 1),
+            name === 'baseline' ? '1.00×' : fmtRatio(ratio(s.growth, base.growth)),
+            round(totalMiB / s.seconds, 0),
+          ];
         }),
       },
     ],
@@ -134,7 +170,11 @@ export async function main() {
       subtitle: `median of ${opts.rounds} rounds; dashed line = target`,
       unit: 'MiB above idle',
       series: ['RSS growth'],
-      groups: names.map((name) => ({ label: label(name), note: name === 'baseline' ? '' : fmtRatio(ratio(summary[name].growth, base.growth)), values: [summary[name].growth / MiB] })),
+      groups: names.map((name) => ({
+        label: label(name),
+        note: name === 'baseline' ? '' : fmtRatio(ratio(summary[name].growth, base.growth)),
+        values: [summary[name].growth / MiB],
+      })),
       target: { value: TARGET_GROWTH_MIB, label: `target ≤ ${TARGET_GROWTH_MIB} MiB` },
     },
     raw: samples,

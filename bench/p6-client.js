@@ -27,7 +27,22 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { DIST, MiB, commandLine, ensureDebian, list, log, logFile, median, options, requireBuild, round, run, tempDir, runWhenMain } from './lib/common.js';
+import {
+  DIST,
+  MiB,
+  commandLine,
+  ensureDebian,
+  list,
+  log,
+  logFile,
+  median,
+  options,
+  requireBuild,
+  round,
+  run,
+  tempDir,
+  runWhenMain,
+} from './lib/common.js';
 import { prepareBackend, startCoffer } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 import { generateTree, treeDigest } from './lib/tree.js';
@@ -78,11 +93,16 @@ export async function main() {
   const node = opts.node;
   const nodeVersion = run(node, ['--version']).trim();
   // What `coffer backup` compresses with on that Node (src/client/compression.ts: zstd where node:zlib has it).
-  const compression = run(node, ['-e', "process.stdout.write(typeof require('node:zlib').createZstdCompress === 'function' ? 'zstd' : 'gzip')"]);
+  const compression = run(node, [
+    '-e',
+    "process.stdout.write(typeof require('node:zlib').createZstdCompress === 'function' ? 'zstd' : 'gzip')",
+  ]);
   run(node, [coffer_, 'backup', '--help']); // fails early when the client CLI is missing
   const started = Date.now();
   // Another Node or directory is another result (p6-node24, p6-shm for /dev/shm), next to the default one.
-  const variant = (opts.node !== process.execPath ? `-node${nodeVersion.replace(/^v(\d+).*$/, '$1')}` : '') + (opts.dir ? `-${path.basename(opts.dir)}` : '');
+  const variant =
+    (opts.node !== process.execPath ? `-node${nodeVersion.replace(/^v(\d+).*$/, '$1')}` : '') +
+    (opts.dir ? `-${path.basename(opts.dir)}` : '');
   const work = opts.dir ? fs.mkdtempSync(path.join(opts.dir, 'coffer-bench-p6-')) : tempDir('coffer-bench-p6-');
   const tree = path.join(work, 'tree');
   const generated = generateTree(tree);
@@ -111,7 +131,12 @@ export async function main() {
           cipherBytes = detail.ciphertextSizeBytes;
           const restore = await timed(node, [coffer_, 'restore', detail.id, target], { env });
           check(source, target, 'coffer');
-          samples[who].push({ backup: backup.seconds, restore: restore.seconds, backupCpu: backup.cpuSeconds, backupRss: backup.peakRssMiB });
+          samples[who].push({
+            backup: backup.seconds,
+            restore: restore.seconds,
+            backupCpu: backup.cpuSeconds,
+            backupRss: backup.peakRssMiB,
+          });
         } else {
           const repo = path.join(work, `restic-repo-${r}`);
           const env = { RESTIC_REPOSITORY: repo, RESTIC_PASSWORD: PASSPHRASE, RESTIC_CACHE_DIR: path.join(work, `restic-cache-${r}`) };
@@ -124,13 +149,23 @@ export async function main() {
           const backup = await timed('restic', ['backup', '--quiet', tree], { env, footprint: true });
           const restore = await timed('restic', ['restore', 'latest', '--target', target], { env });
           check(source, path.join(target, tree), 'restic');
-          samples.restic.push({ backup: backup.seconds, restore: restore.seconds, backupCpu: backup.cpuSeconds, backupRss: backup.peakRssMiB });
+          samples.restic.push({
+            backup: backup.seconds,
+            restore: restore.seconds,
+            backupCpu: backup.cpuSeconds,
+            backupRss: backup.peakRssMiB,
+          });
         }
         // Not removed until the end: on ext4 without a journal (this machine) every create skips, one by one, the
         // inodes of its block group freed in the last minute, so a restore right after removing the previous
         // one pays for that removal (0.5 ms per create instead of 0.04 ms): whichever tool came second lost.
       }
-      log(`P6 round ${r + 1}: ` + names.map((n) => `${n} backup ${samples[n].at(-1).backup.toFixed(2)} s + restore ${samples[n].at(-1).restore.toFixed(2)} s`).join('; '));
+      log(
+        `P6 round ${r + 1}: ` +
+          names
+            .map((n) => `${n} backup ${samples[n].at(-1).backup.toFixed(2)} s + restore ${samples[n].at(-1).restore.toFixed(2)} s`)
+            .join('; '),
+      );
     }
   } finally {
     await server.stop();
@@ -156,7 +191,8 @@ export async function main() {
     id: `p6${variant}`,
     name: `p6-client${variant}`,
     title: `P6 — client backup and restore${opts.node !== process.execPath ? `, the CLI on Node ${nodeVersion}` : ''}${opts.dir ? ` in ${opts.dir}` : ''}`,
-    target: '`coffer backup` (sealed to a recipient) + `coffer restore` (Argon2id) at least twice as fast as `restic backup` + `restic restore` of the same tree',
+    target:
+      '`coffer backup` (sealed to a recipient) + `coffer restore` (Argon2id) at least twice as fast as `restic backup` + `restic restore` of the same tree',
     command: commandLine('p6-client.js'),
     durationS: round((Date.now() - started) / 1000, 0),
     tables: [
@@ -167,8 +203,13 @@ export async function main() {
       },
       {
         title: `P9 — the backup's footprint: CPU seconds (user + system) and peak RSS of the process, median of ${opts.rounds} rounds`,
-        columns: ['backup', 'CPU seconds', 'share of restic\'s CPU', 'peak RSS (MiB)'],
-        rows: [main_, 'restic'].map((who) => [`${who === 'restic' ? 'restic backup' : 'coffer backup (recipient)'}`, round(cpu(who), 2), `${round(cpu(who) / cpu('restic'), 2)}×`, round(rss(who), 0)]),
+        columns: ['backup', 'CPU seconds', "share of restic's CPU", 'peak RSS (MiB)'],
+        rows: [main_, 'restic'].map((who) => [
+          `${who === 'restic' ? 'restic backup' : 'coffer backup (recipient)'}`,
+          round(cpu(who), 2),
+          `${round(cpu(who) / cpu('restic'), 2)}×`,
+          round(rss(who), 0),
+        ]),
       },
     ],
     verdicts: [

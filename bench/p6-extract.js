@@ -41,7 +41,9 @@ export async function main() {
   requireBuild();
   const { scanTree, packTree } = await import(path.join(DIST, 'client', 'archive.js'));
   // Several modules (comma-separated) take turns within each round, in the same directory: the same file-system state.
-  const modules = await Promise.all(opts.module.split(',').map(async (name) => ({ name, ...(await import(path.join(DIST, 'client', name))) })));
+  const modules = await Promise.all(
+    opts.module.split(',').map(async (name) => ({ name, ...(await import(path.join(DIST, 'client', name))) })),
+  );
   const work = tempDir('coffer-bench-p6-extract-');
   const tree = path.join(work, 'tree');
   generateTree(tree);
@@ -101,25 +103,30 @@ export async function main() {
         fs.rmSync(junk, { recursive: true });
       }
       for (const [m, { name, extractInto, placeTree }] of (r % 2 === 0 ? modules : [...modules].reverse()).entries()) {
-      const target = path.join(work, `restore-${r}-${m}`);
-      fs.mkdirSync(target);
-      const staging = fs.mkdtempSync(path.join(target, '.coffer-restore-'));
-      const limits = {};
-      for (const k of ['workers', 'aheadBytes', 'aheadEntries']) if (opts[k]) limits[k] = Number(opts[k]);
-      const sink = extractInto(staging, { limits });
-      if (session) await session.post('Profiler.start');
-      const t = cpu();
-      await pipeline(Readable.from(tarChunks), sink);
-      const s = since(t);
-      if (session) {
-        const { profile } = await session.post('Profiler.stop');
-        fs.writeFileSync(opts.profile.replace(/(\.cpuprofile)?$/, `-${r + 1}-${name}.cpuprofile`), JSON.stringify(profile));
-      }
-      await placeTree(staging, target, false, sink.directories);
-      const got = treeDigest(target);
-      if (got.digest !== source.digest) throw new Error('the extracted tree differs from the source');
-      samples.push({ ...s, name });
-      log(`extract round ${r + 1} ${name}: ${show(s)} (load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')})`);
+        const target = path.join(work, `restore-${r}-${m}`);
+        fs.mkdirSync(target);
+        const staging = fs.mkdtempSync(path.join(target, '.coffer-restore-'));
+        const limits = {};
+        for (const k of ['workers', 'aheadBytes', 'aheadEntries']) if (opts[k]) limits[k] = Number(opts[k]);
+        const sink = extractInto(staging, { limits });
+        if (session) await session.post('Profiler.start');
+        const t = cpu();
+        await pipeline(Readable.from(tarChunks), sink);
+        const s = since(t);
+        if (session) {
+          const { profile } = await session.post('Profiler.stop');
+          fs.writeFileSync(opts.profile.replace(/(\.cpuprofile)?$/, `-${r + 1}-${name}.cpuprofile`), JSON.stringify(profile));
+        }
+        await placeTree(staging, target, false, sink.directories);
+        const got = treeDigest(target);
+        if (got.digest !== source.digest) throw new Error('the extracted tree differs from the source');
+        samples.push({ ...s, name });
+        log(
+          `extract round ${r + 1} ${name}: ${show(s)} (load ${os
+            .loadavg()
+            .map((l) => l.toFixed(2))
+            .join(' ')})`,
+        );
       }
     }
     session?.disconnect();

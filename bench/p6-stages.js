@@ -98,8 +98,14 @@ export async function main() {
           () =>
             new Promise((resolve, reject) => {
               const out = sodium.sodium_malloc(32);
-              sodium.crypto_pwhash_async(out, Buffer.from('benchmark'), Buffer.alloc(16, 1), 3, 256 * MiB, sodium.crypto_pwhash_ALG_ARGON2ID13, (e) =>
-                e ? reject(e) : resolve(),
+              sodium.crypto_pwhash_async(
+                out,
+                Buffer.from('benchmark'),
+                Buffer.alloc(16, 1),
+                3,
+                256 * MiB,
+                sodium.crypto_pwhash_ALG_ARGON2ID13,
+                (e) => (e ? reject(e) : resolve()),
               );
             }),
         )
@@ -110,14 +116,20 @@ export async function main() {
       s.tarCompress = (await timeIt(() => pipeline(Readable.from(packTree(scan.value)), compressor(compression), counter()))).s;
       const key = Buffer.alloc(32, 7);
       const cipher = collector();
-      s.tarCompressEncrypt = (await timeIt(() => pipeline(Readable.from(packTree(scan.value)), compressor(compression), new EncryptStream(key), cipher))).s;
+      s.tarCompressEncrypt = (
+        await timeIt(() => pipeline(Readable.from(packTree(scan.value)), compressor(compression), new EncryptStream(key), cipher))
+      ).s;
       const ciphertext = cipher.chunks;
-      s.decryptDecompress = (await timeIt(() => pipeline(Readable.from(ciphertext), new DecryptStream(key), decompressor(compression), counter()))).s;
+      s.decryptDecompress = (
+        await timeIt(() => pipeline(Readable.from(ciphertext), new DecryptStream(key), decompressor(compression), counter()))
+      ).s;
       const target = path.join(work, `restore-${r}`);
       fs.mkdirSync(target);
       const staging = fs.mkdtempSync(path.join(target, '.coffer-restore-'));
       const sink = extractInto(staging);
-      s.decryptDecompressExtract = (await timeIt(() => pipeline(Readable.from(ciphertext), new DecryptStream(key), decompressor(compression), sink))).s;
+      s.decryptDecompressExtract = (
+        await timeIt(() => pipeline(Readable.from(ciphertext), new DecryptStream(key), decompressor(compression), sink))
+      ).s;
       s.place = (await timeIt(() => placeTree(staging, target, false, sink.directories))).s;
       const got = treeDigest(target);
       if (got.digest !== source.digest) throw new Error('the extracted tree differs from the source');
@@ -126,7 +138,11 @@ export async function main() {
       s.createFloor = (await timeIt(() => createFloor(tree, floor))).s;
       fs.rmSync(floor, { recursive: true, force: true });
       samples.push(s);
-      log(`P6 stages round ${r + 1}: ${Object.entries(s).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(', ')}`);
+      log(
+        `P6 stages round ${r + 1}: ${Object.entries(s)
+          .map(([k, v]) => `${k} ${v.toFixed(3)}`)
+          .join(', ')}`,
+      );
     }
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
@@ -138,9 +154,19 @@ export async function main() {
     ['scan (lstat, excludes, size bound)', 'backup', m('scan'), ''],
     ['tar', 'backup', m('tar'), ''],
     [`tar → ${compression}`, 'backup', m('tarCompress'), `${compression}: ${round(m('tarCompress') - m('tar'), 3)} s more`],
-    [`tar → ${compression} → encrypt`, 'backup', m('tarCompressEncrypt'), `encryption: ${round(m('tarCompressEncrypt') - m('tarCompress'), 3)} s more`],
+    [
+      `tar → ${compression} → encrypt`,
+      'backup',
+      m('tarCompressEncrypt'),
+      `encryption: ${round(m('tarCompressEncrypt') - m('tarCompress'), 3)} s more`,
+    ],
     [`decrypt → ${compression === 'zstd' ? 'unzstd' : 'gunzip'}`, 'restore', m('decryptDecompress'), ''],
-    ['decrypt → decompress → extract into staging', 'restore', m('decryptDecompressExtract'), `extraction: ${round(m('decryptDecompressExtract') - m('decryptDecompress'), 3)} s more`],
+    [
+      'decrypt → decompress → extract into staging',
+      'restore',
+      m('decryptDecompressExtract'),
+      `extraction: ${round(m('decryptDecompressExtract') - m('decryptDecompress'), 3)} s more`,
+    ],
     ['move staging into the target, directory attributes', 'restore', m('place'), ''],
     ['file system floor: create the 3,003 files and 61 directories, nothing else', 'reference', m('createFloor'), 'one after another'],
   ];

@@ -16,7 +16,20 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DIST, MiB, commandLine, ensureDebian, log, logFile, median, options, requireBuild, round, runWhenMain, tempDir } from './lib/common.js';
+import {
+  DIST,
+  MiB,
+  commandLine,
+  ensureDebian,
+  log,
+  logFile,
+  median,
+  options,
+  requireBuild,
+  round,
+  runWhenMain,
+  tempDir,
+} from './lib/common.js';
 import { prepareBackend, startCoffer } from './lib/coffer.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 import { generateTree } from './lib/tree.js';
@@ -104,7 +117,10 @@ export async function main() {
       log(
         `P7 round ${r + 1}: ` +
           Object.keys(trees)
-            .map((tree) => `${tree}: passphrase ${samples[tree].passphrase.at(-1).seconds.toFixed(2)} s, recipient ${samples[tree].recipient.at(-1).seconds.toFixed(2)} s`)
+            .map(
+              (tree) =>
+                `${tree}: passphrase ${samples[tree].passphrase.at(-1).seconds.toFixed(2)} s, recipient ${samples[tree].recipient.at(-1).seconds.toFixed(2)} s`,
+            )
             .join('; '),
       );
     }
@@ -132,7 +148,10 @@ export async function main() {
       round(m(tree, 'recipient', (x) => x.peakRss) / MiB, 0),
     ];
   });
-  const smallSpeed = ratio(m('small', 'passphrase', (x) => x.cpu), m('small', 'recipient', (x) => x.cpu));
+  const smallSpeed = ratio(
+    m('small', 'passphrase', (x) => x.cpu),
+    m('small', 'recipient', (x) => x.cpu),
+  );
   return writeResult({
     id: 'p7',
     name: 'p7-recipient',
@@ -143,7 +162,17 @@ export async function main() {
     tables: [
       {
         title: `\`coffer backup\`: wall time and CLI CPU time (user + system) in seconds, CLI peak RSS in MiB, median of ${opts.rounds} rounds (vault Argon2id ${opts.kdf}; ratios = passphrase / recipient, > 1 means the recipient is faster)`,
-        columns: ['tree', 'wall, passphrase', 'wall, recipient', 'wall ratio', 'CPU, passphrase', 'CPU, recipient', 'CPU ratio', 'peak RSS, passphrase', 'peak RSS, recipient'],
+        columns: [
+          'tree',
+          'wall, passphrase',
+          'wall, recipient',
+          'wall ratio',
+          'CPU, passphrase',
+          'CPU, recipient',
+          'CPU ratio',
+          'peak RSS, passphrase',
+          'peak RSS, recipient',
+        ],
         rows,
       },
     ],
@@ -165,7 +194,12 @@ export async function main() {
       series: ['passphrase', 'recipient'],
       groups: Object.keys(trees).map((tree) => ({
         label: tree,
-        note: fmtRatio(ratio(m(tree, 'passphrase', (x) => x.seconds), m(tree, 'recipient', (x) => x.seconds))),
+        note: fmtRatio(
+          ratio(
+            m(tree, 'passphrase', (x) => x.seconds),
+            m(tree, 'recipient', (x) => x.seconds),
+          ),
+        ),
         values: [m(tree, 'passphrase', (x) => x.seconds), m(tree, 'recipient', (x) => x.seconds)],
       })),
     },

@@ -53,7 +53,14 @@ const CADENCE_SLACK_MS = 1000;
 const EXPIRY_SAFETY_MS = 5 * 60_000;
 const EPOCH_SLACK_MS = 5 * 60_000;
 const STEPS = ['slot', 'upload', 'finalize', 'list', 'watch', 'cycle'];
-const STEP_LABELS = { slot: 'slot', upload: 'upload', finalize: 'finalize', list: 'list', watch: 'finalize sent → READY on the stream', cycle: 'whole cycle' };
+const STEP_LABELS = {
+  slot: 'slot',
+  upload: 'upload',
+  finalize: 'finalize',
+  list: 'list',
+  watch: 'finalize sent → READY on the stream',
+  cycle: 'whole cycle',
+};
 const NODE_NAMES = 'ABCDEFGH';
 
 /**
@@ -118,7 +125,10 @@ function fleetClock(nodes) {
 function watchUntilReady(url, apiKey) {
   const controller = new AbortController();
   const ready = (async () => {
-    const response = await fetch(url, { headers: { authorization: `Bearer ${apiKey}`, accept: 'text/event-stream' }, signal: controller.signal });
+    const response = await fetch(url, {
+      headers: { authorization: `Bearer ${apiKey}`, accept: 'text/event-stream' },
+      signal: controller.signal,
+    });
     if (response.status !== 200) throw Object.assign(new Error(`events answered ${response.status}`), { status: response.status });
     const reader = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
     try {
@@ -133,7 +143,13 @@ function watchUntilReady(url, apiKey) {
     }
   })();
   // Settled either way, so a stream that fails before the host awaits it is not an unhandled rejection.
-  return { settled: ready.then((at) => ({ at }), (error) => ({ error })), abort: () => controller.abort() };
+  return {
+    settled: ready.then(
+      (at) => ({ at }),
+      (error) => ({ error }),
+    ),
+    abort: () => controller.abort(),
+  };
 }
 
 /**
@@ -240,7 +256,12 @@ async function runFleet(nodes, hosts, { body, warmupS, durationS }) {
     cyclesPerSecond: cycles / seconds,
     steps: Object.fromEntries(STEPS.map((step) => [step, { p50: percentile(samples[step], 50), p99: percentile(samples[step], 99) }])),
     cpuMsPerCycle: (cpu.reduce((a, b) => a + b, 0) * 1000) / cycles,
-    nodes: nodes.map((_, i) => ({ cycles: cyclesPerNode[i], cpuSeconds: cpu[i], cpuMsPerCycle: (cpu[i] * 1000) / cyclesPerNode[i], rssPeak: rssPeak[i] })),
+    nodes: nodes.map((_, i) => ({
+      cycles: cyclesPerNode[i],
+      cpuSeconds: cpu[i],
+      cpuMsPerCycle: (cpu[i] * 1000) / cyclesPerNode[i],
+      rssPeak: rssPeak[i],
+    })),
     refusals,
     errors: errors.length,
     errorSamples: errors.slice(0, 3),
@@ -259,7 +280,11 @@ async function runNginx(nginx, clients, { body, warmupS, durationS }) {
   const loops = Array.from({ length: clients }, async (_, i) => {
     while (!stopping) {
       const t0 = performance.now();
-      const response = await fetch(`${nginx.url}/fleet/host-${i}.bin`, { method: 'PUT', body, headers: { 'content-type': 'application/octet-stream' } });
+      const response = await fetch(`${nginx.url}/fleet/host-${i}.bin`, {
+        method: 'PUT',
+        body,
+        headers: { 'content-type': 'application/octet-stream' },
+      });
       await response.arrayBuffer();
       if (response.status !== 201 && response.status !== 204) throw new Error(`nginx PUT answered ${response.status}`);
       const t1 = performance.now();
@@ -284,7 +309,15 @@ async function runNginx(nginx, clients, { body, warmupS, durationS }) {
   await Promise.all(loops).catch(() => undefined);
   if (failure) throw failure;
   const seconds = (measureTo - measureFrom) / 1000;
-  return { seconds, puts, putsPerSecond: puts / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), cpuMsPerPut: (cpu * 1000) / puts, rssPeak };
+  return {
+    seconds,
+    puts,
+    putsPerSecond: puts / seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    cpuMsPerPut: (cpu * 1000) / puts,
+    rssPeak,
+  };
 }
 
 /** One fleet run on a fresh backend: `nodeCount` Coffer processes, the hosts split over them (host i → node i mod n). */
@@ -296,7 +329,12 @@ async function fleetOn(backend, nodeCount, settings) {
     const env = { COFFER_SSE_MAX_PER_ADDRESS: String(Math.max(500, settings.hosts * 2)), COFFER_UPLOAD_WINDOW: UPLOAD_WINDOW };
     // One after the other: the first applies the migrations.
     for (let i = 0; i < nodeCount; i++) {
-      nodes.push(await startCoffer(prepared, { env, logFile: logFile(`p8-fleet-coffer-${backend}${nodeCount > 1 ? `-node-${NODE_NAMES[i]}` : ''}.log`) }));
+      nodes.push(
+        await startCoffer(prepared, {
+          env,
+          logFile: logFile(`p8-fleet-coffer-${backend}${nodeCount > 1 ? `-node-${NODE_NAMES[i]}` : ''}.log`),
+        }),
+      );
     }
     const made = await accounts(nodes[0], settings.hosts);
     const hosts = made.map((account, i) => {
@@ -315,7 +353,8 @@ export async function main() {
   requireBuild();
   const started = Date.now();
   const nodeCounts = list(opts.nodes).map(Number);
-  if (nodeCounts.some((n) => !Number.isInteger(n) || n < 1 || n > NODE_NAMES.length)) throw new Error(`--nodes takes node counts 1 to ${NODE_NAMES.length}, got ${opts.nodes}`);
+  if (nodeCounts.some((n) => !Number.isInteger(n) || n < 1 || n > NODE_NAMES.length))
+    throw new Error(`--nodes takes node counts 1 to ${NODE_NAMES.length}, got ${opts.nodes}`);
   const hasPg = await pgAvailable();
   const notes = [];
   const configs = [];
@@ -336,7 +375,9 @@ export async function main() {
   let nginx = null;
   try {
     nginx = await startNginx(null, {
-      site: { server: `root ${davRoot};\n    location / {\n      dav_methods PUT;\n      create_full_put_path on;\n      client_max_body_size ${Math.ceil(opts['size-mib']) + 1}m;\n    }` },
+      site: {
+        server: `root ${davRoot};\n    location / {\n      dav_methods PUT;\n      create_full_put_path on;\n      client_max_body_size ${Math.ceil(opts['size-mib']) + 1}m;\n    }`,
+      },
     });
     for (let r = 0; r < opts.rounds; r++) {
       // Interleaved: nginx first in even rounds, last in odd ones.
@@ -344,13 +385,17 @@ export async function main() {
       for (const what of order) {
         if (what === 'nginx') {
           const run = await runNginx(nginx, opts.hosts, settings);
-          log(`P8 nginx round ${r + 1}: ${run.puts} PUTs, ${run.putsPerSecond.toFixed(1)} PUT/s, p99 ${run.p99.toFixed(1)} ms, CPU ${run.cpuMsPerPut.toFixed(2)} ms per PUT`);
+          log(
+            `P8 nginx round ${r + 1}: ${run.puts} PUTs, ${run.putsPerSecond.toFixed(1)} PUT/s, p99 ${run.p99.toFixed(1)} ms, CPU ${run.cpuMsPerPut.toFixed(2)} ms per PUT`,
+          );
           results.nginx.push(run);
         } else {
           const run = await fleetOn(what.backend, what.nodes, settings);
           const { cadence, inProgress, stream } = run.refusals;
-          log(`P8 ${key(what)} round ${r + 1}: ${run.cycles} cycles, ${run.cyclesPerSecond.toFixed(1)} cycles/s, cycle p99 ${run.steps.cycle.p99.toFixed(1)} ms, ` +
-            `CPU ${run.cpuMsPerCycle.toFixed(2)} ms per cycle, refused ${cadence}/${inProgress}/${stream}, errors ${run.errors}${run.errors ? ` (${run.errorSamples.join('; ')})` : ''}`);
+          log(
+            `P8 ${key(what)} round ${r + 1}: ${run.cycles} cycles, ${run.cyclesPerSecond.toFixed(1)} cycles/s, cycle p99 ${run.steps.cycle.p99.toFixed(1)} ms, ` +
+              `CPU ${run.cpuMsPerCycle.toFixed(2)} ms per cycle, refused ${cadence}/${inProgress}/${stream}, errors ${run.errors}${run.errors ? ` (${run.errorSamples.join('; ')})` : ''}`,
+          );
           (results[key(what)] ??= []).push(run);
         }
       }
@@ -376,14 +421,20 @@ export async function main() {
       nodeCount: config.nodes,
       name: key(config),
       cyclesPerSecond: med(runs, (x) => x.cyclesPerSecond),
-      steps: Object.fromEntries(STEPS.map((step) => [step, { p50: med(runs, (x) => x.steps[step].p50), p99: med(runs, (x) => x.steps[step].p99) }])),
+      steps: Object.fromEntries(
+        STEPS.map((step) => [step, { p50: med(runs, (x) => x.steps[step].p50), p99: med(runs, (x) => x.steps[step].p99) }]),
+      ),
       cpuMsPerCycle: med(runs, (x) => x.cpuMsPerCycle),
       nodeStats: Array.from({ length: config.nodes }, (_, i) => ({
         cpuMsPerCycle: med(runs, (x) => x.nodes[i].cpuMsPerCycle),
         rssPeak: Math.max(...runs.map((x) => x.nodes[i].rssPeak)),
         cycles: med(runs, (x) => x.nodes[i].cycles),
       })),
-      refusals: { cadence: sum((x) => x.refusals.cadence), inProgress: sum((x) => x.refusals.inProgress), stream: sum((x) => x.refusals.stream) },
+      refusals: {
+        cadence: sum((x) => x.refusals.cadence),
+        inProgress: sum((x) => x.refusals.inProgress),
+        stream: sum((x) => x.refusals.stream),
+      },
       errors: sum((x) => x.errors),
       clockAdvances: med(runs, (x) => x.clockAdvances),
       clockWaitP99: med(runs, (x) => x.clockWaitP99),
@@ -438,7 +489,9 @@ export async function main() {
     const r = ratio(s.cyclesPerSecond, base.putsPerSecond);
     const onTarget = s.backend === 'sqlite+fs';
     verdicts.push({
-      what: onTarget ? `P8 ${s.backend}: fleet cycles/s ≥ ${TARGET}× nginx PUT/s` : `P8 ${s.backend}: fleet cycles/s vs nginx PUT/s (information)`,
+      what: onTarget
+        ? `P8 ${s.backend}: fleet cycles/s ≥ ${TARGET}× nginx PUT/s`
+        : `P8 ${s.backend}: fleet cycles/s vs nginx PUT/s (information)`,
       value: `${fmtRatio(r)} (${round(s.cyclesPerSecond, 1)} cycles/s vs ${round(base.putsPerSecond, 1)} PUT/s; refused ${refused(s)}, errors ${s.errors})`,
       target: onTarget ? `≥ ${TARGET}×, no refusals` : 'n/a (the target is defined for sqlite+fs)',
       met: onTarget ? r >= TARGET && s.refusals.cadence + s.refusals.inProgress + s.refusals.stream === 0 && s.errors === 0 : null,
@@ -448,7 +501,9 @@ export async function main() {
     const one = scaling.find((x) => x.backend === s.backend && x.nodeCount === 1);
     verdicts.push({
       what: `P8 ${s.backend}: ${s.nodeCount} nodes vs 1 node (information)`,
-      value: one ? `${fmtRatio(ratio(s.cyclesPerSecond, one.cyclesPerSecond))} cycles/s (${round(one.cyclesPerSecond, 1)} → ${round(s.cyclesPerSecond, 1)}), cycle p99 ${ms(one.steps.cycle.p99)} → ${ms(s.steps.cycle.p99)} ms` : `${round(s.cyclesPerSecond, 1)} cycles/s`,
+      value: one
+        ? `${fmtRatio(ratio(s.cyclesPerSecond, one.cyclesPerSecond))} cycles/s (${round(one.cyclesPerSecond, 1)} → ${round(s.cyclesPerSecond, 1)}), cycle p99 ${ms(one.steps.cycle.p99)} → ${ms(s.steps.cycle.p99)} ms`
+        : `${round(s.cyclesPerSecond, 1)} cycles/s`,
       target: 'n/a',
       met: null,
     });
@@ -456,11 +511,13 @@ export async function main() {
   notes.push(
     `Each host is its own pro account (one backup per 30 minutes): the harness moves every node's clock by the same amount when a host's backup is finalized, to a few minutes past where its next create is allowed (so one advance serves every host that created meanwhile), never so far that a slot in flight nears its upload window (raised from 1 hour to ${UPLOAD_WINDOW}, so hosts a few cycles behind the others do not hold the clock back; it only sets the slots' expiresAt) (${summary.map((s) => `${s.name}: ${s.clockAdvances} advances per round, a host's wait for one before its create p99 ${ms(s.clockWaitP99)} ms`).join('; ')}). "refused" counts 429 (cadence) / 409 (upload in progress) / event streams over the cap; none of them is a cycle. Every finalized backup stays READY (pro retention: 90 days of server time), so each host's list grows by one entry per cycle.`,
     'Cycle: POST /api/backups → event stream opened at once (fetch + eventsource-parser, as `coffer watch` reads it) → direct upload of the archive → finalize → GET /api/backups → READY on the stream. "finalize sent → READY on the stream" runs from the finalize request to the READY frame on the stream opened at the start (it includes the finalize itself, as P4 measures its delay). Cycles that end inside the measured window count; cycles/s = those / the window.',
-    'Server CPU is user + system time from /proc of the Coffer process(es) over the measured window, divided by the cycles completed (per node: its own hosts\' cycles); PostgreSQL and s3rver are not counted. nginx: master + worker per PUT. All clients (the fleet, the nginx PUTs) run in this one Node process, sharing the machine\'s cores with the servers.',
+    "Server CPU is user + system time from /proc of the Coffer process(es) over the measured window, divided by the cycles completed (per node: its own hosts' cycles); PostgreSQL and s3rver are not counted. nginx: master + worker per PUT. All clients (the fleet, the nginx PUTs) run in this one Node process, sharing the machine's cores with the servers.",
     'nginx-light, one worker, `dav_methods PUT; create_full_put_path on;` — each client PUTs the same body to a file of its own (replaced each time), no authentication, no database.',
   );
   if (scaling.some((s) => s.nodeCount > 1)) {
-    notes.push('Several nodes: Coffer processes on one PostgreSQL schema and one bucket; host i talks only to node i mod n (its API calls and its event stream), as behind a sticky load balancer.');
+    notes.push(
+      'Several nodes: Coffer processes on one PostgreSQL schema and one bucket; host i talks only to node i mod n (its API calls and its event stream), as behind a sticky load balancer.',
+    );
   }
   const duration = `${opts.duration} s measured after ${opts.warmup} s warm-up, median of ${opts.rounds} rounds`;
   return writeResult({
@@ -473,14 +530,32 @@ export async function main() {
     tables: [
       {
         title: `${opts.hosts} hosts, ${opts['size-mib']} MiB archives, ${duration}; step times p50 / p99 ms`,
-        columns: ['server', 'cycles/s (nginx: PUT/s)', 'ratio to nginx', ...STEPS.map((step) => STEP_LABELS[step]), 'server CPU ms per cycle (per node)', 'peak RSS MiB per node', 'refused (429 / 409 / stream cap)', 'errors'],
+        columns: [
+          'server',
+          'cycles/s (nginx: PUT/s)',
+          'ratio to nginx',
+          ...STEPS.map((step) => STEP_LABELS[step]),
+          'server CPU ms per cycle (per node)',
+          'peak RSS MiB per node',
+          'refused (429 / 409 / stream cap)',
+          'errors',
+        ],
         rows: fleetRows,
       },
       ...(scalingRows.length
         ? [
             {
               title: `Scale-out on PostgreSQL: ${opts.hosts} hosts split over the nodes; p99 ms per step`,
-              columns: ['backend', 'nodes', 'cycles/s', 'vs 1 node', ...STEPS.map((step) => `${STEP_LABELS[step]} p99`), 'CPU ms per cycle per node', 'cycles per node', 'peak RSS MiB per node'],
+              columns: [
+                'backend',
+                'nodes',
+                'cycles/s',
+                'vs 1 node',
+                ...STEPS.map((step) => `${STEP_LABELS[step]} p99`),
+                'CPU ms per cycle per node',
+                'cycles per node',
+                'peak RSS MiB per node',
+              ],
               rows: scalingRows,
             },
           ]
@@ -494,7 +569,11 @@ export async function main() {
       unit: '/s',
       series: ['cycles/s (nginx: PUT/s)'],
       groups: [
-        ...summary.map((s) => ({ label: `Coffer ${s.name}`, note: fmtRatio(ratio(s.cyclesPerSecond, base.putsPerSecond)), values: [s.cyclesPerSecond] })),
+        ...summary.map((s) => ({
+          label: `Coffer ${s.name}`,
+          note: fmtRatio(ratio(s.cyclesPerSecond, base.putsPerSecond)),
+          values: [s.cyclesPerSecond],
+        })),
         { label: 'nginx WebDAV PUT', note: '', values: [base.putsPerSecond] },
       ],
     },

@@ -55,7 +55,9 @@ const show = (title, map) => {
     .filter(([key]) => key.includes(opts.filter))
     .sort((a, b) => b[1] - a[1])
     .slice(0, opts.top)
-    .forEach(([key, us]) => console.log(`${((100 * us) / totalUs).toFixed(1).padStart(6)}%  ${(us / 1000).toFixed(0).padStart(7)} ms  ${key}`));
+    .forEach(([key, us]) =>
+      console.log(`${((100 * us) / totalUs).toFixed(1).padStart(6)}%  ${(us / 1000).toFixed(0).padStart(7)} ms  ${key}`),
+    );
 };
 show('Self time', self);
 show('Total time', inclusive);
@@ -77,7 +79,10 @@ if (opts.timeline > 0) {
   slices.forEach((entry, i) => {
     if (!entry) return;
     const busy = entry.total ? 100 - (100 * entry.idle) / entry.total : 0;
-    const top = [...entry.fns.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([k, us]) => `${k.split(' ')[0]} ${(us / 1000).toFixed(0)}ms`);
+    const top = [...entry.fns.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 3)
+      .map(([k, us]) => `${k.split(' ')[0]} ${(us / 1000).toFixed(0)}ms`);
     console.log(`${String(i * opts.timeline).padStart(6)} ms  busy ${busy.toFixed(0).padStart(3)}%  ${top.join(', ')}`);
   });
 }

@@ -10,7 +10,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { RESULTS_DIR, render, writeSummary } from './lib/report.js';
 
-for (const name of fs.readdirSync(RESULTS_DIR).filter((n) => n.endsWith('.json')).sort()) {
+for (const name of fs
+  .readdirSync(RESULTS_DIR)
+  .filter((n) => n.endsWith('.json'))
+  .sort()) {
   const result = JSON.parse(fs.readFileSync(path.join(RESULTS_DIR, name), 'utf8'));
   if (result.id && result.name) render(result);
 }

@@ -76,7 +76,9 @@ for (const target of TARGETS.filter((t) => chosen.has(t.id) || chosen.has(t.grou
 }
 
 if (opts.quick) {
-  log(`quick check done in ${round((Date.now() - started) / 1000, 0)} s${failed.length ? `; failed: ${failed.join(', ')}` : ''} (results in the temp directory, BENCHMARKS.md untouched)`);
+  log(
+    `quick check done in ${round((Date.now() - started) / 1000, 0)} s${failed.length ? `; failed: ${failed.join(', ')}` : ''} (results in the temp directory, BENCHMARKS.md untouched)`,
+  );
   process.exit(failed.length ? 1 : 0);
 }
 
@@ -86,7 +88,11 @@ const tools = [
   `curl ${run('curl', ['--version']).split(' ')[1]}`,
   commandExists('nginx') ? spawnSync('nginx', ['-v'], { encoding: 'utf8' }).stderr.trim().replace('nginx version: ', '') : null,
   commandExists('restic') ? run('restic', ['version']).split(' ').slice(0, 2).join(' ') : null,
-  commandExists('psql') ? run('psql', ['--version']).trim().replace(/^psql \(PostgreSQL\) /, 'PostgreSQL ') : null,
+  commandExists('psql')
+    ? run('psql', ['--version'])
+        .trim()
+        .replace(/^psql \(PostgreSQL\) /, 'PostgreSQL ')
+    : null,
 ].filter(Boolean);
 updateSection(
   'machine',

@@ -33,7 +33,16 @@ try {
   const insert = setup.prepare('insert into backups values (?, ?, ?, ?, ?, ?, ?, ?)');
   for (let account = 0; account < 100; account++) {
     for (let i = 0; i < 20; i++) {
-      insert.run([`b-${account}-${i}`, `a-${account}`, 'READY', 1_700_000_000_000 + i, 1_800_000_000_000 + i, 52_428_800, 60_000_000, '1.0.0']);
+      insert.run([
+        `b-${account}-${i}`,
+        `a-${account}`,
+        'READY',
+        1_700_000_000_000 + i,
+        1_800_000_000_000 + i,
+        52_428_800,
+        60_000_000,
+        '1.0.0',
+      ]);
     }
   }
   setup.close();
@@ -65,7 +74,13 @@ try {
     results[driver] = Math.round(perQuery[Math.floor(ROUNDS / 2)] * 10) / 10;
   }
   console.log(
-    JSON.stringify({ node: process.versions.node, queries: QUERIES, rounds: ROUNDS, usPerQuery: results, unavailable: Object.fromEntries(unavailable) }),
+    JSON.stringify({
+      node: process.versions.node,
+      queries: QUERIES,
+      rounds: ROUNDS,
+      usPerQuery: results,
+      unavailable: Object.fromEntries(unavailable),
+    }),
   );
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });

@@ -104,7 +104,9 @@ async function main() {
         s.listWall.push(list.wallS);
         s.help.push(help.cpuS);
         s.helpWall.push(help.wallS);
-        log(`round ${round_ + 1} ${path.relative(ROOT, dist) || dist}: serve ${round(started.cpuS)} s CPU (${round(started.wallS)} s wall), list ${round(list.cpuS)} s, --help ${round(help.cpuS)} s`);
+        log(
+          `round ${round_ + 1} ${path.relative(ROOT, dist) || dist}: serve ${round(started.cpuS)} s CPU (${round(started.wallS)} s wall), list ${round(list.cpuS)} s, --help ${round(help.cpuS)} s`,
+        );
       }
     }
     for (const { child } of servers.values()) await stop(child);
@@ -124,7 +126,9 @@ async function main() {
     };
   });
   for (const row of rows) {
-    log(`${row.dist}: serve ${row.serveCpuS} s CPU / ${row.serveWallS} s wall; list ${row.listCpuS} / ${row.listWallS}; --help ${row.helpCpuS} / ${row.helpWallS} (medians of ${opts.rounds})`);
+    log(
+      `${row.dist}: serve ${row.serveCpuS} s CPU / ${row.serveWallS} s wall; list ${row.listCpuS} / ${row.listWallS}; --help ${row.helpCpuS} / ${row.helpWallS} (medians of ${opts.rounds})`,
+    );
   }
   writeResult({
     name: 'startup',

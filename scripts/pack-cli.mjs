@@ -26,7 +26,8 @@ if (!fs.existsSync(path.join(root, ENTRY))) {
 }
 
 // ---- the import closure of the entry ----
-const IMPORT = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
+const IMPORT =
+  /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
 const builtins = new Set(builtinModules);
 const files = new Set();
 const packages = new Set();
@@ -107,7 +108,9 @@ try {
   const [{ filename }] = JSON.parse(output);
   fs.copyFileSync(path.join(stage, filename), `${OUT}.tmp`);
   fs.renameSync(`${OUT}.tmp`, OUT);
-  console.log(`pack-cli: dist/downloads/coffer-cli.tgz (${fs.statSync(OUT).size} bytes, ${files.size} modules; ${Object.keys(dependencies).join(', ')})`);
+  console.log(
+    `pack-cli: dist/downloads/coffer-cli.tgz (${fs.statSync(OUT).size} bytes, ${files.size} modules; ${Object.keys(dependencies).join(', ')})`,
+  );
 } finally {
   fs.rmSync(stage, { recursive: true, force: true });
 }

@@ -165,15 +165,23 @@ export const SERVER_SETTINGS = settings({
   COFFER_BLOB_STORE: { default: 'fs', values: ['fs', 's3'], about: 'where encrypted archives are stored' },
   COFFER_ACCEL_REDIRECT: {
     default: null,
-    about: "behind nginx, fs store: nginx's internal location of COFFER_DATA_DIR/blobs, e.g. /_coffer_blobs; downloads through a COFFER_TRUST_PROXY proxy then use X-Accel-Redirect (unset: off)",
+    about:
+      "behind nginx, fs store: nginx's internal location of COFFER_DATA_DIR/blobs, e.g. /_coffer_blobs; downloads through a COFFER_TRUST_PROXY proxy then use X-Accel-Redirect (unset: off)",
   },
   COFFER_S3_ENDPOINT: { default: null, about: 'S3-compatible endpoint, path-style (unset: AWS S3)' },
   COFFER_S3_BUCKET: { default: null, about: 'bucket of the archives (required with COFFER_BLOB_STORE=s3)' },
   COFFER_S3_REGION: { default: 'us-east-1', about: 'S3 region' },
   COFFER_S3_ACCESS_KEY_ID: { default: null, about: 'S3 access key id (unset, with the secret: the AWS default chain)' },
   COFFER_S3_SECRET_ACCESS_KEY: { default: null, about: 'S3 secret access key' },
-  COFFER_S3_SECRET_ACCESS_KEY_FILE: { default: null, about: 'file holding COFFER_S3_SECRET_ACCESS_KEY (a secret file; not with COFFER_S3_SECRET_ACCESS_KEY)' },
-  COFFER_UPLOAD_PROTOCOL: { default: 'direct', values: ['direct', 'blobhost-client'], about: 'how clients upload (docs/upload-protocols.md)' },
+  COFFER_S3_SECRET_ACCESS_KEY_FILE: {
+    default: null,
+    about: 'file holding COFFER_S3_SECRET_ACCESS_KEY (a secret file; not with COFFER_S3_SECRET_ACCESS_KEY)',
+  },
+  COFFER_UPLOAD_PROTOCOL: {
+    default: 'direct',
+    values: ['direct', 'blobhost-client'],
+    about: 'how clients upload (docs/upload-protocols.md)',
+  },
   COFFER_MAX_ARCHIVE_BYTES: { default: '52428800', about: 'largest encrypted archive accepted, in bytes' },
   COFFER_QUOTA_FREE: { default: null, about: 'storage quota of a free-plan account in bytes: its stored ciphertext at most (unset: none)' },
   COFFER_QUOTA_PLUS: { default: null, about: 'storage quota of a plus-plan account in bytes (unset: none)' },
@@ -181,7 +189,8 @@ export const SERVER_SETTINGS = settings({
   COFFER_UPLOAD_WINDOW: { default: '1h', about: 'how long an upload slot stays open' },
   COFFER_ORPHAN_GRACE: {
     default: null,
-    about: 'age before the sweeper removes an orphan blob or incomplete upload (unset: 1h or COFFER_UPLOAD_WINDOW, the longer; shorter only for tests)',
+    about:
+      'age before the sweeper removes an orphan blob or incomplete upload (unset: 1h or COFFER_UPLOAD_WINDOW, the longer; shorter only for tests)',
   },
   COFFER_SSE_INTERVAL: { default: '2s', about: "how often an event stream looks at its backup's status" },
   COFFER_SSE_TIMEOUT: { default: '5m', about: 'an event stream is closed after this long' },
@@ -200,11 +209,21 @@ export const SERVER_SETTINGS = settings({
   COFFER_METRICS_TOKEN_FILE: { default: null, about: 'file holding COFFER_METRICS_TOKEN (a secret file; not with COFFER_METRICS_TOKEN)' },
   COFFER_SIGNIN_ATTEMPTS: { default: '30', about: 'console sign-in attempts per client address and window' },
   COFFER_SIGNIN_WINDOW: { default: '10m', about: 'the window of COFFER_SIGNIN_ATTEMPTS' },
-  COFFER_TRUST_PROXY: { default: null, about: 'reverse proxies whose X-Forwarded-For is believed: addresses, CIDRs, loopback (unset: none)' },
+  COFFER_TRUST_PROXY: {
+    default: null,
+    about: 'reverse proxies whose X-Forwarded-For is believed: addresses, CIDRs, loopback (unset: none)',
+  },
   LOG_LEVEL: { default: 'info', values: LOG_LEVELS, about: 'level of the JSON log lines on stdout' },
   COFFER_INITIAL_API_KEY: { default: null, about: 'API key of the first account on an empty database (unset: one is made and shown once)' },
-  COFFER_INITIAL_PLAN: { default: 'pro', values: PLANS, about: 'plan of the first account on an empty database (pro: one backup per 30 minutes)' },
-  COFFER_INITIAL_API_KEY_FILE: { default: null, about: 'file holding COFFER_INITIAL_API_KEY (a secret file; not with COFFER_INITIAL_API_KEY)' },
+  COFFER_INITIAL_PLAN: {
+    default: 'pro',
+    values: PLANS,
+    about: 'plan of the first account on an empty database (pro: one backup per 30 minutes)',
+  },
+  COFFER_INITIAL_API_KEY_FILE: {
+    default: null,
+    about: 'file holding COFFER_INITIAL_API_KEY (a secret file; not with COFFER_INITIAL_API_KEY)',
+  },
 });
 
 /** Every setting of the client commands (`coffer --help` prints it; docs/client.md#environment). */
@@ -213,12 +232,25 @@ export const CLIENT_SETTINGS = settings({
   COFFER_API_KEY: { default: null, about: 'API key (required by every command that talks to the server)' },
   COFFER_BLOB_API_URL: { default: null, about: 'blob host of a blobhost-client server (unset: <COFFER_URL>/blob)' },
   COFFER_PASSPHRASE: { default: null, about: 'the vault passphrase, exactly (else --passphrase-file, else a prompt)' },
-  COFFER_NEW_PASSPHRASE: { default: null, about: 'the new passphrase of `coffer passphrase` and `coffer recover` (else --new-passphrase-file, else a prompt)' },
+  COFFER_NEW_PASSPHRASE: {
+    default: null,
+    about: 'the new passphrase of `coffer passphrase` and `coffer recover` (else --new-passphrase-file, else a prompt)',
+  },
   COFFER_RECIPIENT: { default: null, about: 'recipient `coffer backup` seals to (`coffer recipient` prints it): no passphrase needed' },
-  COFFER_KDF: { default: DEFAULT_KDF_PROFILE, values: KDF_PROFILE_NAMES, about: 'Argon2id cost of a new wrapping (init, passphrase, rekey, recover); min is for tests' },
-  COFFER_MAX_ARCHIVE_BYTES: { default: null, about: "a lower ciphertext limit of this client's own: it only lowers the limit the server announces (unset: the server's)" },
+  COFFER_KDF: {
+    default: DEFAULT_KDF_PROFILE,
+    values: KDF_PROFILE_NAMES,
+    about: 'Argon2id cost of a new wrapping (init, passphrase, rekey, recover); min is for tests',
+  },
+  COFFER_MAX_ARCHIVE_BYTES: {
+    default: null,
+    about: "a lower ciphertext limit of this client's own: it only lowers the limit the server announces (unset: the server's)",
+  },
   COFFER_PROFILE: { default: null, about: 'profile of the config file to use (--profile wins; unset: the file\'s "default", else none)' },
-  COFFER_ACCEPT_OLDER_KEYS: { default: null, about: 'set to 1 to accept a vault or kit without the newest key this machine saw (a deliberate return to an older envelope)' },
+  COFFER_ACCEPT_OLDER_KEYS: {
+    default: null,
+    about: 'set to 1 to accept a vault or kit without the newest key this machine saw (a deliberate return to an older envelope)',
+  },
   XDG_CONFIG_HOME: { default: null, about: 'the profiles are in <dir>/coffer/config.json (unset: ~/.config)' },
   XDG_STATE_HOME: { default: null, about: "each profile's history chain and last run are in <dir>/coffer/ (unset: ~/.local/state)" },
 });
@@ -296,7 +328,8 @@ function orphanGrace(env: Env, uploadWindowMs: number): number {
   const value = read(env, SERVER_SETTINGS.COFFER_ORPHAN_GRACE);
   if (value === null) return Math.max(3_600_000, uploadWindowMs);
   const ms = parseDuration(value);
-  if (ms === null) throw new ConfigError(SERVER_SETTINGS.COFFER_ORPHAN_GRACE.name, `expected a duration like 30s, 5m or 1h, got "${value}"`);
+  if (ms === null)
+    throw new ConfigError(SERVER_SETTINGS.COFFER_ORPHAN_GRACE.name, `expected a duration like 30s, 5m or 1h, got "${value}"`);
   return ms;
 }
 
@@ -312,7 +345,11 @@ function integer<S extends Setting>(env: Env, setting: S, min: number, max: numb
 /** COFFER_QUOTA_<PLAN>: the plans whose quota is set. */
 function planQuotas(env: Env): PlanQuotas {
   const quotas: Partial<Record<'free' | 'plus' | 'pro', number>> = {};
-  for (const [plan, setting] of [['free', SERVER_SETTINGS.COFFER_QUOTA_FREE], ['plus', SERVER_SETTINGS.COFFER_QUOTA_PLUS], ['pro', SERVER_SETTINGS.COFFER_QUOTA_PRO]] as const) {
+  for (const [plan, setting] of [
+    ['free', SERVER_SETTINGS.COFFER_QUOTA_FREE],
+    ['plus', SERVER_SETTINGS.COFFER_QUOTA_PLUS],
+    ['pro', SERVER_SETTINGS.COFFER_QUOTA_PRO],
+  ] as const) {
     const bytes = integer(env, setting, 0, Number.MAX_SAFE_INTEGER);
     if (bytes !== null) quotas[plan] = bytes;
   }
@@ -390,7 +427,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       );
     }
     if (blobStore !== 'fs') {
-      throw new ConfigError(S.COFFER_ACCEL_REDIRECT.name, 'works only with COFFER_BLOB_STORE=fs (nginx serves the files of COFFER_DATA_DIR/blobs)');
+      throw new ConfigError(
+        S.COFFER_ACCEL_REDIRECT.name,
+        'works only with COFFER_BLOB_STORE=fs (nginx serves the files of COFFER_DATA_DIR/blobs)',
+      );
     }
   }
   const initialApiKey = secret(env, S.COFFER_INITIAL_API_KEY, S.COFFER_INITIAL_API_KEY_FILE);

@@ -262,8 +262,14 @@ describe('loadConfig: secrets from files (X_FILE)', () => {
       [{ COFFER_S3_SECRET_ACCESS_KEY_FILE: missing }, `COFFER_S3_SECRET_ACCESS_KEY_FILE: cannot read the file "${missing}": no such file`],
       [{ COFFER_INITIAL_API_KEY_FILE: dir }, `COFFER_INITIAL_API_KEY_FILE: cannot read the file "${dir}": it is a directory`],
       [{ COFFER_METRICS_TOKEN_FILE: file('empty', '\n') }, `COFFER_METRICS_TOKEN_FILE: the file "${path.join(dir, 'empty')}" is empty`],
-      [{ COFFER_DATABASE_URL_FILE: file('mysql', 'mysql://root:hunter2-secret@db/x\n') }, 'COFFER_DATABASE_URL_FILE: expected a postgres:// URL'],
-      [{ COFFER_INITIAL_API_KEY_FILE: file('badkey', 'cfk_hunter2-secret\n') }, 'COFFER_INITIAL_API_KEY_FILE: expected cfk_ followed by 43 base64url characters'],
+      [
+        { COFFER_DATABASE_URL_FILE: file('mysql', 'mysql://root:hunter2-secret@db/x\n') },
+        'COFFER_DATABASE_URL_FILE: expected a postgres:// URL',
+      ],
+      [
+        { COFFER_INITIAL_API_KEY_FILE: file('badkey', 'cfk_hunter2-secret\n') },
+        'COFFER_INITIAL_API_KEY_FILE: expected cfk_ followed by 43 base64url characters',
+      ],
     ];
     if (process.getuid?.() !== 0) {
       const locked = file('locked', secretText, 0o000);
@@ -299,7 +305,14 @@ describe('loadClientConfig', () => {
     expect(loadClientConfig({})).toEqual(expected);
     // A relative XDG directory is ignored, as the XDG spec says.
     expect(loadClientConfig({ XDG_CONFIG_HOME: 'relative', XDG_STATE_HOME: ' ' })).toEqual(expected);
-    const blank = { COFFER_URL: ' ', COFFER_API_KEY: '', COFFER_BLOB_API_URL: '  ', COFFER_KDF: '', COFFER_MAX_ARCHIVE_BYTES: '', COFFER_RECIPIENT: ' ' };
+    const blank = {
+      COFFER_URL: ' ',
+      COFFER_API_KEY: '',
+      COFFER_BLOB_API_URL: '  ',
+      COFFER_KDF: '',
+      COFFER_MAX_ARCHIVE_BYTES: '',
+      COFFER_RECIPIENT: ' ',
+    };
     expect(loadClientConfig({ ...blank, COFFER_PASSPHRASE: '', COFFER_NEW_PASSPHRASE: '' })).toEqual(expected);
   });
 
@@ -339,7 +352,11 @@ describe('loadClientConfig', () => {
 
   it('a profile supplies what the environment leaves unset (blank counts as unset); a set variable wins', () => {
     const profile = { COFFER_URL: 'https://profile.example.org/', COFFER_API_KEY: KEY, COFFER_RECIPIENT: 'coffer1profile' };
-    expect(loadClientConfig({ COFFER_URL: ' ' }, profile)).toMatchObject({ url: 'https://profile.example.org', apiKey: KEY, recipient: 'coffer1profile' });
+    expect(loadClientConfig({ COFFER_URL: ' ' }, profile)).toMatchObject({
+      url: 'https://profile.example.org',
+      apiKey: KEY,
+      recipient: 'coffer1profile',
+    });
     expect(loadClientConfig({ COFFER_URL: 'http://env.example.org', COFFER_RECIPIENT: 'coffer1env' }, profile)).toMatchObject({
       url: 'http://env.example.org',
       apiKey: KEY,

@@ -54,7 +54,11 @@ export function runWhenMain(moduleUrl, main) {
   );
 }
 
-export const list = (text) => String(text).split(',').map((s) => s.trim()).filter(Boolean);
+export const list = (text) =>
+  String(text)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 export function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
@@ -201,14 +205,19 @@ export async function startChild(script, args = [], { env = {}, nodeArgs = [], l
       else resolve(message.result);
     }
   });
-  const exit = new Promise((resolve) => child.on('exit', (code, signal) => {
-    exited = true;
-    for (const { reject } of pending.values()) reject(new Error(`${path.basename(script)} exited (${code ?? signal})`));
-    pending.clear();
-    resolve({ code, signal });
-  }));
+  const exit = new Promise((resolve) =>
+    child.on('exit', (code, signal) => {
+      exited = true;
+      for (const { reject } of pending.values()) reject(new Error(`${path.basename(script)} exited (${code ?? signal})`));
+      pending.clear();
+      resolve({ code, signal });
+    }),
+  );
   const ready = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${path.basename(script)} did not start in time${logFile ? ` (see ${logFile})` : ''}`)), readyTimeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`${path.basename(script)} did not start in time${logFile ? ` (see ${logFile})` : ''}`)),
+      readyTimeoutMs,
+    );
     child.on('message', (message) => {
       if (message && message.ready) {
         clearTimeout(timer);

@@ -31,7 +31,12 @@ if (file) {
   const authenticate = (request, reply) => {
     const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
     const key = match && keyByHash.get([createHash('sha256').update(match[1]).digest('hex')]);
-    if (!key || key.revoked_at !== null || (key.expires_at !== null && key.expires_at <= Date.now()) || !key.scopes.includes('backups:read')) {
+    if (
+      !key ||
+      key.revoked_at !== null ||
+      (key.expires_at !== null && key.expires_at <= Date.now()) ||
+      !key.scopes.includes('backups:read')
+    ) {
       reply.code(401).send({ error: 'authentication_required' });
       return null;
     }

@@ -92,16 +92,21 @@ http {
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
     if (child.exitCode !== null) throw new Error(`nginx exited: ${stderr}`);
-    const up = await fetch(url).then(() => true, () => false);
+    const up = await fetch(url).then(
+      () => true,
+      () => false,
+    );
     if (up) break;
     await sleep(50);
   }
-  const version = (await new Promise((resolve) => {
-    const v = spawn('nginx', ['-v'], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let text = '';
-    v.stderr.on('data', (c) => (text += c));
-    v.on('exit', () => resolve(text.trim()));
-  })).replace(/^nginx version: /, '');
+  const version = (
+    await new Promise((resolve) => {
+      const v = spawn('nginx', ['-v'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let text = '';
+      v.stderr.on('data', (c) => (text += c));
+      v.on('exit', () => resolve(text.trim()));
+    })
+  ).replace(/^nginx version: /, '');
   // The worker serves the requests: its CPU time is what a transfer costs nginx.
   let workerPid = null;
   try {

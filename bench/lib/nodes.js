@@ -41,5 +41,9 @@ export function candidateNodes(explicit) {
 
 /** The first Node found with zstd in node:zlib ({node, version}), or null. */
 export function findZstdNode(explicit) {
-  return candidateNodes(explicit).map(probe).find((p) => p?.zstd) ?? null;
+  return (
+    candidateNodes(explicit)
+      .map(probe)
+      .find((p) => p?.zstd) ?? null
+  );
 }

@@ -48,7 +48,11 @@ export function updateSection(id, body, heading) {
  * target, met}], chart, notes?: [string], raw }
  */
 export function writeResult(result) {
-  const full = { ...result, machine: result.machine ?? { ...machine(), loadAverageAtStart: LOAD_AT_START }, finishedAt: new Date().toISOString() };
+  const full = {
+    ...result,
+    machine: result.machine ?? { ...machine(), loadAverageAtStart: LOAD_AT_START },
+    finishedAt: new Date().toISOString(),
+  };
   fs.mkdirSync(RESULTS_DIR, { recursive: true });
   const jsonPath = path.join(RESULTS_DIR, `${result.name}.json`);
   fs.writeFileSync(jsonPath, JSON.stringify(full, null, 2) + '\n');

@@ -17,10 +17,14 @@ server.middleware.unshift(async (ctx, next) => {
   if (bucketName !== bucket) return next();
   if (keyParts.length === 0 && ctx.method === 'GET' && 'uploads' in ctx.query) {
     const ids = fs.existsSync(uploadsDir) ? fs.readdirSync(uploadsDir) : [];
-    const items = ids.map((id) => `<Upload><Key>${fs.readFileSync(path.join(uploadsDir, id, 'key'), 'utf8')}</Key><UploadId>${id}</UploadId>` +
-      `<Initiated>${fs.statSync(path.join(uploadsDir, id, 'key')).mtime.toISOString()}</Initiated></Upload>`);
+    const items = ids.map(
+      (id) =>
+        `<Upload><Key>${fs.readFileSync(path.join(uploadsDir, id, 'key'), 'utf8')}</Key><UploadId>${id}</UploadId>` +
+        `<Initiated>${fs.statSync(path.join(uploadsDir, id, 'key')).mtime.toISOString()}</Initiated></Upload>`,
+    );
     ctx.type = 'application/xml';
-    ctx.body = '<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
+    ctx.body =
+      '<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
       `<Bucket>${bucket}</Bucket><MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>${items.join('')}</ListMultipartUploadsResult>`;
     return;
   }

@@ -74,8 +74,11 @@ function panel(chart) {
   out.push(`<text x="${left + plotWidth / 2}" y="${top + plotHeight + 30}" text-anchor="middle" fill="#374151">${esc(chart.unit)}</text>`);
   groups.forEach((group, gi) => {
     const gy = top + gi * (perGroup + groupGap);
-    out.push(`<text x="${left - 8}" y="${gy + perGroup / 2 - (group.note ? 2 : -4)}" text-anchor="end" font-weight="bold">${esc(group.label)}</text>`);
-    if (group.note) out.push(`<text x="${left - 8}" y="${gy + perGroup / 2 + 12}" text-anchor="end" fill="#4b5563">${esc(group.note)}</text>`);
+    out.push(
+      `<text x="${left - 8}" y="${gy + perGroup / 2 - (group.note ? 2 : -4)}" text-anchor="end" font-weight="bold">${esc(group.label)}</text>`,
+    );
+    if (group.note)
+      out.push(`<text x="${left - 8}" y="${gy + perGroup / 2 + 12}" text-anchor="end" fill="#4b5563">${esc(group.note)}</text>`);
     group.values.forEach((value, si) => {
       const by = gy + si * (barHeight + barGap);
       const w = Number.isFinite(value) ? Math.max(1, x(value) - left) : 0;
@@ -85,8 +88,12 @@ function panel(chart) {
   });
   if (chart.target) {
     const tx = x(chart.target.value);
-    out.push(`<line x1="${tx}" y1="${top - 8}" x2="${tx}" y2="${top + plotHeight}" stroke="#dc2626" stroke-dasharray="5,4" stroke-width="1.5"/>`);
-    out.push(`<text x="${Math.min(tx + 4, width - 4)}" y="${top - 10}" fill="#dc2626" text-anchor="${tx > width - 150 ? 'end' : 'start'}">${esc(chart.target.label)}</text>`);
+    out.push(
+      `<line x1="${tx}" y1="${top - 8}" x2="${tx}" y2="${top + plotHeight}" stroke="#dc2626" stroke-dasharray="5,4" stroke-width="1.5"/>`,
+    );
+    out.push(
+      `<text x="${Math.min(tx + 4, width - 4)}" y="${top - 10}" fill="#dc2626" text-anchor="${tx > width - 150 ? 'end' : 'start'}">${esc(chart.target.label)}</text>`,
+    );
   }
   // Legend.
   let lx = left;

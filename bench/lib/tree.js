@@ -8,9 +8,11 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
-const WORDS = ('backup archive coffer cipher stream vault secret nonce salt chunk gzip tar restore upload server ' +
+const WORDS = (
+  'backup archive coffer cipher stream vault secret nonce salt chunk gzip tar restore upload server ' +
   'client metadata record status ready pending failed deleted event account plan cadence blob store sqlite ' +
-  'postgres bucket object part range header request response error token scope key rotate reset').split(' ');
+  'postgres bucket object part range header request response error token scope key rotate reset'
+).split(' ');
 
 /** Deterministic pseudo-random bytes: AES-128-CTR over zeros, keyed by `seed`. */
 function randomStream(seed) {
@@ -66,6 +68,10 @@ export function treeDigest(root) {
     .filter((e) => e.isFile())
     .map((e) => path.relative(root, path.join(e.parentPath, e.name)))
     .sort();
-  for (const file of files) hash.update(file).update('\0').update(fs.readFileSync(path.join(root, file)));
+  for (const file of files)
+    hash
+      .update(file)
+      .update('\0')
+      .update(fs.readFileSync(path.join(root, file)));
   return { files: files.length, digest: hash.digest('hex') };
 }

@@ -47,7 +47,11 @@ export function CardTable<Row>({
         {rows.map((item) => (
           <tr {...row(item)}>
             {columns.map((column) => (
-              <td key={column.header} data-label={column.label === undefined ? column.header : (column.label ?? undefined)} class={column.class}>
+              <td
+                key={column.header}
+                data-label={column.label === undefined ? column.header : (column.label ?? undefined)}
+                class={column.class}
+              >
                 {column.cell(item)}
               </td>
             ))}

@@ -110,7 +110,12 @@ export function KeyCell({ backupId, wrappedDek }: { backupId: string; wrappedDek
   const form = dekForm(wrappedDek);
   if (use && use !== 'unopened') {
     return (
-      <span class="key-use" data-key-role={use.current ? 'current' : 'retired'} data-key-fingerprint={use.fingerprint} data-key-form={use.form}>
+      <span
+        class="key-use"
+        data-key-role={use.current ? 'current' : 'retired'}
+        data-key-fingerprint={use.fingerprint}
+        data-key-form={use.form}
+      >
         <span class={`badge ${use.current ? 'key-current' : 'key-retired'}`}>{keyName(use)}</span>{' '}
         <span class="mono">{use.fingerprint}</span>
         <span class="muted"> {use.form === 'sealed' ? '(sealed by a backup host)' : '(with the passphrase)'}</span>
@@ -149,10 +154,7 @@ export function KeyCell({ backupId, wrappedDek }: { backupId: string; wrappedDek
 export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
   const crypto = await import('./crypto/envelope.js');
   await crypto.ready;
-  const [account, { backups }] = await Promise.all([
-    api('GET /api/backup-account'),
-    api('GET /console/api/backup-keys'),
-  ]);
+  const [account, { backups }] = await Promise.all([api('GET /api/backup-account'), api('GET /console/api/backup-keys')]);
   if (!account.initialized) throw new crypto.IntegrityError('this account has no vault yet (coffer init)');
   const material = await crypto.unwrapMasterKey(account, passphrase);
   try {
@@ -205,14 +207,16 @@ export function KeyUnlock() {
   };
 
   if (keys) {
-    const counts = keys.fingerprints.map((_, i) => [...keys.uses.values()].filter((use) => use !== 'unopened' && use.keyIndex === i).length);
+    const counts = keys.fingerprints.map(
+      (_, i) => [...keys.uses.values()].filter((use) => use !== 'unopened' && use.keyIndex === i).length,
+    );
     const foreign = [...keys.uses.values()].filter((use) => use === 'unopened').length;
     return (
       <section class="panel" aria-labelledby="keys-title">
         <h2 id="keys-title">Keys</h2>
         <p>
-          This vault holds {keys.fingerprints.length === 1 ? 'one master key' : `${keys.fingerprints.length} master keys`}. New backups
-          use the current key; retired keys (kept by <code>coffer rekey</code>) only read the backups made before.
+          This vault holds {keys.fingerprints.length === 1 ? 'one master key' : `${keys.fingerprints.length} master keys`}. New backups use
+          the current key; retired keys (kept by <code>coffer rekey</code>) only read the backups made before.
         </p>
         <ol class="key-ring" data-testid="key-ring">
           {keys.fingerprints.map((fingerprint, i) => (
@@ -224,8 +228,7 @@ export function KeyUnlock() {
         </ol>
         {foreign > 0 && (
           <p class="error" role="alert">
-            {plural(foreign, 'backup')} could not be opened with any key of this vault (sealed to another recipient, or
-            altered).
+            {plural(foreign, 'backup')} could not be opened with any key of this vault (sealed to another recipient, or altered).
           </p>
         )}
         {counts.slice(1).some((n) => n > 0) && (
@@ -244,9 +247,9 @@ export function KeyUnlock() {
     <section class="panel" aria-labelledby="keys-title">
       <h2 id="keys-title">Keys</h2>
       <p>
-        Each backup's name and source are sealed with it: the server cannot read them. Unlock the vault in this page to show them, and
-        which key of your vault each backup uses (the current one, or one retired by <code>coffer rekey</code>). They are decrypted here;
-        the passphrase and what it opens never leave this browser.
+        Each backup's name and source are sealed with it: the server cannot read them. Unlock the vault in this page to show them, and which
+        key of your vault each backup uses (the current one, or one retired by <code>coffer rekey</code>). They are decrypted here; the
+        passphrase and what it opens never leave this browser.
       </p>
       <VaultPassphraseForm
         id="keys-passphrase"

@@ -65,7 +65,8 @@ export function useBackups(): LiveBackups {
       for (const record of list) {
         const before = known.current.get(record.id);
         if (!before && known.current.size > 0) setAnnouncement(`New backup ${record.id.slice(0, 8)}: ${statusText(record.status)}.`);
-        else if (before && before.status !== record.status) setAnnouncement(`Backup ${record.id.slice(0, 8)}: ${statusText(record.status)}.`);
+        else if (before && before.status !== record.status)
+          setAnnouncement(`Backup ${record.id.slice(0, 8)}: ${statusText(record.status)}.`);
       }
       known.current = new Map(list.map((record) => [record.id, record]));
       setBackups(list);

@@ -26,8 +26,19 @@ const NAV = [
 
 const PUBLIC = ['/login', '/cli', '/self-test'];
 
-function Shell({ session, path, onSignOut, children }: { session: SessionInfo | null; path: string; onSignOut: () => void; children: ComponentChildren }) {
-  const active = (item: string) => (item === '/' ? path === '/' || path.startsWith('/backups') : path.startsWith(item) || (item === '/vault' && path === '/recover'));
+function Shell({
+  session,
+  path,
+  onSignOut,
+  children,
+}: {
+  session: SessionInfo | null;
+  path: string;
+  onSignOut: () => void;
+  children: ComponentChildren;
+}) {
+  const active = (item: string) =>
+    item === '/' ? path === '/' || path.startsWith('/backups') : path.startsWith(item) || (item === '/vault' && path === '/recover');
   return (
     <>
       <a class="skip" href="#main">
@@ -138,7 +149,10 @@ function App() {
   let page;
   if (path === '/cli') page = <CliPage />;
   else if (path === '/self-test') page = <SelfTestPage />;
-  else if (!session) page = <LoginPage onSignedIn={(info) => (signedIn(info), navigate(path === '/login' ? '/' : path, { replace: true }))} notice={notice} />;
+  else if (!session)
+    page = (
+      <LoginPage onSignedIn={(info) => (signedIn(info), navigate(path === '/login' ? '/' : path, { replace: true }))} notice={notice} />
+    );
   else if (path === '/login') {
     queueMicrotask(() => navigate('/', { replace: true }));
     page = null;
@@ -153,7 +167,16 @@ function App() {
 function titleOf(path: string): string {
   if (path === '/' || path === '/backups') return 'Backups';
   if (path.startsWith('/backups/')) return 'Backup';
-  const titles: Record<string, string> = { '/plan': 'Plan', '/vault': 'Vault', '/recover': 'Recover', '/keys': 'API keys', '/activity': 'Activity', '/cli': 'CLI', '/self-test': 'Browser check', '/login': 'Sign in' };
+  const titles: Record<string, string> = {
+    '/plan': 'Plan',
+    '/vault': 'Vault',
+    '/recover': 'Recover',
+    '/keys': 'API keys',
+    '/activity': 'Activity',
+    '/cli': 'CLI',
+    '/self-test': 'Browser check',
+    '/login': 'Sign in',
+  };
   return titles[path] ?? 'Not found';
 }
 

@@ -4,8 +4,7 @@ export interface RecipientRequest {
 }
 
 export type RecipientMessage =
-  | { type: 'done'; recipient: string; fingerprint: string }
-  | { type: 'error'; wrongPassphrase: boolean; message: string };
+  { type: 'done'; recipient: string; fingerprint: string } | { type: 'error'; wrongPassphrase: boolean; message: string };
 
 /** Derives the vault's recipient in a new worker; resolves with its answer (the worker ends after one). */
 export function deriveRecipientInWorker(request: RecipientRequest): Promise<RecipientMessage> {

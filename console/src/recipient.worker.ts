@@ -18,7 +18,8 @@ async function derive({ passphrase }: RecipientRequest): Promise<RecipientMessag
   const response = await fetch('/api/backup-account', { credentials: 'same-origin', headers: { accept: 'application/json' } });
   if (!response.ok) return { type: 'error', wrongPassphrase: false, message: `the server answered ${response.status}` };
   const account = (await response.json()) as VaultFields & { initialized: boolean };
-  if (!account.initialized) return { type: 'error', wrongPassphrase: false, message: 'this account has no vault yet: run coffer init first' };
+  if (!account.initialized)
+    return { type: 'error', wrongPassphrase: false, message: 'this account has no vault yet: run coffer init first' };
   let masterKey: Uint8Array;
   try {
     masterKey = await unwrapMasterKey(account, passphrase);
@@ -37,6 +38,11 @@ async function derive({ passphrase }: RecipientRequest): Promise<RecipientMessag
 self.onmessage = (event: MessageEvent<RecipientRequest>) => {
   derive(event.data).then(
     (message) => self.postMessage(message),
-    (error: unknown) => self.postMessage({ type: 'error', wrongPassphrase: false, message: String((error as Error)?.message ?? error) } satisfies RecipientMessage),
+    (error: unknown) =>
+      self.postMessage({
+        type: 'error',
+        wrongPassphrase: false,
+        message: String((error as Error)?.message ?? error),
+      } satisfies RecipientMessage),
   );
 };

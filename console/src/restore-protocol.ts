@@ -30,7 +30,12 @@ export function startRestore(request: RestoreRequest, handlers: RestoreHandlers)
     if (event.data.type === 'done' || event.data.type === 'error') worker.terminate();
   };
   worker.onerror = (event) => {
-    handlers.onMessage({ type: 'error', integrity: false, wrongPassphrase: false, message: event.message || 'the restore worker failed to start' });
+    handlers.onMessage({
+      type: 'error',
+      integrity: false,
+      wrongPassphrase: false,
+      message: event.message || 'the restore worker failed to start',
+    });
     worker.terminate();
   };
   worker.postMessage(request);

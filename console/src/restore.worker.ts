@@ -124,8 +124,19 @@ function gzipStream(input: ReadableStream<Uint8Array>, sealedSize: number): Read
 }
 
 async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> {
-  const { IntegrityError, SecretStreamReader, Sha256, keyFingerprints, keyUse, openDek, openMetadata, ready, requireRequestedBackup, unwrapMasterKey, wipe } =
-    await crypto;
+  const {
+    IntegrityError,
+    SecretStreamReader,
+    Sha256,
+    keyFingerprints,
+    keyUse,
+    openDek,
+    openMetadata,
+    ready,
+    requireRequestedBackup,
+    unwrapMasterKey,
+    wipe,
+  } = await crypto;
   await ready;
   post({ type: 'stage', stage: 'unlocking' });
   const [account, detail] = await Promise.all([
@@ -205,7 +216,9 @@ async function restore({ backupId, passphrase }: RestoreRequest): Promise<void> 
     } catch (error) {
       if (error instanceof IntegrityError || error === downloadFailed) throw error;
       // After authentication, a stream that does not decompress (DecompressionStream's TypeError, fzstd's error) is tampering.
-      throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error instanceof Error ? error.message : String(error)}`);
+      throw new IntegrityError(
+        `the decrypted archive is not valid ${metadata.compression}: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
     if (reader.bytesIn !== total) {
       throw new IntegrityError(`the download has ${reader.bytesIn} bytes, the sealed metadata says ${total}`);

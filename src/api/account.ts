@@ -49,7 +49,7 @@ export function parseIfMatch(header: string | string[] | undefined): IfMatch | u
     AppError.validation([{ path: 'headers.if-match', message: 'must be "*" or a comma-separated list of entity tags ("…")' }]);
   if (value === '') throw malformed();
   const tags: string[] = [];
-  for (let at = 0; at < value.length; ) {
+  for (let at = 0; at < value.length;) {
     ENTITY_TAG.lastIndex = at;
     const match = ENTITY_TAG.exec(value);
     if (!match) throw malformed();
@@ -149,8 +149,7 @@ export const accountWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
             [VAULT_HISTORY_HEADER]: {
               type: 'integer',
               minimum: 0,
-              description:
-                'Days the replaced envelope stays restorable by the owner (the account\'s deletion grace); 0: it was not kept.',
+              description: "Days the replaced envelope stays restorable by the owner (the account's deletion grace); 0: it was not kept.",
             },
           }),
           ...errorResponses(400, 401, 403, 409, 500),
@@ -160,7 +159,12 @@ export const accountWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
     },
     async (request, reply) => {
       const ifMatch = parseIfMatch(request.headers['if-match']);
-      const { rotated, historyDays, ...view } = await ctx.backups.rotate(request.principal.accountId, request.body, request.principal.keyId, ifMatch);
+      const { rotated, historyDays, ...view } = await ctx.backups.rotate(
+        request.principal.accountId,
+        request.body,
+        request.principal.keyId,
+        ifMatch,
+      );
       reply.header(VAULT_HISTORY_HEADER, String(historyDays));
       withEtag(reply, view);
       await ctx.audit(request, 'account.rotate');

@@ -97,7 +97,10 @@ export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
               handleUploadUrl: `${ctx.config.publicUrl}/api/backups/upload`,
               contentType: 'application/octet-stream' as const,
             };
-      reply.code(201).header('x-ratelimit-policy', rateLimitPolicy(plan)).header('coffer-max-archive-bytes', String(ctx.config.maxArchiveBytes));
+      reply
+        .code(201)
+        .header('x-ratelimit-policy', rateLimitPolicy(plan))
+        .header('coffer-max-archive-bytes', String(ctx.config.maxArchiveBytes));
       return {
         backupId: backup.id,
         blobPath: backup.blobPath,

@@ -60,7 +60,9 @@ export const blobHostRoutes: AppPlugin<{ host: BlobHostService; limits: Connecti
   app.setErrorHandler((error, request, reply) => {
     discardUnreadBody(request.raw);
     if (error instanceof BlobApiError) {
-      return reply.code(error.status).send({ error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) } });
+      return reply
+        .code(error.status)
+        .send({ error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) } });
     }
     const code = (error as { code?: string }).code;
     if (typeof code === 'string' && code.startsWith('FST_ERR_CTP')) {

@@ -46,7 +46,10 @@ export const hostAccountRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
         summary: "List one host account's backups, newest first (extension)",
         tags,
         params: HostAccountParams,
-        response: { 200: json(Type.Ref(BackupList), 'Visible backups of the host account, newest first.'), ...errorResponses(401, 403, 404, 500) },
+        response: {
+          200: json(Type.Ref(BackupList), 'Visible backups of the host account, newest first.'),
+          ...errorResponses(401, 403, 404, 500),
+        },
       },
       onRequest: read,
     },

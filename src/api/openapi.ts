@@ -105,20 +105,13 @@ const frame = (event: string, data: TSchema, description: string) =>
  */
 const BACKUP_EVENT_STREAM = Type.Array(
   Type.Union([
-    Type.Object(
-      { retry: Type.Literal(2000) },
-      { description: 'The first event: reconnect after 2 s.', additionalProperties: false },
-    ),
+    Type.Object({ retry: Type.Literal(2000) }, { description: 'The first event: reconnect after 2 s.', additionalProperties: false }),
     frame(
       'backup.status',
       Type.Ref(BackupStatusEvent),
       'The backup now: sent at once, on every status change and at least every `COFFER_SSE_INTERVAL`.',
     ),
-    frame(
-      'backup.stream.closed',
-      BackupStreamClosed,
-      'The last event after a terminal status, the stream timeout or a shutdown.',
-    ),
+    frame('backup.stream.closed', BackupStreamClosed, 'The last event after a terminal status, the stream timeout or a shutdown.'),
     frame(
       'backup.stream.error',
       BackupStreamError,

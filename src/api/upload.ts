@@ -24,9 +24,7 @@ export const uploadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
         summary: 'Upload the encrypted archive (direct) or negotiate a client upload (blobhost-client)',
         tags: ['Backups'],
         querystring: Type.Object({
-          backupId: Type.Optional(
-            Type.String({ description: 'The slot to upload into; required for direct uploads.' }),
-          ),
+          backupId: Type.Optional(Type.String({ description: 'The slot to upload into; required for direct uploads.' })),
         }),
         response: {
           200: json(Type.Ref(ClientUploadResponse), 'Client-negotiation response (blobhost-client mode).'),
@@ -47,23 +45,16 @@ export const uploadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
         return reply.code(200).send(await negotiateUpload(ctx.uploadHandshake, request, async () => write.call(this, request, reply)));
       }
       if (type === 'application/json') {
-        throw new AppError(
-          'unsupported_media_type',
-          'This server uses direct uploads: send the ciphertext as application/octet-stream.',
-          { uploadProtocol: ctx.config.uploadProtocol },
-        );
+        throw new AppError('unsupported_media_type', 'This server uses direct uploads: send the ciphertext as application/octet-stream.', {
+          uploadProtocol: ctx.config.uploadProtocol,
+        });
       }
       if (type !== 'application/octet-stream') {
         throw new AppError('unsupported_media_type', 'Send the ciphertext as application/octet-stream.');
       }
       const lengthHeader = request.headers['content-length'];
       const contentLength = lengthHeader === undefined ? undefined : Number(lengthHeader);
-      const result = await ctx.backups.uploadDirect(
-        request.principal.accountId,
-        request.query.backupId,
-        request.raw,
-        contentLength,
-      );
+      const result = await ctx.backups.uploadDirect(request.principal.accountId, request.query.backupId, request.raw, contentLength);
       ctx.metrics.uploadBytes.inc(result.size);
       return reply.code(201).send(result);
     },

@@ -141,13 +141,7 @@ export interface MultipartBlobStore extends BlobStore {
    * this returns. `size`, when known, is the exact byte count of `body`. A failed or aborted part leaves
    * nothing behind.
    */
-  putPart(
-    key: string,
-    uploadId: string,
-    partNumber: number,
-    body: Readable,
-    options?: PutOptions,
-  ): Promise<{ etag: string; size: number }>;
+  putPart(key: string, uploadId: string, partNumber: number, body: Readable, options?: PutOptions): Promise<{ etag: string; size: number }>;
   /** The parts stored for an upload (never a replaced one), in no particular order; UploadNotFoundError when unknown. */
   listParts(key: string, uploadId: string): Promise<StoredPart[]>;
   /** Every incomplete multipart upload whose key starts with `prefix`, in no particular order. */

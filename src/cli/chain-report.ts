@@ -38,7 +38,10 @@ export async function chainReport(
   backups: readonly BackupRecordBody[],
   options: PassphraseOptions & { kitFile?: string },
 ): Promise<{ report: ChainReport; finish(json: boolean): void }> {
-  const material = options.kitFile !== undefined ? await kitMaterial(options.kitFile) : (await unlock(client, context.config, options, context.signal)).masterKey;
+  const material =
+    options.kitFile !== undefined
+      ? await kitMaterial(options.kitFile)
+      : (await unlock(client, context.config, options, context.signal)).masterKey;
   try {
     return await checkedChains(context, await openChainEntries(client, material, backups, context.signal));
   } finally {
@@ -47,7 +50,10 @@ export async function chainReport(
 }
 
 /** The chains of `entries` checked against this host's remembered heads, with `finish` as chainReport's. */
-export async function checkedChains(context: CommandContext, entries: readonly ChainEntry[]): Promise<{ report: ChainReport; finish(json: boolean): void }> {
+export async function checkedChains(
+  context: CommandContext,
+  entries: readonly ChainEntry[],
+): Promise<{ report: ChainReport; finish(json: boolean): void }> {
   const report = checkChains(entries, {
     now: Date.now(),
     localHeads: await readChainHeads(context.config.stateDir),
@@ -70,7 +76,10 @@ export async function checkedChains(context: CommandContext, entries: readonly C
         if (report.chains.length === 0 && report.findings.length === 0) print('no history chains');
       }
       if (report.findings.length > 0) {
-        throw new CliError(`the history chains show ${report.findings.length} problem(s) the server's list does not explain`, EXIT.integrity);
+        throw new CliError(
+          `the history chains show ${report.findings.length} problem(s) the server's list does not explain`,
+          EXIT.integrity,
+        );
       }
     },
   };

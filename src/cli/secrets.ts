@@ -53,7 +53,10 @@ export async function requireNewestKeys(
     wipe(material);
     throw error;
   }
-  if (checked.unrecorded) note(`warning: the newest vault key is not remembered here (${checked.unrecorded}): a rollback of the vault to before a rekey cannot be noticed`);
+  if (checked.unrecorded)
+    note(
+      `warning: the newest vault key is not remembered here (${checked.unrecorded}): a rollback of the vault to before a rekey cannot be noticed`,
+    );
   return checked.older;
 }
 

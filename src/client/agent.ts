@@ -129,7 +129,8 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
     // state file) is a failed run like any other: on-failure hook, notification, run state, overdue check.
     let earlyFailure: unknown;
     const previous = await readRunState(stateDir, name).catch((error: unknown) => void (earlyFailure = error));
-    const seen = earlyFailure === undefined ? await cadenceOf(client, signal).catch((error: unknown) => void (earlyFailure = error)) : undefined;
+    const seen =
+      earlyFailure === undefined ? await cadenceOf(client, signal).catch((error: unknown) => void (earlyFailure = error)) : undefined;
     if (signal.aborted && earlyFailure !== undefined) throw earlyFailure;
     // The host knows its chain's head: a key that may list sees at once when the server stops listing it.
     const head = seen ? await readChainHead(stateDir, name).catch(() => null) : null;
@@ -196,14 +197,29 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
     if (earlyFailure !== undefined) {
       const failure = input.explain(earlyFailure);
       if (profile.hooks.onFailure) {
-        const result = await input.runHook('on-failure', profile.hooks.onFailure, { outcome: 'failure', profile: name, error: failure.message }, { timeoutMs, signal });
+        const result = await input.runHook(
+          'on-failure',
+          profile.hooks.onFailure,
+          { outcome: 'failure', profile: name, error: failure.message },
+          { timeoutMs, signal },
+        );
         if (result.output) warn(`on-failure hook: ${result.output}`);
       }
       await send('failure', { failure: failure.kind, exitCode: failure.exitCode });
-      return await finish({ outcome: 'failure', profile: name, backupId: null, nextDueAt: null, interval, message: failure.message, error: earlyFailure });
+      return await finish({
+        outcome: 'failure',
+        profile: name,
+        backupId: null,
+        nextDueAt: null,
+        interval,
+        message: failure.message,
+        error: earlyFailure,
+      });
     }
     if (due !== null && due > now) {
-      return await finish(skipped(due, intervalMs === null ? 'not due (as the server said at the last run)' : `not due (one backup per ${interval})`));
+      return await finish(
+        skipped(due, intervalMs === null ? 'not due (as the server said at the last run)' : `not due (one backup per ${interval})`),
+      );
     }
 
     // ---- due: hooks, notifications and the backup ----
@@ -242,9 +258,22 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
       if (afterFailed) {
         // The backup is READY; the run still failed (what the before hook stopped may not be running again).
         const error = new HookError(`backup ${result.detail.id} is READY, but ${afterFailed}`);
-        await hook('on-failure', profile.hooks.onFailure, { outcome: 'failure', profile: name, backupId: result.detail.id, error: error.message });
+        await hook('on-failure', profile.hooks.onFailure, {
+          outcome: 'failure',
+          profile: name,
+          backupId: result.detail.id,
+          error: error.message,
+        });
         await send('failure', { backupId: result.detail.id, failure: 'hook', exitCode: input.explain(error).exitCode });
-        return await finish({ outcome: 'failure', profile: name, backupId: result.detail.id, nextDueAt: isoOrNull(next), interval, message: error.message, error });
+        return await finish({
+          outcome: 'failure',
+          profile: name,
+          backupId: result.detail.id,
+          nextDueAt: isoOrNull(next),
+          interval,
+          message: error.message,
+          error,
+        });
       }
       await send('success', {
         backupId: result.detail.id,
@@ -275,13 +304,30 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
       const failure = input.explain(error);
       if (afterDue) await after({ outcome: 'failure', profile: name, error: failure.message });
       await hook('on-failure', profile.hooks.onFailure, { outcome: 'failure', profile: name, error: failure.message });
-      await send('failure', { failure: failure.kind, exitCode: failure.exitCode, durationSeconds: Math.round((Date.now() - started) / 1000) });
-      return await finish({ outcome: 'failure', profile: name, backupId: null, nextDueAt: null, interval, message: failure.message, error });
+      await send('failure', {
+        failure: failure.kind,
+        exitCode: failure.exitCode,
+        durationSeconds: Math.round((Date.now() - started) / 1000),
+      });
+      return await finish({
+        outcome: 'failure',
+        profile: name,
+        backupId: null,
+        nextDueAt: null,
+        interval,
+        message: failure.message,
+        error,
+      });
     } finally {
       // Interrupted, or a failure in the failure handling itself: still `after`, without the (aborted) run's signal.
       if (afterDue && profile.hooks.after) {
         await input
-          .runHook('after', profile.hooks.after, { outcome: 'failure', profile: name, error: 'the run stopped before it finished' }, { timeoutMs })
+          .runHook(
+            'after',
+            profile.hooks.after,
+            { outcome: 'failure', profile: name, error: 'the run stopped before it finished' },
+            { timeoutMs },
+          )
           .catch(() => undefined);
       }
     }

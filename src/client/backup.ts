@@ -54,8 +54,11 @@ export interface ArchiveLimit {
 
 /** The lower of the server's announced limit and the client's own (undefined: none announced, none set). */
 export function archiveLimit(server: number | undefined, client: number | undefined): ArchiveLimit {
-  if (server === undefined) return client === undefined ? { bytes: DEFAULT_MAX_ARCHIVE_BYTES, source: 'server-default' } : { bytes: client, source: 'client' };
-  return client !== undefined && client < server ? { bytes: client, source: 'client', serverBytes: server } : { bytes: server, source: 'server' };
+  if (server === undefined)
+    return client === undefined ? { bytes: DEFAULT_MAX_ARCHIVE_BYTES, source: 'server-default' } : { bytes: client, source: 'client' };
+  return client !== undefined && client < server
+    ? { bytes: client, source: 'client', serverBytes: server }
+    : { bytes: server, source: 'server' };
 }
 export const CLIENT_VERSION = `coffer-cli/${VERSION}`;
 /** How long freeing the slot of an interrupted backup may take. */
@@ -314,7 +317,9 @@ class BackupInput {
   /** Prepares the stream (read at once when already flowing, or started once the slot is open). */
   async prepareStream(stream: StreamSource): Promise<void> {
     if (!isPlainName(stream.name)) {
-      throw new Error(`the name of a stream backup must be a plain file name (no "/", no control characters): ${JSON.stringify(stream.name)}`);
+      throw new Error(
+        `the name of a stream backup must be a plain file name (no "/", no control characters): ${JSON.stringify(stream.name)}`,
+      );
     }
     // A stream that ends at once is a producer that failed: its first bytes are read before the upload starts.
     const startStream = async () => {
@@ -481,7 +486,7 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
   const { client, masterKey, recipient, signal } = options;
   if (!masterKey === !recipient) throw new Error('runBackup needs either a master key or a recipient');
   const sources = [...(options.sources ?? (options.source !== undefined ? [options.source] : []))];
-  if ((sources.length > 0) === !!options.stream) throw new Error('runBackup needs either paths or a stream');
+  if (sources.length > 0 === !!options.stream) throw new Error('runBackup needs either paths or a stream');
   const run: BackupRun = {
     options,
     sources,

@@ -68,7 +68,9 @@ export async function readChainHead(stateDir: string, profile: string): Promise<
   }
   if (!parsed?.success) {
     // Never start a new chain silently over a damaged one: that would hide exactly what the chain is for.
-    throw new ChainStateError(`the chain state ${file} is damaged: move it away to start a new chain (coffer list --chain shows the old one)`);
+    throw new ChainStateError(
+      `the chain state ${file} is damaged: move it away to start a new chain (coffer list --chain shows the old one)`,
+    );
   }
   return parsed.data;
 }
@@ -204,7 +206,7 @@ interface Neighbours {
 function forks(chain: ListedChain): ChainFinding[] {
   const { bySeq } = chain;
   const findings: ChainFinding[] = [];
-  for (let i = 0; i < bySeq.length; ) {
+  for (let i = 0; i < bySeq.length;) {
     let j = i;
     while (j + 1 < bySeq.length && bySeq[j + 1]!.link.seq === bySeq[i]!.link.seq) j++;
     if (j > i) {
@@ -312,7 +314,14 @@ const sealedTime = (m: Member) => (m.entry.metadata.createdAt ? ms(m.entry.metad
 function serverReorder({ id, short, bySeq }: ListedChain): ChainFinding[] {
   const ids = outOfOrder(bySeq, serverTime);
   if (ids.length === 0) return [];
-  return [{ kind: 'reorder', chainId: id, backupIds: ids, message: `chain ${short}: the server lists ${ids.join(', ')} in another order than they were made` }];
+  return [
+    {
+      kind: 'reorder',
+      chainId: id,
+      backupIds: ids,
+      message: `chain ${short}: the server lists ${ids.join(', ')} in another order than they were made`,
+    },
+  ];
 }
 
 /** reorder: the sealed creation times go backwards along the chain (reported when the server's order holds). */
@@ -429,7 +438,12 @@ export function checkChains(entries: readonly ChainEntry[], options: CheckOption
       continue;
     }
     if (link === 'malformed') {
-      findings.push({ kind: 'malformed', chainId: null, backupId: entry.backupId, message: `backup ${entry.backupId}: its chain link is malformed` });
+      findings.push({
+        kind: 'malformed',
+        chainId: null,
+        backupId: entry.backupId,
+        message: `backup ${entry.backupId}: its chain link is malformed`,
+      });
       continue;
     }
     const list = byChain.get(link.id) ?? [];
@@ -472,7 +486,10 @@ export async function chainForProfile(
   stateDir: string,
   profile: string,
   hostNow: () => number = Date.now,
-): Promise<{ link: ChainLink; record(result: { detail: { id: string; createdAt: string }; ciphertextSha256?: string }): Promise<string | null> }> {
+): Promise<{
+  link: ChainLink;
+  record(result: { detail: { id: string; createdAt: string }; ciphertextSha256?: string }): Promise<string | null>;
+}> {
   const link = nextLink(await readChainHead(stateDir, profile));
   return {
     link,

@@ -322,7 +322,8 @@ function gzipHeaderSize(data: Uint8Array): number | undefined {
   }
   if (flags & 2) {
     if (data.length < at + 2) return undefined;
-    if ((crc32(data.subarray(0, at)) & 0xffff) !== (data[at]! | (data[at + 1]! << 8))) throw new IntegrityError('the gzip header fails its CRC');
+    if ((crc32(data.subarray(0, at)) & 0xffff) !== (data[at]! | (data[at + 1]! << 8)))
+      throw new IntegrityError('the gzip header fails its CRC');
     at += 2;
   }
   return data.length < at ? undefined : at;

@@ -82,7 +82,11 @@ export function dekOperations<B extends Uint8Array>(p: Primitives<B>) {
         }
         try {
           const box = sealed.subarray(SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
-          return { dek: open(p, sharedSecret, box, nonce, AD.sealedDek(backupId, fingerprintText(own)), what, true), keyIndex, form: 'sealed' };
+          return {
+            dek: open(p, sharedSecret, box, nonce, AD.sealedDek(backupId, fingerprintText(own)), what, true),
+            keyIndex,
+            form: 'sealed',
+          };
         } finally {
           p.wipe(sharedSecret);
         }
@@ -91,7 +95,9 @@ export function dekOperations<B extends Uint8Array>(p: Primitives<B>) {
       }
     }
     const older = keys.length > 1 ? ` nor any of its ${keys.length - 1} older keys` : '';
-    throw new IntegrityError(`the backup data key is sealed to another recipient ${fingerprintText(embedded)}, not this vault's ${current}${older}`);
+    throw new IntegrityError(
+      `the backup data key is sealed to another recipient ${fingerprintText(embedded)}, not this vault's ${current}${older}`,
+    );
   }
 
   /**
@@ -131,11 +137,7 @@ export function dekOperations<B extends Uint8Array>(p: Primitives<B>) {
   }
 
   /** The backup's DEK (openDek without the key index). */
-  function unwrapDek(
-    masterKey: Uint8Array,
-    backupId: string,
-    fields: { wrappedDek: string | null; wrappedDekNonce: string | null },
-  ): B {
+  function unwrapDek(masterKey: Uint8Array, backupId: string, fields: { wrappedDek: string | null; wrappedDekNonce: string | null }): B {
     return openDek(masterKey, backupId, fields).dek;
   }
 

@@ -74,7 +74,9 @@ export function recipientOperations<B extends Uint8Array>(p: Primitives<B>) {
       throw new RecipientFormatError(`not a Coffer recipient: it must start with "${prefix}" (\`coffer recipient\` prints it)`);
     }
     if (text !== text.toLowerCase() && text !== text.toUpperCase()) {
-      throw new RecipientFormatError('the recipient string mixes upper and lower case: write it all in one case, as `coffer recipient` prints it');
+      throw new RecipientFormatError(
+        'the recipient string mixes upper and lower case: write it all in one case, as `coffer recipient` prints it',
+      );
     }
     let words: number[];
     try {

@@ -15,7 +15,18 @@ import {
   NewerFormatError,
   WrongPassphraseError,
 } from './envelope-format.js';
-import { AEAD_ABYTES, decodeBase64, KEY_BYTES, magicOf, open, type Primitives, randomBytes, SALT_BYTES, seal, utf8 } from './envelope-primitives.js';
+import {
+  AEAD_ABYTES,
+  decodeBase64,
+  KEY_BYTES,
+  magicOf,
+  open,
+  type Primitives,
+  randomBytes,
+  SALT_BYTES,
+  seal,
+  utf8,
+} from './envelope-primitives.js';
 
 const MALFORMED_KEYRING = 'the vault key material is neither a 32-byte master key nor a keyring';
 
@@ -69,7 +80,9 @@ function unreadableMaterial(material: Uint8Array): IntegrityError {
     );
   }
   if (magic === KEYRING.magic) return new IntegrityError(MALFORMED_KEYRING);
-  return new NewerFormatError(`${MALFORMED_KEYRING} this coffer knows (${material.length} bytes): it was made by a newer coffer, or a faulty one; upgrade coffer`);
+  return new NewerFormatError(
+    `${MALFORMED_KEYRING} this coffer knows (${material.length} bytes): it was made by a newer coffer, or a faulty one; upgrade coffer`,
+  );
 }
 
 /**

@@ -144,7 +144,12 @@ export class WorkerLanes {
     this.aheadEntries -= batch.entries;
     for (const f of failures) {
       const alias = f.creation && (f.code === 'EEXIST' || f.code === 'ELOOP' || f.code === 'ENOTDIR');
-      this.fail(alias ? unsafe('whose name the file system already holds for an earlier entry (a case or Unicode alias?)', f.shown) : new Error(f.message), f.seq);
+      this.fail(
+        alias
+          ? unsafe('whose name the file system already holds for an earlier entry (a case or Unicode alias?)', f.shown)
+          : new Error(f.message),
+        f.seq,
+      );
     }
     this.relieve();
     if (this.inFlight === 0) {
@@ -180,7 +185,9 @@ export class WorkerLanes {
       let data: ArrayBuffer | undefined;
       if (batch.bytes > 0) {
         // Buffers go to the worker and come back with its answer: reused, their pages are not faulted in again.
-        data = (batch.bytes <= DATA_BUFFER ? this.spare.pop() : undefined) ?? (Buffer.allocUnsafeSlow(Math.max(batch.bytes, DATA_BUFFER)).buffer as ArrayBuffer);
+        data =
+          (batch.bytes <= DATA_BUFFER ? this.spare.pop() : undefined) ??
+          (Buffer.allocUnsafeSlow(Math.max(batch.bytes, DATA_BUFFER)).buffer as ArrayBuffer);
         const joined = Buffer.from(data, 0, batch.bytes);
         let at = 0;
         for (const chunk of batch.chunks) at += chunk.copy(joined, at);

@@ -125,7 +125,13 @@ export class EntryPolicy {
     if (known && !(known.kind === 'directory' && entry.type === 'Directory')) throw unsafe('that replaces an earlier entry', entry.path);
     if (entry.type === 'Directory') {
       if (!known) made.set(key, { kind: 'directory', skipped: true });
-      const attributes = { path: key, mode: (entry.mode ?? 0o755) & 0o7777, mtime: entry.mtime ?? new Date(), uid: entry.uid, gid: entry.gid };
+      const attributes = {
+        path: key,
+        mode: (entry.mode ?? 0o755) & 0o7777,
+        mtime: entry.mtime ?? new Date(),
+        uid: entry.uid,
+        gid: entry.gid,
+      };
       if (made.get(key)?.skipped) this.unselected.set(key, attributes);
       else this.directories.set(key, attributes);
     } else if (entry.type === 'SymbolicLink') {
@@ -137,7 +143,10 @@ export class EntryPolicy {
       const linked = made.get(segments(shown, 'hard link target').join('/'));
       if (!linked) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
       if (linked.kind === 'directory') throw unsafe('that is a hard link to a directory', entry.path);
-      made.set(key, linked.kind === 'symlink' ? { kind: 'symlink', target: linked.target, skipped: true } : { kind: 'file', skipped: true });
+      made.set(
+        key,
+        linked.kind === 'symlink' ? { kind: 'symlink', target: linked.target, skipped: true } : { kind: 'file', skipped: true },
+      );
     } else made.set(key, { kind: 'file', skipped: true });
   }
 
@@ -164,7 +173,13 @@ export class EntryPolicy {
           this.effects.mkdir(parts, entry.path, 0o700);
           made.set(key, { kind: 'directory' });
         }
-        this.directories.set(key, { path: key, mode: (entry.mode ?? 0o755) & 0o7777, mtime: entry.mtime ?? new Date(), uid: entry.uid, gid: entry.gid });
+        this.directories.set(key, {
+          path: key,
+          mode: (entry.mode ?? 0o755) & 0o7777,
+          mtime: entry.mtime ?? new Date(),
+          uid: entry.uid,
+          gid: entry.gid,
+        });
         return undefined;
       case 'SymbolicLink':
         this.symlink(parts, String(entry.linkpath ?? ''), entry);

@@ -110,7 +110,7 @@ export function extractWorker(): void {
           }
           if (item.op === 'write') {
             const end = item.offset! + item.length!;
-            for (let at = item.offset!; at < end; ) at += fs.writeSync(fd, data, at, end - at);
+            for (let at = item.offset!; at < end;) at += fs.writeSync(fd, data, at, end - at);
           } else {
             if (keepOwners && item.uid !== undefined && item.gid !== undefined) fs.fchownSync(fd, item.uid, item.gid);
             fs.fchmodSync(fd, item.mode!);

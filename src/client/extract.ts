@@ -29,7 +29,15 @@ import * as tar from 'tar';
 import { IntegrityError } from './envelope.js';
 import { isPlainName, type SkippedEntry } from './envelope-format.js';
 import { type ExtractLimits, type Place, STAGING, WorkerLanes } from './extract-lanes.js';
-import { type DirectoryAttributes, type Effects, EntryPolicy, type PolicyEntry, SEPARATORS, UnsafeArchiveError, unsafe } from './extract-policy.js';
+import {
+  type DirectoryAttributes,
+  type Effects,
+  EntryPolicy,
+  type PolicyEntry,
+  SEPARATORS,
+  UnsafeArchiveError,
+  unsafe,
+} from './extract-policy.js';
 
 export { type DirectoryAttributes, UnsafeArchiveError } from './extract-policy.js';
 
@@ -111,7 +119,9 @@ export function extractInto(stagingDir: string, options: ExtractOptions = {}): W
       entry.resume();
     }
   });
-  parser.on('error', (error: Error) => lanes.fail(new IntegrityError(`the archive is not a valid tar stream: ${error.message}`), lanes.sequence));
+  parser.on('error', (error: Error) =>
+    lanes.fail(new IntegrityError(`the archive is not a valid tar stream: ${error.message}`), lanes.sequence),
+  );
   parser.on('end', finish);
 
   const sink = new Writable({
@@ -155,13 +165,18 @@ function laneEffects(lanes: WorkerLanes, stagingDir: string) {
     },
     symlink(parts, target, entry: PolicyEntry) {
       const { uid, gid, mtime } = entry;
-      lanes.queue(parentKey(parts), { op: 'symlink', path: onDisk(parts), shown: entry.path, target, uid, gid, ...mtimeOf(mtime) }, [parentCreation(parts)]);
+      lanes.queue(parentKey(parts), { op: 'symlink', path: onDisk(parts), shown: entry.path, target, uid, gid, ...mtimeOf(mtime) }, [
+        parentCreation(parts),
+      ]);
     },
     link(parts, target, shown) {
       // The target is an earlier file: its creation comes first (its content may still be on its way).
       const targetCreation = creation.get(target.join('/'));
       if (!targetCreation) throw unsafe('whose hard link target is not an earlier entry of the archive', shown);
-      const placed = lanes.queue(parentKey(parts), { op: 'link', path: onDisk(parts), shown, target: onDisk(target) }, [parentCreation(parts), targetCreation]);
+      const placed = lanes.queue(parentKey(parts), { op: 'link', path: onDisk(parts), shown, target: onDisk(target) }, [
+        parentCreation(parts),
+        targetCreation,
+      ]);
       creation.set(parts.join('/'), placed);
     },
   };
@@ -294,7 +309,7 @@ export function extractRaw(stagingDir: string, name: string, mtime: Date): Writa
     },
     write(chunk: Buffer, _encoding, callback) {
       try {
-        for (let offset = 0; offset < chunk.length; ) offset += fs.writeSync(fd!, chunk, offset);
+        for (let offset = 0; offset < chunk.length;) offset += fs.writeSync(fd!, chunk, offset);
         callback();
       } catch (error) {
         callback(new Error(`cannot write the restored file: ${(error as Error).message}`));

@@ -63,6 +63,15 @@ export { UnsafeArchiveError, type ListedEntry } from './extract.js';
 export { RestoreTargetError } from './restore.js';
 export { SourceReadError } from './fs-errors.js';
 export { UnreadableSourceError } from './scan.js';
-export { VaultStateError, changePassphrase, changePassphraseKeepingHistory, initVault, recoverVault, rekeyVault, requireSealableVault, unlockVault } from './vault.js';
+export {
+  VaultStateError,
+  changePassphrase,
+  changePassphraseKeepingHistory,
+  initVault,
+  recoverVault,
+  rekeyVault,
+  requireSealableVault,
+  unlockVault,
+} from './vault.js';
 export { StatusStreamError, TERMINAL_STATUSES, watchBackup, type WatchEvent } from './watch.js';
 export { KIT_HEADER, KitFormatError, formatKit, parseKit } from './kit.js';

@@ -40,7 +40,10 @@ export async function listBackup(options: ListOptions): Promise<ListResult> {
       await readBackup(opened, { client: options.client, sink, signal: options.signal, onEvent: options.onEvent });
       entries = sink.entries;
     }
-    const prefix = options.path?.split('/').filter((part) => part !== '' && part !== '.').join('/');
+    const prefix = options.path
+      ?.split('/')
+      .filter((part) => part !== '' && part !== '.')
+      .join('/');
     if (prefix) entries = entries.filter((entry) => entry.path === prefix || entry.path.startsWith(`${prefix}/`));
     return { metadata, entries };
   } finally {
@@ -84,7 +87,13 @@ export async function verifyBackup(backupId: string, options: VerifyOptions): Pr
     const opened = await openBackup(client, masterKey, backupId, signal);
     try {
       metadata = opened.metadata;
-      const read = await readBackup(opened, { client, sink: discard(), signal, hashCiphertext: true, onEvent: (event) => options.onEvent?.(backupId, event) });
+      const read = await readBackup(opened, {
+        client,
+        sink: discard(),
+        signal,
+        hashCiphertext: true,
+        onEvent: (event) => options.onEvent?.(backupId, event),
+      });
       return { backupId, outcome: 'verified', metadata, ...read };
     } finally {
       wipe(opened.dek);

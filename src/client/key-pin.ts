@@ -90,7 +90,7 @@ export async function checkKeyPin(
     throw new OlderKeyError(
       `${options.what} lacks the newest vault key this machine has seen (recipient ${pinned.newest}, since ${pinned.seenAt}): ` +
         `it holds only ${fingerprints.join(', ')}, ${options.olderMeans ?? 'an envelope from before a rekey. The server may have put an old copy back.'} ` +
-        'Nothing was changed. If you returned to this older envelope on purpose (the console\'s vault history), set ' +
+        "Nothing was changed. If you returned to this older envelope on purpose (the console's vault history), set " +
         'COFFER_ACCEPT_OLDER_KEYS=1 for one command.',
     );
   }

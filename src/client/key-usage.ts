@@ -59,4 +59,3 @@ export function keyUse(form: DekForm['form'], keyIndex: number, fingerprints: re
   if (fingerprint === undefined) throw new RangeError(`no key ${keyIndex} in a ring of ${fingerprints.length}`);
   return { form, keyIndex, fingerprint, current: keyIndex === 0 };
 }
-

@@ -75,7 +75,8 @@ export function createKit<B extends Uint8Array>(env: KitEnvelope<B>) {
   function materialOf(keys: Uint8Array[], fingerprint: string | null): B {
     try {
       if (keys.length === 0) throw new KitFormatError('the kit holds no key line ("key 1: <24 words>")');
-      if (keys.length > KEYRING.maxKeys) throw new KitFormatError(`the kit holds ${keys.length} keys; a vault holds at most ${KEYRING.maxKeys}`);
+      if (keys.length > KEYRING.maxKeys)
+        throw new KitFormatError(`the kit holds ${keys.length} keys; a vault holds at most ${KEYRING.maxKeys}`);
       const material = env.keyMaterialOf(keys);
       if (fingerprint !== null && env.deriveRecipient(material).fingerprint !== fingerprint) {
         env.wipe(material);
@@ -99,7 +100,8 @@ export function createKit<B extends Uint8Array>(env: KitEnvelope<B>) {
       .split(/\r?\n/)
       .map((line, i) => ({ line: line.trim(), at: i + 1 }))
       .filter(({ line }) => line !== '' && !line.startsWith('#'));
-    if (lines[0]?.line.toLowerCase() !== KIT_HEADER) throw new KitFormatError(`not a Coffer recovery kit: its first line must be "${KIT_HEADER}"`);
+    if (lines[0]?.line.toLowerCase() !== KIT_HEADER)
+      throw new KitFormatError(`not a Coffer recovery kit: its first line must be "${KIT_HEADER}"`);
     let server: string | null = null;
     let fingerprint: string | null = null;
     const keys: Uint8Array[] = [];
@@ -137,7 +139,9 @@ export function createKit<B extends Uint8Array>(env: KitEnvelope<B>) {
       .filter(Boolean);
     if (words.length === 0) throw new KitFormatError('no words: type the 24 words of each key line of the kit');
     if (words.length % WORDS_PER_KEY !== 0) {
-      throw new KitFormatError(`${words.length} words: a kit has ${WORDS_PER_KEY} words per key (${WORDS_PER_KEY}, ${2 * WORDS_PER_KEY}, …)`);
+      throw new KitFormatError(
+        `${words.length} words: a kit has ${WORDS_PER_KEY} words per key (${WORDS_PER_KEY}, ${2 * WORDS_PER_KEY}, …)`,
+      );
     }
     const keys: Uint8Array[] = [];
     try {

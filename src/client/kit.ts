@@ -10,4 +10,9 @@ export { KIT_HEADER, KitFormatError, kitRefusal } from './kit-core.js';
 
 export type Kit = CoreKit<Buffer>;
 
-export const { formatKit, parseKit, parseKitWords, parseKitOrWords } = createKit<Buffer>({ deriveRecipient, keyMaterialOf, masterKeys, wipe });
+export const { formatKit, parseKit, parseKitWords, parseKitOrWords } = createKit<Buffer>({
+  deriveRecipient,
+  keyMaterialOf,
+  masterKeys,
+  wipe,
+});

@@ -113,7 +113,12 @@ export function targetsFor(notify: Profile['notify'], event: NotifyEvent): strin
  * reported (never thrown): a notification never changes the outcome of the backup. Redirects are not followed: a
  * 3xx answer is a failed delivery.
  */
-export async function notify(notifyConfig: Profile['notify'], event: NotifyEvent, facts: RunFacts, signal?: AbortSignal): Promise<Delivery[]> {
+export async function notify(
+  notifyConfig: Profile['notify'],
+  event: NotifyEvent,
+  facts: RunFacts,
+  signal?: AbortSignal,
+): Promise<Delivery[]> {
   const urls = targetsFor(notifyConfig, event);
   if (urls.length === 0) return [];
   const body = JSON.stringify(summary(event, facts));
@@ -136,7 +141,13 @@ export async function notify(notifyConfig: Profile['notify'], event: NotifyEvent
         }
         return { target: origin(url), ok: response.ok, detail: `HTTP ${response.status}` };
       } catch (error) {
-        return { target: origin(url), ok: false, detail: timeout.aborted ? 'no answer within 10 s' : ((error as Error).cause as Error | undefined)?.message ?? (error as Error).message };
+        return {
+          target: origin(url),
+          ok: false,
+          detail: timeout.aborted
+            ? 'no answer within 10 s'
+            : (((error as Error).cause as Error | undefined)?.message ?? (error as Error).message),
+        };
       }
     }),
   );

@@ -43,7 +43,8 @@ export function checkConfigOwnership(file: string, stat: fs.Stats | null, folder
   const checks: [string, string, fs.Stats][] = [['its folder', folder, folderStat]];
   if (stat) checks.unshift(['the file', file, stat]);
   for (const [what, target, st] of checks) {
-    if (st.uid !== uid && st.uid !== 0) throw refuse(what, `is owned by uid ${st.uid}, not by you (uid ${uid})`, `fix: chown ${uid} ${target}`);
+    if (st.uid !== uid && st.uid !== 0)
+      throw refuse(what, `is owned by uid ${st.uid}, not by you (uid ${uid})`, `fix: chown ${uid} ${target}`);
     if ((st.mode & 0o022) !== 0) {
       const writers = [st.mode & 0o020 ? 'its group' : '', st.mode & 0o002 ? 'all users' : ''].filter(Boolean).join(' and ');
       throw refuse(what, `is writable by ${writers} (${modeText(st.mode)})`, `fix: chmod go-w ${target}`);
@@ -62,13 +63,9 @@ const httpUrl = z.string().refine((value) => {
 
 const command = z.string().trim().min(1, 'expected a command').max(4096);
 
-const ApiKeySource = z.union(
-  [
-    z.strictObject({ file: z.string().min(1, 'expected a file name') }),
-    z.strictObject({ command }),
-  ],
-  { error: 'expected {"file": "<path>"} or {"command": "<shell command>"} (the key itself is never stored here)' },
-);
+const ApiKeySource = z.union([z.strictObject({ file: z.string().min(1, 'expected a file name') }), z.strictObject({ command })], {
+  error: 'expected {"file": "<path>"} or {"command": "<shell command>"} (the key itself is never stored here)',
+});
 
 /** A notification target: a URL that receives a POST of the JSON summary (ntfy, chat webhooks, anything). */
 const Targets = z.array(httpUrl).max(8);
@@ -77,7 +74,10 @@ export const ProfileSchema = z.strictObject({
   url: httpUrl,
   apiKey: ApiKeySource,
   blobApiUrl: httpUrl.optional(),
-  recipient: z.string().regex(/^coffer1[02-9ac-hj-np-z]+$/, 'expected a recipient string (coffer1…, from `coffer recipient`)').optional(),
+  recipient: z
+    .string()
+    .regex(/^coffer1[02-9ac-hj-np-z]+$/, 'expected a recipient string (coffer1…, from `coffer recipient`)')
+    .optional(),
   paths: z.array(z.string().min(1, 'expected a path')).min(1, 'expected at least one path to back up'),
   excludes: z.array(z.string().min(1, 'expected a pattern')).default([]),
   name: z.string().min(1).max(200).optional(),
@@ -86,7 +86,12 @@ export const ProfileSchema = z.strictObject({
       before: command.optional(),
       after: command.optional(),
       onFailure: command.optional(),
-      timeoutSeconds: z.number('expected a whole number of seconds').int().min(1, 'expected 1 second or more').max(86_400, 'expected at most 86400 seconds (a day)').default(DEFAULT_HOOK_TIMEOUT_SECONDS),
+      timeoutSeconds: z
+        .number('expected a whole number of seconds')
+        .int()
+        .min(1, 'expected 1 second or more')
+        .max(86_400, 'expected at most 86400 seconds (a day)')
+        .default(DEFAULT_HOOK_TIMEOUT_SECONDS),
     })
     .default({ timeoutSeconds: DEFAULT_HOOK_TIMEOUT_SECONDS }),
   notify: z
@@ -237,7 +242,8 @@ export async function resolveApiKey(configDir: string, source: Profile['apiKey']
     });
   }
   const key = output.split(/\r?\n/)[0]!.trim();
-  if (key === '') throw new ProfileError('file' in source ? `the API key file ${source.file} is empty` : 'the API key command printed nothing');
+  if (key === '')
+    throw new ProfileError('file' in source ? `the API key file ${source.file} is empty` : 'the API key command printed nothing');
   return key;
 }
 

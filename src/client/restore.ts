@@ -221,12 +221,14 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
   let inflateFailed: unknown;
   for (const stage of stages) stage.once('error', (error) => (inflateFailed ??= error));
   const source = options.ciphertext ?? prefetchCiphertext(options.client, backupId, { ...options, aheadBytes: 0 });
-  await pipeline([source, cipher, new DecryptStream(dek), ...stages, plain, options.sink], { signal: options.signal }).catch((error: Error) => {
-    if (error === inflateFailed && !(error instanceof IntegrityError)) {
-      throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
-    }
-    throw error;
-  });
+  await pipeline([source, cipher, new DecryptStream(dek), ...stages, plain, options.sink], { signal: options.signal }).catch(
+    (error: Error) => {
+      if (error === inflateFailed && !(error instanceof IntegrityError)) {
+        throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
+      }
+      throw error;
+    },
+  );
   const sha256 = plain.digest();
   if (cipher.bytes !== metadata.ciphertextSizeBytes) {
     throw new IntegrityError(`the backup has ${cipher.bytes} encrypted bytes; its sealed metadata says ${metadata.ciphertextSizeBytes}`);
@@ -310,7 +312,8 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
     let done = false;
     let sink: (Writable & ExtractResult) | undefined;
     try {
-      sink = metadata.archive === 'raw' ? extractRaw(staging, metadata.name, new Date(metadata.createdAt)) : extractInto(staging, { select });
+      sink =
+        metadata.archive === 'raw' ? extractRaw(staging, metadata.name, new Date(metadata.createdAt)) : extractInto(staging, { select });
       await readBackup(opened, { client, sink, signal, ciphertext });
       if (select && sink.entries === 0) throw nothing();
       await placeTree(staging, target, !!options.force, sink.directories);

@@ -67,7 +67,13 @@ export class UnreadableSourceError extends SourceReadError {
 }
 
 const special = (stat: fs.Stats) =>
-  stat.isFIFO() ? 'a FIFO' : stat.isSocket() ? 'a socket' : stat.isCharacterDevice() || stat.isBlockDevice() ? 'a device' : 'of an unknown type';
+  stat.isFIFO()
+    ? 'a FIFO'
+    : stat.isSocket()
+      ? 'a socket'
+      : stat.isCharacterDevice() || stat.isBlockDevice()
+        ? 'a device'
+        : 'of an unknown type';
 
 /** Flags of every open of a source file: never through a symlink, never waiting (a FIFO put in a file's place). */
 export const SOURCE_OPEN = fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW;
@@ -275,7 +281,8 @@ export async function scanTree(source: string | readonly string[], options: Scan
     const cwd = stat.isDirectory() && !several ? absolute : path.dirname(absolute);
     const top = stat.isDirectory() && !several ? '.' : path.basename(absolute);
     if (several) {
-      if (top === '' || top === '.' || top === '..') throw new Error(`${given} cannot be backed up together with other paths: it has no name`);
+      if (top === '' || top === '.' || top === '..')
+        throw new Error(`${given} cannot be backed up together with other paths: it has no name`);
       const earlier = names.get(top);
       if (earlier !== undefined) {
         throw new Error(`${earlier} and ${given} would both be stored as "${top}": back them up separately (or back up their parent)`);

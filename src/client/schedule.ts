@@ -36,12 +36,17 @@ export class ScheduleValueError extends Error {
 export function checkScheduleSpec(spec: ScheduleSpec): void {
   const values: [string, string][] = [
     ['the profile name', spec.profile],
-    ...spec.argv.map((word, i): [string, string] => [i === 0 ? 'the node program path' : i === 1 ? 'the coffer script path' : `argument ${JSON.stringify(word)}`, word]),
+    ...spec.argv.map((word, i): [string, string] => [
+      i === 0 ? 'the node program path' : i === 1 ? 'the coffer script path' : `argument ${JSON.stringify(word)}`,
+      word,
+    ]),
     ...Object.entries(spec.environment).map(([k, v]): [string, string] => [k, `${k}=${v}`]),
   ];
   for (const [what, value] of values) {
     if (CONTROL.test(value)) {
-      throw new ScheduleValueError(`${what} holds a line break, NUL or another control character: it cannot be written into a unit or a crontab line`);
+      throw new ScheduleValueError(
+        `${what} holds a line break, NUL or another control character: it cannot be written into a unit or a crontab line`,
+      );
     }
   }
 }

@@ -538,10 +538,7 @@ export class CofferClient {
    * Opens the ciphertext of a READY backup. With `from` > 0 asks for the rest (`Range: bytes=from-`), guarded
    * by `If-Range: etag` so a changed blob answers 200 (whole body) instead of a wrong tail.
    */
-  async openContent(
-    id: string,
-    options: { from?: number; etag?: string; signal?: AbortSignal } = {},
-  ): Promise<ContentResponse> {
+  async openContent(id: string, options: { from?: number; etag?: string; signal?: AbortSignal } = {}): Promise<ContentResponse> {
     const headers: Record<string, string> = {};
     if (options.from && options.from > 0) {
       headers.range = `bytes=${options.from}-`;

@@ -35,7 +35,7 @@ export class VaultStateError extends Error {
 export class HostWithoutVaultError extends VaultStateError {
   constructor() {
     super(
-      "this API key belongs to an account without a vault, so it is most likely the wrong key (or a key issued for the wrong account): " +
+      'this API key belongs to an account without a vault, so it is most likely the wrong key (or a key issued for the wrong account): ' +
         "a host's key must belong to the owner's account (coffer admin keys create --account <owner's account id> --append-only " +
         "--scopes backups:write, or the console's Keys page). Do not run `coffer init` here: the vault is set up by the owner, " +
         'and this recipient only opens that one',
@@ -97,7 +97,8 @@ export async function rotateFrom(
   what: string,
   signal?: AbortSignal,
 ): Promise<{ account: RotateResponseBody; historyDays: number | null }> {
-  const changed = () => new VaultStateError(`the vault was changed by another client during the ${what}; nothing was changed, run it again`);
+  const changed = () =>
+    new VaultStateError(`the vault was changed by another client during the ${what}; nothing was changed, run it again`);
   if (read.etag === undefined) {
     const now = await client.getAccount(signal);
     if (now.wrappedMasterKey !== read.account.wrappedMasterKey) throw changed();
@@ -236,7 +237,9 @@ export async function recoverVault(
   }
   const refusal = kitRefusal(opened, ready.length, force); // the rule the console's recovery page applies too
   if (refusal === 'foreign') {
-    throw new IntegrityError(`the kit opens none of the ${ready.length} backups: it belongs to another vault (or is older than every backup's key); nothing was changed`);
+    throw new IntegrityError(
+      `the kit opens none of the ${ready.length} backups: it belongs to another vault (or is older than every backup's key); nothing was changed`,
+    );
   }
   if (refusal === 'unchecked') {
     throw new VaultStateError('there is no backup to check the kit against; nothing was changed (pass --force to use it unchecked)');

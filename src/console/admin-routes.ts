@@ -33,7 +33,16 @@ import {
 import { consoleFiles } from './assets.js';
 import { hidden } from './context.js';
 import { sendStatic } from './page-routes.js';
-import { CSRF_HEADER, OPERATOR_COOKIE, clearedSessionCookie, fromOwnOrigin, readCookie, sessionCookie, sessionCookieSpec, signInLimit } from './session-http.js';
+import {
+  CSRF_HEADER,
+  OPERATOR_COOKIE,
+  clearedSessionCookie,
+  fromOwnOrigin,
+  readCookie,
+  sessionCookie,
+  sessionCookieSpec,
+  signInLimit,
+} from './session-http.js';
 
 export { OPERATOR_COOKIE };
 export const ADMIN_PATH = '/admin';
@@ -84,7 +93,10 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
     if (!['GET', 'HEAD'].includes(request.method)) {
       const header = request.headers[CSRF_HEADER];
       if (!fromOwnOrigin(request, config) || !sessions.checkCsrf(secret, typeof header === 'string' ? header : undefined, 'operator')) {
-        throw new AppError('csrf_token_invalid', 'This request uses the operator session but does not come from the operator console (missing or wrong X-CSRF-Token).');
+        throw new AppError(
+          'csrf_token_invalid',
+          'This request uses the operator session but does not come from the operator console (missing or wrong X-CSRF-Token).',
+        );
       }
     }
     request.operatorSession = session;
@@ -106,18 +118,24 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
     `${ADMIN_PATH}/api/session`,
     { schema: { ...hidden, body: OperatorSignInBody, response: { 200: OperatorSessionBody } }, onRequest: limitSignIn },
     async (request, reply) => {
-      if (!fromOwnOrigin(request, config)) throw new AppError('csrf_token_invalid', 'Sign-in requests must come from the operator console page.');
+      if (!fromOwnOrigin(request, config))
+        throw new AppError('csrf_token_invalid', 'Sign-in requests must come from the operator console page.');
       const opened = await sessions.signInOperator(request.body.loginToken);
       if (!opened) {
-        throw new AppError('login_link_invalid', 'This operator sign-in link is not valid: it was already used, has expired, or was mistyped.');
+        throw new AppError(
+          'login_link_invalid',
+          'This operator sign-in link is not valid: it was already used, has expired, or was mistyped.',
+        );
       }
       reply.header('set-cookie', sessionCookie(config, opened.secret, opened.session.expiresAt - opened.session.createdAt, 'operator'));
       return sessionBody(opened.session, opened.secret);
     },
   );
 
-  app.get(`${ADMIN_PATH}/api/session`, { schema: { ...hidden, response: { 200: OperatorSessionBody } }, onRequest: requireOperator }, async (request) =>
-    sessionBody(request.operatorSession, request.operatorSecret),
+  app.get(
+    `${ADMIN_PATH}/api/session`,
+    { schema: { ...hidden, response: { 200: OperatorSessionBody } }, onRequest: requireOperator },
+    async (request) => sessionBody(request.operatorSession, request.operatorSecret),
   );
 
   app.delete(`${ADMIN_PATH}/api/session`, { schema: hidden, onRequest: requireOperator }, async (request, reply) => {
@@ -214,7 +232,11 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
     async (request) => {
       const issued = await operator.ownerLoginLink(request.params.id, actorOf(request));
       if (!issued) throw new AppError('not_found', `No account ${request.params.id}.`);
-      return { accountId: request.params.id, url: `${config.publicUrl}/console/login#token=${issued.token}`, expiresAt: iso(issued.link.expiresAt) };
+      return {
+        accountId: request.params.id,
+        url: `${config.publicUrl}/console/login#token=${issued.token}`,
+        expiresAt: iso(issued.link.expiresAt),
+      };
     },
   );
 

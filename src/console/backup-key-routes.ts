@@ -9,17 +9,21 @@ import { type ConsoleContext, hidden } from './context.js';
 import { BackupKeyList } from '../contract/console-schemas.js';
 
 export const backupKeyRoutes: AppPlugin<ConsoleContext> = async (app, { backups, requireSession }) => {
-  app.get('/console/api/backup-keys', { schema: { ...hidden, response: { 200: BackupKeyList } }, onRequest: requireSession }, async (request) => {
-    const list = await backups.list(request.consoleSession.accountId);
-    return {
-      backups: list.map(({ id, status, wrappedDek, wrappedDekNonce, encryptedMetadata, encryptedMetadataNonce }) => ({
-        id,
-        status,
-        wrappedDek,
-        wrappedDekNonce,
-        encryptedMetadata,
-        encryptedMetadataNonce,
-      })),
-    };
-  });
+  app.get(
+    '/console/api/backup-keys',
+    { schema: { ...hidden, response: { 200: BackupKeyList } }, onRequest: requireSession },
+    async (request) => {
+      const list = await backups.list(request.consoleSession.accountId);
+      return {
+        backups: list.map(({ id, status, wrappedDek, wrappedDekNonce, encryptedMetadata, encryptedMetadataNonce }) => ({
+          id,
+          status,
+          wrappedDek,
+          wrappedDekNonce,
+          encryptedMetadata,
+          encryptedMetadataNonce,
+        })),
+      };
+    },
+  );
 };

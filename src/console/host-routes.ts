@@ -24,7 +24,10 @@ import { CreateHostAccountBody, CreatedHostAccount } from '../contract/console-s
 /** How many host accounts an owner may have for the console to add one more (docs/console.md). */
 export const CONSOLE_HOST_ACCOUNT_LIMIT = 5;
 
-const changedBy = (request: FastifyRequest): ChangedBy => ({ actor: { kind: 'session', id: request.consoleSession.id }, address: request.ip });
+const changedBy = (request: FastifyRequest): ChangedBy => ({
+  actor: { kind: 'session', id: request.consoleSession.id },
+  address: request.ip,
+});
 
 export const hostRoutes: AppPlugin<ConsoleContext> = async (app, { keys, backups, requireSession }) => {
   app.post(
@@ -34,7 +37,8 @@ export const hostRoutes: AppPlugin<ConsoleContext> = async (app, { keys, backups
       const session = request.consoleSession;
       if (session.keyId !== null) {
         const credential = (await keys.list(session.accountId)).find((key) => key.id === session.keyId);
-        if (!credential || credential.revokedAt !== null) throw new AppError('authentication_required', 'The key this session was opened with was revoked.');
+        if (!credential || credential.revokedAt !== null)
+          throw new AppError('authentication_required', 'The key this session was opened with was revoked.');
         if (credential.appendOnly || !credential.scopes.includes('backups:write')) {
           throw new AppError(
             'insufficient_scope',

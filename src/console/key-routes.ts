@@ -15,7 +15,10 @@ import { ConsoleKey, ConsoleKeyList, CreateKeyBody, CreatedKey, KeyParams } from
 const consoleKey = (key: ApiKey, now: number, session: Session) => ({ ...keyView(key, now), usedByThisSession: session.keyId === key.id });
 
 /** The console session and its client address, for the audit trail. */
-const changedBy = (request: FastifyRequest): ChangedBy => ({ actor: { kind: 'session', id: request.consoleSession.id }, address: request.ip });
+const changedBy = (request: FastifyRequest): ChangedBy => ({
+  actor: { kind: 'session', id: request.consoleSession.id },
+  address: request.ip,
+});
 
 export const keyRoutes: AppPlugin<ConsoleContext> = async (app, { keys, clock, requireSession }) => {
   app.get('/console/api/keys', { schema: { ...hidden, response: { 200: ConsoleKeyList } }, onRequest: requireSession }, async (request) => {
@@ -34,7 +37,12 @@ export const keyRoutes: AppPlugin<ConsoleContext> = async (app, { keys, clock, r
       const { expiresInDays, appendOnly, label } = request.body;
       const minted = await keys.create(
         session,
-        { scopes, expiresInMs: expiresInDays === null ? null : expiresInDays * 86_400_000, appendOnly: appendOnly === true, label: label ?? null },
+        {
+          scopes,
+          expiresInMs: expiresInDays === null ? null : expiresInDays * 86_400_000,
+          appendOnly: appendOnly === true,
+          label: label ?? null,
+        },
         changedBy(request),
       );
       reply.code(201);

@@ -41,7 +41,12 @@ function overviewBody({ account, vault }: AccountView, visible: Backup[], now: n
       ? {
           initialized: true,
           cryptoVersion: vault.cryptoVersion,
-          kdf: { algorithm: 'Argon2id13', opslimit: vault.kdf.opslimit, memlimit: vault.kdf.memlimit, saltBytes: Buffer.from(vault.kdf.salt, 'base64').length },
+          kdf: {
+            algorithm: 'Argon2id13',
+            opslimit: vault.kdf.opslimit,
+            memlimit: vault.kdf.memlimit,
+            saltBytes: Buffer.from(vault.kdf.salt, 'base64').length,
+          },
           createdAt: isoOrNull(vault.createdAt),
           updatedAt: iso(vault.updatedAt),
           lastRotatedAt: vault.createdAt !== undefined && vault.updatedAt > vault.createdAt ? iso(vault.updatedAt) : null,

@@ -60,7 +60,9 @@ export const pageRoutes: AppPlugin<ConsoleContext> = async (app, { config }) => 
 
   // ---- public: what this server is, and its CLI ----
 
-  app.get('/console/api/about', { schema: { ...hidden, response: { 200: About } } }, async () => aboutBody(config, VERSION, cliTarball(root)));
+  app.get('/console/api/about', { schema: { ...hidden, response: { 200: About } } }, async () =>
+    aboutBody(config, VERSION, cliTarball(root)),
+  );
 
   app.get('/downloads/coffer-cli.tgz', { schema: hidden }, async (_request, reply) => {
     const tarball = cliTarball(root);

@@ -115,15 +115,19 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
     },
   );
 
-  app.get('/console/api/vault/history', { schema: { ...hidden, response: { 200: VaultHistory } }, onRequest: requireSession }, async (request) => {
-    const { accountId } = request.consoleSession;
-    const account = (await backups.accountView(accountId)).account;
-    return {
-      deletionGraceDays: account.deletionGraceDays ?? 0,
-      freshSignIn: fresh(request),
-      entries: (await backups.vaultHistory(accountId)).map(historyBody),
-    };
-  });
+  app.get(
+    '/console/api/vault/history',
+    { schema: { ...hidden, response: { 200: VaultHistory } }, onRequest: requireSession },
+    async (request) => {
+      const { accountId } = request.consoleSession;
+      const account = (await backups.accountView(accountId)).account;
+      return {
+        deletionGraceDays: account.deletionGraceDays ?? 0,
+        freshSignIn: fresh(request),
+        entries: (await backups.vaultHistory(accountId)).map(historyBody),
+      };
+    },
+  );
 
   app.post(
     '/console/api/vault/history/:id/restore',

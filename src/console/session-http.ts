@@ -145,7 +145,13 @@ export function checkCsrf(request: FastifyRequest, config: Config, sessions: Ses
 }
 
 export function sessionPrincipal(session: Session): Principal {
-  return { accountId: session.accountId, keyId: session.keyId ?? `session:${session.id}`, scopes: SCOPES, appendOnly: false, sessionId: session.id };
+  return {
+    accountId: session.accountId,
+    keyId: session.keyId ?? `session:${session.id}`,
+    scopes: SCOPES,
+    appendOnly: false,
+    sessionId: session.id,
+  };
 }
 
 /** The third credential of the API (after the two API-key headers): the console session, with an owner's scopes. */

@@ -97,11 +97,15 @@ export const sessionRoutes: AppPlugin<ConsoleContext> = async (app, { config, se
     },
   );
 
-  app.get('/console/api/session', { schema: { ...hidden, response: { 200: ConsoleSession } }, onRequest: requireSession }, async (request) => {
-    const session = request.consoleSession;
-    const account = await sessions.account(session);
-    return sessionBody(session, account?.plan ?? 'free', csrfTokenFor(request.consoleSecret));
-  });
+  app.get(
+    '/console/api/session',
+    { schema: { ...hidden, response: { 200: ConsoleSession } }, onRequest: requireSession },
+    async (request) => {
+      const session = request.consoleSession;
+      const account = await sessions.account(session);
+      return sessionBody(session, account?.plan ?? 'free', csrfTokenFor(request.consoleSecret));
+    },
+  );
 
   app.delete('/console/api/session', { schema: hidden, onRequest: requireSession }, async (request, reply) => {
     await sessions.signOut(request.consoleSession);

@@ -80,10 +80,7 @@ export const Overview = Type.Object(
     backupInterval: Type.Unsafe<BackupInterval>({ type: 'string', enum: [...BACKUP_INTERVALS] }),
     intervalWords: Type.String(),
     retentionDays: Count,
-    backups: Type.Object(
-      { count: Count, ready: Count, newestCreatedAt: Nullable(DateTime), storedCiphertextBytes: Count },
-      closed,
-    ),
+    backups: Type.Object({ count: Count, ready: Count, newestCreatedAt: Nullable(DateTime), storedCiphertextBytes: Count }, closed),
     /** Bytes counted against the quota (READY, in deletion grace, uploads in progress) and the quota (null: none). */
     storage: Type.Object({ storedBytes: Count, quotaBytes: Nullable(Count) }, closed),
     cadence: Type.Object(
@@ -102,9 +99,7 @@ export const Overview = Type.Object(
       {
         initialized: Type.Boolean(),
         cryptoVersion: Nullable(Type.String()),
-        kdf: Nullable(
-          Type.Object({ algorithm: Type.String(), opslimit: Count, memlimit: Count, saltBytes: Count }, closed),
-        ),
+        kdf: Nullable(Type.Object({ algorithm: Type.String(), opslimit: Count, memlimit: Count, saltBytes: Count }, closed)),
         createdAt: Nullable(DateTime),
         updatedAt: Nullable(DateTime),
         lastRotatedAt: Nullable(DateTime),
@@ -162,10 +157,7 @@ export const AuditEvent = Type.Object(
     at: DateTime,
     action: Type.Unsafe<AuditAction>({ type: 'string', enum: [...AUDIT_ACTIONS] }),
     outcome: Type.Unsafe<AuditOutcome>({ type: 'string', enum: [...AUDIT_OUTCOMES] }),
-    actor: Type.Object(
-      { kind: Type.Unsafe<ActorKind>({ type: 'string', enum: [...ACTOR_KINDS] }), id: Nullable(Type.String()) },
-      closed,
-    ),
+    actor: Type.Object({ kind: Type.Unsafe<ActorKind>({ type: 'string', enum: [...ACTOR_KINDS] }), id: Nullable(Type.String()) }, closed),
     /** The label of the key that acted (actor.kind "key"), as its owner named it; null: none. */
     actorLabel: Nullable(Type.String()),
     /** The label of the key made or revoked (key.create, key.revoke); null: none. */
@@ -189,10 +181,7 @@ export const About = Type.Object(
     nodeEngine: Type.String(),
     publicUrl: Type.String(),
     cli: Nullable(
-      Type.Object(
-        { url: Type.String(), install: Type.String(), bytes: Count, sha256: Type.String(), integrity: Type.String() },
-        closed,
-      ),
+      Type.Object({ url: Type.String(), install: Type.String(), bytes: Count, sha256: Type.String(), integrity: Type.String() }, closed),
     ),
   },
   closed,

@@ -103,15 +103,15 @@ export const BackupDetail = Type.Object(
   { $id: 'BackupDetail', additionalProperties: false },
 );
 
-export const BackupList = Type.Object(
-  { backups: Type.Array(Type.Ref(BackupRecord)) },
-  { $id: 'BackupList', additionalProperties: false },
-);
+export const BackupList = Type.Object({ backups: Type.Array(Type.Ref(BackupRecord)) }, { $id: 'BackupList', additionalProperties: false });
 
 export const BackupFinalizeRequest = Type.Object(
   {
     cryptoVersion: CryptoVersion,
-    wrappedDek: Base64(4096, 'Data key wrapped with the master key (48 bytes) or sealed to a recipient (1180 bytes), base64 (16–4096 bytes).'),
+    wrappedDek: Base64(
+      4096,
+      'Data key wrapped with the master key (48 bytes) or sealed to a recipient (1180 bytes), base64 (16–4096 bytes).',
+    ),
     wrappedDekNonce: Base64(64, 'Nonce of the data key wrapping, base64 (8–64 bytes).'),
     encryptedMetadata: Base64(65_536, 'Metadata sealed with the data key, base64 (1 byte–64 KiB).'),
     encryptedMetadataNonce: Base64(64, 'Nonce of the metadata sealing, base64 (8–64 bytes).'),
@@ -159,11 +159,14 @@ export const DirectUploadResponse = Type.Object(
   { $id: 'DirectUploadResponse', additionalProperties: false },
 );
 
-export const ClientUploadResponse = Type.Object({}, {
-  $id: 'ClientUploadResponse',
-  additionalProperties: true,
-  description: 'Client-negotiation response (free-form JSON object).',
-});
+export const ClientUploadResponse = Type.Object(
+  {},
+  {
+    $id: 'ClientUploadResponse',
+    additionalProperties: true,
+    description: 'Client-negotiation response (free-form JSON object).',
+  },
+);
 
 export const DeleteBackupResponse = Type.Object(
   { id: Uuid, status: Type.Ref(BackupStatus), deletedAt: Nullable(DateTime) },

@@ -492,9 +492,7 @@ function landingHtml(
     .map(
       (section) =>
         `<h2>${escapeHtml(section.title)}</h2>\n<ul>\n` +
-        section.links
-          .map((l) => `<li><a href=".${escapeHtml(l.path)}">${escapeHtml(l.title)}</a>: ${escapeHtml(l.note)}</li>`)
-          .join('\n') +
+        section.links.map((l) => `<li><a href=".${escapeHtml(l.path)}">${escapeHtml(l.title)}</a>: ${escapeHtml(l.note)}</li>`).join('\n') +
         '\n</ul>',
     )
     .join('\n');

@@ -38,9 +38,10 @@ export class Knowledge {
     readonly site: Site,
   ) {
     const links = content.pages.sections.flatMap((section) => section.links);
-    this.docUrls = Object.fromEntries(
-      links.filter((link) => link.doc).map((link) => [link.doc, `${site.base}${link.path}`]),
-    ) as Record<DocId, string>;
+    this.docUrls = Object.fromEntries(links.filter((link) => link.doc).map((link) => [link.doc, `${site.base}${link.path}`])) as Record<
+      DocId,
+      string
+    >;
     this.sections = Object.keys(this.docUrls).flatMap((doc) => this.split(doc as DocId));
   }
 
@@ -110,14 +111,11 @@ export class Knowledge {
   answer(question: string): Answer {
     const topic = this.topicFor(question);
     if (topic) return { topic, text: this.topicText(topic) };
-    const menu = this.content.topics
-      .map((t) => `- ${t.name}: ${t.description} For example: "${t.examples[0]}"`)
-      .join('\n');
+    const menu = this.content.topics.map((t) => `- ${t.name}: ${t.description} For example: "${t.examples[0]}"`).join('\n');
     return {
       topic: null,
       text:
-        `${this.content.product.summary}\n\nI answer questions about:\n${menu}\n\n` +
-        `All documentation: ${this.site.base}/llms-full.txt`,
+        `${this.content.product.summary}\n\nI answer questions about:\n${menu}\n\n` + `All documentation: ${this.site.base}/llms-full.txt`,
     };
   }
 

@@ -108,16 +108,13 @@ export function buildMcpServer(knowledge: Knowledge, openapi: () => unknown): Mc
     'get_api_docs',
     {
       title: 'API documentation',
-      description:
-        'The API guide (operations, backup flow, errors), authentication (API keys, scopes, 401/403) or webhooks policy.',
+      description: 'The API guide (operations, backup flow, errors), authentication (API keys, scopes, 401/403) or webhooks policy.',
       inputSchema: { section: z.enum(apiDocs).optional().describe('api (default), auth or webhooks') },
       annotations: { title: 'API documentation', ...READ_ONLY },
     },
     async ({ section }) => {
       const doc = section ?? 'api';
-      return text(
-        `${knowledge.doc(doc)}\nOpenAPI document: ${site.base}/openapi.json\nInteractive reference: ${site.base}/api-docs\n`,
-      );
+      return text(`${knowledge.doc(doc)}\nOpenAPI document: ${site.base}/openapi.json\nInteractive reference: ${site.base}/api-docs\n`);
     },
   );
 

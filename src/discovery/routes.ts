@@ -8,16 +8,7 @@ import Fastify, { type FastifyError, type FastifyPluginAsync, type FastifyReply,
 import type { Services } from '../services/services.js';
 import { handleA2aRequest, JSON_RPC, type JsonRpcReply, rpcError } from './a2a.js';
 import { loadContent } from './content.js';
-import {
-  A2A_PATH,
-  buildSite,
-  etagOf,
-  MCP_PATH,
-  type OpenApiLike,
-  type Resource,
-  SCALAR_ASSET_PATH,
-  type Site,
-} from './documents.js';
+import { A2A_PATH, buildSite, etagOf, MCP_PATH, type OpenApiLike, type Resource, SCALAR_ASSET_PATH, type Site } from './documents.js';
 import { Knowledge } from './knowledge.js';
 import { FixedWindowLimiter, type RateLimitOptions } from '../http/rate-limit.js';
 

@@ -67,8 +67,7 @@ export function secondsUntil(at: number, now: number): number {
 }
 
 export const slotExpiresAt = (createdAt: number, uploadWindowMs: number): number => createdAt + uploadWindowMs;
-export const retentionExpiresAt = (finalizedAt: number, plan: Plan): number =>
-  finalizedAt + PLAN_RULES[plan].retentionMs;
+export const retentionExpiresAt = (finalizedAt: number, plan: Plan): number => finalizedAt + PLAN_RULES[plan].retentionMs;
 
 /** A record the sweeper must act on at `now`, and what it must do. */
 export type SweepAction = 'fail' | 'prune' | 'finish-delete' | null;
@@ -128,8 +127,7 @@ export const isRestorable = (backup: { status: BackupStatus; purgeAfter: number 
   backup.status === 'DELETING' && backup.purgeAfter !== null && backup.purgeAfter > now;
 
 /** Until when a vault envelope replaced at `now` stays restorable, or null when none is kept (grace 0). */
-export const vaultHistoryExpiresAt = (graceDays: number, now: number): number | null =>
-  graceDays > 0 ? now + graceDays * DAY_MS : null;
+export const vaultHistoryExpiresAt = (graceDays: number, now: number): number | null => (graceDays > 0 ? now + graceDays * DAY_MS : null);
 
 /** Whether a console session opened at `signedInAt` counts as a fresh sign-in at `now`. */
 export const isFreshSignIn = (signedInAt: number, now: number): boolean => now - signedInAt <= FRESH_SIGN_IN_MS && now >= signedInAt;

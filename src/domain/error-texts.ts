@@ -79,7 +79,8 @@ function cliInsufficientScope({ details }: CliRefusal): string {
     );
   }
   const permission = requiredPermission(details);
-  if (!permission || !isScope(permission)) return 'this API key is not allowed to do this: use a key with more permissions (set COFFER_API_KEY).';
+  if (!permission || !isScope(permission))
+    return 'this API key is not allowed to do this: use a key with more permissions (set COFFER_API_KEY).';
   return (
     `this API key is not allowed to ${PERMISSION_USES[permission].cli}: it lacks the ${permission} permission. Use a key that has it ` +
     `(create one on the console's Keys page, or ask the operator: coffer admin keys create --scopes ${permission}) ` +
@@ -168,8 +169,7 @@ function columnText<Refusal>(text: Text<Refusal> | undefined, refusal: Refusal):
   return typeof text === 'function' ? text(refusal) : text;
 }
 
-const textsOf = (code: string): ErrorTexts | undefined =>
-  Object.hasOwn(ERROR_TEXTS, code) ? ERROR_TEXTS[code as ErrorCode] : undefined;
+const textsOf = (code: string): ErrorTexts | undefined => (Object.hasOwn(ERROR_TEXTS, code) ? ERROR_TEXTS[code as ErrorCode] : undefined);
 
 /** Server text without API internals, else empty. */
 const userWords = (text: string): string => (API_INTERNALS.test(text) ? '' : text.trim());

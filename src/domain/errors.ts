@@ -61,8 +61,7 @@ export const RESOLUTION_OF: Record<ErrorCode, string> = {
   authentication_required:
     'Send a valid API key as "Authorization: Bearer <key>" or "x-api-key: <key>", or sign in with a browser session.',
   insufficient_scope: 'Use an API key that holds the permission named in details.requiredPermission.',
-  csrf_token_invalid:
-    'Send requests made with the console session from the console page itself, with its X-CSRF-Token header.',
+  csrf_token_invalid: 'Send requests made with the console session from the console page itself, with its X-CSRF-Token header.',
   login_link_invalid: 'Ask the operator for a new sign-in link (coffer admin login-link <accountId>); each works once.',
   backup_not_found: 'Check the backup id; list your backups with GET /api/backups.',
   backup_content_unavailable: 'Only READY backups have content; wait until the backup is READY.',

@@ -8,7 +8,10 @@ const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
  * CLI. `fixed` keeps one decimal at every size: the CLI's progress line and tables keep their width as numbers grow.
  * Absent or not finite: `empty`.
  */
-export function formatBytes(n: number | null | undefined, { empty = '—', fixed = false }: { empty?: string; fixed?: boolean } = {}): string {
+export function formatBytes(
+  n: number | null | undefined,
+  { empty = '—', fixed = false }: { empty?: string; fixed?: boolean } = {},
+): string {
   if (n === null || n === undefined || !Number.isFinite(n)) return empty;
   let value = n;
   let unit = 0;

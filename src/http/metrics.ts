@@ -172,7 +172,9 @@ export class Metrics {
       registers,
       async collect() {
         const results = await Promise.all(
-          (['database', 'blob_store'] as const).map(async (dependency) => [dependency, await reachable(operator.probes[dependency])] as const),
+          (['database', 'blob_store'] as const).map(
+            async (dependency) => [dependency, await reachable(operator.probes[dependency])] as const,
+          ),
         );
         for (const [dependency, up] of results) {
           this.set({ dependency }, up ? 1 : 0);

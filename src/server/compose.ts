@@ -63,11 +63,7 @@ export interface ComposeOptions {
   log?: (message: string, error?: unknown) => void;
 }
 
-export async function composeParts(
-  config: Config,
-  clock: Clock = systemClock,
-  options: ComposeOptions = {},
-): Promise<Parts> {
+export async function composeParts(config: Config, clock: Clock = systemClock, options: ComposeOptions = {}): Promise<Parts> {
   const database = await openStore(config);
   const blobs = await openBlobStore(config);
   let bus: StatusBus;

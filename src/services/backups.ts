@@ -475,7 +475,13 @@ export class BackupService {
   async listHost(reader: Reader, hostAccountId: string): Promise<Backup[]> {
     const lower = hostAccountId.toLowerCase();
     if (!isUuid(lower) || lower === reader.accountId || !(await this.mayReadAccount(reader, lower))) {
-      throw new AppError('not_found', 'None of your host accounts has this id.', undefined, undefined, 'List your host accounts with GET /api/host-accounts.');
+      throw new AppError(
+        'not_found',
+        'None of your host accounts has this id.',
+        undefined,
+        undefined,
+        'List your host accounts with GET /api/host-accounts.',
+      );
     }
     return this.list(lower);
   }
@@ -708,11 +714,7 @@ export class BackupService {
     const now = this.clock.now();
     switch (sweepActionFor(backup.status, backup.expiresAt, now, backup.purgeAfter)) {
       case 'fail': {
-        const failed = await this.store.updateBackup(
-          backup.id,
-          { statuses: IN_FLIGHT_STATUSES },
-          { status: 'FAILED', updatedAt: now },
-        );
+        const failed = await this.store.updateBackup(backup.id, { statuses: IN_FLIGHT_STATUSES }, { status: 'FAILED', updatedAt: now });
         if (!failed) return undefined;
         await this.changed(failed);
         return this.sweepOne(failed);

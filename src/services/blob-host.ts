@@ -12,12 +12,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import {
-  InvalidPartError,
-  MAX_PART_NUMBER,
-  type MultipartBlobStore,
-  UploadNotFoundError,
-} from '../blobs/blob-store.js';
+import { InvalidPartError, MAX_PART_NUMBER, type MultipartBlobStore, UploadNotFoundError } from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { sameSecret } from '../lib/compare.js';
@@ -334,7 +329,8 @@ export class BlobHostService {
       const room = limit - stored;
       if (headers.contentLength !== undefined && headers.contentLength > room) throw new TooLarge();
       const quota = await this.quotaRoom(backup, stored);
-      if (headers.contentLength !== undefined && headers.contentLength > quota.room) throw this.quotaRefused(quota.quota!, quota.usage, headers.contentLength);
+      if (headers.contentLength !== undefined && headers.contentLength > quota.room)
+        throw this.quotaRefused(quota.quota!, quota.usage, headers.contentLength);
       let part: { etag: string; size: number };
       try {
         const cap = Math.max(0, Math.min(room, quota.room));
@@ -350,7 +346,8 @@ export class BlobHostService {
       if (after && after.room < 0) throw this.quotaRefused(after.quota!, after.usage - part.size, part.size);
       return { etag: part.etag };
     } catch (error) {
-      if (error instanceof TooLarge || (error instanceof BlobApiError && error.code === 'upload_exceeds_quota')) await this.discard(key, uploadId);
+      if (error instanceof TooLarge || (error instanceof BlobApiError && error.code === 'upload_exceeds_quota'))
+        await this.discard(key, uploadId);
       throw this.translate(error, limit);
     }
   }

@@ -51,7 +51,6 @@ export interface ChangedBy {
 /** The audit note of a new key: its permissions and restriction (never its secret). */
 const keyNote = (key: ApiKey) => `${key.label ? `“${key.label}”: ` : ''}${key.scopes.join(',')}${key.appendOnly ? '; append-only' : ''}`;
 
-
 /** A key as operators and owners see it (`coffer admin keys list`, the console): never its secret or hash. */
 export function keyView(key: ApiKey, now: number) {
   return {
@@ -141,7 +140,8 @@ export class KeyService {
     let credential = OWNER;
     if (session.keyId !== null) {
       const key = await this.store.getApiKey(session.keyId);
-      if (!key || key.revokedAt !== null) throw new AppError('authentication_required', 'The key this session was opened with was revoked.');
+      if (!key || key.revokedAt !== null)
+        throw new AppError('authentication_required', 'The key this session was opened with was revoked.');
       credential = key;
     }
     const now = this.clock.now();
@@ -172,7 +172,13 @@ export class KeyService {
         { requiredPermission: decision.missing },
       );
     }
-    const issued = await this.issueKey(account, { ...decision.grant, now, by, mintedFreshAt: session.freshAt, label: request.label ?? null });
+    const issued = await this.issueKey(account, {
+      ...decision.grant,
+      now,
+      by,
+      mintedFreshAt: session.freshAt,
+      label: request.label ?? null,
+    });
     return { ...issued, capped: decision.capped };
   }
 
@@ -204,13 +210,18 @@ export class KeyService {
     if (!owner) throw new AppError('not_found', `There is no account ${ownerAccountId}.`);
     const label = options.label.trim();
     if (!HOST_LABEL.test(label)) {
-      throw AppError.validation([{ path: 'label', message: 'must be 1–40 letters, digits, spaces, dots, dashes or underscores, starting with a letter or digit' }]);
+      throw AppError.validation([
+        { path: 'label', message: 'must be 1–40 letters, digits, spaces, dots, dashes or underscores, starting with a letter or digit' },
+      ]);
     }
     if (owner.ownerAccountId) {
-      throw new AppError('insufficient_scope', 'This account is itself a host account; only its owner account can add hosts.', { reason: 'host_account' });
+      throw new AppError('insufficient_scope', 'This account is itself a host account; only its owner account can add hosts.', {
+        reason: 'host_account',
+      });
     }
     const vault = await this.store.getVault(owner.id);
-    if (!vault) throw new AppError('vault_not_initialized', 'The owner account has no vault yet: initialize it (coffer init) before adding a host.');
+    if (!vault)
+      throw new AppError('vault_not_initialized', 'The owner account has no vault yet: initialize it (coffer init) before adding a host.');
     const hosts = await this.store.listHostAccounts(owner.id);
     if (hosts.some((host) => host.label === label)) {
       throw AppError.validation([{ path: 'label', message: `a host account named "${label}" already exists for this account` }]);
@@ -230,7 +241,13 @@ export class KeyService {
     const { createdAt: _created, ...envelope } = vault;
     await this.store.createVault(account.id, { ...envelope, kdf: { ...vault.kdf }, updatedAt: now, createdAt: now });
     if (options.by) {
-      await this.audit.record({ accountId: owner.id, action: 'account.host-add', ...options.by, target: account.id, detail: `host ${label}` });
+      await this.audit.record({
+        accountId: owner.id,
+        action: 'account.host-add',
+        ...options.by,
+        target: account.id,
+        detail: `host ${label}`,
+      });
     }
     return this.issueKey(account, {
       scopes: ['backups:write'],

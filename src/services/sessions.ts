@@ -36,7 +36,9 @@ export type SessionRealm = 'owner' | 'operator';
 
 /** The CSRF token that belongs to a session secret (a different one per realm). */
 export function csrfTokenFor(sessionSecret: string, realm: SessionRealm = 'owner'): string {
-  return createHmac('sha256', sessionSecret).update(realm === 'owner' ? 'coffer/v1/csrf' : 'coffer/v1/operator-csrf').digest('base64url');
+  return createHmac('sha256', sessionSecret)
+    .update(realm === 'owner' ? 'coffer/v1/csrf' : 'coffer/v1/operator-csrf')
+    .digest('base64url');
 }
 
 function checkLinkLifetime(ttlMs: number): void {
@@ -44,7 +46,8 @@ function checkLinkLifetime(ttlMs: number): void {
 }
 
 /** A session that has not ended at `now`. */
-const live = (session: { revokedAt: number | null; expiresAt: number }, now: number) => session.revokedAt === null && session.expiresAt > now;
+const live = (session: { revokedAt: number | null; expiresAt: number }, now: number) =>
+  session.revokedAt === null && session.expiresAt > now;
 
 export interface IssuedLoginLink {
   link: LoginLink;
@@ -210,7 +213,13 @@ export class SessionService {
     const now = this.clock.now();
     const link = await this.store.consumeOperatorLink(sha256(loginToken), now);
     if (!link) return undefined;
-    const session: OperatorSession = { id: uuidv7(), operator: link.operator, createdAt: now, expiresAt: now + SESSION_TTL_MS, revokedAt: null };
+    const session: OperatorSession = {
+      id: uuidv7(),
+      operator: link.operator,
+      createdAt: now,
+      expiresAt: now + SESSION_TTL_MS,
+      revokedAt: null,
+    };
     const secret = token('cfs_');
     await this.store.createOperatorSession(session, sha256(secret));
     return { session, secret, csrfToken: csrfTokenFor(secret, 'operator') };

@@ -30,9 +30,7 @@ const ClientTokenRequest = Type.Object({
   payload: Type.Object(
     {
       pathname: Type.String(issue('payload.pathname', 'must be a string')),
-      clientPayload: Type.Optional(
-        Type.Union([Type.String(), Type.Null()], issue('payload.clientPayload', 'must be a string or null')),
-      ),
+      clientPayload: Type.Optional(Type.Union([Type.String(), Type.Null()], issue('payload.clientPayload', 'must be a string or null'))),
       multipart: Type.Optional(Type.Boolean(issue('payload.multipart', 'must be a boolean'))),
     },
     issue('payload', 'must be an object'),
@@ -79,7 +77,7 @@ export class UploadHandshake {
     const backup = slot?.accountId === accountId ? await this.backups.findVisible(accountId, slot.backupId) : undefined;
     if (!backup || backup.blobPath !== pathname) {
       throw AppError.validation([
-        { path: 'payload.pathname', message: "must be the blobPath of one of your backup slots (from POST /api/backups)" },
+        { path: 'payload.pathname', message: 'must be the blobPath of one of your backup slots (from POST /api/backups)' },
       ]);
     }
     if (backupId !== undefined && backupId !== backup.id) {

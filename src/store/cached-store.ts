@@ -232,19 +232,35 @@ export class CachedStore implements Store {
   // ---- cached reads ----
 
   findApiKeyByHash(keyHash: string): Promise<ApiKey | undefined> {
-    return this.cached(`k:${keyHash}`, () => this.inner.findApiKeyByHash(keyHash), (key) => key?.accountId);
+    return this.cached(
+      `k:${keyHash}`,
+      () => this.inner.findApiKeyByHash(keyHash),
+      (key) => key?.accountId,
+    );
   }
 
   getAccount(id: string): Promise<Account | undefined> {
-    return this.cached(`a:${id}`, () => this.inner.getAccount(id), (account) => account?.id);
+    return this.cached(
+      `a:${id}`,
+      () => this.inner.getAccount(id),
+      (account) => account?.id,
+    );
   }
 
   getVault(accountId: string): Promise<Vault | undefined> {
-    return this.cached(`v:${accountId}`, () => this.inner.getVault(accountId), () => accountId);
+    return this.cached(
+      `v:${accountId}`,
+      () => this.inner.getVault(accountId),
+      () => accountId,
+    );
   }
 
   listBackups(accountId: string, statuses: readonly BackupStatus[]): Promise<Backup[]> {
-    return this.cached(`l:${accountId}:${statuses.join(',')}`, () => this.inner.listBackups(accountId, statuses), () => accountId);
+    return this.cached(
+      `l:${accountId}:${statuses.join(',')}`,
+      () => this.inner.listBackups(accountId, statuses),
+      () => accountId,
+    );
   }
 
   // ---- writes that change cached rows ----
@@ -324,8 +340,7 @@ export class CachedStore implements Store {
   ping: Store['ping'] = () => this.inner.ping();
   listAccounts: Store['listAccounts'] = () => this.inner.listAccounts();
   usage: Store['usage'] = (now, accountId, since) => this.inner.usage(now, accountId, since);
-  reserveUpload: Store['reserveUpload'] = (reservation, now, size, quotaOf) =>
-    this.inner.reserveUpload(reservation, now, size, quotaOf);
+  reserveUpload: Store['reserveUpload'] = (reservation, now, size, quotaOf) => this.inner.reserveUpload(reservation, now, size, quotaOf);
   releaseUpload: Store['releaseUpload'] = (id) => this.inner.releaseUpload(id);
   listHostAccounts: Store['listHostAccounts'] = (ownerAccountId) => this.inner.listHostAccounts(ownerAccountId);
   listApiKeys: Store['listApiKeys'] = (accountId) => this.inner.listApiKeys(accountId);
@@ -354,7 +369,8 @@ export class CachedStore implements Store {
   ensureSetting: Store['ensureSetting'] = (name, initial, now) => this.inner.ensureSetting(name, initial, now);
   addMultipartUpload: Store['addMultipartUpload'] = (backupId, uploadId, now) => this.inner.addMultipartUpload(backupId, uploadId, now);
   countMultipartUploads: Store['countMultipartUploads'] = (backupId) => this.inner.countMultipartUploads(backupId);
-  putPartSize: Store['putPartSize'] = (backupId, uploadId, partNumber, size) => this.inner.putPartSize(backupId, uploadId, partNumber, size);
+  putPartSize: Store['putPartSize'] = (backupId, uploadId, partNumber, size) =>
+    this.inner.putPartSize(backupId, uploadId, partNumber, size);
   slotBytes: Store['slotBytes'] = (backupId, except) => this.inner.slotBytes(backupId, except);
   removeMultipartUpload: Store['removeMultipartUpload'] = (uploadId) => this.inner.removeMultipartUpload(uploadId);
   pruneMultipartUploads: Store['pruneMultipartUploads'] = () => this.inner.pruneMultipartUploads();

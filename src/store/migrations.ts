@@ -236,7 +236,10 @@ const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => (
     async up(db: Kysely<unknown>) {
       // A host account belongs to an owner account: the owner reads its backups and its vault follows the owner's
       // (docs/client.md#hosts-with-their-own-schedule). One level only: an owner is never itself a host.
-      await db.schema.alterTable('accounts').addColumn('owner_account_id', 'text', (c) => c.references('accounts.id')).execute();
+      await db.schema
+        .alterTable('accounts')
+        .addColumn('owner_account_id', 'text', (c) => c.references('accounts.id'))
+        .execute();
       await db.schema.alterTable('accounts').addColumn('label', 'text').execute();
       await db.schema.createIndex('accounts_owner').on('accounts').column('owner_account_id').execute();
     },
@@ -245,7 +248,10 @@ const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => (
     async up(db: Kysely<unknown>) {
       // An account's own storage quota (quota_override 1; quota_bytes null: none) and the bytes uploads in progress
       // have reserved against it (docs/api-rules.md#quota).
-      await db.schema.alterTable('accounts').addColumn('quota_override', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema
+        .alterTable('accounts')
+        .addColumn('quota_override', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
       await db.schema.alterTable('accounts').addColumn('quota_bytes', 'bigint').execute();
       await db.schema
         .createTable('upload_reservations')

@@ -15,12 +15,7 @@ import {
   type UnknownRow,
   sql,
 } from 'kysely';
-import {
-  IN_FLIGHT_STATUSES,
-  type BackupStatus,
-  type CreateDecision,
-  type CreateSnapshot,
-} from '../domain/backups.js';
+import { IN_FLIGHT_STATUSES, type BackupStatus, type CreateDecision, type CreateSnapshot } from '../domain/backups.js';
 import type { ActorKind, AuditAction, AuditEntry, AuditOutcome } from '../domain/audit.js';
 import type { Plan } from '../domain/plans.js';
 import type { Scope } from '../domain/scopes.js';
@@ -308,7 +303,9 @@ export class SqlStore implements Store {
     // Kysely looks for its migration tables in every schema unless told which one: with Coffer's tables in
     // another schema of the same database, it would skip creating its own and then fail to lock them.
     const schema =
-      this.kind === 'postgres' ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(this.db)).rows[0]?.schema : undefined;
+      this.kind === 'postgres'
+        ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(this.db)).rows[0]?.schema
+        : undefined;
     await migrateToLatest(this.db as Kysely<unknown>, this.kind, schema);
   }
 
@@ -397,7 +394,11 @@ export class SqlStore implements Store {
         count(eb, sql<boolean>`status = 'READY'`, 'ready'),
         count(eb, sql<boolean>`(status = 'DELETING' and purge_after is not null)`, 'grace'),
         count(eb, sql<boolean>`status in ('PENDING_UPLOAD', 'UPLOADED')`, 'uploading'),
-        count(eb, since === undefined ? sql<boolean>`1 = 0` : sql<boolean>`(status in ('READY', 'DELETING') and created_at >= ${since})`, 'recent'),
+        count(
+          eb,
+          since === undefined ? sql<boolean>`1 = 0` : sql<boolean>`(status in ('READY', 'DELETING') and created_at >= ${since})`,
+          'recent',
+        ),
       ])
       .orderBy('a.created_at')
       .orderBy('a.id');
@@ -467,11 +468,7 @@ export class SqlStore implements Store {
   }
 
   async setDeletionGrace(accountId: string, days: number): Promise<boolean> {
-    const result = await this.db
-      .updateTable('accounts')
-      .set({ deletion_grace_days: days })
-      .where('id', '=', accountId)
-      .executeTakeFirst();
+    const result = await this.db.updateTable('accounts').set({ deletion_grace_days: days }).where('id', '=', accountId).executeTakeFirst();
     return Number(result.numUpdatedRows) > 0;
   }
 
@@ -559,7 +556,10 @@ export class SqlStore implements Store {
     return row as Selectable<Database[T]> | undefined;
   }
 
-  private async findSessionIn<T extends 'sessions' | 'operator_sessions'>(table: T, tokenHash: string): Promise<Selectable<Database[T]> | undefined> {
+  private async findSessionIn<T extends 'sessions' | 'operator_sessions'>(
+    table: T,
+    tokenHash: string,
+  ): Promise<Selectable<Database[T]> | undefined> {
     const row = await this.db
       .selectFrom(table as 'sessions')
       .selectAll()
@@ -707,9 +707,7 @@ export class SqlStore implements Store {
   }
 
   async getVault(accountId: string): Promise<Vault | undefined> {
-    const [row] = await this.read('getVault', [accountId], (db) =>
-      db.selectFrom('vaults').selectAll().where('account_id', '=', accountId),
-    );
+    const [row] = await this.read('getVault', [accountId], (db) => db.selectFrom('vaults').selectAll().where('account_id', '=', accountId));
     return row && toVault(row);
   }
 
@@ -722,7 +720,11 @@ export class SqlStore implements Store {
     return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
   }
 
-  async replaceVault(accountId: string, vault: Vault, { keep, expected }: { keep?: VaultKeep | undefined; expected?: Vault | undefined } = {}): Promise<boolean> {
+  async replaceVault(
+    accountId: string,
+    vault: Vault,
+    { keep, expected }: { keep?: VaultKeep | undefined; expected?: Vault | undefined } = {},
+  ): Promise<boolean> {
     const { account_id: _, ...columns } = vaultRow(accountId, vault);
     const replace = async (db: Kysely<Database>) => {
       let update = db.updateTable('vaults').set(columns).where('account_id', '=', accountId);
@@ -934,9 +936,7 @@ export class SqlStore implements Store {
           .updateTable('accounts')
           .set({ last_ready_created_at: backup.createdAt })
           .where('id', '=', backup.accountId)
-          .where((eb) =>
-            eb.or([eb('last_ready_created_at', 'is', null), eb('last_ready_created_at', '<', backup.createdAt)]),
-          )
+          .where((eb) => eb.or([eb('last_ready_created_at', 'is', null), eb('last_ready_created_at', '<', backup.createdAt)]))
           .execute();
       }
       return backup;
@@ -949,11 +949,7 @@ export class SqlStore implements Store {
     condition: BackupCondition,
     patch: BackupPatch,
   ): Promise<Backup | undefined> {
-    let query = db
-      .updateTable('backups')
-      .set(backupPatchRow(patch))
-      .where('id', '=', id)
-      .where('status', 'in', condition.statuses);
+    let query = db.updateTable('backups').set(backupPatchRow(patch)).where('id', '=', id).where('status', 'in', condition.statuses);
     if (condition.ciphertextSizeBytes !== undefined) {
       query = query.where('ciphertext_size_bytes', '=', condition.ciphertextSizeBytes);
     }

@@ -190,8 +190,6 @@ export async function openSqliteDatabase(file: string, options: SqliteOpenOption
   const better = await loadBetterSqlite();
   if (typeof better !== 'string') return openBetter(better, file, readonly);
   throw new Error(
-    wanted === 'better-sqlite3'
-      ? `COFFER_SQLITE_DRIVER=better-sqlite3: ${better}`
-      : `no SQLite driver: ${nodeMissing()}, and ${better}`,
+    wanted === 'better-sqlite3' ? `COFFER_SQLITE_DRIVER=better-sqlite3: ${better}` : `no SQLite driver: ${nodeMissing()}, and ${better}`,
   );
 }

@@ -20,10 +20,8 @@ export async function openSqliteStore(dataDir: string, driver: SqliteDriverName 
   database.exec('PRAGMA foreign_keys = ON');
   // Run directly on the connection, outside Kysely: one synchronous call, never inside another statement.
   const dataVersion = database.prepare('PRAGMA data_version');
-  return new SqlStore(
-    'sqlite',
-    new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) }),
-    () => Number((dataVersion.get([]) as { data_version: number | bigint }).data_version),
+  return new SqlStore('sqlite', new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) }), () =>
+    Number((dataVersion.get([]) as { data_version: number | bigint }).data_version),
   );
 }
 
@@ -53,11 +51,7 @@ function withStatementCache(database: SqliteConnection, max = 256): SqliteDataba
  * A consistent copy of the live database at `target` (which must not exist), taken with `VACUUM INTO` while the
  * server keeps running: one read transaction, the same statement on either driver. Returns the copy's pages.
  */
-export async function snapshotSqlite(
-  dataDir: string,
-  target: string,
-  driver: SqliteDriverName | null = null,
-): Promise<{ pages: number }> {
+export async function snapshotSqlite(dataDir: string, target: string, driver: SqliteDriverName | null = null): Promise<{ pages: number }> {
   const source = path.join(dataDir, SQLITE_FILE);
   if (!fs.existsSync(source)) throw new Error(`no database at ${source}`);
   const database = await openSqliteDatabase(source, { readonly: true, driver });

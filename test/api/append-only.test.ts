@@ -188,7 +188,10 @@ for (const engine of ENGINES) {
       // An append-only key never reads the material back (not even the vault it made).
       expect((await call('GET', '/api/backup-account')).body).toMatchObject({ initialized: true, wrappedMasterKey: null, kdf: null });
 
-      const signIn = await api(server.url)('POST', '/console/api/session', { json: { apiKey: fresh.apiKey }, headers: { origin: server.url } });
+      const signIn = await api(server.url)('POST', '/console/api/session', {
+        json: { apiKey: fresh.apiKey },
+        headers: { origin: server.url },
+      });
       expect(signIn.status).toBe(403);
       expect(signIn.body).toMatchObject({ code: 'insufficient_scope', details: { reason: 'append_only' } });
       expect(signIn.headers.get('set-cookie')).toBeNull();
@@ -217,13 +220,36 @@ for (const engine of ENGINES) {
       const byKey = (id: string) => ({ kind: 'key', id });
       const operator = expect.objectContaining({ kind: 'operator' });
       const oldestFirst = [...events].reverse();
-      expect(oldestFirst.map(({ action, outcome, actor, address, target, detail }) => ({ action, outcome, actor, address, target, detail }))).toEqual([
+      expect(
+        oldestFirst.map(({ action, outcome, actor, address, target, detail }) => ({ action, outcome, actor, address, target, detail })),
+      ).toEqual([
         { action: 'account.bootstrap', outcome: 'done', actor: byKey(ownerKeyId), address: '127.0.0.1', target: null, detail: null },
-        { action: 'key.create', outcome: 'done', actor: operator, address: null, target: hostKeyId, detail: 'backups:read,backups:write; append-only' },
-        { action: 'key.create', outcome: 'done', actor: operator, address: null, target: expect.any(String), detail: 'backups:read; append-only' },
+        {
+          action: 'key.create',
+          outcome: 'done',
+          actor: operator,
+          address: null,
+          target: hostKeyId,
+          detail: 'backups:read,backups:write; append-only',
+        },
+        {
+          action: 'key.create',
+          outcome: 'done',
+          actor: operator,
+          address: null,
+          target: expect.any(String),
+          detail: 'backups:read; append-only',
+        },
         { action: 'key.revoke', outcome: 'done', actor: operator, address: null, target: expect.any(String), detail: null },
         { action: 'backup.delete', outcome: 'refused', actor: byKey(hostKeyId), address: '127.0.0.1', target: backupId, detail: null },
-        { action: 'backup.delete', outcome: 'refused', actor: byKey(hostKeyId), address: '127.0.0.1', target: expect.any(String), detail: null },
+        {
+          action: 'backup.delete',
+          outcome: 'refused',
+          actor: byKey(hostKeyId),
+          address: '127.0.0.1',
+          target: expect.any(String),
+          detail: null,
+        },
         { action: 'account.reset', outcome: 'refused', actor: byKey(hostKeyId), address: '127.0.0.1', target: null, detail: null },
         { action: 'account.reset', outcome: 'refused', actor: byKey(hostKeyId), address: '127.0.0.1', target: null, detail: null },
         { action: 'account.rotate', outcome: 'refused', actor: byKey(hostKeyId), address: '127.0.0.1', target: null, detail: null },
@@ -277,7 +303,7 @@ describe('/openapi.json describes append-only keys', () => {
   it('declares 403 on every operation and describes the restriction in the API-key schemes', async () => {
     const document = (await api(server.url)('GET', '/openapi.json')).body as {
       paths: Record<string, Record<string, { operationId?: string; responses: Record<string, unknown> }>>;
-      components: { securitySchemes: Record<string, { description?: string }>; };
+      components: { securitySchemes: Record<string, { description?: string }> };
     };
     const operations = Object.values(document.paths).flatMap((item) => Object.values(item));
     expect(operations.length).toBeGreaterThan(10);

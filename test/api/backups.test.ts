@@ -345,7 +345,7 @@ describe('GET /api/backups/{id}/content', () => {
     expect(ranged.raw.length).toBe(100);
     const etag = ranged.headers.get('etag')!;
     const resumed = await fetch(`${fx.server.url}/api/backups/${id}/content`, {
-      headers: { range: 'bytes=900-', 'if-range': etag, 'x-api-key': '' , authorization: (await authOf(id)) },
+      headers: { range: 'bytes=900-', 'if-range': etag, 'x-api-key': '', authorization: await authOf(id) },
     });
     expect(resumed.status).toBe(206);
     expect(Buffer.from(await resumed.arrayBuffer()).equals(data.subarray(900))).toBe(true);

@@ -27,7 +27,9 @@ interface Engine {
   name: string;
   skip: boolean;
   /** Starts the server; returns the environment `coffer admin` needs and where a blob key lives in storage. */
-  start(clock: ManualClock): Promise<{ server: TestServer; adminEnv: Record<string, string>; stored(key: string): Promise<boolean>; stop(): Promise<void> }>;
+  start(
+    clock: ManualClock,
+  ): Promise<{ server: TestServer; adminEnv: Record<string, string>; stored(key: string): Promise<boolean>; stop(): Promise<void> }>;
 }
 
 const sqliteFs: Engine = {
@@ -102,7 +104,10 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       const call = conformantApi(server.url, conformance, apiKey);
       expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope(1) })).status).toBe(200);
       if (grace !== undefined) {
-        expect(json(await admin(['accounts', 'set-deletion-grace', accountId, String(grace)]))).toEqual({ accountId, deletionGraceDays: grace });
+        expect(json(await admin(['accounts', 'set-deletion-grace', accountId, String(grace)]))).toEqual({
+          accountId,
+          deletionGraceDays: grace,
+        });
       }
       return { apiKey, accountId, keyId, call };
     }
@@ -171,7 +176,12 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       expect(listed.status).toBe(200);
       expect(listed.body).toMatchObject({ deletionGraceDays: 7, freshSignIn: true, scheduledCiphertextBytes: 5000 });
       expect(listed.body.scheduled).toEqual([
-        expect.objectContaining({ id, status: 'DELETING', ciphertextSizeBytes: 5000, purgeAfter: new Date(clock.now() + 7 * DAY).toISOString() }),
+        expect.objectContaining({
+          id,
+          status: 'DELETING',
+          ciphertextSizeBytes: 5000,
+          purgeAfter: new Date(clock.now() + 7 * DAY).toISOString(),
+        }),
       ]);
 
       const restored = await session.send('POST', `/console/api/deletions/${id}/restore`);
@@ -259,7 +269,9 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       const stranger = await server.newKey({ plan: 'pro' });
       const wrong = await stale.send('POST', '/console/api/session/confirm', { apiKey: stranger.apiKey });
       expect(wrong.body.code).toBe('reauthentication_required');
-      expect((await stale.send('POST', '/console/api/session/confirm', { apiKey: 'cfk_nonsense' })).body.code).toBe('reauthentication_required');
+      expect((await stale.send('POST', '/console/api/session/confirm', { apiKey: 'cfk_nonsense' })).body.code).toBe(
+        'reauthentication_required',
+      );
 
       const confirmed = await fetch(`${server.url}/console/api/session/confirm`, {
         method: 'POST',

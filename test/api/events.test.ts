@@ -201,7 +201,9 @@ describe('shutdown', () => {
         wrappedMasterKeyNonce: b64(24),
       }),
     });
-    const created = await (await fetch(`${server.url}/api/backups`, { method: 'POST', headers: { authorization: headers.authorization } })).json();
+    const created = await (
+      await fetch(`${server.url}/api/backups`, { method: 'POST', headers: { authorization: headers.authorization } })
+    ).json();
     const stream = follow(server.url, apiKey, created.backupId);
     await stream.until((f) => f.length >= 1);
     await server.stop();
@@ -279,7 +281,13 @@ describe('event-stream caps (docs/api-rules.md#events)', () => {
     for (let i = 0; ; i++) {
       const text = await metrics();
       if (pattern.test(text)) return text;
-      if (i > 250) throw new Error(`metrics never matched ${pattern}:\n${text.split('\n').filter((l) => l.startsWith('coffer_event')).join('\n')}`);
+      if (i > 250)
+        throw new Error(
+          `metrics never matched ${pattern}:\n${text
+            .split('\n')
+            .filter((l) => l.startsWith('coffer_event'))
+            .join('\n')}`,
+        );
       await new Promise((r) => setTimeout(r, 20));
     }
   }

@@ -80,7 +80,8 @@ for (const engine of engines) {
     });
     afterAll(() => stop());
 
-    const admin = async (args: string[]) => json(await runCli(['admin', ...args, '--json'], { ...adminEnv, COFFER_PUBLIC_URL: server.url }));
+    const admin = async (args: string[]) =>
+      json(await runCli(['admin', ...args, '--json'], { ...adminEnv, COFFER_PUBLIC_URL: server.url }));
 
     /**
      * Reads `path` until a read is served from the cache (at most 5 times: on PostgreSQL the notification of the

@@ -45,7 +45,9 @@ describe('/openapi.json', () => {
     for (const [path, item] of Object.entries<any>(document.paths)) {
       if (!path.startsWith('/api/')) continue;
       for (const [method, operation] of Object.entries<any>(item)) {
-        operations[`${method.toUpperCase()} ${path}`] = Object.keys(operation.responses).map(Number).sort((a, b) => a - b);
+        operations[`${method.toUpperCase()} ${path}`] = Object.keys(operation.responses)
+          .map(Number)
+          .sort((a, b) => a - b);
       }
     }
     expect(operations).toEqual(DECLARED_STATUSES);
@@ -66,14 +68,7 @@ describe('/openapi.json', () => {
     ]) {
       expect(document.components.schemas, name).toHaveProperty(name);
     }
-    expect(document.components.schemas.BackupStatus.enum).toEqual([
-      'PENDING_UPLOAD',
-      'UPLOADED',
-      'READY',
-      'FAILED',
-      'DELETING',
-      'DELETED',
-    ]);
+    expect(document.components.schemas.BackupStatus.enum).toEqual(['PENDING_UPLOAD', 'UPLOADED', 'READY', 'FAILED', 'DELETING', 'DELETED']);
     expect(document.components.securitySchemes).toEqual({
       bearerAuth: expect.objectContaining({ type: 'http', scheme: 'bearer' }),
       apiKeyHeader: expect.objectContaining({ type: 'apiKey', in: 'header', name: 'x-api-key' }),

@@ -8,7 +8,6 @@ const clock = new ManualClock(Date.now());
 const fx = useServer({ clock, env: { COFFER_QUOTA_PRO: '10000' } });
 const next = () => clock.advance(31 * 60_000);
 
-
 describe('storage quota', () => {
   it('refuses an upload past the quota with 413 before storing it, and a create at the quota with 409', async () => {
     const { call, accountId } = await fx.account({ plan: 'pro' });
@@ -40,10 +39,14 @@ describe('storage quota', () => {
     const { call, accountId } = await fx.account({ plan: 'pro' });
     await readyBackup(call, 3000);
     const token = (await fx.server.parts.sessions.createLoginLink(accountId))!.token;
-    const signIn = await api(fx.server.url)('POST', '/console/api/session', { json: { loginToken: token }, headers: { origin: fx.server.url } });
+    const signIn = await api(fx.server.url)('POST', '/console/api/session', {
+      json: { loginToken: token },
+      headers: { origin: fx.server.url },
+    });
     expect(signIn.status).toBe(200);
     const cookie = signIn.headers.get('set-cookie')!.split(';')[0]!;
-    const overview = async () => (await api(fx.server.url)('GET', '/console/api/overview', { headers: { cookie } })).body as { storage: unknown };
+    const overview = async () =>
+      (await api(fx.server.url)('GET', '/console/api/overview', { headers: { cookie } })).body as { storage: unknown };
     expect((await overview()).storage).toEqual({ storedBytes: 3000, quotaBytes: 10_000 });
     next();
     const id = await createSlot(call);

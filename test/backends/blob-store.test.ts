@@ -209,9 +209,7 @@ describeEngines('MultipartBlobStore backend', multipartEngines(), (engine, backe
     expect(done).toEqual({ size: data.length });
     expect((await readAll(await store.get(key))).equals(data)).toBe(true);
     expect(await engine.leftovers()).toEqual([]);
-    await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: p1.etag }])).rejects.toBeInstanceOf(
-      UploadNotFoundError,
-    );
+    await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: p1.etag }])).rejects.toBeInstanceOf(UploadNotFoundError);
   });
 
   it('multipart: a failed part can be sent again; wrong parts are refused', async () => {
@@ -231,12 +229,10 @@ describeEngines('MultipartBlobStore backend', multipartEngines(), (engine, backe
       ]),
     ).rejects.toBeInstanceOf(InvalidPartError);
     if (engine.checksPartEtags) {
-      await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: '"0123456789abcdef0123456789abcdef"' }])).rejects.toBeInstanceOf(
-        InvalidPartError,
-      );
-      await expect(store.completeMultipart(key, uploadId, [{ partNumber: 2, etag: part.etag }])).rejects.toBeInstanceOf(
-        InvalidPartError,
-      );
+      await expect(
+        store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: '"0123456789abcdef0123456789abcdef"' }]),
+      ).rejects.toBeInstanceOf(InvalidPartError);
+      await expect(store.completeMultipart(key, uploadId, [{ partNumber: 2, etag: part.etag }])).rejects.toBeInstanceOf(InvalidPartError);
     }
     expect(await store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: part.etag }])).toEqual({ size: data.length });
     expect((await readAll(await store.get(key))).equals(data)).toBe(true);
@@ -280,9 +276,7 @@ describeEngines('MultipartBlobStore backend', multipartEngines(), (engine, backe
     await store.abortMultipart(key, uploadId); // twice is fine
     expect(await engine.leftovers()).toEqual([]);
     expect(await store.stat(key)).toBeNull();
-    await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: part.etag }])).rejects.toBeInstanceOf(
-      UploadNotFoundError,
-    );
+    await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: part.etag }])).rejects.toBeInstanceOf(UploadNotFoundError);
     const bogus = engine.name === 'fs' ? '00000000-0000-4000-8000-000000000000' : 'no-such-upload';
     await expect(store.putPart(key, bogus, 1, source(Buffer.from('x')), { size: 1 })).rejects.toBeInstanceOf(UploadNotFoundError);
   });
@@ -295,8 +289,6 @@ describeEngines('MultipartBlobStore backend', multipartEngines(), (engine, backe
     expect(await engine.leftovers()).toHaveLength(1);
     expect(await store.removeIncomplete(Date.now() + 60_000)).toBe(1);
     expect(await engine.leftovers()).toEqual([]);
-    await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: '"x"' }])).rejects.toBeInstanceOf(
-      UploadNotFoundError,
-    );
+    await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: '"x"' }])).rejects.toBeInstanceOf(UploadNotFoundError);
   });
 });

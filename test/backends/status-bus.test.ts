@@ -48,7 +48,9 @@ interface BusEngine extends Engine<string> {
    * A bus as one node holds it; the same node each call for the in-process bus. A shared bus reads the records it
    * fans out with `load(id, read)` when given (`read` reads the store), else straight from the store.
    */
-  node(load?: (backupId: string, read: (backupId: string) => Promise<Backup | undefined>) => Promise<Backup | undefined>): Promise<StatusBus>;
+  node(
+    load?: (backupId: string, read: (backupId: string) => Promise<Backup | undefined>) => Promise<Backup | undefined>,
+  ): Promise<StatusBus>;
   /** Stores a record so a shared bus can read it. */
   save(backup: Backup): Promise<void>;
 }
@@ -153,104 +155,95 @@ describeEngines('StatusBus across nodes', [pgEngine()], (engine, backend) => {
     accountId = backend();
   });
 
-  it(
-    'a change published on node A reaches node B, read once per change however many streams follow it',
-    async () => {
-      const [a, b] = [await engine.node(), await engine.node()];
-      const backup = record(accountId);
-      await engine.save(backup);
-      const streams = Array.from({ length: 50 }, () => collect(b, backup.id, 1));
-      const readsBefore = (b as PgStatusBus).stats.reads;
-      const uploaded = { ...backup, status: 'UPLOADED' as const, updatedAt: T0 + 1 };
-      await engine.save(uploaded);
-      await a.publish(uploaded);
-      const delivered = await Promise.all(streams);
-      for (const [got] of delivered) expect(got).toEqual(uploaded);
-      expect((b as PgStatusBus).stats.reads - readsBefore).toBe(1);
+  it('a change published on node A reaches node B, read once per change however many streams follow it', async () => {
+    const [a, b] = [await engine.node(), await engine.node()];
+    const backup = record(accountId);
+    await engine.save(backup);
+    const streams = Array.from({ length: 50 }, () => collect(b, backup.id, 1));
+    const readsBefore = (b as PgStatusBus).stats.reads;
+    const uploaded = { ...backup, status: 'UPLOADED' as const, updatedAt: T0 + 1 };
+    await engine.save(uploaded);
+    await a.publish(uploaded);
+    const delivered = await Promise.all(streams);
+    for (const [got] of delivered) expect(got).toEqual(uploaded);
+    expect((b as PgStatusBus).stats.reads - readsBefore).toBe(1);
 
-      // Nobody on A follows another backup: A hears the notice but reads nothing.
-      const unwatched = record(accountId);
-      await engine.save(unwatched);
-      const readsOnA = (a as PgStatusBus).stats.reads;
-      const heardOnA = (a as PgStatusBus).stats.notifications;
-      await b.publish(unwatched);
-      await sleep(200);
-      expect((a as PgStatusBus).stats.notifications).toBeGreaterThan(heardOnA);
-      expect((a as PgStatusBus).stats.reads).toBe(readsOnA);
-    },
-  );
+    // Nobody on A follows another backup: A hears the notice but reads nothing.
+    const unwatched = record(accountId);
+    await engine.save(unwatched);
+    const readsOnA = (a as PgStatusBus).stats.reads;
+    const heardOnA = (a as PgStatusBus).stats.notifications;
+    await b.publish(unwatched);
+    await sleep(200);
+    expect((a as PgStatusBus).stats.notifications).toBeGreaterThan(heardOnA);
+    expect((a as PgStatusBus).stats.reads).toBe(readsOnA);
+  });
 
-  it(
-    'a burst of changes on A while B reads coalesces into one more read, and B ends on the latest state',
-    async () => {
-      // B's first read takes its snapshot of the record, then is held in flight until released, while A publishes
-      // 20 more changes: coalescing promises exactly one more read once it ends (which brings the latest state),
-      // not one per change, and not none (B would end on the held, stale snapshot).
-      let release!: () => void;
-      const held = new Promise<void>((resolve) => (release = resolve));
-      let firstCall!: () => void;
-      const called = new Promise<void>((resolve) => (firstCall = resolve));
-      let calls = 0;
-      const a = await engine.node();
-      const b = (await engine.node(async (id, read) => {
-        calls += 1;
-        const snapshot = await read(id);
-        if (calls === 1) {
-          firstCall();
-          await held;
-        }
-        return snapshot;
-      })) as PgStatusBus;
-      const backup = record(accountId);
-      await engine.save(backup);
-      const seen: Backup[] = [];
-      const off = b.subscribe(backup.id, (x) => seen.push(x));
-      const heardBefore = b.stats.notifications;
-      const change = (i: number) => ({ ...backup, updatedAt: T0 + i, ciphertextSizeBytes: i });
-
-      await engine.save(change(1));
-      await a.publish(change(1));
-      await called;
-      for (let i = 2; i <= 21; i++) {
-        await engine.save(change(i));
-        await a.publish(change(i));
+  it('a burst of changes on A while B reads coalesces into one more read, and B ends on the latest state', async () => {
+    // B's first read takes its snapshot of the record, then is held in flight until released, while A publishes
+    // 20 more changes: coalescing promises exactly one more read once it ends (which brings the latest state),
+    // not one per change, and not none (B would end on the held, stale snapshot).
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let firstCall!: () => void;
+    const called = new Promise<void>((resolve) => (firstCall = resolve));
+    let calls = 0;
+    const a = await engine.node();
+    const b = (await engine.node(async (id, read) => {
+      calls += 1;
+      const snapshot = await read(id);
+      if (calls === 1) {
+        firstCall();
+        await held;
       }
-      // B has heard all 21 notifications while its first read is still held.
-      while (b.stats.notifications - heardBefore < 21) await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(calls).toBe(1);
-      expect(seen).toEqual([]);
+      return snapshot;
+    })) as PgStatusBus;
+    const backup = record(accountId);
+    await engine.save(backup);
+    const seen: Backup[] = [];
+    const off = b.subscribe(backup.id, (x) => seen.push(x));
+    const heardBefore = b.stats.notifications;
+    const change = (i: number) => ({ ...backup, updatedAt: T0 + i, ciphertextSizeBytes: i });
 
-      release();
-      // Bounded against a hang (the held snapshot is stale: without the one more read B never gets here).
-      await vi.waitFor(() => expect(seen.at(-1)).toEqual(change(21)), { timeout: 5000, interval: 10 });
-      off();
-      expect(calls).toBe(2);
-      expect(b.stats.reads).toBe(2);
-      expect(seen[0]).toEqual(change(1));
-      expect(seen[1]).toEqual(change(21));
-    },
-  );
+    await engine.save(change(1));
+    await a.publish(change(1));
+    await called;
+    for (let i = 2; i <= 21; i++) {
+      await engine.save(change(i));
+      await a.publish(change(i));
+    }
+    // B has heard all 21 notifications while its first read is still held.
+    while (b.stats.notifications - heardBefore < 21) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(calls).toBe(1);
+    expect(seen).toEqual([]);
 
-  it(
-    'a lost LISTEN connection is reported to the streams, then repaired',
-    async () => {
-      const [a, b] = [await engine.node(), await engine.node()];
-      const failures: Error[] = [];
-      b.onFailure((error) => failures.push(error));
-      const pid = (b as PgStatusBus).listenerProcessId;
-      expect(pid).toBeTypeOf('number');
-      const admin = new pg.Client({ connectionString: PG_URL });
-      await admin.connect();
-      await admin.query('select pg_terminate_backend($1)', [pid]);
-      await admin.end();
-      for (let i = 0; i < 50 && (b as PgStatusBus).stats.reconnects === 0; i++) await sleep(100);
-      expect(failures).toHaveLength(1);
-      expect((b as PgStatusBus).stats.reconnects).toBe(1);
-      const backup = record(accountId);
-      await engine.save(backup);
-      const got = collect(b, backup.id, 1);
-      await a.publish(backup);
-      expect((await got)[0]).toEqual(backup);
-    },
-  );
+    release();
+    // Bounded against a hang (the held snapshot is stale: without the one more read B never gets here).
+    await vi.waitFor(() => expect(seen.at(-1)).toEqual(change(21)), { timeout: 5000, interval: 10 });
+    off();
+    expect(calls).toBe(2);
+    expect(b.stats.reads).toBe(2);
+    expect(seen[0]).toEqual(change(1));
+    expect(seen[1]).toEqual(change(21));
+  });
+
+  it('a lost LISTEN connection is reported to the streams, then repaired', async () => {
+    const [a, b] = [await engine.node(), await engine.node()];
+    const failures: Error[] = [];
+    b.onFailure((error) => failures.push(error));
+    const pid = (b as PgStatusBus).listenerProcessId;
+    expect(pid).toBeTypeOf('number');
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    await admin.query('select pg_terminate_backend($1)', [pid]);
+    await admin.end();
+    for (let i = 0; i < 50 && (b as PgStatusBus).stats.reconnects === 0; i++) await sleep(100);
+    expect(failures).toHaveLength(1);
+    expect((b as PgStatusBus).stats.reconnects).toBe(1);
+    const backup = record(accountId);
+    await engine.save(backup);
+    const got = collect(b, backup.id, 1);
+    await a.publish(backup);
+    expect((await got)[0]).toEqual(backup);
+  });
 });

@@ -190,7 +190,8 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       scopes: ['backups:read', 'backups:write'] as ('backups:read' | 'backups:write')[],
       createdAt: T0,
       expiresAt: T0 + 30 * 24 * HOUR,
-      revokedAt: null, appendOnly: false,
+      revokedAt: null,
+      appendOnly: false,
     };
     const hash = `hash-${key.id}`;
     await store.createApiKey(key, hash);
@@ -233,7 +234,9 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     ];
     for (const other of others) expect(await store.replaceVault(account.id, vault('B'), { expected: other })).toBe(false);
     expect(await store.getVault(account.id)).toEqual({ ...vault('A'), createdAt: T0 });
-    expect(await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 7 }, { expected: { ...vault('A'), updatedAt: T0 + 99 } })).toBe(true);
+    expect(
+      await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 7 }, { expected: { ...vault('A'), updatedAt: T0 + 99 } }),
+    ).toBe(true);
     expect(await store.getVault(account.id)).toEqual({ ...vault('B'), updatedAt: T0 + 7, createdAt: T0 });
     // Two swaps from the same material, at once: exactly one lands.
     const raced = await Promise.all([vault('C'), vault('D')].map((next) => store.replaceVault(account.id, next, { expected: vault('B') })));
@@ -365,9 +368,13 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     expect(scheduled).toMatchObject({ status: 'DELETING', purgeAfter: due, deletedAt: null });
     expect(await store.listBackups(account.id, ['DELETING'])).toEqual([scheduled]);
     // Restorable only while the grace lasts: a condition "due after now" fails once it has passed.
-    expect(await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueAfter: due } }, { status: 'READY' })).toBeUndefined();
+    expect(
+      await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueAfter: due } }, { status: 'READY' }),
+    ).toBeUndefined();
     // The sweeper's claim (due by now) fails before the grace ends.
-    expect(await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueBy: due - 1 } }, { purgeAfter: null })).toBeUndefined();
+    expect(
+      await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueBy: due - 1 } }, { purgeAfter: null }),
+    ).toBeUndefined();
     const restored = await store.updateBackup(
       record.id,
       { statuses: ['DELETING'], scheduled: { dueAfter: due - 1 } },
@@ -422,7 +429,8 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     // At most `limit` entries: the oldest (limit - 1) and the newest stay, so a burst of rotations cannot push the
     // first envelope out.
     await store.createVault(account.id, vault('C'));
-    for (let i = 0; i < 6; i++) await store.replaceVault(account.id, { ...vault('D'), updatedAt: T0 + 10 + i }, { keep: keep(T0 + 10 + i, { limit: 3 }) });
+    for (let i = 0; i < 6; i++)
+      await store.replaceVault(account.id, { ...vault('D'), updatedAt: T0 + 10 + i }, { keep: keep(T0 + 10 + i, { limit: 3 }) });
     const bounded = await store.listVaultHistory(account.id, T0);
     expect(bounded.map((e) => e.replacedAt)).toEqual([T0 + 15, T0 + 10, T0 + 1]);
     expect(bounded[2]!.vault.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
@@ -438,7 +446,9 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     expect(await store.restoreVault(other.id, kept.id, T0 + 2, keep(T0 + 2))).toBeUndefined(); // another account's
 
     const nodes = [store, await engine.peer()];
-    const results = await Promise.all(nodes.map((node) => node.restoreVault(account.id, kept.id, T0 + 2, keep(T0 + 2, { reason: 'restore' }))));
+    const results = await Promise.all(
+      nodes.map((node) => node.restoreVault(account.id, kept.id, T0 + 2, keep(T0 + 2, { reason: 'restore' }))),
+    );
     expect(results.filter(Boolean)).toHaveLength(1);
     const current = await store.getVault(account.id);
     expect(current).toEqual({ ...vault('A'), updatedAt: T0 + 2, createdAt: T0 });
@@ -448,7 +458,9 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     // Restoring after a reset (no vault now) brings the envelope back as the vault.
     const reset = keep(T0 + 3, { reason: 'reset' });
     await store.deleteVault(account.id, reset);
-    expect(await store.restoreVault(account.id, reset.id, T0 + 4, keep(T0 + 4, { reason: 'restore' }))).toMatchObject({ updatedAt: T0 + 4 });
+    expect(await store.restoreVault(account.id, reset.id, T0 + 4, keep(T0 + 4, { reason: 'restore' }))).toMatchObject({
+      updatedAt: T0 + 4,
+    });
     expect((await store.getVault(account.id))?.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
   });
 
@@ -473,7 +485,15 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
 
   it('API keys: read one by id', async () => {
     const account = await newAccount();
-    const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null, appendOnly: false };
+    const key = {
+      id: uuidv7(),
+      accountId: account.id,
+      scopes: ['backups:read'] as 'backups:read'[],
+      createdAt: T0,
+      expiresAt: null,
+      revokedAt: null,
+      appendOnly: false,
+    };
     await store.createApiKey(key, `hash-${key.id}`);
     expect(await store.getApiKey(key.id)).toEqual(key);
     expect(await store.getApiKey(uuidv7())).toBeUndefined();
@@ -481,7 +501,13 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
 
   it('API keys: the append-only restriction is stored and read back by every lookup', async () => {
     const account = await newAccount();
-    const base = { accountId: account.id, scopes: ['backups:read', 'backups:write'] as Scope[], createdAt: T0, expiresAt: null, revokedAt: null };
+    const base = {
+      accountId: account.id,
+      scopes: ['backups:read', 'backups:write'] as Scope[],
+      createdAt: T0,
+      expiresAt: null,
+      revokedAt: null,
+    };
     const restricted = { ...base, id: uuidv7(), appendOnly: true };
     const plain = { ...base, id: uuidv7(), appendOnly: false };
     await store.createApiKey(restricted, `hash-${restricted.id}`);
@@ -497,7 +523,14 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
 
   it("API keys: a key's label is stored and read back by every lookup (migration 0009); a key without one has none", async () => {
     const account = await newAccount();
-    const base = { accountId: account.id, scopes: ['backups:write'] as Scope[], createdAt: T0, expiresAt: null, revokedAt: null, appendOnly: false };
+    const base = {
+      accountId: account.id,
+      scopes: ['backups:write'] as Scope[],
+      createdAt: T0,
+      expiresAt: null,
+      revokedAt: null,
+      appendOnly: false,
+    };
     const labelled = { ...base, id: uuidv7(), label: "Anna's laptop (work)" };
     const bare = { ...base, id: uuidv7() };
     await store.createApiKey(labelled, `hash-${labelled.id}`);
@@ -525,7 +558,20 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     const peer = await engine.peer();
     const written: AuditEntry[] = [];
     for (let i = 0; i < 5; i++) {
-      const e = entry(mine.id, T0 + i * 1000, i === 2 ? { outcome: 'refused', actor: { kind: 'operator', id: null }, address: null, target: null, detail: 'free → plus', action: 'account.plan' } : {});
+      const e = entry(
+        mine.id,
+        T0 + i * 1000,
+        i === 2
+          ? {
+              outcome: 'refused',
+              actor: { kind: 'operator', id: null },
+              address: null,
+              target: null,
+              detail: 'free → plus',
+              action: 'account.plan',
+            }
+          : {},
+      );
       written.push(e);
       await (i % 2 === 0 ? store : peer).appendAudit(e, 3);
     }
@@ -572,7 +618,15 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
 
   it('sessions: stored by hash, revoked once, pruned after expiry (with expired links)', async () => {
     const account = await newAccount();
-    const key = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'] as 'backups:read'[], createdAt: T0, expiresAt: null, revokedAt: null, appendOnly: false };
+    const key = {
+      id: uuidv7(),
+      accountId: account.id,
+      scopes: ['backups:read'] as 'backups:read'[],
+      createdAt: T0,
+      expiresAt: null,
+      revokedAt: null,
+      appendOnly: false,
+    };
     await store.createApiKey(key, `hash-${key.id}`);
     const byLink = { id: uuidv7(), accountId: account.id, keyId: null, createdAt: T0, expiresAt: T0 + HOUR, revokedAt: null, freshAt: T0 };
     // A session opened with a key made in an earlier session keeps that session's sign-in time (migration 0008).
@@ -656,13 +710,20 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       scopes: ['backups:read'] as 'backups:read'[],
       createdAt: T0,
       expiresAt: null,
-      revokedAt: null, appendOnly: false,
+      revokedAt: null,
+      appendOnly: false,
       ...overrides,
     });
     const [liveKey, revokedKey, expiredKey] = [key(), key({ revokedAt: T0 + 1 }), key({ expiresAt: T0 + 1 })];
     for (const k of [liveKey, revokedKey, expiredKey]) await store.createApiKey(k, `hash-${k.id}`);
     const session = (keyId: string | null, revokedAt: number | null = null) => ({
-      id: uuidv7(), accountId: account.id, keyId, createdAt: T0, expiresAt: T0 + 10 * HOUR, revokedAt, freshAt: T0,
+      id: uuidv7(),
+      accountId: account.id,
+      keyId,
+      createdAt: T0,
+      expiresAt: T0 + 10 * HOUR,
+      revokedAt,
+      freshAt: T0,
     });
     const kept = [session(null), session(liveKey.id)];
     const gone = [session(null, T0 + 1), session(revokedKey.id), session(expiredKey.id)];
@@ -720,6 +781,9 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     await expect(nodes[2]!.tryExclusive('sweeper', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     expect(await nodes[0]!.tryExclusive('sweeper', async () => 43)).toEqual({ ran: true, value: 43 });
     // Names nest.
-    expect(await store.tryExclusive('a', async () => store.tryExclusive('b', async () => 1))).toEqual({ ran: true, value: { ran: true, value: 1 } });
+    expect(await store.tryExclusive('a', async () => store.tryExclusive('b', async () => 1))).toEqual({
+      ran: true,
+      value: { ran: true, value: 1 },
+    });
   });
 });

@@ -34,7 +34,9 @@ describe('S3BlobStore.put with a known size', () => {
       { step: 'initialize', name: 'countCommands' },
     );
     const data = bytes(6 * 1024 * 1024 + 123);
-    expect(await store.put('backups/a/b/sized.bin', Readable.from([data.subarray(0, 1000), data.subarray(1000)]), { size: data.length })).toEqual({
+    expect(
+      await store.put('backups/a/b/sized.bin', Readable.from([data.subarray(0, 1000), data.subarray(1000)]), { size: data.length }),
+    ).toEqual({
       size: data.length,
     });
     // One PutObject, no CreateMultipartUpload/UploadPart/CompleteMultipartUpload.

@@ -82,7 +82,12 @@ describe('coffer serve', () => {
     await fetch(`${running!.url}/api/backup-account/bootstrap`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ cryptoVersion: 'v1', kdf: { salt: b64(16), opslimit: 2, memlimit: 8192 }, wrappedMasterKey: b64(48), wrappedMasterKeyNonce: b64(24) }),
+      body: JSON.stringify({
+        cryptoVersion: 'v1',
+        kdf: { salt: b64(16), opslimit: 2, memlimit: 8192 },
+        wrappedMasterKey: b64(48),
+        wrappedMasterKeyNonce: b64(24),
+      }),
     });
     const { backupId } = await (await fetch(`${running!.url}/api/backups`, { method: 'POST', headers: auth })).json();
     const stream = await fetch(`${running!.url}/api/backups/${backupId}/events`, { headers: auth });
@@ -108,7 +113,12 @@ describe('coffer serve', () => {
     await fetch(`${running.url}/api/backup-account/bootstrap`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ cryptoVersion: 'v1', kdf: { salt: b64(16), opslimit: 2, memlimit: 8192 }, wrappedMasterKey: b64(48), wrappedMasterKeyNonce: b64(24) }),
+      body: JSON.stringify({
+        cryptoVersion: 'v1',
+        kdf: { salt: b64(16), opslimit: 2, memlimit: 8192 },
+        wrappedMasterKey: b64(48),
+        wrappedMasterKeyNonce: b64(24),
+      }),
     });
     const { backupId } = await (await fetch(`${running.url}/api/backups`, { method: 'POST', headers: auth })).json();
     const half = Buffer.alloc(256 * 1024, 5);
@@ -198,10 +208,25 @@ describe('coffer admin', () => {
     const listed = adminJson(['keys', 'list', '--account', fresh.accountId], env);
     expect(listed.keys.map((k: { keyId: string }) => k.keyId)).toEqual([fresh.keyId, more.keyId]);
     const host = adminJson(
-      ['keys', 'create', '--account', fresh.accountId, '--scopes', 'backups:read,backups:write', '--append-only', '--label', 'db host (nightly)'],
+      [
+        'keys',
+        'create',
+        '--account',
+        fresh.accountId,
+        '--scopes',
+        'backups:read,backups:write',
+        '--append-only',
+        '--label',
+        'db host (nightly)',
+      ],
       env,
     );
-    expect(host).toMatchObject({ accountId: fresh.accountId, scopes: ['backups:read', 'backups:write'], appendOnly: true, label: 'db host (nightly)' });
+    expect(host).toMatchObject({
+      accountId: fresh.accountId,
+      scopes: ['backups:read', 'backups:write'],
+      appendOnly: true,
+      label: 'db host (nightly)',
+    });
     const all = adminJson(['keys', 'list', '--account', fresh.accountId], env);
     expect(all.keys.map((k: { keyId: string; appendOnly: boolean }) => [k.keyId, k.appendOnly])).toEqual([
       [fresh.keyId, false],

@@ -102,7 +102,9 @@ describe('the start lines', () => {
     nodes.push(node);
     const lines = node.output().split('\n');
     expect(lines[0]).toMatch(KEY_LINE);
-    expect(lines[1]).toMatch(/^Coffer listening on http:\/\/127\.0\.0\.1:\d+ only \(HOST=127\.0\.0\.1\); public URL http:\/\/localhost:\d+$/);
+    expect(lines[1]).toMatch(
+      /^Coffer listening on http:\/\/127\.0\.0\.1:\d+ only \(HOST=127\.0\.0\.1\); public URL http:\/\/localhost:\d+$/,
+    );
   });
 });
 

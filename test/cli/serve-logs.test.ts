@@ -94,7 +94,12 @@ describe('coffer serve: logs and notices', () => {
     const ids = responses.map((response) => response.headers.get('x-request-id')!);
     server.kill('SIGTERM');
     expect(await exited(server)).toBe(0);
-    const logged = new Set(out.split('\n').filter((line) => line !== '').map((line) => (JSON.parse(line) as { reqId?: string }).reqId));
+    const logged = new Set(
+      out
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => (JSON.parse(line) as { reqId?: string }).reqId),
+    );
     expect(ids.filter((id) => !logged.has(id))).toEqual([]);
   });
 });

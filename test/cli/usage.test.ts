@@ -36,7 +36,16 @@ describe('coffer admin usage and set-quota', () => {
     expect(report.totals.plans.free.accounts).toBe(1);
     expect(report.totals.plans.pro.accounts).toBe(1);
     // Zero knowledge: nothing but sizes, times and counts.
-    expect(Object.keys(row).sort()).toEqual(['accountId', 'backups', 'lastReadyAt', 'overdue', 'plan', 'quotaBytes', 'quotaSource', 'storedBytes']);
+    expect(Object.keys(row).sort()).toEqual([
+      'accountId',
+      'backups',
+      'lastReadyAt',
+      'overdue',
+      'plan',
+      'quotaBytes',
+      'quotaSource',
+      'storedBytes',
+    ]);
 
     const bad = coffer(['accounts', 'set-quota', created.accountId, '12kb']);
     expect(bad.code).not.toBe(0);

@@ -18,7 +18,6 @@ import { REQUIRED } from '../helpers/required.js';
 const PASSPHRASE = 'hardening passphrase';
 const ANALYZE = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((file) => fs.existsSync(file));
 
-
 /** A loopback HTTP server recording each request and answering with `answer(path)`. */
 async function receiver(answer: (url: string) => { status: number; headers?: Record<string, string> }) {
   const requests: string[] = [];
@@ -75,7 +74,10 @@ describe('agent hardening: notifications, schedule values, config permissions', 
       server = await startTestServer();
       elsewhere = await receiver(() => ({ status: 200 }));
       // Every notification target answers with a redirect to another origin (a loopback service).
-      redirector = await receiver((url) => ({ status: url.startsWith('/ping') ? 308 : 307, headers: { location: `${elsewhere.url}${url}` } }));
+      redirector = await receiver((url) => ({
+        status: url.startsWith('/ping') ? 308 : 307,
+        headers: { location: `${elsewhere.url}${url}` },
+      }));
     });
     afterAll(async () => {
       await redirector?.close();
@@ -90,8 +92,19 @@ describe('agent hardening: notifications, schedule values, config permissions', 
       const file = path.join(work, 'notify.key');
       fs.writeFileSync(file, `${apiKey}\n`, { mode: 0o600 });
       const add = await coffer([
-        'profile', 'add', 'notified', '--url', server.url, '--api-key-file', file, '--path', path.join(work, 'source'),
-        '--healthchecks', `${redirector.url}/ping/uuid`, '--notify-success', `${redirector.url}/success`,
+        'profile',
+        'add',
+        'notified',
+        '--url',
+        server.url,
+        '--api-key-file',
+        file,
+        '--path',
+        path.join(work, 'source'),
+        '--healthchecks',
+        `${redirector.url}/ping/uuid`,
+        '--notify-success',
+        `${redirector.url}/success`,
       ]);
       expect(add.code, add.stderr).toBe(0);
       const run = await coffer(['run', '--profile', 'notified'], { COFFER_PASSPHRASE: PASSPHRASE });
@@ -106,7 +119,17 @@ describe('agent hardening: notifications, schedule values, config permissions', 
 
   describe('schedule install: the values written into a unit or a crontab line', () => {
     beforeAll(async () => {
-      const add = await coffer(['profile', 'add', 'home', '--url', 'http://127.0.0.1:9', '--api-key-file', keyFile, '--path', path.join(work, 'source')]);
+      const add = await coffer([
+        'profile',
+        'add',
+        'home',
+        '--url',
+        'http://127.0.0.1:9',
+        '--api-key-file',
+        keyFile,
+        '--path',
+        path.join(work, 'source'),
+      ]);
       expect(add.code, add.stderr).toBe(0);
     });
 
@@ -114,16 +137,35 @@ describe('agent hardening: notifications, schedule values, config permissions', 
       const unitDir = path.join(env.XDG_CONFIG_HOME!, 'systemd/user');
       const injected = path.join(work, 'x\nExecStartPre=/bin/touch /tmp/coffer-pwned\n');
       for (const extra of [[], ['--cron']]) {
-        const result = await coffer(['schedule', 'install', '--profile', 'home', '--no-enable', '--interval', '1d', '--passphrase-file', injected, ...extra]);
+        const result = await coffer([
+          'schedule',
+          'install',
+          '--profile',
+          'home',
+          '--no-enable',
+          '--interval',
+          '1d',
+          '--passphrase-file',
+          injected,
+          ...extra,
+        ]);
         expect(result.code, result.stderr).toBe(2);
-        expect(result.stderr).toContain('holds a line break, NUL or another control character: it cannot be written into a unit or a crontab line; nothing was written');
+        expect(result.stderr).toContain(
+          'holds a line break, NUL or another control character: it cannot be written into a unit or a crontab line; nothing was written',
+        );
         expect(result.stdout).toBe('');
       }
       const oddConfig = `${env.XDG_CONFIG_HOME}\rExecStartPre=/bin/true`;
       fs.mkdirSync(path.join(oddConfig, 'coffer'), { recursive: true, mode: 0o700 });
       fs.copyFileSync(configFile(), path.join(oddConfig, 'coffer/config.json'));
-      for (const [variable, value] of [['XDG_STATE_HOME', `${env.XDG_STATE_HOME}\rExecStartPre=/bin/true`], ['XDG_CONFIG_HOME', oddConfig]] as const) {
-        const result = await coffer(['schedule', 'install', '--profile', 'home', '--no-enable', '--interval', '1d', '--passphrase-file', keyFile], { [variable]: value });
+      for (const [variable, value] of [
+        ['XDG_STATE_HOME', `${env.XDG_STATE_HOME}\rExecStartPre=/bin/true`],
+        ['XDG_CONFIG_HOME', oddConfig],
+      ] as const) {
+        const result = await coffer(
+          ['schedule', 'install', '--profile', 'home', '--no-enable', '--interval', '1d', '--passphrase-file', keyFile],
+          { [variable]: value },
+        );
         expect(result.code, `${variable}: ${result.stderr}`).toBe(2);
         expect(result.stderr).toContain(`${variable} holds a line break`);
       }
@@ -131,39 +173,46 @@ describe('agent hardening: notifications, schedule values, config permissions', 
       expect(fs.existsSync(path.join(oddConfig, 'systemd'))).toBe(false);
     });
 
-    it.skipIf(!ANALYZE && !REQUIRED)('spaces, %, $, quotes and backslashes are quoted right: the unit verifies, cron and sh give the same words', async () => {
-      if (!ANALYZE) throw new Error('systemd-analyze is missing (COFFER_REQUIRE_PG=1: this must not be skipped)');
-      const odd = (name: string) => path.join(work, name);
-      const passFile = odd(`pass "it's" 100% $HOME \\%x.txt`);
-      fs.writeFileSync(passFile, PASSPHRASE, { mode: 0o600 });
-      const more = { XDG_CONFIG_HOME: odd('conf $x %y'), XDG_STATE_HOME: odd("state 'q' \\%") };
-      fs.mkdirSync(path.join(more.XDG_CONFIG_HOME, 'coffer'), { recursive: true, mode: 0o700 });
-      fs.copyFileSync(configFile(), path.join(more.XDG_CONFIG_HOME, 'coffer/config.json'));
-      const base = ['schedule', 'install', '--profile', 'home', '--interval', '1d', '--passphrase-file', passFile];
+    it.skipIf(!ANALYZE && !REQUIRED)(
+      'spaces, %, $, quotes and backslashes are quoted right: the unit verifies, cron and sh give the same words',
+      async () => {
+        if (!ANALYZE) throw new Error('systemd-analyze is missing (COFFER_REQUIRE_PG=1: this must not be skipped)');
+        const odd = (name: string) => path.join(work, name);
+        const passFile = odd(`pass "it's" 100% $HOME \\%x.txt`);
+        fs.writeFileSync(passFile, PASSPHRASE, { mode: 0o600 });
+        const more = { XDG_CONFIG_HOME: odd('conf $x %y'), XDG_STATE_HOME: odd("state 'q' \\%") };
+        fs.mkdirSync(path.join(more.XDG_CONFIG_HOME, 'coffer'), { recursive: true, mode: 0o700 });
+        fs.copyFileSync(configFile(), path.join(more.XDG_CONFIG_HOME, 'coffer/config.json'));
+        const base = ['schedule', 'install', '--profile', 'home', '--interval', '1d', '--passphrase-file', passFile];
 
-      const installed = await coffer([...base, '--no-enable', '--json'], more);
-      expect(installed.code, installed.stderr).toBe(0);
-      const { files, service } = JSON.parse(installed.stdout);
-      const execStart = service.split('\n').find((l: string) => l.startsWith('ExecStart='));
-      expect(execStart.endsWith(` run --profile home --passphrase-file "${passFile.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/%/g, '%%').replace(/\$/g, '$$$$')}"`)).toBe(true);
-      expect(service).toContain(`Environment="XDG_CONFIG_HOME=${more.XDG_CONFIG_HOME.replace(/%/g, '%%')}"\n`); // `$` stays: no expansion there
-      expect(service).toContain(`Environment="XDG_STATE_HOME=${more.XDG_STATE_HOME.replace(/\\/g, '\\\\').replace(/%/g, '%%')}"\n`);
-      const verified = spawnSync(ANALYZE!, ['verify', files.timer, files.service], { encoding: 'utf8' });
-      expect({ status: verified.status, output: `${verified.stdout}${verified.stderr}`.trim() }).toEqual({ status: 0, output: '' });
+        const installed = await coffer([...base, '--no-enable', '--json'], more);
+        expect(installed.code, installed.stderr).toBe(0);
+        const { files, service } = JSON.parse(installed.stdout);
+        const execStart = service.split('\n').find((l: string) => l.startsWith('ExecStart='));
+        expect(
+          execStart.endsWith(
+            ` run --profile home --passphrase-file "${passFile.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/%/g, '%%').replace(/\$/g, '$$$$')}"`,
+          ),
+        ).toBe(true);
+        expect(service).toContain(`Environment="XDG_CONFIG_HOME=${more.XDG_CONFIG_HOME.replace(/%/g, '%%')}"\n`); // `$` stays: no expansion there
+        expect(service).toContain(`Environment="XDG_STATE_HOME=${more.XDG_STATE_HOME.replace(/\\/g, '\\\\').replace(/%/g, '%%')}"\n`);
+        const verified = spawnSync(ANALYZE!, ['verify', files.timer, files.service], { encoding: 'utf8' });
+        expect({ status: verified.status, output: `${verified.stdout}${verified.stderr}`.trim() }).toEqual({ status: 0, output: '' });
 
-      const cron = await coffer([...base, '--cron'], more);
-      expect(cron.code, cron.stderr).toBe(0);
-      const line = cron.stdout.trim();
-      expect(line.split('\n')).toHaveLength(1);
-      // The command as cron hands it to sh, with the node program swapped for one that prints what it is given.
-      const command = cronCommand(line.split(' ').slice(5).join(' ')).replace(
-        process.execPath,
-        `/bin/sh -c 'printf "%s\\n" "$XDG_CONFIG_HOME" "$XDG_STATE_HOME" "$@"' sh`,
-      );
-      const words = spawnSync('/bin/sh', ['-c', command], { encoding: 'utf8' }).stdout.split('\n').slice(0, -1);
-      expect(words.slice(0, 2)).toEqual([more.XDG_CONFIG_HOME, more.XDG_STATE_HOME]);
-      expect(words.slice(3)).toEqual(['run', '--profile', 'home', '--passphrase-file', passFile]);
-    });
+        const cron = await coffer([...base, '--cron'], more);
+        expect(cron.code, cron.stderr).toBe(0);
+        const line = cron.stdout.trim();
+        expect(line.split('\n')).toHaveLength(1);
+        // The command as cron hands it to sh, with the node program swapped for one that prints what it is given.
+        const command = cronCommand(line.split(' ').slice(5).join(' ')).replace(
+          process.execPath,
+          `/bin/sh -c 'printf "%s\\n" "$XDG_CONFIG_HOME" "$XDG_STATE_HOME" "$@"' sh`,
+        );
+        const words = spawnSync('/bin/sh', ['-c', command], { encoding: 'utf8' }).stdout.split('\n').slice(0, -1);
+        expect(words.slice(0, 2)).toEqual([more.XDG_CONFIG_HOME, more.XDG_STATE_HOME]);
+        expect(words.slice(3)).toEqual(['run', '--profile', 'home', '--passphrase-file', passFile]);
+      },
+    );
   });
 
   describe('the config file and its folder: refused when others can change them', () => {
@@ -171,14 +220,28 @@ describe('agent hardening: notifications, schedule values, config permissions', 
 
     beforeAll(async () => {
       fs.rmSync(path.join(env.XDG_CONFIG_HOME!, 'coffer'), { recursive: true, force: true });
-      const add = await coffer(['profile', 'add', 'cmd', '--url', 'http://127.0.0.1:9', '--api-key-command', `touch ${marker()}; echo cfk_x`, '--path', work]);
+      const add = await coffer([
+        'profile',
+        'add',
+        'cmd',
+        '--url',
+        'http://127.0.0.1:9',
+        '--api-key-command',
+        `touch ${marker()}; echo cfk_x`,
+        '--path',
+        work,
+      ]);
       expect(add.code, add.stderr).toBe(0);
       expect(fs.statSync(configFile()).mode & 0o777).toBe(0o600);
     });
 
     const refused = async (what: RegExp) => {
       const before = fs.readFileSync(configFile(), 'utf8');
-      for (const args of [['list', '--profile', 'cmd'], ['profile', 'list'], ['profile', 'remove', 'cmd']]) {
+      for (const args of [
+        ['list', '--profile', 'cmd'],
+        ['profile', 'list'],
+        ['profile', 'remove', 'cmd'],
+      ]) {
         const result = await coffer(args);
         expect(result.code, result.stderr).toBe(2);
         expect(result.stderr).toMatch(what);
@@ -191,7 +254,9 @@ describe('agent hardening: notifications, schedule values, config permissions', 
 
     it('a config.json others can write (0666, 0620) is refused with a clear message and exit 2', async () => {
       fs.chmodSync(configFile(), 0o666);
-      await refused(/refusing to read .*config\.json: the file is writable by its group and all users \(mode 0666\)\..*fix: chmod go-w .*config\.json/);
+      await refused(
+        /refusing to read .*config\.json: the file is writable by its group and all users \(mode 0666\)\..*fix: chmod go-w .*config\.json/,
+      );
       fs.chmodSync(configFile(), 0o620);
       await refused(/the file is writable by its group \(mode 0620\)/);
       fs.chmodSync(configFile(), 0o644); // readable by others is not refused

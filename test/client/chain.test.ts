@@ -37,7 +37,12 @@ describe('coffer list --chain against a server that hides backups', () => {
     work = tempDir('coffer-chain-');
     const source = path.join(work, 'source');
     await makeTree(source);
-    env = { XDG_CONFIG_HOME: path.join(work, 'config'), XDG_STATE_HOME: path.join(work, 'state'), COFFER_PASSPHRASE: PASSPHRASE, COFFER_KDF: 'min' };
+    env = {
+      XDG_CONFIG_HOME: path.join(work, 'config'),
+      XDG_STATE_HOME: path.join(work, 'state'),
+      COFFER_PASSPHRASE: PASSPHRASE,
+      COFFER_KDF: 'min',
+    };
     owner = cliFor(server.url, apiKey, PASSPHRASE, { XDG_CONFIG_HOME: path.join(work, 'none'), XDG_STATE_HOME: path.join(work, 'none') });
     expect((await owner(['init'])).code).toBe(0);
     const keyFile = path.join(work, 'key');
@@ -64,64 +69,72 @@ describe('coffer list --chain against a server that hides backups', () => {
     expect(result.stdout).toContain('1 backup(s) belong to no chain');
     const report = json(await coffer(['list', '--chain', '--json'])).chains;
     expect(report.findings).toEqual([]);
-    expect(report.chains).toEqual([expect.objectContaining({ backups: 4, firstSeq: 1, lastSeq: 4, headBackupId: ids[3], localSeq: 4, ok: true })]);
+    expect(report.chains).toEqual([
+      expect.objectContaining({ backups: 4, firstSeq: 1, lastSeq: 4, headBackupId: ids[3], localSeq: 4, ok: true }),
+    ]);
     // Without this host's state (another machine, with the passphrase): the same chain, nothing to compare the head with.
     const elsewhere = await owner(['list', '--chain', '--json']);
     expect(json(elsewhere).chains.chains[0]).toMatchObject({ lastSeq: 4, localSeq: null, ok: true });
   });
 
-  it('a backup deleted behind the client\'s back is a gap; the newest hidden is a rollback; both exit 4', async () => {
-    await hide(ids[1]!);
-    try {
-      const result = await coffer(['list', '--chain']);
-      expect(result.code).toBe(4);
-      expect(result.stdout).toContain(`gap: chain`);
-      expect(result.stdout).toContain(`backup #2 is missing between ${ids[0]} (#1) and ${ids[2]} (#3)`);
-      expect(result.stderr).toContain("the history chains show 1 problem(s) the server's list does not explain");
-      // coffer verify --all checks the chains of what it verified too, with each link's ciphertext SHA-256.
-      const verified = await coffer(['verify', '--all', '--json']);
-      expect(verified.code).toBe(4);
-      const verifiedReport = JSON.parse(verified.stdout);
-      expect(verifiedReport.failed).toBe(0);
-      expect(verifiedReport.chains.findings).toEqual([expect.objectContaining({ kind: 'gap', missing: { from: 2, to: 2 } })]);
-      // The same with the recovery kit instead of the passphrase, on a machine without the host's state.
-      const kit = await owner(['kit']);
-      const kitFile = path.join(work, 'kit.txt');
-      fs.writeFileSync(kitFile, kit.stdout, { mode: 0o600 });
-      const withKit = await owner(['list', '--chain', '--kit-file', kitFile, '--json'], { COFFER_PASSPHRASE: undefined });
-      expect(withKit.code).toBe(4);
-      expect(JSON.parse(withKit.stdout).chains.findings).toEqual([
-        expect.objectContaining({ kind: 'gap', missing: { from: 2, to: 2 }, after: ids[0], before: ids[2] }),
-      ]);
-    } finally {
-      await unhide(ids[1]!);
-    }
-
-    await hide(ids[3]!);
-    await hide(ids[2]!);
-    try {
-      // Only the host knows: its state says #4 was made, the server lists #2 as the newest.
-      const result = await coffer(['list', '--chain', '--json']);
-      expect(result.code).toBe(4);
-      expect(JSON.parse(result.stdout).chains.findings).toEqual([
-        expect.objectContaining({ kind: 'rollback', newestListed: 2, expected: 4 }),
-      ]);
-      expect(json(await owner(['list', '--chain', '--json'])).chains.findings).toEqual([]); // elsewhere: undetectable
-      // The host's own agent run sees it too, without decrypting anything (its key may list): a warning.
-      const run = await coffer(['run']);
-      expect(run.code, run.stderr).toBe(0);
-      expect(run.stderr).toContain(`warning: the server no longer lists this profile's last backup ${ids[3]} (#4 of its history chain)`);
-      // All of the chain hidden: the profile's own head is missing altogether.
+  it(
+    "a backup deleted behind the client's back is a gap; the newest hidden is a rollback; both exit 4",
+    async () => {
       await hide(ids[1]!);
-      await hide(ids[0]!);
-      const none = await coffer(['list', '--chain', '--json']);
-      expect(none.code).toBe(4);
-      expect(JSON.parse(none.stdout).chains.findings).toEqual([expect.objectContaining({ kind: 'rollback', newestListed: 0, expected: 4 })]);
-    } finally {
-      for (const id of ids) await unhide(id).catch(() => undefined);
-    }
-    expect((await coffer(['list', '--chain'])).code).toBe(0);
-  }, MANY_CLIS);
+      try {
+        const result = await coffer(['list', '--chain']);
+        expect(result.code).toBe(4);
+        expect(result.stdout).toContain(`gap: chain`);
+        expect(result.stdout).toContain(`backup #2 is missing between ${ids[0]} (#1) and ${ids[2]} (#3)`);
+        expect(result.stderr).toContain("the history chains show 1 problem(s) the server's list does not explain");
+        // coffer verify --all checks the chains of what it verified too, with each link's ciphertext SHA-256.
+        const verified = await coffer(['verify', '--all', '--json']);
+        expect(verified.code).toBe(4);
+        const verifiedReport = JSON.parse(verified.stdout);
+        expect(verifiedReport.failed).toBe(0);
+        expect(verifiedReport.chains.findings).toEqual([expect.objectContaining({ kind: 'gap', missing: { from: 2, to: 2 } })]);
+        // The same with the recovery kit instead of the passphrase, on a machine without the host's state.
+        const kit = await owner(['kit']);
+        const kitFile = path.join(work, 'kit.txt');
+        fs.writeFileSync(kitFile, kit.stdout, { mode: 0o600 });
+        const withKit = await owner(['list', '--chain', '--kit-file', kitFile, '--json'], { COFFER_PASSPHRASE: undefined });
+        expect(withKit.code).toBe(4);
+        expect(JSON.parse(withKit.stdout).chains.findings).toEqual([
+          expect.objectContaining({ kind: 'gap', missing: { from: 2, to: 2 }, after: ids[0], before: ids[2] }),
+        ]);
+      } finally {
+        await unhide(ids[1]!);
+      }
+
+      await hide(ids[3]!);
+      await hide(ids[2]!);
+      try {
+        // Only the host knows: its state says #4 was made, the server lists #2 as the newest.
+        const result = await coffer(['list', '--chain', '--json']);
+        expect(result.code).toBe(4);
+        expect(JSON.parse(result.stdout).chains.findings).toEqual([
+          expect.objectContaining({ kind: 'rollback', newestListed: 2, expected: 4 }),
+        ]);
+        expect(json(await owner(['list', '--chain', '--json'])).chains.findings).toEqual([]); // elsewhere: undetectable
+        // The host's own agent run sees it too, without decrypting anything (its key may list): a warning.
+        const run = await coffer(['run']);
+        expect(run.code, run.stderr).toBe(0);
+        expect(run.stderr).toContain(`warning: the server no longer lists this profile's last backup ${ids[3]} (#4 of its history chain)`);
+        // All of the chain hidden: the profile's own head is missing altogether.
+        await hide(ids[1]!);
+        await hide(ids[0]!);
+        const none = await coffer(['list', '--chain', '--json']);
+        expect(none.code).toBe(4);
+        expect(JSON.parse(none.stdout).chains.findings).toEqual([
+          expect.objectContaining({ kind: 'rollback', newestListed: 0, expected: 4 }),
+        ]);
+      } finally {
+        for (const id of ids) await unhide(id).catch(() => undefined);
+      }
+      expect((await coffer(['list', '--chain'])).code).toBe(0);
+    },
+    MANY_CLIS,
+  );
 });
 
 describe('a server that back-dates its finalize answers cannot make a hidden backup look expired', () => {
@@ -142,8 +155,16 @@ describe('a server that back-dates its finalize answers cannot make a hidden bac
     work = tempDir('coffer-chain-skew-');
     const source = path.join(work, 'source');
     await makeTree(source);
-    env = { XDG_CONFIG_HOME: path.join(work, 'config'), XDG_STATE_HOME: path.join(work, 'state'), COFFER_PASSPHRASE: PASSPHRASE, COFFER_KDF: 'min' };
-    const owner = cliFor(server.url, apiKey, PASSPHRASE, { XDG_CONFIG_HOME: path.join(work, 'none'), XDG_STATE_HOME: path.join(work, 'none') });
+    env = {
+      XDG_CONFIG_HOME: path.join(work, 'config'),
+      XDG_STATE_HOME: path.join(work, 'state'),
+      COFFER_PASSPHRASE: PASSPHRASE,
+      COFFER_KDF: 'min',
+    };
+    const owner = cliFor(server.url, apiKey, PASSPHRASE, {
+      XDG_CONFIG_HOME: path.join(work, 'none'),
+      XDG_STATE_HOME: path.join(work, 'none'),
+    });
     expect((await owner(['init'])).code).toBe(0);
     const keyFile = path.join(work, 'key');
     fs.writeFileSync(keyFile, apiKey, { mode: 0o600 });
@@ -159,14 +180,18 @@ describe('a server that back-dates its finalize answers cannot make a hidden bac
   }, MANY_CLIS);
   afterAll(() => server?.stop());
 
-  it('links carry the host\'s time: #1-#2 hidden is a gap (exit 4), not expiry', async () => {
-    await hide(ids[0]!);
-    await hide(ids[1]!);
-    const result = await coffer(['list', '--chain', '--json']);
-    expect(result.code, result.stdout).toBe(4);
-    expect(JSON.parse(result.stdout).chains.findings).toEqual([expect.objectContaining({ kind: 'gap', missing: { from: 1, to: 2 } })]);
-    const verified = await coffer(['verify', '--all', '--json']);
-    expect(verified.code).toBe(4);
-    expect(JSON.parse(verified.stdout).chains.findings).toEqual([expect.objectContaining({ kind: 'gap', missing: { from: 1, to: 2 } })]);
-  }, MANY_CLIS);
+  it(
+    "links carry the host's time: #1-#2 hidden is a gap (exit 4), not expiry",
+    async () => {
+      await hide(ids[0]!);
+      await hide(ids[1]!);
+      const result = await coffer(['list', '--chain', '--json']);
+      expect(result.code, result.stdout).toBe(4);
+      expect(JSON.parse(result.stdout).chains.findings).toEqual([expect.objectContaining({ kind: 'gap', missing: { from: 1, to: 2 } })]);
+      const verified = await coffer(['verify', '--all', '--json']);
+      expect(verified.code).toBe(4);
+      expect(JSON.parse(verified.stdout).chains.findings).toEqual([expect.objectContaining({ kind: 'gap', missing: { from: 1, to: 2 } })]);
+    },
+    MANY_CLIS,
+  );
 });

@@ -18,7 +18,8 @@ function sample(bytes: number): Buffer {
   const parts: Buffer[] = [];
   let size = 0;
   for (let i = 0; size < bytes; i++) {
-    const part = i % 3 === 2 ? randomBytes(4096) : Buffer.from(`line ${i}: the quick brown fox ${i % 97} jumps over ${i % 13}\n`.repeat(40));
+    const part =
+      i % 3 === 2 ? randomBytes(4096) : Buffer.from(`line ${i}: the quick brown fox ${i % 97} jumps over ${i % 13}\n`.repeat(40));
     parts.push(part);
     size += part.length;
   }
@@ -86,7 +87,11 @@ describe('zstd: a frame that ends with an empty last block', () => {
       return Buffer.concat([Buffer.from([header & 0xff, (header >> 8) & 0xff, header >> 16]), body]);
     };
     // Magic, a single-segment frame header with a one-byte content size, the data, the empty last block.
-    const frame = Buffer.concat([Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x20, text.length]), rawBlock(text, false), rawBlock(Buffer.alloc(0), true)]);
+    const frame = Buffer.concat([
+      Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x20, text.length]),
+      rawBlock(text, false),
+      rawBlock(Buffer.alloc(0), true),
+    ]);
     expect(await buffer(Readable.from([frame]).pipe(decompressor('zstd', text.length)))).toEqual(text);
     expect(await buffer(Readable.from([frame]).pipe(decompressor('zstd', text.length, { native: false })))).toEqual(text);
   });

@@ -108,7 +108,11 @@ describe.each(decoders)('the one-frame rule and the size bound, in process: $nam
     ['a second frame or member', () => Buffer.concat([d.make(plain), d.make(other)]), plain.length + other.length],
     ['trailing zero bytes', () => Buffer.concat([d.make(plain), Buffer.alloc(4)]), plain.length],
     ['trailing junk', () => Buffer.concat([d.make(plain), Buffer.from('junk')]), plain.length],
-    ['a skippable zstd frame after it', () => Buffer.concat([d.make(plain), Buffer.from([0x50, 0x2a, 0x4d, 0x18, 1, 0, 0, 0, 0])]), plain.length],
+    [
+      'a skippable zstd frame after it',
+      () => Buffer.concat([d.make(plain), Buffer.from([0x50, 0x2a, 0x4d, 0x18, 1, 0, 0, 0, 0])]),
+      plain.length,
+    ],
     ['a truncated frame', () => d.make(plain).subarray(0, -3), plain.length],
     ['a wrong checksum (the zstd frame’s XXH64, the gzip CRC-32)', () => badChecksum(plain, d.compression), plain.length],
     ['output past the sealed size', () => d.make(plain), plain.length - 1],
@@ -127,7 +131,12 @@ describe.each(decoders)('the one-frame rule and the size bound, in process: $nam
 });
 
 describe('zstd frames a decoder must not be asked to take', () => {
-  const fzstd = decoders.find((d) => d.native === false) ?? { name: 'fzstd', compression: 'zstd' as const, native: false, make: zstdCompress };
+  const fzstd = decoders.find((d) => d.native === false) ?? {
+    name: 'fzstd',
+    compression: 'zstd' as const,
+    native: false,
+    make: zstdCompress,
+  };
   it('a window above 128 MiB, a content size other than the sealed one, a bomb past the sealed size', async () => {
     const bigWindow = Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x00, (28 - 10) << 3, 0x01, 0x00, 0x00]);
     await expect(decode(fzstd, bigWindow, 10)).rejects.toThrow(/window/);
@@ -260,33 +269,39 @@ describe('through the CLI, against a real server', () => {
     expect(restored.code, restored.stderr).toBe(4);
     expect(restored.stderr).toMatch(/more than its sealed 1048576 bytes/);
     expect(fs.existsSync(target)).toBe(false);
-    for (const command of [['ls', id], ['verify', id]]) {
+    for (const command of [
+      ['ls', id],
+      ['verify', id],
+    ]) {
       const listed = await run(command);
       expect(listed.peakMb).toBeLessThan(400);
       expect(listed.code, listed.stderr + listed.stdout).toBe(4);
     }
   });
 
-  it.skipIf(!canZstd())('an authentic 512 MiB zstd backup (a tar of one file) restores with bounded memory: the decoder waits for its reader', async () => {
-    const size = GiB / 2;
-    const tarHeader = Buffer.alloc(512);
-    new tar.Header({ path: 'big', mode: 0o644, size, mtime: new Date(), type: 'File', uid: 0, gid: 0 }).encode(tarHeader, 0);
-    const hash = createHash('sha256').update(tarHeader);
-    const block = Buffer.alloc(1024 * 1024, 0x61);
-    for (let done = 0; done < size; done += block.length) hash.update(block);
-    // The RLE blocks carry the file; a last raw block the tar's end (two zero blocks).
-    const frame = zstdBomb(4096, 0x61, tarHeader);
-    frame.writeUInt8(frame[frame.length - 4]! & ~1, frame.length - 4); // the last RLE block is not the frame’s last
-    const end = Buffer.concat([Buffer.from([((1024 << 3) | 1) & 0xff, (1024 << 3) >> 8, 0]), Buffer.alloc(1024)]);
-    hash.update(Buffer.alloc(1024));
-    const id = await upload(Buffer.concat([frame, end]), 'zstd', 512 + size + 1024, hash.digest('hex'), 'tar');
-    const target = path.join(work, 'authentic');
-    const restored = await run(['restore', id, target]);
-    expect(restored.peakMb).toBeLessThan(400);
-    expect(restored.code, restored.stderr).toBe(0);
-    expect((await fsp.stat(path.join(target, 'big'))).size).toBe(size);
-    await fsp.rm(target, { recursive: true });
-  });
+  it.skipIf(!canZstd())(
+    'an authentic 512 MiB zstd backup (a tar of one file) restores with bounded memory: the decoder waits for its reader',
+    async () => {
+      const size = GiB / 2;
+      const tarHeader = Buffer.alloc(512);
+      new tar.Header({ path: 'big', mode: 0o644, size, mtime: new Date(), type: 'File', uid: 0, gid: 0 }).encode(tarHeader, 0);
+      const hash = createHash('sha256').update(tarHeader);
+      const block = Buffer.alloc(1024 * 1024, 0x61);
+      for (let done = 0; done < size; done += block.length) hash.update(block);
+      // The RLE blocks carry the file; a last raw block the tar's end (two zero blocks).
+      const frame = zstdBomb(4096, 0x61, tarHeader);
+      frame.writeUInt8(frame[frame.length - 4]! & ~1, frame.length - 4); // the last RLE block is not the frame’s last
+      const end = Buffer.concat([Buffer.from([((1024 << 3) | 1) & 0xff, (1024 << 3) >> 8, 0]), Buffer.alloc(1024)]);
+      hash.update(Buffer.alloc(1024));
+      const id = await upload(Buffer.concat([frame, end]), 'zstd', 512 + size + 1024, hash.digest('hex'), 'tar');
+      const target = path.join(work, 'authentic');
+      const restored = await run(['restore', id, target]);
+      expect(restored.peakMb).toBeLessThan(400);
+      expect(restored.code, restored.stderr).toBe(0);
+      expect((await fsp.stat(path.join(target, 'big'))).size).toBe(size);
+      await fsp.rm(target, { recursive: true });
+    },
+  );
 
   it('a gzip bomb (512 MiB of zeros) sealed as 1 MiB: exit 4, nothing written, memory bounded', async () => {
     const id = await upload(await gzipZeros(512 * 1024 * 1024), 'gzip', 1024 * 1024, filledSha256(1024 * 1024));
@@ -315,14 +330,17 @@ describe('through the CLI, against a real server', () => {
     ['a gzip member with a wrong CRC-32', 'gzip', () => badChecksum(plain, 'gzip'), plain, 4],
   ];
 
-  it.skipIf(!canZstd()).each(nodes)('one verdict on $version: one frame or member restores, anything after it is exit 4', async ({ node }) => {
-    for (const [name, compression, make, content, code] of cases) {
-      const id = await upload(make(), compression, content.length, sha(content));
-      const target = path.join(work, `verdict-${Math.random().toString(36).slice(2)}`);
-      const result = await run(['restore', id, target], node);
-      expect(result.code, `${name}: ${result.stderr}`).toBe(code);
-      if (code === 0) expect(await fsp.readFile(path.join(target, 'data.bin'))).toEqual(content);
-      else expect(fs.existsSync(target), name).toBe(false);
-    }
-  });
+  it.skipIf(!canZstd()).each(nodes)(
+    'one verdict on $version: one frame or member restores, anything after it is exit 4',
+    async ({ node }) => {
+      for (const [name, compression, make, content, code] of cases) {
+        const id = await upload(make(), compression, content.length, sha(content));
+        const target = path.join(work, `verdict-${Math.random().toString(36).slice(2)}`);
+        const result = await run(['restore', id, target], node);
+        expect(result.code, `${name}: ${result.stderr}`).toBe(code);
+        if (code === 0) expect(await fsp.readFile(path.join(target, 'data.bin'))).toEqual(content);
+        else expect(fs.existsSync(target), name).toBe(false);
+      }
+    },
+  );
 });

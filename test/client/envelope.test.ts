@@ -134,11 +134,20 @@ describe('docs/crypto.md test vectors', () => {
     const ss = Buffer.from(ml_kem768_x25519.decapsulate(hex(v.sealedDek.xwingCiphertext), hex(v.recipient.seed)));
     expect(ss.toString('hex')).toBe(v.sealedDek.sharedSecret);
     const box = Buffer.alloc(48);
-    sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(box, hex(v.dek), Buffer.from(v.sealedDek.ad), null, Buffer.from(v.sealedDek.wrappedDekNonce, 'base64'), ss);
+    sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(
+      box,
+      hex(v.dek),
+      Buffer.from(v.sealedDek.ad),
+      null,
+      Buffer.from(v.sealedDek.wrappedDekNonce, 'base64'),
+      ss,
+    );
     expect(bytes.subarray(1132).equals(box)).toBe(true);
     expect(Buffer.from(unwrapDek(hex(v.masterKey), v.backupId, v.sealedDek)).toString('hex')).toBe(v.dek);
     expect(() => unwrapDek(hex(v.masterKey), v.backupId.replace(/1$/, '2'), v.sealedDek)).toThrow(/does not belong to this backup/);
-    expect(() => unwrapDek(newKey(), v.backupId, v.sealedDek)).toThrow(new RegExp(`sealed to another recipient ${v.recipient.fingerprint}`));
+    expect(() => unwrapDek(newKey(), v.backupId, v.sealedDek)).toThrow(
+      new RegExp(`sealed to another recipient ${v.recipient.fingerprint}`),
+    );
   });
 
   it('the keyring vector (§1b): exact bytes, every older form read with the ring, new material from the current key', async () => {
@@ -222,7 +231,12 @@ describe('docs/crypto.md test vectors', () => {
       const nonce = Buffer.alloc(24, 3);
       sodium.crypto_aead_xchacha20poly1305_ietf_encrypt(box, plaintext, Buffer.from('coffer/v1/master'), null, nonce, kek);
       const kdfFields = { salt: min.salt.toString('base64'), opslimit: min.opslimit, memlimit: min.memlimit };
-      return { cryptoVersion: 'v1', kdf: kdfFields, wrappedMasterKey: box.toString('base64'), wrappedMasterKeyNonce: nonce.toString('base64') };
+      return {
+        cryptoVersion: 'v1',
+        kdf: kdfFields,
+        wrappedMasterKey: box.toString('base64'),
+        wrappedMasterKeyNonce: nonce.toString('base64'),
+      };
     };
     const ring = (n: number, count = n) => Buffer.concat([Buffer.from('ckr1'), Buffer.from([count]), Buffer.alloc(32 * n, 1)]);
     const rows: [string, Buffer, 'opens' | 'integrity' | 'newer'][] = [
@@ -281,7 +295,7 @@ describe('docs/crypto.md test vectors', () => {
   });
 });
 
-describe('X-Wing (the recipient KEM) against the draft\'s published vectors', () => {
+describe("X-Wing (the recipient KEM) against the draft's published vectors", () => {
   // test/fixtures/xwing-test-vectors.json: draft-connolly-cfrg-xwing-kem reference vectors (source named in the file).
   const fixture = JSON.parse(fs.readFileSync(path.join(ROOT, 'test/fixtures/xwing-test-vectors.json'), 'utf8'));
   it.each(fixture.vectors as { seed: string; pk: string; eseed: string; ct: string; ss: string }[])(
@@ -311,7 +325,9 @@ describe('recipients and sealed data keys', () => {
     expect(() => unwrapDek(masterKey, '01a20000-0000-7000-8000-0000000000dd', sealed)).toThrow(IntegrityError);
     // Re-sealed to another vault's recipient (a hostile server's own key): refused by fingerprint, before decapsulation.
     const foreign = deriveRecipient(newKey());
-    expect(() => unwrapDek(masterKey, backupId, sealDek(foreign, backupId, dek))).toThrow(`sealed to another recipient ${foreign.fingerprint}`);
+    expect(() => unwrapDek(masterKey, backupId, sealDek(foreign, backupId, dek))).toThrow(
+      `sealed to another recipient ${foreign.fingerprint}`,
+    );
     // The fingerprint rewritten to ours does not help: the AD (and the KEM) no longer match.
     const forged = Buffer.from(sealDek(foreign, backupId, dek).wrappedDek, 'base64');
     Buffer.from(recipient.fingerprint.replaceAll('-', ''), 'hex').copy(forged, 4);
@@ -326,7 +342,9 @@ describe('recipients and sealed data keys', () => {
     const later = Buffer.concat([Buffer.from('cxw2'), bytes.subarray(4)]).toString('base64');
     expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: later })).toThrow(NewerFormatError);
     expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: later })).toThrow(IntegrityError);
-    expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: later })).toThrow(/"cxw2", 1180 bytes\): it was made by a newer coffer/);
+    expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: later })).toThrow(
+      /"cxw2", 1180 bytes\): it was made by a newer coffer/,
+    );
     const variants = [
       Buffer.concat([Buffer.from('xyz!'), bytes.subarray(4)]), // no version magic at all
       bytes.subarray(0, SEALED_DEK_BYTES - 1), // one byte short
@@ -364,7 +382,9 @@ describe('recipients and sealed data keys', () => {
     expect(() => parseRecipient(padded)).not.toThrow(/checksum does not match/);
     // One more 5-bit word: 1,947 characters are not 1,216 bytes (nor excess padding read as a key).
     const longer = bech32m.encode('coffer', [...bech32m.decode(text as `${string}1${string}`, false).words, 0], false);
-    expect(() => parseRecipient(longer)).toThrow(/holds 1947 data characters \(1216 bytes\), not an X-Wing public key \(1946 characters, 1216 bytes\)/);
+    expect(() => parseRecipient(longer)).toThrow(
+      /holds 1947 data characters \(1216 bytes\), not an X-Wing public key \(1946 characters, 1216 bytes\)/,
+    );
     expect(() => parseRecipient(`${text.slice(0, 9)}${text.slice(9).toUpperCase()}`)).toThrow(/mixes upper and lower case/);
     expect(parseRecipient(`\t ${text.toUpperCase()} \r\n`).text).toBe(text);
   });

@@ -59,7 +59,9 @@ describe('segments', () => {
 
   it('refuses NUL bytes, absolute paths and ".." with the field named', () => {
     expect(() => segments('a\0b', 'path')).toThrow('refusing archive entry with a NUL byte in its path');
-    expect(() => segments('/etc/passwd', 'hard link target')).toThrow('refusing archive entry with an absolute hard link target: "/etc/passwd"');
+    expect(() => segments('/etc/passwd', 'hard link target')).toThrow(
+      'refusing archive entry with an absolute hard link target: "/etc/passwd"',
+    );
     expect(() => segments('a/../../b', 'path')).toThrow('refusing archive entry whose path leaves the target directory: "a/../../b"');
     expect(() => segments('..', 'path')).toThrow(UnsafeArchiveError);
     expect(() => segments('a/..', 'path')).toThrow(UnsafeArchiveError);
@@ -99,14 +101,7 @@ describe('segments', () => {
 describe('EntryPolicy: what is made', () => {
   it('files, directories and missing parents, in archive order, with the modes the extractor uses', () => {
     const { log, files, policy } = run([dir('a/'), file('a/x'), file('b/c/y'), dir('b/c'), file('./z')]);
-    expect(log).toEqual([
-      'mkdir a 700 (a/)',
-      'file a/x',
-      'mkdir b 755 (b/c/y)',
-      'mkdir b/c 755 (b/c/y)',
-      'file b/c/y',
-      'file z',
-    ]);
+    expect(log).toEqual(['mkdir a 700 (a/)', 'file a/x', 'mkdir b 755 (b/c/y)', 'mkdir b/c 755 (b/c/y)', 'file b/c/y', 'file z']);
     expect(files).toEqual(['a/x', 'b/c/y', 'z']);
     expect(policy.entries).toBe(5);
     expect([...policy.made.entries()]).toEqual([
@@ -120,7 +115,7 @@ describe('EntryPolicy: what is made', () => {
     ]);
   });
 
-  it('keeps each directory entry\'s archived attributes (the last one wins), masked to the permission bits', () => {
+  it("keeps each directory entry's archived attributes (the last one wins), masked to the permission bits", () => {
     const { policy } = run([
       dir('a', { mode: 0o40750, mtime: T, uid: 7, gid: 8 }),
       dir('a', { mode: 0o1777, mtime: T, uid: 9, gid: 10 }),
@@ -192,7 +187,9 @@ describe('EntryPolicy: what is refused', () => {
     expect(refusal([file('../x')])).toBe('refusing archive entry whose path leaves the target directory: "../x"');
     expect(refusal([file('/x')])).toBe('refusing archive entry with an absolute path: "/x"');
     expect(refusal([file('a\0')])).toBe('refusing archive entry with a NUL byte in its path');
-    expect(refusal([file('x'), hard('h', '../x')])).toBe('refusing archive entry whose hard link target leaves the target directory: "../x"');
+    expect(refusal([file('x'), hard('h', '../x')])).toBe(
+      'refusing archive entry whose hard link target leaves the target directory: "../x"',
+    );
     expect(refusal([file('x'), hard('h', '/x')])).toBe('refusing archive entry with an absolute hard link target: "/x"');
     expect(refusal([file('./')])).toBe('refusing archive entry without a name: "./"');
     expect(refusal([sym('.', 'x')])).toBe('refusing archive entry without a name: "."');
@@ -202,7 +199,9 @@ describe('EntryPolicy: what is refused', () => {
 
   it('anything below a symlink or a file of the archive, at any depth', () => {
     expect(refusal([sym('s', '/tmp'), file('s/x')])).toBe('refusing archive entry that would be written through a symlink: "s/x"');
-    expect(refusal([dir('a'), sym('a/s', '/tmp'), dir('a/s/b/c')])).toBe('refusing archive entry that would be written through a symlink: "a/s/b/c"');
+    expect(refusal([dir('a'), sym('a/s', '/tmp'), dir('a/s/b/c')])).toBe(
+      'refusing archive entry that would be written through a symlink: "a/s/b/c"',
+    );
     expect(refusal([file('f'), dir('f/d')])).toBe('refusing archive entry below a file: "f/d"');
     expect(refusal([dir('a'), file('a/f'), file('a/f/g/h')])).toBe('refusing archive entry below a file: "a/f/g/h"');
   });
@@ -231,8 +230,12 @@ describe('EntryPolicy: what is refused', () => {
     expect(refusal([dir('d'), hard('h', 'd')])).toBe('refusing archive entry that is a hard link to a directory: "h"');
     expect(refusal([hard('h', '.')])).toBe('refusing archive entry that is a hard link to a directory: "h"');
     // The target's parents are resolved like any path, never created: a missing one is not an earlier entry.
-    expect(refusal([hard('h', 'no/such')])).toBe('refusing archive entry whose hard link target is not an earlier entry of the archive: "no/such"');
-    expect(refusal([sym('s', '/etc'), hard('h', 's/passwd')])).toBe('refusing archive entry that would be written through a symlink: "s/passwd"');
+    expect(refusal([hard('h', 'no/such')])).toBe(
+      'refusing archive entry whose hard link target is not an earlier entry of the archive: "no/such"',
+    );
+    expect(refusal([sym('s', '/etc'), hard('h', 's/passwd')])).toBe(
+      'refusing archive entry that would be written through a symlink: "s/passwd"',
+    );
     expect(refusal([file('f'), hard('h', 'f/x')])).toBe('refusing archive entry below a file: "f/x"');
     const { log } = run([dir('a'), file('a/x'), hard('h', 'a/x')]);
     expect(log).toEqual(['mkdir a 700 (a)', 'file a/x', 'link h => a/x (h)']);
@@ -240,7 +243,9 @@ describe('EntryPolicy: what is refused', () => {
 
   it('a hard link to a target below a missing directory asks for nothing to be made', () => {
     const { log, policy } = run([file('x')]);
-    expect(() => policy.admit(hard('h', 'no/such/file'))).toThrow('refusing archive entry whose hard link target is not an earlier entry of the archive: "no/such/file"');
+    expect(() => policy.admit(hard('h', 'no/such/file'))).toThrow(
+      'refusing archive entry whose hard link target is not an earlier entry of the archive: "no/such/file"',
+    );
     expect(log).toEqual(['file x']);
     expect(policy.made.has('no')).toBe(false);
   });
@@ -279,7 +284,13 @@ describe('EntryPolicy: a partial restore', () => {
 
   it('writes only the selected entries, making the left-out directories above them with their archived attributes', () => {
     const { log, policy } = run(
-      [dir('a', { mode: 0o750, mtime: T, uid: 1, gid: 2 }), file('a/x'), dir('a/keep', { mode: 0o711, mtime: T }), file('a/keep/y'), file('z')],
+      [
+        dir('a', { mode: 0o750, mtime: T, uid: 1, gid: 2 }),
+        file('a/x'),
+        dir('a/keep', { mode: 0o711, mtime: T }),
+        file('a/keep/y'),
+        file('z'),
+      ],
       only('a/keep'),
     );
     expect(log).toEqual(['mkdir a 755 (a/keep)', 'mkdir a/keep 700 (a/keep)', 'file a/keep/y']);
@@ -320,19 +331,25 @@ describe('EntryPolicy: a partial restore', () => {
     const none = () => false;
     expect(refusal([sym('s', '/tmp'), file('s/x')], none)).toBe('refusing archive entry that would be written through a symlink: "s/x"');
     expect(refusal([file('f'), file('f/x')], none)).toBe('refusing archive entry below a file: "f/x"');
-    expect(refusal([dir('d'), sym('d/s', '/'), dir('d/s/e/f')], none)).toBe('refusing archive entry that would be written through a symlink: "d/s/e/f"');
+    expect(refusal([dir('d'), sym('d/s', '/'), dir('d/s/e/f')], none)).toBe(
+      'refusing archive entry that would be written through a symlink: "d/s/e/f"',
+    );
     expect(refusal([file('x'), file('x')], none)).toBe('refusing archive entry that replaces an earlier entry: "x"');
     expect(refusal([file('x'), dir('x')], none)).toBe('refusing archive entry that replaces an earlier entry: "x"');
     expect(refusal([dir('x'), file('x')], none)).toBe('refusing archive entry that replaces an earlier entry: "x"');
     expect(refusal([sym('s', '')], none)).toBe('refusing archive entry with an empty or NUL-bearing symlink target: "s"');
     expect(refusal([{ path: 's', type: 'SymbolicLink' }], none)).toMatch(/empty or NUL-bearing/);
     expect(refusal([sym('s', 'a\0')], none)).toMatch(/empty or NUL-bearing/);
-    expect(refusal([hard('h', 'nothing')], none)).toBe('refusing archive entry whose hard link target is not an earlier entry of the archive: "nothing"');
+    expect(refusal([hard('h', 'nothing')], none)).toBe(
+      'refusing archive entry whose hard link target is not an earlier entry of the archive: "nothing"',
+    );
     expect(refusal([{ path: 'h', type: 'Link' }], none)).toBe('refusing archive entry that is a hard link to a directory: "h"');
     expect(refusal([dir('d'), hard('h', 'd')], none)).toBe('refusing archive entry that is a hard link to a directory: "h"');
     expect(refusal([file('x'), hard('h', '../x')], none)).toMatch(/hard link target leaves the target directory/);
     // What was left out still rules what follows, selected or not.
-    expect(refusal([sym('s', '/tmp'), file('s/x')], only('s/x'))).toBe('refusing archive entry that would be written through a symlink: "s/x"');
+    expect(refusal([sym('s', '/tmp'), file('s/x')], only('s/x'))).toBe(
+      'refusing archive entry that would be written through a symlink: "s/x"',
+    );
     expect(refusal([file('f'), file('f/x')], only('f/x'))).toBe('refusing archive entry below a file: "f/x"');
     expect(refusal([file('x'), file('x')], only('x'))).toBe('refusing archive entry that replaces an earlier entry: "x"');
   });

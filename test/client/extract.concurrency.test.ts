@@ -20,7 +20,8 @@ import { snapshot, tarArchive, tarEntry, type TarEntrySpec } from './helpers.js'
 
 const MTIME = new Date('2024-05-06T07:08:09Z');
 const sha = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
-const chunked = (data: Buffer, size: number) => Array.from({ length: Math.ceil(data.length / size) }, (_, i) => data.subarray(i * size, (i + 1) * size));
+const chunked = (data: Buffer, size: number) =>
+  Array.from({ length: Math.ceil(data.length / size) }, (_, i) => data.subarray(i * size, (i + 1) * size));
 /** Deterministic bytes that differ per file. */
 const bytes = (seed: number, length: number) => {
   const out = Buffer.alloc(length);

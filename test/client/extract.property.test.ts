@@ -51,7 +51,11 @@ const step = fc.record({
 type Step = typeof step extends fc.Arbitrary<infer T> ? T : never;
 type Ref = Step['path'];
 
-const stepOf = (type: Step['type'], path: string | { earlier: number; below?: boolean }, target: string | { earlier: number } = 'a'): Step => {
+const stepOf = (
+  type: Step['type'],
+  path: string | { earlier: number; below?: boolean },
+  target: string | { earlier: number } = 'a',
+): Step => {
   const ref = (r: typeof path) => (typeof r === 'string' ? { fresh: r } : { below: false, ...r });
   return { type, path: ref(path), target: ref(target), mode: 0o777, body: 'pwned' };
 };
@@ -111,7 +115,9 @@ describe('the restore extractor, under generated hostile tar sequences', () => {
             const beforeTarget = await state(target);
 
             const tar = tarArchive(entriesOf(steps, outside));
-            const chunks = Array.from({ length: Math.ceil(tar.length / chunkBytes) }, (_, i) => tar.subarray(i * chunkBytes, (i + 1) * chunkBytes));
+            const chunks = Array.from({ length: Math.ceil(tar.length / chunkBytes) }, (_, i) =>
+              tar.subarray(i * chunkBytes, (i + 1) * chunkBytes),
+            );
 
             const staging = await fsp.mkdtemp(path.join(target, '.coffer-restore-'));
             const sink = extractInto(staging, { limits });
@@ -136,7 +142,13 @@ describe('the restore extractor, under generated hostile tar sequences', () => {
         // The attacks found by hand, always among the runs: a hard link to a symlink then an entry below it, and
         // a directory replaced by a symlink to the outside (the attribute pass must not follow it).
         examples: [
-          [[stepOf('SymbolicLink', 's', OUTSIDE), stepOf('Link', 'h', { earlier: 0 }), stepOf('File', { earlier: 1, below: true })], false, [], 512, undefined],
+          [
+            [stepOf('SymbolicLink', 's', OUTSIDE), stepOf('Link', 'h', { earlier: 0 }), stepOf('File', { earlier: 1, below: true })],
+            false,
+            [],
+            512,
+            undefined,
+          ],
           [[stepOf('Directory', 'd'), stepOf('SymbolicLink', { earlier: 0 }, OUTSIDE)], false, [], 512, undefined],
         ],
       },

@@ -225,7 +225,9 @@ export async function snapshot(root: string): Promise<Record<string, EntrySnapsh
         out[key] = { type: 'dir', mode, mtime: Math.floor(stat.mtimeMs / 1000) };
         await walk(full, key);
       } else if (stat.isFile()) {
-        const sha256 = createHash('sha256').update(await fsp.readFile(full)).digest('hex');
+        const sha256 = createHash('sha256')
+          .update(await fsp.readFile(full))
+          .digest('hex');
         out[key] = { type: 'file', mode, mtime: Math.floor(stat.mtimeMs / 1000), size: stat.size, sha256 };
       } else out[key] = { type: 'other', mode };
     }
@@ -425,13 +427,15 @@ export function zstdCompress(plain: Buffer): Buffer {
   const native = (zlib as unknown as { zstdCompressSync?: (b: Buffer) => Buffer }).zstdCompressSync;
   if (native) return native(plain);
   const made = spawnSync('zstd', ['-q', '-c'], { input: plain, maxBuffer: 1024 ** 3 });
-  if (made.status !== 0) throw new Error(`no zstd compressor: node:zlib has none and the zstd program failed (${made.error?.message ?? made.stderr})`);
+  if (made.status !== 0)
+    throw new Error(`no zstd compressor: node:zlib has none and the zstd program failed (${made.error?.message ?? made.stderr})`);
   return made.stdout;
 }
 
 /** Whether zstdCompress can work here. */
 export const canZstd = (): boolean =>
-  typeof (zlib as unknown as { zstdCompressSync?: unknown }).zstdCompressSync === 'function' || spawnSync('zstd', ['--version']).status === 0;
+  typeof (zlib as unknown as { zstdCompressSync?: unknown }).zstdCompressSync === 'function' ||
+  spawnSync('zstd', ['--version']).status === 0;
 
 /** A loopback HTTP server (a hostile or proxying peer for the CLI); close() also ends open connections. */
 export async function listenHttp(handler: http.RequestListener) {

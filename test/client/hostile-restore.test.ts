@@ -24,7 +24,12 @@ async function makeOutside(dir: string): Promise<void> {
   await fsp.writeFile(path.join(dir, 'keep.txt'), 'keep me\n');
   await fsp.writeFile(path.join(dir, 'sub/inner.txt'), 'inner\n');
   const old = new Date('2011-01-01T00:00:00Z');
-  for (const [rel, mode] of [['keep.txt', 0o640], ['sub/inner.txt', 0o604], ['sub', 0o751], ['', 0o751]] as const) {
+  for (const [rel, mode] of [
+    ['keep.txt', 0o640],
+    ['sub/inner.txt', 0o604],
+    ['sub', 0o751],
+    ['', 0o751],
+  ] as const) {
     await fsp.chmod(path.join(dir, rel), mode);
     await fsp.utimes(path.join(dir, rel), old, old);
   }
@@ -128,7 +133,10 @@ describe('restore of hostile archive sequences never touches anything outside th
     ));
 
   it('a hard link whose target climbs out with ..', () =>
-    expectRefused(() => [{ path: 'h', type: 'Link', linkpath: 'a/../../outside/keep.txt' }], /hard link target leaves the target directory/));
+    expectRefused(
+      () => [{ path: 'h', type: 'Link', linkpath: 'a/../../outside/keep.txt' }],
+      /hard link target leaves the target directory/,
+    ));
 
   it('a hard link through a symlink of the archive to an outside file', () =>
     expectRefused(

@@ -96,7 +96,11 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
   }
   /** `coffer recover` as someone who no longer has the passphrase. */
   const recover = (args: string[], input?: string, env: Record<string, string> = {}) =>
-    runCli(['recover', ...args], { COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_KDF: 'min', COFFER_NEW_PASSPHRASE: NEW, ...env }, { input });
+    runCli(
+      ['recover', ...args],
+      { COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_KDF: 'min', COFFER_NEW_PASSPHRASE: NEW, ...env },
+      { input },
+    );
   async function expectUnchanged(run: () => Promise<{ code: number; stderr: string }>, code: number, pattern: RegExp) {
     const before = await client.getAccount();
     const result = await run();
@@ -133,14 +137,28 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     expect(keyLines.map((line) => line.split(':')[0])).toEqual(['key 1', 'key 2']);
     for (const line of keyLines) expect(line.split(': ')[1]!.split(' ')).toHaveLength(24);
     // The key printed before the rekey is now the second one.
-    expect(keyLines[1]).toBe(oldKit.split('\n').find((line) => line.startsWith('key 1: '))!.replace('key 1', 'key 2'));
+    expect(keyLines[1]).toBe(
+      oldKit
+        .split('\n')
+        .find((line) => line.startsWith('key 1: '))!
+        .replace('key 1', 'key 2'),
+    );
   });
 
   it('kit --qr: the QR code a terminal shows decodes back to the kit lines, on a dark and on a light terminal', async () => {
-    const rows = (await kitQr(kit, true)).split('\n').filter((line) => line.startsWith('# \x1b[')).map((line) => line.slice(2));
+    const rows = (await kitQr(kit, true))
+      .split('\n')
+      .filter((line) => line.startsWith('# \x1b['))
+      .map((line) => line.slice(2));
     expect(rows.length).toBeGreaterThan(20);
-    const lines = `${kit.split('\n').filter((line) => line !== '' && !line.startsWith('#')).join('\n')}\n`;
-    for (const terminal of [{ fg: 'white', bg: 'black' }, { fg: 'black', bg: 'white' }] as const) {
+    const lines = `${kit
+      .split('\n')
+      .filter((line) => line !== '' && !line.startsWith('#'))
+      .join('\n')}\n`;
+    for (const terminal of [
+      { fg: 'white', bg: 'black' },
+      { fg: 'black', bg: 'white' },
+    ] as const) {
       const { data, width, height } = terminalPixels(rows, terminal);
       const decoded = jsQR(data, width, height, { inversionAttempts: 'dontInvert' });
       expect(decoded?.data, `${terminal.bg} terminal`).toBe(lines);
@@ -154,9 +172,15 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     expect(printed.stdout).not.toContain('\x1b');
     // The words come first, as without --qr; the QR rows are comment lines, so the whole output is still a kit.
     expect(printed.stdout.startsWith(kit)).toBe(true);
-    const rows = printed.stdout.split('\n').filter((line) => /^# [ █▀▄]+$/u.test(line) && /[█▀▄]/u.test(line)).map((line) => line.slice(2));
+    const rows = printed.stdout
+      .split('\n')
+      .filter((line) => /^# [ █▀▄]+$/u.test(line) && /[█▀▄]/u.test(line))
+      .map((line) => line.slice(2));
     expect(rows.length).toBeGreaterThan(20);
-    const lines = `${kit.split('\n').filter((line) => line !== '' && !line.startsWith('#')).join('\n')}\n`;
+    const lines = `${kit
+      .split('\n')
+      .filter((line) => line !== '' && !line.startsWith('#'))
+      .join('\n')}\n`;
     const { data, width, height } = terminalPixels(rows, { fg: 'black', bg: 'white' });
     expect(jsQR(data, width, height, { inversionAttempts: 'dontInvert' })?.data).toBe(lines);
     // What the scan gives is a kit `coffer restore --kit-file` reads, and so is the printed output itself.
@@ -176,7 +200,9 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     const keys = Array.from({ length: 20 }, () => newKey());
     const material = keyMaterialOf(keys);
     try {
-      await expect(kitQr(formatKit(material, server.url), false)).rejects.toThrow(/the kit is too long for one QR code .*keep the printed words instead/);
+      await expect(kitQr(formatKit(material, server.url), false)).rejects.toThrow(
+        /the kit is too long for one QR code .*keep the printed words instead/,
+      );
     } finally {
       wipe(material, ...keys);
     }
@@ -186,7 +212,8 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     const file = path.join(work, 'restore-kit.txt');
     await fsp.writeFile(file, kit);
     // Only the server and the API key: no COFFER_PASSPHRASE, no file, stdin a closed pipe (a prompt would fail).
-    const withKit = (args: string[], input?: string) => runCli(['restore', ...args], { COFFER_URL: server.url, COFFER_API_KEY: apiKey }, { input });
+    const withKit = (args: string[], input?: string) =>
+      runCli(['restore', ...args], { COFFER_URL: server.url, COFFER_API_KEY: apiKey }, { input });
     for (const id of backups) {
       const target = path.join(work, `kit-restored-${id}`);
       const result = await withKit([id, target, '--kit-file', file]);
@@ -237,7 +264,11 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     const swapped = [...words];
     swapped[23] = wordlist[wordlist.indexOf(words[23]!) ^ 1]!;
     const withLine = (line: string) => lines.map((l, i) => (i === at ? line : l)).join('\n');
-    await expectUnchanged(() => recover([], withLine(`key 1: ${['zzzz', ...words.slice(1)].join(' ')}`)), 2, /word 1 "zzzz" is not a BIP-39 English word/);
+    await expectUnchanged(
+      () => recover([], withLine(`key 1: ${['zzzz', ...words.slice(1)].join(' ')}`)),
+      2,
+      /word 1 "zzzz" is not a BIP-39 English word/,
+    );
     await expectUnchanged(() => recover([], withLine(`key 1: ${swapped.join(' ')}`)), 2, /checksum does not match/);
     await expectUnchanged(() => recover([], withLine(`key 1: ${words.slice(1).join(' ')}`)), 2, /has 23 words, not 24/);
     await expectUnchanged(() => recover([], 'hello'), 2, /not a Coffer recovery kit/);
@@ -264,7 +295,11 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
       serverLine,
     ].join('\r\n');
     const target = path.join(work, 'kit-loose');
-    const read = await runCli(['restore', backups[0]!, target, '--kit-file', '-'], { COFFER_URL: server.url, COFFER_API_KEY: apiKey }, { input: loose });
+    const read = await runCli(
+      ['restore', backups[0]!, target, '--kit-file', '-'],
+      { COFFER_URL: server.url, COFFER_API_KEY: apiKey },
+      { input: loose },
+    );
     expect(read.code, read.stderr).toBe(0);
     expect(await snapshot(target)).toEqual(await snapshot(source));
     // Refused, each naming its reason.
@@ -296,7 +331,11 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
 
   it('a kit printed before the last rekey: refused where the rekey was seen; elsewhere it opens only the older backups', async () => {
     // This machine saw the newer key (its state directory remembers it): the old kit is refused outright, even forced.
-    await expectUnchanged(() => recover(['--force'], oldKit), 4, /the kit lacks the newest vault key this machine has seen.*a kit printed before a rekey.*print a new kit after every rekey/s);
+    await expectUnchanged(
+      () => recover(['--force'], oldKit),
+      4,
+      /the kit lacks the newest vault key this machine has seen.*a kit printed before a rekey.*print a new kit after every rekey/s,
+    );
     // A machine that never saw it (a fresh state directory) still finds that the kit opens only the older backups.
     const elsewhere = { XDG_STATE_HOME: path.join(work, 'state-of-another-machine') };
     await expectUnchanged(() => recover([], oldKit, elsewhere), 1, /the kit opens 2 of 3 backups.*--force/s);

@@ -97,32 +97,38 @@ describe('the backup tar writer', () => {
     }
     // Modes and times last: creating children changes a directory's mtime.
     await fsp.chmod(path.join(source, 'locked-dir'), 0o700);
-    const all = (await fsp.readdir(source, { recursive: true })).map((rel) => path.join(source, rel)).sort().reverse();
+    const all = (await fsp.readdir(source, { recursive: true }))
+      .map((rel) => path.join(source, rel))
+      .sort()
+      .reverse();
     for (const entry of [...all, source]) await fsp.lutimes(entry, ATIME, MTIME);
   });
 
-  it.skipIf(lacking(gnuTar))('writes an archive GNU tar extracts as the source: modes, mtimes, empty dirs, symlinks, hard links, long names', async () => {
-    const scan = await scanTree(source);
-    const archive = await collect(packTree(scan));
-    expect(archive.length).toBeLessThanOrEqual(scan.tarBoundBytes);
-    const file = path.join(work, 'gnu.tar');
-    await fsp.writeFile(file, archive);
-    const out = path.join(work, 'gnu-out');
-    await fsp.mkdir(out);
-    // node-tar's pax headers carry SCHILY.dev/ino/nlink, which GNU tar does not know (and says so).
-    const extracted = spawnSync('tar', ['--warning=no-unknown-keyword', '-xpf', file, '-C', out, ...(root ? ['--same-owner'] : [])]);
-    expect(extracted.stderr.toString()).toBe('');
-    expect(extracted.status).toBe(0);
+  it.skipIf(lacking(gnuTar))(
+    'writes an archive GNU tar extracts as the source: modes, mtimes, empty dirs, symlinks, hard links, long names',
+    async () => {
+      const scan = await scanTree(source);
+      const archive = await collect(packTree(scan));
+      expect(archive.length).toBeLessThanOrEqual(scan.tarBoundBytes);
+      const file = path.join(work, 'gnu.tar');
+      await fsp.writeFile(file, archive);
+      const out = path.join(work, 'gnu-out');
+      await fsp.mkdir(out);
+      // node-tar's pax headers carry SCHILY.dev/ino/nlink, which GNU tar does not know (and says so).
+      const extracted = spawnSync('tar', ['--warning=no-unknown-keyword', '-xpf', file, '-C', out, ...(root ? ['--same-owner'] : [])]);
+      expect(extracted.stderr.toString()).toBe('');
+      expect(extracted.status).toBe(0);
 
-    expect(describeTree(out, root)).toEqual(describeTree(source, root));
-    // Hard links come back as one inode, not copies.
-    const inode = (rel: string) => fs.statSync(path.join(out, rel)).ino;
-    expect(inode('hard-a')).toBe(inode('a.txt'));
-    expect(inode(`${longDir}/hard-a-again`)).toBe(inode('a.txt'));
-    const listing = execFileSync('tar', ['--warning=no-unknown-keyword', '-tvf', file]).toString();
-    expect(listing).toMatch(/^h.* \.\/hard-a link to a\.txt$/m);
-    expect(listing).toMatch(/^l.* \.\/link-to-a -> a\.txt$/m);
-  });
+      expect(describeTree(out, root)).toEqual(describeTree(source, root));
+      // Hard links come back as one inode, not copies.
+      const inode = (rel: string) => fs.statSync(path.join(out, rel)).ino;
+      expect(inode('hard-a')).toBe(inode('a.txt'));
+      expect(inode(`${longDir}/hard-a-again`)).toBe(inode('a.txt'));
+      const listing = execFileSync('tar', ['--warning=no-unknown-keyword', '-tvf', file]).toString();
+      expect(listing).toMatch(/^h.* \.\/hard-a link to a\.txt$/m);
+      expect(listing).toMatch(/^l.* \.\/link-to-a -> a\.txt$/m);
+    },
+  );
 
   it('writes the bytes node-tar’s packer wrote (one source and several), so old and new archives read alike', async () => {
     const nodeTar = async (scan: TreeScan) => {

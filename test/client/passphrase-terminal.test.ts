@@ -50,11 +50,20 @@ describe.skipIf(!TMUX && !REQUIRED)('the passphrase prompt on a terminal (tmux)'
     const session = `s${++sessions}`;
     const exitFile = path.join(work, `${session}.exit`);
     const quote = (word: string) => `'${word.replace(/'/g, `'\\''`)}'`;
-    const vars = Object.entries({ HOME: work, XDG_CONFIG_HOME: path.join(work, 'config'), XDG_STATE_HOME: path.join(work, 'state'), LANG: 'C.UTF-8', ...env })
+    const vars = Object.entries({
+      HOME: work,
+      XDG_CONFIG_HOME: path.join(work, 'config'),
+      XDG_STATE_HOME: path.join(work, 'state'),
+      LANG: 'C.UTF-8',
+      ...env,
+    })
       .map(([k, v]) => `${k}=${quote(v)}`)
       .join(' ');
     const script = path.join(work, `${session}.sh`);
-    fs.writeFileSync(script, `env -i PATH="$PATH" ${vars} ${quote(process.execPath)} ${quote(CLI)} ${args.map(quote).join(' ')}\necho $? > ${quote(exitFile)}.tmp && mv ${quote(exitFile)}.tmp ${quote(exitFile)}\nsleep 600\n`);
+    fs.writeFileSync(
+      script,
+      `env -i PATH="$PATH" ${vars} ${quote(process.execPath)} ${quote(CLI)} ${args.map(quote).join(' ')}\necho $? > ${quote(exitFile)}.tmp && mv ${quote(exitFile)}.tmp ${quote(exitFile)}\nsleep 600\n`,
+    );
     tmux('new-session', '-d', '-s', session, '-x', '200', '-y', '50', `/bin/sh ${quote(script)}`);
     return { session, exitFile };
   }
@@ -81,40 +90,48 @@ describe.skipIf(!TMUX && !REQUIRED)('the passphrase prompt on a terminal (tmux)'
     await server?.stop();
   });
 
-  it('init: ab ← c Home Enter (twice) stores "acb", what a line editor gives; the escape text is not stored', async () => {
-    const env = { COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_KDF: 'min' };
-    const { session, exitFile } = start(['init'], env);
-    const typed = 'ab\x1b[Dc\x1b[1~\r';
-    await waitFor(session, 'Passphrase:', exitFile);
-    keys(session, typed);
-    await waitFor(session, 'Repeat the passphrase:', exitFile);
-    keys(session, typed);
-    const code = await exitCode(session, exitFile);
-    const pane = tmux('capture-pane', '-p', '-t', session);
-    expect(code, pane).toBe(0);
-    expect(pane).not.toContain('acb'); // nothing echoed
+  it(
+    'init: ab ← c Home Enter (twice) stores "acb", what a line editor gives; the escape text is not stored',
+    async () => {
+      const env = { COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_KDF: 'min' };
+      const { session, exitFile } = start(['init'], env);
+      const typed = 'ab\x1b[Dc\x1b[1~\r';
+      await waitFor(session, 'Passphrase:', exitFile);
+      keys(session, typed);
+      await waitFor(session, 'Repeat the passphrase:', exitFile);
+      keys(session, typed);
+      const code = await exitCode(session, exitFile);
+      const pane = tmux('capture-pane', '-p', '-t', session);
+      expect(code, pane).toBe(0);
+      expect(pane).not.toContain('acb'); // nothing echoed
 
-    const cli = cliFor(server.url, apiKey, undefined);
-    const open = (passphrase: string) => cli(['recipient'], { COFFER_PASSPHRASE: passphrase });
-    expect((await open('acb')).code).toBe(0);
-    expect((await open('ab\x1b[Dc\x1b[1~')).code).toBe(4);
-    expect((await open('ab[Dc[1~')).code).toBe(4);
-    expect((await open('abc')).code).toBe(4);
-  }, SLOW);
+      const cli = cliFor(server.url, apiKey, undefined);
+      const open = (passphrase: string) => cli(['recipient'], { COFFER_PASSPHRASE: passphrase });
+      expect((await open('acb')).code).toBe(0);
+      expect((await open('ab\x1b[Dc\x1b[1~')).code).toBe(4);
+      expect((await open('ab[Dc[1~')).code).toBe(4);
+      expect((await open('abc')).code).toBe(4);
+    },
+    SLOW,
+  );
 
-  it('a bracketed paste gives the pasted text (its line break left out, it does not submit); other keys are ignored', async () => {
-    const env = { COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_KDF: 'min', COFFER_PASSPHRASE: 'acb' };
-    const { session, exitFile } = start(['passphrase'], env);
-    await waitFor(session, 'New passphrase:', exitFile);
-    // A paste with a line break inside, an arrow up and F5 (ignored), then Enter.
-    keys(session, '\x1b[200~pasted pass\rphrase\x1b[201~\x1b[A\x1b[15~\r');
-    await waitFor(session, 'Repeat the new passphrase:', exitFile);
-    keys(session, 'pasted passphrase\r');
-    const code = await exitCode(session, exitFile);
-    expect(code, tmux('capture-pane', '-p', '-t', session)).toBe(0);
-    const cli = cliFor(server.url, apiKey, undefined);
-    expect((await cli(['recipient'], { COFFER_PASSPHRASE: 'pasted passphrase' })).code).toBe(0);
-  }, SLOW);
+  it(
+    'a bracketed paste gives the pasted text (its line break left out, it does not submit); other keys are ignored',
+    async () => {
+      const env = { COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_KDF: 'min', COFFER_PASSPHRASE: 'acb' };
+      const { session, exitFile } = start(['passphrase'], env);
+      await waitFor(session, 'New passphrase:', exitFile);
+      // A paste with a line break inside, an arrow up and F5 (ignored), then Enter.
+      keys(session, '\x1b[200~pasted pass\rphrase\x1b[201~\x1b[A\x1b[15~\r');
+      await waitFor(session, 'Repeat the new passphrase:', exitFile);
+      keys(session, 'pasted passphrase\r');
+      const code = await exitCode(session, exitFile);
+      expect(code, tmux('capture-pane', '-p', '-t', session)).toBe(0);
+      const cli = cliFor(server.url, apiKey, undefined);
+      expect((await cli(['recipient'], { COFFER_PASSPHRASE: 'pasted passphrase' })).code).toBe(0);
+    },
+    SLOW,
+  );
 });
 
 describe('the hidden line editor (the keys as readline decodes them)', () => {

@@ -111,7 +111,9 @@ describe('passphrases', () => {
     expect(rotate.code).toBe(2);
     expect(rotate.stderr).toMatch(/COFFER_NEW_PASSPHRASE/);
     await fsp.writeFile(path.join(work, 'empty.pass'), '\n');
-    expect((await run(['restore', backupId, path.join(work, 'none'), '--passphrase-file', path.join(work, 'empty.pass')], {})).code).toBe(2);
+    expect((await run(['restore', backupId, path.join(work, 'none'), '--passphrase-file', path.join(work, 'empty.pass')], {})).code).toBe(
+      2,
+    );
   });
 
   it('has no --passphrase option (argv is visible to other users): exit 2', async () => {

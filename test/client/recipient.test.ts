@@ -44,10 +44,14 @@ describe('backing up to a recipient: a host that can add backups but never read 
     try {
       await check();
     } finally {
-      await server.parts.store.updateBackup(sealed.id, { statuses: ['READY'] }, {
-        wrappedDek: sealed.wrappedDek,
-        wrappedDekNonce: sealed.wrappedDekNonce,
-      });
+      await server.parts.store.updateBackup(
+        sealed.id,
+        { statuses: ['READY'] },
+        {
+          wrappedDek: sealed.wrappedDek,
+          wrappedDekNonce: sealed.wrappedDekNonce,
+        },
+      );
     }
   }
 
@@ -128,7 +132,9 @@ describe('backing up to a recipient: a host that can add backups but never read 
   });
 
   it('a wrappedDek of neither form (a sealed key cut short) is refused', () => {
-    const cut = Buffer.from(sealed.wrappedDek!, 'base64').subarray(0, SEALED_DEK_BYTES - 1).toString('base64');
+    const cut = Buffer.from(sealed.wrappedDek!, 'base64')
+      .subarray(0, SEALED_DEK_BYTES - 1)
+      .toString('base64');
     return withRecord({ wrappedDek: cut }, () => expectRefused(sealed.id, /data key does not belong/));
   });
 
@@ -204,22 +210,37 @@ describe('backing up to a recipient: a host that can add backups but never read 
     });
 
     it.each([
-      ['a damaged checksum', () => mistyped(recipient), /--recipient: the recipient string is damaged: its Bech32m checksum does not match/],
+      [
+        'a damaged checksum',
+        () => mistyped(recipient),
+        /--recipient: the recipient string is damaged: its Bech32m checksum does not match/,
+      ],
       ['non-zero padding bits', withPaddingBits, /--recipient: the recipient string's last character has non-zero padding bits/],
-      ['a string that is no X-Wing key', notAKey, /--recipient: the recipient is not a valid X-Wing public key \(its ML-KEM part fails the modulus check\)/],
-      ['mixed case', () => `${recipient.slice(0, 100)}${recipient.slice(100).toUpperCase()}`, /--recipient: the recipient string mixes upper and lower case/],
+      [
+        'a string that is no X-Wing key',
+        notAKey,
+        /--recipient: the recipient is not a valid X-Wing public key \(its ML-KEM part fails the modulus check\)/,
+      ],
+      [
+        'mixed case',
+        () => `${recipient.slice(0, 100)}${recipient.slice(100).toUpperCase()}`,
+        /--recipient: the recipient string mixes upper and lower case/,
+      ],
       ['an empty value', () => '', /--recipient: not a Coffer recipient: it must start with "coffer1"/],
-    ])('refuses %s at add time with the message of every other reader (exit 2), the profile file unchanged', async (_name, value, message) => {
-      const before = fs.existsSync(configFile()) ? fs.readFileSync(configFile(), 'utf8') : null;
-      const result = await add('bad', value());
-      expect(result.code, result.stderr).toBe(2);
-      expect(result.stderr).toMatch(message);
-      expect(fs.existsSync(configFile()) ? fs.readFileSync(configFile(), 'utf8') : null).toBe(before);
-      // The same string given to `coffer backup` is refused with the same reason.
-      const backup = await host(['backup', source, '--recipient', value()]);
-      expect(backup.code).toBe(2);
-      expect(backup.stderr).toMatch(message);
-    });
+    ])(
+      'refuses %s at add time with the message of every other reader (exit 2), the profile file unchanged',
+      async (_name, value, message) => {
+        const before = fs.existsSync(configFile()) ? fs.readFileSync(configFile(), 'utf8') : null;
+        const result = await add('bad', value());
+        expect(result.code, result.stderr).toBe(2);
+        expect(result.stderr).toMatch(message);
+        expect(fs.existsSync(configFile()) ? fs.readFileSync(configFile(), 'utf8') : null).toBe(before);
+        // The same string given to `coffer backup` is refused with the same reason.
+        const backup = await host(['backup', source, '--recipient', value()]);
+        expect(backup.code).toBe(2);
+        expect(backup.stderr).toMatch(message);
+      },
+    );
   });
 
   it('the owner without a recipient backs up exactly as before (48-byte wrapped DEK)', async () => {

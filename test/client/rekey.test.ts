@@ -157,7 +157,9 @@ describe('coffer rekey: a new master key from now on, every older backup still r
       const before = await client.getAccount();
       const keysBefore = masterKeys(await unwrapMasterKey(before, PASSPHRASE)).length;
       const env = { COFFER_URL: proxy.url, COFFER_API_KEY: vault.apiKey, COFFER_PASSPHRASE: PASSPHRASE, COFFER_KDF: 'min' };
-      const runs = await Promise.all([startCli(['rekey', '--json'], env), startCli(['rekey', '--json'], env)].map((run) => run.within(120_000)));
+      const runs = await Promise.all(
+        [startCli(['rekey', '--json'], env), startCli(['rekey', '--json'], env)].map((run) => run.within(120_000)),
+      );
       expect(held).toHaveLength(2);
       // Both sent the ETag of the one vault they had read.
       expect(ifMatches[0]).toMatch(/^"vault-/);
@@ -186,7 +188,12 @@ describe('coffer rekey: a new master key from now on, every older backup still r
     const proxy = await proxyTo(vault.server.url, { stripEtag: true, beforeRotate: async (ifMatch) => void seen.push(ifMatch) });
     try {
       const keysBefore = masterKeys(await unwrapMasterKey(await client.getAccount(), PASSPHRASE)).length;
-      const result = await startCli(['rekey', '--json'], { COFFER_URL: proxy.url, COFFER_API_KEY: vault.apiKey, COFFER_PASSPHRASE: PASSPHRASE, COFFER_KDF: 'min' }).within(120_000);
+      const result = await startCli(['rekey', '--json'], {
+        COFFER_URL: proxy.url,
+        COFFER_API_KEY: vault.apiKey,
+        COFFER_PASSPHRASE: PASSPHRASE,
+        COFFER_KDF: 'min',
+      }).within(120_000);
       expect(result.code, result.stderr).toBe(0);
       expect(seen).toEqual([undefined]);
       expect(masterKeys(await unwrapMasterKey(await client.getAccount(), PASSPHRASE))).toHaveLength(keysBefore + 1);
@@ -208,7 +215,10 @@ describe('coffer rekey: a new master key from now on, every older backup still r
  * A loopback proxy to the real server: `beforeRotate` runs (with the If-Match the client sent) before a rotate is
  * passed on; `stripEtag` hides the ETag headers, as a server older than conditional rotate would.
  */
-async function proxyTo(upstreamUrl: string, options: { beforeRotate?: (ifMatch: string | undefined) => Promise<void>; stripEtag?: boolean }) {
+async function proxyTo(
+  upstreamUrl: string,
+  options: { beforeRotate?: (ifMatch: string | undefined) => Promise<void>; stripEtag?: boolean },
+) {
   const hop = ['host', 'connection', 'content-length', 'transfer-encoding'];
   return listenHttp((req, res) => {
     void (async () => {
@@ -253,7 +263,11 @@ describe('forms of a newer coffer: "upgrade", never "wrong passphrase"', () => {
 
   it.each([
     ['a keyring of a later version ("ckr2")', Buffer.concat([Buffer.from('ckr2'), Buffer.from([2]), Buffer.alloc(64, 1)]), /"ckr2"/],
-    ['a "ckr1" keyring larger than this version allows', Buffer.concat([Buffer.from(KEYRING.magic), Buffer.from([65]), Buffer.alloc(65 * 32, 1)]), /"ckr1", 2085 bytes/],
+    [
+      'a "ckr1" keyring larger than this version allows',
+      Buffer.concat([Buffer.from(KEYRING.magic), Buffer.from([65]), Buffer.alloc(65 * 32, 1)]),
+      /"ckr1", 2085 bytes/,
+    ],
     ['material of no known form', Buffer.alloc(40, 3), /40 bytes/],
   ])('a vault holding %s, opened with the right passphrase: exit 1 "made by a newer coffer"', async (_name, plaintext, detail) => {
     const other = await vault.server.newKey({ plan: 'pro' });
@@ -280,7 +294,9 @@ describe('forms of a newer coffer: "upgrade", never "wrong passphrase"', () => {
       const target = path.join(vault.work, 'newer-target');
       const result = await vault.owner(['restore', id, target]);
       expect(result.code, result.stderr).toBe(1);
-      expect(result.stderr).toMatch(/"cxw2", 1280 bytes\): it was made by a newer coffer \(upgrade coffer to restore it\), or the server altered it/);
+      expect(result.stderr).toMatch(
+        /"cxw2", 1280 bytes\): it was made by a newer coffer \(upgrade coffer to restore it\), or the server altered it/,
+      );
       expect(fs.existsSync(target)).toBe(false);
     } finally {
       await vault.server.parts.store.updateBackup(id, { statuses: ['READY'] }, { wrappedDek: record.wrappedDek });

@@ -69,7 +69,10 @@ describe('coffer backup → restore round trip', () => {
 
     const watch = await cli(['watch', backupId, '--json']);
     expect(watch.code).toBe(0);
-    const frames = watch.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    const frames = watch.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
     expect(frames[0]).toMatchObject({ backupId, status: 'READY' });
     expect(frames.at(-1)).toMatchObject({ backupId, reason: 'terminal', status: 'READY' });
   });

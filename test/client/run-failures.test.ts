@@ -47,7 +47,14 @@ describe('coffer run: failures before the "is a backup due?" decision are report
     hostile = await fixedServer((req, res) => {
       if (req.method === 'GET' && req.url === '/api/backup-account') {
         res.writeHead(200, { 'content-type': 'application/json' }).end(
-          JSON.stringify({ initialized: true, backupInterval: '1d', cryptoVersion: 'v1', kdf: null, wrappedMasterKey: null, wrappedMasterKeyNonce: null }),
+          JSON.stringify({
+            initialized: true,
+            backupInterval: '1d',
+            cryptoVersion: 'v1',
+            kdf: null,
+            wrappedMasterKey: null,
+            wrappedMasterKeyNonce: null,
+          }),
         );
       } else if (req.method === 'GET' && req.url?.startsWith('/api/backups')) {
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ backups: [] }));
@@ -81,9 +88,28 @@ describe('coffer run: failures before the "is a backup due?" decision are report
     fs.writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
     const hook = (what: string) => `echo "${what} $COFFER_OUTCOME" >> ${log}`;
     const added = await runCli(
-      ['profile', 'add', name, '--url', url, '--api-key-file', keyFile, '--path', source, '--recipient', recipient,
-        '--before', hook('before'), '--after', hook('after'), '--on-failure', hook('on-failure'),
-        '--notify-failure', `${receiver.url}/failure/${name}`, ...extra],
+      [
+        'profile',
+        'add',
+        name,
+        '--url',
+        url,
+        '--api-key-file',
+        keyFile,
+        '--path',
+        source,
+        '--recipient',
+        recipient,
+        '--before',
+        hook('before'),
+        '--after',
+        hook('after'),
+        '--on-failure',
+        hook('on-failure'),
+        '--notify-failure',
+        `${receiver.url}/failure/${name}`,
+        ...extra,
+      ],
       env,
     );
     expect(added.code, added.stderr).toBe(0);
@@ -100,11 +126,15 @@ describe('coffer run: failures before the "is a backup due?" decision are report
 
   it.each([
     ['unreachable', () => closedUrl, async () => 'cfk_' + 'a'.repeat(43)],
-    ['revoked', () => server.url, async () => {
-      const { apiKey, keyId } = await server.newKey({ plan: 'pro' });
-      await server.parts.keys.revoke(keyId);
-      return apiKey;
-    }],
+    [
+      'revoked',
+      () => server.url,
+      async () => {
+        const { apiKey, keyId } = await server.newKey({ plan: 'pro' });
+        await server.parts.keys.revoke(keyId);
+        return apiKey;
+      },
+    ],
     ['answering-500', () => failing.url, async () => 'cfk_' + 'b'.repeat(43)],
   ] as const)('%s: on-failure hook, failure notification, run state, exit 1', async (name, url, key) => {
     const p = await profile(name, url(), await key());

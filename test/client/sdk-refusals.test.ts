@@ -26,19 +26,33 @@ describe('upload refusals', () => {
     return new CofferClient({ baseUrl: peer.url, apiKey: 'k' });
   }
 
-  const refusal = (promise: Promise<unknown>) => promise.then(() => undefined, (error: unknown) => error);
+  const refusal = (promise: Promise<unknown>) =>
+    promise.then(
+      () => undefined,
+      (error: unknown) => error,
+    );
 
   it("the blob host's too-large answer carries its limit", async () => {
-    const client = await answering(413, { error: { code: 'bad_request', message: 'the file length cannot be greater than 1048576 bytes' } });
+    const client = await answering(413, {
+      error: { code: 'bad_request', message: 'the file length cannot be greater than 1048576 bytes' },
+    });
     const error = await refusal(client.putToBlobHost('token', 'backups/x', Readable.from([Buffer.alloc(16)])));
     expect(error).toBeInstanceOf(UploadTooLargeError);
     expect(error).toMatchObject({ status: 413, body: { code: 'blob_bad_request' }, maxBytes: 1048576 });
   });
 
   it("a Coffer server's payload_too_large carries details.maxBytes, when given", async () => {
-    const body = { error: 'Payload Too Large', code: 'payload_too_large', message: 'too large', resolution: '', details: { maxBytes: 2048 } };
+    const body = {
+      error: 'Payload Too Large',
+      code: 'payload_too_large',
+      message: 'too large',
+      resolution: '',
+      details: { maxBytes: 2048 },
+    };
     let client = await answering(413, body);
-    expect(await refusal(client.uploadDirect('/api/backups/x/content', Readable.from([Buffer.alloc(16)])))).toMatchObject({ maxBytes: 2048 });
+    expect(await refusal(client.uploadDirect('/api/backups/x/content', Readable.from([Buffer.alloc(16)])))).toMatchObject({
+      maxBytes: 2048,
+    });
     await peer!.close();
     client = await answering(413, { ...body, details: undefined });
     const error = await refusal(client.uploadDirect('/api/backups/x/content', Readable.from([Buffer.alloc(16)])));

@@ -98,107 +98,119 @@ describe('what goes into a backup, and looking inside one', () => {
 
   const asNobody = unprivileged();
 
-  it.skipIf(lacking(asNobody !== undefined))('honours --exclude, --exclude-file and .cofferignore, and never reads what they exclude', async () => {
-    const root = path.join(work, 'excludes');
-    const other = path.join(work, 'other-source');
-    const file = async (rel: string, content = `${rel}\n`, base = root) => {
-      await fsp.mkdir(path.dirname(path.join(base, rel)), { recursive: true });
-      await fsp.writeFile(path.join(base, rel), content);
-    };
-    await file('keep.txt');
-    await file('node_modules/dep/index.js');
-    await file('build/out.o');
-    await file('src/build/keep-me.c'); // "/build/" is anchored at the root: this one stays
-    await file('logs/a.log');
-    await file('logs/keep.log');
-    await file('sub/.cofferignore', '# temporary files, but not the important one\n*.tmp\n!important.tmp\n');
-    await file('sub/a.tmp');
-    await file('sub/important.tmp');
-    await file('sub/deeper/b.tmp');
-    await file('elsewhere/c.tmp'); // outside sub/: its .cofferignore does not apply
-    // Excluded and unreadable: a file, a whole directory, and a FIFO whose opening for reading would block.
-    await file('secret.key', 'never read\n');
-    await fsp.chmod(path.join(root, 'secret.key'), 0o000);
-    await file('private/inner.txt', 'never read\n');
-    await fsp.chmod(path.join(root, 'private'), 0o000);
-    execFileSync('mkfifo', [path.join(root, 'sub/blocking.tmp')]);
-    await file('one.txt', 'a second source\n', other);
-    for (const dir of [root, path.join(root, 'sub'), other]) await fsp.chmod(dir, 0o755);
-    const excludeFile = path.join(work, 'excludes.txt');
-    await fsp.writeFile(excludeFile, '/build/\n*.log\n!keep.log\n');
-    await fsp.chmod(excludeFile, 0o644);
+  it.skipIf(lacking(asNobody !== undefined))(
+    'honours --exclude, --exclude-file and .cofferignore, and never reads what they exclude',
+    async () => {
+      const root = path.join(work, 'excludes');
+      const other = path.join(work, 'other-source');
+      const file = async (rel: string, content = `${rel}\n`, base = root) => {
+        await fsp.mkdir(path.dirname(path.join(base, rel)), { recursive: true });
+        await fsp.writeFile(path.join(base, rel), content);
+      };
+      await file('keep.txt');
+      await file('node_modules/dep/index.js');
+      await file('build/out.o');
+      await file('src/build/keep-me.c'); // "/build/" is anchored at the root: this one stays
+      await file('logs/a.log');
+      await file('logs/keep.log');
+      await file('sub/.cofferignore', '# temporary files, but not the important one\n*.tmp\n!important.tmp\n');
+      await file('sub/a.tmp');
+      await file('sub/important.tmp');
+      await file('sub/deeper/b.tmp');
+      await file('elsewhere/c.tmp'); // outside sub/: its .cofferignore does not apply
+      // Excluded and unreadable: a file, a whole directory, and a FIFO whose opening for reading would block.
+      await file('secret.key', 'never read\n');
+      await fsp.chmod(path.join(root, 'secret.key'), 0o000);
+      await file('private/inner.txt', 'never read\n');
+      await fsp.chmod(path.join(root, 'private'), 0o000);
+      execFileSync('mkfifo', [path.join(root, 'sub/blocking.tmp')]);
+      await file('one.txt', 'a second source\n', other);
+      for (const dir of [root, path.join(root, 'sub'), other]) await fsp.chmod(dir, 0o755);
+      const excludeFile = path.join(work, 'excludes.txt');
+      await fsp.writeFile(excludeFile, '/build/\n*.log\n!keep.log\n');
+      await fsp.chmod(excludeFile, 0o644);
 
-    const args = ['backup', root, other, '--exclude', 'node_modules', '--exclude', 'secret.key', '--exclude', 'private/'];
-    const result = await startCli([...args, '--exclude-file', excludeFile, '--json'], env(), { command: asNobody, cli: cliForAnyUser() }).within(BOUND_MS);
-    expect(result.code, result.stderr).toBe(0);
-    const { id } = JSON.parse(result.stdout) as { id: string };
-    nextSlot();
+      const args = ['backup', root, other, '--exclude', 'node_modules', '--exclude', 'secret.key', '--exclude', 'private/'];
+      const result = await startCli([...args, '--exclude-file', excludeFile, '--json'], env(), {
+        command: asNobody,
+        cli: cliForAnyUser(),
+      }).within(BOUND_MS);
+      expect(result.code, result.stderr).toBe(0);
+      const { id } = JSON.parse(result.stdout) as { id: string };
+      nextSlot();
 
-    const paths = (await listed(id)).map((e) => e.path).sort();
-    expect(paths).toEqual(
-      [
-        'excludes',
-        'excludes/elsewhere',
-        'excludes/elsewhere/c.tmp',
-        'excludes/keep.txt',
-        'excludes/logs',
-        'excludes/logs/keep.log',
-        'excludes/src',
-        'excludes/src/build',
-        'excludes/src/build/keep-me.c',
-        'excludes/sub',
-        'excludes/sub/.cofferignore',
-        'excludes/sub/deeper',
-        'excludes/sub/important.tmp',
-        'other-source',
-        'other-source/one.txt',
-      ].sort(),
-    );
-    const metadata = await sealed(id);
-    expect(metadata.sources).toEqual([root, other]);
-    // node_modules, build, logs/a.log, sub/a.tmp, sub/deeper/b.tmp, sub/blocking.tmp, secret.key, private
-    expect(metadata.excludedCount).toBe(8);
-    expect(metadata.skipped).toBeUndefined();
+      const paths = (await listed(id)).map((e) => e.path).sort();
+      expect(paths).toEqual(
+        [
+          'excludes',
+          'excludes/elsewhere',
+          'excludes/elsewhere/c.tmp',
+          'excludes/keep.txt',
+          'excludes/logs',
+          'excludes/logs/keep.log',
+          'excludes/src',
+          'excludes/src/build',
+          'excludes/src/build/keep-me.c',
+          'excludes/sub',
+          'excludes/sub/.cofferignore',
+          'excludes/sub/deeper',
+          'excludes/sub/important.tmp',
+          'other-source',
+          'other-source/one.txt',
+        ].sort(),
+      );
+      const metadata = await sealed(id);
+      expect(metadata.sources).toEqual([root, other]);
+      // node_modules, build, logs/a.log, sub/a.tmp, sub/deeper/b.tmp, sub/blocking.tmp, secret.key, private
+      expect(metadata.excludedCount).toBe(8);
+      expect(metadata.skipped).toBeUndefined();
 
-    // Several sources restore side by side under their names.
-    const target = path.join(work, 'excludes-restored');
-    expect((await cli(['restore', id, target])).code).toBe(0);
-    expect(await fsp.readFile(path.join(target, 'other-source/one.txt'), 'utf8')).toBe('a second source\n');
-    expect(exists(path.join(target, 'excludes/node_modules'))).toBe(false);
-  });
+      // Several sources restore side by side under their names.
+      const target = path.join(work, 'excludes-restored');
+      expect((await cli(['restore', id, target])).code).toBe(0);
+      expect(await fsp.readFile(path.join(target, 'other-source/one.txt'), 'utf8')).toBe('a second source\n');
+      expect(exists(path.join(target, 'excludes/node_modules'))).toBe(false);
+    },
+  );
 
-  it.skipIf(lacking(asNobody !== undefined))('fails naming every unreadable file; --skip-unreadable backs up the rest and lists what it left out', async () => {
-    const root = path.join(work, 'unreadable');
-    await fsp.mkdir(path.join(root, 'locked-dir'), { recursive: true });
-    await fsp.writeFile(path.join(root, 'ok.txt'), 'fine\n');
-    await fsp.writeFile(path.join(root, 'locked.txt'), 'private\n');
-    await fsp.writeFile(path.join(root, 'locked-dir/inner.txt'), 'private\n');
-    execFileSync('mkfifo', [path.join(root, 'a.fifo')]);
-    await fsp.chmod(path.join(root, 'locked.txt'), 0o000);
-    await fsp.chmod(path.join(root, 'locked-dir'), 0o000);
-    await fsp.chmod(root, 0o755);
-    const before = await readyIds();
+  it.skipIf(lacking(asNobody !== undefined))(
+    'fails naming every unreadable file; --skip-unreadable backs up the rest and lists what it left out',
+    async () => {
+      const root = path.join(work, 'unreadable');
+      await fsp.mkdir(path.join(root, 'locked-dir'), { recursive: true });
+      await fsp.writeFile(path.join(root, 'ok.txt'), 'fine\n');
+      await fsp.writeFile(path.join(root, 'locked.txt'), 'private\n');
+      await fsp.writeFile(path.join(root, 'locked-dir/inner.txt'), 'private\n');
+      execFileSync('mkfifo', [path.join(root, 'a.fifo')]);
+      await fsp.chmod(path.join(root, 'locked.txt'), 0o000);
+      await fsp.chmod(path.join(root, 'locked-dir'), 0o000);
+      await fsp.chmod(root, 0o755);
+      const before = await readyIds();
 
-    const strict = await startCli(['backup', root], env(), { command: asNobody, cli: cliForAnyUser() }).within(BOUND_MS);
-    expect(strict.code).toBe(1);
-    expect(strict.stderr).toContain(`${path.join(root, 'locked.txt')}: permission denied`);
-    expect(strict.stderr).toContain(`${path.join(root, 'locked-dir')}: permission denied`);
-    expect(strict.stderr).toMatch(/--skip-unreadable/);
-    expect(await readyIds()).toEqual(before);
+      const strict = await startCli(['backup', root], env(), { command: asNobody, cli: cliForAnyUser() }).within(BOUND_MS);
+      expect(strict.code).toBe(1);
+      expect(strict.stderr).toContain(`${path.join(root, 'locked.txt')}: permission denied`);
+      expect(strict.stderr).toContain(`${path.join(root, 'locked-dir')}: permission denied`);
+      expect(strict.stderr).toMatch(/--skip-unreadable/);
+      expect(await readyIds()).toEqual(before);
 
-    const lenient = await startCli(['backup', root, '--skip-unreadable', '--json'], env(), { command: asNobody, cli: cliForAnyUser() }).within(BOUND_MS);
-    expect(lenient.code, lenient.stderr).toBe(0);
-    const out = JSON.parse(lenient.stdout) as { id: string; skipped: { path: string; reason: string }[] };
-    nextSlot();
-    const expected = [
-      { path: path.join(root, 'locked-dir'), reason: 'cannot be read: permission denied' },
-      { path: path.join(root, 'locked.txt'), reason: 'cannot be read: permission denied' },
-      { path: path.join(root, 'a.fifo'), reason: 'a FIFO: not archived' },
-    ];
-    expect(out.skipped).toEqual(expected);
-    expect((await sealed(out.id)).skipped).toEqual(expected);
-    expect((await listed(out.id)).map((e) => e.path)).toEqual(['ok.txt']);
-  });
+      const lenient = await startCli(['backup', root, '--skip-unreadable', '--json'], env(), {
+        command: asNobody,
+        cli: cliForAnyUser(),
+      }).within(BOUND_MS);
+      expect(lenient.code, lenient.stderr).toBe(0);
+      const out = JSON.parse(lenient.stdout) as { id: string; skipped: { path: string; reason: string }[] };
+      nextSlot();
+      const expected = [
+        { path: path.join(root, 'locked-dir'), reason: 'cannot be read: permission denied' },
+        { path: path.join(root, 'locked.txt'), reason: 'cannot be read: permission denied' },
+        { path: path.join(root, 'a.fifo'), reason: 'a FIFO: not archived' },
+      ];
+      expect(out.skipped).toEqual(expected);
+      expect((await sealed(out.id)).skipped).toEqual(expected);
+      expect((await listed(out.id)).map((e) => e.path)).toEqual(['ok.txt']);
+    },
+  );
 
   it('backs up a pipe as one file, and fails (finalizing nothing) when the producer fails, ends at once or overflows', async () => {
     const data = randomBytes(300_000).toString('base64');
@@ -218,7 +230,16 @@ describe('what goes into a backup, and looking inside one', () => {
     expect(await fsp.readFile(path.join(target, 'db.sql'), 'utf8')).toBe(data);
 
     const before = await readyIds();
-    const failing = await cli(['backup', '--stdin-from-command', '--stdin-name', 'dump.sql', '--', 'sh', '-c', 'printf "partial dump"; exit 3']);
+    const failing = await cli([
+      'backup',
+      '--stdin-from-command',
+      '--stdin-name',
+      'dump.sql',
+      '--',
+      'sh',
+      '-c',
+      'printf "partial dump"; exit 3',
+    ]);
     expect(failing.code).toBe(1);
     expect(failing.stderr).toMatch(/the command "sh" exited with code 3: the backup was not finalized/);
     const killed = await cli(['backup', '--stdin-from-command', '--', 'sh', '-c', 'printf partial; kill -9 $$']);
@@ -252,7 +273,9 @@ describe('what goes into a backup, and looking inside one', () => {
     // Allowed, but the command writes nothing (exit 0) or fails before its first byte: the slot opened for it is freed.
     const empty = await cli(['backup', '--stdin-from-command', '--', ...touching(1, 'true')]);
     expect(empty.code).toBe(1);
-    expect(empty.stderr).toMatch(/the command "sh" wrote nothing to its standard output: nothing was uploaded and its upload slot was freed/);
+    expect(empty.stderr).toMatch(
+      /the command "sh" wrote nothing to its standard output: nothing was uploaded and its upload slot was freed/,
+    );
     expect(exists(marker(1))).toBe(true);
     const failed = await cli(['backup', '--stdin-from-command', '--', ...touching(2, 'exit 2')]);
     expect(failed.code).toBe(1);
@@ -260,7 +283,11 @@ describe('what goes into a backup, and looking inside one', () => {
     expect(exists(marker(2))).toBe(true);
     expect(await readyIds()).toEqual(before);
     expect(await notReady()).toEqual([]);
-    expect(JSON.parse((await cli(['list', '--json'])).stdout).backups.map((b: { id: string }) => b.id).sort()).toEqual([...before].sort());
+    expect(
+      JSON.parse((await cli(['list', '--json'])).stdout)
+        .backups.map((b: { id: string }) => b.id)
+        .sort(),
+    ).toEqual([...before].sort());
 
     // Allowed, with output: backed up as before.
     const good = await cli(['backup', '--stdin-from-command', '--stdin-name', 'data.txt', '--json', '--', ...touching(3, 'echo data')]);
@@ -297,14 +324,21 @@ describe('what goes into a backup, and looking inside one', () => {
         const entry = entries.find((x) => x.path === rel);
         expect(entry, rel).toBeDefined();
         if (entry!.type === 'hardlink') continue;
-        expect(entry).toMatchObject({ type: 'file', size: e.size, mode: e.mode, mtime: new Date(e.mtime! * 1000).toISOString().replace('.000Z', 'Z') });
+        expect(entry).toMatchObject({
+          type: 'file',
+          size: e.size,
+          mode: e.mode,
+          mtime: new Date(e.mtime! * 1000).toISOString().replace('.000Z', 'Z'),
+        });
       }
       expect(entries.find((x) => x.path === 'link-to-deep')).toMatchObject({ type: 'symlink', linkTarget: 'nested/a/b/c/deep.txt' });
       expect((await listed(id, 'nested/a/b')).map((e) => e.path)).toEqual(['nested/a/b', 'nested/a/b/c', 'nested/a/b/c/deep.txt']);
 
       const text = await cli(['ls', id, 'nested/a/b/c']);
       expect(text.code).toBe(0);
-      expect(text.stdout).toBe('drwxr-xr-x   0  2012-01-01 00:00  nested/a/b/c/\n-rw-r-----  12  2019-01-01 00:00  nested/a/b/c/deep.txt\n');
+      expect(text.stdout).toBe(
+        'drwxr-xr-x   0  2012-01-01 00:00  nested/a/b/c/\n-rw-r-----  12  2019-01-01 00:00  nested/a/b/c/deep.txt\n',
+      );
     });
 
     it('restore --include restores only the matching paths (with their parents), verified whole', async () => {
@@ -313,7 +347,9 @@ describe('what goes into a backup, and looking inside one', () => {
       expect(result.code, result.stderr).toBe(0);
       const restored = await snapshot(target);
       const full = await snapshot(tree);
-      expect(Object.keys(restored).sort()).toEqual(['nested', 'nested/a', 'nested/a/b', 'nested/a/b/c', 'nested/a/b/c/deep.txt', 'Ω≈ç√ ∂ƒ.md'].sort());
+      expect(Object.keys(restored).sort()).toEqual(
+        ['nested', 'nested/a', 'nested/a/b', 'nested/a/b/c', 'nested/a/b/c/deep.txt', 'Ω≈ç√ ∂ƒ.md'].sort(),
+      );
       for (const key of Object.keys(restored)) expect(restored[key], key).toEqual(full[key]); // archived modes and mtimes, parents too
 
       const none = await cli(['restore', id, path.join(work, 'partial-none'), '--include', 'no-such-thing']);

@@ -82,13 +82,17 @@ describe('restore refuses altered backups and hostile archives (exit 4, nothing 
       await check();
     } finally {
       await fsp.writeFile(blobFile(a), original);
-      await server.parts.store.updateBackup(a.id, { statuses: ['READY'] }, {
-        ciphertextSizeBytes: a.ciphertextSizeBytes,
-        wrappedDek: a.wrappedDek,
-        wrappedDekNonce: a.wrappedDekNonce,
-        encryptedMetadata: a.encryptedMetadata,
-        encryptedMetadataNonce: a.encryptedMetadataNonce,
-      });
+      await server.parts.store.updateBackup(
+        a.id,
+        { statuses: ['READY'] },
+        {
+          ciphertextSizeBytes: a.ciphertextSizeBytes,
+          wrappedDek: a.wrappedDek,
+          wrappedDekNonce: a.wrappedDekNonce,
+          encryptedMetadata: a.encryptedMetadata,
+          encryptedMetadataNonce: a.encryptedMetadataNonce,
+        },
+      );
     }
   }
 
@@ -106,37 +110,52 @@ describe('restore refuses altered backups and hostile archives (exit 4, nothing 
   it('a flipped ciphertext byte in a middle chunk', () =>
     withAltered(flip(STREAM_HEADER_BYTES + FRAME + 1234), {}, () => expectRefused(a.id, /chunk 1 failed authentication/)));
 
-  it('a flipped byte in the stream header', () =>
-    withAltered(flip(5), {}, () => expectRefused(a.id, /chunk 0 failed authentication/)));
+  it('a flipped byte in the stream header', () => withAltered(flip(5), {}, () => expectRefused(a.id, /chunk 0 failed authentication/)));
 
   it('a truncated archive: the final chunk dropped (sizes made consistent by the server)', () =>
-    withAltered((bytes) => bytes.subarray(0, STREAM_HEADER_BYTES + 3 * FRAME), {}, () =>
-      expectRefused(a.id, /truncated \(final chunk missing\)/),
+    withAltered(
+      (bytes) => bytes.subarray(0, STREAM_HEADER_BYTES + 3 * FRAME),
+      {},
+      () => expectRefused(a.id, /truncated \(final chunk missing\)/),
     ));
 
   it('a truncated archive: cut inside the final chunk', () =>
-    withAltered((bytes) => bytes.subarray(0, bytes.length - 100), {}, () => expectRefused(a.id, /failed authentication/)));
-
-  it('data appended after the final chunk', () =>
-    withAltered((bytes) => Buffer.concat([bytes, randomBytes(FRAME)]), {}, () =>
-      expectRefused(a.id, /failed authentication|after its final chunk/),
+    withAltered(
+      (bytes) => bytes.subarray(0, bytes.length - 100),
+      {},
+      () => expectRefused(a.id, /failed authentication/),
     ));
 
-  it("a wrappedDek swapped in from another backup", () =>
-    withAltered((bytes) => bytes, { wrappedDek: b.wrappedDek, wrappedDekNonce: b.wrappedDekNonce }, () =>
-      expectRefused(a.id, /data key does not belong to this backup/),
+  it('data appended after the final chunk', () =>
+    withAltered(
+      (bytes) => Buffer.concat([bytes, randomBytes(FRAME)]),
+      {},
+      () => expectRefused(a.id, /failed authentication|after its final chunk/),
+    ));
+
+  it('a wrappedDek swapped in from another backup', () =>
+    withAltered(
+      (bytes) => bytes,
+      { wrappedDek: b.wrappedDek, wrappedDekNonce: b.wrappedDekNonce },
+      () => expectRefused(a.id, /data key does not belong to this backup/),
     ));
 
   it('a whole archive swapped in from another backup (with its own size)', async () => {
     const other = await fsp.readFile(blobFile(b));
-    await withAltered(() => other, {}, () => expectRefused(a.id, /failed authentication/));
+    await withAltered(
+      () => other,
+      {},
+      () => expectRefused(a.id, /failed authentication/),
+    );
   });
 
   it('altered metadata', () => {
     const sealed = Buffer.from(a.encryptedMetadata!, 'base64');
     sealed[10]! ^= 0x01;
-    return withAltered((bytes) => bytes, { encryptedMetadata: sealed.toString('base64') }, () =>
-      expectRefused(a.id, /metadata was altered/),
+    return withAltered(
+      (bytes) => bytes,
+      { encryptedMetadata: sealed.toString('base64') },
+      () => expectRefused(a.id, /metadata was altered/),
     );
   });
 
@@ -154,7 +173,10 @@ describe('restore refuses altered backups and hostile archives (exit 4, nothing 
   }
 
   it('refuses an archive with ../ entries', async () => {
-    const id = await uploadHostile([{ path: 'fine.txt', body: 'ok' }, { path: '../escaped.txt', body: 'pwned' }]);
+    const id = await uploadHostile([
+      { path: 'fine.txt', body: 'ok' },
+      { path: '../escaped.txt', body: 'pwned' },
+    ]);
     await expectRefused(id, /leaves the target directory/);
     expect(exists(path.join(work, 'escaped.txt'))).toBe(false);
   });

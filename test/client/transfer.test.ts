@@ -33,7 +33,8 @@ async function cuttingProxy(upstream: string, cutAfter: number) {
   const proxy = http.createServer((req, res) => {
     const forward = http.request(new URL(req.url!, upstream), { method: req.method, headers: req.headers }, (answer) => {
       const content = /\/content$/.test(req.url!);
-      if (content) log.push({ range: req.headers.range, ifRange: req.headers['if-range'] as string | undefined, status: answer.statusCode! });
+      if (content)
+        log.push({ range: req.headers.range, ifRange: req.headers['if-range'] as string | undefined, status: answer.statusCode! });
       res.writeHead(answer.statusCode!, answer.headers);
       if (!content || cut) return void answer.pipe(res);
       let sent = 0;
@@ -63,11 +64,14 @@ async function holdingProxy(upstream: string, holdMs: (method: string, url: stri
   const proxy = http.createServer((req, res) => {
     log.push({ event: 'request', method: req.method!, url: req.url! });
     const forward = http.request(new URL(req.url!, upstream), { method: req.method, headers: req.headers }, (answer) => {
-      setTimeout(() => {
-        log.push({ event: 'answer', method: req.method!, url: req.url! });
-        res.writeHead(answer.statusCode!, answer.headers);
-        answer.pipe(res);
-      }, holdMs(req.method!, req.url!));
+      setTimeout(
+        () => {
+          log.push({ event: 'answer', method: req.method!, url: req.url! });
+          res.writeHead(answer.statusCode!, answer.headers);
+          answer.pipe(res);
+        },
+        holdMs(req.method!, req.url!),
+      );
     });
     forward.on('error', () => res.destroy());
     req.pipe(forward);
@@ -181,7 +185,9 @@ describe('transfers, limits and server rules', () => {
     const result = await cli(['backup', source]);
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/exceed the 50\.0 MiB \(52428800 bytes\) limit of the server:/);
-    expect(result.stderr).toMatch(/nothing was uploaded and its slot deleted\. The server's operator raises it with COFFER_MAX_ARCHIVE_BYTES on the server/);
+    expect(result.stderr).toMatch(
+      /nothing was uploaded and its slot deleted\. The server's operator raises it with COFFER_MAX_ARCHIVE_BYTES on the server/,
+    );
     const after = (await client.listBackups()).backups;
     expect(after.length).toBe(before); // no slot was even opened
     await fsp.rm(source, { recursive: true });
@@ -209,7 +215,10 @@ describe('transfers, limits and server rules', () => {
 
     const watched = await watch.done;
     expect(watched.code, watched.stderr).toBe(0);
-    const frames = watched.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    const frames = watched.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
     const statuses = frames.filter((f) => !('reason' in f)).map((f) => f.status);
     expect(statuses[0]).toBe('PENDING_UPLOAD');
     expect(statuses).toContain('UPLOADED');
@@ -387,7 +396,7 @@ describe('a server announcing the blobhost-client upload protocol', () => {
     expect(await snapshot(path.join(work, 'out'))).toEqual(await snapshot(source));
   });
 
-  it("stops when the blob host refuses the size (a server that announces no limit), and deletes the slot", async () => {
+  it('stops when the blob host refuses the size (a server that announces no limit), and deletes the slot', async () => {
     const { apiKey } = await server.newKey({ plan: 'pro' });
     const proxy = await swallowing413Proxy(server.url, false);
     const cli = cliFor(proxy.url, apiKey, PASSPHRASE);

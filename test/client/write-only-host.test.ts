@@ -41,17 +41,29 @@ describe('a write-only append-only host key', () => {
   });
   afterAll(() => vault?.stop());
 
-  it('is never handed the wrapped master key, its nonce or the KDF parameters; the owner\'s key still is', async () => {
+  it("is never handed the wrapped master key, its nonce or the KDF parameters; the owner's key still is", async () => {
     const owner = await accountAs(vault.apiKey);
     expect(owner.status).toBe(200);
-    expect(owner.body).toMatchObject({ initialized: true, cryptoVersion: 'v1', kdf: expect.any(Object), wrappedMasterKey: expect.any(String) });
+    expect(owner.body).toMatchObject({
+      initialized: true,
+      cryptoVersion: 'v1',
+      kdf: expect.any(Object),
+      wrappedMasterKey: expect.any(String),
+    });
     expect(typeof owner.body.wrappedMasterKeyNonce).toBe('string');
 
     // An append-only key that may read learns that the vault exists and its interval, nothing to guess against.
     const reader = await accountAs(readerKey);
     expect(reader).toEqual({
       status: 200,
-      body: { initialized: true, backupInterval: owner.body.backupInterval, cryptoVersion: 'v1', kdf: null, wrappedMasterKey: null, wrappedMasterKeyNonce: null },
+      body: {
+        initialized: true,
+        backupInterval: owner.body.backupInterval,
+        cryptoVersion: 'v1',
+        kdf: null,
+        wrappedMasterKey: null,
+        wrappedMasterKeyNonce: null,
+      },
     });
     // The write-only key may not read the account at all.
     expect((await accountAs(hostKey)).status).toBe(403);
@@ -76,7 +88,10 @@ describe('a write-only append-only host key', () => {
     const env = { XDG_CONFIG_HOME: config, XDG_STATE_HOME: state };
     const keyFile = path.join(vault.work, 'host.key');
     fs.writeFileSync(keyFile, `${hostKey}\n`, { mode: 0o600 });
-    const add = await runCli(['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--recipient', recipient, '--path', vault.source], env);
+    const add = await runCli(
+      ['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--recipient', recipient, '--path', vault.source],
+      env,
+    );
     expect(add.code, add.stderr).toBe(0);
 
     const first = await runCli(['run', '--json'], env);
@@ -101,7 +116,10 @@ describe('a write-only append-only host key', () => {
     fs.mkdirSync(dir, { recursive: true });
     const keyFile = path.join(dir, 'host.key');
     fs.writeFileSync(keyFile, `${hostKey}\n`, { mode: 0o600 });
-    const add = await runCli(['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--recipient', recipient, '--path', vault.source], env);
+    const add = await runCli(
+      ['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--recipient', recipient, '--path', vault.source],
+      env,
+    );
     expect(add.code, add.stderr).toBe(0);
     const cron = await runCli(['schedule', 'install', '--cron'], env);
     expect(cron.code, cron.stderr).toBe(0);
@@ -109,17 +127,27 @@ describe('a write-only append-only host key', () => {
     expect(cron.stderr).toContain("this API key may not read the account's plan: the timer uses the shortest interval (30m)");
     // Once a run has seen the plan's interval (--interval here, as the agent keeps it), install uses that one.
     fs.mkdirSync(path.join(env.XDG_STATE_HOME, 'coffer', 'runs'), { recursive: true });
-    fs.writeFileSync(path.join(env.XDG_STATE_HOME, 'coffer', 'runs', 'host.json'), JSON.stringify({
-      version: 1, interval: '1d', firstRunAt: new Date().toISOString(), lastRunAt: new Date().toISOString(), lastOutcome: 'skipped',
-      lastSuccessAt: null, lastBackupId: null, nextDueAt: null, overdueNotifiedAt: null,
-    }));
+    fs.writeFileSync(
+      path.join(env.XDG_STATE_HOME, 'coffer', 'runs', 'host.json'),
+      JSON.stringify({
+        version: 1,
+        interval: '1d',
+        firstRunAt: new Date().toISOString(),
+        lastRunAt: new Date().toISOString(),
+        lastOutcome: 'skipped',
+        lastSuccessAt: null,
+        lastBackupId: null,
+        nextDueAt: null,
+        overdueNotifiedAt: null,
+      }),
+    );
     const seen = await runCli(['schedule', 'install', '--cron'], env);
     expect(seen.code, seen.stderr).toBe(0);
     expect(seen.stdout).toMatch(/^\d+ \*\/6 \* \* \* /m);
     expect(seen.stderr).toContain('the interval its last run saw (1d)');
   });
 
-  it('on an account without a vault, the server\'s answer to create is the refusal, and nothing is left open', async () => {
+  it("on an account without a vault, the server's answer to create is the refusal, and nothing is left open", async () => {
     const { accountId: empty } = await server.newKey({ plan: 'pro' });
     const account = (await server.parts.store.getAccount(empty))!;
     const key = (await server.parts.keys.issueKey(account, { scopes: ['backups:write'], appendOnly: true })).apiKey;
@@ -129,7 +157,7 @@ describe('a write-only append-only host key', () => {
     // The key is the wrong one (an account without a vault): never "run coffer init" on a host.
     expect(result.stderr).toContain('belongs to an account without a vault');
     expect(result.stderr).toContain('wrong key');
-    expect(result.stderr).not.toContain("run `coffer init` first");
+    expect(result.stderr).not.toContain('run `coffer init` first');
     expect(await server.parts.store.listBackups(empty, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).toEqual([]);
   });
 
@@ -156,15 +184,28 @@ describe('a write-only append-only host key', () => {
       const keyFile = path.join(dir, 'host.key');
       fs.writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
       const add = await runCli(
-        ['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--recipient', recipient, '--path', vault.source,
-          '--notify-failure', `${receiver.url}/hook`],
+        [
+          'profile',
+          'add',
+          'host',
+          '--url',
+          server.url,
+          '--api-key-file',
+          keyFile,
+          '--recipient',
+          recipient,
+          '--path',
+          vault.source,
+          '--notify-failure',
+          `${receiver.url}/hook`,
+        ],
         env,
       );
       expect(add.code, add.stderr).toBe(0);
       const run = await runCli(['run'], env);
       expect(run.code).toBe(1);
       expect(run.stderr).toContain('belongs to an account without a vault');
-      expect(run.stderr).not.toContain("run `coffer init` first");
+      expect(run.stderr).not.toContain('run `coffer init` first');
       expect(bodies).toHaveLength(1);
       expect(bodies[0]).toMatchObject({ event: 'failure', failure: 'configuration' });
     } finally {

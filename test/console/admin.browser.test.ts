@@ -39,7 +39,9 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
   });
 
   async function signedIn(width: number): Promise<Page> {
-    const printed = json(await runCli(['admin', 'login-link', '--operator', '--json'], { COFFER_DATA_DIR: server.dataDir, COFFER_PUBLIC_URL: server.url }));
+    const printed = json(
+      await runCli(['admin', 'login-link', '--operator', '--json'], { COFFER_DATA_DIR: server.dataDir, COFFER_PUBLIC_URL: server.url }),
+    );
     const page = await browser.newPage({ viewport: { width, height: 900 } });
     const errors: string[] = [];
     page.on('pageerror', (error) => errors.push(String(error)));

@@ -28,10 +28,19 @@ describe('the operator console API', () => {
     wrappedDek: b64(48),
     wrappedDekNonce: b64(24),
   };
-  const vault = { cryptoVersion: 'v1', kdf: { salt: b64(16), opslimit: 2, memlimit: 67_108_864 }, wrappedMasterKey: b64(48), wrappedMasterKeyNonce: b64(24) };
+  const vault = {
+    cryptoVersion: 'v1',
+    kdf: { salt: b64(16), opslimit: 2, memlimit: 67_108_864 },
+    wrappedMasterKey: b64(48),
+    wrappedMasterKeyNonce: b64(24),
+  };
 
   const operatorLink = async (extra: string[] = []) =>
-    json(await runCli(['admin', 'login-link', '--operator', '--json', ...extra], cliEnv)) as { url: string; expiresAt: string; operator: string | null };
+    json(await runCli(['admin', 'login-link', '--operator', '--json', ...extra], cliEnv)) as {
+      url: string;
+      expiresAt: string;
+      operator: string | null;
+    };
   const tokenOf = (url: string) => new URL(url).hash.replace('#token=', '');
 
   async function signIn(token: string, headers: Record<string, string> = {}) {
@@ -70,7 +79,10 @@ describe('the operator console API', () => {
       body: JSON.stringify({ loginToken: token }),
     });
     expect(response.status).toBe(200);
-    return { cookie: response.headers.get('set-cookie')!.split(';')[0]!, csrf: ((await response.json()) as { csrfToken: string }).csrfToken };
+    return {
+      cookie: response.headers.get('set-cookie')!.split(';')[0]!,
+      csrf: ((await response.json()) as { csrfToken: string }).csrfToken,
+    };
   }
 
   beforeAll(async () => {
@@ -127,7 +139,10 @@ describe('the operator console API', () => {
     const op = await operator();
     expect((await send('GET', '/admin/api/overview', { cookie: owner.cookie })).status).toBe(401);
     expect((await send('GET', `/admin/api/accounts/${accountId}`, { cookie: owner.cookie })).status).toBe(401);
-    expect((await send('PUT', `/admin/api/accounts/${accountId}/plan`, { cookie: owner.cookie, csrf: owner.csrf, body: { plan: 'free' } })).status).toBe(401);
+    expect(
+      (await send('PUT', `/admin/api/accounts/${accountId}/plan`, { cookie: owner.cookie, csrf: owner.csrf, body: { plan: 'free' } }))
+        .status,
+    ).toBe(401);
     // The operator's cookie under the owners' name is still an unknown owner session.
     const asOwner = op.cookie.replace('coffer_operator=', 'coffer_session=');
     expect((await send('GET', '/console/api/session', { cookie: op.cookie })).status).toBe(401);
@@ -140,13 +155,15 @@ describe('the operator console API', () => {
     expect((await send('GET', '/admin/api/overview', { cookie: op.cookie })).status).toBe(200);
   });
 
-  it('changes need the operator CSRF token from the operator console origin (not the owners\' token)', async () => {
+  it("changes need the operator CSRF token from the operator console origin (not the owners' token)", async () => {
     const op = await operator();
     const owner = await ownerSession();
     const path = `/admin/api/accounts/${accountId}/plan`;
     expect((await send('PUT', path, { cookie: op.cookie, body: { plan: 'plus' } })).status).toBe(403);
     expect((await send('PUT', path, { cookie: op.cookie, csrf: owner.csrf, body: { plan: 'plus' } })).status).toBe(403);
-    expect((await send('PUT', path, { cookie: op.cookie, csrf: op.csrf, origin: 'https://evil.example', body: { plan: 'plus' } })).status).toBe(403);
+    expect(
+      (await send('PUT', path, { cookie: op.cookie, csrf: op.csrf, origin: 'https://evil.example', body: { plan: 'plus' } })).status,
+    ).toBe(403);
     expect((await fx.server.parts.store.getAccount(accountId))!.plan).toBe('pro');
     const bad = await send('PUT', path, { cookie: op.cookie, csrf: op.csrf, body: { plan: 'gold' } });
     expect(bad.status).toBe(400);
@@ -204,11 +221,12 @@ describe('the operator console API', () => {
     expect(detail).not.toContain(new URL(url).hash.slice(7));
   });
 
-  it('the quota: set in bytes, none, or back to the plan\'s; each change audited with the operator as actor', async () => {
+  it("the quota: set in bytes, none, or back to the plan's; each change audited with the operator as actor", async () => {
     const op = await operator();
     const { accountId: id } = await fx.server.newKey({ plan: 'plus' });
     const base = `/admin/api/accounts/${id}`;
-    const put = (quota: unknown, options: { csrf?: string } = { csrf: op.csrf }) => send('PUT', `${base}/quota`, { cookie: op.cookie, ...options, body: { quota } });
+    const put = (quota: unknown, options: { csrf?: string } = { csrf: op.csrf }) =>
+      send('PUT', `${base}/quota`, { cookie: op.cookie, ...options, body: { quota } });
 
     const set = await put(5000);
     expect(set.status).toBe(200);
@@ -229,7 +247,9 @@ describe('the operator console API', () => {
       expect(((await refused.json()) as any).code).toBe('validation_failed');
     }
     expect((await put(1, { csrf: undefined })).status).toBe(403);
-    expect((await send('PUT', '/admin/api/accounts/acc_nobody/quota', { cookie: op.cookie, csrf: op.csrf, body: { quota: 1 } })).status).toBe(404);
+    expect(
+      (await send('PUT', '/admin/api/accounts/acc_nobody/quota', { cookie: op.cookie, csrf: op.csrf, body: { quota: 1 } })).status,
+    ).toBe(404);
     expect((await fx.server.parts.store.getAccount(id))!.quotaOverride).toBeUndefined();
 
     const changes = (await fx.server.parts.audit.list(id)).filter((e) => e.action === 'account.quota').reverse();
@@ -237,7 +257,7 @@ describe('the operator console API', () => {
     expect(changes.every((e) => e.actor.kind === 'operator')).toBe(true);
   });
 
-  it('zero knowledge: no operator answer holds the backup\'s sealed metadata, wrapped key or the vault envelope', async () => {
+  it("zero knowledge: no operator answer holds the backup's sealed metadata, wrapped key or the vault envelope", async () => {
     const op = await operator();
     const texts = [
       await (await send('GET', '/admin/api/overview', { cookie: op.cookie })).text(),
@@ -245,7 +265,11 @@ describe('the operator console API', () => {
       await (await send('GET', '/admin/api/session', { cookie: op.cookie })).text(),
     ];
     const secrets = [...Object.values(sealed), vault.wrappedMasterKey, vault.wrappedMasterKeyNonce, vault.kdf.salt];
-    const forms = secrets.flatMap((value) => [value, Buffer.from(value, 'base64').toString('hex'), Buffer.from(value, 'base64').toString('base64url')]);
+    const forms = secrets.flatMap((value) => [
+      value,
+      Buffer.from(value, 'base64').toString('hex'),
+      Buffer.from(value, 'base64').toString('base64url'),
+    ]);
     for (const text of texts) {
       expect(text.length).toBeGreaterThan(10);
       for (const form of forms) expect(text).not.toContain(form);
@@ -253,7 +277,9 @@ describe('the operator console API', () => {
     }
     // The sanity check is real: the owner's own API does return the sealed metadata.
     const owner = await fx.server.newKey({ accountId, scopes: ['backups:read'] });
-    const list = await (await fetch(`${fx.server.url}/api/backups/${backupId}`, { headers: { authorization: `Bearer ${owner.apiKey}` } })).text();
+    const list = await (
+      await fetch(`${fx.server.url}/api/backups/${backupId}`, { headers: { authorization: `Bearer ${owner.apiKey}` } })
+    ).text();
     expect(list).toContain(sealed.encryptedMetadata);
   });
 

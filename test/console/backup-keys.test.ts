@@ -34,10 +34,19 @@ describe('GET /console/api/backup-keys', () => {
     const response = await keys({ cookie });
     expect(response.status).toBe(200);
     expect(response.headers.get('cache-control')).toBe('no-store');
-    const { backups } = (await response.json()) as { backups: { id: string; status: string; wrappedDek: string | null; wrappedDekNonce: string | null }[] };
+    const { backups } = (await response.json()) as {
+      backups: { id: string; status: string; wrappedDek: string | null; wrappedDekNonce: string | null }[];
+    };
     const { wrappedDek, wrappedDekNonce, encryptedMetadata, encryptedMetadataNonce } = finalizeBody(1000);
     expect(backups).toEqual([
-      { id: pending, status: 'PENDING_UPLOAD', wrappedDek: null, wrappedDekNonce: null, encryptedMetadata: null, encryptedMetadataNonce: null },
+      {
+        id: pending,
+        status: 'PENDING_UPLOAD',
+        wrappedDek: null,
+        wrappedDekNonce: null,
+        encryptedMetadata: null,
+        encryptedMetadataNonce: null,
+      },
       { id: first.id, status: 'READY', wrappedDek, wrappedDekNonce, encryptedMetadata, encryptedMetadataNonce },
     ]);
     expect(JSON.stringify(backups)).not.toContain(foreign);
@@ -45,7 +54,10 @@ describe('GET /console/api/backup-keys', () => {
 
   it('refuses a request without a session, and an API key instead of one (401, nothing listed)', async () => {
     const { apiKey } = await fixture.account();
-    for (const headers of [{}, { authorization: `Bearer ${apiKey}` }, { cookie: 'coffer_session=cfs_forged' }] as Record<string, string>[]) {
+    for (const headers of [{}, { authorization: `Bearer ${apiKey}` }, { cookie: 'coffer_session=cfs_forged' }] as Record<
+      string,
+      string
+    >[]) {
       const response = await keys(headers);
       expect(response.status).toBe(401);
       expect(((await response.json()) as { code: string }).code).toBe('authentication_required');

@@ -79,7 +79,14 @@ describe('console endpoint bodies', () => {
     clock.advance(HOUR);
     expect((await call('POST', '/api/backup-account/rotate', { json: envelope(2) })).status).toBe(200);
     const kdf = { algorithm: 'Argon2id13', opslimit: 2, memlimit: 67_108_864, saltBytes: 16 };
-    const vault = { initialized: true, cryptoVersion: 'v1', kdf, createdAt: iso(start), updatedAt: iso(start + HOUR), lastRotatedAt: iso(start + HOUR) };
+    const vault = {
+      initialized: true,
+      cryptoVersion: 'v1',
+      kdf,
+      createdAt: iso(start),
+      updatedAt: iso(start + HOUR),
+      lastRotatedAt: iso(start + HOUR),
+    };
     const ready = await consoleCall('GET', '/console/api/overview');
     expect(ready.body).toEqual({
       accountId,
@@ -89,7 +96,13 @@ describe('console endpoint bodies', () => {
       retentionDays: 30,
       backups: { count: 1, ready: 1, newestCreatedAt: iso(start), storedCiphertextBytes: 1000 },
       storage: { storedBytes: 1000, quotaBytes: null },
-      cadence: { lastReadyBackupCreatedAt: iso(start), lastReadyAt: iso(start), overdue: false, nextAllowedAt: iso(start + 4 * HOUR), inFlightBackupId: null },
+      cadence: {
+        lastReadyBackupCreatedAt: iso(start),
+        lastReadyAt: iso(start),
+        overdue: false,
+        nextAllowedAt: iso(start + 4 * HOUR),
+        inFlightBackupId: null,
+      },
       vault,
     });
 
@@ -99,7 +112,11 @@ describe('console endpoint bodies', () => {
     const inFlight = await consoleCall('GET', '/console/api/overview');
     expect(inFlight.body).toMatchObject({
       backups: { count: 2, ready: 1, newestCreatedAt: iso(start + 4 * HOUR), storedCiphertextBytes: 1000 },
-      cadence: { lastReadyBackupCreatedAt: iso(start), nextAllowedAt: null, inFlightBackupId: (slot.body as { backupId: string }).backupId },
+      cadence: {
+        lastReadyBackupCreatedAt: iso(start),
+        nextAllowedAt: null,
+        inFlightBackupId: (slot.body as { backupId: string }).backupId,
+      },
     });
 
     // Usage against the quota: the account's own quota when the operator set one, none when it returns to its plan's.
@@ -110,7 +127,9 @@ describe('console endpoint bodies', () => {
 
     // Overdue: no backup reached READY within twice the interval (8 hours on plus); the slot in flight does not count.
     clock.advance(4 * HOUR);
-    expect((await consoleCall('GET', '/console/api/overview')).body).toMatchObject({ cadence: { lastReadyAt: iso(start), overdue: false } });
+    expect((await consoleCall('GET', '/console/api/overview')).body).toMatchObject({
+      cadence: { lastReadyAt: iso(start), overdue: false },
+    });
     clock.advance(1);
     expect((await consoleCall('GET', '/console/api/overview')).body).toMatchObject({ cadence: { lastReadyAt: iso(start), overdue: true } });
   });
@@ -138,23 +157,53 @@ describe('console endpoint bodies', () => {
       expect((refused.body as { code: string }).code).toBe('validation_failed');
     }
     expect(((await consoleCall('GET', '/console/api/keys')).body as { keys: unknown[] }).keys).toHaveLength(1);
-    const created = await consoleCall('POST', '/console/api/keys', { scopes: ['backups:read'], expiresInDays: 2, label: "Anna's laptop (work)" });
+    const created = await consoleCall('POST', '/console/api/keys', {
+      scopes: ['backups:read'],
+      expiresInDays: 2,
+      label: "Anna's laptop (work)",
+    });
     expect(created.status).toBe(201);
     const { keyId, apiKey } = created.body as { keyId: string; apiKey: string };
-    const made = { keyId, scopes: ['backups:read'], appendOnly: false, label: "Anna's laptop (work)", createdAt: iso(now), expiresAt: iso(now + 48 * HOUR), revokedAt: null, status: 'active', usedByThisSession: false };
+    const made = {
+      keyId,
+      scopes: ['backups:read'],
+      appendOnly: false,
+      label: "Anna's laptop (work)",
+      createdAt: iso(now),
+      expiresAt: iso(now + 48 * HOUR),
+      revokedAt: null,
+      status: 'active',
+      usedByThisSession: false,
+    };
     expect(created.body).toEqual({ ...made, apiKey, expiryCapped: false });
     expect((await consoleCall('GET', '/console/api/keys')).body).toEqual({ keys: [made, owner] });
 
     clock.advance(1000);
     const revoked = await consoleCall('DELETE', `/console/api/keys/${keyId}`);
     expect(revoked.body).toEqual({ ...made, revokedAt: iso(now + 1000), status: 'revoked' });
-    expect((await consoleCall('GET', '/console/api/keys')).body).toEqual({ keys: [{ ...made, revokedAt: iso(now + 1000), status: 'revoked' }, owner] });
+    expect((await consoleCall('GET', '/console/api/keys')).body).toEqual({
+      keys: [{ ...made, revokedAt: iso(now + 1000), status: 'revoked' }, owner],
+    });
 
     // An append-only key: the restriction is in the answer and the list.
-    const host = await consoleCall('POST', '/console/api/keys', { scopes: ['backups:read', 'backups:write'], expiresInDays: null, appendOnly: true });
+    const host = await consoleCall('POST', '/console/api/keys', {
+      scopes: ['backups:read', 'backups:write'],
+      expiresInDays: null,
+      appendOnly: true,
+    });
     expect(host.status).toBe(201);
     const hostKey = host.body as { keyId: string; apiKey: string };
-    const hostView = { keyId: hostKey.keyId, scopes: ['backups:read', 'backups:write'], appendOnly: true, label: null, createdAt: iso(now + 1000), expiresAt: null, revokedAt: null, status: 'active', usedByThisSession: false };
+    const hostView = {
+      keyId: hostKey.keyId,
+      scopes: ['backups:read', 'backups:write'],
+      appendOnly: true,
+      label: null,
+      createdAt: iso(now + 1000),
+      expiresAt: null,
+      revokedAt: null,
+      status: 'active',
+      usedByThisSession: false,
+    };
     expect(host.body).toEqual({ ...hostView, apiKey: hostKey.apiKey, expiryCapped: false });
     expect(((await consoleCall('GET', '/console/api/keys')).body as { keys: unknown[] }).keys[0]).toEqual(hostView);
 
@@ -203,9 +252,14 @@ describe('console endpoint bodies', () => {
       expiresAt: iso(clock.now() + 12 * HOUR),
       csrfToken: session.csrfToken,
     });
-    const short = await api(server.url)('POST', '/console/api/keys', { json: { scopes: ['backups:read'], expiresInDays: null }, headers: withKey });
+    const short = await api(server.url)('POST', '/console/api/keys', {
+      json: { scopes: ['backups:read'], expiresInDays: null },
+      headers: withKey,
+    });
     expect(short.body).toMatchObject({ expiresAt: iso(clock.now() + 13 * HOUR), expiryCapped: true, usedByThisSession: false });
-    const list = (await api(server.url)('GET', '/console/api/keys', { headers: withKey })).body as { keys: { keyId: string; usedByThisSession: boolean }[] };
+    const list = (await api(server.url)('GET', '/console/api/keys', { headers: withKey })).body as {
+      keys: { keyId: string; usedByThisSession: boolean }[];
+    };
     expect(list.keys.find((k) => k.keyId === keyId)).toMatchObject({ status: 'active', usedByThisSession: true });
     clock.advance(14 * HOUR);
     const token = (await server.parts.sessions.createLoginLink(accountId))!.token;
@@ -221,7 +275,8 @@ describe('console endpoint bodies', () => {
       name: 'Coffer',
       version: expect.stringMatching(/^\d+\.\d+\.\d+/),
       // What scripts/check-node.mjs and the CLI enforce, so the CLI page and the README say the same.
-      nodeEngine: (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { engines: { node: string } }).engines.node,
+      nodeEngine: (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { engines: { node: string } })
+        .engines.node,
       publicUrl: server.url,
       cli: {
         url: `${server.url}/downloads/coffer-cli.tgz`,

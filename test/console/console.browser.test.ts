@@ -36,7 +36,8 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
   const consoleErrors: string[] = [];
   const foreignRequests: string[] = [];
 
-  const shot = (name: string, target: Page = page) => target.screenshot({ path: path.join(ARTIFACTS, `console-${name}.png`), fullPage: true });
+  const shot = (name: string, target: Page = page) =>
+    target.screenshot({ path: path.join(ARTIFACTS, `console-${name}.png`), fullPage: true });
 
   beforeAll(async () => {
     assertBuilt();
@@ -140,14 +141,20 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     // The saved bytes are the very archive the CLI made: its SHA-256 is the one sealed in the metadata.
     const show = await cliFor(server.url, apiKey, PASSPHRASE)(['show', backupId, '--metadata']);
     const sealedSha = /sha-256:\s+([0-9a-f]{64})/.exec(show.stdout)?.[1];
-    expect(createHash('sha256').update(await fsp.readFile(saved)).digest('hex')).toBe(sealedSha);
+    expect(
+      createHash('sha256')
+        .update(await fsp.readFile(saved))
+        .digest('hex'),
+    ).toBe(sealedSha);
     // ...and unpacked, they are the original files.
     const restored = path.join(work, 'restored');
     await fsp.mkdir(restored);
     const untar = spawnSync('tar', ['-xf', saved, '-C', restored], { encoding: 'utf8' }); // GNU tar: symlinks verbatim
     expect(untar.status, untar.stderr).toBe(0);
     const strip = (tree: Awaited<ReturnType<typeof snapshot>>) =>
-      Object.fromEntries(Object.entries(tree).map(([name, e]) => [name, { type: e.type, size: e.size, sha256: e.sha256, target: e.target }]));
+      Object.fromEntries(
+        Object.entries(tree).map(([name, e]) => [name, { type: e.type, size: e.size, sha256: e.sha256, target: e.target }]),
+      );
     expect(strip(await snapshot(restored))).toEqual(strip(await snapshot(source)));
   });
 
@@ -227,7 +234,10 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect(await page.getByLabel('Keep deleted backups restorable for (days)').inputValue()).toBe('7');
     await shot('scheduled-for-deletion');
     await scheduled.getByRole('button', { name: /^Undelete backup/ }).click();
-    await page.getByText(/is undeleted: it is back in your backups/).first().waitFor();
+    await page
+      .getByText(/is undeleted: it is back in your backups/)
+      .first()
+      .waitFor();
     await page.locator(`tr[data-backup-id="${backupId}"] [data-status="READY"]`).waitFor();
     await page.getByText('No backup is scheduled for deletion.').waitFor();
     const detail = await fetch(`${server.url}/api/backups/${backupId}`, { headers: { authorization: `Bearer ${apiKey}` } });
@@ -295,7 +305,10 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
       const read = await fetch(`${server.url}${url}`, { headers: { authorization: `Bearer ${hostKey}` } });
       expect(read.status, url).toBe(403);
     }
-    const refused = await fetch(`${server.url}/api/backups/${backupId}`, { method: 'DELETE', headers: { authorization: `Bearer ${hostKey}` } });
+    const refused = await fetch(`${server.url}/api/backups/${backupId}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${hostKey}` },
+    });
     expect(refused.status).toBe(403);
     expect(((await refused.json()) as { details: { reason: string } }).details.reason).toBe('append_only');
     await page.getByRole('button', { name: 'I have stored it' }).click();
@@ -409,7 +422,14 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     for (const [key, expected] of cases) {
       await page.getByLabel('API key').fill(key);
       await page.getByRole('button', { name: 'Sign in' }).click();
-      await expect.poll(() => page.getByRole('alert').innerText().catch(() => '')).toMatch(expected);
+      await expect
+        .poll(() =>
+          page
+            .getByRole('alert')
+            .innerText()
+            .catch(() => ''),
+        )
+        .toMatch(expected);
       expect(await page.getByRole('alert').innerText()).not.toMatch(/\/api\/|details\.|Bearer|Authorization/);
       // Said once: the page below the alert already tells how to sign in, the alert does not repeat it.
       if (key === unknown) expect(await page.getByRole('alert').innerText()).not.toMatch(/sign in again|login-link/);

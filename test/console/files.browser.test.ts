@@ -45,7 +45,9 @@ describe.skipIf(!hasChromium)('the console file browser in headless Chromium', (
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
     page = await context.newPage();
     page.on('pageerror', (error) => pageErrors.push(String(error)));
-    const link = json(await runCli(['admin', 'login-link', accountId, '--json'], { COFFER_DATA_DIR: server.dataDir, COFFER_PUBLIC_URL: server.url }));
+    const link = json(
+      await runCli(['admin', 'login-link', accountId, '--json'], { COFFER_DATA_DIR: server.dataDir, COFFER_PUBLIC_URL: server.url }),
+    );
     await page.goto(link.url);
     await page.getByRole('heading', { level: 1, name: 'Backups' }).waitFor();
   });
@@ -97,10 +99,18 @@ describe.skipIf(!hasChromium)('the console file browser in headless Chromium', (
     const body = 'zstd in the browser\n'.repeat(5000);
     let id: string;
     try {
-      id = await uploadArchive(client, masterKey, tarArchive([{ path: 'z', type: 'Directory' }, { path: 'z/note.txt', body }]), {
-        compression: 'zstd',
-        name: 'zstd-made',
-      });
+      id = await uploadArchive(
+        client,
+        masterKey,
+        tarArchive([
+          { path: 'z', type: 'Directory' },
+          { path: 'z/note.txt', body },
+        ]),
+        {
+          compression: 'zstd',
+          name: 'zstd-made',
+        },
+      );
     } finally {
       wipe(masterKey);
     }
@@ -129,7 +139,12 @@ describe.skipIf(!hasChromium)('the console file browser in headless Chromium', (
     const cases: [string, 'gzip' | 'zstd', Buffer, RegExp][] = [
       ['a zstd frame with a wrong checksum', 'zstd', checked, /fails its checksum/],
       ['two gzip members', 'gzip', Buffer.concat([zlib.gzipSync(plain), zlib.gzipSync(more)]), /not valid gzip|after its one member/],
-      ['a gzip member and trailing zeros', 'gzip', Buffer.concat([zlib.gzipSync(plain), Buffer.alloc(8)]), /not valid gzip|after its one member/],
+      [
+        'a gzip member and trailing zeros',
+        'gzip',
+        Buffer.concat([zlib.gzipSync(plain), Buffer.alloc(8)]),
+        /not valid gzip|after its one member/,
+      ],
       ['two zstd frames', 'zstd', Buffer.concat([zstdCompress(plain), zstdCompress(more)]), /bytes after its one frame/],
       ['a zstd frame and trailing junk', 'zstd', Buffer.concat([zstdCompress(plain), Buffer.from('junk')]), /bytes after its one frame/],
       ['a zstd bomb', 'zstd', bomb, /decompresses to more than its sealed/],

@@ -14,7 +14,6 @@ export function assertConsoleBuilt(): void {
   }
 }
 
-
 /** A forwarding proxy that holds every request matching `hold` until released (the rest flows through). */
 export async function holdingProxy(upstream: string, hold: RegExp) {
   const held: (() => void)[] = [];

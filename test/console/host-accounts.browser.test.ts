@@ -112,7 +112,10 @@ describe.skipIf(!hasChromium)('the console adds a backup host with its own sched
     await page.getByLabel('Host name').waitFor();
     await page.locator('[data-host-account]').first().waitFor();
     await page.waitForLoadState('networkidle');
-    const { scrollWidth, innerWidth } = await page.evaluate(() => ({ scrollWidth: document.scrollingElement!.scrollWidth, innerWidth: window.innerWidth }));
+    const { scrollWidth, innerWidth } = await page.evaluate(() => ({
+      scrollWidth: document.scrollingElement!.scrollWidth,
+      innerWidth: window.innerWidth,
+    }));
     expect(scrollWidth).toBeLessThanOrEqual(innerWidth);
     await shot(page, '390');
     await page.context().close();

@@ -32,7 +32,15 @@ describe('which key a backup uses', () => {
     const sealed = Buffer.from(v.sealedDek.wrappedDek, 'base64');
     const wrongMagic = Buffer.from(sealed);
     wrongMagic[3] = 0x32; // "cxw2"
-    for (const bad of [null, undefined, '', 'not base64!', Buffer.alloc(47).toString('base64'), wrongMagic.toString('base64'), sealed.subarray(0, 1179).toString('base64')]) {
+    for (const bad of [
+      null,
+      undefined,
+      '',
+      'not base64!',
+      Buffer.alloc(47).toString('base64'),
+      wrongMagic.toString('base64'),
+      sealed.subarray(0, 1179).toString('base64'),
+    ]) {
       expect(dekForm(bad)).toBeNull();
     }
   });
@@ -40,7 +48,7 @@ describe('which key a backup uses', () => {
   it.each([
     ['sodium-native (the CLI)', createEnvelope(native.nodePrimitives)],
     ['libsodium.js (the console)', web],
-  ] as const)('names the key of the ring that opens each form, with every key\'s recipient fingerprint, on %s', (_name, envelope) => {
+  ] as const)("names the key of the ring that opens each form, with every key's recipient fingerprint, on %s", (_name, envelope) => {
     const ring = hex(v.keyring.plaintext);
     const fingerprints = envelope.keyFingerprints(ring);
     expect(fingerprints).toEqual([v.keyring.recipientFingerprint, v.recipient.fingerprint]);
@@ -61,18 +69,27 @@ describe('which key a backup uses', () => {
       });
     }
     // Another backup's id: no key opens it (the AD binds the id), whatever the form.
-    for (const fields of [v.finalize, v.sealedDek]) expect(() => envelope.openDek(ring, `${v.backupId}x`, fields)).toThrow(native.IntegrityError);
+    for (const fields of [v.finalize, v.sealedDek])
+      expect(() => envelope.openDek(ring, `${v.backupId}x`, fields)).toThrow(native.IntegrityError);
   });
 });
 
 describe('the kit, shared by the CLI and the page', () => {
-  const words = (text: string) => text.split('\n').filter((line) => line.startsWith('key ')).map((line) => line.replace(/^key \d+: /, ''));
+  const words = (text: string) =>
+    text
+      .split('\n')
+      .filter((line) => line.startsWith('key '))
+      .map((line) => line.replace(/^key \d+: /, ''));
 
   it('bare words (any white space, any case, optional "key n:" labels) give the same keyring as the kit text, on both sides', () => {
     const [current, older] = words(v.kit.text) as [string, string];
     const fromText = parseKit(v.kit.text);
     expect(fromText.material.toString('hex')).toBe(v.keyring.plaintext);
-    for (const typed of [`${current} ${older}`, `${current.toUpperCase()}\n\n  ${older.replaceAll(' ', '\n')}  `, `key 1: ${current}\nKey 2:${older}`]) {
+    for (const typed of [
+      `${current} ${older}`,
+      `${current.toUpperCase()}\n\n  ${older.replaceAll(' ', '\n')}  `,
+      `key 1: ${current}\nKey 2:${older}`,
+    ]) {
       const read = parseKitWords(typed);
       expect(read).toMatchObject({ server: null, keys: 2 });
       expect(read.material.toString('hex')).toBe(v.keyring.plaintext);
@@ -90,13 +107,18 @@ describe('the kit, shared by the CLI and the page', () => {
       [list.slice(0, 23).join(' '), /23 words: a kit has 24 words per key/],
       [`${current} ${older} abandon`, /49 words/],
       [[...list.slice(0, 3), 'coffer', ...list.slice(4)].join(' '), /words 1–24 \(key 1\): word 4 "coffer" is not a BIP-39 English word/],
-      [`${current} ${[older.split(' ')[1], older.split(' ')[0], ...older.split(' ').slice(2)].join(' ')}`, /words 25–48 \(key 2\): the words' checksum does not match/],
+      [
+        `${current} ${[older.split(' ')[1], older.split(' ')[0], ...older.split(' ').slice(2)].join(' ')}`,
+        /words 25–48 \(key 2\): the words' checksum does not match/,
+      ],
     ];
     for (const [typed, message] of cases) {
       expect(() => parseKitWords(typed)).toThrow(message);
       expect(() => webKit.parseKitOrWords(typed)).toThrow(webKit.KitFormatError);
     }
-    expect(() => parseKitWords(Array(65).fill(current).join(' '))).toThrow(new KitFormatError('the kit holds 65 keys; a vault holds at most 64'));
+    expect(() => parseKitWords(Array(65).fill(current).join(' '))).toThrow(
+      new KitFormatError('the kit holds 65 keys; a vault holds at most 64'),
+    );
   });
 
   it("`coffer recover`'s rule: none opened is another vault's kit; some, or no backup to check, needs force", () => {

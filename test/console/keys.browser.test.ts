@@ -120,7 +120,14 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
     const panel = page.getByRole('region', { name: 'Keys' });
     await panel.getByLabel('Vault passphrase').fill('not the passphrase');
     await panel.getByRole('button', { name: 'Show keys' }).click();
-    await expect.poll(() => panel.getByRole('alert').innerText().catch(() => '')).toMatch(/Wrong passphrase/);
+    await expect
+      .poll(() =>
+        panel
+          .getByRole('alert')
+          .innerText()
+          .catch(() => ''),
+      )
+      .toMatch(/Wrong passphrase/);
 
     await panel.getByLabel('Vault passphrase').fill(PASSPHRASE);
     await panel.getByRole('button', { name: 'Show keys' }).click();
@@ -163,13 +170,19 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
     const show = await cliFor(server.url, apiKey, passphrase)(['show', id, '--metadata']);
     expect(show.code, show.stderr).toBe(0);
     const sealedSha = /sha-256:\s+([0-9a-f]{64})/.exec(show.stdout)?.[1];
-    expect(createHash('sha256').update(await fsp.readFile(saved)).digest('hex')).toBe(sealedSha);
+    expect(
+      createHash('sha256')
+        .update(await fsp.readFile(saved))
+        .digest('hex'),
+    ).toBe(sealedSha);
     const restored = path.join(work, name);
     await fsp.mkdir(restored);
     const untar = spawnSync('tar', ['-xf', saved, '-C', restored], { encoding: 'utf8' });
     expect(untar.status, untar.stderr).toBe(0);
     const strip = (tree: Awaited<ReturnType<typeof snapshot>>) =>
-      Object.fromEntries(Object.entries(tree).map(([file, e]) => [file, { type: e.type, size: e.size, sha256: e.sha256, target: e.target }]));
+      Object.fromEntries(
+        Object.entries(tree).map(([file, e]) => [file, { type: e.type, size: e.size, sha256: e.sha256, target: e.target }]),
+      );
     expect(strip(await snapshot(restored))).toEqual(strip(await snapshot(source)));
     return fact;
   }
@@ -190,7 +203,9 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
   describe('recovery with the kit, the passphrase forgotten', () => {
     const requests: Promise<{ url: string; headers: Record<string, string>; body: string }>[] = [];
     const record = (request: Request) =>
-      requests.push(request.allHeaders().then((headers) => ({ url: request.url(), headers, body: request.postDataBuffer()?.toString('latin1') ?? '' })));
+      requests.push(
+        request.allHeaders().then((headers) => ({ url: request.url(), headers, body: request.postDataBuffer()?.toString('latin1') ?? '' })),
+      );
     let kitWords: string[][];
     let envelopeBefore: unknown;
 
@@ -214,12 +229,21 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
       await page.getByRole('button', { name: 'Check the kit and set the new passphrase' }).click();
     };
     const refusal = async (expected: RegExp) => {
-      await expect.poll(() => page.getByRole('alert').innerText().catch(() => ''), { timeout: 20_000 }).toMatch(expected);
+      await expect
+        .poll(
+          () =>
+            page
+              .getByRole('alert')
+              .innerText()
+              .catch(() => ''),
+          { timeout: 20_000 },
+        )
+        .toMatch(expected);
       expect(await page.getByLabel('Recovery kit words').getAttribute('aria-invalid')).toBe('true');
       expect(await account()).toEqual(envelopeBefore); // nothing changed
     };
 
-    it('refuses a mistyped word, another vault\'s kit and a kit older than the rekey; nothing changes', async () => {
+    it("refuses a mistyped word, another vault's kit and a kit older than the rekey; nothing changes", async () => {
       // One word swapped for another BIP-39 word such that the checksum no longer holds (chosen, not left to chance).
       const typo = [...kitWords[0]!];
       typo[5] = wordlist.find((word) => !validateMnemonic([...typo.slice(0, 5), word, ...typo.slice(6)].join(' '), wordlist))!;
@@ -254,7 +278,16 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
       });
       try {
         await attempt(`${kitWords[0]!.join(' ')}\n${kitWords[1]!.join('\n')}`);
-        await expect.poll(() => page.getByRole('alert').innerText().catch(() => ''), { timeout: 30_000 }).toMatch(/changed by another client/);
+        await expect
+          .poll(
+            () =>
+              page
+                .getByRole('alert')
+                .innerText()
+                .catch(() => ''),
+            { timeout: 30_000 },
+          )
+          .toMatch(/changed by another client/);
         expect(rotateHeaders['if-match']).toMatch(/^"[^"]+"$/);
         // The other client's envelope stands: the page replaced nothing.
         const now = await account();
@@ -271,7 +304,10 @@ describe.skipIf(!hasChromium)('the console shows which key each backup uses, and
       const done = page.getByText('Vault recovered.');
       await done.waitFor({ timeout: 30_000 });
       expect(await page.locator('.success').innerText()).toMatch(
-        new RegExp(`The kit \\(2 keys\\) opened 5 of 5 ready backups\\. .*recipient is the kit's current key \\(\\s*${newFingerprint}\\s*\\)`, 's'),
+        new RegExp(
+          `The kit \\(2 keys\\) opened 5 of 5 ready backups\\. .*recipient is the kit's current key \\(\\s*${newFingerprint}\\s*\\)`,
+          's',
+        ),
       );
       await shot('recover-done');
       const now = await account();

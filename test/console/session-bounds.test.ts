@@ -36,7 +36,9 @@ function call(
       let text = '';
       response.setEncoding('utf8');
       response.on('data', (chunk) => (text += chunk));
-      response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body: text ? JSON.parse(text) : undefined }));
+      response.on('end', () =>
+        resolve({ status: response.statusCode!, headers: response.headers, body: text ? JSON.parse(text) : undefined }),
+      );
     });
     request.on('error', reject);
     request.end(body);
@@ -128,7 +130,10 @@ describe('keys minted in a console session', () => {
     const session = { cookie: `coffer_session=${secret}`, csrf: csrfTokenFor(secret) };
     const before = (await server.parts.store.listApiKeys(accountId)).length;
 
-    const wider = await call(server, 'POST', '/console/api/keys', { ...session, json: { scopes: ['backups:read', 'backups:write'], expiresInDays: 7 } });
+    const wider = await call(server, 'POST', '/console/api/keys', {
+      ...session,
+      json: { scopes: ['backups:read', 'backups:write'], expiresInDays: 7 },
+    });
     expect(wider.status).toBe(403);
     expect(wider.body).toMatchObject({ code: 'insufficient_scope', details: { requiredPermission: 'backups:write' } });
     expect(wider.body.message).toContain('backups:write');

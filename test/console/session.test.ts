@@ -16,7 +16,12 @@ interface SignedIn {
   setCookie: string;
 }
 
-function request(server: TestServer, method: string, path: string, options: { cookie?: string; headers?: Record<string, string>; json?: unknown } = {}) {
+function request(
+  server: TestServer,
+  method: string,
+  path: string,
+  options: { cookie?: string; headers?: Record<string, string>; json?: unknown } = {},
+) {
   const headers: Record<string, string> = { ...options.headers };
   if (options.cookie) headers.cookie = options.cookie;
   if (options.json !== undefined) headers['content-type'] = 'application/json';
@@ -79,13 +84,18 @@ describe('console sessions (http public URL)', () => {
     const late = await request(server, 'POST', '/console/api/session', { json: { loginToken: expired }, headers: { origin: server.url } });
     expect(late.status).toBe(401);
     expect((await late.json()).code).toBe('login_link_invalid');
-    const malformed = await request(server, 'POST', '/console/api/session', { json: { loginToken: 'cfl_short' }, headers: { origin: server.url } });
+    const malformed = await request(server, 'POST', '/console/api/session', {
+      json: { loginToken: 'cfl_short' },
+      headers: { origin: server.url },
+    });
     expect(malformed.status).toBe(401);
 
     const token = await linkFor(server, accountId);
     const statuses = await Promise.all(
       Array.from({ length: 5 }, () =>
-        request(server, 'POST', '/console/api/session', { json: { loginToken: token }, headers: { origin: server.url } }).then((r) => r.status),
+        request(server, 'POST', '/console/api/session', { json: { loginToken: token }, headers: { origin: server.url } }).then(
+          (r) => r.status,
+        ),
       ),
     );
     expect(statuses.sort()).toEqual([200, 401, 401, 401, 401]);
@@ -155,12 +165,21 @@ describe('console sessions (http public URL)', () => {
 
   it('signs in with an API key only when it holds all three scopes; revoking that key ends the session', async () => {
     const readOnly = await server.newKey({ accountId, scopes: ['backups:read', 'backups:restore'] });
-    const partial = await request(server, 'POST', '/console/api/session', { json: { apiKey: readOnly.apiKey }, headers: { origin: server.url } });
+    const partial = await request(server, 'POST', '/console/api/session', {
+      json: { apiKey: readOnly.apiKey },
+      headers: { origin: server.url },
+    });
     expect(partial.status).toBe(403);
     expect(await partial.json()).toMatchObject({ code: 'insufficient_scope', details: { requiredPermission: 'backups:write' } });
-    const unknown = await request(server, 'POST', '/console/api/session', { json: { apiKey: `cfk_${'x'.repeat(43)}` }, headers: { origin: server.url } });
+    const unknown = await request(server, 'POST', '/console/api/session', {
+      json: { apiKey: `cfk_${'x'.repeat(43)}` },
+      headers: { origin: server.url },
+    });
     expect(unknown.status).toBe(401);
-    const both = await request(server, 'POST', '/console/api/session', { json: { apiKey: ownerKey, loginToken: 'x' }, headers: { origin: server.url } });
+    const both = await request(server, 'POST', '/console/api/session', {
+      json: { apiKey: ownerKey, loginToken: 'x' },
+      headers: { origin: server.url },
+    });
     expect(both.status).toBe(400);
 
     const owner = await server.newKey({ accountId });
@@ -187,7 +206,11 @@ describe('console sessions (http public URL)', () => {
     const headers = { origin: server.url, 'x-csrf-token': csrf };
     const invalid = await request(server, 'POST', '/console/api/keys', { cookie, headers, json: { scopes: [], expiresInDays: 7 } });
     expect(invalid.status).toBe(400);
-    const bad = await request(server, 'POST', '/console/api/keys', { cookie, headers, json: { scopes: ['backups:admin'], expiresInDays: 7 } });
+    const bad = await request(server, 'POST', '/console/api/keys', {
+      cookie,
+      headers,
+      json: { scopes: ['backups:admin'], expiresInDays: 7 },
+    });
     expect(bad.status).toBe(400);
 
     const created = await request(server, 'POST', '/console/api/keys', {
@@ -255,7 +278,9 @@ describe('console sessions (https public URL)', () => {
       headers: { origin: 'https://backup.example.test' },
     });
     expect(response.status).toBe(200);
-    expect(response.headers.get('set-cookie')).toMatch(/^__Host-coffer_session=cfs_[A-Za-z0-9_-]{43}; Path=\/; Max-Age=43200; HttpOnly; SameSite=Strict; Secure$/);
+    expect(response.headers.get('set-cookie')).toMatch(
+      /^__Host-coffer_session=cfs_[A-Za-z0-9_-]{43}; Path=\/; Max-Age=43200; HttpOnly; SameSite=Strict; Secure$/,
+    );
     const cookie = response.headers.get('set-cookie')!.split(';')[0]!;
     const { csrfToken } = (await response.json()) as { csrfToken: string };
     const out = await request(server, 'DELETE', '/console/api/session', {

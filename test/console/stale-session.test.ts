@@ -62,7 +62,12 @@ for (const engine of engines) {
       const send = async (method: string, url: string, body?: unknown) => {
         const answer = await fetch(`${server.url}${url}`, {
           method,
-          headers: { cookie, origin: server.url, 'x-csrf-token': csrfToken, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          headers: {
+            cookie,
+            origin: server.url,
+            'x-csrf-token': csrfToken,
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
           body: body === undefined ? undefined : JSON.stringify(body),
         });
         const text = await answer.text();
@@ -147,7 +152,8 @@ for (const engine of engines) {
           const minted = await mint(target.session);
           expect(minted.status).toBe(201);
           clock.advance(6 * MIN);
-          const renewed = route === 'confirm' ? await confirm(target.session, minted.body.apiKey) : await signIn({ apiKey: minted.body.apiKey });
+          const renewed =
+            route === 'confirm' ? await confirm(target.session, minted.body.apiKey) : await signIn({ apiKey: minted.body.apiKey });
           expect((await renewed.send('GET', '/console/api/deletions')).body.freshSignIn).toBe(false);
           const refused = await attempt(renewed, what, target);
           expect(refused.status).toBe(403);

@@ -105,7 +105,15 @@ interface ServerProcess {
 async function startServer(env: Record<string, string>, log: string[]): Promise<ServerProcess> {
   const startedAt = Date.now();
   const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', COFFER_UPLOAD_WINDOW: UPLOAD_WINDOW, COFFER_METRICS_TOKEN: METRICS_TOKEN, ...env },
+    env: {
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'error',
+      COFFER_UPLOAD_WINDOW: UPLOAD_WINDOW,
+      COFFER_METRICS_TOKEN: METRICS_TOKEN,
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -141,7 +149,8 @@ async function awaitSweep(server: ServerProcess): Promise<void> {
     const response = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
     if (response.status !== 200) throw new Error(`/metrics answered ${response.status}`);
     const text = await response.text();
-    const count = (outcome: string) => Number(new RegExp(`coffer_sweeper_runs_total\\{outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+    const count = (outcome: string) =>
+      Number(new RegExp(`coffer_sweeper_runs_total\\{outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
     if (count('error') > 0) throw new Error(`the start-up sweep failed:\n${server.output()}`);
     if (count('ok') > 0) return;
     if (Date.now() > deadline) throw new Error(`no sweep finished within 30 s:\n${server.output()}`);
@@ -370,17 +379,32 @@ function seeded(seed: number): () => number {
 let nextRandom: () => number = Math.random;
 const chance = () => nextRandom();
 /** A whole number in [0, max) or [min, max). */
-const pick = (min: number, max?: number) => (max === undefined ? Math.floor(nextRandom() * min) : min + Math.floor(nextRandom() * (max - min)));
+const pick = (min: number, max?: number) =>
+  max === undefined ? Math.floor(nextRandom() * min) : min + Math.floor(nextRandom() * (max - min));
 
 /** The seed of this run: COFFER_CRASH_SEED, else a fresh one. */
 export const CRASH_SEED = process.env.COFFER_CRASH_SEED ? Number(process.env.COFFER_CRASH_SEED) : Math.floor(Math.random() * 2 ** 32);
-if (!Number.isSafeInteger(CRASH_SEED) || CRASH_SEED < 0) throw new Error(`COFFER_CRASH_SEED must be a whole number, got ${process.env.COFFER_CRASH_SEED}`);
+if (!Number.isSafeInteger(CRASH_SEED) || CRASH_SEED < 0)
+  throw new Error(`COFFER_CRASH_SEED must be a whole number, got ${process.env.COFFER_CRASH_SEED}`);
 
 /** Bound on how long a round waits for the moment its kill is due (a hang detector, not a timing). */
 const KILL_WAIT_MS = 30_000;
 
 export class CrashLoop {
-  readonly tally: Tally = { rounds: 0, kills: 0, midUploadKills: 0, requests: 0, acknowledged: {}, inDoubt: 0, abortedUploads: 0, streams: 0, contentChecks: 0, startMs: [], phaseMs: { start: 0, sweep: 0, check: 0, workload: 0 }, found: { orphanBlobs: 0, leftovers: 0, deleting: 0, expiredInFlight: 0, failed: 0 } };
+  readonly tally: Tally = {
+    rounds: 0,
+    kills: 0,
+    midUploadKills: 0,
+    requests: 0,
+    acknowledged: {},
+    inDoubt: 0,
+    abortedUploads: 0,
+    streams: 0,
+    contentChecks: 0,
+    startMs: [],
+    phaseMs: { start: 0, sweep: 0, check: 0, workload: 0 },
+    found: { orphanBlobs: 0, leftovers: 0, deleting: 0, expiredInFlight: 0, failed: 0 },
+  };
   private readonly accounts: AccountFacts[] = [];
   private readonly backups = new Map<string, BackupFacts>();
   private nextAccount = 0;
@@ -408,7 +432,11 @@ export class CrashLoop {
   get minimums(): { finalizes: number; midUploadKills: number; contentChecks: number } {
     const { rounds } = this.options;
     const targeted = Math.floor(rounds / 3);
-    return { finalizes: rounds - targeted, midUploadKills: Math.ceil(targeted / 2), contentChecks: Math.ceil(((rounds - targeted) * 3) / 4) };
+    return {
+      finalizes: rounds - targeted,
+      midUploadKills: Math.ceil(targeted / 2),
+      contentChecks: Math.ceil(((rounds - targeted) * 3) / 4),
+    };
   }
 
   private ack(kind: string): void {
@@ -424,18 +452,24 @@ export class CrashLoop {
     try {
       await this.loop();
     } catch (error) {
-      throw new Error(`${(error as Error).message}\n(crash loop ${this.backend.name}, seed ${CRASH_SEED}: replay with COFFER_CRASH_SEED=${CRASH_SEED})`, { cause: error });
+      throw new Error(
+        `${(error as Error).message}\n(crash loop ${this.backend.name}, seed ${CRASH_SEED}: replay with COFFER_CRASH_SEED=${CRASH_SEED})`,
+        { cause: error },
+      );
     } finally {
       nextRandom = Math.random;
     }
     const t = this.tally;
     const short: string[] = [];
     const { finalizes, midUploadKills, contentChecks } = this.minimums;
-    if ((t.acknowledged.finalize ?? 0) < finalizes) short.push(`${t.acknowledged.finalize ?? 0} acknowledged finalizes (at least ${finalizes})`);
+    if ((t.acknowledged.finalize ?? 0) < finalizes)
+      short.push(`${t.acknowledged.finalize ?? 0} acknowledged finalizes (at least ${finalizes})`);
     if (t.midUploadKills < midUploadKills) short.push(`${t.midUploadKills} kills mid-upload (at least ${midUploadKills})`);
     if (t.contentChecks < contentChecks) short.push(`${t.contentChecks} READY contents verified (at least ${contentChecks})`);
     if (short.length > 0) {
-      throw new Error(`crash loop ${this.backend.name} exercised too little: ${short.join(', ')}; seed ${CRASH_SEED} (COFFER_CRASH_SEED=${CRASH_SEED})`);
+      throw new Error(
+        `crash loop ${this.backend.name} exercised too little: ${short.join(', ')}; seed ${CRASH_SEED} (COFFER_CRASH_SEED=${CRASH_SEED})`,
+      );
     }
   }
 
@@ -702,7 +736,8 @@ export class CrashLoop {
     if (roll < 0.2 && ready.length > 0) {
       const facts = ready[pick(ready.length)]!;
       const statuses = await client.watch(account, facts.id, watches);
-      if (!client.dead && statuses.length > 0 && statuses.at(-1) !== 'READY') throw new Error(`stream of READY ${facts.id} said ${statuses}`);
+      if (!client.dead && statuses.length > 0 && statuses.at(-1) !== 'READY')
+        throw new Error(`stream of READY ${facts.id} said ${statuses}`);
       return 'stay';
     }
     if (roll < 0.35 && ready.length > 0) return this.deleteBackup(client, account, ready[pick(ready.length)]!);
@@ -784,7 +819,8 @@ export class CrashLoop {
     for (const [account, count] of inFlight) if (count > 1) problems.push(`account ${account} has ${count} slots in flight`);
     for (const id of this.inFlightAtKill) {
       const row = byId.get(id);
-      if (row?.status === 'DELETED' && row.expiresAt <= server.startedAt && !this.backups.get(id)?.deleteSent) this.tally.found.expiredInFlight += 1;
+      if (row?.status === 'DELETED' && row.expiresAt <= server.startedAt && !this.backups.get(id)?.deleteSent)
+        this.tally.found.expiredInFlight += 1;
     }
     problems.push(...(await this.backend.integrity()));
 
@@ -805,22 +841,29 @@ export class CrashLoop {
       }
       if (row.accountId !== facts.accountId) problems.push(`${label}: belongs to ${row.accountId}, not ${facts.accountId}`);
       if (row.size !== null && !facts.sentWhole.has(row.size)) problems.push(`${label}: records ${row.size} bytes, never sent whole`);
-      if (facts.uploadAcked !== null && row.size !== facts.uploadAcked) problems.push(`${label}: acknowledged upload of ${facts.uploadAcked} bytes, record says ${row.size}`);
-      if (facts.uploadAcked !== null && row.status === 'PENDING_UPLOAD') problems.push(`${label}: acknowledged upload, still PENDING_UPLOAD`);
+      if (facts.uploadAcked !== null && row.size !== facts.uploadAcked)
+        problems.push(`${label}: acknowledged upload of ${facts.uploadAcked} bytes, record says ${row.size}`);
+      if (facts.uploadAcked !== null && row.status === 'PENDING_UPLOAD')
+        problems.push(`${label}: acknowledged upload, still PENDING_UPLOAD`);
       if (facts.deleteAcked && row.status !== 'DELETED') problems.push(`${label}: acknowledged delete, but ${row.status}`);
-      if (facts.finalizeAcked && !facts.deleteSent && row.status !== 'READY') problems.push(`${label}: acknowledged finalize, but ${row.status}`);
-      if (facts.finalizeAcked && facts.deleteSent && !['READY', 'DELETED'].includes(row.status)) problems.push(`${label}: finalized, ${row.status}`);
+      if (facts.finalizeAcked && !facts.deleteSent && row.status !== 'READY')
+        problems.push(`${label}: acknowledged finalize, but ${row.status}`);
+      if (facts.finalizeAcked && facts.deleteSent && !['READY', 'DELETED'].includes(row.status))
+        problems.push(`${label}: finalized, ${row.status}`);
       if (row.status === 'READY' && !facts.finalizeSent) problems.push(`${label}: READY without a finalize`);
       if (row.status === 'READY' && !facts.contentChecked) contentChecks.push(facts);
     }
     // What the API serves for a READY backup is exactly what was sent.
     for (const facts of contentChecks) {
       const account = this.accounts.find((a) => a.accountId === facts.accountId)!;
-      const response = await fetch(`${server.url}/api/backups/${facts.id}/content`, { headers: { authorization: `Bearer ${account.apiKey}` } });
+      const response = await fetch(`${server.url}/api/backups/${facts.id}/content`, {
+        headers: { authorization: `Bearer ${account.apiKey}` },
+      });
       const data = Buffer.from(await response.arrayBuffer());
       const row = byId.get(facts.id)!;
       if (response.status !== 200) problems.push(`backup ${facts.id}: content answered ${response.status}`);
-      else if (sha(data) !== facts.sentWhole.get(row.size!)) problems.push(`backup ${facts.id}: content differs from the ${row.size} bytes sent`);
+      else if (sha(data) !== facts.sentWhole.get(row.size!))
+        problems.push(`backup ${facts.id}: content differs from the ${row.size} bytes sent`);
       facts.contentChecked = true;
       this.tally.contentChecks += 1;
     }
@@ -832,7 +875,8 @@ export class CrashLoop {
       if (row) this.backups.get(row.id)!.knownSize = row.size;
       if (row?.status === 'READY') account.spent = true;
     }
-    if (problems.length > 0) throw new Error(`${this.backend.name} ${where}: ${problems.length} problem(s):\n  ${problems.slice(0, 30).join('\n  ')}`);
+    if (problems.length > 0)
+      throw new Error(`${this.backend.name} ${where}: ${problems.length} problem(s):\n  ${problems.slice(0, 30).join('\n  ')}`);
   }
 }
 

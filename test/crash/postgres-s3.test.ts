@@ -35,16 +35,14 @@ function postgresS3Backend(url: string, s3: TestS3, dataDir: string): Backend {
     name: `postgres+s3 (${s3.engine})`,
     env: { ...s3.env, COFFER_DATABASE_URL: url, COFFER_DATA_DIR: dataDir, ...(movable ? {} : { COFFER_ORPHAN_GRACE: '0s' }) },
     async rows() {
-      return (await query('select id, account_id, status, expires_at, blob_key, ciphertext_size_bytes from backups')).map(
-        (r): Row => ({
-          id: r.id,
-          accountId: r.account_id,
-          status: r.status,
-          expiresAt: Number(r.expires_at),
-          blobKey: r.blob_key,
-          size: r.ciphertext_size_bytes === null ? null : Number(r.ciphertext_size_bytes),
-        }),
-      );
+      return (await query('select id, account_id, status, expires_at, blob_key, ciphertext_size_bytes from backups')).map((r): Row => ({
+        id: r.id,
+        accountId: r.account_id,
+        status: r.status,
+        expiresAt: Number(r.expires_at),
+        blobKey: r.blob_key,
+        size: r.ciphertext_size_bytes === null ? null : Number(r.ciphertext_size_bytes),
+      }));
     },
     async vaults() {
       return new Map((await query('select account_id, wrapped_master_key from vaults')).map((r) => [r.account_id, r.wrapped_master_key]));
@@ -90,39 +88,40 @@ function postgresS3Backend(url: string, s3: TestS3, dataDir: string): Backend {
   };
 }
 
-for (const engine of S3_ENGINES) describe.skipIf(skipPg || skipEngine(engine))(`crash safety: PostgreSQL + S3 (${engine})`, () => {
-  const database = `coffer_crash_${engine}_${process.pid}_${Date.now().toString(36)}`;
-  const url = new URL(PG_URL);
-  url.pathname = `/${database}`;
-  let s3: TestS3 | undefined;
-  let created = false;
+for (const engine of S3_ENGINES)
+  describe.skipIf(skipPg || skipEngine(engine))(`crash safety: PostgreSQL + S3 (${engine})`, () => {
+    const database = `coffer_crash_${engine}_${process.pid}_${Date.now().toString(36)}`;
+    const url = new URL(PG_URL);
+    url.pathname = `/${database}`;
+    let s3: TestS3 | undefined;
+    let created = false;
 
-  beforeAll(async () => {
-    requirePg();
-    await withClient(PG_URL, (client) => client.query(`create database "${database}"`));
-    created = true;
-    await withClient(url.toString(), (client) => client.query('create extension if not exists amcheck'));
-    s3 = await startS3(engine);
+    beforeAll(async () => {
+      requirePg();
+      await withClient(PG_URL, (client) => client.query(`create database "${database}"`));
+      created = true;
+      await withClient(url.toString(), (client) => client.query('create extension if not exists amcheck'));
+      s3 = await startS3(engine);
+    });
+
+    afterAll(async () => {
+      await s3?.close();
+      if (created) await withClient(PG_URL, (client) => client.query(`drop database if exists "${database}" with (force)`));
+    });
+
+    it(`survives ${ROUNDS} SIGKILLs in the middle of a mixed workload`, async () => {
+      assertBuilt();
+      const started = Date.now();
+      const loop = new CrashLoop(postgresS3Backend(url.toString(), s3!, tempDir('coffer-crash-pg-')), { rounds: ROUNDS, actors: 4 });
+      await loop.run();
+      const t = loop.tally;
+      console.log(
+        `crash loop postgres+s3 (${engine}): ${t.rounds} rounds, ${t.kills} SIGKILLs (${t.midUploadKills} timed mid-upload), ${t.requests} requests, acknowledged ${JSON.stringify(t.acknowledged)}, ` +
+          `${t.inDoubt} in doubt at a kill, ${t.abortedUploads} uploads cut off, ${t.streams} event streams, ${t.contentChecks} READY contents verified, ` +
+          `found after the kills and repaired by the restart ${JSON.stringify(t.found)}, ` +
+          `start-up median ${t.startMs.sort((a, b) => a - b)[t.startMs.length >> 1]} ms, ${((Date.now() - started) / 1000).toFixed(1)} s in all ` +
+          `(phases ms ${JSON.stringify(t.phaseMs)}); nothing lost`,
+      );
+      expect(t.rounds).toBe(ROUNDS);
+    }, 900_000);
   });
-
-  afterAll(async () => {
-    await s3?.close();
-    if (created) await withClient(PG_URL, (client) => client.query(`drop database if exists "${database}" with (force)`));
-  });
-
-  it(`survives ${ROUNDS} SIGKILLs in the middle of a mixed workload`, async () => {
-    assertBuilt();
-    const started = Date.now();
-    const loop = new CrashLoop(postgresS3Backend(url.toString(), s3!, tempDir('coffer-crash-pg-')), { rounds: ROUNDS, actors: 4 });
-    await loop.run();
-    const t = loop.tally;
-    console.log(
-      `crash loop postgres+s3 (${engine}): ${t.rounds} rounds, ${t.kills} SIGKILLs (${t.midUploadKills} timed mid-upload), ${t.requests} requests, acknowledged ${JSON.stringify(t.acknowledged)}, ` +
-        `${t.inDoubt} in doubt at a kill, ${t.abortedUploads} uploads cut off, ${t.streams} event streams, ${t.contentChecks} READY contents verified, ` +
-        `found after the kills and repaired by the restart ${JSON.stringify(t.found)}, ` +
-        `start-up median ${t.startMs.sort((a, b) => a - b)[t.startMs.length >> 1]} ms, ${((Date.now() - started) / 1000).toFixed(1)} s in all ` +
-        `(phases ms ${JSON.stringify(t.phaseMs)}); nothing lost`,
-    );
-    expect(t.rounds).toBe(ROUNDS);
-  }, 900_000);
-});

@@ -44,11 +44,15 @@ function sqliteBackend(dataDir: string): Backend {
       );
     },
     async vaults() {
-      return new Map((await query<any>('select account_id, wrapped_master_key from vaults')).map((r) => [r.account_id, r.wrapped_master_key]));
+      return new Map(
+        (await query<any>('select account_id, wrapped_master_key from vaults')).map((r) => [r.account_id, r.wrapped_master_key]),
+      );
     },
     async blobs() {
       const root = path.join(dataDir, 'blobs');
-      return new Map(files(path.join(root, 'backups')).map((file) => [path.relative(root, file).split(path.sep).join('/'), fs.statSync(file).size]));
+      return new Map(
+        files(path.join(root, 'backups')).map((file) => [path.relative(root, file).split(path.sep).join('/'), fs.statSync(file).size]),
+      );
     },
     async leftovers() {
       return [...files(path.join(dataDir, 'tmp')), ...files(path.join(dataDir, 'uploads'))];

@@ -113,11 +113,29 @@ interface EventStreamClient {
 function nginxDir(): string {
   const dir = tempDir('coffer-nginx-');
   fs.chmodSync(dir, 0o755);
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
-    '-keyout', path.join(dir, 'privkey.pem'), '-out', path.join(dir, 'fullchain.pem'),
-  ], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+      '-keyout',
+      path.join(dir, 'privkey.pem'),
+      '-out',
+      path.join(dir, 'fullchain.pem'),
+    ],
+    { stdio: 'ignore' },
+  );
   return dir;
 }
 
@@ -404,9 +422,11 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', 
         })
       ).status;
     // 127.0.0.2 forges a new address each time: nginx appends the one it saw, and only that one is believed.
-    expect([await attempt('127.0.0.2', '203.0.113.1'), await attempt('127.0.0.2', '203.0.113.2'), await attempt('127.0.0.2', '203.0.113.3')]).toEqual([
-      400, 400, 429,
-    ]);
+    expect([
+      await attempt('127.0.0.2', '203.0.113.1'),
+      await attempt('127.0.0.2', '203.0.113.2'),
+      await attempt('127.0.0.2', '203.0.113.3'),
+    ]).toEqual([400, 400, 429]);
     // Another client behind the same nginx is counted on its own.
     expect([await attempt('127.0.0.3'), await attempt('127.0.0.3'), await attempt('127.0.0.3')]).toEqual([400, 400, 429]);
   });
@@ -533,7 +553,9 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDI
     const ranges: Record<string, string>[] = [{ range: `bytes=${start}-${end}` }, { range: `bytes=${start}-${end}`, 'if-range': etag() }];
     for (const headers of ranges) {
       let part!: Reply;
-      expect(await coffersOwnReads(async () => void (part = await request('GET', content(), { headers: { ...auth, ...headers } })))).toBe(0);
+      expect(await coffersOwnReads(async () => void (part = await request('GET', content(), { headers: { ...auth, ...headers } })))).toBe(
+        0,
+      );
       expect(part.status, JSON.stringify(headers)).toBe(206);
       expect(part.headers['content-range']).toBe(`bytes ${start}-${end}/${data.length}`);
       expect(part.headers.etag).toBe(etag());
@@ -582,7 +604,12 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDI
 
   it('the internal location answers 404 to a request from outside, even for the right path', async () => {
     const redirect = (await fetch(`${server.url}${content()}`, { headers: auth })).headers.get('x-accel-redirect')!;
-    for (const urlPath of [redirect, '/_coffer_blobs/', '/_coffer_blobs/../blobs/', `/_coffer_blobs%2F${redirect.slice('/_coffer_blobs/'.length)}`]) {
+    for (const urlPath of [
+      redirect,
+      '/_coffer_blobs/',
+      '/_coffer_blobs/../blobs/',
+      `/_coffer_blobs%2F${redirect.slice('/_coffer_blobs/'.length)}`,
+    ]) {
       const reply = await request('GET', urlPath, { headers: auth });
       expect(reply.status, urlPath).not.toBe(200);
       expect(reply.body.includes(data.subarray(0, 64))).toBe(false);

@@ -103,7 +103,11 @@ describe.skipIf(lacking(haveProm) || skipPg)('Prometheus scraping a real coffer 
     fs.writeFileSync(path.join(dir, 'token'), TOKEN, { mode: 0o600 });
     prometheus = spawn(
       PROMETHEUS,
-      [`--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
+      [
+        `--config.file=${path.join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${path.join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+      ],
       { stdio: 'ignore' },
     );
     // Wait for three good scrapes (rate() needs two samples).

@@ -129,7 +129,10 @@ describe('COFFER_S3_SECRET_ACCESS_KEY_FILE', () => {
     expect(created.status).toBe(201);
     const id = (created.body as { backupId: string }).backupId;
     const data = randomBytes(64 * 1024);
-    const uploaded = await call('POST', `/api/backups/upload?backupId=${id}`, { body: data, headers: { 'content-type': 'application/octet-stream' } });
+    const uploaded = await call('POST', `/api/backups/upload?backupId=${id}`, {
+      body: data,
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     expect(uploaded.status).toBe(201);
     expect((await call('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(data.length) })).status).toBe(200);
     expect((await call('GET', `/api/backups/${id}/content`)).raw.equals(data)).toBe(true);
@@ -164,7 +167,10 @@ describe('a secret set twice, or a file that cannot be read, stops coffer serve'
       [{ COFFER_S3_SECRET_ACCESS_KEY_FILE: missing }, `COFFER_S3_SECRET_ACCESS_KEY_FILE: cannot read the file "${missing}": no such file`],
     ];
     if (process.getuid?.() !== 0) {
-      cases.push([{ COFFER_DATABASE_URL_FILE: unreadable }, `COFFER_DATABASE_URL_FILE: cannot read the file "${unreadable}": permission denied`]);
+      cases.push([
+        { COFFER_DATABASE_URL_FILE: unreadable },
+        `COFFER_DATABASE_URL_FILE: cannot read the file "${unreadable}": permission denied`,
+      ]);
     }
     for (const [env, message] of cases) {
       const result = serve(env);

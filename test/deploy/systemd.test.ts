@@ -45,7 +45,7 @@ describe.skipIf(!ANALYZE && !REQUIRED)('deploy/coffer.service', () => {
   it('a misspelt or invalid line is reported (so the check above can fail)', () => {
     if (!ANALYZE) throw new Error('systemd-analyze is missing');
     const broken = verify(UNIT.replace('NoNewPrivileges=yes', 'NoNewPrivileges=perhaps').replace('ProtectHome=yes', 'ProtectHomes=yes'));
-    expect(broken.output).toContain("Failed to parse boolean value, ignoring: perhaps");
+    expect(broken.output).toContain('Failed to parse boolean value, ignoring: perhaps');
     expect(broken.output).toContain("Unknown key 'ProtectHomes'");
   });
 

@@ -91,7 +91,11 @@ describe('A2A JSON-RPC errors', () => {
       [{ jsonrpc: '2.0', method: 'message/send', params: { message } }, 400, -32600],
       [{ jsonrpc: '2.0', id: 1, method: 'backups/delete', params: {} }, 200, -32601],
       [{ jsonrpc: '2.0', id: 1, method: 'message/send', params: {} }, 200, -32602],
-      [{ jsonrpc: '2.0', id: 1, method: 'message/send', params: { message: { ...message, parts: [{ kind: 'data', data: {} }] } } }, 200, -32005],
+      [
+        { jsonrpc: '2.0', id: 1, method: 'message/send', params: { message: { ...message, parts: [{ kind: 'data', data: {} }] } } },
+        200,
+        -32005,
+      ],
       [{ jsonrpc: '2.0', id: 1, method: 'message/stream', params: { message } }, 200, -32004],
       [{ jsonrpc: '2.0', id: 1, method: 'tasks/pushNotificationConfig/set', params: {} }, 200, -32003],
     ];

@@ -20,7 +20,9 @@ function parseLlmsFile(txt: string) {
   const [start, ...rest] = txt.split(/^##\s*(.*?$)/m);
   const sections: Record<string, LlmsLink[]> = {};
   for (let i = 0; i < rest.length; i += 2) {
-    const lines = rest[i + 1]!.trim().split(/\n+/).filter((line) => line.trim());
+    const lines = rest[i + 1]!.trim()
+      .split(/\n+/)
+      .filter((line) => line.trim());
     sections[rest[i]!] = lines.map((line) => {
       const match = /-\s*\[(?<title>[^\]]+)\]\((?<url>[^)]+)\)(?::\s*(?<desc>.*))?/.exec(line);
       if (!match) throw new Error(`not a link line under "## ${rest[i]}": ${line}`);
@@ -38,7 +40,15 @@ const types: Record<string, string> = {};
 
 beforeAll(async () => {
   server = await startTestServer();
-  for (const path of ['/llms.txt', '/.well-known/llms.txt', '/llms-full.txt', '/auth.md', '/webhooks.md', '/docs/pricing.md', '/openapi.json']) {
+  for (const path of [
+    '/llms.txt',
+    '/.well-known/llms.txt',
+    '/llms-full.txt',
+    '/auth.md',
+    '/webhooks.md',
+    '/docs/pricing.md',
+    '/openapi.json',
+  ]) {
     const response = await get(server.url + path);
     expect(response.status, path).toBe(200);
     text[path] = response.text;
@@ -76,7 +86,9 @@ describe('/llms.txt (llmstxt.org)', () => {
 
   it('links every doc it promises, and every link answers 200', async () => {
     const parsed = parseLlmsFile(text['/llms.txt']!);
-    const urls = Object.values(parsed.sections).flat().map((link) => link.url);
+    const urls = Object.values(parsed.sections)
+      .flat()
+      .map((link) => link.url);
     for (const path of ['/openapi.json', '/api-docs', '/auth.md', '/webhooks.md', '/llms-full.txt', '/mcp/server-card']) {
       expect(urls).toContain(server.url + path);
     }

@@ -24,7 +24,8 @@ const rpc = (url: string, body: string, headers: Record<string, string> = {}) =>
     body,
   });
 
-const BACKUP_WORDS = /backup_(create|delete|list|get|upload|finalize|restore)|create|delete|upload|finalize|restore|rotate|reset|bootstrap|download/;
+const BACKUP_WORDS =
+  /backup_(create|delete|list|get|upload|finalize|restore)|create|delete|upload|finalize|restore|rotate|reset|bootstrap|download/;
 
 beforeAll(async () => {
   server = await startTestServer();
@@ -43,7 +44,8 @@ describe('MCP server over Streamable HTTP (SDK client)', () => {
     expect(info.version).toBe(card.version);
     expect(info.title).toBe(card.title);
     expect(card.remotes[0].supportedProtocolVersions).toContain(
-      (client as unknown as { _transport: { protocolVersion?: string } })._transport.protocolVersion ?? card.remotes[0].supportedProtocolVersions[0],
+      (client as unknown as { _transport: { protocolVersion?: string } })._transport.protocolVersion ??
+        card.remotes[0].supportedProtocolVersions[0],
     );
     expect(client.getInstructions()).toMatch(/read-only/);
   });
@@ -178,7 +180,12 @@ describe('/mcp HTTP rules', () => {
   });
 
   it('bounds the request: over 64 KiB is 413, malformed JSON 400 (-32700), another type 415', async () => {
-    const big = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'search_docs', arguments: { query: 'x'.repeat(70_000) } } });
+    const big = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'search_docs', arguments: { query: 'x'.repeat(70_000) } },
+    });
     const tooLarge = await rpc(server.url, big);
     expect(tooLarge.status).toBe(413);
     expect(JSON.parse(tooLarge.text).error.code).toBe(-32600);
@@ -198,7 +205,11 @@ describe('per-address rate limit on /mcp and the A2A endpoint', () => {
       const statuses: number[] = [];
       for (let i = 0; i < 60; i++) statuses.push((await rpc(own.url, body)).status);
       for (let i = 0; i < 60; i++) {
-        const response = await get(`${own.url}/a2a`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tasks/get', params: { id: 'x' } }) });
+        const response = await get(`${own.url}/a2a`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tasks/get', params: { id: 'x' } }),
+        });
         statuses.push(response.status);
       }
       expect(statuses.every((s) => s === 200)).toBe(true);

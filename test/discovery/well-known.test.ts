@@ -135,9 +135,7 @@ describe('MCP server card', () => {
     for (const key of Object.keys(card)) expect(properties).toContain(key);
     expect(card.$schema).toBe('https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json');
     expect(card.name).toBe('dev.coffer/coffer');
-    expect(card.remotes).toEqual([
-      { type: 'streamable-http', url: `${BASE}/mcp`, supportedProtocolVersions: SUPPORTED_PROTOCOL_VERSIONS },
-    ]);
+    expect(card.remotes).toEqual([{ type: 'streamable-http', url: `${BASE}/mcp`, supportedProtocolVersions: SUPPORTED_PROTOCOL_VERSIONS }]);
   });
 
   it('has identical bytes at /.well-known/mcp, /.well-known/mcp/server-card.json and /mcp/server-card', () => {

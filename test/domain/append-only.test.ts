@@ -8,7 +8,12 @@ describe('appendOnlyDecision', () => {
   it('a key without the restriction may do all four; an append-only key none, except bootstrap of a missing vault', () => {
     const table = GUARDED_ACTIONS.flatMap((action) =>
       [false, true].flatMap((appendOnly) =>
-        [false, true].map((vaultInitialized) => [action, appendOnly, vaultInitialized, appendOnlyDecision(action, { appendOnly }, { vaultInitialized }).allowed]),
+        [false, true].map((vaultInitialized) => [
+          action,
+          appendOnly,
+          vaultInitialized,
+          appendOnlyDecision(action, { appendOnly }, { vaultInitialized }).allowed,
+        ]),
       ),
     );
     expect(table.filter(([, , , allowed]) => !allowed)).toEqual([
@@ -33,10 +38,16 @@ describe('mintWithin and the append-only restriction', () => {
   it('an owner may mint either kind; an append-only credential only append-only keys, never silently', () => {
     const owner = { scopes: all, expiresAt: null, appendOnly: false };
     const host = { scopes: all, expiresAt: null, appendOnly: true };
-    expect(mintWithin({ scopes: ['backups:read'], expiresAt: null, appendOnly: true }, owner)).toMatchObject({ ok: true, grant: { appendOnly: true } });
+    expect(mintWithin({ scopes: ['backups:read'], expiresAt: null, appendOnly: true }, owner)).toMatchObject({
+      ok: true,
+      grant: { appendOnly: true },
+    });
     expect(mintWithin({ scopes: ['backups:read'], expiresAt: null }, owner)).toMatchObject({ ok: true, grant: { appendOnly: false } });
     expect(mintWithin({ scopes: ['backups:read'], expiresAt: null }, host)).toEqual({ ok: false, missing: null, appendOnly: true });
-    expect(mintWithin({ scopes: ['backups:read'], expiresAt: null, appendOnly: true }, host)).toMatchObject({ ok: true, grant: { appendOnly: true } });
+    expect(mintWithin({ scopes: ['backups:read'], expiresAt: null, appendOnly: true }, host)).toMatchObject({
+      ok: true,
+      grant: { appendOnly: true },
+    });
   });
 });
 

@@ -47,7 +47,11 @@ describe('decideCreate', () => {
         { ...everythingWrong, vaultInitialized: true, inFlightBackupId: null },
         { allowed: false, reason: 'backup_cadence_exceeded', nextAllowedAt: NOW - HOUR + DAY },
       ],
-      ['nothing fails', { ...everythingWrong, vaultInitialized: true, inFlightBackupId: null, lastReadyCreatedAt: NOW - DAY }, { allowed: true }],
+      [
+        'nothing fails',
+        { ...everythingWrong, vaultInitialized: true, inFlightBackupId: null, lastReadyCreatedAt: NOW - DAY },
+        { allowed: true },
+      ],
       ['no backup ever reached READY', ready, { allowed: true }],
     ];
     for (const [name, snapshot, decision] of cases) expect(decideCreate(snapshot, NOW), name).toEqual(decision);

@@ -21,6 +21,15 @@ describe('formatBytes', () => {
 
   it("the CLI style: one decimal at every size, '-' when unknown", () => {
     const cli = (n: number | null | undefined) => formatBytes(n, { empty: '-', fixed: true });
-    expect([null, Infinity, 0, 999.6, 1024, 123_456, 256 * 1024 ** 2, 3 * 1024 ** 4].map(cli)).toEqual(['-', '-', '0 B', '1000 B', '1.0 KiB', '120.6 KiB', '256.0 MiB', '3.0 TiB']);
+    expect([null, Infinity, 0, 999.6, 1024, 123_456, 256 * 1024 ** 2, 3 * 1024 ** 4].map(cli)).toEqual([
+      '-',
+      '-',
+      '0 B',
+      '1000 B',
+      '1.0 KiB',
+      '120.6 KiB',
+      '256.0 MiB',
+      '3.0 TiB',
+    ]);
   });
 });

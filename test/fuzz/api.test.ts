@@ -16,7 +16,16 @@
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../helpers/clock.js';
-import { type OpenApiDocument, type Operation, type RequestSpec, authHeaders, authSpec, operationsOf, requestSpec, resolve } from './arbitraries.js';
+import {
+  type OpenApiDocument,
+  type Operation,
+  type RequestSpec,
+  authHeaders,
+  authSpec,
+  operationsOf,
+  requestSpec,
+  resolve,
+} from './arbitraries.js';
 import { type Principal, expectationFor, principalOf } from './oracle.js';
 import { send } from './wire.js';
 import { type IdName, type World, buildWorld, snapshot, useFuzzServer } from './world.js';
@@ -159,7 +168,18 @@ describe('contract fuzzing of every /api operation', () => {
     const path = fc.oneof(
       fc.constantFrom(...known),
       fc.constantFrom(...known).map((template) => `${template}/extra`),
-      fc.constantFrom('/api', '/api/', '/api/v1/backups', '/API/backups', '/api/backups//x', '/api/backup-account/', '/api/backups/{id}/content/', '/api/backups/{id}/finalize/x', '/api/%2e%2e/backups', '/api/backups/{id}/../content'),
+      fc.constantFrom(
+        '/api',
+        '/api/',
+        '/api/v1/backups',
+        '/API/backups',
+        '/api/backups//x',
+        '/api/backup-account/',
+        '/api/backups/{id}/content/',
+        '/api/backups/{id}/finalize/x',
+        '/api/%2e%2e/backups',
+        '/api/backups/{id}/../content',
+      ),
       fc.array(fc.webSegment(), { minLength: 1, maxLength: 4 }).map((segments) => `/api/${segments.join('/')}`),
     );
     const cases = fc.record({
@@ -196,7 +216,12 @@ describe('contract fuzzing of every /api operation', () => {
   it('reports what it tried: every operation was refused for a credential and for a scope, and got through', (ctx) => {
     ctx.skip(tally.cases === 0, 'runs after the fuzz tests of this file (none ran: filtered out)');
     console.log(`contract fuzzing: ${tally.cases} requests, ${tally.rebuilds} world rebuilds, seed ${SEED}, ${RUNS} runs per operation`);
-    console.log(Object.entries(tally.byStatus).sort().map(([k, v]) => `  ${k}: ${v}`).join('\n'));
+    console.log(
+      Object.entries(tally.byStatus)
+        .sort()
+        .map(([k, v]) => `  ${k}: ${v}`)
+        .join('\n'),
+    );
     // A fuzzer whose requests all stop at the same check tests that check only: each operation must have been
     // answered 401 (credential) and 403 (scope), 404 for an id that is not the caller's, and its own success
     // (a declared 2xx, or the 405 an operation that only refuses declares).
@@ -207,7 +232,11 @@ describe('contract fuzzing of every /api operation', () => {
       if (!seen.has(name)) seen.set(name, new Set());
       seen.get(name)!.add(Number(status));
     }
-    expect([...seen.keys()].sort()).toEqual(fuzzed().map((op) => `${op.method} ${op.template}`).sort());
+    expect([...seen.keys()].sort()).toEqual(
+      fuzzed()
+        .map((op) => `${op.method} ${op.template}`)
+        .sort(),
+    );
     const missing: string[] = [];
     for (const op of fuzzed()) {
       const name = `${op.method} ${op.template}`;

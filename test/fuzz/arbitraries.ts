@@ -115,7 +115,10 @@ export function valueOf(document: OpenApiDocument, input: Schema, name = ''): fc
       if (schema.format === 'uuid') return fc.uuid();
       if (schema.format === 'date-time') return fc.date({ noInvalidDate: true }).map((d) => d.toISOString());
       if (schema.pattern === '^[\\x20-\\x7E]*$') {
-        return fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: schema.maxLength ?? 64 });
+        return fc.string({
+          unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
+          maxLength: schema.maxLength ?? 64,
+        });
       }
       return fc.string({ maxLength: schema.maxLength ?? 32 });
     }
@@ -178,10 +181,7 @@ function deleteAt(root: unknown, path: string[]): unknown {
 }
 
 export type BodySpec =
-  | { kind: 'none' }
-  | { kind: 'json'; value: unknown }
-  | { kind: 'text'; text: string }
-  | { kind: 'bytes'; bytes: Uint8Array };
+  { kind: 'none' } | { kind: 'json'; value: unknown } | { kind: 'text'; text: string } | { kind: 'bytes'; bytes: Uint8Array };
 
 /** A JSON-ish body: valid, or one of many ways of being wrong. */
 export function jsonBody(document: OpenApiDocument, schema: Schema): fc.Arbitrary<BodySpec> {
@@ -207,7 +207,10 @@ export function jsonBody(document: OpenApiDocument, schema: Schema): fc.Arbitrar
       pick.chain((path) =>
         wrongValue.map((extra) => ({
           kind: 'text' as const,
-          text: path.length === 1 ? JSON.stringify(value).replace(/\}$/, `,${JSON.stringify(path[0])}:${JSON.stringify(extra)}}`) : JSON.stringify(value),
+          text:
+            path.length === 1
+              ? JSON.stringify(value).replace(/\}$/, `,${JSON.stringify(path[0])}:${JSON.stringify(extra)}}`)
+              : JSON.stringify(value),
         })),
       ),
     ];
@@ -231,22 +234,50 @@ export function jsonBody(document: OpenApiDocument, schema: Schema): fc.Arbitrar
     return fc.oneof(...options);
   });
   const textual = fc.oneof(
-    fc.constantFrom('', ' ', '\n', 'null', 'true', '0', '"x"', '[]', '{}', '[{}]', '{', '}', '{"', '{"a":}', '{,}', "{'a':1}", 'NaN',
-      '{"deleteBackups":true', '\uFEFF{}', '{} {}', '{}garbage', '/* */{}', '1e999', '-0', '1'.repeat(400)),
+    fc.constantFrom(
+      '',
+      ' ',
+      '\n',
+      'null',
+      'true',
+      '0',
+      '"x"',
+      '[]',
+      '{}',
+      '[{}]',
+      '{',
+      '}',
+      '{"',
+      '{"a":}',
+      '{,}',
+      "{'a':1}",
+      'NaN',
+      '{"deleteBackups":true',
+      '\uFEFF{}',
+      '{} {}',
+      '{}garbage',
+      '/* */{}',
+      '1e999',
+      '-0',
+      '1'.repeat(400),
+    ),
     fc.json({ maxDepth: 3 }).map((text) => text),
     valid.chain((v) => fc.nat({ max: Math.max(0, JSON.stringify(v).length - 1) }).map((cut) => JSON.stringify(v).slice(0, cut))),
     fc.constantFrom(1000, 100_000).map((depth) => '['.repeat(depth) + ']'.repeat(depth)),
   );
   const bytes = fc.oneof(
     // Valid JSON with bytes that are not UTF-8 inside a string, or outside any string.
-    fc.tuple(valid, fc.constantFrom([0xff], [0xc3], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xc0, 0xaf], [0x00], [0xfe, 0xff])).map(
-      ([v, bad]) => {
+    fc
+      .tuple(valid, fc.constantFrom([0xff], [0xc3], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xc0, 0xaf], [0x00], [0xfe, 0xff]))
+      .map(([v, bad]) => {
         const text = Buffer.from(JSON.stringify(v));
         const quote = text.indexOf('"', 2);
         const at = quote > 0 && bad.length % 2 ? quote : 1;
-        return { kind: 'bytes' as const, bytes: new Uint8Array(Buffer.concat([text.subarray(0, at), Buffer.from(bad), text.subarray(at)])) };
-      },
-    ),
+        return {
+          kind: 'bytes' as const,
+          bytes: new Uint8Array(Buffer.concat([text.subarray(0, at), Buffer.from(bad), text.subarray(at)])),
+        };
+      }),
     fc.uint8Array({ maxLength: 64 }).map((b) => ({ kind: 'bytes' as const, bytes: b })),
     // UTF-16 and UTF-32 encodings of a valid body.
     valid.map((v) => ({ kind: 'bytes' as const, bytes: new Uint8Array(Buffer.from(JSON.stringify(v), 'utf16le')) })),
@@ -305,7 +336,11 @@ const hostileIdText = fc.oneof(
   ),
   fc.string({ maxLength: 40 }),
   // Longer than a router's default parameter limit (100), up to a few KiB.
-  fc.constantFrom(...['a', '0', '-'].flatMap((unit) => [101, 1000, 4000].map((n) => unit.repeat(n))), '%41'.repeat(101), '%41'.repeat(1000)),
+  fc.constantFrom(
+    ...['a', '0', '-'].flatMap((unit) => [101, 1000, 4000].map((n) => unit.repeat(n))),
+    '%41'.repeat(101),
+    '%41'.repeat(1000),
+  ),
   fc.uuid(),
   fc.uuid().map((u) => u.toUpperCase()),
   fc.uuid().map((u) => u.replace(/-/g, '')),
@@ -323,7 +358,18 @@ const keySpec: fc.Arbitrary<KeySpec> = fc.oneof(
   {
     arbitrary: fc
       .oneof(
-        fc.constantFrom('', ' ', 'cfk_', `cfk_${'A'.repeat(43)}`, `cfk_${'A'.repeat(42)}`, 'null', 'undefined', 'Bearer', '\u00ff\u00fe', 'a'.repeat(4000)),
+        fc.constantFrom(
+          '',
+          ' ',
+          'cfk_',
+          `cfk_${'A'.repeat(43)}`,
+          `cfk_${'A'.repeat(42)}`,
+          'null',
+          'undefined',
+          'Bearer',
+          '\u00ff\u00fe',
+          'a'.repeat(4000),
+        ),
         fc.string({ maxLength: 60 }).map((s) => s.replace(/[\r\n]/g, '')),
         fc.stringMatching(/^cfk_[A-Za-z0-9_-]{43}$/),
       )
@@ -347,7 +393,19 @@ const authLine: fc.Arbitrary<AuthLine> = fc.record({
   spelling: fc.constantFrom('lower' as const, 'upper' as const, 'title' as const),
   format: fc.oneof(
     { arbitrary: fc.constant('Bearer' as const), weight: 8 },
-    { arbitrary: fc.constantFrom('bearer', 'BEARER', 'Bearer  ', 'Basic', 'Token', 'raw', 'Bearer-only', 'trailing-space') as fc.Arbitrary<AuthFormat>, weight: 2 },
+    {
+      arbitrary: fc.constantFrom(
+        'bearer',
+        'BEARER',
+        'Bearer  ',
+        'Basic',
+        'Token',
+        'raw',
+        'Bearer-only',
+        'trailing-space',
+      ) as fc.Arbitrary<AuthFormat>,
+      weight: 2,
+    },
   ),
   key: keySpec,
 });
@@ -382,11 +440,7 @@ export const authSpec = fc.oneof(
 
 export const contentTypeSpec = fc.oneof(
   {
-    arbitrary: fc.constantFrom(
-      ['application/json'],
-      ['application/json; charset=utf-8'],
-      ['application/octet-stream'],
-    ),
+    arbitrary: fc.constantFrom(['application/json'], ['application/json; charset=utf-8'], ['application/octet-stream']),
     weight: 6,
   },
   {
@@ -456,7 +510,20 @@ const extraHeaders = fc.oneof(
 
 const rangeSpec = fc.option(
   fc.oneof(
-    fc.constantFrom('bytes=0-0', 'bytes=0-99', 'bytes=100-', 'bytes=-10', 'bytes=5-2', 'bytes=0-1,5-6', 'bytes=999999-', 'bytes=-0', 'items=0-1', 'bytes=', 'bytes=a-b', 'bytes=0-18446744073709551616'),
+    fc.constantFrom(
+      'bytes=0-0',
+      'bytes=0-99',
+      'bytes=100-',
+      'bytes=-10',
+      'bytes=5-2',
+      'bytes=0-1,5-6',
+      'bytes=999999-',
+      'bytes=-0',
+      'items=0-1',
+      'bytes=',
+      'bytes=a-b',
+      'bytes=0-18446744073709551616',
+    ),
     fc.tuple(fc.nat(5000), fc.nat(5000)).map(([a, b]) => `bytes=${a}-${b}`),
   ),
   { nil: undefined },
@@ -507,8 +574,7 @@ function coherent(document: OpenApiDocument, op: Operation): fc.Arbitrary<Reques
   });
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
+const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
 
 function anyRequest(document: OpenApiDocument, op: Operation): fc.Arbitrary<RequestSpec> {
   let body: fc.Arbitrary<BodySpec>;
@@ -528,9 +594,16 @@ function anyRequest(document: OpenApiDocument, op: Operation): fc.Arbitrary<Requ
   const query = fc.oneof(
     {
       arbitrary: op.queryParams.length
-        ? fc.tuple(...op.queryParams.map((p) => fc.option(idSpec.map((v) => [p.name, v] as [string, IdSpec]), { nil: undefined }))).map(
-            (pairs) => pairs.filter((p): p is [string, IdSpec] => p !== undefined),
-          )
+        ? fc
+            .tuple(
+              ...op.queryParams.map((p) =>
+                fc.option(
+                  idSpec.map((v) => [p.name, v] as [string, IdSpec]),
+                  { nil: undefined },
+                ),
+              ),
+            )
+            .map((pairs) => pairs.filter((p): p is [string, IdSpec] => p !== undefined))
         : fc.constant([]),
       weight: 6,
     },
@@ -538,7 +611,16 @@ function anyRequest(document: OpenApiDocument, op: Operation): fc.Arbitrary<Requ
       arbitrary: fc.array(
         fc.tuple(
           fc.oneof(
-            fc.constantFrom(...op.queryParams.map((p) => p.name), 'backupId', 'backupId[]', '__proto__', 'constructor', '__proto__[polluted]', 'constructor[prototype][x]', ''),
+            fc.constantFrom(
+              ...op.queryParams.map((p) => p.name),
+              'backupId',
+              'backupId[]',
+              '__proto__',
+              'constructor',
+              '__proto__[polluted]',
+              'constructor[prototype][x]',
+              '',
+            ),
             fc.string({ maxLength: 8 }),
           ),
           queryValue,

@@ -234,7 +234,11 @@ async function runOneCase(spec: Spec): Promise<void> {
     }
   }
   const after = await snapshot(fx, world);
-  if (response.status === 200 && (response.body as { type?: string }).type === 'blob.upload-completed' && JSON.stringify(after) !== JSON.stringify(before)) {
+  if (
+    response.status === 200 &&
+    (response.body as { type?: string }).type === 'blob.upload-completed' &&
+    JSON.stringify(after) !== JSON.stringify(before)
+  ) {
     // The one change allowed: the slot whose ciphertext is stored became UPLOADED.
     const slot = (after.accounts as any).a.backups.find((b: { id: string }) => b.id === world.ids.aPending);
     expect(slot.status, label).toBe('UPLOADED');

@@ -53,27 +53,66 @@ type Framing =
 
 const byte = (min: number, max: number) => fc.integer({ min, max });
 const framing: fc.Arbitrary<Framing> = fc.oneof(
-  fc.record({ kind: fc.constant('target-bytes' as const), bytes: fc.array(fc.oneof(byte(0x80, 0xff), byte(0, 0x20), fc.constant(0x7f)), { minLength: 1, maxLength: 4 }) }),
+  fc.record({
+    kind: fc.constant('target-bytes' as const),
+    bytes: fc.array(fc.oneof(byte(0x80, 0xff), byte(0, 0x20), fc.constant(0x7f)), { minLength: 1, maxLength: 4 }),
+  }),
   fc.record({
     kind: fc.constant('header-line' as const),
     line: fc.oneof(
-      fc.constantFrom('Bad Name: 1', 'NoColon', ': empty-name', 'X-A\t: tab-before-colon', 'X-A : space-before-colon', '(x): 1', 'X-A: a\u0000b', 'X-A: a\u0001b', 'X-A: a\u007fb', 'X-A: a\rb', ' X-Folded: 1').map((s) => [...Buffer.from(s, 'latin1')]),
-      fc.tuple(fc.array(byte(0x80, 0xff), { minLength: 1, maxLength: 3 })).map(([bad]) => [...Buffer.from('X-'), ...bad, ...Buffer.from(': 1')]),
-      fc.tuple(fc.array(byte(0, 0x1f), { minLength: 1, maxLength: 2 })).map(([bad]) => [...Buffer.from('X-Ctl: a'), ...bad, ...Buffer.from('b')]),
+      fc
+        .constantFrom(
+          'Bad Name: 1',
+          'NoColon',
+          ': empty-name',
+          'X-A\t: tab-before-colon',
+          'X-A : space-before-colon',
+          '(x): 1',
+          'X-A: a\u0000b',
+          'X-A: a\u0001b',
+          'X-A: a\u007fb',
+          'X-A: a\rb',
+          ' X-Folded: 1',
+        )
+        .map((s) => [...Buffer.from(s, 'latin1')]),
+      fc
+        .tuple(fc.array(byte(0x80, 0xff), { minLength: 1, maxLength: 3 }))
+        .map(([bad]) => [...Buffer.from('X-'), ...bad, ...Buffer.from(': 1')]),
+      fc
+        .tuple(fc.array(byte(0, 0x1f), { minLength: 1, maxLength: 2 }))
+        .map(([bad]) => [...Buffer.from('X-Ctl: a'), ...bad, ...Buffer.from('b')]),
     ),
   }),
   fc.record({
     kind: fc.constant('content-length' as const),
     values: fc.oneof(
-      fc.constantFrom(['-1'], ['+2'], ['0x10'], ['abc'], [''], ['99999999999999999999'], ['1e3'], ['2, 2'], ['2,3'], [' 2 ']).map((v) => [...v]),
+      fc
+        .constantFrom(['-1'], ['+2'], ['0x10'], ['abc'], [''], ['99999999999999999999'], ['1e3'], ['2, 2'], ['2,3'], [' 2 '])
+        .map((v) => [...v]),
       fc.tuple(fc.nat(3000), fc.nat(3000)).map(([a, b]) => [String(a), String(b)]),
       fc.nat(20).map((n) => [String(n)]),
     ),
   }),
   fc.record({
     kind: fc.constant('transfer-encoding' as const),
-    value: fc.constantFrom('chunked', 'Chunked', 'chunked, chunked', 'gzip, chunked', 'chunked, gzip', 'xchunked', 'chunked ', 'identity', 'identity, chunked', '\tchunked', 'chunked;q=1', 'compress'),
-    sizeLine: fc.option(fc.constantFrom('zz', '-1', 'ffffffffffffffffff', '0x10', '1;ext=\u0001', ' 5', '5 ', '', '00000000000000000000001'), { nil: null }),
+    value: fc.constantFrom(
+      'chunked',
+      'Chunked',
+      'chunked, chunked',
+      'gzip, chunked',
+      'chunked, gzip',
+      'xchunked',
+      'chunked ',
+      'identity',
+      'identity, chunked',
+      '\tchunked',
+      'chunked;q=1',
+      'compress',
+    ),
+    sizeLine: fc.option(
+      fc.constantFrom('zz', '-1', 'ffffffffffffffffff', '0x10', '1;ext=\u0001', ' 5', '5 ', '', '00000000000000000000001'),
+      { nil: null },
+    ),
     withLength: fc.boolean(),
   }),
   fc.record({ kind: fc.constant('line-ending' as const), eol: fc.constantFrom('\n' as const, '\r' as const, '\r\r\n' as const) }),
@@ -117,7 +156,8 @@ function build(request: WireRequest, defect: Framing): Buffer {
   const lines: Buffer[] = [requestLine];
   const host = defect.kind === 'host' ? defect.count : 1;
   for (let i = 0; i < host; i++) lines.push(Buffer.from(`Host: 127.0.0.${i + 1}`));
-  for (const [name, value] of request.headers) lines.push(Buffer.concat([Buffer.from(`${name}: `, 'latin1'), Buffer.from(value.toString(), 'latin1')]));
+  for (const [name, value] of request.headers)
+    lines.push(Buffer.concat([Buffer.from(`${name}: `, 'latin1'), Buffer.from(value.toString(), 'latin1')]));
   if (defect.kind === 'header-line') lines.push(Buffer.from(defect.line));
   if (defect.kind === 'oversize' && defect.where === 'header') lines.push(Buffer.from(`X-Pad: ${'a'.repeat(20_000)}`));
   let payload = body;
@@ -129,9 +169,7 @@ function build(request: WireRequest, defect: Framing): Buffer {
     const size = defect.sizeLine ?? body.length.toString(16);
     // An empty body is the last chunk alone ("0" twice would be a complete request and then garbage).
     payload =
-      size === '0'
-        ? Buffer.from('0\r\n\r\n')
-        : Buffer.concat([Buffer.from(`${size}\r\n`, 'latin1'), body, Buffer.from('\r\n0\r\n\r\n')]);
+      size === '0' ? Buffer.from('0\r\n\r\n') : Buffer.concat([Buffer.from(`${size}\r\n`, 'latin1'), body, Buffer.from('\r\n0\r\n\r\n')]);
   } else if (request.body !== undefined) {
     lines.push(Buffer.from(`Content-Length: ${body.length}`));
   }
@@ -238,7 +276,11 @@ async function settle(label: string): Promise<void> {
 }
 
 async function stillServing(label: string): Promise<void> {
-  const check = await send(port, { method: 'GET', target: '/api/backup-account', headers: [['Authorization', `Bearer ${world.actors.a.keys.all}`]] });
+  const check = await send(port, {
+    method: 'GET',
+    target: '/api/backup-account',
+    headers: [['Authorization', `Bearer ${world.actors.a.keys.all}`]],
+  });
   expect(check.status, `${label}: the server stopped answering normally`).toBe(200);
 }
 

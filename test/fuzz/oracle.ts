@@ -6,10 +6,7 @@ import { REQUIRED_SCOPE, type RequestSpec, keyOf } from './arbitraries.js';
 import { VISIBLE, type ActorName, type KeyKind, type World } from './world.js';
 
 export type Principal =
-  | { kind: 'none' }
-  | { kind: 'ambiguous' }
-  | { kind: 'invalid' }
-  | { kind: 'key'; actor: ActorName; keyKind: KeyKind };
+  { kind: 'none' } | { kind: 'ambiguous' } | { kind: 'invalid' } | { kind: 'key'; actor: ActorName; keyKind: KeyKind };
 
 /** Header values as the server receives them: HTTP strips surrounding whitespace. */
 const trimmed = (value: string) => value.replace(/^[ \t]+|[ \t]+$/g, '');

@@ -52,7 +52,15 @@ export interface Actor {
  */
 export const ID_NAMES = ['aReady1', 'aReady2', 'aDeleted', 'aPending', 'bReady', 'bUploaded', 'dReady'] as const;
 export type IdName = (typeof ID_NAMES)[number];
-export const SIZES: Record<IdName, number> = { aReady1: 300, aReady2: 4096, aDeleted: 0, aPending: 0, bReady: 1000, bUploaded: 777, dReady: 1 };
+export const SIZES: Record<IdName, number> = {
+  aReady1: 300,
+  aReady2: 4096,
+  aDeleted: 0,
+  aPending: 0,
+  bReady: 1000,
+  bUploaded: 777,
+  dReady: 1,
+};
 export const UPLOADED_SIZE = SIZES.bUploaded;
 
 /** Which of the ids each actor may see: visible ones (docs/api-rules.md#statuses) of its own account. */
@@ -95,7 +103,14 @@ export async function buildWorld(fx: Fixture, clock: ManualClock): Promise<World
     const allScopes = ['backups:read', 'backups:write', 'backups:restore'];
     return {
       accountId,
-      keys: { all: all.apiKey, read: read.apiKey, write: write.apiKey, restore: restore.apiKey, revoked: revoked.apiKey, expired: expired.apiKey },
+      keys: {
+        all: all.apiKey,
+        read: read.apiKey,
+        write: write.apiKey,
+        restore: restore.apiKey,
+        revoked: revoked.apiKey,
+        expired: expired.apiKey,
+      },
       scopes: { all: allScopes, read: ['backups:read'], write: ['backups:write'], restore: ['backups:restore'], revoked: [], expired: [] },
     };
   };

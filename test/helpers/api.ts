@@ -57,7 +57,13 @@ export function finalizeBody(size: number, extra: Record<string, unknown> = {}) 
 }
 
 /** A real upload whose body arrives in two halves `pauseMs` apart, so that several are in flight together. */
-export function slowUpload(url: string, apiKey: string, backupId: string, body: Buffer, pauseMs: number): Promise<{ status: number; body: any }> {
+export function slowUpload(
+  url: string,
+  apiKey: string,
+  backupId: string,
+  body: Buffer,
+  pauseMs: number,
+): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
     const request = http.request(
       `${url}/api/backups/upload?backupId=${backupId}`,

@@ -13,7 +13,8 @@ const STAMP = path.join(ROOT, 'dist/.built');
 
 export function assertBuilt(): void {
   const built = fs.statSync(STAMP, { throwIfNoEntry: false });
-  if (!built || !fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist is missing: run `npm run build` (npm test does it)');
+  if (!built || !fs.existsSync(path.join(ROOT, 'dist/cli/main.js')))
+    throw new Error('dist is missing: run `npm run build` (npm test does it)');
   for (const folder of ['src', 'console/src']) {
     const files = fs.readdirSync(path.join(ROOT, folder), { recursive: true }) as string[];
     for (const file of files) {

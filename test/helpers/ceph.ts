@@ -212,7 +212,12 @@ export async function startCeph(options: StartCephOptions = {}): Promise<CephClu
       forcePathStyle: true,
       credentials: { accessKeyId, secretAccessKey },
     });
-    await until('the bucket being created', 20_000, async () => (await client.send(new CreateBucketCommand({ Bucket: bucket })), true), logs);
+    await until(
+      'the bucket being created',
+      20_000,
+      async () => (await client.send(new CreateBucketCommand({ Bucket: bucket })), true),
+      logs,
+    );
     client.destroy();
     return { endpoint, bucket, accessKeyId, secretAccessKey, directory, stop };
   } catch (error) {

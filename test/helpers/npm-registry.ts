@@ -80,7 +80,9 @@ export async function startLocalRegistry(root: string, names: string[]): Promise
       },
     };
     // The newest version is "latest" (the versions of one name below one checkout are few).
-    const newest = Object.keys(packument.versions).sort((a, b) => a.localeCompare(b, 'en', { numeric: true })).at(-1)!;
+    const newest = Object.keys(packument.versions)
+      .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))
+      .at(-1)!;
     packument['dist-tags'].latest = newest;
     packuments.set(manifest.name, packument);
   }

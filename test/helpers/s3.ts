@@ -184,7 +184,9 @@ async function startCephBucket(name?: string): Promise<TestS3> {
     let keyMarker: string | undefined;
     let uploadIdMarker: string | undefined;
     do {
-      const page = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }));
+      const page = await client.send(
+        new ListMultipartUploadsCommand({ Bucket: bucket, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker }),
+      );
       for (const upload of page.Uploads ?? []) found.push({ key: upload.Key!, uploadId: upload.UploadId! });
       keyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
       uploadIdMarker = page.IsTruncated ? page.NextUploadIdMarker : undefined;
@@ -253,7 +255,8 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSign
   const noSuchUpload = (ctx: any) => {
     ctx.status = 404;
     ctx.type = 'application/xml';
-    ctx.body = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message></Error>';
+    ctx.body =
+      '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message></Error>';
   };
   server.middleware.unshift(async (ctx, next) => {
     const [bucketName, ...keyParts] = (ctx.path as string).split('/').filter(Boolean);
@@ -305,7 +308,10 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSign
   // First of all (unshifted last): the signature check, when asked for.
   if (checkSignatures) {
     server.middleware.unshift(async (ctx, next) => {
-      if (sigV4Matches(ctx.req as { method: string; url: string; headers: Record<string, string | string[] | undefined> }, S3RVER_SECRET) !== false) {
+      if (
+        sigV4Matches(ctx.req as { method: string; url: string; headers: Record<string, string | string[] | undefined> }, S3RVER_SECRET) !==
+        false
+      ) {
         return next();
       }
       ctx.status = 403;
@@ -327,7 +333,8 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSign
   });
   // s3rver removes the "directories" a delete empties; a put into the same prefix at that moment then fails
   // inside s3rver with an uncaught ENOENT. S3 has no directories: keep them, and only unlink the object's files.
-  const fsStore = (server as unknown as { store: { getResourcePath(b: string, k: string, r: string): string; deleteObject: unknown } }).store;
+  const fsStore = (server as unknown as { store: { getResourcePath(b: string, k: string, r: string): string; deleteObject: unknown } })
+    .store;
   fsStore.deleteObject = async (bucketName: string, key: string) => {
     for (const resource of ['object', 'object.md5', 'metadata.json']) {
       await fs.promises.unlink(fsStore.getResourcePath(bucketName, key, resource)).catch((error: NodeJS.ErrnoException) => {

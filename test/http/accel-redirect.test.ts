@@ -110,7 +110,10 @@ describe('COFFER_ACCEL_REDIRECT with COFFER_TRUST_PROXY=127.0.0.1', () => {
 
   it('a request from another address gets the bytes, whatever X-Forwarded-For it sends', async () => {
     const { server, apiKey, id, size } = setup;
-    for (const headers of [{}, { 'x-forwarded-for': '127.0.0.1' }, { 'x-forwarded-for': '203.0.113.5, 127.0.0.1' }] as Record<string, string>[]) {
+    for (const headers of [{}, { 'x-forwarded-for': '127.0.0.1' }, { 'x-forwarded-for': '203.0.113.5, 127.0.0.1' }] as Record<
+      string,
+      string
+    >[]) {
       const reply = await download(server, apiKey, id, '127.0.0.2', headers);
       expect(reply.status).toBe(200);
       expect(reply.headers['x-accel-redirect'], JSON.stringify(headers)).toBeUndefined();

@@ -11,8 +11,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const cases = [
-  { label: 'https at the root of the origin', publicUrl: 'https://backup.example.test', name: '__Host-coffer_session', path: '/', secure: true },
-  { label: 'https under a base path', publicUrl: 'https://example.test/coffer', name: '__Secure-coffer_session', path: '/coffer', secure: true },
+  {
+    label: 'https at the root of the origin',
+    publicUrl: 'https://backup.example.test',
+    name: '__Host-coffer_session',
+    path: '/',
+    secure: true,
+  },
+  {
+    label: 'https under a base path',
+    publicUrl: 'https://example.test/coffer',
+    name: '__Secure-coffer_session',
+    path: '/coffer',
+    secure: true,
+  },
   { label: 'http', publicUrl: null, name: 'coffer_session', path: '/', secure: false },
 ] as const;
 
@@ -57,7 +69,13 @@ for (const expected of cases) {
       const [pair, ...attributes] = cookies[0]!.split('; ');
       const [name, secret] = pair!.split('=') as [string, string];
       expect(name).toBe(expected.name);
-      expect(attributes).toEqual([`Path=${expected.path}`, 'Max-Age=43200', 'HttpOnly', 'SameSite=Strict', ...(expected.secure ? ['Secure'] : [])]);
+      expect(attributes).toEqual([
+        `Path=${expected.path}`,
+        'Max-Age=43200',
+        'HttpOnly',
+        'SameSite=Strict',
+        ...(expected.secure ? ['Secure'] : []),
+      ]);
 
       const session = (cookie: string) => fetch(`${server.url}/console/api/session`, { headers: { cookie } });
       expect((await session(`${expected.name}=${secret}`)).status).toBe(200);
@@ -71,7 +89,14 @@ for (const expected of cases) {
       });
       expect(out.status).toBe(204);
       expect(out.headers.getSetCookie()).toEqual([
-        [`${expected.name}=`, `Path=${expected.path}`, 'Max-Age=0', 'HttpOnly', 'SameSite=Strict', ...(expected.secure ? ['Secure'] : [])].join('; '),
+        [
+          `${expected.name}=`,
+          `Path=${expected.path}`,
+          'Max-Age=0',
+          'HttpOnly',
+          'SameSite=Strict',
+          ...(expected.secure ? ['Secure'] : []),
+        ].join('; '),
       ]);
     });
 
@@ -90,12 +115,20 @@ for (const expected of cases) {
       const [pair, ...attributes] = cookies[0]!.split('; ');
       const [name, secret] = pair!.split('=') as [string, string];
       expect(name).toBe(operatorName);
-      expect(attributes).toEqual([`Path=${expected.path}`, 'Max-Age=43200', 'HttpOnly', 'SameSite=Strict', ...(expected.secure ? ['Secure'] : [])]);
+      expect(attributes).toEqual([
+        `Path=${expected.path}`,
+        'Max-Age=43200',
+        'HttpOnly',
+        'SameSite=Strict',
+        ...(expected.secure ? ['Secure'] : []),
+      ]);
 
       // Only that name opens the operator session; the owners' name for the same secret opens nothing on /admin.
       const session = (cookie: string) => fetch(`${server.url}/admin/api/session`, { headers: { cookie } });
       expect((await session(`${operatorName}=${secret}`)).status).toBe(200);
-      for (const other of [...cases.map((c) => c.name.replace('coffer_session', 'coffer_operator')), expected.name].filter((n) => n !== operatorName)) {
+      for (const other of [...cases.map((c) => c.name.replace('coffer_session', 'coffer_operator')), expected.name].filter(
+        (n) => n !== operatorName,
+      )) {
         expect((await session(`${other}=${secret}`)).status, other).toBe(401);
       }
       const out = await fetch(`${server.url}/admin/api/session`, {
@@ -104,7 +137,14 @@ for (const expected of cases) {
       });
       expect(out.status).toBe(204);
       expect(out.headers.getSetCookie()).toEqual([
-        [`${operatorName}=`, `Path=${expected.path}`, 'Max-Age=0', 'HttpOnly', 'SameSite=Strict', ...(expected.secure ? ['Secure'] : [])].join('; '),
+        [
+          `${operatorName}=`,
+          `Path=${expected.path}`,
+          'Max-Age=0',
+          'HttpOnly',
+          'SameSite=Strict',
+          ...(expected.secure ? ['Secure'] : []),
+        ].join('; '),
       ]);
     });
 

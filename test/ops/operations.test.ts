@@ -88,7 +88,11 @@ describe('headers and CORS', () => {
   it('answers API preflights with explicit headers and never allows credentials', async () => {
     const response = await fetch(`${fx.server.url}/api/backups`, {
       method: 'OPTIONS',
-      headers: { origin: 'https://elsewhere.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization' },
+      headers: {
+        origin: 'https://elsewhere.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization',
+      },
     });
     expect(response.status).toBe(204);
     expect(response.headers.get('access-control-allow-origin')).toBe('*');
@@ -107,7 +111,16 @@ describe('headers and CORS', () => {
 
 describe('slow clients', () => {
   const fx = useServer({
-    config: { limits: { headersTimeoutMs: 500, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 500, minUploadBytesPerSecond: 50_000, uploadRateWindowMs: 300, maxConnections: 1000 } },
+    config: {
+      limits: {
+        headersTimeoutMs: 500,
+        requestTimeoutMs: 60_000,
+        keepAliveTimeoutMs: 500,
+        minUploadBytesPerSecond: 50_000,
+        uploadRateWindowMs: 300,
+        maxConnections: 1000,
+      },
+    },
   });
 
   /** Opens a raw connection, sends `head`, and resolves with everything received until the server closes it. */

@@ -21,11 +21,17 @@ describe('checkChains', () => {
     expiresAt: new Date(Date.parse(at(n)) + 7 * DAY).toISOString(),
     metadata: {
       createdAt: at(n),
-      chain: { id: CHAIN, seq: n, previous: n === 1 ? null : { backupId: id(n - 1), ciphertextSha256: sha(n - 1), createdAt: at(n - 1) }, ...link },
+      chain: {
+        id: CHAIN,
+        seq: n,
+        previous: n === 1 ? null : { backupId: id(n - 1), ciphertextSha256: sha(n - 1), createdAt: at(n - 1) },
+        ...link,
+      },
     },
     ...over,
   });
-  const kinds = (entries: ChainEntry[], heads: ChainHead[] = []) => checkChains(entries, { now: NOW, localHeads: heads }).findings.map((f) => f.kind);
+  const kinds = (entries: ChainEntry[], heads: ChainHead[] = []) =>
+    checkChains(entries, { now: NOW, localHeads: heads }).findings.map((f) => f.kind);
 
   it('an intact chain, in any listing order, has no finding', () => {
     expect(kinds([entry(5), entry(3), entry(4)])).toEqual([]);
@@ -45,7 +51,9 @@ describe('checkChains', () => {
 
   it('forks, broken links (id or ciphertext hash), malformed links, and a rollback against the local head', () => {
     expect(kinds([entry(5), entry(6), entry(6, { backupId: id(66) })])).toContain('fork');
-    expect(kinds([entry(5), entry(6, {}, { previous: { backupId: id(99), ciphertextSha256: sha(5), createdAt: at(5) } })])).toEqual(['broken-link']);
+    expect(kinds([entry(5), entry(6, {}, { previous: { backupId: id(99), ciphertextSha256: sha(5), createdAt: at(5) } })])).toEqual([
+      'broken-link',
+    ]);
     expect(kinds([entry(5, { ciphertextSha256: sha(7) }), entry(6)])).toEqual(['broken-link']);
     expect(kinds([entry(5, { ciphertextSha256: sha(5) }), entry(6)])).toEqual([]);
     expect(kinds([entry(5), entry(6, { metadata: { chain: { id: CHAIN, seq: -1 } } })])).toEqual(['malformed']);
@@ -55,7 +63,11 @@ describe('checkChains', () => {
     expect(kinds([entry(6), entry(7, { backupId: id(77) })], [head])).toEqual(['broken-link']);
   });
   const report = (entries: ChainEntry[], more: { localHeads?: ChainHead[]; ownHead?: ChainHead | null; now?: number } = {}) =>
-    checkChains(entries, { now: more.now ?? NOW, ...(more.localHeads ? { localHeads: more.localHeads } : {}), ...(more.ownHead !== undefined ? { ownHead: more.ownHead } : {}) });
+    checkChains(entries, {
+      now: more.now ?? NOW,
+      ...(more.localHeads ? { localHeads: more.localHeads } : {}),
+      ...(more.ownHead !== undefined ? { ownHead: more.ownHead } : {}),
+    });
   const head = (n: number, over: Partial<ChainHead> = {}): ChainHead => ({
     version: 1,
     id: CHAIN,
@@ -123,7 +135,13 @@ describe('checkChains', () => {
     ]);
     // A gap further along: it lies after the listed backup just before it, not after the first one.
     expect(report([entry(5), entry(6), entry(8)]).findings).toEqual([
-      expect.objectContaining({ kind: 'gap', missing: { from: 7, to: 7 }, after: id(6), before: id(8), message: expect.stringContaining(`between ${id(6)} (#6) and ${id(8)} (#8)`) }),
+      expect.objectContaining({
+        kind: 'gap',
+        missing: { from: 7, to: 7 },
+        after: id(6),
+        before: id(8),
+        message: expect.stringContaining(`between ${id(6)} (#6) and ${id(8)} (#8)`),
+      }),
     ]);
   });
 
@@ -166,23 +184,43 @@ describe('checkChains', () => {
       },
     ]);
     // Listed in any order: ordered by the server's creation time within one place; three at once.
-    const three = report([entry(6, { backupId: id(67), createdAt: at(6.7) }), entry(6, { backupId: id(66), createdAt: at(6.5) }), entry(6), entry(5)]);
+    const three = report([
+      entry(6, { backupId: id(67), createdAt: at(6.7) }),
+      entry(6, { backupId: id(66), createdAt: at(6.5) }),
+      entry(6),
+      entry(5),
+    ]);
     expect(three.findings).toEqual([expect.objectContaining({ kind: 'fork', seq: 6, backupIds: [id(6), id(66), id(67)] })]);
     expect(three.chains[0]).toMatchObject({ backups: 4, firstSeq: 5, lastSeq: 6, headBackupId: id(67) });
     // Two forks, and a fork at the first place.
     expect(
-      report([entry(5), entry(5, { backupId: id(55), createdAt: at(5.5) }), entry(6), entry(6, { backupId: id(66), createdAt: at(6.5) })]).findings.map((f) =>
-        f.kind === 'fork' ? f.seq : f.kind,
-      ),
+      report([
+        entry(5),
+        entry(5, { backupId: id(55), createdAt: at(5.5) }),
+        entry(6),
+        entry(6, { backupId: id(66), createdAt: at(6.5) }),
+      ]).findings.map((f) => (f.kind === 'fork' ? f.seq : f.kind)),
     ).toEqual([5, 6]);
   });
 
   it('broken links: the successor names another predecessor, or none, or a ciphertext that differs', () => {
-    expect(report([entry(5), entry(6, {}, { previous: { backupId: id(99), ciphertextSha256: sha(5), createdAt: at(5) } })]).findings).toEqual([
-      { kind: 'broken-link', chainId: CHAIN, backupId: id(6), message: `chain ${S}: backup ${id(6)} (#6) follows ${id(99)}, which is not the listed #5` },
+    expect(
+      report([entry(5), entry(6, {}, { previous: { backupId: id(99), ciphertextSha256: sha(5), createdAt: at(5) } })]).findings,
+    ).toEqual([
+      {
+        kind: 'broken-link',
+        chainId: CHAIN,
+        backupId: id(6),
+        message: `chain ${S}: backup ${id(6)} (#6) follows ${id(99)}, which is not the listed #5`,
+      },
     ]);
     expect(report([entry(5), entry(6, {}, { previous: null })]).findings).toEqual([
-      { kind: 'broken-link', chainId: CHAIN, backupId: id(6), message: `chain ${S}: backup ${id(6)} (#6) follows nothing, which is not the listed #5` },
+      {
+        kind: 'broken-link',
+        chainId: CHAIN,
+        backupId: id(6),
+        message: `chain ${S}: backup ${id(6)} (#6) follows nothing, which is not the listed #5`,
+      },
     ]);
     expect(report([entry(5, { ciphertextSha256: sha(7) }), entry(6)]).findings).toEqual([
       {
@@ -193,21 +231,30 @@ describe('checkChains', () => {
       },
     ]);
     // A successor naming a listed backup that is not its predecessor (#4 instead of #5).
-    expect(report([entry(4), entry(5), entry(6, {}, { previous: { backupId: id(4), ciphertextSha256: sha(4), createdAt: at(4) } })]).findings).toEqual([
-      expect.objectContaining({ kind: 'broken-link', backupId: id(6) }),
-    ]);
+    expect(
+      report([entry(4), entry(5), entry(6, {}, { previous: { backupId: id(4), ciphertextSha256: sha(4), createdAt: at(4) } })]).findings,
+    ).toEqual([expect.objectContaining({ kind: 'broken-link', backupId: id(6) })]);
     // Further along the chain: the hash compared is the named predecessor's own, not the first listed one's.
     expect(report([entry(5), entry(6, { ciphertextSha256: sha(9) }), entry(7)]).findings).toEqual([
-      expect.objectContaining({ kind: 'broken-link', backupId: id(6), message: expect.stringContaining(`the ciphertext of ${id(6)} (#6)`) }),
+      expect.objectContaining({
+        kind: 'broken-link',
+        backupId: id(6),
+        message: expect.stringContaining(`the ciphertext of ${id(6)} (#6)`),
+      }),
     ]);
     expect(report([entry(5, { ciphertextSha256: sha(5) }), entry(6), entry(7)]).findings).toEqual([]);
     // The hash of the successor's own ciphertext says nothing about its link.
     expect(report([entry(5), entry(6, { ciphertextSha256: sha(1) })]).findings).toEqual([]);
   });
 
-  it('reordering: which backups, and in which words; the server\'s order is reported first and alone', () => {
+  it("reordering: which backups, and in which words; the server's order is reported first and alone", () => {
     expect(report([entry(5), entry(6, { createdAt: at(4) }), entry(7)]).findings).toEqual([
-      { kind: 'reorder', chainId: CHAIN, backupIds: [id(5), id(6)], message: `chain ${S}: the server lists ${id(5)}, ${id(6)} in another order than they were made` },
+      {
+        kind: 'reorder',
+        chainId: CHAIN,
+        backupIds: [id(5), id(6)],
+        message: `chain ${S}: the server lists ${id(5)}, ${id(6)} in another order than they were made`,
+      },
     ]);
     expect(report([entry(5), entry(6, { metadata: { ...entry(6).metadata, createdAt: at(3) } }), entry(7)]).findings).toEqual([
       {
@@ -230,12 +277,24 @@ describe('checkChains', () => {
     expect(report([entry(5, { metadata: { chain: entry(5).metadata.chain } }), entry(6)]).findings).toEqual([]);
     expect(report([entry(5), entry(6, { metadata: { chain: entry(6).metadata.chain } })]).findings.map((f) => f.kind)).toEqual(['reorder']);
     // Two backups at one place (a fork) are not compared with each other.
-    expect(report([entry(5), entry(6, { createdAt: at(6.5) }), entry(6, { backupId: id(66), createdAt: at(6.4), metadata: { ...entry(6).metadata, createdAt: at(5.5) } })]).findings.map((f) => f.kind)).toEqual(['fork']);
+    expect(
+      report([
+        entry(5),
+        entry(6, { createdAt: at(6.5) }),
+        entry(6, { backupId: id(66), createdAt: at(6.4), metadata: { ...entry(6).metadata, createdAt: at(5.5) } }),
+      ]).findings.map((f) => f.kind),
+    ).toEqual(['fork']);
     // Not even when the one the server made later was sealed earlier.
-    expect(report([entry(5), entry(6, { createdAt: at(6.5) }), entry(6, { backupId: id(66), createdAt: at(6.4), metadata: { ...entry(6).metadata, createdAt: at(6.8) } })]).findings.map((f) => f.kind)).toEqual(['fork']);
+    expect(
+      report([
+        entry(5),
+        entry(6, { createdAt: at(6.5) }),
+        entry(6, { backupId: id(66), createdAt: at(6.4), metadata: { ...entry(6).metadata, createdAt: at(6.8) } }),
+      ]).findings.map((f) => f.kind),
+    ).toEqual(['fork']);
   });
 
-  it('against this host\'s head: a rollback, or another backup in its place', () => {
+  it("against this host's head: a rollback, or another backup in its place", () => {
     expect(report([entry(5), entry(6)], { localHeads: [head(8)] }).findings).toEqual([
       {
         kind: 'rollback',
@@ -246,14 +305,19 @@ describe('checkChains', () => {
       },
     ]);
     expect(report([entry(6), entry(7, { backupId: id(77) }, {})], { localHeads: [head(7)] }).findings).toEqual([
-      { kind: 'broken-link', chainId: CHAIN, backupId: id(77), message: `chain ${S}: this host's #7 is ${id(7)}, but the server lists ${id(77)} there` },
+      {
+        kind: 'broken-link',
+        chainId: CHAIN,
+        backupId: id(77),
+        message: `chain ${S}: this host's #7 is ${id(7)}, but the server lists ${id(77)} there`,
+      },
     ]);
     // A head behind the list (another host writes on): nothing.
     expect(report([entry(6), entry(7)], { localHeads: [head(6)] }).findings).toEqual([]);
     expect(report([entry(6), entry(7)], { localHeads: [head(6, { backupId: id(99) })] }).findings).toEqual([]);
   });
 
-  it('the profile\'s own chain with nothing listed: a rollback unless it would have expired', () => {
+  it("the profile's own chain with nothing listed: a rollback unless it would have expired", () => {
     const own = head(9, { createdAt: at(9) });
     const message =
       `chain ${S}: this host made backup #9 (${id(9)}) at ${at(9)}, ` +
@@ -277,9 +341,10 @@ describe('checkChains', () => {
 
   it('a malformed link: its own finding, and the backup is in no chain', () => {
     const r = report([entry(5), entry(6, { metadata: { chain: { id: CHAIN, seq: -1 } } })]);
-    expect(r.findings).toEqual([{ kind: 'malformed', chainId: null, backupId: id(6), message: `backup ${id(6)}: its chain link is malformed` }]);
+    expect(r.findings).toEqual([
+      { kind: 'malformed', chainId: null, backupId: id(6), message: `backup ${id(6)}: its chain link is malformed` },
+    ]);
     expect(r.chains).toEqual([expect.objectContaining({ backups: 1 })]);
     expect(r.unchained).toEqual([]);
   });
 });
-

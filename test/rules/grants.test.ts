@@ -19,12 +19,18 @@ describe('mintWithin', () => {
   it('refuses every scope the credential lacks, naming it, whatever else is asked', () => {
     const reader = { scopes: ['backups:read'] as const, expiresAt: null };
     expect(mintWithin({ scopes: ['backups:write'], expiresAt: null }, reader)).toEqual({ ok: false, missing: 'backups:write' });
-    expect(mintWithin({ scopes: ['backups:read', 'backups:restore'], expiresAt: null }, reader)).toEqual({ ok: false, missing: 'backups:restore' });
-    expect(mintWithin({ scopes: ['backups:read'], expiresAt: null }, reader)).toMatchObject({ ok: true, grant: { scopes: ['backups:read'] } });
+    expect(mintWithin({ scopes: ['backups:read', 'backups:restore'], expiresAt: null }, reader)).toEqual({
+      ok: false,
+      missing: 'backups:restore',
+    });
+    expect(mintWithin({ scopes: ['backups:read'], expiresAt: null }, reader)).toMatchObject({
+      ok: true,
+      grant: { scopes: ['backups:read'] },
+    });
   });
 
-  it('grants exactly the requested scopes (a copy), never the credential\'s', () => {
-    const requested = ['backups:write'] as ('backups:write')[];
+  it("grants exactly the requested scopes (a copy), never the credential's", () => {
+    const requested = ['backups:write'] as 'backups:write'[];
     const decision = mintWithin({ scopes: requested, expiresAt: null }, { scopes: ALL, expiresAt: null });
     expect(decision).toEqual({ ok: true, grant: { scopes: ['backups:write'], expiresAt: null, appendOnly: false }, capped: false });
     if (!decision.ok) throw new Error('refused');
@@ -42,7 +48,10 @@ describe('mintWithin', () => {
       [2_000, 2_000, 2_000, false],
     ];
     for (const [requested, credential, granted, capped] of cases) {
-      expect(mintWithin({ scopes: ['backups:read'], expiresAt: requested }, { scopes: ALL, expiresAt: credential }), `${requested} within ${credential}`).toEqual({
+      expect(
+        mintWithin({ scopes: ['backups:read'], expiresAt: requested }, { scopes: ALL, expiresAt: credential }),
+        `${requested} within ${credential}`,
+      ).toEqual({
         ok: true,
         grant: { scopes: ['backups:read'], expiresAt: granted, appendOnly: false },
         capped,
@@ -53,8 +62,12 @@ describe('mintWithin', () => {
   it('an append-only credential mints only append-only keys; any other credential either kind', () => {
     for (const credentialAppendOnly of [undefined, false, true]) {
       for (const requestedAppendOnly of [undefined, false, true]) {
-        const decision = mintWithin({ scopes: ['backups:read'], expiresAt: null, appendOnly: requestedAppendOnly }, { scopes: ALL, expiresAt: null, appendOnly: credentialAppendOnly });
-        if (credentialAppendOnly === true && requestedAppendOnly !== true) expect(decision).toEqual({ ok: false, missing: null, appendOnly: true });
+        const decision = mintWithin(
+          { scopes: ['backups:read'], expiresAt: null, appendOnly: requestedAppendOnly },
+          { scopes: ALL, expiresAt: null, appendOnly: credentialAppendOnly },
+        );
+        if (credentialAppendOnly === true && requestedAppendOnly !== true)
+          expect(decision).toEqual({ ok: false, missing: null, appendOnly: true });
         else expect(decision).toMatchObject({ ok: true, grant: { appendOnly: requestedAppendOnly === true } });
       }
     }
@@ -68,7 +81,11 @@ describe('appendOnlyDecision', () => {
       { allowed: false, action: 'backup.delete', message: 'This API key is append-only: it may not delete backups.' },
       { allowed: false, action: 'account.reset', message: 'This API key is append-only: it may not reset the account.' },
       { allowed: false, action: 'account.rotate', message: 'This API key is append-only: it may not rotate the vault envelope.' },
-      { allowed: false, action: 'account.bootstrap', message: 'This API key is append-only: it may not bootstrap over an initialized vault.' },
+      {
+        allowed: false,
+        action: 'account.bootstrap',
+        message: 'This API key is append-only: it may not bootstrap over an initialized vault.',
+      },
     ]);
   });
 
@@ -78,6 +95,8 @@ describe('appendOnlyDecision', () => {
 
   it('the refusal carries a stable reason and says what to do instead', () => {
     expect(APPEND_ONLY_REASON).toBe('append_only');
-    expect(APPEND_ONLY_RESOLUTION).toMatch(/^This key is append-only: it may add backups but not delete them.*owner's key or in the console\.$/);
+    expect(APPEND_ONLY_RESOLUTION).toMatch(
+      /^This key is append-only: it may add backups but not delete them.*owner's key or in the console\.$/,
+    );
   });
 });

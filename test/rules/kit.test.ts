@@ -70,10 +70,14 @@ describe('the kit text', () => {
     expect(refusal(() => parseKit(`${KIT_HEADER}\n${line1}\nkey 3: ${words(b!)}`))).toBe('line 3: expected "key 2:", found "key 3:"');
     expect(refusal(() => parseKit(`${KIT_HEADER}\nfoo: bar`))).toBe('line 2: expected "key 1:", found "foo:"');
     const short = words(a!).split(' ').slice(1).join(' ');
-    expect(refusal(() => parseKit(`${KIT_HEADER}\nkey 1: ${short}`))).toBe(`line 2 (key 1) has ${WORDS_PER_KEY - 1} words, not ${WORDS_PER_KEY}`);
+    expect(refusal(() => parseKit(`${KIT_HEADER}\nkey 1: ${short}`))).toBe(
+      `line 2 (key 1) has ${WORDS_PER_KEY - 1} words, not ${WORDS_PER_KEY}`,
+    );
     const typo = words(a!).split(' ');
     typo[4] = 'notaword';
-    expect(refusal(() => parseKit(`${KIT_HEADER}\nkey 1: ${typo.join(' ')}`))).toBe('line 2 (key 1): word 5 "notaword" is not a BIP-39 English word');
+    expect(refusal(() => parseKit(`${KIT_HEADER}\nkey 1: ${typo.join(' ')}`))).toBe(
+      'line 2 (key 1): word 5 "notaword" is not a BIP-39 English word',
+    );
     const swapped = words(a!).split(' ');
     [swapped[0], swapped[1]] = [swapped[1]!, swapped[0]!];
     if (swapped.join(' ') !== words(a!)) {
@@ -117,12 +121,22 @@ describe('the bare words of a kit', () => {
     expect(refusal(() => parseKitWords(`${words(a!)} abandon`))).toBe('25 words: a kit has 24 words per key (24, 48, …)');
     const bad = words(b!).split(' ');
     bad[23] = 'zzz';
-    expect(refusal(() => parseKitWords(`${words(a!)} ${bad.join(' ')}`))).toBe('words 25–48 (key 2): word 24 "zzz" is not a BIP-39 English word');
+    expect(refusal(() => parseKitWords(`${words(a!)} ${bad.join(' ')}`))).toBe(
+      'words 25–48 (key 2): word 24 "zzz" is not a BIP-39 English word',
+    );
   });
 
   it('wipes every key it decoded when it refuses, and the decoded keys once the material is built', () => {
     const wiped: Uint8Array[] = [];
-    const recording = createKit({ deriveRecipient, keyMaterialOf, masterKeys, wipe: (...buffers) => { for (const b of buffers) if (b) wiped.push(new Uint8Array(b)); wipe(...buffers); } });
+    const recording = createKit({
+      deriveRecipient,
+      keyMaterialOf,
+      masterKeys,
+      wipe: (...buffers) => {
+        for (const b of buffers) if (b) wiped.push(new Uint8Array(b));
+        wipe(...buffers);
+      },
+    });
     const [a, b] = keys(2);
     const bad = words(b!).split(' ');
     bad[0] = 'zzz';
@@ -151,6 +165,7 @@ describe('kitRefusal: may a kit replace the vault wrapping?', () => {
       [3, 3, true, null],
       [1, 1, false, null],
     ] as const;
-    for (const [opened, checked, force, expected] of table) expect(kitRefusal(opened, checked, force), `${opened}/${checked} force=${force}`).toBe(expected);
+    for (const [opened, checked, force, expected] of table)
+      expect(kitRefusal(opened, checked, force), `${opened}/${checked} force=${force}`).toBe(expected);
   });
 });

@@ -82,11 +82,13 @@ describe('parseRecipient', () => {
     expect(refusal(bech32m.encode('coffer', words().slice(0, 100), false))).toBe(
       'the recipient holds 100 data characters (62 bytes), not an X-Wing public key (1946 characters, 1216 bytes)',
     );
-    expect(refusal(bech32m.encode('coffer', words().slice(0, -1), false))).toMatch(/^the recipient holds 1945 data characters \(1215 bytes\)/);
+    expect(refusal(bech32m.encode('coffer', words().slice(0, -1), false))).toMatch(
+      /^the recipient holds 1945 data characters \(1215 bytes\)/,
+    );
     expect(refusal(bech32m.encode('coffer', [], false))).toMatch(/^the recipient holds 0 data characters \(0 bytes\)/);
   });
 
-  it('refuses non-zero padding bits (either of the last character\'s two low bits), not as damage', () => {
+  it("refuses non-zero padding bits (either of the last character's two low bits), not as damage", () => {
     for (const bit of [1, 2, 3]) {
       const padded = words();
       padded[padded.length - 1]! |= bit;

@@ -32,7 +32,10 @@ function partsOnDisk(uploadsDir: string, prefix: string): Map<string, number[]> 
     if (!fs.readFileSync(path.join(dir, 'key'), 'utf8').startsWith(prefix)) continue;
     // fs store: `<part>.<md5>`; s3rver: `<part>` (plus `<part>.md5`).
     const parts = fs.readdirSync(dir).filter((name) => /^\d+(\.[0-9a-f]{32})?$/.test(name));
-    uploads.set(id, parts.map((name) => fs.statSync(path.join(dir, name)).size));
+    uploads.set(
+      id,
+      parts.map((name) => fs.statSync(path.join(dir, name)).size),
+    );
   }
   return uploads;
 }
@@ -59,7 +62,10 @@ function s3Backend(engine: S3Engine): Backend {
       const store = s3!.store();
       const uploads = new Map<string, number[]>();
       for await (const upload of store.listMultipart(prefix)) {
-        uploads.set(upload.uploadId, (await store.listParts(upload.key, upload.uploadId)).map((part) => part.size));
+        uploads.set(
+          upload.uploadId,
+          (await store.listParts(upload.key, upload.uploadId)).map((part) => part.size),
+        );
       }
       return uploads;
     },
@@ -82,7 +88,12 @@ function s3WithoutListCalls(): Backend {
 }
 
 const backends: Backend[] = [
-  { name: 'fs', env: async () => ({}), parts: async (server, prefix) => partsOnDisk(path.join(server.dataDir, 'uploads'), prefix), tearDown: async () => {} },
+  {
+    name: 'fs',
+    env: async () => ({}),
+    parts: async (server, prefix) => partsOnDisk(path.join(server.dataDir, 'uploads'), prefix),
+    tearDown: async () => {},
+  },
   ...S3_ENGINES.map(s3Backend),
   s3WithoutListCalls(),
 ];
@@ -138,117 +149,126 @@ function chunked(size: number): ReadableStream<Uint8Array> {
   });
 }
 
-for (const backend of backends) describe.skipIf(backend.skip === true)(`blobhost-client multipart limits: ${backend.name}`, () => {
-  let server: TestServer;
+for (const backend of backends)
+  describe.skipIf(backend.skip === true)(`blobhost-client multipart limits: ${backend.name}`, () => {
+    let server: TestServer;
 
-  beforeAll(async () => {
-    server = await startTestServer({
-      env: { ...(await backend.env()), COFFER_UPLOAD_PROTOCOL: 'blobhost-client', COFFER_MAX_ARCHIVE_BYTES: String(LIMIT) },
-      config: { maxMultipartUploadsPerSlot: UPLOADS_PER_SLOT },
+    beforeAll(async () => {
+      server = await startTestServer({
+        env: { ...(await backend.env()), COFFER_UPLOAD_PROTOCOL: 'blobhost-client', COFFER_MAX_ARCHIVE_BYTES: String(LIMIT) },
+        config: { maxMultipartUploadsPerSlot: UPLOADS_PER_SLOT },
+      });
+    });
+    afterAll(async () => {
+      await server?.stop();
+      if (server) fs.rmSync(server.dataDir, { recursive: true, force: true });
+      await backend.tearDown();
+    });
+
+    it('parts adding up past the archive limit are refused as they arrive, and their upload leaves nothing on disk', async () => {
+      const s = await slot(server);
+      const first = await create(server, s);
+      for (const n of [1, 2, 3]) expect((await part(server, s, first, n, randomBytes(300 * KiB))).status).toBe(200);
+      // 900 KiB stored; 300 KiB more, streamed without a length, crosses 1 MiB while it arrives.
+      const over = await part(server, s, first, 4, chunked(300 * KiB));
+      expect(over.status).toBe(413);
+      expect(over.body).toEqual({ error: { code: 'bad_request', message: `the file length cannot be greater than ${LIMIT} bytes` } });
+      expect(await backend.parts(server, `${s.blobPath}/`)).toEqual(new Map());
+      // A client completing the discarded upload anyway gets 404, not a server error (Ceph answers S3's
+      // CompleteMultipartUpload of an aborted upload with 500 InternalError).
+      const late = await mpu(
+        server,
+        s,
+        'complete',
+        { 'x-mpu-key': encodeURIComponent(first.key), 'x-mpu-upload-id': first.uploadId, 'content-type': 'application/json' },
+        JSON.stringify([{ partNumber: 1, etag: '"0123456789abcdef0123456789abcdef"' }]),
+      );
+      expect([late.status, late.body]).toEqual([404, { error: { code: 'not_found', message: 'No such multipart upload.' } }]);
+
+      // The limit is the slot's: a second upload's parts count together with a third one's.
+      const second = await create(server, s);
+      expect((await part(server, s, second, 1, randomBytes(600 * KiB))).status).toBe(200);
+      const third = await create(server, s);
+      const declared = await part(server, s, third, 1, randomBytes(500 * KiB));
+      expect(declared.status).toBe(413);
+      expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[second.uploadId, [600 * KiB]]]);
+      expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
+    });
+
+    it('a part sent again replaces the earlier copy on disk at once and counts once', async () => {
+      const s = await slot(server);
+      const upload = await create(server, s);
+      // Three times 700 KiB under one part number: 2.1 MiB sent, 700 KiB stored.
+      for (let i = 0; i < 3; i++) expect((await part(server, s, upload, 1, randomBytes(700 * KiB))).status).toBe(200);
+      expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[upload.uploadId, [700 * KiB]]]);
+      const last = randomBytes(200 * KiB);
+      const stored = await part(server, s, upload, 1, last);
+      expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[upload.uploadId, [200 * KiB]]]);
+      // The running total the blob host keeps in the database agrees.
+      expect(await server.parts.store.slotBytes(s.backupId)).toBe(200 * KiB);
+      const done = await mpu(
+        server,
+        s,
+        'complete',
+        { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
+        JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
+      );
+      expect(done.status).toBe(200);
+      expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({
+        status: 'UPLOADED',
+        ciphertextSizeBytes: last.length,
+      });
+      // The client sending the completion again (its answer lost) gets the same answer, not an error.
+      const again = await mpu(
+        server,
+        s,
+        'complete',
+        { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
+        JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
+      );
+      expect([again.status, again.body]).toEqual([200, done.body]);
+      expect([await server.parts.store.countMultipartUploads(s.backupId), await server.parts.store.slotBytes(s.backupId)]).toEqual([0, 0]);
+    });
+
+    it('a completion the store made but the node did not record is recorded when the client sends it again', async () => {
+      const s = await slot(server);
+      const upload = await create(server, s);
+      const data = randomBytes(300 * KiB);
+      const stored = await part(server, s, upload, 1, data);
+      expect(stored.status).toBe(200);
+      // The store completes the upload, then the node dies before recording it (or its answer is lost).
+      await (server.parts.blobs as MultipartBlobStore).completeMultipart(upload.key, upload.uploadId, [
+        { partNumber: 1, etag: stored.body.etag },
+      ]);
+      const retried = await mpu(
+        server,
+        s,
+        'complete',
+        { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
+        JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
+      );
+      expect(retried.status).toBe(200);
+      expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({
+        status: 'UPLOADED',
+        ciphertextSizeBytes: data.length,
+      });
+    });
+
+    it(`a slot has at most ${UPLOADS_PER_SLOT} multipart uploads open`, async () => {
+      const s = await slot(server);
+      for (let i = 0; i < UPLOADS_PER_SLOT; i++) await create(server, s);
+      const refused = await mpu(server, s, 'create');
+      expect(refused.status).toBe(400);
+      expect(refused.body).toEqual({
+        error: { code: 'bad_request', message: `This backup slot already has ${UPLOADS_PER_SLOT} multipart uploads in progress.` },
+      });
+      expect((await backend.parts(server, `${s.blobPath}/`)).size).toBe(UPLOADS_PER_SLOT);
+      // Once the slot takes no upload any more, the sweeper drops its bookkeeping.
+      expect((await s.call('DELETE', `/api/backups/${s.backupId}`)).status).toBeLessThan(300);
+      await server.parts.sweeper.runOnce({ orphans: false });
+      expect(await server.parts.store.countMultipartUploads(s.backupId)).toBe(0);
     });
   });
-  afterAll(async () => {
-    await server?.stop();
-    if (server) fs.rmSync(server.dataDir, { recursive: true, force: true });
-    await backend.tearDown();
-  });
-
-  it('parts adding up past the archive limit are refused as they arrive, and their upload leaves nothing on disk', async () => {
-    const s = await slot(server);
-    const first = await create(server, s);
-    for (const n of [1, 2, 3]) expect((await part(server, s, first, n, randomBytes(300 * KiB))).status).toBe(200);
-    // 900 KiB stored; 300 KiB more, streamed without a length, crosses 1 MiB while it arrives.
-    const over = await part(server, s, first, 4, chunked(300 * KiB));
-    expect(over.status).toBe(413);
-    expect(over.body).toEqual({ error: { code: 'bad_request', message: `the file length cannot be greater than ${LIMIT} bytes` } });
-    expect(await backend.parts(server, `${s.blobPath}/`)).toEqual(new Map());
-    // A client completing the discarded upload anyway gets 404, not a server error (Ceph answers S3's
-    // CompleteMultipartUpload of an aborted upload with 500 InternalError).
-    const late = await mpu(
-      server,
-      s,
-      'complete',
-      { 'x-mpu-key': encodeURIComponent(first.key), 'x-mpu-upload-id': first.uploadId, 'content-type': 'application/json' },
-      JSON.stringify([{ partNumber: 1, etag: '"0123456789abcdef0123456789abcdef"' }]),
-    );
-    expect([late.status, late.body]).toEqual([404, { error: { code: 'not_found', message: 'No such multipart upload.' } }]);
-
-    // The limit is the slot's: a second upload's parts count together with a third one's.
-    const second = await create(server, s);
-    expect((await part(server, s, second, 1, randomBytes(600 * KiB))).status).toBe(200);
-    const third = await create(server, s);
-    const declared = await part(server, s, third, 1, randomBytes(500 * KiB));
-    expect(declared.status).toBe(413);
-    expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[second.uploadId, [600 * KiB]]]);
-    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
-  });
-
-  it('a part sent again replaces the earlier copy on disk at once and counts once', async () => {
-    const s = await slot(server);
-    const upload = await create(server, s);
-    // Three times 700 KiB under one part number: 2.1 MiB sent, 700 KiB stored.
-    for (let i = 0; i < 3; i++) expect((await part(server, s, upload, 1, randomBytes(700 * KiB))).status).toBe(200);
-    expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[upload.uploadId, [700 * KiB]]]);
-    const last = randomBytes(200 * KiB);
-    const stored = await part(server, s, upload, 1, last);
-    expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[upload.uploadId, [200 * KiB]]]);
-    // The running total the blob host keeps in the database agrees.
-    expect(await server.parts.store.slotBytes(s.backupId)).toBe(200 * KiB);
-    const done = await mpu(
-      server,
-      s,
-      'complete',
-      { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
-      JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
-    );
-    expect(done.status).toBe(200);
-    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: last.length });
-    // The client sending the completion again (its answer lost) gets the same answer, not an error.
-    const again = await mpu(
-      server,
-      s,
-      'complete',
-      { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
-      JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
-    );
-    expect([again.status, again.body]).toEqual([200, done.body]);
-    expect([await server.parts.store.countMultipartUploads(s.backupId), await server.parts.store.slotBytes(s.backupId)]).toEqual([0, 0]);
-  });
-
-  it('a completion the store made but the node did not record is recorded when the client sends it again', async () => {
-    const s = await slot(server);
-    const upload = await create(server, s);
-    const data = randomBytes(300 * KiB);
-    const stored = await part(server, s, upload, 1, data);
-    expect(stored.status).toBe(200);
-    // The store completes the upload, then the node dies before recording it (or its answer is lost).
-    await (server.parts.blobs as MultipartBlobStore).completeMultipart(upload.key, upload.uploadId, [{ partNumber: 1, etag: stored.body.etag }]);
-    const retried = await mpu(
-      server,
-      s,
-      'complete',
-      { 'x-mpu-key': encodeURIComponent(upload.key), 'x-mpu-upload-id': upload.uploadId, 'content-type': 'application/json' },
-      JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
-    );
-    expect(retried.status).toBe(200);
-    expect((await s.call('GET', `/api/backups/${s.backupId}`)).body).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: data.length });
-  });
-
-  it(`a slot has at most ${UPLOADS_PER_SLOT} multipart uploads open`, async () => {
-    const s = await slot(server);
-    for (let i = 0; i < UPLOADS_PER_SLOT; i++) await create(server, s);
-    const refused = await mpu(server, s, 'create');
-    expect(refused.status).toBe(400);
-    expect(refused.body).toEqual({
-      error: { code: 'bad_request', message: `This backup slot already has ${UPLOADS_PER_SLOT} multipart uploads in progress.` },
-    });
-    expect((await backend.parts(server, `${s.blobPath}/`)).size).toBe(UPLOADS_PER_SLOT);
-    // Once the slot takes no upload any more, the sweeper drops its bookkeeping.
-    expect((await s.call('DELETE', `/api/backups/${s.backupId}`)).status).toBeLessThan(300);
-    await server.parts.sweeper.runOnce({ orphans: false });
-    expect(await server.parts.store.countMultipartUploads(s.backupId)).toBe(0);
-  });
-});
 
 describe('blobhost-client requests that misbehave', () => {
   let server: TestServer;
@@ -347,9 +367,7 @@ describe('blobhost-client requests that misbehave', () => {
       socket.write(randomBytes(100_000));
       setTimeout(() => socket.destroy(), 200);
     });
-    expect((await logged('client went away before the answer', before + 1)).map((line) => line.level)).toEqual(
-      Array(before + 1).fill(30),
-    );
+    expect((await logged('client went away before the answer', before + 1)).map((line) => line.level)).toEqual(Array(before + 1).fill(30));
     expect(errorLines()).toEqual([]);
   });
 

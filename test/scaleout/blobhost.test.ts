@@ -52,22 +52,22 @@ const scaleOut = (engine: S3Engine): Backend => {
   let s3: TestS3 | undefined;
   let schema: TestSchema | undefined;
   return {
-  name: engine === 's3rver' ? 'postgres+s3' : `postgres+s3 (${engine})`,
-  skip: skipPg || skipEngine(engine),
-  async env() {
-    requirePg();
-    s3 = await startS3(engine);
-    schema = await createTestSchema('coffer_blobhost');
-    return { ...s3.env, COFFER_DATABASE_URL: schema.url };
-  },
-  async leftovers(server, prefix) {
-    return [...(await listed(server, prefix)), ...(await s3!.incompleteUploads())];
-  },
-  incomplete: () => s3!.incompleteUploads(),
-  async tearDown() {
-    await s3?.close();
-    await schema?.drop();
-  },
+    name: engine === 's3rver' ? 'postgres+s3' : `postgres+s3 (${engine})`,
+    skip: skipPg || skipEngine(engine),
+    async env() {
+      requirePg();
+      s3 = await startS3(engine);
+      schema = await createTestSchema('coffer_blobhost');
+      return { ...s3.env, COFFER_DATABASE_URL: schema.url };
+    },
+    async leftovers(server, prefix) {
+      return [...(await listed(server, prefix)), ...(await s3!.incompleteUploads())];
+    },
+    incomplete: () => s3!.incompleteUploads(),
+    async tearDown() {
+      await s3?.close();
+      await schema?.drop();
+    },
   };
 };
 
@@ -99,7 +99,14 @@ describe.each([embedded, ...S3_ENGINES.map(scaleOut)])('blobhost-client with the
     const created = await call('POST', '/api/backups');
     expect(created.status).toBe(201);
     const { backupId, blobPath, upload: instructions } = created.body;
-    return { apiKey, call, backupId: backupId as string, blobPath: blobPath as string, handleUploadUrl: instructions.handleUploadUrl as string, instructions };
+    return {
+      apiKey,
+      call,
+      backupId: backupId as string,
+      blobPath: blobPath as string,
+      handleUploadUrl: instructions.handleUploadUrl as string,
+      instructions,
+    };
   }
 
   async function clientToken(s: Awaited<ReturnType<typeof slot>>, pathname = s.blobPath, multipart = false) {
@@ -192,69 +199,85 @@ describe.each([embedded, ...S3_ENGINES.map(scaleOut)])('blobhost-client with the
 
     // The stock client with somebody else's pathname never gets a token.
     await expect(
-      upload(other.blobPath, Buffer.from('x'), { access: 'private', handleUploadUrl: s.handleUploadUrl, headers: { authorization: `Bearer ${s.apiKey}` } }),
+      upload(other.blobPath, Buffer.from('x'), {
+        access: 'private',
+        handleUploadUrl: s.handleUploadUrl,
+        headers: { authorization: `Bearer ${s.apiKey}` },
+      }),
     ).rejects.toThrow(/retrieve the client token/);
     await expectUntouched(other);
   });
 
-  it.skipIf(backend.skip)('malformed handshake, callback and part-list bodies are refused with the issue of their first bad field', async () => {
-    const rwToken = await server.parts.store.ensureSetting(RW_TOKEN_SETTING, 'unused', 0);
-    const s = await slot();
-    const issueOf = async (json: unknown, signed = false) => {
-      const body = JSON.stringify(json);
-      const headers: Record<string, string> = { 'content-type': 'application/json' };
-      if (signed) headers['x-vercel-signature'] = createHmac('sha256', rwToken).update(body).digest('hex');
-      const response = await s.call('POST', '/api/backups/upload', { body, headers });
-      expect(response.status, body).toBe(400);
-      expect(response.body.code, body).toBe('validation_failed');
-      return response.body.details.issues;
-    };
-    const handshake = (payload: unknown) => ({ type: 'blob.generate-client-token', payload });
-    const cases: [unknown, string, string, boolean?][] = [
-      [[1], '(body)', 'must be a JSON object'],
-      [null, '(body)', 'must be a JSON object'],
-      [{ type: 'blob.generate-client-token' }, 'payload', 'must be an object'],
-      [handshake([]), 'payload', 'must be an object'],
-      [handshake({ clientPayload: 5 }), 'payload.pathname', 'must be a string'],
-      [handshake({ pathname: 7, multipart: 'yes' }), 'payload.pathname', 'must be a string'],
-      [handshake({ pathname: s.blobPath, clientPayload: 5, multipart: 'yes' }), 'payload.clientPayload', 'must be a string or null'],
-      [handshake({ pathname: s.blobPath, clientPayload: 'x', multipart: 'yes' }), 'payload.multipart', 'must be a boolean'],
-      [{ type: 'blob.generate-client-token', payload: {} }, 'payload.pathname', 'must be a string'],
-      [{ type: 'other' }, 'type', 'a signed request must be blob.upload-completed', true],
-      [{ type: 'blob.upload-completed' }, 'payload.blob.pathname', 'must be a string', true],
-      [{ type: 'blob.upload-completed', payload: { blob: [] } }, 'payload.blob.pathname', 'must be a string', true],
-      [{ type: 'blob.upload-completed', payload: { blob: { pathname: 1 } } }, 'payload.blob.pathname', 'must be a string', true],
-    ];
-    for (const [json, path, message, signed] of cases) {
-      expect(await issueOf(json, signed)).toEqual([{ path, message }]);
-    }
-
-    const { clientToken: token } = (await clientToken(s, s.blobPath, true)).body as { clientToken: string };
-    const mpu = (action: string, body?: string, ids: Record<string, string> = {}) =>
-      api(server.url)('POST', `/blob/mpu?pathname=${encodeURIComponent(s.blobPath)}`, {
-        body,
-        headers: { authorization: `Bearer ${token}`, 'x-mpu-action': action, 'x-content-type': 'application/octet-stream', ...ids },
-      });
-    const created = await mpu('create');
-    expect(created.status).toBe(200);
-    const ids = { 'x-mpu-key': encodeURIComponent(created.body.key), 'x-mpu-upload-id': created.body.uploadId };
-    try {
-      const badLists = ['{"partNumber":1,"etag":"x"}', '[]', '[null]', '[[1]]', '[{"partNumber":1.5,"etag":"x"}]', '[{"partNumber":1,"etag":2}]', '[{"etag":"x"}]', '[1'];
-      for (const list of badLists) {
-        const refused = await mpu('complete', list, ids);
-        expect({ list, status: refused.status, body: refused.body }).toEqual({
-          list,
-          status: 400,
-          body: { error: { code: 'bad_request', message: 'The body must be a JSON array of {partNumber, etag}.' } },
-        });
+  it.skipIf(backend.skip)(
+    'malformed handshake, callback and part-list bodies are refused with the issue of their first bad field',
+    async () => {
+      const rwToken = await server.parts.store.ensureSetting(RW_TOKEN_SETTING, 'unused', 0);
+      const s = await slot();
+      const issueOf = async (json: unknown, signed = false) => {
+        const body = JSON.stringify(json);
+        const headers: Record<string, string> = { 'content-type': 'application/json' };
+        if (signed) headers['x-vercel-signature'] = createHmac('sha256', rwToken).update(body).digest('hex');
+        const response = await s.call('POST', '/api/backups/upload', { body, headers });
+        expect(response.status, body).toBe(400);
+        expect(response.body.code, body).toBe('validation_failed');
+        return response.body.details.issues;
+      };
+      const handshake = (payload: unknown) => ({ type: 'blob.generate-client-token', payload });
+      const cases: [unknown, string, string, boolean?][] = [
+        [[1], '(body)', 'must be a JSON object'],
+        [null, '(body)', 'must be a JSON object'],
+        [{ type: 'blob.generate-client-token' }, 'payload', 'must be an object'],
+        [handshake([]), 'payload', 'must be an object'],
+        [handshake({ clientPayload: 5 }), 'payload.pathname', 'must be a string'],
+        [handshake({ pathname: 7, multipart: 'yes' }), 'payload.pathname', 'must be a string'],
+        [handshake({ pathname: s.blobPath, clientPayload: 5, multipart: 'yes' }), 'payload.clientPayload', 'must be a string or null'],
+        [handshake({ pathname: s.blobPath, clientPayload: 'x', multipart: 'yes' }), 'payload.multipart', 'must be a boolean'],
+        [{ type: 'blob.generate-client-token', payload: {} }, 'payload.pathname', 'must be a string'],
+        [{ type: 'other' }, 'type', 'a signed request must be blob.upload-completed', true],
+        [{ type: 'blob.upload-completed' }, 'payload.blob.pathname', 'must be a string', true],
+        [{ type: 'blob.upload-completed', payload: { blob: [] } }, 'payload.blob.pathname', 'must be a string', true],
+        [{ type: 'blob.upload-completed', payload: { blob: { pathname: 1 } } }, 'payload.blob.pathname', 'must be a string', true],
+      ];
+      for (const [json, path, message, signed] of cases) {
+        expect(await issueOf(json, signed)).toEqual([{ path, message }]);
       }
-      const tooMany = JSON.stringify(Array.from({ length: 10_001 }, (_, i) => ({ partNumber: i + 1, etag: 'x' })));
-      expect((await mpu('complete', tooMany, ids)).body.error.message).toBe('The body must be a JSON array of {partNumber, etag}.');
-    } finally {
-      await (server.parts.blobs as MultipartBlobStore).abortMultipart(created.body.key, created.body.uploadId);
-    }
-    await expectUntouched(s);
-  });
+
+      const { clientToken: token } = (await clientToken(s, s.blobPath, true)).body as { clientToken: string };
+      const mpu = (action: string, body?: string, ids: Record<string, string> = {}) =>
+        api(server.url)('POST', `/blob/mpu?pathname=${encodeURIComponent(s.blobPath)}`, {
+          body,
+          headers: { authorization: `Bearer ${token}`, 'x-mpu-action': action, 'x-content-type': 'application/octet-stream', ...ids },
+        });
+      const created = await mpu('create');
+      expect(created.status).toBe(200);
+      const ids = { 'x-mpu-key': encodeURIComponent(created.body.key), 'x-mpu-upload-id': created.body.uploadId };
+      try {
+        const badLists = [
+          '{"partNumber":1,"etag":"x"}',
+          '[]',
+          '[null]',
+          '[[1]]',
+          '[{"partNumber":1.5,"etag":"x"}]',
+          '[{"partNumber":1,"etag":2}]',
+          '[{"etag":"x"}]',
+          '[1',
+        ];
+        for (const list of badLists) {
+          const refused = await mpu('complete', list, ids);
+          expect({ list, status: refused.status, body: refused.body }).toEqual({
+            list,
+            status: 400,
+            body: { error: { code: 'bad_request', message: 'The body must be a JSON array of {partNumber, etag}.' } },
+          });
+        }
+        const tooMany = JSON.stringify(Array.from({ length: 10_001 }, (_, i) => ({ partNumber: i + 1, etag: 'x' })));
+        expect((await mpu('complete', tooMany, ids)).body.error.message).toBe('The body must be a JSON array of {partNumber, etag}.');
+      } finally {
+        await (server.parts.blobs as MultipartBlobStore).abortMultipart(created.body.key, created.body.uploadId);
+      }
+      await expectUntouched(s);
+    },
+  );
 
   it.skipIf(backend.skip)('a tampered token is refused (forbidden), the slot stays untouched', async () => {
     const s = await slot();
@@ -295,9 +318,9 @@ describe.each([embedded, ...S3_ENGINES.map(scaleOut)])('blobhost-client with the
     const other = await slot();
     const { clientToken: token } = (await clientToken(s)).body as { clientToken: string };
     await expect(put(other.blobPath, Buffer.from('ciphertext'), { access: 'private', token })).rejects.toThrow(/Pathname mismatch/);
-    await expect(
-      put(other.blobPath, Buffer.from('ciphertext'), { access: 'private', token, multipart: true }),
-    ).rejects.toThrow(/Pathname mismatch/);
+    await expect(put(other.blobPath, Buffer.from('ciphertext'), { access: 'private', token, multipart: true })).rejects.toThrow(
+      /Pathname mismatch/,
+    );
     await expectUntouched(s);
     await expectUntouched(other);
   });
@@ -329,7 +352,10 @@ describe.each([embedded, ...S3_ENGINES.map(scaleOut)])('blobhost-client with the
     await server.parts.blobs.put(s.blobPath, (await import('node:stream')).Readable.from([data]));
     const body = JSON.stringify({
       type: 'blob.upload-completed',
-      payload: { blob: { pathname: s.blobPath, url: 'https://blob.example/x', contentType: 'application/octet-stream' }, tokenPayload: null },
+      payload: {
+        blob: { pathname: s.blobPath, url: 'https://blob.example/x', contentType: 'application/octet-stream' },
+        tokenPayload: null,
+      },
     });
     const send = (signature: string) =>
       api(server.url)('POST', '/api/backups/upload', {

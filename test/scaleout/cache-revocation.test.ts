@@ -160,7 +160,12 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
     expect(revoked.status).toBe(200);
     // ServeNode A: at once. ServeNode B: as soon as the notification arrives.
     expect((await api(a.url, victim!.apiKey)('GET', '/api/backup-account')).status).toBe(401);
-    expect(await eventually(() => api(b.url, victim!.apiKey)('GET', '/api/backup-account'), (r) => r.status === 401)).toBe(true);
+    expect(
+      await eventually(
+        () => api(b.url, victim!.apiKey)('GET', '/api/backup-account'),
+        (r) => r.status === 401,
+      ),
+    ).toBe(true);
     // The other key of the account is untouched on both nodes.
     for (const node of [a, b]) expect((await api(node.url, owner!.apiKey)('GET', '/api/backup-account')).status).toBe(200);
   });
@@ -172,7 +177,13 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
     const result = json(await runCli(['admin', 'keys', 'revoke', victim.keyId, '--json'], env));
     expect(result).toEqual({ keyId: victim.keyId, revoked: true });
     for (const node of [a, b]) {
-      expect(await eventually(() => api(node.url, victim.apiKey)('GET', '/api/backups'), (r) => r.status === 401), node.name).toBe(true);
+      expect(
+        await eventually(
+          () => api(node.url, victim.apiKey)('GET', '/api/backups'),
+          (r) => r.status === 401,
+        ),
+        node.name,
+      ).toBe(true);
     }
   });
 
@@ -187,9 +198,21 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
     expect((await byHand('update api_keys set revoked_at = $1 where id = $2', [Date.now(), victim.keyId])).rowCount).toBe(1);
     expect((await byHand("update accounts set plan = 'pro' where id = $1", [other.accountId])).rowCount).toBe(1);
     for (const node of [a, b]) {
-      expect(await eventually(() => api(node.url, victim.apiKey)('GET', '/api/backups'), (r) => r.status === 401), node.name).toBe(true);
+      expect(
+        await eventually(
+          () => api(node.url, victim.apiKey)('GET', '/api/backups'),
+          (r) => r.status === 401,
+        ),
+        node.name,
+      ).toBe(true);
       const onNode = api(node.url, other.apiKey);
-      expect(await eventually(() => onNode('GET', '/api/backup-account'), (r) => r.body.backupInterval === '30m'), node.name).toBe(true);
+      expect(
+        await eventually(
+          () => onNode('GET', '/api/backup-account'),
+          (r) => r.body.backupInterval === '30m',
+        ),
+        node.name,
+      ).toBe(true);
     }
   });
 
@@ -201,10 +224,20 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
 
     const bootstrapped = await api(a.url, owner.apiKey)('POST', '/api/backup-account/bootstrap', { json: envelope(5) });
     expect(bootstrapped.status).toBe(200);
-    expect(await eventually(() => onB('GET', '/api/backup-account'), (r) => r.body.initialized === true)).toBe(true);
+    expect(
+      await eventually(
+        () => onB('GET', '/api/backup-account'),
+        (r) => r.body.initialized === true,
+      ),
+    ).toBe(true);
 
     json(await runCli(['admin', 'accounts', 'set-plan', owner.accountId, 'pro', '--json'], env));
-    expect(await eventually(() => onB('GET', '/api/backup-account'), (r) => r.body.backupInterval === '30m')).toBe(true);
+    expect(
+      await eventually(
+        () => onB('GET', '/api/backup-account'),
+        (r) => r.body.backupInterval === '30m',
+      ),
+    ).toBe(true);
   });
 
   it("after node B's LISTEN connection is killed, B still refuses a key revoked meanwhile", async () => {
@@ -216,6 +249,11 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
     );
     expect(rowCount).toBe(1);
     await byHand('update api_keys set revoked_at = $1 where id = $2', [Date.now(), victim.keyId]);
-    expect(await eventually(() => api(b.url, victim.apiKey)('GET', '/api/backups'), (r) => r.status === 401)).toBe(true);
+    expect(
+      await eventually(
+        () => api(b.url, victim.apiKey)('GET', '/api/backups'),
+        (r) => r.status === 401,
+      ),
+    ).toBe(true);
   });
 });

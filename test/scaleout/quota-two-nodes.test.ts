@@ -18,7 +18,6 @@ const QUOTA = 10_000;
 
 const bytes = (size: number, seed: number) => Buffer.alloc(size, seed);
 
-
 describe.skipIf(skipPg)('storage quota on two Coffer nodes sharing one PostgreSQL', () => {
   let schema: TestSchema;
   const nodes: ServeNode[] = [];

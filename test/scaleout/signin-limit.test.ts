@@ -57,7 +57,12 @@ describe.skipIf(skipPg)('console sign-in attempts on two Coffer nodes sharing on
   it(`the operator console's sign-in is limited the same way, on a count of its own`, async () => {
     const [a, b] = nodes as [ServeNode, ServeNode];
     // The owners' count of this address is used up (the test above); the operator's starts at zero.
-    const allowed = [await attempt(a, 'operator'), await attempt(b, 'operator'), await attempt(a, 'operator'), await attempt(b, 'operator')];
+    const allowed = [
+      await attempt(a, 'operator'),
+      await attempt(b, 'operator'),
+      await attempt(a, 'operator'),
+      await attempt(b, 'operator'),
+    ];
     for (const response of allowed) expect(response.status).not.toBe(429);
     for (const node of [a, b]) {
       const refused = await attempt(node, 'operator');

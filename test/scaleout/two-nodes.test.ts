@@ -25,180 +25,181 @@ import { tempDir } from '../helpers/tmp.js';
 
 const MiB = 1024 * 1024;
 
-for (const engine of S3_ENGINES) describe.skipIf(skipPg || skipEngine(engine))(`two Coffer nodes on one PostgreSQL and one S3 endpoint (${engine})`, () => {
-  let s3: TestS3;
-  let schema: TestSchema;
-  let env: Record<string, string>;
-  let a: ServeNode;
-  let b: ServeNode;
-  const keys: string[] = [];
-  const nodes: ServeNode[] = [];
+for (const engine of S3_ENGINES)
+  describe.skipIf(skipPg || skipEngine(engine))(`two Coffer nodes on one PostgreSQL and one S3 endpoint (${engine})`, () => {
+    let s3: TestS3;
+    let schema: TestSchema;
+    let env: Record<string, string>;
+    let a: ServeNode;
+    let b: ServeNode;
+    const keys: string[] = [];
+    const nodes: ServeNode[] = [];
 
-  beforeAll(async () => {
-    requirePg();
-    assertBuilt();
-    s3 = await startS3(engine);
-    schema = await createTestSchema('coffer_nodes');
-    env = { ...s3.env, COFFER_DATABASE_URL: schema.url };
-    // Accounts exist before the nodes start (so neither runs the first-start bootstrap).
-    const store = openPostgresStore(schema.url);
-    await store.migrate();
-    const service = new KeyService(store, { now: () => Date.now() });
-    for (let i = 0; i < 3; i++) keys.push((await service.issueKey(await service.createAccount('pro'))).apiKey);
-    await store.close();
-    [a, b] = await Promise.all([startServeNode('a', env), startServeNode('b', env)]);
-    nodes.push(a, b);
-  }, 40_000);
+    beforeAll(async () => {
+      requirePg();
+      assertBuilt();
+      s3 = await startS3(engine);
+      schema = await createTestSchema('coffer_nodes');
+      env = { ...s3.env, COFFER_DATABASE_URL: schema.url };
+      // Accounts exist before the nodes start (so neither runs the first-start bootstrap).
+      const store = openPostgresStore(schema.url);
+      await store.migrate();
+      const service = new KeyService(store, { now: () => Date.now() });
+      for (let i = 0; i < 3; i++) keys.push((await service.issueKey(await service.createAccount('pro'))).apiKey);
+      await store.close();
+      [a, b] = await Promise.all([startServeNode('a', env), startServeNode('b', env)]);
+      nodes.push(a, b);
+    }, 40_000);
 
-  afterAll(async () => {
-    for (const node of nodes) if (/"level":(40|50|60)/.test(node.output())) console.warn(`node ${node.name} logged:\n${node.output()}`);
-    for (const node of nodes) node.child.kill('SIGKILL');
-    await Promise.all(nodes.map((node) => exited(node.child)));
-    await s3?.close();
-    await schema?.drop();
-  });
-
-  it('12 concurrent creates for one account, spread over both nodes, give exactly one 201', async () => {
-    const key = keys[0]!;
-    expect((await api(a.url, key)('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
-    const responses = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => api((i % 2 === 0 ? a : b).url, key)('POST', '/api/backups')),
-    );
-    const created = responses.filter((r) => r.status === 201);
-    expect(created).toHaveLength(1);
-    const refused = responses.filter((r) => r.status === 409);
-    expect(refused).toHaveLength(11);
-    for (const r of refused) {
-      expect(r.body).toMatchObject({ code: 'upload_in_progress', details: { backupId: created[0]!.body.backupId } });
-    }
-  });
-
-  it('a finalize on node A reaches an EventSource on node B within 1 s', async () => {
-    const key = keys[0]!;
-    const list = await api(b.url, key)('GET', '/api/backups');
-    const id = list.body.backups[0].id as string;
-    const data = randomBytes(6 * MiB); // two S3 parts
-    const uploaded = await api(b.url, key)('POST', `/api/backups/upload?backupId=${id}`, {
-      body: data,
-      headers: { 'content-type': 'application/octet-stream' },
+    afterAll(async () => {
+      for (const node of nodes) if (/"level":(40|50|60)/.test(node.output())) console.warn(`node ${node.name} logged:\n${node.output()}`);
+      for (const node of nodes) node.child.kill('SIGKILL');
+      await Promise.all(nodes.map((node) => exited(node.child)));
+      await s3?.close();
+      await schema?.drop();
     });
-    expect(uploaded.status).toBe(201);
 
-    const source = new EventSource(`${b.url}/api/backups/${id}/events`, {
-      fetch: (input, init) => fetch(input, { ...init, headers: { ...init?.headers, authorization: `Bearer ${key}` } }),
+    it('12 concurrent creates for one account, spread over both nodes, give exactly one 201', async () => {
+      const key = keys[0]!;
+      expect((await api(a.url, key)('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      const responses = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => api((i % 2 === 0 ? a : b).url, key)('POST', '/api/backups')),
+      );
+      const created = responses.filter((r) => r.status === 201);
+      expect(created).toHaveLength(1);
+      const refused = responses.filter((r) => r.status === 409);
+      expect(refused).toHaveLength(11);
+      for (const r of refused) {
+        expect(r.body).toMatchObject({ code: 'upload_in_progress', details: { backupId: created[0]!.body.backupId } });
+      }
     });
-    const statuses: { status: string; at: number }[] = [];
-    const closed = new Promise<{ reason: string; status: string }>((resolve) =>
-      source.addEventListener('backup.stream.closed', (event) => resolve(JSON.parse(event.data))),
-    );
-    const firstFrame = new Promise<void>((resolve) =>
-      source.addEventListener('backup.status', (event) => {
-        statuses.push({ status: JSON.parse(event.data).status, at: Date.now() });
-        resolve();
-      }),
-    );
-    try {
-      await firstFrame;
-      expect(statuses[0]!.status).toBe('UPLOADED');
-      const finalizedAt = Date.now();
-      const ready = await api(a.url, key)('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(data.length) });
-      expect(ready.status).toBe(200);
-      expect(await closed).toMatchObject({ reason: 'terminal', status: 'READY' });
-      const readyFrame = statuses.find((s) => s.status === 'READY')!;
-      console.info(`finalize on A → READY frame on B: ${readyFrame.at - finalizedAt} ms (including the finalize request)`);
-      expect(readyFrame.at - finalizedAt).toBeLessThan(1000);
-    } finally {
-      source.close();
-    }
 
-    // Either node serves the same bytes from the shared object store.
-    for (const node of [a, b]) {
-      const content = await fetch(`${node.url}/api/backups/${id}/content`, { headers: { authorization: `Bearer ${key}` } });
-      expect(Buffer.from(await content.arrayBuffer()).equals(data)).toBe(true);
-    }
-  });
+    it('a finalize on node A reaches an EventSource on node B within 1 s', async () => {
+      const key = keys[0]!;
+      const list = await api(b.url, key)('GET', '/api/backups');
+      const id = list.body.backups[0].id as string;
+      const data = randomBytes(6 * MiB); // two S3 parts
+      const uploaded = await api(b.url, key)('POST', `/api/backups/upload?backupId=${id}`, {
+        body: data,
+        headers: { 'content-type': 'application/octet-stream' },
+      });
+      expect(uploaded.status).toBe(201);
 
-  it('node A killed mid-upload: no READY record, and after a sweep no orphan object or part remains', async () => {
-    const key = keys[1]!;
-    const callA = api(a.url, key);
-    expect((await callA('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
-    const created = await callA('POST', '/api/backups');
-    expect(created.status).toBe(201);
-    const { backupId: id, blobPath } = created.body as { backupId: string; blobPath: string };
+      const source = new EventSource(`${b.url}/api/backups/${id}/events`, {
+        fetch: (input, init) => fetch(input, { ...init, headers: { ...init?.headers, authorization: `Bearer ${key}` } }),
+      });
+      const statuses: { status: string; at: number }[] = [];
+      const closed = new Promise<{ reason: string; status: string }>((resolve) =>
+        source.addEventListener('backup.stream.closed', (event) => resolve(JSON.parse(event.data))),
+      );
+      const firstFrame = new Promise<void>((resolve) =>
+        source.addEventListener('backup.status', (event) => {
+          statuses.push({ status: JSON.parse(event.data).status, at: Date.now() });
+          resolve();
+        }),
+      );
+      try {
+        await firstFrame;
+        expect(statuses[0]!.status).toBe('UPLOADED');
+        const finalizedAt = Date.now();
+        const ready = await api(a.url, key)('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(data.length) });
+        expect(ready.status).toBe(200);
+        expect(await closed).toMatchObject({ reason: 'terminal', status: 'READY' });
+        const readyFrame = statuses.find((s) => s.status === 'READY')!;
+        console.info(`finalize on A → READY frame on B: ${readyFrame.at - finalizedAt} ms (including the finalize request)`);
+        expect(readyFrame.at - finalizedAt).toBeLessThan(1000);
+      } finally {
+        source.close();
+      }
 
-    // A chunked upload to A that sends 12 MiB (S3 parts start flowing) and then waits.
-    const request = http.request(`${a.url}/api/backups/upload?backupId=${id}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
+      // Either node serves the same bytes from the shared object store.
+      for (const node of [a, b]) {
+        const content = await fetch(`${node.url}/api/backups/${id}/content`, { headers: { authorization: `Bearer ${key}` } });
+        expect(Buffer.from(await content.arrayBuffer()).equals(data)).toBe(true);
+      }
     });
-    request.on('error', () => undefined);
-    request.write(randomBytes(12 * MiB));
-    const deadline = Date.now() + 10_000;
-    const partsStored = async () => {
-      for (const upload of await s3.incompleteUploads()) if ((await s3.storedParts(upload)).length > 0) return true;
-      return false;
-    };
-    while (!(await partsStored())) {
-      if (Date.now() > deadline) throw new Error('no multipart upload started on S3');
-      await new Promise((resolve) => setTimeout(resolve, 50));
+
+    it('node A killed mid-upload: no READY record, and after a sweep no orphan object or part remains', async () => {
+      const key = keys[1]!;
+      const callA = api(a.url, key);
+      expect((await callA('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      const created = await callA('POST', '/api/backups');
+      expect(created.status).toBe(201);
+      const { backupId: id, blobPath } = created.body as { backupId: string; blobPath: string };
+
+      // A chunked upload to A that sends 12 MiB (S3 parts start flowing) and then waits.
+      const request = http.request(`${a.url}/api/backups/upload?backupId=${id}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
+      });
+      request.on('error', () => undefined);
+      request.write(randomBytes(12 * MiB));
+      const deadline = Date.now() + 10_000;
+      const partsStored = async () => {
+        for (const upload of await s3.incompleteUploads()) if ((await s3.storedParts(upload)).length > 0) return true;
+        return false;
+      };
+      while (!(await partsStored())) {
+        if (Date.now() > deadline) throw new Error('no multipart upload started on S3');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      a.child.kill('SIGKILL');
+      await exited(a.child);
+      request.destroy();
+
+      // ServeNode B sees the slot still pending: nothing became READY.
+      const record = await api(b.url, key)('GET', `/api/backups/${id}`);
+      expect(record.body.status).toBe('PENDING_UPLOAD');
+      expect(await s3.incompleteUploads()).toHaveLength(1);
+
+      // A blob stored by an attempt whose node died before recording it: an orphan object.
+      const sweeperParts: Parts = await composeParts(
+        loadConfig({ ...env, COFFER_DATA_DIR: tempDir('coffer-sweeper-') }),
+        new ManualClock(Date.now() + 2 * 3_600_000), // the slot's upload window has passed
+        { sweeper: { orphanGraceMs: 0 } },
+      );
+      try {
+        const stray = `${blobPath}/${'0'.repeat(8)}-0000-7000-8000-${'0'.repeat(12)}.bin`;
+        await sweeperParts.blobs.put(stray, Readable.from([randomBytes(1000)]));
+        const before = await objects(sweeperParts);
+        expect(before).toContain(stray);
+
+        const report = await sweeperParts.sweeper.runOnce({ orphans: true });
+        expect(report.ran).toBe(true);
+        expect(report.orphans).toBeGreaterThanOrEqual(1);
+        expect(report.incomplete).toBe(1);
+
+        const after = await objects(sweeperParts);
+        expect(after.filter((k) => k.startsWith(`${blobPath}/`))).toEqual([]);
+        expect(await s3.incompleteUploads()).toEqual([]);
+        // The READY backup of the previous test keeps its ciphertext.
+        const ready = (await api(b.url, keys[0]!)('GET', '/api/backups')).body.backups.filter((x: any) => x.status === 'READY');
+        expect(ready).toHaveLength(1);
+        expect(after.some((k) => k.includes(ready[0].id))).toBe(true);
+        const final = await sweeperParts.store.getBackup(id);
+        expect(final?.status).toBe('DELETED');
+      } finally {
+        await sweeperParts.close();
+      }
+      // ServeNode B keeps serving.
+      expect((await api(b.url, key)('GET', '/api/backups')).status).toBe(200);
+    });
+
+    it('one node sweeps at a time: while one holds the advisory lock, another skips its sweep', async () => {
+      const open = () => composeParts(loadConfig({ ...env, COFFER_DATA_DIR: tempDir('coffer-sweeper-') }));
+      const [first, second] = await Promise.all([open(), open()]);
+      try {
+        const held = await first.store.tryExclusive('sweeper', () => second.sweeper.runOnce());
+        expect(held).toEqual({ ran: true, value: { ran: false, moved: 0, sessions: 0, orphans: 0, incomplete: 0, vaultHistory: 0 } });
+        expect((await second.sweeper.runOnce()).ran).toBe(true);
+      } finally {
+        await Promise.all([first.close(), second.close()]);
+      }
+    });
+
+    async function objects(parts: Parts): Promise<string[]> {
+      const out: string[] = [];
+      for await (const entry of parts.blobs.list('backups/')) out.push(entry.key);
+      return out;
     }
-    a.child.kill('SIGKILL');
-    await exited(a.child);
-    request.destroy();
-
-    // ServeNode B sees the slot still pending: nothing became READY.
-    const record = await api(b.url, key)('GET', `/api/backups/${id}`);
-    expect(record.body.status).toBe('PENDING_UPLOAD');
-    expect(await s3.incompleteUploads()).toHaveLength(1);
-
-    // A blob stored by an attempt whose node died before recording it: an orphan object.
-    const sweeperParts: Parts = await composeParts(
-      loadConfig({ ...env, COFFER_DATA_DIR: tempDir('coffer-sweeper-') }),
-      new ManualClock(Date.now() + 2 * 3_600_000), // the slot's upload window has passed
-      { sweeper: { orphanGraceMs: 0 } },
-    );
-    try {
-      const stray = `${blobPath}/${'0'.repeat(8)}-0000-7000-8000-${'0'.repeat(12)}.bin`;
-      await sweeperParts.blobs.put(stray, Readable.from([randomBytes(1000)]));
-      const before = await objects(sweeperParts);
-      expect(before).toContain(stray);
-
-      const report = await sweeperParts.sweeper.runOnce({ orphans: true });
-      expect(report.ran).toBe(true);
-      expect(report.orphans).toBeGreaterThanOrEqual(1);
-      expect(report.incomplete).toBe(1);
-
-      const after = await objects(sweeperParts);
-      expect(after.filter((k) => k.startsWith(`${blobPath}/`))).toEqual([]);
-      expect(await s3.incompleteUploads()).toEqual([]);
-      // The READY backup of the previous test keeps its ciphertext.
-      const ready = (await api(b.url, keys[0]!)('GET', '/api/backups')).body.backups.filter((x: any) => x.status === 'READY');
-      expect(ready).toHaveLength(1);
-      expect(after.some((k) => k.includes(ready[0].id))).toBe(true);
-      const final = await sweeperParts.store.getBackup(id);
-      expect(final?.status).toBe('DELETED');
-    } finally {
-      await sweeperParts.close();
-    }
-    // ServeNode B keeps serving.
-    expect((await api(b.url, key)('GET', '/api/backups')).status).toBe(200);
   });
-
-  it('one node sweeps at a time: while one holds the advisory lock, another skips its sweep', async () => {
-    const open = () => composeParts(loadConfig({ ...env, COFFER_DATA_DIR: tempDir('coffer-sweeper-') }));
-    const [first, second] = await Promise.all([open(), open()]);
-    try {
-      const held = await first.store.tryExclusive('sweeper', () => second.sweeper.runOnce());
-      expect(held).toEqual({ ran: true, value: { ran: false, moved: 0, sessions: 0, orphans: 0, incomplete: 0, vaultHistory: 0 } });
-      expect((await second.sweeper.runOnce()).ran).toBe(true);
-    } finally {
-      await Promise.all([first.close(), second.close()]);
-    }
-  });
-
-  async function objects(parts: Parts): Promise<string[]> {
-    const out: string[] = [];
-    for await (const entry of parts.blobs.list('backups/')) out.push(entry.key);
-    return out;
-  }
-});

@@ -57,7 +57,15 @@ describe('CachedStore invalidation', () => {
     const account: Account = { id: uuidv7(), plan: 'free', createdAt: T0, lastReadyCreatedAt: null, deletionGraceDays: 0 };
     await store.createAccount(account);
     await store.createVault(account.id, vault('A'));
-    const key: ApiKey = { id: uuidv7(), accountId: account.id, scopes: ['backups:read'], createdAt: T0, expiresAt: null, revokedAt: null, appendOnly: false };
+    const key: ApiKey = {
+      id: uuidv7(),
+      accountId: account.id,
+      scopes: ['backups:read'],
+      createdAt: T0,
+      expiresAt: null,
+      revokedAt: null,
+      appendOnly: false,
+    };
     const keyHash = `h${uuidv7()}`;
     await store.createApiKey(key, keyHash);
     return { account, key, keyHash };
@@ -112,7 +120,9 @@ describe('CachedStore invalidation', () => {
 
     await fresh();
     const id = uuidv7();
-    expect((await cache.createBackup(account.id, T0, () => ({ allowed: true }), newSlot(id, account.id, T0, T0 + 3_600_000))).allowed).toBe(true);
+    expect((await cache.createBackup(account.id, T0, () => ({ allowed: true }), newSlot(id, account.id, T0, T0 + 3_600_000))).allowed).toBe(
+      true,
+    );
     expect((await cache.listBackups(account.id, ['PENDING_UPLOAD', 'READY'])).map((b) => b.id)).toEqual([id]);
 
     await fresh();
@@ -143,7 +153,7 @@ describe('CachedStore invalidation', () => {
     expect(await cache.getAccount(account.id)).toEqual(account);
   });
 
-  it('a change to one account while reads are in flight keeps the other accounts\' entries', async () => {
+  it("a change to one account while reads are in flight keeps the other accounts' entries", async () => {
     const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
     const a = await seed(inner);
     const b = await seed(inner);
@@ -177,7 +187,7 @@ describe('CachedStore invalidation', () => {
     expect((await cache.getAccount(account.id))?.plan).toBe('pro');
   });
 
-  it('a change heard on the feed drops that account\'s entries, and only that account\'s', async () => {
+  it("a change heard on the feed drops that account's entries, and only that account's", async () => {
     const feed = new TestFeed();
     const cache = new CachedStore(inner, { maxBytes: 1 << 20, changes: feed });
     const a = await seed(inner);

@@ -393,7 +393,7 @@ describe('CachedStore over a scripted store', () => {
     expect(reads.filter((key) => key === 'a:C')).toHaveLength(2);
   });
 
-  it('an entry evicted for space leaves its account\'s other entries invalidatable, and no bookkeeping behind', async () => {
+  it("an entry evicted for space leaves its account's other entries invalidatable, and no bookkeeping behind", async () => {
     const { inner, rows } = scripted();
     const pad = 'p'.repeat(600);
     const ids = ['X0', 'O1', 'O2', 'O3', 'O4', 'O5', 'O6', 'O7', 'O8', 'O9'];
@@ -437,7 +437,7 @@ describe('CachedStore over a scripted store', () => {
     expect(cache.stats.clears).toBe(0);
   });
 
-  it('a quota change drops the account\'s entries', async () => {
+  it("a quota change drops the account's entries", async () => {
     const { inner, rows, reads } = scripted();
     rows.set('a:A', account('A'));
     const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
@@ -447,7 +447,7 @@ describe('CachedStore over a scripted store', () => {
     expect(reads).toEqual(['a:A', 'a:A']);
   });
 
-  it('revoking a key: its owner\'s entries go; an unknown key changes nothing; a key gone meanwhile or a failure drops everything', async () => {
+  it("revoking a key: its owner's entries go; an unknown key changes nothing; a key gone meanwhile or a failure drops everything", async () => {
     const { inner, rows, reads } = scripted();
     rows.set('a:A', account('A'));
     rows.set('a:B', account('B'));

@@ -54,7 +54,12 @@ export async function call<R extends keyof AdminRoutes>(
   const headers: Record<string, string> = {};
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET' && csrf) headers['x-csrf-token'] = csrf;
-  const response = await fetch(`/admin/api${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+  const response = await fetch(`/admin/api${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: 'same-origin',
+  });
   if (response.status === 204) return undefined as AdminRoutes[R]['response'];
   const data = (await response.json().catch(() => ({}))) as { code?: string; message?: string } & AdminRoutes[R]['response'];
   if (!response.ok) throw new AdminError(response.status, data.code ?? 'error', data.message ?? `HTTP ${response.status}`);

@@ -5,7 +5,18 @@
  */
 import { render } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { AdminError, bytes, call, setCsrf, when, type AccountData, type OverviewData, type OwnerLinkData, type Plan, type SessionData } from './api.js';
+import {
+  AdminError,
+  bytes,
+  call,
+  setCsrf,
+  when,
+  type AccountData,
+  type OverviewData,
+  type OwnerLinkData,
+  type Plan,
+  type SessionData,
+} from './api.js';
 import { CardTable } from '../card-table.js';
 import '../styles.css';
 import './admin.css';
@@ -249,7 +260,11 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
     quota: quotaMode === 'plan' ? 'plan' : quotaMode === 'none' ? null : Number(quotaBytes),
   });
   const quotaDone = () =>
-    quotaMode === 'plan' ? "The quota now follows the plan's." : quotaMode === 'none' ? 'The account has no quota now.' : `The quota is now ${bytes(Number(quotaBytes))}.`;
+    quotaMode === 'plan'
+      ? "The quota now follows the plan's."
+      : quotaMode === 'none'
+        ? 'The account has no quota now.'
+        : `The quota is now ${bytes(Number(quotaBytes))}.`;
   useEffect(() => {
     call('GET /accounts/:id', { params: { id } }).then(show, setError);
   }, [id]);
@@ -335,7 +350,10 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               class="admin-inline"
               onSubmit={(e) => {
                 e.preventDefault();
-                void act(() => call('PUT /accounts/:id/deletion-grace', { params: { id }, body: { days: Number(grace) } }), `The deletion grace is now ${grace} days.`);
+                void act(
+                  () => call('PUT /accounts/:id/deletion-grace', { params: { id }, body: { days: Number(grace) } }),
+                  `The deletion grace is now ${grace} days.`,
+                );
               }}
             >
               <label>
@@ -353,7 +371,10 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
             >
               <label>
                 Quota
-                <select value={quotaMode} onChange={(e) => setQuotaMode((e.target as HTMLSelectElement).value as 'plan' | 'none' | 'bytes')}>
+                <select
+                  value={quotaMode}
+                  onChange={(e) => setQuotaMode((e.target as HTMLSelectElement).value as 'plan' | 'none' | 'bytes')}
+                >
                   <option value="plan">The plan's</option>
                   <option value="none">None</option>
                   <option value="bytes">Bytes</option>
@@ -362,7 +383,14 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               {quotaMode === 'bytes' && (
                 <label>
                   Quota (bytes)
-                  <input type="number" min="0" step="1" required value={quotaBytes} onInput={(e) => setQuotaBytes((e.target as HTMLInputElement).value)} />
+                  <input
+                    type="number"
+                    min="0"
+                    step="1"
+                    required
+                    value={quotaBytes}
+                    onInput={(e) => setQuotaBytes((e.target as HTMLInputElement).value)}
+                  />
                 </label>
               )}
               <button type="submit">Set quota</button>
@@ -402,7 +430,12 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
                         <button
                           type="button"
                           class="danger"
-                          onClick={() => void act(() => call('POST /accounts/:id/keys/:keyId/revoke', { params: { id, keyId: k.keyId } }), `Key ${k.keyId} revoked.`)}
+                          onClick={() =>
+                            void act(
+                              () => call('POST /accounts/:id/keys/:keyId/revoke', { params: { id, keyId: k.keyId } }),
+                              `Key ${k.keyId} revoked.`,
+                            )
+                          }
                         >
                           Revoke
                         </button>

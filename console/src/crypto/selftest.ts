@@ -19,7 +19,12 @@ export interface Vectors {
   kek: string;
   masterKey: string;
   wrappedMasterKeyNonce: string;
-  vault: { cryptoVersion: string; kdf: { salt: string; opslimit: number; memlimit: number }; wrappedMasterKey: string; wrappedMasterKeyNonce: string };
+  vault: {
+    cryptoVersion: string;
+    kdf: { salt: string; opslimit: number; memlimit: number };
+    wrappedMasterKey: string;
+    wrappedMasterKeyNonce: string;
+  };
   backupId: string;
   dek: string;
   wrappedDekNonce: string;
@@ -50,7 +55,7 @@ export function parseVectors(markdown: string): Vectors {
 export function tarFiles(tar: Uint8Array): Record<string, Uint8Array> {
   const text = new TextDecoder();
   const files: Record<string, Uint8Array> = {};
-  for (let at = 0; at + 512 <= tar.length; ) {
+  for (let at = 0; at + 512 <= tar.length;) {
     const header = tar.subarray(at, at + 512);
     if (header.every((byte) => byte === 0)) break;
     const field = (from: number, to: number) => text.decode(header.subarray(from, to)).replace(/\0.*$/s, '');
@@ -132,7 +137,13 @@ export async function runVectorChecks(
     );
   });
   await check('data key sealed to the recipient (X-Wing, XChaCha20-Poly1305) and unsealed with the master key', () => {
-    const sealed = sealDek(parseRecipient(v.recipient.text), v.backupId, dek, fromBase64(v.sealedDek.wrappedDekNonce, 'nonce'), fromHex(v.sealedDek.eseed));
+    const sealed = sealDek(
+      parseRecipient(v.recipient.text),
+      v.backupId,
+      dek,
+      fromBase64(v.sealedDek.wrappedDekNonce, 'nonce'),
+      fromHex(v.sealedDek.eseed),
+    );
     return sealed.wrappedDek === v.sealedDek.wrappedDek && toHex(unwrapDek(masterKey, v.backupId, v.sealedDek)) === v.dek;
   });
   await check('keyring after a rekey: unwrapped with the passphrase, every older data key opened with it', async () => {

@@ -35,8 +35,7 @@ function Actor({ event }: { event: AuditEvent }) {
   const label = kind === 'key' ? 'API key' : 'Console session';
   return (
     <span>
-      {label}{' '}
-      {event.actorLabel && <strong class="key-label">{event.actorLabel} </strong>}
+      {label} {event.actorLabel && <strong class="key-label">{event.actorLabel} </strong>}
       {id && (
         <span class="mono" title={id}>
           {shortId(id)}
@@ -51,7 +50,9 @@ export function AuditPage() {
   const [list, setList] = useState<AuditList | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    api('GET /console/api/audit').then(setList, (caught: unknown) => setError(caught instanceof ApiError ? caught.message : String(caught)));
+    api('GET /console/api/audit').then(setList, (caught: unknown) =>
+      setError(caught instanceof ApiError ? caught.message : String(caught)),
+    );
   }, []);
   return (
     <section>
@@ -108,7 +109,11 @@ export function AuditPage() {
           ]}
         />
       )}
-      {list && <p class="help">The newest {list.maxEntries} actions and {list.maxEntries} refused attempts are kept; older ones are dropped as new ones arrive.</p>}
+      {list && (
+        <p class="help">
+          The newest {list.maxEntries} actions and {list.maxEntries} refused attempts are kept; older ones are dropped as new ones arrive.
+        </p>
+      )}
     </section>
   );
 }

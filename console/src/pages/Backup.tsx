@@ -35,7 +35,9 @@ function Restore({ backupId }: { backupId: string }) {
   const passphraseInput = useRef<HTMLInputElement>(null);
   const { state, run } = useUnlock<Restored, RestoreFailure, { done: number; total: number }>({
     describe: (caught) =>
-      caught instanceof WorkerFailure ? { integrity: caught.report.integrity ?? false, message: caught.report.message } : { integrity: false, message: String(caught) },
+      caught instanceof WorkerFailure
+        ? { integrity: caught.report.integrity ?? false, message: caught.report.message }
+        : { integrity: false, message: String(caught) },
     focusOnError: ({ wrongPassphrase }) => (wrongPassphrase ? passphraseInput : null),
   });
 
@@ -68,7 +70,11 @@ function Restore({ backupId }: { backupId: string }) {
                     if (message.stage === 'downloading') progress({ done: 0, total: 0 });
                     break;
                   case 'metadata':
-                    rememberKeys(fingerprints, new Map(), new Map([[backupId, { name: message.metadata.name, source: sourceOf(message.metadata) }]]));
+                    rememberKeys(
+                      fingerprints,
+                      new Map(),
+                      new Map([[backupId, { name: message.metadata.name, source: sourceOf(message.metadata) }]]),
+                    );
                     break;
                   case 'key':
                     fingerprints = message.fingerprints;
@@ -109,8 +115,8 @@ function Restore({ backupId }: { backupId: string }) {
     <section class="panel" aria-labelledby="restore-title">
       <h2 id="restore-title">Restore files</h2>
       <p>
-        The encrypted archive is downloaded and decrypted in this page with your passphrase, checked against its sealed SHA-256, then
-        saved as a <code>.tar</code> file. The passphrase and the files never leave this browser.
+        The encrypted archive is downloaded and decrypted in this page with your passphrase, checked against its sealed SHA-256, then saved
+        as a <code>.tar</code> file. The passphrase and the files never leave this browser.
       </p>
       <VaultPassphraseForm
         id="passphrase"
@@ -139,8 +145,8 @@ function Restore({ backupId }: { backupId: string }) {
             <p>
               <strong>Decrypted and verified.</strong> {formatBytes(restored.bytes)} archive of “{restored.metadata.name}”:{' '}
               {plural(restored.metadata.fileCount, 'file')}, {plural(restored.metadata.directoryCount, 'folder')},{' '}
-              {plural(restored.metadata.symlinkCount, 'link')}, from{' '}
-              <code>{restored.metadata.sourcePath}</code>. Final tag, size and SHA-256 all match.
+              {plural(restored.metadata.symlinkCount, 'link')}, from <code>{restored.metadata.sourcePath}</code>. Final tag, size and
+              SHA-256 all match.
             </p>
             <p>
               <a ref={saveLink} class="button" href={restored.url} download={restored.fileName}>
@@ -148,7 +154,8 @@ function Restore({ backupId }: { backupId: string }) {
               </a>
             </p>
             <p class="help">
-              Unpack with <code>tar -xf {restored.fileName}</code>, or restore directly with <code>coffer restore {backupId} ./restored</code>.
+              Unpack with <code>tar -xf {restored.fileName}</code>, or restore directly with{' '}
+              <code>coffer restore {backupId} ./restored</code>.
             </p>
           </div>
         )}
@@ -242,7 +249,11 @@ function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
 function NameOrHint({ backupId }: { backupId: string }) {
   const described = useKnownKeys()?.described?.get(backupId);
   if (described) return <BackupName backupId={backupId} />;
-  return <span class="muted">Sealed with the backup: shown once the vault is unlocked in this page (Restore files below, or Keys on the Backups page).</span>;
+  return (
+    <span class="muted">
+      Sealed with the backup: shown once the vault is unlocked in this page (Restore files below, or Keys on the Backups page).
+    </span>
+  );
 }
 
 export function BackupPage({ id }: { id: string }) {
@@ -301,11 +312,7 @@ export function BackupPage({ id }: { id: string }) {
         <dd>Envelope {backup.cryptoVersion}: XChaCha20-Poly1305 secretstream, key wrapped for this backup only</dd>
         <BackupKey backupId={backup.id} wrappedDek={backup.wrappedDek} />
       </dl>
-      {backup.status === 'READY' ? (
-        <Restore backupId={id} />
-      ) : (
-        <p class="notice">Its files can be restored once it is READY.</p>
-      )}
+      {backup.status === 'READY' ? <Restore backupId={id} /> : <p class="notice">Its files can be restored once it is READY.</p>}
       <Delete backupId={id} ready={backup.status === 'READY'} />
     </section>
   );

@@ -23,7 +23,12 @@ export function modeString(entry: ArchiveEntry): string {
 }
 
 /** The base name of an archive path as a safe download name. */
-const downloadName = (entryPath: string) => entryPath.split('/').pop()!.replace(/[^\p{L}\p{N}._ -]+/gu, '-').replace(/^[.-]+/, '') || 'file';
+const downloadName = (entryPath: string) =>
+  entryPath
+    .split('/')
+    .pop()!
+    .replace(/[^\p{L}\p{N}._ -]+/gu, '-')
+    .replace(/^[.-]+/, '') || 'file';
 
 export function BackupFiles({ archive, metadata, entries }: { archive: Blob; metadata: BackupMetadata; entries: ArchiveEntry[] }) {
   const [filter, setFilter] = useState('');
@@ -65,7 +70,8 @@ export function BackupFiles({ archive, metadata, entries }: { archive: Blob; met
     <section class="panel" aria-labelledby="files-title">
       <h2 id="files-title">Files in this backup</h2>
       <p class="muted">
-        {plural(files, 'file')}, {plural(entries.length, 'entry', 'entries')} in all, listed from the decrypted and verified archive in this page.
+        {plural(files, 'file')}, {plural(entries.length, 'entry', 'entries')} in all, listed from the decrypted and verified archive in this
+        page.
       </p>
       <label for="files-filter">Filter by path</label>
       <input
@@ -122,7 +128,13 @@ export function BackupFiles({ archive, metadata, entries }: { archive: Blob; met
             label: null,
             cell: (entry) =>
               (entry.type === 'file' || entry.type === 'hardlink') && (
-                <button type="button" class="secondary" disabled={busy !== null} onClick={() => void save(entry)} aria-label={`Save ${entry.path}`}>
+                <button
+                  type="button"
+                  class="secondary"
+                  disabled={busy !== null}
+                  onClick={() => void save(entry)}
+                  aria-label={`Save ${entry.path}`}
+                >
                   {busy === entry.path ? 'Saving…' : 'Save'}
                 </button>
               ),

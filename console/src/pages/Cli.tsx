@@ -24,7 +24,9 @@ export function CliPage() {
         </p>
       )}
       {about && !about.cli && (
-        <p class="notice">This server has not built its CLI package yet (the operator runs <code>npm run build</code>).</p>
+        <p class="notice">
+          This server has not built its CLI package yet (the operator runs <code>npm run build</code>).
+        </p>
       )}
       {about?.cli && (
         <>

@@ -3,7 +3,17 @@
  * add a backup host (an append-only key and the settings the host needs), list keys, revoke them.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, SCOPES, api, type CreatedHostAccount, type CreatedKey, type HostAccountInfo, type KeyInfo, type Scope, type SessionInfo } from '../api.js';
+import {
+  ApiError,
+  SCOPES,
+  api,
+  type CreatedHostAccount,
+  type CreatedKey,
+  type HostAccountInfo,
+  type KeyInfo,
+  type Scope,
+  type SessionInfo,
+} from '../api.js';
 import { HOST_LABEL, KEY_LABEL_MAX, keyLabelProblem } from '../../../src/domain/keys.js';
 import type { BackupRecord } from '../api.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
@@ -73,7 +83,9 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
     setError(null);
     const label = hostLabel.trim();
     if (schedule === 'own' && !HOST_LABEL.test(label)) {
-      setError('Nothing was made: name the host with 1–40 letters, digits, spaces, dots, dashes or underscores, starting with a letter or digit.');
+      setError(
+        'Nothing was made: name the host with 1–40 letters, digits, spaces, dots, dashes or underscores, starting with a letter or digit.',
+      );
       return;
     }
     let recipient: string | null = null;
@@ -83,23 +95,42 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
       const derived = await deriveRecipientInWorker({ passphrase });
       if (derived.type === 'error') {
         setState({ phase: 'form' });
-        setError(derived.wrongPassphrase ? 'That passphrase does not unlock the vault. No key was made.' : `The recipient could not be derived: ${derived.message}. No key was made.`);
+        setError(
+          derived.wrongPassphrase
+            ? 'That passphrase does not unlock the vault. No key was made.'
+            : `The recipient could not be derived: ${derived.message}. No key was made.`,
+        );
         return;
       }
       ({ recipient, fingerprint } = derived);
     }
     setPassphrase('');
     const expiresInDays = expiry === 'never' ? null : Number(expiry);
-    setState({ phase: 'working', step: schedule === 'own' ? 'Making the host account and its append-only key…' : 'Making the append-only key…' });
+    setState({
+      phase: 'working',
+      step: schedule === 'own' ? 'Making the host account and its append-only key…' : 'Making the append-only key…',
+    });
     try {
       const about = await api('GET /console/api/about');
       if (schedule === 'own') {
         const made = await api('POST /console/api/host-accounts', { body: { label, expiresInDays } });
         setHostLabel('');
-        setState({ phase: 'done', keyId: made.keyId, settings: hostSettings(about.publicUrl, made.apiKey, recipient), fingerprint, hostAccount: made });
+        setState({
+          phase: 'done',
+          keyId: made.keyId,
+          settings: hostSettings(about.publicUrl, made.apiKey, recipient),
+          fingerprint,
+          hostAccount: made,
+        });
       } else {
         const created = await api('POST /console/api/keys', { body: { scopes: ['backups:write'], expiresInDays, appendOnly: true } });
-        setState({ phase: 'done', keyId: created.keyId, settings: hostSettings(about.publicUrl, created.apiKey, recipient), fingerprint, hostAccount: null });
+        setState({
+          phase: 'done',
+          keyId: created.keyId,
+          settings: hostSettings(about.publicUrl, created.apiKey, recipient),
+          fingerprint,
+          hostAccount: null,
+        });
       }
       await onCreated();
     } catch (caught) {
@@ -113,14 +144,15 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
       <div class="success new-key" role="region" aria-labelledby="host-ready-title">
         <h3 id="host-ready-title">Set this on the host</h3>
         <p>
-          <strong>Copy it now: the key is shown only this once.</strong> Key {shortId(state.keyId)} is write-only and append-only: it
-          can add backups, never read, list, download, delete them, reset the account or change the vault.
+          <strong>Copy it now: the key is shown only this once.</strong> Key {shortId(state.keyId)} is write-only and append-only: it can
+          add backups, never read, list, download, delete them, reset the account or change the vault.
         </p>
         {state.hostAccount && (
           <p data-testid="host-account-made">
-            It belongs to the host account <strong>{state.hostAccount.label}</strong> (<span class="mono">{shortId(state.hostAccount.accountId)}</span>): its
-            own schedule, one backup every {state.hostAccount.backupInterval} on the {state.hostAccount.plan} plan, and the same vault as
-            yours, so your passphrase and recipient open its backups. They are listed below under Host accounts.
+            It belongs to the host account <strong>{state.hostAccount.label}</strong> (
+            <span class="mono">{shortId(state.hostAccount.accountId)}</span>): its own schedule, one backup every{' '}
+            {state.hostAccount.backupInterval} on the {state.hostAccount.plan} plan, and the same vault as yours, so your passphrase and
+            recipient open its backups. They are listed below under Host accounts.
           </p>
         )}
         <label for="host-settings">Host settings</label>
@@ -146,17 +178,17 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
   return (
     <form onSubmit={submit} aria-describedby="host-help">
       <p id="host-help" class="help">
-        Makes a write-only, append-only key for a machine that runs backups, and shows what to set there. A stolen host can add backups
-        but cannot read, list, download or delete any, and never holds the vault's wrapped key, so it cannot guess your passphrase
-        offline. What it gives up: it cannot read the server's list, so it cannot check the server's newest backup against its own
-        record (the chain-head check); that check runs where you restore, with <code>coffer list --chain</code>.
+        Makes a write-only, append-only key for a machine that runs backups, and shows what to set there. A stolen host can add backups but
+        cannot read, list, download or delete any, and never holds the vault's wrapped key, so it cannot guess your passphrase offline. What
+        it gives up: it cannot read the server's list, so it cannot check the server's newest backup against its own record (the chain-head
+        check); that check runs where you restore, with <code>coffer list --chain</code>.
       </p>
       <p class="help" id="host-cadence">
-        <strong>The schedule is per account:</strong> the plan's interval counts every backup of this account, yours and every host's
-        with a key made here, so a host added here waits while another backup of the account is recent. A host that must back up on
-        its own schedule needs a host account: an account of its own with the same vault (the same passphrase and recipient), whose
-        backups you still list and restore here and with <code>coffer list</code>. Choose <strong>Its own</strong> below to make one
-        (at most 5 per account from here; your operator adds more with <code>coffer admin accounts add-host</code>).
+        <strong>The schedule is per account:</strong> the plan's interval counts every backup of this account, yours and every host's with a
+        key made here, so a host added here waits while another backup of the account is recent. A host that must back up on its own
+        schedule needs a host account: an account of its own with the same vault (the same passphrase and recipient), whose backups you
+        still list and restore here and with <code>coffer list</code>. Choose <strong>Its own</strong> below to make one (at most 5 per
+        account from here; your operator adds more with <code>coffer admin accounts add-host</code>).
       </p>
       {error && (
         <p class="error" role="alert">
@@ -166,13 +198,27 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
       <fieldset>
         <legend>Schedule</legend>
         <div class="check">
-          <input type="radio" id="host-schedule-shared" name="host-schedule" value="shared" checked={schedule === 'shared'} onChange={() => setSchedule('shared')} />
+          <input
+            type="radio"
+            id="host-schedule-shared"
+            name="host-schedule"
+            value="shared"
+            checked={schedule === 'shared'}
+            onChange={() => setSchedule('shared')}
+          />
           <label for="host-schedule-shared">
             This account's <span class="muted">a key of this account: the host waits while another backup of the account is recent</span>
           </label>
         </div>
         <div class="check">
-          <input type="radio" id="host-schedule-own" name="host-schedule" value="own" checked={schedule === 'own'} onChange={() => setSchedule('own')} />
+          <input
+            type="radio"
+            id="host-schedule-own"
+            name="host-schedule"
+            value="own"
+            checked={schedule === 'own'}
+            onChange={() => setSchedule('own')}
+          />
           <label for="host-schedule-own">
             Its own <span class="muted">a host account on your plan with the same vault: your passphrase and recipient restore it</span>
           </label>
@@ -192,11 +238,18 @@ function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
             aria-describedby="host-label-help"
           />
           <p id="host-label-help" class="help">
-            e.g. “web”: 1–40 letters, digits, spaces, dots, dashes or underscores. Shown with its backups below and by <code>coffer list</code>.
+            e.g. “web”: 1–40 letters, digits, spaces, dots, dashes or underscores. Shown with its backups below and by{' '}
+            <code>coffer list</code>.
           </p>
         </>
       )}
-      <SecretField id="host-passphrase" label="Vault passphrase (optional)" value={passphrase} onValue={setPassphrase} autoComplete="current-password" />
+      <SecretField
+        id="host-passphrase"
+        label="Vault passphrase (optional)"
+        value={passphrase}
+        onValue={setPassphrase}
+        autoComplete="current-password"
+      />
       <p class="help">With it, this page derives your vault's recipient so the host never needs the passphrase. It is not sent anywhere.</p>
       <label for="host-expiry">Lifetime of the host's key</label>
       <select id="host-expiry" value={expiry} onChange={(event) => setExpiry((event.target as HTMLSelectElement).value)}>
@@ -301,7 +354,14 @@ function NewKey({ created, onDone }: { created: CreatedKey; onDone: () => void }
       </p>
       <label for="new-key-value">API key</label>
       <div class="copy-row">
-        <input id="new-key-value" ref={field} class="mono" readOnly value={created.apiKey} onFocus={(e) => (e.target as HTMLInputElement).select()} />
+        <input
+          id="new-key-value"
+          ref={field}
+          class="mono"
+          readOnly
+          value={created.apiKey}
+          onFocus={(e) => (e.target as HTMLInputElement).select()}
+        />
         <button type="button" class="secondary" onClick={copy}>
           Copy
         </button>
@@ -311,7 +371,8 @@ function NewKey({ created, onDone }: { created: CreatedKey; onDone: () => void }
           'Copied to the clipboard.'
         ) : (
           <>
-            Permissions: {created.scopes.join(', ')}{created.appendOnly && ' (append-only)'}. Expires: <When at={created.expiresAt} empty="never" />.
+            Permissions: {created.scopes.join(', ')}
+            {created.appendOnly && ' (append-only)'}. Expires: <When at={created.expiresAt} empty="never" />.
             {created.expiryCapped && ' A key made here cannot outlive the key you signed in with, so it expires with that key.'}
           </>
         )}
@@ -533,7 +594,12 @@ export function KeysPage({ session }: { session: SessionInfo }) {
                     {key.usedByThisSession && <span class="help">This signs you out.</span>}
                   </span>
                 ) : (
-                  <button type="button" class="secondary" onClick={() => setConfirm(key.keyId)} aria-label={`Revoke key ${shortId(key.keyId)}`}>
+                  <button
+                    type="button"
+                    class="secondary"
+                    onClick={() => setConfirm(key.keyId)}
+                    aria-label={`Revoke key ${shortId(key.keyId)}`}
+                  >
                     Revoke…
                   </button>
                 )),

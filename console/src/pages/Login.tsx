@@ -74,8 +74,8 @@ export function LoginPage({ onSignedIn, notice }: { onSignedIn: (session: Sessio
         </div>
       )}
       <p>
-        Open the one-time link your operator gave you (<code>coffer admin login-link</code>), or sign in with an API key that holds
-        all three permissions (read, write and restore).
+        Open the one-time link your operator gave you (<code>coffer admin login-link</code>), or sign in with an API key that holds all
+        three permissions (read, write and restore).
       </p>
       <form
         onSubmit={(event) => {

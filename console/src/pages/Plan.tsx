@@ -46,7 +46,11 @@ export function PlanPage() {
             <dd data-testid="last-ready">
               <When at={overview.cadence.lastReadyAt} empty="No backup is ready" />{' '}
               {overview.cadence.overdue && (
-                <span class="badge badge-failed" data-testid="overdue" title={`No backup reached READY within twice the interval (${overview.backupInterval})`}>
+                <span
+                  class="badge badge-failed"
+                  data-testid="overdue"
+                  title={`No backup reached READY within twice the interval (${overview.backupInterval})`}
+                >
                   Overdue
                 </span>
               )}
@@ -65,8 +69,7 @@ export function PlanPage() {
             </dd>
             <dt>Stored</dt>
             <dd>
-              {plural(overview.backups.ready, 'ready backup')},{' '}
-              {formatBytes(overview.backups.storedCiphertextBytes)} encrypted
+              {plural(overview.backups.ready, 'ready backup')}, {formatBytes(overview.backups.storedCiphertextBytes)} encrypted
             </dd>
             <dt>Storage quota</dt>
             <dd data-testid="quota">
@@ -97,7 +100,11 @@ function StorageUsage({ storedBytes, quotaBytes }: { storedBytes: number; quotaB
       </span>{' '}
       <progress max={quotaBytes} value={Math.min(storedBytes, quotaBytes)} aria-label="Storage used of the quota" />
       {full && (
-        <span class="badge badge-failed" data-testid="quota-full" title="New backups are refused until backups are deleted or the quota is raised">
+        <span
+          class="badge badge-failed"
+          data-testid="quota-full"
+          title="New backups are refused until backups are deleted or the quota is raised"
+        >
           Quota reached
         </span>
       )}

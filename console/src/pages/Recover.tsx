@@ -17,7 +17,8 @@ interface Refusal {
 
 async function refusal(caught: unknown): Promise<Refusal> {
   const { KitFormatError } = await import('../crypto/kit.js');
-  if (caught instanceof KitFormatError) return { field: 'kit', message: <>The kit could not be read: {caught.message}. Nothing was changed.</> };
+  if (caught instanceof KitFormatError)
+    return { field: 'kit', message: <>The kit could not be read: {caught.message}. Nothing was changed.</> };
   if (caught instanceof KitRefused) return { field: 'kit', message: refusalText(caught) };
   if (caught instanceof VaultChanged) return { field: null, message: caught.message };
   if (caught instanceof ApiError) return { field: null, message: `${caught.message} ${caught.resolution}` };
@@ -36,9 +37,12 @@ function refusalText({ reason, opened, checked }: KitRefused): ComponentChildren
   if (reason === 'partial') {
     return (
       <>
-        <strong>This kit opens only {opened} of {plural(checked, 'ready backup')}.</strong> The others use a key it does not hold (a{' '}
-        <code>coffer rekey</code> after the kit was printed?). Recovering with it would make them unreadable for good, so nothing was
-        changed. Type the words of the newest kit; to accept the loss, use <code>coffer recover --force</code>.
+        <strong>
+          This kit opens only {opened} of {plural(checked, 'ready backup')}.
+        </strong>{' '}
+        The others use a key it does not hold (a <code>coffer rekey</code> after the kit was printed?). Recovering with it would make them
+        unreadable for good, so nothing was changed. Type the words of the newest kit; to accept the loss, use{' '}
+        <code>coffer recover --force</code>.
       </>
     );
   }
@@ -97,8 +101,8 @@ export function RecoverPage() {
         <div class="success" role="status">
           <p>
             <strong>Vault recovered.</strong> The kit ({plural(state.result.keys, 'key')}) opened {state.result.opened} of{' '}
-            {plural(state.result.checked, 'ready backup')}. Your new passphrase now unlocks the vault; its recipient is the kit's current key (
-            <span class="mono">{state.result.fingerprint}</span>).
+            {plural(state.result.checked, 'ready backup')}. Your new passphrase now unlocks the vault; its recipient is the kit's current
+            key (<span class="mono">{state.result.fingerprint}</span>).
           </p>
           <p>
             <a href={BASE}>Go to your backups</a>
@@ -123,7 +127,8 @@ export function RecoverPage() {
             disabled={busy}
           />
           <p class="help" id="kit-help">
-            The 24 words of each key line, the current key (key 1) first, separated by spaces or new lines. You may also paste the whole kit.
+            The 24 words of each key line, the current key (key 1) first, separated by spaces or new lines. You may also paste the whole
+            kit.
           </p>
           <SecretField
             id="new-passphrase"

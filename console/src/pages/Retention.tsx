@@ -26,7 +26,10 @@ export function ConfirmSignIn({ what, onConfirmed, onCancel }: { what: string; o
     setBusy(true);
     setError(null);
     try {
-      const session = await api('POST /console/api/session/confirm', { body: token ? { loginToken: token } : { apiKey: text }, quiet401: true });
+      const session = await api('POST /console/api/session/confirm', {
+        body: token ? { loginToken: token } : { apiKey: text },
+        quiet401: true,
+      });
       setCsrfToken(session.csrfToken);
       setCredential('');
       onConfirmed();
@@ -43,7 +46,14 @@ export function ConfirmSignIn({ what, onConfirmed, onCancel }: { what: string; o
         To {what}, sign in again: paste a new sign-in link (<code>coffer admin login-link</code>) or an API key that holds all three
         permissions.
       </p>
-      <SecretField id="confirm-credential" label="Sign-in link or API key" value={credential} onValue={setCredential} autoComplete="off" required />
+      <SecretField
+        id="confirm-credential"
+        label="Sign-in link or API key"
+        value={credential}
+        onValue={setCredential}
+        autoComplete="off"
+        required
+      />
       {error && (
         <p class="error" role="alert">
           {error.message} {error.resolution}
@@ -197,8 +207,8 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
           ) : (
             <>
               <p>
-                {plural(data.scheduled.length, 'backup')}, {formatBytes(data.scheduledCiphertextBytes)} still stored
-                (they use storage) until removed.
+                {plural(data.scheduled.length, 'backup')}, {formatBytes(data.scheduledCiphertextBytes)} still stored (they use storage)
+                until removed.
               </p>
               <CardTable
                 label="Backups scheduled for deletion"
@@ -257,7 +267,11 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
   );
 }
 
-const REASON_TEXT = { rotate: 'Replaced by a new passphrase (a passphrase change, a rekey or a kit recovery)', reset: 'Removed by a reset', restore: 'Replaced by a restore' } as const;
+const REASON_TEXT = {
+  rotate: 'Replaced by a new passphrase (a passphrase change, a rekey or a kit recovery)',
+  reset: 'Removed by a reset',
+  restore: 'Replaced by a restore',
+} as const;
 
 function actorText(actor: VaultHistory['entries'][number]['replacedBy']): string {
   switch (actor.kind) {
@@ -288,7 +302,9 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
       setError(null);
       try {
         await api('POST /console/api/vault/history/:id/restore', { params: { id } });
-        setMessage('The earlier envelope is the vault again: the passphrase that opened it opens the vault now. The one it replaced is kept below.');
+        setMessage(
+          'The earlier envelope is the vault again: the passphrase that opened it opens the vault now. The one it replaced is kept below.',
+        );
         onRestored();
         await load();
       } catch (caught) {
@@ -324,7 +340,12 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
               hiddenHeader: true,
               label: null,
               cell: (entry) => (
-                <button type="button" class="secondary" onClick={() => void restore(entry.id)} aria-label={`Use again the envelope replaced ${entry.replacedAt}`}>
+                <button
+                  type="button"
+                  class="secondary"
+                  onClick={() => void restore(entry.id)}
+                  aria-label={`Use again the envelope replaced ${entry.replacedAt}`}
+                >
                   Use again
                 </button>
               ),
@@ -333,8 +354,8 @@ export function VaultHistorySection({ onRestored }: { onRestored: () => void }) 
         />
       )}
       <p class="help">
-        Using an earlier envelope again needs a fresh sign-in. Whoever knows the passphrase of a kept envelope can open the vault with it once it is back: if you
-        changed your passphrase because the old one leaked, run <code>coffer rekey</code> as well.
+        Using an earlier envelope again needs a fresh sign-in. Whoever knows the passphrase of a kept envelope can open the vault with it
+        once it is back: if you changed your passphrase because the old one leaked, run <code>coffer rekey</code> as well.
       </p>
     </section>
   );

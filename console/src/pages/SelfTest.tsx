@@ -16,7 +16,10 @@ export function SelfTestPage() {
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     (async () => {
-      const [{ ready }, { parseVectors, runVectorChecks }] = await Promise.all([import('../crypto/envelope.js'), import('../crypto/selftest.js')]);
+      const [{ ready }, { parseVectors, runVectorChecks }] = await Promise.all([
+        import('../crypto/envelope.js'),
+        import('../crypto/selftest.js'),
+      ]);
       await ready;
       setChecks(await runVectorChecks(parseVectors(cryptoDoc), gunzip));
     })().catch((caught: unknown) => setError(String(caught)));

@@ -50,9 +50,7 @@ export function VaultPage() {
             <When at={vault.createdAt} empty="Before this was recorded" />
           </dd>
           <dt>Last rotation</dt>
-          <dd>
-            {vault.lastRotatedAt ? <When at={vault.lastRotatedAt} /> : 'Never rotated'}
-          </dd>
+          <dd>{vault.lastRotatedAt ? <When at={vault.lastRotatedAt} /> : 'Never rotated'}</dd>
         </dl>
       )}
       <VaultHistorySection onRestored={() => undefined} />

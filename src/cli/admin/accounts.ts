@@ -70,8 +70,11 @@ export function registerAccountCommands(admin: Command): void {
       }, config);
       if (changed === undefined) throw new CliError(`no account ${accountId}`);
       const source = quota === undefined ? 'plan' : 'account';
-      emit(!!opts.json, { accountId, quotaBytes: changed, quotaSource: source }, () =>
-        `account ${accountId}: ${changed === null ? 'no storage quota' : `storage quota ${changed} bytes`}${source === 'plan' ? " (its plan's)" : ''}`,
+      emit(
+        !!opts.json,
+        { accountId, quotaBytes: changed, quotaSource: source },
+        () =>
+          `account ${accountId}: ${changed === null ? 'no storage quota' : `storage quota ${changed} bytes`}${source === 'plan' ? " (its plan's)" : ''}`,
       );
     });
 
@@ -81,7 +84,7 @@ export function registerAccountCommands(admin: Command): void {
       "add a host account: its own schedule (the owner's plan), a copy of the owner's vault (same passphrase and recipient), " +
         'an append-only write-only key; the owner reads its backups',
     )
-    .requiredOption('--label <name>', 'the host\'s name, e.g. web (1-40 letters, digits, spaces, dots, dashes, underscores)')
+    .requiredOption('--label <name>', "the host's name, e.g. web (1-40 letters, digits, spaces, dots, dashes, underscores)")
     .option('--expires-in <duration>', "lifetime of the host's key, e.g. 365d (default: no expiry)")
     .option('--json', 'print JSON')
     .action(async (ownerAccountId: string, opts: { label: string; expiresIn?: string; json?: boolean }) => {
@@ -141,7 +144,10 @@ export function registerAccountCommands(admin: Command): void {
         rows.length === 0
           ? 'no accounts'
           : rows
-              .map((r) => `${r.accountId}  ${r.plan}  ${r.createdAt}${r.ownerAccountId ? `  host "${r.label ?? ''}" of ${r.ownerAccountId}` : ''}`)
+              .map(
+                (r) =>
+                  `${r.accountId}  ${r.plan}  ${r.createdAt}${r.ownerAccountId ? `  host "${r.label ?? ''}" of ${r.ownerAccountId}` : ''}`,
+              )
               .join('\n'),
       );
     });

@@ -14,7 +14,10 @@ export function plan(value: string): Plan {
 }
 
 export function scopes(value: string): Scope[] {
-  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const list = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const unknown = list.filter((s) => !isScope(s));
   if (list.length === 0 || unknown.length > 0) {
     throw usageError(`unknown scope "${unknown[0] ?? value}" (expected a comma list of ${SCOPES.join(', ')})`);

@@ -19,10 +19,21 @@ export function registerKeyCommands(admin: Command): void {
     .option('--scopes <list>', `comma list of ${SCOPES.join(', ')}`, SCOPES.join(','))
     .option('--expires-in <duration>', 'lifetime, e.g. 30d')
     .option('--append-only', "the key may add backups but never delete them, reset, rotate or replace the vault (a host's key)")
-    .option('--label <text>', `your name for the key, shown in key lists and the audit trail (e.g. "laptop"; at most ${KEY_LABEL_MAX} characters)`)
+    .option(
+      '--label <text>',
+      `your name for the key, shown in key lists and the audit trail (e.g. "laptop"; at most ${KEY_LABEL_MAX} characters)`,
+    )
     .option('--json', 'print JSON')
     .action(
-      async (opts: { account?: string; plan?: string; scopes: string; expiresIn?: string; appendOnly?: boolean; label?: string; json?: boolean }) => {
+      async (opts: {
+        account?: string;
+        plan?: string;
+        scopes: string;
+        expiresIn?: string;
+        appendOnly?: boolean;
+        label?: string;
+        json?: boolean;
+      }) => {
         const labelProblem = opts.label === undefined ? null : keyLabelProblem(opts.label);
         if (labelProblem !== null) throw usageError(`--label: ${labelProblem}, got ${JSON.stringify(opts.label)}`);
         const chosenScopes = scopes(opts.scopes);

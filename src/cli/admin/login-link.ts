@@ -34,8 +34,6 @@ export function registerLoginLinkCommand(admin: Command): void {
       // The token travels in the fragment: browsers never send it to a server, a proxy log or a Referer.
       const url = `${config.publicUrl}/console/login#token=${issued.token}`;
       const result = { accountId: owner, url, expiresAt: iso(issued.link.expiresAt) };
-      emit(!!opts.json, result, () =>
-        [`Sign-in link for account ${owner} (works once, until ${result.expiresAt}):`, url].join('\n'),
-      );
+      emit(!!opts.json, result, () => [`Sign-in link for account ${owner} (works once, until ${result.expiresAt}):`, url].join('\n'));
     });
 }

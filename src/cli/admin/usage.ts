@@ -11,12 +11,28 @@ function usageTable(report: UsageReport): string {
   const quota = (q: number | null) => (q === null ? '-' : String(q));
   const lines = [['ACCOUNT', 'PLAN', 'STORED', 'QUOTA', 'BACKUPS', 'LAST READY', 'OVERDUE']];
   for (const a of rows) {
-    lines.push([a.accountId, a.plan, String(a.storedBytes), quota(a.quotaBytes), String(a.backups), a.lastReadyAt ?? 'never', a.overdue ? 'yes' : 'no']);
+    lines.push([
+      a.accountId,
+      a.plan,
+      String(a.storedBytes),
+      quota(a.quotaBytes),
+      String(a.backups),
+      a.lastReadyAt ?? 'never',
+      a.overdue ? 'yes' : 'no',
+    ]);
   }
   const widths = lines[0]!.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
-  const text = lines.map((l) => l.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd());
+  const text = lines.map((l) =>
+    l
+      .map((cell, i) => cell.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd(),
+  );
   const { totals } = report;
-  text.push('', `total: ${totals.accounts} accounts, ${totals.storedBytes} bytes stored, ${totals.backups} backups, ${totals.overdue} overdue`);
+  text.push(
+    '',
+    `total: ${totals.accounts} accounts, ${totals.storedBytes} bytes stored, ${totals.backups} backups, ${totals.overdue} overdue`,
+  );
   for (const [name, plan] of Object.entries(totals.plans)) {
     text.push(`  ${name}: ${plan.accounts} accounts, ${plan.storedBytes} bytes, ${plan.backups} backups, ${plan.overdue} overdue`);
   }

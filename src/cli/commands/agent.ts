@@ -24,7 +24,7 @@ export function registerAgent(program: Command): void {
     .description('run `coffer run` for a profile in a loop in the foreground (containers, hosts without systemd)')
     .option(...PASSPHRASE_FILE_OPTION)
     .option(...INTERVAL_OPTION)
-    .option('--json', 'print each run\'s outcome as one JSON line')
+    .option('--json', "print each run's outcome as one JSON line")
     .action(
       action(async (context, options: RunOptions) => {
         const { name } = requireProfile(context.profile, 'coffer agent');

@@ -47,7 +47,8 @@ async function excludePatterns(options: BackupOptions): Promise<string[]> {
 function compressionOf(option: string | undefined): Compression | undefined {
   if (option === undefined) return undefined;
   if (!(COMPRESSIONS as readonly string[]).includes(option)) throw usageError(`unknown compression "${option}" (expected gzip or zstd)`);
-  if (option === 'zstd' && !zstdAvailable()) throw usageError(`this Node.js (${process.version}) has no zstd compressor (22.15 and later have one): use gzip`);
+  if (option === 'zstd' && !zstdAvailable())
+    throw usageError(`this Node.js (${process.version}) has no zstd compressor (22.15 and later have one): use gzip`);
   return option as Compression;
 }
 
@@ -58,14 +59,19 @@ function compressionOf(option: string | undefined): Compression | undefined {
  * stream (the shell's pipefail reports it only after the backup was finalized), which is why
  * --stdin-from-command exists.
  */
-function streamSource(options: BackupOptions, command: string[]): { source: StreamSource; stop: () => void; failure: () => Promise<unknown> } {
+function streamSource(
+  options: BackupOptions,
+  command: string[],
+): { source: StreamSource; stop: () => void; failure: () => Promise<unknown> } {
   const name = options.stdinName ?? 'stdin';
   if (!options.stdinFromCommand) {
-    if (process.stdin.isTTY) throw usageError('--stdin reads a pipe, not the terminal: pipe the data in (producer | coffer backup --stdin)');
+    if (process.stdin.isTTY)
+      throw usageError('--stdin reads a pipe, not the terminal: pipe the data in (producer | coffer backup --stdin)');
     return { source: { stream: process.stdin, name }, stop: () => undefined, failure: () => Promise.resolve(undefined) };
   }
   const [program, ...args] = command;
-  if (!program) throw usageError('--stdin-from-command needs the command after the options: coffer backup --stdin-from-command -- pg_dump db');
+  if (!program)
+    throw usageError('--stdin-from-command needs the command after the options: coffer backup --stdin-from-command -- pg_dump db');
   const shown = JSON.stringify(program);
   // The command runs only when runBackup starts the stream, once the server has opened the backup's slot: a
   // refused backup (cadence, quota, auth, no vault) never runs it.
@@ -75,7 +81,9 @@ function streamSource(options: BackupOptions, command: string[]): { source: Stre
     const started = spawn(program, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     child = started;
     exited = new Promise<void>((resolve, reject) => {
-      started.once('error', (error) => reject(new CliError(`cannot run ${shown}: ${fsReason(error)}; nothing was uploaded and its upload slot was freed`)));
+      started.once('error', (error) =>
+        reject(new CliError(`cannot run ${shown}: ${fsReason(error)}; nothing was uploaded and its upload slot was freed`)),
+      );
       started.once('close', (code, signal) => {
         if (code === 0) resolve();
         else {
@@ -113,14 +121,22 @@ export function registerBackup(program: Command): void {
       '--recipient <recipient>',
       'seal the backup to this recipient (`coffer recipient` prints it; else COFFER_RECIPIENT): no passphrase needed, and this host cannot restore it',
     )
-    .option('--exclude <pattern>', 'leave out what this gitignore-style pattern matches (repeatable); .cofferignore files in the tree count too', collect, [])
+    .option(
+      '--exclude <pattern>',
+      'leave out what this gitignore-style pattern matches (repeatable); .cofferignore files in the tree count too',
+      collect,
+      [],
+    )
     .option('--exclude-file <file>', 'read exclude patterns from this file, one per line, gitignore syntax (repeatable)', collect, [])
     .option('--skip-unreadable', 'back up what can be read and list what cannot (default: fail, naming every unreadable file)')
     .option('--stdin', 'back up standard input as one file (see --stdin-name); for a producing command prefer --stdin-from-command')
     .option('--stdin-name <name>', 'the file name of a --stdin backup (default: stdin)')
     .option('--stdin-from-command', 'run the command given after -- and back up its output as one file; its failure fails the backup')
     .option('--compression <gzip|zstd>', `default: zstd where this Node has it (${zstdAvailable() ? 'it does' : 'it does not'}), else gzip`)
-    .option('--json', 'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to a recipient, skipped when entries were left out)')
+    .option(
+      '--json',
+      'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to a recipient, skipped when entries were left out)',
+    )
     .action(
       action(async ({ signal, config, profile }, paths: string[], options: BackupOptions) => {
         const recipient = recipientFor(options.recipient, config);
@@ -173,7 +189,9 @@ export function registerBackup(program: Command): void {
               const failed = await stream.failure();
               if (failed) throw failed;
               if (options.stdinFromCommand) {
-                throw new CliError(`the command ${JSON.stringify(paths[0])} wrote nothing to its standard output: nothing was uploaded and its upload slot was freed`);
+                throw new CliError(
+                  `the command ${JSON.stringify(paths[0])} wrote nothing to its standard output: nothing was uploaded and its upload slot was freed`,
+                );
               }
             }
             throw error;
@@ -190,7 +208,10 @@ export function registerBackup(program: Command): void {
             });
           }
           for (const entry of skipped) note(`skipped ${entry.path}: ${entry.reason}`);
-          const what = metadata.archive === 'raw' ? `"${metadata.name}" from ${options.stdin ? 'standard input' : 'the command'}` : `${metadata.fileCount} files`;
+          const what =
+            metadata.archive === 'raw'
+              ? `"${metadata.name}" from ${options.stdin ? 'standard input' : 'the command'}`
+              : `${metadata.fileCount} files`;
           print(
             `backup ${detail.id} ${detail.status}: ${what}, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
               `${bytes(detail.ciphertextSizeBytes)} encrypted (${metadata.compression}); kept until ${localTime(detail.expiresAt)}`,

@@ -51,7 +51,11 @@ const LOADERS: Record<ClientCommandName, () => Promise<Register>> = {
   agent: async () => (await import('./agent.js')).registerAgent,
 };
 
-export const CLIENT_COMMANDS: readonly CommandEntry[] = CLIENT_COMMAND_NAMES.map((name) => ({ name, load: LOADERS[name], profile: name !== 'profile' }));
+export const CLIENT_COMMANDS: readonly CommandEntry[] = CLIENT_COMMAND_NAMES.map((name) => ({
+  name,
+  load: LOADERS[name],
+  profile: name !== 'profile',
+}));
 
 export const VERSION_COMMAND: CommandEntry = { name: 'version', load: () => Promise.resolve(registerVersion) };
 

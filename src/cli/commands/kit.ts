@@ -18,7 +18,10 @@ import { CliError, note, usageError } from '../output.js';
  * Error correction M (15 % of the code may be damaged).
  */
 export async function kitQr(kit: string, terminal: boolean): Promise<string> {
-  const content = `${kit.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#')).join('\n')}\n`;
+  const content = `${kit
+    .split('\n')
+    .filter((line) => line.trim() !== '' && !line.startsWith('#'))
+    .join('\n')}\n`;
   let code: string;
   try {
     code = terminal
@@ -84,7 +87,9 @@ export function registerKit(program: Command): void {
       action(async ({ signal, config }, options: PassphraseOptions & { qr?: boolean; output?: string }) => {
         if (options.output !== undefined && fs.existsSync(options.output)) {
           // Said before the passphrase is asked for; writeKitFile checks again (O_EXCL) when it creates the file.
-          throw usageError(`--output ${options.output} already exists: the kit is never written over a file; remove it or name another one`);
+          throw usageError(
+            `--output ${options.output} already exists: the kit is never written over a file; remove it or name another one`,
+          );
         }
         const { masterKey } = await unlock(clientFor(config), config, options, signal);
         try {

@@ -11,13 +11,23 @@ function table(rows: BackupRecordBody[]): string {
   const header = ['ID', 'STATUS', 'CREATED', 'ENCRYPTED', 'EXPIRES'];
   const body = rows.map((r) => [r.id, r.status, localTime(r.createdAt), bytes(r.ciphertextSizeBytes), localTime(r.expiresAt)]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
-  return [header, ...body].map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return [header, ...body]
+    .map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 /** A host account's backups under its own heading: its label, account and cadence. */
 function hostSection(host: HostBackups): string {
   const vault = host.vault === 'shared' ? '' : host.vault === 'none' ? ' (no vault)' : " (its vault is not this account's any more)";
-  return [`host ${host.label}: account ${host.accountId}, its own schedule (every ${host.backupInterval})${vault}`, table(host.backups)].join('\n');
+  return [
+    `host ${host.label}: account ${host.accountId}, its own schedule (every ${host.backupInterval})${vault}`,
+    table(host.backups),
+  ].join('\n');
 }
 
 type ListOptions = JsonOption & PassphraseOptions & { chain?: boolean; kitFile?: string };
@@ -29,7 +39,10 @@ export function registerList(program: Command): void {
     .option('--chain', 'also check the history chains (gaps, rollbacks, reordering): decrypts the metadata, asks for the passphrase')
     .option(...PASSPHRASE_FILE_OPTION)
     .option('--kit-file <file>', 'with --chain: open the metadata with the recovery kit instead of the passphrase')
-    .option('--json', 'print the API response ({"backups": [...]}; "hosts": [{accountId, label, backupInterval, vault, backups}] when you have host accounts; with --chain also "chains")')
+    .option(
+      '--json',
+      'print the API response ({"backups": [...]}; "hosts": [{accountId, label, backupInterval, vault, backups}] when you have host accounts; with --chain also "chains")',
+    )
     .action(
       action(async (context, options: ListOptions) => {
         const client = clientFor(context.config);

@@ -53,7 +53,9 @@ function lines(entries: ListedEntry[]): string[] {
 export function registerLs(program: Command): void {
   program
     .command('ls <id> [path]')
-    .description('list the files of a backup (path, size, mode, mtime), or those at and below [path]; the backup is downloaded and checked whole, nothing is written')
+    .description(
+      'list the files of a backup (path, size, mode, mtime), or those at and below [path]; the backup is downloaded and checked whole, nothing is written',
+    )
     .option(...PASSPHRASE_FILE_OPTION)
     .option('--json', 'print {"backupId", "entries": [{"path", "type", "size", "mode", "mtime", "linkTarget"?}]} (mode as a number)')
     .action(
@@ -74,7 +76,8 @@ export function registerLs(program: Command): void {
           });
           bar.stop();
           if (options.json) return printJson({ backupId: id, entries });
-          if (entries.length === 0) return print(at ? `nothing at ${escapeName(at)} in backup ${escapeName(id)}` : `backup ${escapeName(id)} holds no entries`);
+          if (entries.length === 0)
+            return print(at ? `nothing at ${escapeName(at)} in backup ${escapeName(id)}` : `backup ${escapeName(id)} holds no entries`);
           print(lines(entries).join('\n'));
         } finally {
           bar.stop();

@@ -29,7 +29,8 @@ export type ClientCommandName = (typeof CLIENT_COMMAND_NAMES)[number];
 /** The command `argv` (process.argv) names: its first argument that is not an option. */
 export const requestedCommand = (argv: readonly string[]): string | undefined => argv.slice(2).find((arg) => !arg.startsWith('-'));
 
-export const isClientCommand = (name: string | undefined): boolean => (CLIENT_COMMAND_NAMES as readonly (string | undefined)[]).includes(name);
+export const isClientCommand = (name: string | undefined): boolean =>
+  (CLIENT_COMMAND_NAMES as readonly (string | undefined)[]).includes(name);
 
 /**
  * `--profile <name>`, which every client command but `profile` takes (./index.ts adds it). Here rather than in

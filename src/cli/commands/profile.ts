@@ -65,7 +65,9 @@ async function readKeyFromStdin(): Promise<string> {
 }
 
 export function registerProfile(program: Command): void {
-  const profile = program.command('profile').description('manage the profiles of the config file (server, key source, paths, hooks, notifications)');
+  const profile = program
+    .command('profile')
+    .description('manage the profiles of the config file (server, key source, paths, hooks, notifications)');
 
   profile
     .command('add <name>')
@@ -86,7 +88,12 @@ export function registerProfile(program: Command): void {
     .option('--healthchecks <url>', 'healthchecks-style ping URL: <url>/start, <url>, <url>/fail')
     .option('--notify-success <url>', 'POST a JSON summary here after a successful backup (repeatable)', collect, [])
     .option('--notify-failure <url>', 'POST a JSON summary here when a run fails (repeatable)', collect, [])
-    .option('--notify-overdue <url>', 'POST a JSON summary here when no backup succeeded within twice the interval (repeatable)', collect, [])
+    .option(
+      '--notify-overdue <url>',
+      'POST a JSON summary here when no backup succeeded within twice the interval (repeatable)',
+      collect,
+      [],
+    )
     .option('--default', 'make it the default profile (the first profile is the default anyway)')
     .option('--force', 'replace a profile of that name')
     .option('--json', 'print the saved profile as JSON')

@@ -8,7 +8,9 @@ import { note, print, printJson } from '../output.js';
 export function registerRecipient(program: Command): void {
   program
     .command('recipient')
-    .description("print the vault's recipient (and its fingerprint): a backup host given it can back up without the passphrase, never restore")
+    .description(
+      "print the vault's recipient (and its fingerprint): a backup host given it can back up without the passphrase, never restore",
+    )
     .option(...PASSPHRASE_FILE_OPTION)
     .option('--json', 'print {"recipient": ..., "fingerprint": ...}')
     .action(

@@ -16,23 +16,35 @@ export function registerRecover(program: Command): void {
     .option(...KDF_OPTION)
     .option('--json', 'print the rotate response plus "opened", "checked" and "fingerprint"')
     .action(
-      action(async ({ signal, config }, options: { kitFile?: string; newPassphraseFile?: string; force?: boolean; kdf?: string; json?: boolean }) => {
-        const profile = kdfProfile(options.kdf, config);
-        const client = clientFor(config);
-        const kit = await readKit(options.kitFile, config, 'recover');
-        try {
-          const next = await readNewPassphrase(config, { newPassphraseFile: options.newPassphraseFile, signal });
-          const result = await recoverVault(client, kit.material, next, { profile, force: !!options.force, signal });
-          if (options.json) {
-            return printJson({ ...result.rotate, opened: result.opened, checked: result.checked, fingerprint: result.recipient.fingerprint });
+      action(
+        async (
+          { signal, config },
+          options: { kitFile?: string; newPassphraseFile?: string; force?: boolean; kdf?: string; json?: boolean },
+        ) => {
+          const profile = kdfProfile(options.kdf, config);
+          const client = clientFor(config);
+          const kit = await readKit(options.kitFile, config, 'recover');
+          try {
+            const next = await readNewPassphrase(config, { newPassphraseFile: options.newPassphraseFile, signal });
+            const result = await recoverVault(client, kit.material, next, { profile, force: !!options.force, signal });
+            if (options.json) {
+              return printJson({
+                ...result.rotate,
+                opened: result.opened,
+                checked: result.checked,
+                fingerprint: result.recipient.fingerprint,
+              });
+            }
+            print(
+              `vault recovered: the kit (${kit.keys} key${kit.keys === 1 ? '' : 's'}) opened ${result.opened} of ${result.checked} backups`,
+            );
+            // The kit's current key is the vault's from now on: its recipient is not claimed unchanged (the kit may predate a
+            // rekey this machine never saw).
+            print(`the new passphrase now unlocks the vault; its recipient is the kit's current key (${result.recipient.fingerprint})`);
+          } finally {
+            wipe(kit.material);
           }
-          print(`vault recovered: the kit (${kit.keys} key${kit.keys === 1 ? '' : 's'}) opened ${result.opened} of ${result.checked} backups`);
-          // The kit's current key is the vault's from now on: its recipient is not claimed unchanged (the kit may predate a
-          // rekey this machine never saw).
-          print(`the new passphrase now unlocks the vault; its recipient is the kit's current key (${result.recipient.fingerprint})`);
-        } finally {
-          wipe(kit.material);
-        }
-      }),
+        },
+      ),
     );
 }

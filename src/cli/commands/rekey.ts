@@ -16,7 +16,13 @@ export function registerRekey(program: Command): void {
       action(async ({ signal, config }, options: PassphraseOptions & { kdf?: string }) => {
         const { profile, client, passphrase } = await wrappingFrame(config, options, signal);
         // The vault must hold the newest key seen here (else a rekey would drop it for good); the new key is the newest after.
-        const result = await rekeyVault(client, passphrase, profile, signal, async (material) => void (await requireNewestKeys(config, material, 'the vault the server sent')));
+        const result = await rekeyVault(
+          client,
+          passphrase,
+          profile,
+          signal,
+          async (material) => void (await requireNewestKeys(config, material, 'the vault the server sent')),
+        );
         const { recipient, previousRecipient, keys } = result;
         if (options.json) {
           return printJson({

@@ -24,50 +24,66 @@ export function registerRestore(program: Command): void {
     )
     .option('--json', 'print the restored BackupDetail as JSON')
     .action(
-      action(async ({ signal, config }, id: string, dir: string, options: PassphraseOptions & { force?: boolean; kitFile?: string; include: string[] }) => {
-        if (options.kitFile !== undefined && options.passphraseFile !== undefined) {
-          throw usageError('--kit-file and --passphrase-file exclude each other: the kit replaces the passphrase');
-        }
-        if (options.kitFile === undefined && options.passphraseFile === undefined && config.recipient !== null && config.passphrase === null) {
-          // A backup host (a recipient, no passphrase): the passphrase must never be brought here to restore.
-          throw usageError(
-            'this is a backup host: it seals backups to a recipient and holds no passphrase, and it should never hold one. ' +
-              "Restore on the owner's machine (coffer restore there), in the web console (Backups → download and decrypt in the page), " +
-              'or with the recovery kit (coffer restore … --kit-file <kit>); nothing was restored',
-          );
-        }
-        await checkTarget(dir, !!options.force);
-        const client = clientFor(config);
-        // With the kit, its keys open the backup directly: no passphrase is read, the vault on the server is not used.
-        // With the passphrase, the download starts while the key is derived (runRestore).
-        const { masterKey } = options.kitFile !== undefined
-          ? { masterKey: Promise.resolve((await readKit(options.kitFile, config, 'read')).material) }
-          : await startUnlock(client, config, options, signal);
-        const bar = progressBar('downloading + decrypting', !!options.json);
-        try {
-          const result = await runRestore({
-            client,
-            masterKey,
-            backupId: id,
-            target: dir,
-            force: !!options.force,
-            include: options.include,
-            signal,
-            onEvent: (event) => {
-              if (event.type === 'progress') bar.update(event.received, event.total);
-              else if (event.type === 'resumed' && !options.json) note(`connection lost; resuming at byte ${event.from}`);
-            },
-          });
-          bar.stop();
-          for (const entry of result.skipped) note(`not restored ${entry.path}: ${entry.reason}`);
-          if (options.json) return printJson(result.detail);
-          const m = result.metadata;
-          const what = options.include.length > 0 ? `${plural(result.entries, 'selected entry', 'selected entries')} of ${m.name}` : `${m.name} (${plural(m.fileCount, 'file')}, ${bytes(m.plaintextSizeBytes)})`;
-          print(`restored ${what} into ${result.target}; final tag and SHA-256 verified`);
-        } finally {
-          bar.stop();
-          await masterKey.then(wipe, () => undefined);
-        }
-      }),
+      action(
+        async (
+          { signal, config },
+          id: string,
+          dir: string,
+          options: PassphraseOptions & { force?: boolean; kitFile?: string; include: string[] },
+        ) => {
+          if (options.kitFile !== undefined && options.passphraseFile !== undefined) {
+            throw usageError('--kit-file and --passphrase-file exclude each other: the kit replaces the passphrase');
+          }
+          if (
+            options.kitFile === undefined &&
+            options.passphraseFile === undefined &&
+            config.recipient !== null &&
+            config.passphrase === null
+          ) {
+            // A backup host (a recipient, no passphrase): the passphrase must never be brought here to restore.
+            throw usageError(
+              'this is a backup host: it seals backups to a recipient and holds no passphrase, and it should never hold one. ' +
+                "Restore on the owner's machine (coffer restore there), in the web console (Backups → download and decrypt in the page), " +
+                'or with the recovery kit (coffer restore … --kit-file <kit>); nothing was restored',
+            );
+          }
+          await checkTarget(dir, !!options.force);
+          const client = clientFor(config);
+          // With the kit, its keys open the backup directly: no passphrase is read, the vault on the server is not used.
+          // With the passphrase, the download starts while the key is derived (runRestore).
+          const { masterKey } =
+            options.kitFile !== undefined
+              ? { masterKey: Promise.resolve((await readKit(options.kitFile, config, 'read')).material) }
+              : await startUnlock(client, config, options, signal);
+          const bar = progressBar('downloading + decrypting', !!options.json);
+          try {
+            const result = await runRestore({
+              client,
+              masterKey,
+              backupId: id,
+              target: dir,
+              force: !!options.force,
+              include: options.include,
+              signal,
+              onEvent: (event) => {
+                if (event.type === 'progress') bar.update(event.received, event.total);
+                else if (event.type === 'resumed' && !options.json) note(`connection lost; resuming at byte ${event.from}`);
+              },
+            });
+            bar.stop();
+            for (const entry of result.skipped) note(`not restored ${entry.path}: ${entry.reason}`);
+            if (options.json) return printJson(result.detail);
+            const m = result.metadata;
+            const what =
+              options.include.length > 0
+                ? `${plural(result.entries, 'selected entry', 'selected entries')} of ${m.name}`
+                : `${m.name} (${plural(m.fileCount, 'file')}, ${bytes(m.plaintextSizeBytes)})`;
+            print(`restored ${what} into ${result.target}; final tag and SHA-256 verified`);
+          } finally {
+            bar.stop();
+            await masterKey.then(wipe, () => undefined);
+          }
+        },
+      ),
     );
 }

@@ -16,7 +16,15 @@ import { CofferApiError, CofferNetworkError } from '../../client/sdk.js';
 import { HostWithoutVaultError } from '../../client/vault.js';
 import type { BackupInterval } from '../../domain/plans.js';
 import { ConfigError, inheritedEnvironment } from '../../config.js';
-import { action, clientFor, type CommandContext, PASSPHRASE_FILE_OPTION, type PassphraseOptions, recipientFor, requireProfile } from '../command-frame.js';
+import {
+  action,
+  clientFor,
+  type CommandContext,
+  PASSPHRASE_FILE_OPTION,
+  type PassphraseOptions,
+  recipientFor,
+  requireProfile,
+} from '../command-frame.js';
 import { unlock } from '../secrets.js';
 import { bytes, duration, localTime } from '../format.js';
 import { toCliError } from '../failures.js';
@@ -101,7 +109,10 @@ function outcomeMessage(outcome: RunOutcome): string {
   }
 }
 
-export const INTERVAL_OPTION = ['--interval <interval>', 'the plan interval (30m, 4h, 1d) when the API key may not read the account'] as const;
+export const INTERVAL_OPTION = [
+  '--interval <interval>',
+  'the plan interval (30m, 4h, 1d) when the API key may not read the account',
+] as const;
 
 export function registerRun(program: Command): void {
   program

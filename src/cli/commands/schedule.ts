@@ -8,7 +8,16 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { checkEveryMs, INTERVAL_MS, isInterval, readRunState } from '../../client/agent-state.js';
-import { checkScheduleSpec, cronEveryMs, cronLine, type ScheduleSpec, ScheduleValueError, serviceUnit, timerUnit, unitName } from '../../client/schedule.js';
+import {
+  checkScheduleSpec,
+  cronEveryMs,
+  cronLine,
+  type ScheduleSpec,
+  ScheduleValueError,
+  serviceUnit,
+  timerUnit,
+  unitName,
+} from '../../client/schedule.js';
 import { CofferApiError } from '../../client/sdk.js';
 import type { BackupInterval } from '../../domain/plans.js';
 import { action, clientFor, type CommandContext, requireProfile } from '../command-frame.js';
@@ -35,7 +44,9 @@ const NO_SYSTEMD =
 
 /** Whether systemctl's failure means that there is no user manager to talk to at all. */
 const noUserSystemd = (output: string) =>
-  /Failed to connect to bus|No medium found|System has not been booted with systemd|\$DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|ENOENT/i.test(output);
+  /Failed to connect to bus|No medium found|System has not been booted with systemd|\$DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|ENOENT/i.test(
+    output,
+  );
 
 function systemctl(args: string[]): Promise<{ ok: boolean; output: string }> {
   return new Promise((resolve) => {
@@ -63,7 +74,7 @@ async function intervalOf(context: CommandContext, name: string, option: string 
     const interval = seen ?? '30m';
     note(
       `this API key may not read the account's plan: the timer uses ${seen ? `the interval its last run saw (${seen})` : 'the shortest interval (30m)'}; ` +
-        'each run asks the server first and backs up only when due (--interval 30m|4h|1d sets the plan\'s own)',
+        "each run asks the server first and backs up only when due (--interval 30m|4h|1d sets the plan's own)",
     );
     return interval;
   }
@@ -113,7 +124,9 @@ export function registerSchedule(program: Command): void {
           if (!profile.recipient) note(HOST_ADVICE);
           if (options.json) return printJson({ cron: line });
           print(line);
-          return note(`add it with \`crontab -e\`; it looks every ${duration(cronEveryMs(spec.intervalMs) / 1000)} whether a backup is due`);
+          return note(
+            `add it with \`crontab -e\`; it looks every ${duration(cronEveryMs(spec.intervalMs) / 1000)} whether a backup is due`,
+          );
         }
         const dir = unitDir(context.config.configDir);
         const unit = unitName(name);

@@ -31,7 +31,15 @@ function chainEntries(listed: readonly BackupRecordBody[], results: readonly Ver
   return results.flatMap((result) => {
     const record = records.get(result.backupId);
     if (result.outcome !== 'verified' || !record || !result.metadata) return [];
-    return [{ backupId: record.id, createdAt: record.createdAt, expiresAt: record.expiresAt, metadata: result.metadata, ciphertextSha256: result.ciphertextSha256 }];
+    return [
+      {
+        backupId: record.id,
+        createdAt: record.createdAt,
+        expiresAt: record.expiresAt,
+        metadata: result.metadata,
+        ciphertextSha256: result.ciphertextSha256,
+      },
+    ];
   });
 }
 
@@ -42,16 +50,20 @@ export function registerVerify(program: Command): void {
       'download backups and check them whole (every chunk authenticated, final tag, sizes, SHA-256) without writing anything; exit 4 when one fails',
     )
     .option(...PASSPHRASE_FILE_OPTION)
-    .option('--all', "verify every READY backup of the account and of its host accounts, and check their history chains")
+    .option('--all', 'verify every READY backup of the account and of its host accounts, and check their history chains')
     .option('--sample <n>', 'verify n READY backups picked at random (for a weekly timer)')
-    .option('--json', 'print {"results": [{"backupId", "outcome": "verified|failed|unavailable", "problem"?, …}], "verified", "failed", "unavailable"}')
+    .option(
+      '--json',
+      'print {"results": [{"backupId", "outcome": "verified|failed|unavailable", "problem"?, …}], "verified", "failed", "unavailable"}',
+    )
     .action(
       action(async (context, ids: string[], options: VerifyOptions) => {
         const { signal, config } = context;
         const chosen = [ids.length > 0, !!options.all, options.sample !== undefined].filter(Boolean).length;
         if (chosen !== 1) throw usageError('say which backups to verify: their ids, --all, or --sample <n>');
         const sample = options.sample === undefined ? undefined : Number(options.sample);
-        if (sample !== undefined && (!Number.isSafeInteger(sample) || sample < 1)) throw usageError('--sample takes a whole number of backups, 1 or more');
+        if (sample !== undefined && (!Number.isSafeInteger(sample) || sample < 1))
+          throw usageError('--sample takes a whole number of backups, 1 or more');
         const client = clientFor(config);
         const { masterKey } = await unlock(client, config, options, signal);
         try {
@@ -69,7 +81,12 @@ export function registerVerify(program: Command): void {
           const chains = options.all ? await checkedChains(context, chainEntries(listed, results)) : undefined;
           const count = (outcome: VerifyResult['outcome']) => results.filter((r) => r.outcome === outcome).length;
           const summary = { verified: count('verified'), failed: count('failed'), unavailable: count('unavailable') };
-          if (options.json) printJson({ results: results.map(({ metadata: _sealed, ...rest }) => rest), ...summary, ...(chains ? { chains: chains.report } : {}) });
+          if (options.json)
+            printJson({
+              results: results.map(({ metadata: _sealed, ...rest }) => rest),
+              ...summary,
+              ...(chains ? { chains: chains.report } : {}),
+            });
           else if (targets.length === 0) print('no READY backups to verify');
           else print(`${summary.verified} verified, ${summary.failed} failed, ${summary.unavailable} could not be verified`);
           if (summary.failed > 0) throw new CliError(`${summary.failed} backup(s) failed verification`, EXIT.integrity);

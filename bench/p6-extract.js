@@ -39,7 +39,8 @@ const show = (x) => `wall ${x.wall.toFixed(3)} user ${x.user.toFixed(3)} sys ${x
 export async function main() {
   const opts = options({ rounds: 3, parsers: 1, module: 'extract.js', profile: '', workers: 0, aheadBytes: 0, aheadEntries: 0, poison: 0 });
   requireBuild();
-  const { scanTree, packTree } = await import(path.join(DIST, 'client', 'archive.js'));
+  const { packTree } = await import(path.join(DIST, 'client', 'archive.js'));
+  const { scanTree } = await import(path.join(DIST, 'client', 'scan.js'));
   // Several modules (comma-separated) take turns within each round, in the same directory: the same file-system state.
   const modules = await Promise.all(
     opts.module.split(',').map(async (name) => ({ name, ...(await import(path.join(DIST, 'client', name))) })),

@@ -71,7 +71,8 @@ function createFloor(source, into) {
 export async function main() {
   const opts = options({ rounds: 3 });
   requireBuild();
-  const { scanTree, packTree } = await import(path.join(DIST, 'client', 'archive.js'));
+  const { packTree } = await import(path.join(DIST, 'client', 'archive.js'));
+  const { scanTree } = await import(path.join(DIST, 'client', 'scan.js'));
   const { extractInto, placeTree } = await import(path.join(DIST, 'client', 'extract.js'));
   const { compressor, decompressor, defaultCompression } = await import(path.join(DIST, 'client', 'compression.js'));
   const { EncryptStream, DecryptStream } = await import(path.join(DIST, 'client', 'envelope.js'));

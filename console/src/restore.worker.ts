@@ -10,6 +10,7 @@ import { checkGzipTrailer, crc32, GzipFramer, OutputLimit, ZstdFramer } from '..
 import { indexTar, rawEntries, type ArchiveEntry } from './archive-index.js';
 import type { BackupMetadata, VaultFields } from './crypto/envelope.js';
 import type { RestoreRequest, RestoreMessage } from './restore-protocol.js';
+import type { BackupDetailBody } from '../../src/contract/schemas.js';
 
 // libsodium initializes its WebAssembly with a top-level await: imported statically, it would hold up this module,
 // and a message arriving meanwhile would find no handler. So the handler is installed first and the crypto loaded
@@ -29,15 +30,10 @@ async function getJson<T>(path: string): Promise<T> {
   return (await response.json()) as T;
 }
 
-interface Detail {
-  id: string;
-  status: string;
-  ciphertextSizeBytes: number | null;
-  wrappedDek: string | null;
-  wrappedDekNonce: string | null;
-  encryptedMetadata: string | null;
-  encryptedMetadataNonce: string | null;
-}
+type Detail = Pick<
+  BackupDetailBody,
+  'id' | 'status' | 'ciphertextSizeBytes' | 'wrappedDek' | 'wrappedDekNonce' | 'encryptedMetadata' | 'encryptedMetadataNonce'
+>;
 
 /**
  * zstd in pure JavaScript (fzstd): browsers' DecompressionStream has no zstd. One frame, nothing after it, at most the

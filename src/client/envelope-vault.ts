@@ -2,7 +2,7 @@
  * The vault's key material (docs/crypto.md §1): a KEK from the passphrase (Argon2id), and under it a legacy 32-byte
  * master key or a keyring "ckr1" ‖ n ‖ n × 32 B keys, current first.
  */
-import type { BackupAccountEnvelopeBody } from '../contract/schemas.js';
+import type { BackupAccountBody, BackupAccountEnvelopeBody } from '../contract/schemas.js';
 import {
   AD,
   CRYPTO_VERSION,
@@ -57,12 +57,7 @@ export const isKdfProfile = (value: string): value is KdfProfile => Object.hasOw
 export type VaultMaterial = BackupAccountEnvelopeBody;
 
 /** The vault fields of a BackupAccount as the server answers them (null before bootstrap). */
-export interface VaultFields {
-  cryptoVersion: string | null;
-  kdf: { salt: string; opslimit: number; memlimit: number } | null;
-  wrappedMasterKey: string | null;
-  wrappedMasterKeyNonce: string | null;
-}
+export type VaultFields = Pick<BackupAccountBody, 'cryptoVersion' | 'kdf' | 'wrappedMasterKey' | 'wrappedMasterKeyNonce'>;
 
 /**
  * What an opened (authenticated) vault plaintext that masterKeys refused is: a keyring of a later version ("ckr2"…),

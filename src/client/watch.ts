@@ -1,15 +1,11 @@
 /** Following a backup's status over Server-Sent Events, reconnecting after a timeout, a shutdown or a broken stream. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CofferNetworkError, type BackupStatusEventBody, type CofferClient } from './sdk.js';
+import type { BackupStreamClosedBody } from '../contract/schemas.js';
 
 export { TERMINAL_STATUSES } from '../domain/backups.js';
 
-export interface StreamClosedBody {
-  backupId: string;
-  reason: 'terminal' | 'timeout' | 'shutdown' | string;
-  status: string;
-  observedAt: string;
-}
+export type StreamClosedBody = BackupStreamClosedBody;
 
 export type WatchEvent =
   | { type: 'status'; data: BackupStatusEventBody }

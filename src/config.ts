@@ -190,7 +190,8 @@ export const SERVER_SETTINGS = settings({
   COFFER_ORPHAN_GRACE: {
     default: null,
     about:
-      'age before the sweeper removes an orphan blob or incomplete upload (unset: 1h or COFFER_UPLOAD_WINDOW, the longer; shorter only for tests)',
+      'age before the sweeper removes an orphan blob or incomplete upload (unset: 1h or ' +
+      'COFFER_UPLOAD_WINDOW, the longer; shorter only for tests)',
   },
   COFFER_SSE_INTERVAL: { default: '2s', about: "how often an event stream looks at its backup's status" },
   COFFER_SSE_TIMEOUT: { default: '5m', about: 'an event stream is closed after this long' },

@@ -292,7 +292,8 @@ export function BackupKey({ backupId, wrappedDek }: { backupId: string; wrappedD
           <span class="help">
             {' '}
             {form?.form === 'sealed'
-              ? 'Sealed to that recipient by a backup host that holds no passphrase. Restoring (below) shows which key of your vault opens it.'
+              ? 'Sealed to that recipient by a backup host that holds no passphrase. Restoring ' +
+                '(below) shows which key of your vault opens it.'
               : 'Wrapped with a master key of your vault. Restoring (below) shows which one: the current key or a retired one.'}
           </span>
         )}

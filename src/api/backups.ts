@@ -72,7 +72,8 @@ export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
               type: 'integer',
               minimum: 1,
               description:
-                'The largest encrypted archive this server accepts, in bytes (its COFFER_MAX_ARCHIVE_BYTES): a larger upload is refused with 413 payload_too_large.',
+                'The largest encrypted archive this server accepts, in bytes (its COFFER_MAX_ARCHIVE_BYTES): ' +
+                'a larger upload is refused with 413 payload_too_large.',
             },
           }),
           ...errorResponses(401, 403, 409, 429, 500),

@@ -86,7 +86,8 @@ const DEFAULT_LIMITS: Required<ExtractLimits> = {
  * The checks and the record run on the calling thread, synchronously, in archive order (extract-policy.ts). What
  * they allow is done by worker threads (scheduled by extract-lanes.ts, done by extract-worker.ts): each directory
  * belongs to one worker, which creates it and everything in it, in archive order; different directories are
- * filled at the same time. A creation that depends on another worker's (its directory's, a hard link's target) waits for it and is skipped if anything up to it
+ * filled at the same time. A creation that depends on another worker's (its directory's, a hard link's target) waits
+ * for it and is skipped if anything up to it
  * failed, so nothing is ever created but inside a directory this extractor made, and two names that alias each
  * other still meet in exclusive creations: one fails, whatever the timing. Content is sent on as it is parsed
  * (a large file is written as it arrives); limits.aheadBytes and limits.aheadEntries bound what is sent and not

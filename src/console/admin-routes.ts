@@ -2,7 +2,8 @@
  * The operator console (docs/operations.md#operator-console): the page at /admin and its API at /admin/api/*.
  *
  * Its own credential: the `coffer_operator` cookie (httpOnly, SameSite=Strict; on an https public URL Secure and named
- * `__Host-`/`__Secure-coffer_operator` like the owners' cookie, see sessionCookieSpec), opened by a one-time link from `coffer admin login-link --operator` under the owners' rules (src/services/sessions.ts,
+ * `__Host-`/`__Secure-coffer_operator` like the owners' cookie, see sessionCookieSpec), opened by a one-time link
+ * from `coffer admin login-link --operator` under the owners' rules (src/services/sessions.ts,
  * realm `operator`), with its own CSRF token. The owners' cookie is never read here and the operator's is never read
  * by /console or /api, so neither session opens the other side. What these routes return is ids, plans, counts,
  * bytes and times (src/contract/admin-schemas.ts): the operator sees no file name, metadata, envelope or key material.

@@ -1,5 +1,6 @@
 /**
- * POST /console/api/host-accounts: the signed-in owner adds a host account (docs/console.md#api-keys, docs/client.md#hosts-with-their-own-schedule),
+ * POST /console/api/host-accounts: the signed-in owner adds a host account (docs/console.md#api-keys,
+ * docs/client.md#hosts-with-their-own-schedule),
  * exactly as `coffer admin accounts add-host` does (KeyService.addHost): a new account linked to the owner's, on the
  * owner's plan (its own schedule), holding a copy of the owner's vault envelope (ciphertext only: the same master key,
  * so the same passphrase and recipient restore it), and an append-only `backups:write` key shown once. The owner lists
@@ -63,7 +64,8 @@ export const hostRoutes: AppPlugin<ConsoleContext> = async (app, { keys, backups
               `This account already has ${count} host accounts, the most the console adds (${CONSOLE_HOST_ACCOUNT_LIMIT}).`,
               { reason: 'host_account_limit', limit: CONSOLE_HOST_ACCOUNT_LIMIT },
               undefined,
-              'Ask the operator of this server to add more (coffer admin accounts add-host), or give a host a key of this account (it shares its schedule).',
+              'Ask the operator of this server to add more (coffer admin accounts add-host), or give a ' +
+                'host a key of this account (it shares its schedule).',
             ),
         },
       });

@@ -1,6 +1,7 @@
 /**
  * The console session as an HTTP credential: an httpOnly, SameSite=Strict cookie (Secure, and named with the
- * `__Host-` prefix, when the public URL is https; see sessionCookieSpec), accepted by every /api operation with an owner's scopes. A request that changes state with it must
+ * `__Host-` prefix, when the public URL is https; see sessionCookieSpec), accepted by every /api operation with an
+ * owner's scopes. A request that changes state with it must
  * come from the console's own origin and carry the session's CSRF token in `X-CSRF-Token` (synchronizer token,
  * derived from the session secret), so a cross-site page can neither ride the cookie nor forge the token.
  */

@@ -90,7 +90,10 @@ function cliInsufficientScope({ details }: CliRefusal): string {
 
 function consoleInsufficientScope(details: RefusalDetails): string {
   if (details.reason === 'append_only') {
-    return 'This key is append-only: it can add backups but not delete them, reset the account or change the vault. Sign in with a login link or an owner key.';
+    return (
+      'This key is append-only: it can add backups but not delete them, reset the account or change ' +
+      'the vault. Sign in with a login link or an owner key.'
+    );
   }
   const permission = requiredPermission(details);
   const uses = permission && isScope(permission) ? PERMISSION_USES[permission].console : 'do this';
@@ -136,7 +139,9 @@ export const ERROR_TEXTS: Partial<Record<ErrorCode, ErrorTexts>> = {
     console: 'Delete the remaining backups first.',
   },
   vault_changed: {
-    cli: 'the vault was changed by another client meanwhile (a rekey, recovery or passphrase change elsewhere); nothing was changed: run the command again.',
+    cli:
+      'the vault was changed by another client meanwhile (a rekey, recovery or passphrase change ' +
+      'elsewhere); nothing was changed: run the command again.',
   },
   upload_in_progress: {
     cli: 'another backup of this account is being uploaded: wait until it is finished, then try again.',

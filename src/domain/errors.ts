@@ -70,14 +70,17 @@ export const RESOLUTION_OF: Record<ErrorCode, string> = {
   vault_not_initialized: 'Initialize the vault first with POST /api/backup-account/bootstrap.',
   vault_not_empty: 'Delete the remaining backups first, or send {"deleteBackups": true}.',
   vault_changed:
-    'Read the account again (GET /api/backup-account), unwrap its current material and send If-Match with its new ETag (details.currentEtag).',
+    'Read the account again (GET /api/backup-account), unwrap its current material and send ' +
+    'If-Match with its new ETag (details.currentEtag).',
   upload_in_progress: 'Finish the upload slot named in details.backupId, or DELETE it, then try again.',
   invalid_backup_state: 'Check the backup status in details.status; this operation does not apply to it.',
   ciphertext_size_mismatch: 'Send the exact number of ciphertext bytes that were uploaded.',
   quota_exceeded:
-    'The account stores as much as its quota allows (details.quota, details.usage in bytes): delete backups you no longer need (deleted backups still count until their deletion grace ends; purge them to free the space at once), or ask the operator for a larger quota.',
+    'The account stores as much as its quota allows (details.quota, details.usage in bytes): delete backups you no longer need (deleted backups still count ' +
+    'until their deletion grace ends; purge them to free the space at once), or ask the operator for a larger quota.',
   upload_exceeds_quota:
-    'This archive does not fit in what is left of the quota (details.quota minus details.usage bytes): delete or purge older backups, or ask the operator for a larger quota, then upload again.',
+    'This archive does not fit in what is left of the quota (details.quota minus details.usage bytes): delete or ' +
+    'purge older backups, or ask the operator for a larger quota, then upload again.',
   payload_too_large: 'Keep the encrypted archive within the size limit given in details.maxBytes.',
   unsupported_media_type: 'Send the body with a supported Content-Type (application/octet-stream or application/json).',
   backup_cadence_exceeded: 'Wait until details.nextAllowedAt (see Retry-After) or move to a plan with a shorter interval.',

@@ -6,7 +6,8 @@
  *
  * With COFFER_ACCEL_REDIRECT (docs/deploy.md#downloads-served-by-nginx), for a request that came through a trusted
  * proxy (the caller passes no prefix for any other: only nginx acts on the header, a client reaching Coffer directly
- * would get an empty answer), Coffer still authorizes and decides, but answers with `X-Accel-Redirect: <prefix>/<blob key>` and no body, and nginx sends the file from its `internal`
+ * would get an empty answer), Coffer still authorizes and decides, but answers with `X-Accel-Redirect: <prefix>/<blob
+ * key>` and no body, and nginx sends the file from its `internal`
  * location. nginx applies the client's Range and If-Range there itself, against the ETag Coffer sent (the location
  * copies it, with nginx's own ETag and Last-Modified off, and at most one range): that agrees with the decision
  * above when there is no Range, when If-Range names another ETag (both send everything), and for one plainly

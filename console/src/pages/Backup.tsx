@@ -188,7 +188,8 @@ export function deletionWords(graceDays: number): string {
   return graceDays === 0
     ? 'Deleting removes the encrypted archive from the server for good, at once: it cannot be undeleted.'
     : `Deleting hides it from your backups and keeps it restorable for ${plural(graceDays, 'day')}: until then “Undelete” under ` +
-        '“Scheduled for deletion” on the Backups page brings it back. After that the encrypted archive is removed from the server for good.';
+        '“Scheduled for deletion” on the Backups page brings it back. After that the ' +
+        'encrypted archive is removed from the server for good.';
 }
 
 function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {

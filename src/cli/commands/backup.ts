@@ -135,7 +135,8 @@ export function registerBackup(program: Command): void {
     .option('--compression <gzip|zstd>', `default: zstd where this Node has it (${zstdAvailable() ? 'it does' : 'it does not'}), else gzip`)
     .option(
       '--json',
-      'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to a recipient, skipped when entries were left out)',
+      'print the READY backup (BackupDetail) as JSON (with recipientFingerprint when sealed to ' +
+        'a recipient, skipped when entries were left out)',
     )
     .action(
       action(async ({ signal, config, profile }, paths: string[], options: BackupOptions) => {

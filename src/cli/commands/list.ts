@@ -41,7 +41,8 @@ export function registerList(program: Command): void {
     .option('--kit-file <file>', 'with --chain: open the metadata with the recovery kit instead of the passphrase')
     .option(
       '--json',
-      'print the API response ({"backups": [...]}; "hosts": [{accountId, label, backupInterval, vault, backups}] when you have host accounts; with --chain also "chains")',
+      'print the API response ({"backups": [...]}; "hosts": [{accountId, label, backupInterval, vault, ' +
+        'backups}] when you have host accounts; with --chain also "chains")',
     )
     .action(
       action(async (context, options: ListOptions) => {

@@ -54,7 +54,8 @@ export function registerLs(program: Command): void {
   program
     .command('ls <id> [path]')
     .description(
-      'list the files of a backup (path, size, mode, mtime), or those at and below [path]; the backup is downloaded and checked whole, nothing is written',
+      'list the files of a backup (path, size, mode, mtime), or those at and below [path]; the ' +
+        'backup is downloaded and checked whole, nothing is written',
     )
     .option(...PASSPHRASE_FILE_OPTION)
     .option('--json', 'print {"backupId", "entries": [{"path", "type", "size", "mode", "mtime", "linkTarget"?}]} (mode as a number)')

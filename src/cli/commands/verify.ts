@@ -47,7 +47,8 @@ export function registerVerify(program: Command): void {
   program
     .command('verify [ids...]')
     .description(
-      'download backups and check them whole (every chunk authenticated, final tag, sizes, SHA-256) without writing anything; exit 4 when one fails',
+      'download backups and check them whole (every chunk authenticated, final tag, sizes, ' +
+        'SHA-256) without writing anything; exit 4 when one fails',
     )
     .option(...PASSPHRASE_FILE_OPTION)
     .option('--all', 'verify every READY backup of the account and of its host accounts, and check their history chains')

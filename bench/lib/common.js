@@ -16,6 +16,24 @@ export const DIST = path.join(ROOT, 'dist');
 export const MiB = 1024 * 1024;
 export { sleep };
 
+/**
+ * Every benchmark process (and every command it runs: `coffer init`, `backup`, `restore`, restic) gets a HOME and XDG
+ * directories of its own, removed when it exits: a client command keeps state there (the vault keys it has seen,
+ * profiles, caches), and a benchmark must never write into the user's own.
+ */
+const benchHome = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-home-'));
+for (const [name, dir] of [
+  ['HOME', ''],
+  ['XDG_CONFIG_HOME', '.config'],
+  ['XDG_STATE_HOME', '.local/state'],
+  ['XDG_CACHE_HOME', '.cache'],
+  ['XDG_DATA_HOME', '.local/share'],
+]) {
+  process.env[name] = path.join(benchHome, dir);
+  fs.mkdirSync(process.env[name], { recursive: true, mode: 0o700 });
+}
+process.on('exit', () => fs.rmSync(benchHome, { recursive: true, force: true }));
+
 /** `--name value` / `--name=value` / `--flag` options, with BENCH_<NAME> environment fallbacks. */
 export function options(defaults) {
   const result = { ...defaults };

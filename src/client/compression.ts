@@ -133,14 +133,16 @@ class ParallelGzip extends Transform {
   }
 
   private async deflateFullBlocks(): Promise<void> {
-    while (this.heldBytes >= GZIP_BLOCK) {
-      const all = Buffer.concat(this.held, this.heldBytes);
-      const block = all.subarray(0, GZIP_BLOCK);
-      this.held = all.length > GZIP_BLOCK ? [all.subarray(GZIP_BLOCK)] : [];
-      this.heldBytes = all.length - GZIP_BLOCK;
-      this.inFlight.push(this.deflateBlock(block));
+    if (this.heldBytes < GZIP_BLOCK) return;
+    // One copy of what is held; the blocks are views of it, the rest waits for the next chunk.
+    const all = Buffer.concat(this.held, this.heldBytes);
+    let at = 0;
+    for (; all.length - at >= GZIP_BLOCK; at += GZIP_BLOCK) {
+      this.inFlight.push(this.deflateBlock(all.subarray(at, at + GZIP_BLOCK)));
       await this.drain(this.lanes - 1);
     }
+    this.held = at < all.length ? [all.subarray(at)] : [];
+    this.heldBytes = all.length - at;
   }
 
   /**

@@ -43,8 +43,8 @@ export class FsBlobStore implements MultipartBlobStore {
     fs.mkdirSync(this.blobDir, { recursive: true });
     fs.mkdirSync(this.tmpDir, { recursive: true });
     fs.mkdirSync(this.uploadDir, { recursive: true });
-    // Temp files left by a crash are never complete blobs.
-    for (const name of fs.readdirSync(this.tmpDir)) fs.rmSync(path.join(this.tmpDir, name), { force: true });
+    // Temp files a crash left behind are not removed here: another process (a server, a `coffer admin` command) may be
+    // writing into tmp/ right now. The sweeper's removeIncomplete takes them once the orphan grace has passed.
   }
 
   private pathOf(key: string): string {

@@ -140,8 +140,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
 /**
  * The services of a one-shot operator command (`coffer admin …`) on the configured database, without the HTTP app:
  * no metadata cache and no LISTEN (its changes reach the servers' caches through the database's triggers), and a
- * status bus of its own. The blob store opens only for a command that needs it (`backups()`): opening the filesystem
- * store clears its temp directory.
+ * status bus of its own. The blob store opens only for a command that needs it (`backups()`).
  */
 export interface OperatorParts extends Pick<Services, 'config' | 'clock' | 'store' | 'audit' | 'keys' | 'sessions' | 'operator'> {
   backups(): Promise<BackupService>;

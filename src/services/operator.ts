@@ -157,7 +157,7 @@ export class OperatorService {
 
   /**
    * Sets the account's own quota (bytes, or null: none), or with undefined returns it to its plan's; audited when it
-   * changed (`coffer admin accounts set-quota` records the same). Undefined when there is no such account.
+   * changed (`coffer admin accounts set-quota` runs this too). Undefined when there is no such account.
    */
   async setQuota(accountId: string, quota: QuotaOverride, actor: AuditActor): Promise<{ before: QuotaOverride } | undefined> {
     if (quota !== undefined && quota !== null && !(Number.isSafeInteger(quota) && quota >= 0)) throw new RangeError('quota out of range');

@@ -65,7 +65,13 @@ describe('coffer admin usage and set-quota', () => {
     const text = coffer(['usage']).stdout;
     expect(text).toMatch(/ACCOUNT\s+PLAN\s+STORED\s+QUOTA\s+BACKUPS\s+LAST READY\s+OVERDUE/);
     expect(text).toMatch(/total: 2 accounts, 0 bytes stored, 0 backups, 0 overdue/);
-    const audit = JSON.parse(coffer(['audit', created.accountId, '--json']).stdout);
-    expect(JSON.stringify(audit)).toMatch(/account\.quota/);
+    const quotaEntries = () =>
+      JSON.parse(coffer(['audit', created.accountId, '--json']).stdout).events.filter(
+        (entry: { action: string }) => entry.action === 'account.quota',
+      );
+    expect(quotaEntries().map((entry: { detail: string }) => entry.detail)).toEqual(['123 bytes → plan', 'plan → 123 bytes']);
+    // Setting the quota it already has changes nothing, so nothing is recorded.
+    expect(coffer(['accounts', 'set-quota', created.accountId, 'plan']).code).toBe(0);
+    expect(quotaEntries()).toHaveLength(2);
   }, 240_000);
 });

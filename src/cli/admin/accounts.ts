@@ -4,7 +4,7 @@ import { loadConfig } from '../../config.js';
 import { MAX_DELETION_GRACE_DAYS, isDeletionGrace } from '../../domain/backups.js';
 import { AppError } from '../../domain/errors.js';
 import { PLANS } from '../../domain/plans.js';
-import { effectiveQuota, parseQuota, quotaWords } from '../../domain/quotas.js';
+import { effectiveQuota, parseQuota } from '../../domain/quotas.js';
 import { iso, isoOrNull } from '../../domain/time.js';
 import { CliError, emit, usageError } from '../output.js';
 import { expiresIn, operator, plan, withServices } from './frame.js';
@@ -60,13 +60,10 @@ export function registerAccountCommands(admin: Command): void {
         throw usageError(`quota must be a whole number of bytes, none or plan, got "${quotaText}"`);
       }
       const config = loadConfig();
-      const changed = await withServices(async ({ store, audit }) => {
-        const before = await store.getAccount(accountId);
-        if (!before || !(await store.setQuota(accountId, quota))) return undefined;
-        // Recorded even when the quota stays the same (OperatorService.setQuota records only a change).
-        const detail = `${quotaWords(before.quotaOverride)} → ${quotaWords(quota)}`;
-        await audit.record({ accountId, action: 'account.quota', ...operator(), detail });
-        return effectiveQuota(before.plan, quota, config.planQuotas);
+      const changed = await withServices(async ({ store, operator: service }) => {
+        if (!(await service.setQuota(accountId, quota, operator().actor))) return undefined;
+        const account = await store.getAccount(accountId);
+        return account ? effectiveQuota(account.plan, quota, config.planQuotas) : undefined;
       }, config);
       if (changed === undefined) throw new CliError(`no account ${accountId}`);
       const source = quota === undefined ? 'plan' : 'account';

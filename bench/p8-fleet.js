@@ -56,7 +56,7 @@ const STEP_LABELS = {
 const NODE_NAMES = 'ABCDEFGH';
 
 /** The load generator (bench/lib/fleet-gen.js), its own process; it drives both the fleet and the nginx baseline. */
-async function startGenerator() {
+export async function startGenerator() {
   const child = await startChild(path.join(BENCH_DIR, 'lib', 'fleet-gen.js'), [], { logFile: logFile('p8-fleet-generator.log') });
   let nodes = [];
   let onFailure = () => undefined;
@@ -159,7 +159,7 @@ async function runNginx(generator, nginx, clients, { bodyFile, warmupS, duration
 }
 
 /** One fleet run on a fresh backend: `nodeCount` Coffer processes, the hosts split over them (host i → node i mod n). */
-async function fleetOn(generator, backend, nodeCount, settings) {
+export async function fleetOn(generator, backend, nodeCount, settings) {
   const prepared = await prepareBackend(backend);
   const nodes = [];
   try {

@@ -109,7 +109,7 @@ export async function startGenerator() {
  * Cycles that end inside the measured window count; their step times are the samples. Per node: CPU seconds and
  * peak RSS over the measured window; the generator's CPU per cycle beside them.
  */
-async function runFleet(generator, nodes, hosts, { bodyFile, warmupS, durationS, profile }) {
+export async function runFleet(generator, nodes, hosts, { bodyFile, warmupS, durationS, profile }) {
   const servers = nodes.map((node) => ({ pid: node.pid, pids: [node.pid] }));
   const run = await generator.measure(
     { type: 'start', mode: 'fleet', hosts, bodyFile, nodeCount: nodes.length },

@@ -1,4 +1,3 @@
-/* global fetch, AbortController, TextDecoderStream */
 /**
  * P8 — a fleet on one node: N simulated backup hosts (each its own pro account, made by the harness) run the whole
  * cycle in a loop against Coffer for a measured window: create a slot (POST /api/backups), upload an archive of
@@ -8,18 +7,22 @@
  * concurrent clients. Target: cycles/s ≥ 0.5× nginx's PUT/s on sqlite+fs. On PostgreSQL the fleet also runs over
  * 2 nodes (two Coffer processes on one schema and one bucket, the hosts split between them): the scaling table.
  *
- * The pro plan allows one backup per 30 minutes per account: the harness moves the servers' clocks (all nodes by the
- * same amount) whenever a host's next create would otherwise be refused, and never so far that a slot still in
- * flight would pass its upload window (1 hour). A refusal (429, 409, stream cap) is not a cycle: counted apart.
+ * The clients (the hosts, the nginx PUTs) run in a load generator of their own, bench/lib/fleet-gen.js, one process
+ * that drives both servers in turn; its CPU per cycle (per PUT) is reported beside the servers'.
+ *
+ * The pro plan allows one backup per 30 minutes per account: the generator moves the servers' clocks (all nodes by the
+ * same amount, through this process) whenever a host's next create would otherwise be refused, and never so far that a
+ * slot still in flight would pass its upload window. A refusal (429, 409, stream cap) is not a cycle: counted apart.
  *
  *   node bench/p8-fleet.js [--hosts 64] [--duration 20] [--warmup 3] [--rounds 2] [--size-mib 1]
  *                          [--backends sqlite+fs,postgres+s3] [--nodes 1,2] (node counts for PostgreSQL backends)
+ *                          [--profile /tmp/p8.cpuprofile] (CPU profile of the first round's first server, measured window)
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { performance } from 'node:perf_hooks';
-import { EventSourceParserStream } from 'eventsource-parser/stream';
+import path from 'node:path';
 import {
+  BENCH_DIR,
   MiB,
   commandLine,
   cpuSecondsOf,
@@ -28,31 +31,20 @@ import {
   logFile,
   median,
   options,
-  percentile,
   requireBuild,
   round,
   runWhenMain,
   sampleRss,
   sleep,
+  startChild,
   tempDir,
 } from './lib/common.js';
-import { accounts, api, finalizeBody, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
+import { accounts, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
+import { STEPS, UPLOAD_WINDOW } from './lib/fleet-gen.js';
 import { startNginx } from './lib/nginx.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
 export const TARGET = 0.5;
-const PRO_INTERVAL_MS = 30 * 60_000;
-/**
- * The servers' upload window (COFFER_UPLOAD_WINDOW, default 1 hour), raised so the moved clock never expires a slot of
- * a host that is a few cycles behind the others: with 1 hour, no host could start a second cycle past a slow one.
- */
-const UPLOAD_WINDOW = '24h';
-const UPLOAD_WINDOW_MS = 24 * 60 * 60_000;
-/** A create is asked for this long after the cadence allows it; an advance stays this far from a slot's expiry. */
-const CADENCE_SLACK_MS = 1000;
-const EXPIRY_SAFETY_MS = 5 * 60_000;
-const EPOCH_SLACK_MS = 5 * 60_000;
-const STEPS = ['slot', 'upload', 'finalize', 'list', 'watch', 'cycle'];
 const STEP_LABELS = {
   slot: 'slot',
   upload: 'upload',
@@ -63,265 +55,111 @@ const STEP_LABELS = {
 };
 const NODE_NAMES = 'ABCDEFGH';
 
-/**
- * The servers' clock as the fleet moves it. `confirmed` is what every node has applied (cadence checks use it, so a
- * create is never sent early); `pending` includes an advance still on its way (a slot's creation time is recorded
- * with it, an upper bound). An advance that would take the oldest slot in flight within EXPIRY_SAFETY_MS of its
- * upload window waits until that slot is finalized.
- */
-function fleetClock(nodes) {
-  let confirmed = 0;
-  let pending = 0;
-  let chain = Promise.resolve();
-  const inFlight = new Map();
-  let waiters = [];
-  const clock = {
-    advances: 0,
-    confirmedNow: () => Date.now() + confirmed,
-    pendingNow: () => Date.now() + pending,
-    begin(host) {
-      inFlight.set(host, clock.confirmedNow());
-    },
-    end(host) {
-      inFlight.delete(host);
-      const woken = waiters;
-      waiters = [];
-      for (const wake of woken) wake();
-    },
-    /**
-     * Moves the clock to where a host whose last backup was created at `lastCreate` (server time) may create again,
-     * unless that would bring a slot in flight near its expiry; returns whether it is (or will be) there.
-     */
-    request(lastCreate) {
-      const target = lastCreate + PRO_INTERVAL_MS + CADENCE_SLACK_MS;
-      if (clock.pendingNow() >= target) return true;
-      if (target + EXPIRY_SAFETY_MS > Math.min(...inFlight.values()) + UPLOAD_WINDOW_MS) return false;
-      chain = chain.then(async () => {
-        const short = target - clock.confirmedNow();
-        if (short <= 0) return;
-        // Past the target by EPOCH_SLACK_MS when the slots in flight leave room: the advance then also serves every host
-        // that created after this one (seconds of real time), not only this one.
-        const roomy = clock.confirmedNow() + short + EPOCH_SLACK_MS + EXPIRY_SAFETY_MS <= Math.min(...inFlight.values()) + UPLOAD_WINDOW_MS;
-        const need = roomy ? short + EPOCH_SLACK_MS : short;
-        pending += need;
-        await Promise.all(nodes.map((node) => node.advance(need)));
-        confirmed += need;
-        clock.advances += 1;
-      });
-      return true;
-    },
-    /** Resolves once the cadence allows a host whose last backup was created at `lastCreate` (server time). */
-    async allow(lastCreate) {
-      while (clock.confirmedNow() < lastCreate + PRO_INTERVAL_MS + CADENCE_SLACK_MS) {
-        if (!clock.request(lastCreate)) await new Promise((resolve) => waiters.push(resolve));
-        await chain;
-      }
-    },
-  };
-  return clock;
-}
-
-/** Follows a backup's event stream (as `coffer watch` does: fetch + eventsource-parser); `ready` resolves at READY. */
-function watchUntilReady(url, apiKey) {
-  const controller = new AbortController();
-  const ready = (async () => {
-    const response = await fetch(url, {
-      headers: { authorization: `Bearer ${apiKey}`, accept: 'text/event-stream' },
-      signal: controller.signal,
-    });
-    if (response.status !== 200) throw Object.assign(new Error(`events answered ${response.status}`), { status: response.status });
-    const reader = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) throw new Error('the event stream ended before READY');
-        if (value.event === 'backup.stream.error') throw Object.assign(new Error(`stream refused: ${value.data}`), { refusal: 'stream' });
-        if (value.event === 'backup.status' && /"status":"READY"/.test(value.data)) return performance.now();
-      }
-    } finally {
-      controller.abort();
+/** The load generator (bench/lib/fleet-gen.js), its own process; it drives both the fleet and the nginx baseline. */
+export async function startGenerator() {
+  const child = await startChild(path.join(BENCH_DIR, 'lib', 'fleet-gen.js'), [], { logFile: logFile('p8-fleet-generator.log') });
+  let nodes = [];
+  let onFailure = () => undefined;
+  child.on('message', (message) => {
+    if (message?.advance !== undefined) {
+      Promise.all(nodes.map((node) => node.advance(message.advance))).then(
+        () => child.send({ cid: message.cid }),
+        (error) => child.send({ cid: message.cid, error: error.message }),
+      );
+    } else if (message?.failure) {
+      onFailure(new Error(message.failure));
     }
-  })();
-  // Settled either way, so a stream that fails before the host awaits it is not an unhandled rejection.
-  return {
-    settled: ready.then(
-      (at) => ({ at }),
-      (error) => ({ error }),
-    ),
-    abort: () => controller.abort(),
+  });
+  /**
+   * One run: the generator's loops start (warm-up), then the measured window, marked in the generator and around
+   * it here: the servers' CPU (/proc) and peak RSS, the generator's own CPU. `servers`: [{pid}] whose CPU counts.
+   */
+  const measure = async (start, { servers, clockNodes = [], warmupS, durationS, profile }) => {
+    nodes = clockNodes;
+    const failed = new Promise((_, reject) => (onFailure = reject));
+    failed.catch(() => undefined);
+    const during = (promise) => Promise.race([promise, failed]);
+    await during(child.request(start));
+    await during(sleep(warmupS * 1000));
+    const samplers = servers.map((server) => sampleRss(server.rssPid ?? server.pid, 100));
+    if (profile) await clockNodes[0].startProfile();
+    const queries0 = clockNodes[0] ? (await clockNodes[0].stats()).queries : null;
+    const cpu0 = servers.map((server) => server.pids.reduce((sum, pid) => sum + cpuSecondsOf(pid), 0));
+    await during(child.request({ type: 'mark' }));
+    await during(sleep(durationS * 1000));
+    const cpu = servers.map((server, i) => server.pids.reduce((sum, pid) => sum + cpuSecondsOf(pid), 0) - cpu0[i]);
+    const stopped = child.request({ type: 'stop' });
+    if (profile) log(`server profile of node A (measured window): ${await clockNodes[0].stopProfile(profile)}`);
+    const queries1 = clockNodes[0] ? (await clockNodes[0].stats()).queries : null;
+    const rssPeak = samplers.map((sampler) => sampler.stop().peak);
+    const result = await stopped;
+    onFailure = () => undefined;
+    return {
+      ...result,
+      cpu,
+      rssPeak,
+      queries: queries0 && Object.fromEntries(Object.keys(queries1).map((k) => [k, queries1[k] - queries0[k]])),
+    };
   };
+  return { pid: child.pid, measure, stop: () => child.stop() };
 }
 
 /**
  * Runs the fleet: every host loops over the cycle until the window ends (warm-up, then `durationS` measured).
  * Cycles that end inside the measured window count; their step times are the samples. Per node: CPU seconds and
- * peak RSS over the measured window.
+ * peak RSS over the measured window; the generator's CPU per cycle beside them.
  */
-async function runFleet(nodes, hosts, { body, warmupS, durationS }) {
-  const clock = fleetClock(nodes);
-  const samples = Object.fromEntries(STEPS.map((step) => [step, []]));
-  const cyclesPerNode = nodes.map(() => 0);
-  const refusals = { cadence: 0, inProgress: 0, stream: 0 };
-  const errors = [];
-  let measureFrom = Infinity;
-  let measureTo = Infinity;
-  let stopping = false;
-
-  const clockWaits = [];
-  const cycle = async (host) => {
-    const waitFrom = performance.now();
-    await clock.allow(host.lastCreate);
-    const t0 = performance.now();
-    if (t0 >= measureFrom && t0 <= measureTo) clockWaits.push(t0 - waitFrom);
-    clock.begin(host);
-    let stream = null;
-    let id = null;
-    try {
-      const created = await host.call('POST', '/api/backups');
-      if (created.status === 429) {
-        refusals.cadence += 1;
-        host.lastCreate = clock.pendingNow();
-        return;
-      }
-      if (created.status === 409) {
-        refusals.inProgress += 1;
-        const stale = created.body?.details?.backupId;
-        if (stale) await host.call('DELETE', `/api/backups/${stale}`);
-        return;
-      }
-      if (created.status !== 201) throw new Error(`create answered ${created.status} ${JSON.stringify(created.body).slice(0, 200)}`);
-      host.lastCreate = clock.pendingNow();
-      id = created.body.backupId;
-      const t1 = performance.now();
-      // Opened as soon as the slot exists, as a host following its backup would; it runs beside the upload.
-      stream = watchUntilReady(`${host.url}/api/backups/${id}/events`, host.apiKey);
-      await host.call('POST', `/api/backups/upload?backupId=${id}`, {
-        body,
-        headers: { 'content-type': 'application/octet-stream' },
-        expect: 201,
-      });
-      const t2 = performance.now();
-      await host.call('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(body.length), expect: 200 });
-      const t3 = performance.now();
-      clock.end(host);
-      // Asked now, the advance for this host's next create is usually done before it needs it.
-      clock.request(host.lastCreate);
-      await host.call('GET', '/api/backups', { expect: 200 });
-      const t4 = performance.now();
-      const watched = await stream.settled;
-      if (watched.error) throw watched.error;
-      const t5 = Math.max(t4, watched.at);
-      if (t5 >= measureFrom && t5 <= measureTo) {
-        samples.slot.push(t1 - t0);
-        samples.upload.push(t2 - t1);
-        samples.finalize.push(t3 - t2);
-        samples.list.push(t4 - t3);
-        samples.watch.push(watched.at - t2);
-        samples.cycle.push(t5 - t0);
-        cyclesPerNode[host.node] += 1;
-      }
-    } catch (error) {
-      stream?.abort();
-      if (error.refusal === 'stream') refusals.stream += 1;
-      else errors.push(error.message);
-      if (errors.length > 20) throw new Error(`the fleet fails: ${errors.slice(0, 3).join('; ')}`);
-      if (id) await host.call('DELETE', `/api/backups/${id}`).catch(() => undefined);
-      await sleep(50);
-    } finally {
-      clock.end(host);
-    }
-  };
-
-  const loops = hosts.map(async (host) => {
-    while (!stopping) await cycle(host);
-  });
-  let failure = null;
-  const failed = Promise.all(loops).catch((error) => (failure = error));
-  await Promise.race([sleep(warmupS * 1000), failed]);
-  const samplers = nodes.map((node) => sampleRss(node.pid, 100));
-  const cpu0 = nodes.map((node) => cpuSecondsOf(node.pid));
-  measureFrom = performance.now();
-  await Promise.race([sleep(durationS * 1000), failed]);
-  measureTo = performance.now();
-  const cpu = nodes.map((node, i) => cpuSecondsOf(node.pid) - cpu0[i]);
-  const rssPeak = samplers.map((sampler) => sampler.stop().peak);
-  stopping = true;
-  await Promise.all(loops).catch(() => undefined);
-  if (failure) throw failure;
-  const seconds = (measureTo - measureFrom) / 1000;
-  const cycles = cyclesPerNode.reduce((a, b) => a + b, 0);
+export async function runFleet(generator, nodes, hosts, { bodyFile, warmupS, durationS, profile }) {
+  const servers = nodes.map((node) => ({ pid: node.pid, pids: [node.pid] }));
+  const run = await generator.measure(
+    { type: 'start', mode: 'fleet', hosts, bodyFile, nodeCount: nodes.length },
+    { servers, clockNodes: nodes, warmupS, durationS, profile },
+  );
+  const { seconds, cycles, cpu } = run;
   return {
     seconds,
     cycles,
     cyclesPerSecond: cycles / seconds,
-    steps: Object.fromEntries(STEPS.map((step) => [step, { p50: percentile(samples[step], 50), p99: percentile(samples[step], 99) }])),
+    steps: run.steps,
     cpuMsPerCycle: (cpu.reduce((a, b) => a + b, 0) * 1000) / cycles,
+    clientCpuMsPerCycle: run.clientCpuMs / cycles,
     nodes: nodes.map((_, i) => ({
-      cycles: cyclesPerNode[i],
+      cycles: run.cyclesPerNode[i],
       cpuSeconds: cpu[i],
-      cpuMsPerCycle: (cpu[i] * 1000) / cyclesPerNode[i],
-      rssPeak: rssPeak[i],
+      cpuMsPerCycle: (cpu[i] * 1000) / run.cyclesPerNode[i],
+      rssPeak: run.rssPeak[i],
     })),
-    refusals,
-    errors: errors.length,
-    errorSamples: errors.slice(0, 3),
-    clockAdvances: clock.advances,
-    clockWaitP99: percentile(clockWaits, 99),
+    refusals: run.refusals,
+    errors: run.errors,
+    errorSamples: run.errorSamples,
+    queriesPerCycle: Object.fromEntries(Object.entries(run.queries).map(([k, v]) => [k, round(v / run.cyclesPerNode[0], 2)])),
+    clockAdvances: run.clockAdvances,
+    clockWaitP99: run.clockWaitP99,
   };
 }
 
 /** The baseline: `clients` concurrent clients PUT the same body to nginx (WebDAV), each to a file of its own. */
-async function runNginx(nginx, clients, { body, warmupS, durationS }) {
-  const latencies = [];
-  let measureFrom = Infinity;
-  let measureTo = Infinity;
-  let stopping = false;
-  let puts = 0;
-  const loops = Array.from({ length: clients }, async (_, i) => {
-    while (!stopping) {
-      const t0 = performance.now();
-      const response = await fetch(`${nginx.url}/fleet/host-${i}.bin`, {
-        method: 'PUT',
-        body,
-        headers: { 'content-type': 'application/octet-stream' },
-      });
-      await response.arrayBuffer();
-      if (response.status !== 201 && response.status !== 204) throw new Error(`nginx PUT answered ${response.status}`);
-      const t1 = performance.now();
-      if (t1 >= measureFrom && t1 <= measureTo) {
-        puts += 1;
-        latencies.push(t1 - t0);
-      }
-    }
-  });
-  let failure = null;
-  const failed = Promise.all(loops).catch((error) => (failure = error));
-  const pids = [nginx.pid, nginx.workerPid].filter(Boolean);
-  await Promise.race([sleep(warmupS * 1000), failed]);
-  const sampler = sampleRss(nginx.workerPid ?? nginx.pid, 100);
-  const cpu0 = pids.map((pid) => cpuSecondsOf(pid));
-  measureFrom = performance.now();
-  await Promise.race([sleep(durationS * 1000), failed]);
-  measureTo = performance.now();
-  const cpu = pids.reduce((sum, pid, i) => sum + cpuSecondsOf(pid) - cpu0[i], 0);
-  const rssPeak = sampler.stop().peak;
-  stopping = true;
-  await Promise.all(loops).catch(() => undefined);
-  if (failure) throw failure;
-  const seconds = (measureTo - measureFrom) / 1000;
+async function runNginx(generator, nginx, clients, { bodyFile, warmupS, durationS }) {
+  const server = { pid: nginx.pid, rssPid: nginx.workerPid ?? nginx.pid, pids: [nginx.pid, nginx.workerPid].filter(Boolean) };
+  const run = await generator.measure(
+    { type: 'start', mode: 'nginx', url: nginx.url, clients, bodyFile },
+    { servers: [server], warmupS, durationS },
+  );
+  const { seconds, puts } = run;
   return {
     seconds,
     puts,
     putsPerSecond: puts / seconds,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    cpuMsPerPut: (cpu * 1000) / puts,
-    rssPeak,
+    p50: run.p50,
+    p99: run.p99,
+    cpuMsPerPut: (run.cpu[0] * 1000) / puts,
+    clientCpuMsPerPut: run.clientCpuMs / puts,
+    rssPeak: run.rssPeak[0],
   };
 }
 
 /** One fleet run on a fresh backend: `nodeCount` Coffer processes, the hosts split over them (host i → node i mod n). */
-async function fleetOn(backend, nodeCount, settings) {
+export async function fleetOn(generator, backend, nodeCount, settings) {
   const prepared = await prepareBackend(backend);
   const nodes = [];
   try {
@@ -339,9 +177,9 @@ async function fleetOn(backend, nodeCount, settings) {
     const made = await accounts(nodes[0], settings.hosts);
     const hosts = made.map((account, i) => {
       const node = i % nodeCount;
-      return { ...account, node, url: nodes[node].url, call: api(nodes[node].url, account.apiKey), lastCreate: -Infinity };
+      return { apiKey: account.apiKey, node, url: nodes[node].url };
     });
-    return await runFleet(nodes, hosts, settings);
+    return await runFleet(generator, nodes, hosts, settings);
   } finally {
     for (const node of [...nodes].reverse()) await node.stop();
     await prepared.cleanup();
@@ -349,7 +187,16 @@ async function fleetOn(backend, nodeCount, settings) {
 }
 
 export async function main() {
-  const opts = options({ hosts: 64, duration: 20, warmup: 3, rounds: 2, 'size-mib': 1, backends: 'sqlite+fs,postgres+s3', nodes: '1,2' });
+  const opts = options({
+    hosts: 64,
+    duration: 20,
+    warmup: 3,
+    rounds: 2,
+    'size-mib': 1,
+    backends: 'sqlite+fs,postgres+s3',
+    nodes: '1,2',
+    profile: '',
+  });
   requireBuild();
   const started = Date.now();
   const nodeCounts = list(opts.nodes).map(Number);
@@ -368,15 +215,19 @@ export async function main() {
     }
   }
   const key = (config) => `${config.backend}${config.nodes > 1 ? ` × ${config.nodes} nodes` : ''}`;
-  const body = crypto.randomBytes(Math.round(opts['size-mib'] * MiB));
-  const settings = { hosts: opts.hosts, body, warmupS: opts.warmup, durationS: opts.duration };
   const davRoot = tempDir('coffer-bench-p8-dav-');
+  // The same random body for every request of both servers; the generator reads it from this file.
+  const bodyFile = path.join(davRoot, 'body.bin');
+  fs.writeFileSync(bodyFile, crypto.randomBytes(Math.round(opts['size-mib'] * MiB)));
+  const settings = { hosts: opts.hosts, bodyFile, warmupS: opts.warmup, durationS: opts.duration };
   const results = { nginx: [] };
   let nginx = null;
+  let generator = null;
   try {
+    generator = await startGenerator();
     nginx = await startNginx(null, {
       site: {
-        server: `root ${davRoot};\n    location / {\n      dav_methods PUT;\n      create_full_put_path on;\n      client_max_body_size ${Math.ceil(opts['size-mib']) + 1}m;\n    }`,
+        server: `root ${davRoot}/dav;\n    location / {\n      dav_methods PUT;\n      create_full_put_path on;\n      client_max_body_size ${Math.ceil(opts['size-mib']) + 1}m;\n    }`,
       },
     });
     for (let r = 0; r < opts.rounds; r++) {
@@ -384,23 +235,25 @@ export async function main() {
       const order = r % 2 === 0 ? ['nginx', ...configs] : [...configs, 'nginx'];
       for (const what of order) {
         if (what === 'nginx') {
-          const run = await runNginx(nginx, opts.hosts, settings);
+          const run = await runNginx(generator, nginx, opts.hosts, settings);
           log(
-            `P8 nginx round ${r + 1}: ${run.puts} PUTs, ${run.putsPerSecond.toFixed(1)} PUT/s, p99 ${run.p99.toFixed(1)} ms, CPU ${run.cpuMsPerPut.toFixed(2)} ms per PUT`,
+            `P8 nginx round ${r + 1}: ${run.puts} PUTs, ${run.putsPerSecond.toFixed(1)} PUT/s, p99 ${run.p99.toFixed(1)} ms, CPU ${run.cpuMsPerPut.toFixed(2)} ms per PUT (generator ${run.clientCpuMsPerPut.toFixed(2)} ms)`,
           );
           results.nginx.push(run);
         } else {
-          const run = await fleetOn(what.backend, what.nodes, settings);
+          const profile = opts.profile && r === 0 && what === configs[0] ? opts.profile : null;
+          const run = await fleetOn(generator, what.backend, what.nodes, { ...settings, profile });
           const { cadence, inProgress, stream } = run.refusals;
           log(
             `P8 ${key(what)} round ${r + 1}: ${run.cycles} cycles, ${run.cyclesPerSecond.toFixed(1)} cycles/s, cycle p99 ${run.steps.cycle.p99.toFixed(1)} ms, ` +
-              `CPU ${run.cpuMsPerCycle.toFixed(2)} ms per cycle, refused ${cadence}/${inProgress}/${stream}, errors ${run.errors}${run.errors ? ` (${run.errorSamples.join('; ')})` : ''}`,
+              `CPU ${run.cpuMsPerCycle.toFixed(2)} ms per cycle (generator ${run.clientCpuMsPerCycle.toFixed(2)} ms; node A statements per cycle ${JSON.stringify(run.queriesPerCycle)}), refused ${cadence}/${inProgress}/${stream}, errors ${run.errors}${run.errors ? ` (${run.errorSamples.join('; ')})` : ''}`,
           );
           (results[key(what)] ??= []).push(run);
         }
       }
     }
   } finally {
+    await generator?.stop();
     await nginx?.stop();
     fs.rmSync(davRoot, { recursive: true, force: true });
   }
@@ -411,6 +264,7 @@ export async function main() {
     p50: med(results.nginx, (x) => x.p50),
     p99: med(results.nginx, (x) => x.p99),
     cpuMsPerPut: med(results.nginx, (x) => x.cpuMsPerPut),
+    clientCpuMsPerPut: med(results.nginx, (x) => x.clientCpuMsPerPut),
     rssPeak: med(results.nginx, (x) => x.rssPeak),
   };
   const summary = configs.map((config) => {
@@ -425,6 +279,7 @@ export async function main() {
         STEPS.map((step) => [step, { p50: med(runs, (x) => x.steps[step].p50), p99: med(runs, (x) => x.steps[step].p99) }]),
       ),
       cpuMsPerCycle: med(runs, (x) => x.cpuMsPerCycle),
+      clientCpuMsPerCycle: med(runs, (x) => x.clientCpuMsPerCycle),
       nodeStats: Array.from({ length: config.nodes }, (_, i) => ({
         cpuMsPerCycle: med(runs, (x) => x.nodes[i].cpuMsPerCycle),
         rssPeak: Math.max(...runs.map((x) => x.nodes[i].rssPeak)),
@@ -450,6 +305,7 @@ export async function main() {
     fmtRatio(ratio(s.cyclesPerSecond, base.putsPerSecond)),
     ...steps(s),
     `${round(s.cpuMsPerCycle, 2)}${s.nodeCount > 1 ? ` (${perNode(s, (n) => round(n.cpuMsPerCycle, 2))})` : ''}`,
+    round(s.clientCpuMsPerCycle, 2),
     perNode(s, (n) => round(n.rssPeak / MiB, 0)),
     refused(s),
     s.errors,
@@ -465,6 +321,7 @@ export async function main() {
     '—',
     `${ms(base.p50)} / ${ms(base.p99)}`,
     round(base.cpuMsPerPut, 2),
+    round(base.clientCpuMsPerPut, 2),
     round(base.rssPeak / MiB, 0),
     '—',
     0,
@@ -509,9 +366,9 @@ export async function main() {
     });
   }
   notes.push(
-    `Each host is its own pro account (one backup per 30 minutes): the harness moves every node's clock by the same amount when a host's backup is finalized, to a few minutes past where its next create is allowed (so one advance serves every host that created meanwhile), never so far that a slot in flight nears its upload window (raised from 1 hour to ${UPLOAD_WINDOW}, so hosts a few cycles behind the others do not hold the clock back; it only sets the slots' expiresAt) (${summary.map((s) => `${s.name}: ${s.clockAdvances} advances per round, a host's wait for one before its create p99 ${ms(s.clockWaitP99)} ms`).join('; ')}). "refused" counts 429 (cadence) / 409 (upload in progress) / event streams over the cap; none of them is a cycle. Every finalized backup stays READY (pro retention: 90 days of server time), so each host's list grows by one entry per cycle.`,
+    `Each host is its own pro account (one backup per 30 minutes): the load generator moves every node's clock (through the harness) by the same amount when a host's backup is finalized, to a few minutes past where its next create is allowed (so one advance serves every host that created meanwhile), never so far that a slot in flight nears its upload window (raised from 1 hour to ${UPLOAD_WINDOW}, so hosts a few cycles behind the others do not hold the clock back; it only sets the slots' expiresAt) (${summary.map((s) => `${s.name}: ${s.clockAdvances} advances per round, a host's wait for one before its create p99 ${ms(s.clockWaitP99)} ms`).join('; ')}). "refused" counts 429 (cadence) / 409 (upload in progress) / event streams over the cap; none of them is a cycle. Every finalized backup stays READY (pro retention: 90 days of server time), so each host's list grows by one entry per cycle.`,
     'Cycle: POST /api/backups → event stream opened at once (fetch + eventsource-parser, as `coffer watch` reads it) → direct upload of the archive → finalize → GET /api/backups → READY on the stream. "finalize sent → READY on the stream" runs from the finalize request to the READY frame on the stream opened at the start (it includes the finalize itself, as P4 measures its delay). Cycles that end inside the measured window count; cycles/s = those / the window.',
-    "Server CPU is user + system time from /proc of the Coffer process(es) over the measured window, divided by the cycles completed (per node: its own hosts' cycles); PostgreSQL and s3rver are not counted. nginx: master + worker per PUT. All clients (the fleet, the nginx PUTs) run in this one Node process, sharing the machine's cores with the servers.",
+    "Server CPU is user + system time from /proc of the Coffer process(es) over the measured window, divided by the cycles completed (per node: its own hosts' cycles); PostgreSQL and s3rver are not counted. nginx: master + worker per PUT. All clients (the fleet, the nginx PUTs) run in one load generator process of their own (bench/lib/fleet-gen.js, apart from the harness's bookkeeping), the same one for both servers, sharing the machine's cores with them; its CPU (process.cpuUsage over the window) per cycle or PUT is the load generator column.",
     'nginx-light, one worker, `dav_methods PUT; create_full_put_path on;` — each client PUTs the same body to a file of its own (replaced each time), no authentication, no database.',
   );
   if (scaling.some((s) => s.nodeCount > 1)) {
@@ -536,6 +393,7 @@ export async function main() {
           'ratio to nginx',
           ...STEPS.map((step) => STEP_LABELS[step]),
           'server CPU ms per cycle (per node)',
+          'load generator CPU ms per cycle (nginx: per PUT)',
           'peak RSS MiB per node',
           'refused (429 / 409 / stream cap)',
           'errors',

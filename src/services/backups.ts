@@ -360,7 +360,9 @@ export class BackupService {
 
   async create(accountId: string): Promise<{ backup: Backup; plan: Plan }> {
     const now = this.clock.now();
-    const status = await this.quota(accountId);
+    // Usage is summed only for an account that has a quota (the account row is a cached read; the sums are not).
+    const account = await this.store.getAccount(accountId);
+    const status = account && this.quotaOf(account) !== null ? await this.quota(accountId) : undefined;
     if (status && status.quota !== null && atQuota(status.quota, status.usage)) {
       throw this.quotaRefused('create', status.quota, status.usage);
     }
@@ -532,6 +534,7 @@ export class BackupService {
     );
     if (reserved.reserved === null) throw this.quotaRefused('upload', reserved.quota, reserved.usage, contentLength);
     const cap = reserved.reserved;
+    let released = false;
     try {
       const blobKey = this.newBlobKey(backup);
       let size: number;
@@ -547,11 +550,13 @@ export class BackupService {
         }
         throw error;
       }
-      await this.recordUpload(backup, blobKey, size);
+      // UPLOADED now counts the stored bytes: the reservation ends in the same commit as the record's update.
+      await this.recordUpload(backup, blobKey, size, reservation.id);
+      released = true;
       return { pathname: backup.blobPath, size };
     } finally {
-      // UPLOADED now counts the stored bytes (or nothing was stored): the reservation ends.
-      await this.store.releaseUpload(reservation.id);
+      // Nothing was stored (or the update failed): the reservation ends. Deleting an ended one again is harmless.
+      if (!released) await this.store.releaseUpload(reservation.id);
     }
   }
 
@@ -565,10 +570,10 @@ export class BackupService {
    * When another upload, a delete or expiry got there first, this attempt's bytes are removed and the
    * current state is reported as invalid_backup_state.
    */
-  async recordUpload(backup: Backup, blobKey: string, size: number): Promise<Backup> {
+  async recordUpload(backup: Backup, blobKey: string, size: number, reservationId?: string): Promise<Backup> {
     const uploaded = await this.store.updateBackup(
       backup.id,
-      { statuses: ['PENDING_UPLOAD'] },
+      { statuses: ['PENDING_UPLOAD'], ...(reservationId === undefined ? {} : { release: reservationId }) },
       { status: 'UPLOADED', blobKey, ciphertextSizeBytes: size, updatedAt: this.clock.now() },
     );
     if (!uploaded) {
@@ -590,7 +595,11 @@ export class BackupService {
     return new AppError('invalid_backup_state', `The backup is ${status}.`, { status });
   }
 
-  async finalize(accountId: string, id: string, input: BackupFinalizeBody): Promise<Backup> {
+  /**
+   * `loaded`: the caller's visible backup `id` as the request's onRequest step just read it (getVisible), so it is
+   * not read again (bench P8); without it, it is read here.
+   */
+  async finalize(accountId: string, id: string, input: BackupFinalizeBody, loaded?: Backup): Promise<Backup> {
     const issues = binaryIssues({
       wrappedDek: input.wrappedDek,
       wrappedDekNonce: input.wrappedDekNonce,
@@ -598,7 +607,7 @@ export class BackupService {
       encryptedMetadataNonce: input.encryptedMetadataNonce,
     });
     if (issues.length > 0) throw AppError.validation(issues);
-    const backup = await this.getVisible(accountId, id);
+    const backup = loaded?.id === id && loaded.accountId === accountId ? loaded : await this.getVisible(accountId, id);
     const account = await this.store.getAccount(accountId);
     const now = this.clock.now();
     const ready = await this.store.markReady(

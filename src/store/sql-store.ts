@@ -281,7 +281,21 @@ export class SqlStore implements Store {
    * work (bench P3). The first call compiles with the real values and checks that the parameters come out
    * in the order given, so the cached SQL text is always run with the right bindings.
    */
-  private async read<R>(key: string, parameters: unknown[], build: (db: Kysely<Database>) => Compilable<R>): Promise<R[]> {
+  private read<R>(key: string, parameters: unknown[], build: (db: Kysely<Database>) => Compilable<R>): Promise<R[]> {
+    return this.cached(this.db, 'reads', key, parameters, build);
+  }
+
+  /**
+   * The same for the statements of the backup cycle's writes (bench P8), run on `db` (the store's, or a transaction).
+   * `key` must name everything that shapes the SQL text (the columns set, the length of an IN list, the conditions).
+   */
+  private async cached<R>(
+    db: Kysely<Database>,
+    kind: 'reads' | 'writes',
+    key: string,
+    parameters: unknown[],
+    build: (db: Kysely<Database>) => Compilable<R>,
+  ): Promise<R[]> {
     let text = this.compiled.get(key);
     if (text === undefined) {
       const query = build(this.uncounted).compile();
@@ -291,8 +305,8 @@ export class SqlStore implements Store {
       text = query.sql;
       this.compiled.set(key, text);
     }
-    this.counter.counts.reads += 1;
-    return (await this.db.executeQuery<R>(CompiledQuery.raw(text, parameters))).rows;
+    this.counter.counts[kind] += 1;
+    return (await db.executeQuery<R>(CompiledQuery.raw(text, parameters))).rows;
   }
 
   queryCounts(): QueryCounts {
@@ -449,22 +463,24 @@ export class SqlStore implements Store {
       }
       const bytes = size(quota, usage);
       if (bytes === null) return { reserved: null, quota: quota!, usage };
-      await trx
-        .insertInto('upload_reservations')
-        .values({
-          id: reservation.id,
-          account_id: reservation.accountId,
-          backup_id: reservation.backupId,
-          bytes,
-          expires_at: reservation.expiresAt,
-        })
-        .execute();
+      const row = {
+        id: reservation.id,
+        account_id: reservation.accountId,
+        backup_id: reservation.backupId,
+        bytes,
+        expires_at: reservation.expiresAt,
+      };
+      await this.cached(trx, 'writes', 'insertReservation', Object.values(row), (db) => db.insertInto('upload_reservations').values(row));
       return { reserved: bytes };
     });
   }
 
   async releaseUpload(id: string): Promise<void> {
-    await this.db.deleteFrom('upload_reservations').where('id', '=', id).execute();
+    await this.deleteReservation(this.db, id);
+  }
+
+  private deleteReservation(db: Kysely<Database>, id: string): Promise<unknown[]> {
+    return this.cached(db, 'writes', 'deleteReservation', [id], (db) => db.deleteFrom('upload_reservations').where('id', '=', id));
   }
 
   async setDeletionGrace(accountId: string, days: number): Promise<boolean> {
@@ -874,33 +890,48 @@ export class SqlStore implements Store {
       // Writing the account row first takes the write lock (SQLite) or the row lock (PostgreSQL), so
       // concurrent creates for one account run one after another and see each other's slot.
       const account = await this.lockAccount(trx, accountId);
-      const vault = await trx.selectFrom('vaults').select('account_id').where('account_id', '=', accountId).executeTakeFirst();
-      const inFlight = await trx
-        .selectFrom('backups')
-        .select('id')
-        .where('account_id', '=', accountId)
-        .where('status', 'in', IN_FLIGHT_STATUSES)
-        .where('expires_at', '>', now)
-        .orderBy('created_at', 'desc')
-        .executeTakeFirst();
+      const [vault] = await this.cached(trx, 'reads', 'createBackup/vault', [accountId], (db) =>
+        db.selectFrom('vaults').select('account_id').where('account_id', '=', accountId),
+      );
+      const [inFlight] = await this.cached(
+        trx,
+        'reads',
+        `createBackup/inFlight/${IN_FLIGHT_STATUSES.length}`,
+        [accountId, ...IN_FLIGHT_STATUSES, now],
+        (db) =>
+          db
+            .selectFrom('backups')
+            .select('id')
+            .where('account_id', '=', accountId)
+            .where('status', 'in', IN_FLIGHT_STATUSES)
+            .where('expires_at', '>', now)
+            .orderBy('created_at', 'desc'),
+      );
       const decision = decide({
         plan: account.plan,
         vaultInitialized: vault !== undefined,
         inFlightBackupId: inFlight?.id ?? null,
         lastReadyCreatedAt: account.lastReadyCreatedAt,
       });
-      if (decision.allowed) await trx.insertInto('backups').values(backupRow(backup)).execute();
+      if (decision.allowed) {
+        const row = backupRow(backup);
+        const columns = Object.keys(row);
+        await this.cached(trx, 'writes', `insertBackup/${columns.join(',')}`, Object.values(row), (db) =>
+          db.insertInto('backups').values(row),
+        );
+      }
       return decision;
     });
   }
 
   private async lockAccount(trx: Transaction<Database>, accountId: string): Promise<Account> {
-    const row = await trx
-      .updateTable('accounts')
-      .set({ plan: sql`plan` })
-      .where('id', '=', accountId)
-      .returningAll()
-      .executeTakeFirst();
+    const [row] = await this.cached(trx, 'writes', 'lockAccount', [accountId], (db) =>
+      db
+        .updateTable('accounts')
+        .set({ plan: sql`plan` })
+        .where('id', '=', accountId)
+        .returningAll(),
+    );
     if (!row) throw new Error(`account ${accountId} does not exist`);
     return toAccount(row);
   }
@@ -925,19 +956,28 @@ export class SqlStore implements Store {
   }
 
   updateBackup(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined> {
-    return this.conditionalUpdate(this.db, id, condition, patch);
+    const { release } = condition;
+    if (release === undefined) return this.conditionalUpdate(this.db, id, condition, patch);
+    // One commit for both (SQLite: one WAL fsync on the event loop instead of two; bench P8).
+    return this.db.transaction().execute(async (trx) => {
+      const backup = await this.conditionalUpdate(trx, id, condition, patch);
+      await this.deleteReservation(trx, release);
+      return backup;
+    });
   }
 
   markReady(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined> {
     return this.db.transaction().execute(async (trx) => {
       const backup = await this.conditionalUpdate(trx, id, condition, { ...patch, status: 'READY' });
       if (backup) {
-        await trx
-          .updateTable('accounts')
-          .set({ last_ready_created_at: backup.createdAt })
-          .where('id', '=', backup.accountId)
-          .where((eb) => eb.or([eb('last_ready_created_at', 'is', null), eb('last_ready_created_at', '<', backup.createdAt)]))
-          .execute();
+        const { accountId, createdAt } = backup;
+        await this.cached(trx, 'writes', 'markReady/account', [createdAt, accountId, createdAt], (db) =>
+          db
+            .updateTable('accounts')
+            .set({ last_ready_created_at: createdAt })
+            .where('id', '=', accountId)
+            .where((eb) => eb.or([eb('last_ready_created_at', 'is', null), eb('last_ready_created_at', '<', createdAt)])),
+        );
       }
       return backup;
     });
@@ -949,17 +989,30 @@ export class SqlStore implements Store {
     condition: BackupCondition,
     patch: BackupPatch,
   ): Promise<Backup | undefined> {
-    let query = db.updateTable('backups').set(backupPatchRow(patch)).where('id', '=', id).where('status', 'in', condition.statuses);
-    if (condition.ciphertextSizeBytes !== undefined) {
-      query = query.where('ciphertext_size_bytes', '=', condition.ciphertextSizeBytes);
+    const set = backupPatchRow(patch);
+    const { statuses, ciphertextSizeBytes, scheduled } = condition;
+    const parameters: unknown[] = [...Object.values(set), id, ...statuses];
+    let key = `conditionalUpdate/${Object.keys(set).join(',')}/${statuses.length}`;
+    if (ciphertextSizeBytes !== undefined) {
+      key += '/size';
+      parameters.push(ciphertextSizeBytes);
     }
-    if (condition.scheduled !== undefined) {
-      const { dueAfter, dueBy } = condition.scheduled;
-      query = query.where('purge_after', 'is not', null);
-      if (dueAfter !== undefined) query = query.where('purge_after', '>', dueAfter);
-      if (dueBy !== undefined) query = query.where('purge_after', '<=', dueBy);
+    if (scheduled !== undefined) {
+      key += `/scheduled${scheduled.dueAfter === undefined ? '' : '>'}${scheduled.dueBy === undefined ? '' : '<='}`;
+      if (scheduled.dueAfter !== undefined) parameters.push(scheduled.dueAfter);
+      if (scheduled.dueBy !== undefined) parameters.push(scheduled.dueBy);
     }
-    const row = await query.returningAll().executeTakeFirst();
+    const [row] = await this.cached(db, 'writes', key, parameters, (db) => {
+      let query = db.updateTable('backups').set(set).where('id', '=', id).where('status', 'in', statuses);
+      if (ciphertextSizeBytes !== undefined) query = query.where('ciphertext_size_bytes', '=', ciphertextSizeBytes);
+      if (scheduled !== undefined) {
+        const { dueAfter, dueBy } = scheduled;
+        query = query.where('purge_after', 'is not', null);
+        if (dueAfter !== undefined) query = query.where('purge_after', '>', dueAfter);
+        if (dueBy !== undefined) query = query.where('purge_after', '<=', dueBy);
+      }
+      return query.returningAll();
+    });
     return row && toBackup(row);
   }
 

@@ -157,6 +157,8 @@ export interface BackupCondition {
   ciphertextSizeBytes?: number;
   /** Only a record scheduled for deletion (purgeAfter set), due after `dueAfter` and/or by `dueBy` (inclusive). */
   scheduled?: { dueAfter?: number; dueBy?: number };
+  /** Also ends this upload reservation (releaseUpload), in the same transaction, whether or not the update applies. */
+  release?: string;
 }
 
 /** Why a vault envelope was replaced (and kept in the history). */

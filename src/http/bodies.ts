@@ -27,8 +27,11 @@ export function ignoreBodies(scope: FastifyInstance): void {
     payload.on('end', () => done(null, undefined));
     payload.on('error', done);
   });
-  scope.addHook('preParsing', async (request) => {
-    delete request.headers['content-type'];
+  // Synchronous, and only when there is one: most requests here (GETs) carry none, and a `delete` per request would
+  // also turn every headers object into a slower dictionary (bench P3).
+  scope.addHook('preParsing', (request, _reply, _payload, done) => {
+    if (request.headers['content-type'] !== undefined) delete request.headers['content-type'];
+    done();
   });
 }
 

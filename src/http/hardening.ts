@@ -33,17 +33,22 @@ const API_PREFLIGHT: Record<string, string> = {
  */
 export const HSTS = 'max-age=31536000';
 
+/** The same headers as [name, value] pairs, listed once (not an Object.entries per request). */
+const SECURITY_PAIRS = Object.entries(SECURITY_HEADERS);
+const API_PAIRS: [string, string][] = [['content-security-policy', API_CSP], ...Object.entries(API_CORS)];
+
 export function hardening(app: FastifyInstance, options: { https: boolean }): void {
-  app.addHook('onRequest', async (request, reply) => {
+  const base = options.https ? [...SECURITY_PAIRS, ['strict-transport-security', HSTS] as [string, string]] : SECURITY_PAIRS;
+  // A synchronous hook: no promise and no microtask per request (bench P3).
+  app.addHook('onRequest', (request, reply, done) => {
     // Set on the raw response so they also reach hijacked responses (event streams).
     const raw = reply.raw;
     raw.setHeader('x-request-id', request.id);
-    for (const [name, value] of Object.entries(SECURITY_HEADERS)) raw.setHeader(name, value);
-    if (options.https) raw.setHeader('strict-transport-security', HSTS);
+    for (let i = 0; i < base.length; i++) raw.setHeader(base[i]![0], base[i]![1]);
     if (request.url.startsWith('/api/')) {
-      raw.setHeader('content-security-policy', API_CSP);
-      for (const [name, value] of Object.entries(API_CORS)) raw.setHeader(name, value);
+      for (let i = 0; i < API_PAIRS.length; i++) raw.setHeader(API_PAIRS[i]![0], API_PAIRS[i]![1]);
     }
+    done();
   });
 
   app.options('/api/*', { schema: { hide: true } }, async (_request, reply) => {

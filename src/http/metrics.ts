@@ -212,9 +212,11 @@ async function reachable(probe: () => Promise<void>): Promise<boolean> {
 
 /** Counts every answered request and its latency, by method, route template and status. */
 export function requestMetrics(app: FastifyInstance, metrics: Metrics): void {
-  app.addHook('onResponse', async (request, reply) => {
+  // Synchronous: no promise and no microtask per request (bench P3).
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     metrics.requests.inc({ method: request.method, route, status: reply.statusCode });
     metrics.latency.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    done();
   });
 }

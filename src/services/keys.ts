@@ -1,5 +1,5 @@
 /** API keys: issued as `cfk_<43 base64url>`, stored only as a SHA-256 hash (docs/api-rules.md#api-keys). */
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { v7 as uuidv7 } from 'uuid';
 import type { Clock } from '../domain/clock.js';
@@ -11,12 +11,13 @@ import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import type { Account, ApiKey, Session, Store } from '../store/store.js';
+import { NOT_CACHED, type CachedStore } from '../store/cached-store.js';
 import type { AuditActor } from '../domain/audit.js';
 import { AuditTrail } from './audit.js';
 
 export { HOST_LABEL };
 
-export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey).digest('hex');
+export const hashApiKey = (apiKey: string): string => hash('sha256', apiKey, 'hex');
 
 export function generateApiKey(): string {
   return `cfk_${randomBytes(32).toString('base64url')}`;
@@ -279,6 +280,19 @@ export class KeyService {
   /** Whether the key is active, revoked or expired now. */
   status(key: ApiKey): KeyStatus {
     return keyStatus(key, this.clock.now());
+  }
+
+  /**
+   * authenticate() without waiting, when the metadata cache holds the answer (bench P3: most requests); NOT_CACHED
+   * when only authenticate() can tell.
+   */
+  authenticateCached(apiKey: string): ApiKey | undefined | typeof NOT_CACHED {
+    const peek = (this.store as Partial<Pick<CachedStore, 'peekApiKeyByHash'>>).peekApiKeyByHash;
+    if (peek === undefined) return NOT_CACHED;
+    if (!API_KEY_PATTERN.test(apiKey)) return undefined;
+    const key = peek.call(this.store, hashApiKey(apiKey));
+    if (key === NOT_CACHED) return NOT_CACHED;
+    return key && this.status(key) === 'active' ? key : undefined;
   }
 
   /** The key behind a presented secret, if it is known, not revoked and not expired. */

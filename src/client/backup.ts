@@ -13,7 +13,7 @@ import { pipeline } from 'node:stream';
 import { pipeline as pipelineAsync } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import path from 'node:path';
-import { Meter, packTree, type PackCounts } from './archive.js';
+import { ChunkPool, Meter, packTree, type PackCounts } from './archive.js';
 import { scanTree, type TreeScan } from './scan.js';
 import { compressBound, compressor, defaultCompression, GZIP_LEVEL } from './compression.js';
 import { isPlainName, type Compression, type SkippedEntry } from './envelope-format.js';
@@ -205,7 +205,13 @@ export async function measureCiphertext(
       callback(size > limit.bytes ? tooLarge(limit, size, stage) : null);
     },
   });
-  await pipelineAsync(packTree(scan), compressor(compression, gzipLevel), sink, { signal });
+  const pool = new ChunkPool();
+  await pipelineAsync(
+    packTree(scan, undefined, pool),
+    compressor(compression, gzipLevel, (chunk) => pool.release(chunk)),
+    sink,
+    { signal },
+  );
   return ciphertextSize(compressed);
 }
 
@@ -288,6 +294,8 @@ class BackupInput {
   /** The exact ciphertext size, once a dry run measured it (a tree whose bound passes a limit). */
   private measured: number | undefined;
   readonly counts: PackCounts = { files: 0, directories: 0, symlinks: 0 };
+  /** The tar stream's chunks, given back by the compressor once consumed (a stream's own chunks are not the pool's). */
+  readonly pool = new ChunkPool();
   private readonly afterSlot: (() => Promise<void>)[];
   private start: () => AsyncIterable<Buffer> = () => {
     throw new Error('the stream was not started');
@@ -350,7 +358,7 @@ class BackupInput {
       if (clientLimit !== undefined && !this.fitsSurely(tree, clientLimit)) {
         this.measured = await this.measure(tree, archiveLimit(undefined, clientLimit), options.afterSlot ? 'before-upload' : 'before-slot');
       }
-      this.start = () => packTree(tree, this.counts);
+      this.start = () => packTree(tree, this.counts, this.pool);
     };
     if (options.afterSlot) this.afterSlot.push(scanSources);
     else await scanSources();
@@ -402,7 +410,8 @@ async function upload(run: BackupRun, slot: Slot, limit: ArchiveLimit, input: Ba
     onLimit: (seen) => tooLarge(limit, seen, 'during-upload'),
   });
   let pipeError: Error | null = null;
-  pipeline(input.read(), plain, compressor(compression, gzipLevel), new EncryptStream(dek), cipher, (error) => {
+  const release = (chunk: Buffer) => input.pool.release(chunk);
+  pipeline(input.read(), plain, compressor(compression, gzipLevel, release), new EncryptStream(dek), cipher, (error) => {
     pipeError = error ?? null;
   });
   let probeTarget: Parameters<CofferClient['probeUploadLimit']>[0] | undefined;

@@ -14,6 +14,7 @@ import { bech32m } from '@scure/base';
 import sodium from 'sodium-native';
 import { wordlist } from '@scure/bip39/wordlists/english.js';
 import { describe, expect, it } from 'vitest';
+import { SecretStreamWriter } from '../../src/client/envelope-core.js';
 import {
   AEAD_ABYTES,
   CHUNK_BYTES,
@@ -427,6 +428,39 @@ describe('secretstream archive framing', () => {
     expect(sealed.length).toBe(ciphertextSize(size));
     expect((await decrypt(key, sealed)).equals(plain)).toBe(true);
     expect((await decryptInPieces(key, sealed, 7_777)).equals(plain)).toBe(true);
+  });
+
+  it('seals the same frames whatever pieces it is fed (whole chunks sealed where they lie, several frames emitted at once)', () => {
+    // A fixed header: the push state init_pull derives from it is the one init_push would have made.
+    const header = Buffer.alloc(STREAM_HEADER_BYTES, 0x5a);
+    const fixed = {
+      ...nodePrimitives,
+      streamInitPush: (into: Buffer, k: Uint8Array) => (header.copy(into), nodePrimitives.streamInitPull(header, k)),
+    };
+    const input = randomBytes(5 * CHUNK_BYTES + 777);
+    const sealIn = (cuts: number[]) => {
+      const writer = new SecretStreamWriter(fixed, key);
+      const out: Buffer[] = [];
+      let at = 0;
+      for (const cut of [...cuts, input.length]) {
+        writer.push(input.subarray(at, Math.max(at, cut)), (b) => out.push(b));
+        at = Math.max(at, cut);
+      }
+      writer.finish((b) => out.push(b));
+      return Buffer.concat(out);
+    };
+    const whole = sealIn([]);
+    expect(whole.length).toBe(ciphertextSize(input.length));
+    for (const cuts of [
+      [1],
+      [CHUNK_BYTES],
+      [CHUNK_BYTES, 2 * CHUNK_BYTES, 2 * CHUNK_BYTES, 4 * CHUNK_BYTES],
+      [CHUNK_BYTES - 1, CHUNK_BYTES + 1, 3 * CHUNK_BYTES + 5],
+      [7_777, 100_000, 5 * CHUNK_BYTES],
+      [5 * CHUNK_BYTES + 777],
+    ]) {
+      expect(sealIn(cuts).equals(whole)).toBe(true);
+    }
   });
 
   const plain = randomBytes(3 * CHUNK_BYTES + 100);

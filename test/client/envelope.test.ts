@@ -335,6 +335,21 @@ describe('recipients and sealed data keys', () => {
     expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: forged.toString('base64') })).toThrow(/does not belong/);
   });
 
+  it('the encapsulation that checked a parsed recipient seals its first DEK only, and only to the key it checked', () => {
+    const recipient = parseRecipient(deriveRecipient(masterKey).text);
+    const dek = newKey();
+    const first = sealDek(recipient, backupId, dek);
+    const second = sealDek(recipient, backupId, dek);
+    expect(first.wrappedDek).not.toBe(second.wrappedDek);
+    for (const sealed of [first, second]) expect(unwrapDek(masterKey, backupId, sealed).equals(dek)).toBe(true);
+    // A recipient whose key was swapped after the check: sealed to the key it now holds.
+    const otherKey = newKey();
+    const swapped = parseRecipient(deriveRecipient(masterKey).text);
+    swapped.publicKey = deriveRecipient(otherKey).publicKey;
+    swapped.fingerprint = deriveRecipient(otherKey).fingerprint;
+    expect(unwrapDek(otherKey, backupId, sealDek(swapped, backupId, dek)).equals(dek)).toBe(true);
+  });
+
   it('tells the two forms apart by exact length and magic; anything else is an IntegrityError', () => {
     const recipient = deriveRecipient(masterKey);
     const sealed = sealDek(recipient, backupId, newKey());

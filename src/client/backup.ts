@@ -13,6 +13,8 @@ import { pipeline } from 'node:stream';
 import { pipeline as pipelineAsync } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { ChunkPool, Meter, packTree, type PackCounts } from './archive.js';
 import { scanTree, type TreeScan } from './scan.js';
 import { compressBound, compressor, defaultCompression, GZIP_LEVEL } from './compression.js';
@@ -377,6 +379,29 @@ class BackupInput {
   }
 }
 
+/** How much plaintext a backup reads between two collections of V8's young generation (youngCollector). */
+const COLLECT_EVERY = 4 * 1024 * 1024;
+
+/**
+ * A minor garbage collection (a scavenge of V8's young generation), run by the upload every COLLECT_EVERY bytes of
+ * plaintext. The compressor's and the encryptor's 1 MiB output buffers die young, but V8 scavenged only when its young
+ * generation filled, 20–35 MiB of them later, and the memory they held stayed resident (bench P9: peak RSS of the P6
+ * backup 136 → 115 MiB on Node 20, 154 → 121 MiB on Node 24, no more CPU). A process reaches V8's gc() only through
+ * a context made while --expose-gc is on: the flag is on for that one context, so the program's own global scope
+ * never has a gc. Undefined where the runtime does not allow it.
+ */
+function youngCollector(): (() => void) | undefined {
+  try {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('typeof gc === "function" ? gc : undefined') as ((options: { type: 'minor' }) => void) | undefined;
+    return gc && (() => gc({ type: 'minor' }));
+  } catch {
+    return undefined;
+  } finally {
+    v8.setFlagsFromString('--no-expose-gc');
+  }
+}
+
 /** What the upload counted: the plaintext read and the ciphertext sent (each with its SHA-256 when hashed). */
 interface Uploaded {
   plain: Meter;
@@ -399,7 +424,18 @@ async function upload(run: BackupRun, slot: Slot, limit: ArchiveLimit, input: Ba
       ciphertextBytes,
       estimatedPlaintextBytes: Math.max(input.scan?.tarBoundBytes ?? 0, plain.bytes),
     });
-  const plain = new Meter({ hash: true, onBytes: progress });
+  const collect = youngCollector();
+  let collectAt = COLLECT_EVERY;
+  const plain = new Meter({
+    hash: true,
+    onBytes: (total) => {
+      if (collect && total >= collectAt) {
+        collectAt = total + COLLECT_EVERY;
+        collect();
+      }
+      progress();
+    },
+  });
   const cipher = new Meter({
     // Only a chain link names the ciphertext's SHA-256: without one, no hash on the backup path.
     hash: options.chain !== undefined,

@@ -394,7 +394,17 @@ function youngCollector(): (() => void) | undefined {
   try {
     v8.setFlagsFromString('--expose-gc');
     const gc = vm.runInNewContext('typeof gc === "function" ? gc : undefined') as ((options: { type: 'minor' }) => void) | undefined;
-    return gc && (() => gc({ type: 'minor' }));
+    if (!gc) return undefined;
+    let usable = true;
+    // A runtime whose gc() refuses the options is left to collect on its own.
+    return () => {
+      if (!usable) return;
+      try {
+        gc({ type: 'minor' });
+      } catch {
+        usable = false;
+      }
+    };
   } catch {
     return undefined;
   } finally {

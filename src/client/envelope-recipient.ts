@@ -38,6 +38,11 @@ export interface Encapsulation {
  * is a few tens of milliseconds of CPU, and the most code the host runs cold; bench P9). Taken once, at most.
  */
 const checkedEncapsulations = new WeakMap<Recipient, { publicKey: Uint8Array; encapsulation: Encapsulation }>();
+/**
+ * How long a kept encapsulation waits for its DEK (one backup's scan and upload) before it is wiped: a long-running
+ * process (the agent) does not hold a secret for a backup it may run hours later.
+ */
+const KEEP_ENCAPSULATION_MS = 60 * 60 * 1000;
 
 /** The encapsulation kept for `recipient` when its public key is still the one checked, forgotten once taken. */
 export function takeCheckedEncapsulation(recipient: Recipient): Encapsulation | undefined {
@@ -141,6 +146,12 @@ export function recipientOperations<B extends Uint8Array>(p: Primitives<B>) {
     }
     const recipient = recipientOf(publicKey);
     checkedEncapsulations.set(recipient, { publicKey: Uint8Array.from(publicKey), encapsulation });
+    const expiry = setTimeout(() => {
+      if (checkedEncapsulations.get(recipient)?.encapsulation !== encapsulation) return;
+      checkedEncapsulations.delete(recipient);
+      p.wipe(encapsulation.sharedSecret);
+    }, KEEP_ENCAPSULATION_MS);
+    (expiry as { unref?: () => void }).unref?.(); // never keeps a process alive
     return recipient;
   }
 

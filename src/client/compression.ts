@@ -45,11 +45,19 @@ const COMPRESS_CHUNK = 1024 * 1024;
 /** How many threads compress at once: every core, up to the thread pool's default size. */
 const COMPRESS_LANES = Math.max(1, Math.min(4, os.availableParallelism()));
 
-export function compressor(compression: Compression, gzipLevel: number = GZIP_LEVEL): Transform {
-  if (compression === 'gzip') return new ParallelGzip(gzipLevel, COMPRESS_LANES);
+/** Told of each input chunk once the compressor has consumed it (its bytes are never read again): archive.ts's ChunkPool. */
+export type ReleaseInput = (chunk: Buffer) => void;
+
+/**
+ * The compressor of an archive. With `release`, every input chunk is handed to it once consumed (the tar writer
+ * fills it again), so the input of a backup is a few recycled chunks instead of new ones.
+ */
+export function compressor(compression: Compression, gzipLevel: number = GZIP_LEVEL, release?: ReleaseInput): Transform {
+  if (compression === 'gzip') return new ParallelGzip(gzipLevel, COMPRESS_LANES, release);
   if (!zstdAvailable()) throw new Error('this Node.js has no zstd compressor (Node 22.15 or later has one): use gzip');
   return new OneZstdFrame(
     zstdZlib.createZstdCompress!({ chunkSize: COMPRESS_CHUNK, params: { [zstdZlib.constants.ZSTD_c_compressionLevel!]: ZSTD_LEVEL } }),
+    release,
   );
 }
 
@@ -60,14 +68,21 @@ export function compressor(compression: Compression, gzipLevel: number = GZIP_LE
  * queue empty, so the frame is ended exactly once.
  */
 class OneZstdFrame extends Transform {
-  constructor(private readonly inner: Transform) {
+  constructor(
+    private readonly inner: Transform,
+    private readonly release?: ReleaseInput,
+  ) {
     super();
     inner.on('data', (chunk: Buffer) => this.push(chunk));
     inner.on('error', (error) => this.destroy(error));
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    this.inner.write(chunk, (error) => callback(error));
+    // node:zlib calls back once the whole chunk went into the compressor (zstd keeps what it still needs itself).
+    this.inner.write(chunk, (error) => {
+      if (!error) this.release?.(chunk);
+      callback(error);
+    });
   }
 
   override _flush(callback: TransformCallback): void {
@@ -95,8 +110,11 @@ const INCOMPRESSIBLE = 0.97;
  * size of the whole input. Any gzip reader reads it as one member (bench P6: gzip was one core's work on Node 20).
  */
 class ParallelGzip extends Transform {
-  private held: Buffer[] = [];
-  private heldBytes = 0;
+  /** The block being gathered (when the input does not come in whole blocks), and how much of it is filled. */
+  private block: Buffer | undefined;
+  private blockBytes = 0;
+  /** Gathering blocks whose deflate has finished, for the next ones. */
+  private readonly spare: Buffer[] = [];
   private crc = 0;
   private size = 0;
   private readonly inFlight: Promise<Buffer>[] = [];
@@ -104,6 +122,7 @@ class ParallelGzip extends Transform {
   constructor(
     private readonly level: number,
     private readonly lanes: number,
+    private readonly release?: ReleaseInput,
   ) {
     super();
     this.push(zlib.gzipSync(Buffer.alloc(0), { level }).subarray(0, 10));
@@ -112,15 +131,13 @@ class ParallelGzip extends Transform {
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     this.crc = zlib.crc32(chunk, this.crc);
     this.size += chunk.length;
-    this.held.push(chunk);
-    this.heldBytes += chunk.length;
-    this.deflateFullBlocks().then(() => callback(), callback);
+    this.gather(chunk).then(() => callback(), callback);
   }
 
   override _flush(callback: TransformCallback): void {
-    const last = Buffer.concat(this.held, this.heldBytes);
-    this.held = [];
-    this.heldBytes = 0;
+    const last = this.block ? this.block.subarray(0, this.blockBytes) : Buffer.alloc(0);
+    this.block = undefined;
+    this.blockBytes = 0;
     this.inFlight.push(this.deflateBlock(last, true));
     this.drain(0)
       .then(() => {
@@ -132,17 +149,39 @@ class ParallelGzip extends Transform {
       .catch(callback);
   }
 
-  private async deflateFullBlocks(): Promise<void> {
-    if (this.heldBytes < GZIP_BLOCK) return;
-    // One copy of what is held; the blocks are views of it, the rest waits for the next chunk.
-    const all = Buffer.concat(this.held, this.heldBytes);
-    let at = 0;
-    for (; all.length - at >= GZIP_BLOCK; at += GZIP_BLOCK) {
-      this.inFlight.push(this.deflateBlock(all.subarray(at, at + GZIP_BLOCK)));
+  /**
+   * A chunk that is a whole block (the tar writer's 1 MiB chunks) is deflated as it is, no copy, and given back
+   * once deflated; anything else is gathered into blocks of its own (recycled once deflated), and given back at once.
+   */
+  private async gather(chunk: Buffer): Promise<void> {
+    if (this.blockBytes === 0 && chunk.length === GZIP_BLOCK) {
+      this.inFlight.push(
+        this.deflateBlock(chunk).then((out) => {
+          this.release?.(chunk);
+          return out;
+        }),
+      );
+      await this.drain(this.lanes - 1);
+      return;
+    }
+    for (let at = 0; at < chunk.length;) {
+      this.block ??= this.spare.pop() ?? Buffer.allocUnsafeSlow(GZIP_BLOCK);
+      const n = chunk.copy(this.block, this.blockBytes, at);
+      at += n;
+      this.blockBytes += n;
+      if (this.blockBytes < GZIP_BLOCK) continue;
+      const full = this.block;
+      this.block = undefined;
+      this.blockBytes = 0;
+      this.inFlight.push(
+        this.deflateBlock(full).then((out) => {
+          this.spare.push(full);
+          return out;
+        }),
+      );
       await this.drain(this.lanes - 1);
     }
-    this.held = at < all.length ? [all.subarray(at)] : [];
-    this.heldBytes = all.length - at;
+    this.release?.(chunk);
   }
 
   /**

@@ -69,7 +69,8 @@ export type Emit<B> = (bytes: B) => void;
 
 /**
  * Encrypts a byte stream fed in pieces of any size: the header first, then one sealed chunk per 64 KiB, the last one
- * TAG_FINAL. Ciphertext is emitted chunk by chunk.
+ * TAG_FINAL. The chunks a push seals are emitted together, in one buffer (one allocation per push, not per 64 KiB);
+ * a whole chunk of the input is sealed where it lies, without a copy into the pending chunk.
  */
 export class SecretStreamWriter<B extends Uint8Array> {
   private state: StreamState | undefined;
@@ -97,15 +98,28 @@ export class SecretStreamWriter<B extends Uint8Array> {
 
   push(chunk: Uint8Array, emit: Emit<B>): void {
     this.start(emit);
+    // A full chunk is only sealed once more data shows it is not the last one: of `total` bytes, all but the last
+    // (1 to CHUNK_BYTES) are sealed now.
+    const total = this.filled + chunk.length;
+    const frames = total > 0 ? Math.ceil(total / CHUNK_BYTES) - 1 : 0;
+    const out = frames > 0 ? this.p.alloc(frames * FRAME_BYTES) : undefined;
     let offset = 0;
-    while (offset < chunk.length) {
-      // A full pending chunk is only sealed once more data shows it is not the last one.
-      if (this.filled === CHUNK_BYTES) this.seal(CHUNK_BYTES, TAG_MESSAGE, emit);
-      const take = Math.min(CHUNK_BYTES - this.filled, chunk.length - offset);
-      this.pending.set(chunk.subarray(offset, offset + take), this.filled);
-      this.filled += take;
-      offset += take;
+    for (let frame = 0; frame < frames; frame++) {
+      const into = out!.subarray(frame * FRAME_BYTES, (frame + 1) * FRAME_BYTES) as B;
+      if (this.filled === 0) {
+        this.p.streamPush(this.state, into, chunk.subarray(offset, offset + CHUNK_BYTES), TAG_MESSAGE);
+        offset += CHUNK_BYTES;
+      } else {
+        const take = CHUNK_BYTES - this.filled;
+        this.pending.set(chunk.subarray(offset, offset + take), this.filled);
+        offset += take;
+        this.p.streamPush(this.state, into, this.pending, TAG_MESSAGE);
+        this.filled = 0;
+      }
     }
+    this.pending.set(chunk.subarray(offset), this.filled);
+    this.filled += chunk.length - offset;
+    if (out) emit(out);
   }
 
   /** The last chunk (TAG_FINAL), also for an empty stream. */

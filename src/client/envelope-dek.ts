@@ -5,7 +5,14 @@
 import { ml_kem768_x25519 as xwing } from '@noble/post-quantum/hybrid.js';
 import { AD, IntegrityError, NewerFormatError, RECIPIENT } from './envelope-format.js';
 import { decodeBase64, magicOf, open, type Primitives, randomBytes, seal, utf8 } from './envelope-primitives.js';
-import { fingerprintBytes, type Recipient, RecipientFormatError, recipientSeed, XWING_ESEED_BYTES } from './envelope-recipient.js';
+import {
+  fingerprintBytes,
+  type Recipient,
+  RecipientFormatError,
+  recipientSeed,
+  takeCheckedEncapsulation,
+  XWING_ESEED_BYTES,
+} from './envelope-recipient.js';
 import { masterKeys } from './envelope-vault.js';
 import { fingerprintText, isSealedDek, SEALED_DEK_BYTES, WRAPPED_DEK_BYTES } from './key-usage.js';
 
@@ -37,15 +44,18 @@ export function dekOperations<B extends Uint8Array>(p: Primitives<B>) {
   function sealDek(recipient: Recipient, backupId: string, dek: Uint8Array, nonce?: Uint8Array, eseed?: Uint8Array): WrappedDek {
     if (recipient.publicKey.length !== RECIPIENT.publicKeyBytes) throw new RecipientFormatError('not an X-Wing public key');
     const fingerprint = fingerprintBytes(p, recipient.publicKey);
-    const coins = eseed ?? randomBytes(p, XWING_ESEED_BYTES);
-    if (coins.length !== XWING_ESEED_BYTES) throw new Error(`eseed must be ${XWING_ESEED_BYTES} bytes`);
-    let encapsulated: { cipherText: Uint8Array; sharedSecret: Uint8Array };
-    try {
-      encapsulated = xwing.encapsulate(recipient.publicKey, coins);
-    } catch {
-      throw new RecipientFormatError('the recipient is not a valid X-Wing public key');
-    } finally {
-      if (!eseed) p.wipe(coins);
+    if (eseed && eseed.length !== XWING_ESEED_BYTES) throw new Error(`eseed must be ${XWING_ESEED_BYTES} bytes`);
+    // The encapsulation parseRecipient made when it checked this recipient, if not used yet; else a new one.
+    let encapsulated = eseed ? undefined : takeCheckedEncapsulation(recipient);
+    if (!encapsulated) {
+      const coins = eseed ?? randomBytes(p, XWING_ESEED_BYTES);
+      try {
+        encapsulated = xwing.encapsulate(recipient.publicKey, coins);
+      } catch {
+        throw new RecipientFormatError('the recipient is not a valid X-Wing public key');
+      } finally {
+        if (!eseed) p.wipe(coins);
+      }
     }
     const { cipherText, sharedSecret } = encapsulated;
     try {

@@ -5,7 +5,7 @@
 import { ml_kem768_x25519 as xwing } from '@noble/post-quantum/hybrid.js';
 import { bech32m } from '@scure/base';
 import { RECIPIENT } from './envelope-format.js';
-import { KEY_BYTES, type Primitives } from './envelope-primitives.js';
+import { KEY_BYTES, type Primitives, randomBytes } from './envelope-primitives.js';
 import { masterKeys } from './envelope-vault.js';
 import { fingerprintText } from './key-usage.js';
 
@@ -24,6 +24,34 @@ export interface Recipient {
   fingerprint: string;
   /** Bech32m, HRP "coffer". */
   text: string;
+}
+
+/** An X-Wing encapsulation to a recipient: the ciphertext and the shared secret it carries. */
+export interface Encapsulation {
+  cipherText: Uint8Array;
+  sharedSecret: Uint8Array;
+}
+
+/**
+ * The encapsulation parseRecipient made to check a recipient (with fresh random coins, like any other), kept for the
+ * first DEK sealed to it: a backup host then runs X-Wing once per backup, not twice (the pure-JavaScript ML-KEM part
+ * is a few tens of milliseconds of CPU, and the most code the host runs cold; bench P9). Taken once, at most.
+ */
+const checkedEncapsulations = new WeakMap<Recipient, { publicKey: Uint8Array; encapsulation: Encapsulation }>();
+/**
+ * How long a kept encapsulation waits for its DEK (one backup's scan and upload) before it is wiped: a long-running
+ * process (the agent) does not hold a secret for a backup it may run hours later.
+ */
+const KEEP_ENCAPSULATION_MS = 60 * 60 * 1000;
+
+/** The encapsulation kept for `recipient` when its public key is still the one checked, forgotten once taken. */
+export function takeCheckedEncapsulation(recipient: Recipient): Encapsulation | undefined {
+  const kept = checkedEncapsulations.get(recipient);
+  if (!kept) return undefined;
+  checkedEncapsulations.delete(recipient);
+  const { publicKey } = recipient;
+  const same = publicKey.length === kept.publicKey.length && publicKey.every((byte, i) => byte === kept.publicKey[i]);
+  return same ? kept.encapsulation : undefined;
 }
 
 /** The first 8 bytes of SHA-256(public key). */
@@ -105,14 +133,26 @@ export function recipientOperations<B extends Uint8Array>(p: Primitives<B>) {
       );
     }
     const publicKey = bech32m.fromWords(words);
-    // ML-KEM's encapsulation-key check (FIPS 203 §7.2) now, not after the upload when the DEK is sealed.
+    // ML-KEM's encapsulation-key check (FIPS 203 §7.2) now, not after the upload when the DEK is sealed: an
+    // encapsulation, with fresh coins, which the first sealDek to this recipient then uses.
+    const coins = randomBytes(p, XWING_ESEED_BYTES);
+    let encapsulation: Encapsulation;
     try {
-      const trial = xwing.encapsulate(publicKey, new Uint8Array(XWING_ESEED_BYTES));
-      p.wipe(trial.sharedSecret);
+      encapsulation = xwing.encapsulate(publicKey, coins);
     } catch {
       throw new RecipientFormatError('the recipient is not a valid X-Wing public key (its ML-KEM part fails the modulus check)');
+    } finally {
+      p.wipe(coins);
     }
-    return recipientOf(publicKey);
+    const recipient = recipientOf(publicKey);
+    checkedEncapsulations.set(recipient, { publicKey: Uint8Array.from(publicKey), encapsulation });
+    const expiry = setTimeout(() => {
+      if (checkedEncapsulations.get(recipient)?.encapsulation !== encapsulation) return;
+      checkedEncapsulations.delete(recipient);
+      p.wipe(encapsulation.sharedSecret);
+    }, KEEP_ENCAPSULATION_MS);
+    (expiry as { unref?: () => void }).unref?.(); // never keeps a process alive
+    return recipient;
   }
 
   /** The recipient fingerprint of every key of the ring, current first (what `coffer recipient` printed for each). */

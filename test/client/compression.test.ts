@@ -12,6 +12,7 @@ import { decompress as fzstd } from 'fzstd';
 import { describe, expect, it } from 'vitest';
 import { compressBound, compressor, decompressor, GZIP_BLOCK, zstdAvailable } from '../../src/client/compression.js';
 import { ZstdFramer } from '../../src/client/compression-core.js';
+import { ChunkPool } from '../../src/client/archive.js';
 
 /** Text and noise, as a tar of real files is: compressible, yet not trivially. */
 function sample(bytes: number): Buffer {
@@ -111,4 +112,54 @@ describe.runIf(zstdAvailable())('zstd: one frame', () => {
       expect(frame.length).toBeLessThanOrEqual(compressBound('zstd', size));
     });
   }
+});
+
+describe("the tar writer's recycled chunks", () => {
+  for (const kind of ['gzip', 'zstd'] as const) {
+    it(`${kind}: gives each chunk back once consumed; a chunk filled again at once changes nothing`, async () => {
+      if (kind === 'zstd' && !zstdAvailable()) return;
+      const input = sample(4 * GZIP_BLOCK + 4321);
+      const pool = new ChunkPool(GZIP_BLOCK, 1);
+      const released: Buffer[] = [];
+      // Whole blocks (deflated where they lie) and pieces that straddle blocks (gathered), each chunk from the pool:
+      // one released too early would be overwritten by the next piece before it was compressed.
+      const sizes = [GZIP_BLOCK, 1000, GZIP_BLOCK, GZIP_BLOCK - 1000, GZIP_BLOCK, 4321];
+      async function* pieces() {
+        let at = 0;
+        for (const n of sizes) {
+          const chunk = pool.get();
+          input.copy(chunk, 0, at, at + n);
+          at += n;
+          yield chunk.subarray(0, n);
+        }
+      }
+      const out: Buffer[] = [];
+      const release = (chunk: Buffer) => {
+        released.push(chunk);
+        pool.release(chunk);
+      };
+      await pipeline(pieces, compressor(kind, 1, release), async (source: AsyncIterable<Buffer>) => {
+        for await (const chunk of source) out.push(chunk);
+      });
+      const compressed = Buffer.concat(out);
+      expect(released.length).toBe(sizes.length);
+      if (kind === 'gzip') expect(compressed.equals(await compress('gzip', input))).toBe(true);
+      else expect(Buffer.from(fzstd(compressed)).equals(input)).toBe(true);
+    });
+  }
+
+  it('the pool hands out a chunk again only once it was given back, and takes back only its own', () => {
+    const pool = new ChunkPool(1024, 4);
+    const a = pool.get();
+    const b = pool.get();
+    expect(a.buffer).not.toBe(b.buffer);
+    pool.release(Buffer.alloc(1024)); // not the pool's
+    pool.release(a.subarray(0, 10));
+    pool.release(a); // a second time: ignored
+    const c = pool.get();
+    const d = pool.get();
+    expect(c.buffer).toBe(a.buffer);
+    expect(d.buffer).not.toBe(a.buffer);
+    expect(d.buffer).not.toBe(b.buffer);
+  });
 });

@@ -14,6 +14,7 @@ import { bech32m } from '@scure/base';
 import sodium from 'sodium-native';
 import { wordlist } from '@scure/bip39/wordlists/english.js';
 import { describe, expect, it } from 'vitest';
+import { SecretStreamWriter } from '../../src/client/envelope-core.js';
 import {
   AEAD_ABYTES,
   CHUNK_BYTES,
@@ -334,6 +335,21 @@ describe('recipients and sealed data keys', () => {
     expect(() => unwrapDek(masterKey, backupId, { ...sealed, wrappedDek: forged.toString('base64') })).toThrow(/does not belong/);
   });
 
+  it('the encapsulation that checked a parsed recipient seals its first DEK only, and only to the key it checked', () => {
+    const recipient = parseRecipient(deriveRecipient(masterKey).text);
+    const dek = newKey();
+    const first = sealDek(recipient, backupId, dek);
+    const second = sealDek(recipient, backupId, dek);
+    expect(first.wrappedDek).not.toBe(second.wrappedDek);
+    for (const sealed of [first, second]) expect(unwrapDek(masterKey, backupId, sealed).equals(dek)).toBe(true);
+    // A recipient whose key was swapped after the check: sealed to the key it now holds.
+    const otherKey = newKey();
+    const swapped = parseRecipient(deriveRecipient(masterKey).text);
+    swapped.publicKey = deriveRecipient(otherKey).publicKey;
+    swapped.fingerprint = deriveRecipient(otherKey).fingerprint;
+    expect(unwrapDek(otherKey, backupId, sealDek(swapped, backupId, dek)).equals(dek)).toBe(true);
+  });
+
   it('tells the two forms apart by exact length and magic; anything else is an IntegrityError', () => {
     const recipient = deriveRecipient(masterKey);
     const sealed = sealDek(recipient, backupId, newKey());
@@ -427,6 +443,39 @@ describe('secretstream archive framing', () => {
     expect(sealed.length).toBe(ciphertextSize(size));
     expect((await decrypt(key, sealed)).equals(plain)).toBe(true);
     expect((await decryptInPieces(key, sealed, 7_777)).equals(plain)).toBe(true);
+  });
+
+  it('seals the same frames whatever pieces it is fed (whole chunks sealed where they lie, several frames emitted at once)', () => {
+    // A fixed header: the push state init_pull derives from it is the one init_push would have made.
+    const header = Buffer.alloc(STREAM_HEADER_BYTES, 0x5a);
+    const fixed = {
+      ...nodePrimitives,
+      streamInitPush: (into: Buffer, k: Uint8Array) => (header.copy(into), nodePrimitives.streamInitPull(header, k)),
+    };
+    const input = randomBytes(5 * CHUNK_BYTES + 777);
+    const sealIn = (cuts: number[]) => {
+      const writer = new SecretStreamWriter(fixed, key);
+      const out: Buffer[] = [];
+      let at = 0;
+      for (const cut of [...cuts, input.length]) {
+        writer.push(input.subarray(at, Math.max(at, cut)), (b) => out.push(b));
+        at = Math.max(at, cut);
+      }
+      writer.finish((b) => out.push(b));
+      return Buffer.concat(out);
+    };
+    const whole = sealIn([]);
+    expect(whole.length).toBe(ciphertextSize(input.length));
+    for (const cuts of [
+      [1],
+      [CHUNK_BYTES],
+      [CHUNK_BYTES, 2 * CHUNK_BYTES, 2 * CHUNK_BYTES, 4 * CHUNK_BYTES],
+      [CHUNK_BYTES - 1, CHUNK_BYTES + 1, 3 * CHUNK_BYTES + 5],
+      [7_777, 100_000, 5 * CHUNK_BYTES],
+      [5 * CHUNK_BYTES + 777],
+    ]) {
+      expect(sealIn(cuts).equals(whole)).toBe(true);
+    }
   });
 
   const plain = randomBytes(3 * CHUNK_BYTES + 100);

@@ -8,7 +8,14 @@
 import { Worker } from 'node:worker_threads';
 import { IntegrityError } from './envelope.js';
 import { unsafe } from './extract-policy.js';
-import { extractWorker, type WorkerAnswer, type WorkerBatch, type WorkerFailure, type WorkerItem } from './extract-worker.js';
+import {
+  extractWorker,
+  type WorkerAnswer,
+  type WorkerBatch,
+  type WorkerFailure,
+  type WorkerItem,
+  type WorkerSetup,
+} from './extract-worker.js';
 
 /** How far the extractor may run ahead of the file system, and how many threads do the file-system work. */
 export interface ExtractLimits {
@@ -44,6 +51,43 @@ interface Pending {
 }
 
 const emptyBatch = (): Pending => ({ items: [], chunks: [], bytes: 0, entries: 0 });
+
+/** Workers started ahead of their extraction (prestartWorkers), idle until a lane takes one. */
+let spareWorkers: { worker: Worker; failed: boolean }[] = [];
+
+/**
+ * Starts `count` extraction workers now, so that a thread's start (some 30–60 ms of a core: a new isolate and
+ * Node's bootstrap) is spent while the restore waits for its key rather than when the first files arrive. They do
+ * nothing until a WorkerLanes takes them (its place comes as their first message); they do not keep the process
+ * alive; dropSpareWorkers() stops those left.
+ */
+export function prestartWorkers(count: number): void {
+  while (spareWorkers.length < count) {
+    const spare = { worker: new Worker(WORKER_SOURCE, { eval: true }), failed: false };
+    spare.worker.unref();
+    spare.worker.once('error', () => (spare.failed = true));
+    spare.worker.once('exit', () => (spare.failed = true));
+    spareWorkers.push(spare);
+  }
+}
+
+/** Stops the started workers that no extraction took. */
+export function dropSpareWorkers(): void {
+  const spares = spareWorkers;
+  spareWorkers = [];
+  for (const { worker } of spares) void worker.terminate();
+}
+
+function takeWorker(): Worker {
+  for (;;) {
+    const spare = spareWorkers.shift();
+    if (!spare) return new Worker(WORKER_SOURCE, { eval: true });
+    if (spare.failed) continue;
+    spare.worker.removeAllListeners();
+    spare.worker.ref();
+    return spare.worker;
+  }
+}
 
 export class WorkerLanes {
   private readonly workerCount: number;
@@ -162,7 +206,8 @@ export class WorkerLanes {
   private start(i: number): Worker {
     let worker = this.workers[i];
     if (worker) return worker;
-    worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { shared: this.shared.buffer, index: i, keepOwners: this.keepOwners } });
+    worker = takeWorker();
+    worker.postMessage({ shared: this.shared.buffer as SharedArrayBuffer, index: i, keepOwners: this.keepOwners } satisfies WorkerSetup);
     worker.on('message', ({ failures, data }: WorkerAnswer) => {
       if (data?.byteLength === DATA_BUFFER && this.spare.length < SPARE_BUFFERS) this.spare.push(data);
       this.answered(i, failures);

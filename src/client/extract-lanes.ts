@@ -105,6 +105,8 @@ export class WorkerLanes {
   /** The worker that owns each directory (by archive-relative key): it creates it and what it holds. */
   private readonly owner = new Map<string, number>([['', 0]]);
   private nextOwner = 0;
+  /** Each worker's creations queued or sent and not yet answered (what a new directory's owner is chosen by). */
+  private readonly backlog: number[];
 
   /** Creations so far, in archive order (the next one's sequence number). */
   sequence = 0;
@@ -130,6 +132,7 @@ export class WorkerLanes {
     this.stopAt = this.workerCount;
     this.failedAtIndex = this.workerCount + 1;
     this.shared[this.failedAtIndex] = NOT_FAILED;
+    this.backlog = new Array<number>(this.workerCount).fill(0);
     for (let i = 0; i < this.workerCount; i++) {
       this.pending.push(emptyBatch());
       this.sent.push([]);
@@ -186,6 +189,7 @@ export class WorkerLanes {
     this.inFlight -= 1;
     this.aheadBytes -= batch.bytes;
     this.aheadEntries -= batch.entries;
+    this.backlog[worker]! -= batch.entries;
     for (const f of failures) {
       const alias = f.creation && (f.code === 'EEXIST' || f.code === 'ELOOP' || f.code === 'ENOTDIR');
       this.fail(
@@ -243,12 +247,21 @@ export class WorkerLanes {
     }
   }
 
-  /** The owner of directory `key`: assigned in turn as directories appear. */
+  /**
+   * The owner of directory `key`, chosen as it appears: the worker with the fewest creations still to do (in turn
+   * among equals). In turn alone, a tree whose directories alternate between many files and few (a directory and
+   * its subdirectory) gave one worker twice the other's files, and the other waited for it (a directory's creation
+   * waits for its parent's, queued behind the files before it).
+   */
   private ownerOf(key: string): number {
     let worker = this.owner.get(key);
     if (worker === undefined) {
       worker = this.nextOwner;
-      this.nextOwner = (this.nextOwner + 1) % this.workerCount;
+      for (let k = 1; k < this.workerCount; k++) {
+        const i = (this.nextOwner + k) % this.workerCount;
+        if (this.backlog[i]! < this.backlog[worker]!) worker = i;
+      }
+      this.nextOwner = (worker + 1) % this.workerCount;
       this.owner.set(key, worker);
     }
     return worker;
@@ -267,6 +280,7 @@ export class WorkerLanes {
     batch.items.push({ ...item, seq, ...(deps.length > 0 ? { deps } : {}) });
     batch.entries += 1;
     this.aheadEntries += 1;
+    this.backlog[worker]! += 1;
     return { worker, seq };
   }
 

@@ -183,7 +183,12 @@ async function warmWhileDeriving(record: Promise<unknown>, masterKey: Promise<un
     () => (derived = true),
     () => (derived = true),
   );
-  await record.catch(() => undefined);
+  // Not after a failed record: openBackup has already failed, and whatever `also` starts would outlive it.
+  const recordIn = await record.then(
+    () => true,
+    () => false,
+  );
+  if (!recordIn) return;
   await new Promise<void>((resolve) => setImmediate(resolve));
   if (derived) return;
   also?.();

@@ -8,7 +8,14 @@
 import { Worker } from 'node:worker_threads';
 import { IntegrityError } from './envelope.js';
 import { unsafe } from './extract-policy.js';
-import { extractWorker, type WorkerAnswer, type WorkerBatch, type WorkerFailure, type WorkerItem } from './extract-worker.js';
+import {
+  extractWorker,
+  type WorkerAnswer,
+  type WorkerBatch,
+  type WorkerFailure,
+  type WorkerItem,
+  type WorkerSetup,
+} from './extract-worker.js';
 
 /** How far the extractor may run ahead of the file system, and how many threads do the file-system work. */
 export interface ExtractLimits {
@@ -45,6 +52,43 @@ interface Pending {
 
 const emptyBatch = (): Pending => ({ items: [], chunks: [], bytes: 0, entries: 0 });
 
+/** Workers started ahead of their extraction (prestartWorkers), idle until a lane takes one. */
+let spareWorkers: { worker: Worker; failed: boolean }[] = [];
+
+/**
+ * Starts `count` extraction workers now, so that a thread's start (some 30–60 ms of a core: a new isolate and
+ * Node's bootstrap) is spent while the restore waits for its key rather than when the first files arrive. They do
+ * nothing until a WorkerLanes takes them (its place comes as their first message); they do not keep the process
+ * alive; dropSpareWorkers() stops those left.
+ */
+export function prestartWorkers(count: number): void {
+  while (spareWorkers.length < count) {
+    const spare = { worker: new Worker(WORKER_SOURCE, { eval: true }), failed: false };
+    spare.worker.unref();
+    spare.worker.once('error', () => (spare.failed = true));
+    spare.worker.once('exit', () => (spare.failed = true));
+    spareWorkers.push(spare);
+  }
+}
+
+/** Stops the started workers that no extraction took. */
+export function dropSpareWorkers(): void {
+  const spares = spareWorkers;
+  spareWorkers = [];
+  for (const { worker } of spares) void worker.terminate();
+}
+
+function takeWorker(): Worker {
+  for (;;) {
+    const spare = spareWorkers.shift();
+    if (!spare) return new Worker(WORKER_SOURCE, { eval: true });
+    if (spare.failed) continue;
+    spare.worker.removeAllListeners();
+    spare.worker.ref();
+    return spare.worker;
+  }
+}
+
 export class WorkerLanes {
   private readonly workerCount: number;
   /** [0, workers): each worker's progress; then STOP and FAILED (extract-worker.ts). */
@@ -61,6 +105,8 @@ export class WorkerLanes {
   /** The worker that owns each directory (by archive-relative key): it creates it and what it holds. */
   private readonly owner = new Map<string, number>([['', 0]]);
   private nextOwner = 0;
+  /** Each worker's creations queued or sent and not yet answered (what a new directory's owner is chosen by). */
+  private readonly backlog: number[];
 
   /** Creations so far, in archive order (the next one's sequence number). */
   sequence = 0;
@@ -86,6 +132,7 @@ export class WorkerLanes {
     this.stopAt = this.workerCount;
     this.failedAtIndex = this.workerCount + 1;
     this.shared[this.failedAtIndex] = NOT_FAILED;
+    this.backlog = new Array<number>(this.workerCount).fill(0);
     for (let i = 0; i < this.workerCount; i++) {
       this.pending.push(emptyBatch());
       this.sent.push([]);
@@ -142,6 +189,7 @@ export class WorkerLanes {
     this.inFlight -= 1;
     this.aheadBytes -= batch.bytes;
     this.aheadEntries -= batch.entries;
+    this.backlog[worker]! -= batch.entries;
     for (const f of failures) {
       const alias = f.creation && (f.code === 'EEXIST' || f.code === 'ELOOP' || f.code === 'ENOTDIR');
       this.fail(
@@ -162,7 +210,8 @@ export class WorkerLanes {
   private start(i: number): Worker {
     let worker = this.workers[i];
     if (worker) return worker;
-    worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { shared: this.shared.buffer, index: i, keepOwners: this.keepOwners } });
+    worker = takeWorker();
+    worker.postMessage({ shared: this.shared.buffer as SharedArrayBuffer, index: i, keepOwners: this.keepOwners } satisfies WorkerSetup);
     worker.on('message', ({ failures, data }: WorkerAnswer) => {
       if (data?.byteLength === DATA_BUFFER && this.spare.length < SPARE_BUFFERS) this.spare.push(data);
       this.answered(i, failures);
@@ -198,12 +247,21 @@ export class WorkerLanes {
     }
   }
 
-  /** The owner of directory `key`: assigned in turn as directories appear. */
+  /**
+   * The owner of directory `key`, chosen as it appears: the worker with the fewest creations still to do (in turn
+   * among equals). In turn alone, a tree whose directories alternate between many files and few (a directory and
+   * its subdirectory) gave one worker twice the other's files, and the other waited for it (a directory's creation
+   * waits for its parent's, queued behind the files before it).
+   */
   private ownerOf(key: string): number {
     let worker = this.owner.get(key);
     if (worker === undefined) {
       worker = this.nextOwner;
-      this.nextOwner = (this.nextOwner + 1) % this.workerCount;
+      for (let k = 1; k < this.workerCount; k++) {
+        const i = (this.nextOwner + k) % this.workerCount;
+        if (this.backlog[i]! < this.backlog[worker]!) worker = i;
+      }
+      this.nextOwner = (worker + 1) % this.workerCount;
       this.owner.set(key, worker);
     }
     return worker;
@@ -222,6 +280,7 @@ export class WorkerLanes {
     batch.items.push({ ...item, seq, ...(deps.length > 0 ? { deps } : {}) });
     batch.entries += 1;
     this.aheadEntries += 1;
+    this.backlog[worker]! += 1;
     return { worker, seq };
   }
 

@@ -28,7 +28,7 @@ import { Writable } from 'node:stream';
 import * as tar from 'tar';
 import { IntegrityError } from './envelope.js';
 import { isPlainName, type SkippedEntry } from './envelope-format.js';
-import { type ExtractLimits, type Place, STAGING, WorkerLanes } from './extract-lanes.js';
+import { type ExtractLimits, type Place, prestartWorkers, STAGING, WorkerLanes } from './extract-lanes.js';
 import {
   type DirectoryAttributes,
   type Effects,
@@ -40,6 +40,7 @@ import {
 } from './extract-policy.js';
 
 export { type DirectoryAttributes, UnsafeArchiveError } from './extract-policy.js';
+export { dropSpareWorkers } from './extract-lanes.js';
 
 const { O_WRONLY, O_RDONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fs.constants;
 
@@ -65,6 +66,11 @@ const DEFAULT_LIMITS: Required<ExtractLimits> = {
   aheadEntries: 2048,
   workers: Math.min(4, os.availableParallelism()),
 };
+
+/** Starts the threads of an extractInto() with the default limits ahead of it (extract-lanes.ts, prestartWorkers). */
+export function prestartExtraction(): void {
+  prestartWorkers(DEFAULT_LIMITS.workers);
+}
 
 /**
  * A Writable that extracts a tar stream into `stagingDir` (new, private, made by this restore) and finishes only

@@ -11,9 +11,19 @@ import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Meter } from './archive.js';
-import { closed, extractInto, extractRaw, placeTree, type ExtractResult } from './extract.js';
+import { closed, dropSpareWorkers, extractInto, extractRaw, placeTree, prestartExtraction, type ExtractResult } from './extract.js';
 import { decompressStages } from './compression.js';
-import { DecryptStream, IntegrityError, openMetadata, unwrapDek, wipe, type BackupMetadata } from './envelope.js';
+import {
+  DecryptStream,
+  deriveRecipient,
+  IntegrityError,
+  newKey,
+  openMetadata,
+  sealDek,
+  unwrapDek,
+  wipe,
+  type BackupMetadata,
+} from './envelope.js';
 import type { SkippedEntry } from './envelope-format.js';
 import { includeMatcher } from './select.js';
 import { fsReason } from './fs-errors.js';
@@ -139,9 +149,13 @@ export async function openBackup(
   masterKey: Buffer | Promise<Buffer>,
   backupId: string,
   signal?: AbortSignal,
+  /** Work that does not need the key, run (once the record is in) only while the key is still being derived. */
+  whileDeriving?: () => void,
 ): Promise<OpenedBackup> {
   // A key still being derived (a promise) is awaited with the record, so neither failure goes unobserved.
-  const [detail, key] = await Promise.all([client.getBackup(backupId, signal), masterKey]);
+  const record = client.getBackup(backupId, signal);
+  if (masterKey instanceof Promise) void warmWhileDeriving(record, masterKey, whileDeriving);
+  const [detail, key] = await Promise.all([record, masterKey]);
   if (detail.status !== 'READY') {
     throw new BackupNotRestorableError(`backup ${backupId} is ${detail.status}; only READY backups can be read`);
   }
@@ -151,6 +165,43 @@ export async function openBackup(
   } catch (error) {
     wipe(dek);
     throw error;
+  }
+}
+
+/**
+ * Opening the data key, once the master key is there, runs X-Wing in pure JavaScript (noble): the recipient's key
+ * pair expanded from its seed (once for the key-pin check, once in unwrapDek) and a decapsulation. The first run in a
+ * process is several times slower than the next (the JIT compiles it, the base point's tables are built): 110–300 ms
+ * against 20–50 ms on the P6 machine. So while Argon2id runs (in libsodium's thread, the main thread mostly idle), the
+ * same code runs once on a throwaway key, sealed and opened, which leaves nothing but compiled code and those tables.
+ * It waits for the backup's record (the account was asked first, so its answer has started the derivation by then)
+ * and is skipped when the key came first.
+ */
+async function warmWhileDeriving(record: Promise<unknown>, masterKey: Promise<unknown>, also?: () => void): Promise<void> {
+  let derived = false;
+  masterKey.then(
+    () => (derived = true),
+    () => (derived = true),
+  );
+  // Not after a failed record: openBackup has already failed, and whatever `also` starts would outlive it.
+  const recordIn = await record.then(
+    () => true,
+    () => false,
+  );
+  if (!recordIn) return;
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  if (derived) return;
+  also?.();
+  const key = newKey();
+  const dek = newKey();
+  try {
+    const throwaway = '00000000-0000-0000-0000-000000000000';
+    wipe(unwrapDek(key, throwaway, sealDek(deriveRecipient(key), throwaway, dek)));
+  } catch {
+    // only a warm-up: the real key's opening reports its own failures
+  } finally {
+    wipe(key);
+    wipe(dek);
   }
 }
 
@@ -298,8 +349,10 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
   await checkTarget(target, !!options.force);
 
   const ciphertext = prefetchCiphertext(client, backupId, { signal, retries: options.retries, onEvent: emit, aheadBytes: PREFETCH_BYTES });
-  const opened = await openBackup(client, masterKey, backupId, signal).catch((error: unknown) => {
+  // The extraction's threads start while the key is derived (dropped below if no extraction takes them).
+  const opened = await openBackup(client, masterKey, backupId, signal, () => prestartExtraction()).catch((error: unknown) => {
     ciphertext.destroy();
+    dropSpareWorkers();
     throw error;
   });
   try {
@@ -328,6 +381,7 @@ export async function runRestore(options: RestoreOptions): Promise<RestoreResult
     }
   } finally {
     ciphertext.destroy(); // unread when the restore stopped before reading it
+    dropSpareWorkers();
     wipe(opened.dek);
   }
 }

@@ -291,14 +291,16 @@ export class KeyService {
     if (peek === undefined) return NOT_CACHED;
     if (!API_KEY_PATTERN.test(apiKey)) return undefined;
     const key = peek.call(this.store, hashApiKey(apiKey));
-    if (key === NOT_CACHED) return NOT_CACHED;
-    return key && this.status(key) === 'active' ? key : undefined;
+    return key === NOT_CACHED ? NOT_CACHED : this.activeOnly(key);
   }
 
   /** The key behind a presented secret, if it is known, not revoked and not expired. */
   async authenticate(apiKey: string): Promise<ApiKey | undefined> {
     if (!API_KEY_PATTERN.test(apiKey)) return undefined;
-    const key = await this.store.findApiKeyByHash(hashApiKey(apiKey));
+    return this.activeOnly(await this.store.findApiKeyByHash(hashApiKey(apiKey)));
+  }
+
+  private activeOnly(key: ApiKey | undefined): ApiKey | undefined {
     return key && this.status(key) === 'active' ? key : undefined;
   }
 

@@ -20,7 +20,13 @@ async function open(dataDir: string): Promise<Store> {
   return store;
 }
 
-const account = (): Account => ({ id: uuidv7(), plan: 'free', createdAt: 1_700_000_000_000, lastReadyCreatedAt: null, deletionGraceDays: 0 });
+const account = (): Account => ({
+  id: uuidv7(),
+  plan: 'free',
+  createdAt: 1_700_000_000_000,
+  lastReadyCreatedAt: null,
+  deletionGraceDays: 0,
+});
 
 it('answers a write only once it is committed: another connection sees it at once', async () => {
   const dataDir = tempDir('coffer-group-commit-');

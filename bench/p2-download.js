@@ -67,7 +67,7 @@ export async function main() {
     `nginx ${nginx.version}, 1 worker process, sendfile on (Debian's default).`,
     'Server CPU per download is read from /proc around each request: the scheduler run time of all threads of the serving process (/proc/<pid>/task/<tid>/schedstat, nanoseconds; nginx: its worker). Unlike throughput it hardly depends on what else the machine is doing.',
     'The reference column is a bare node:http server streaming the same file with 1 MiB reads: Node has no sendfile(2) path for HTTP responses, so it copies every byte file → user space → socket, which nginx does not.',
-    `Accel column (fs only): a second Coffer server with COFFER_ACCEL_REDIRECT=${ACCEL_PREFIX} on its own data directory (the same 50 MiB uploaded to it), behind an nginx with deploy/nginx.conf's upstream (keepalive), proxy settings and its \`internal\` location uncommented, plain HTTP like the baseline; curl asks nginx, nginx asks Coffer, Coffer answers with the redirect and nginx sends the file with sendfile. Its CPU is Coffer's + that nginx worker's. The nginx baseline serves that very blob file.`,
+    `Accel column (fs only): a second Coffer server with COFFER_ACCEL_REDIRECT=${ACCEL_PREFIX} and COFFER_TRUST_PROXY=loopback (only a request through a trusted proxy gets the redirect) on its own data directory (the same 50 MiB uploaded to it), behind an nginx with deploy/nginx.conf's upstream (keepalive), proxy settings and its \`internal\` location uncommented, plain HTTP like the baseline; curl asks nginx, nginx asks Coffer, Coffer answers with the redirect and nginx sends the file with sendfile. Its CPU is Coffer's + that nginx worker's. The nginx baseline serves that very blob file.`,
     'Direct Coffer / nginx stays in the table and the summary as information (met: n/a) on fs: deployed behind nginx the ≥ 0.8× target is judged on the accel column, and the direct path (Node, no sendfile) is judged against bare Node; on S3 (no accel mode) it is still the target.',
   ];
   try {
@@ -100,7 +100,7 @@ export async function main() {
         };
         const content = (side) => [`/api/backups/${side.id}/content`, { headers: { authorization: `Bearer ${side.apiKey}` } }];
         const direct = await serve({}, 'coffer');
-        const accel = backend.endsWith('+fs') ? await serve({ COFFER_ACCEL_REDIRECT: ACCEL_PREFIX }, 'coffer-accel') : null;
+        const accel = backend.endsWith('+fs') ? await serve({ COFFER_ACCEL_REDIRECT: ACCEL_PREFIX, COFFER_TRUST_PROXY: 'loopback' }, 'coffer-accel') : null;
         let front = null;
         if (accel) {
           // Without the setting the accel column would silently measure nginx proxying Coffer's own stream.

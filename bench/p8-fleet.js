@@ -6,6 +6,7 @@
  * Baseline in the same run: nginx (WebDAV PUT, one worker) accepting the same 1 MiB bodies from the same number of
  * concurrent clients. Target: cycles/s ≥ 0.5× nginx's PUT/s on sqlite+fs. On PostgreSQL the fleet also runs over
  * 2 nodes (two Coffer processes on one schema and one bucket, the hosts split between them): the scaling table.
+ * PostgreSQL's blobs go to a real S3, Ceph's RADOS Gateway (postgres+ceph), where Ceph is installed; else to s3rver.
  *
  * The clients (the hosts, the nginx PUTs) run in a load generator of their own, bench/lib/fleet-gen.js, one process
  * that drives both servers in turn; its CPU per cycle (per PUT) is reported beside the servers'.
@@ -15,7 +16,7 @@
  * slot still in flight would pass its upload window. A refusal (429, 409, stream cap) is not a cycle: counted apart.
  *
  *   node bench/p8-fleet.js [--hosts 64] [--duration 20] [--warmup 3] [--rounds 2] [--size-mib 1]
- *                          [--backends sqlite+fs,postgres+s3] [--nodes 1,2] (node counts for PostgreSQL backends)
+ *                          [--backends sqlite+fs,postgres+ceph] [--nodes 1,2] (node counts for PostgreSQL backends)
  *                          [--profile /tmp/p8.cpuprofile] (CPU profile of the first round's first server, measured window)
  */
 import crypto from 'node:crypto';
@@ -39,7 +40,7 @@ import {
   startChild,
   tempDir,
 } from './lib/common.js';
-import { accounts, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
+import { accounts, cephInstalled, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
 import { STEPS, UPLOAD_WINDOW } from './lib/fleet-gen.js';
 import { startNginx } from './lib/nginx.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
@@ -193,7 +194,7 @@ export async function main() {
     warmup: 3,
     rounds: 2,
     'size-mib': 1,
-    backends: 'sqlite+fs,postgres+s3',
+    backends: '',
     nodes: '1,2',
     profile: '',
   });
@@ -204,6 +205,11 @@ export async function main() {
     throw new Error(`--nodes takes node counts 1 to ${NODE_NAMES.length}, got ${opts.nodes}`);
   const hasPg = await pgAvailable();
   const notes = [];
+  if (!opts.backends) {
+    opts.backends = cephInstalled() ? 'sqlite+fs,postgres+ceph' : 'sqlite+fs,postgres+s3';
+    if (!cephInstalled())
+      notes.push('postgres+ceph: Ceph is not installed (apt-get install ceph-mon ceph-osd radosgw ceph-common); s3rver stands in for S3');
+  }
   const configs = [];
   for (const backend of list(opts.backends)) {
     if (backend.startsWith('postgres')) {
@@ -368,7 +374,7 @@ export async function main() {
   notes.push(
     `Each host is its own pro account (one backup per 30 minutes): the load generator moves every node's clock (through the harness) by the same amount when a host's backup is finalized, to a few minutes past where its next create is allowed (so one advance serves every host that created meanwhile), never so far that a slot in flight nears its upload window (raised from 1 hour to ${UPLOAD_WINDOW}, so hosts a few cycles behind the others do not hold the clock back; it only sets the slots' expiresAt) (${summary.map((s) => `${s.name}: ${s.clockAdvances} advances per round, a host's wait for one before its create p99 ${ms(s.clockWaitP99)} ms`).join('; ')}). "refused" counts 429 (cadence) / 409 (upload in progress) / event streams over the cap; none of them is a cycle. Every finalized backup stays READY (pro retention: 90 days of server time), so each host's list grows by one entry per cycle.`,
     'Cycle: POST /api/backups → event stream opened at once (fetch + eventsource-parser, as `coffer watch` reads it) → direct upload of the archive (node:http on a kept-alive connection, the same call that PUTs the body to nginx) → finalize → GET /api/backups → READY on the stream. "finalize sent → READY on the stream" runs from the finalize request to the READY frame on the stream opened at the start (it includes the finalize itself, as P4 measures its delay). Cycles that end inside the measured window count; cycles/s = those / the window.',
-    "Server CPU is user + system time from /proc of the Coffer process(es) over the measured window, divided by the cycles completed (per node: its own hosts' cycles); PostgreSQL and s3rver are not counted. nginx: master + worker per PUT. All clients (the fleet, the nginx PUTs) run in one load generator process of their own (bench/lib/fleet-gen.js, apart from the harness's bookkeeping), the same one for both servers, sharing the machine's cores with them; its CPU (process.cpuUsage over the window) per cycle or PUT is the load generator column.",
+    "Server CPU is user + system time from /proc of the Coffer process(es) over the measured window, divided by the cycles completed (per node: its own hosts' cycles); PostgreSQL and the S3 server (Ceph's daemons, s3rver) are not counted. nginx: master + worker per PUT. All clients (the fleet, the nginx PUTs) run in one load generator process of their own (bench/lib/fleet-gen.js, apart from the harness's bookkeeping), the same one for both servers, sharing the machine's cores with them; its CPU (process.cpuUsage over the window) per cycle or PUT is the load generator column.",
     'nginx-light, one worker, `dav_methods PUT; create_full_put_path on;` — each client PUTs the same body to a file of its own (replaced each time), no authentication, no database.',
   );
   if (scaling.some((s) => s.nodeCount > 1)) {

@@ -2,22 +2,26 @@
 /**
  * Starting Coffer on a chosen backend (SQLite or PostgreSQL metadata, fs or S3 blobs) and driving its API.
  * PostgreSQL: a schema of our own (coffer_bench_<pid>_<n>) in postgres://postgres@127.0.0.1:5432/test,
- * dropped afterwards. S3: s3rver on loopback in its own process, with its own temp directory.
+ * dropped afterwards. S3: s3rver on loopback in its own process, with its own temp directory; or (`ceph`) a real S3,
+ * a one-host Ceph cluster with its RADOS Gateway (test/helpers/ceph.ts, run by vite-node in its own process), data in
+ * RAM, thrown away afterwards.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { BENCH_DIR, log, logFile, startChild, tempDir } from './common.js';
+import { BENCH_DIR, ROOT, commandExists, log, logFile, startChild, tempDir } from './common.js';
 
 export const PG_URL = process.env.COFFER_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-export const BACKENDS = ['sqlite+fs', 'postgres+fs', 'sqlite+s3', 'postgres+s3'];
+export const BACKENDS = ['sqlite+fs', 'postgres+fs', 'sqlite+s3', 'postgres+s3', 'sqlite+ceph', 'postgres+ceph'];
+/** RAM the Ceph OSD may hold (memstore): room for a few GiB of archives. */
+const CEPH_DEVICE_MB = 6144;
 
 let schemas = 0;
 
 /** Sets up the backing services of one backend; returns the environment for Coffer and a cleanup. */
 export async function prepareBackend(backend) {
   const [meta, blobs] = backend.split('+');
-  if (!['sqlite', 'postgres'].includes(meta) || !['fs', 's3'].includes(blobs)) {
+  if (!['sqlite', 'postgres'].includes(meta) || !['fs', 's3', 'ceph'].includes(blobs)) {
     throw new Error(`unknown backend ${backend} (known: ${BACKENDS.join(', ')})`);
   }
   const dataDir = tempDir('coffer-bench-data-');
@@ -50,6 +54,19 @@ export async function prepareBackend(backend) {
         fs.rmSync(s3Dir, { recursive: true, force: true });
       });
     }
+    if (blobs === 'ceph') {
+      const ceph = await startChild(
+        path.join(ROOT, 'node_modules', 'vite-node', 'vite-node.mjs'),
+        [path.join(ROOT, 'test', 'helpers', 'ceph-run.ts')],
+        {
+          env: { COFFER_CEPH_DEVICE_MB: String(CEPH_DEVICE_MB) },
+          logFile: logFile(`ceph-${process.pid}.log`),
+          readyTimeoutMs: 120_000,
+        },
+      );
+      Object.assign(env, ceph.ready);
+      cleanups.push(async () => void (await ceph.stop()));
+    }
   } catch (error) {
     await runCleanups(cleanups);
     throw error;
@@ -71,6 +88,13 @@ async function withPg(fn) {
   } finally {
     await client.end();
   }
+}
+
+/** Whether Ceph's daemons are installed (Debian: ceph-mon ceph-osd radosgw ceph-common), for the `ceph` backends. */
+export function cephInstalled() {
+  return ['ceph-mon', 'ceph-osd', 'radosgw', 'radosgw-admin', 'monmaptool', 'ceph'].every(
+    (command) => commandExists(command) || fs.existsSync(path.join('/usr/sbin', command)) || fs.existsSync(path.join('/usr/bin', command)),
+  );
 }
 
 /** Whether PostgreSQL answers (the PostgreSQL backends are skipped, with a note, when it does not). */

@@ -100,7 +100,9 @@ export async function main() {
         };
         const content = (side) => [`/api/backups/${side.id}/content`, { headers: { authorization: `Bearer ${side.apiKey}` } }];
         const direct = await serve({}, 'coffer');
-        const accel = backend.endsWith('+fs') ? await serve({ COFFER_ACCEL_REDIRECT: ACCEL_PREFIX, COFFER_TRUST_PROXY: 'loopback' }, 'coffer-accel') : null;
+        const accel = backend.endsWith('+fs')
+          ? await serve({ COFFER_ACCEL_REDIRECT: ACCEL_PREFIX, COFFER_TRUST_PROXY: 'loopback' }, 'coffer-accel')
+          : null;
         let front = null;
         if (accel) {
           // Without the setting the accel column would silently measure nginx proxying Coffer's own stream.

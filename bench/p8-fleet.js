@@ -206,8 +206,9 @@ export async function main() {
   const hasPg = await pgAvailable();
   const notes = [];
   if (!opts.backends) {
-    opts.backends = cephInstalled() ? 'sqlite+fs,postgres+ceph' : 'sqlite+fs,postgres+s3';
-    if (!cephInstalled())
+    const ceph = cephInstalled();
+    opts.backends = ceph ? 'sqlite+fs,postgres+ceph' : 'sqlite+fs,postgres+s3';
+    if (!ceph)
       notes.push('postgres+ceph: Ceph is not installed (apt-get install ceph-mon ceph-osd radosgw ceph-common); s3rver stands in for S3');
   }
   const configs = [];

@@ -232,7 +232,6 @@ export const backupWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       },
       onRequest: [ctx.requireScope('backups:write'), loadBackup(ctx)],
     },
-    // request.backup: loadBackup's getVisible, just now; the service does not read it again.
-    async (request) => detailBody(await ctx.backups.finalize(request.principal.accountId, request.backup.id, request.body, request.backup)),
+    async (request) => detailBody(await ctx.backups.finalize(request.backup, request.body)),
   );
 };

@@ -595,11 +595,8 @@ export class BackupService {
     return new AppError('invalid_backup_state', `The backup is ${status}.`, { status });
   }
 
-  /**
-   * `loaded`: the caller's visible backup `id` as the request's onRequest step just read it (getVisible), so it is
-   * not read again (bench P8); without it, it is read here.
-   */
-  async finalize(accountId: string, id: string, input: BackupFinalizeBody, loaded?: Backup): Promise<Backup> {
+  /** `backup`: the caller's visible backup (getVisible), as the request's onRequest step read it; not read again (bench P8). */
+  async finalize(backup: Backup, input: BackupFinalizeBody): Promise<Backup> {
     const issues = binaryIssues({
       wrappedDek: input.wrappedDek,
       wrappedDekNonce: input.wrappedDekNonce,

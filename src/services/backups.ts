@@ -573,8 +573,9 @@ export class BackupService {
   async recordUpload(backup: Backup, blobKey: string, size: number, reservationId?: string): Promise<Backup> {
     const uploaded = await this.store.updateBackup(
       backup.id,
-      { statuses: ['PENDING_UPLOAD'], ...(reservationId === undefined ? {} : { release: reservationId }) },
+      { statuses: ['PENDING_UPLOAD'] },
       { status: 'UPLOADED', blobKey, ciphertextSizeBytes: size, updatedAt: this.clock.now() },
+      reservationId,
     );
     if (!uploaded) {
       await this.blobs.delete(blobKey);
@@ -604,8 +605,7 @@ export class BackupService {
       encryptedMetadataNonce: input.encryptedMetadataNonce,
     });
     if (issues.length > 0) throw AppError.validation(issues);
-    const backup = loaded?.id === id && loaded.accountId === accountId ? loaded : await this.getVisible(accountId, id);
-    const account = await this.store.getAccount(accountId);
+    const account = await this.store.getAccount(backup.accountId);
     const now = this.clock.now();
     const ready = await this.store.markReady(
       backup.id,

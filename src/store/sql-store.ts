@@ -955,13 +955,12 @@ export class SqlStore implements Store {
     return rows.map(toBackup);
   }
 
-  updateBackup(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined> {
-    const { release } = condition;
-    if (release === undefined) return this.conditionalUpdate(this.db, id, condition, patch);
+  updateBackup(id: string, condition: BackupCondition, patch: BackupPatch, releaseUpload?: string): Promise<Backup | undefined> {
+    if (releaseUpload === undefined) return this.conditionalUpdate(this.db, id, condition, patch);
     // One commit for both (SQLite: one WAL fsync on the event loop instead of two; bench P8).
     return this.db.transaction().execute(async (trx) => {
       const backup = await this.conditionalUpdate(trx, id, condition, patch);
-      await this.deleteReservation(trx, release);
+      await this.deleteReservation(trx, releaseUpload);
       return backup;
     });
   }

@@ -157,8 +157,6 @@ export interface BackupCondition {
   ciphertextSizeBytes?: number;
   /** Only a record scheduled for deletion (purgeAfter set), due after `dueAfter` and/or by `dueBy` (inclusive). */
   scheduled?: { dueAfter?: number; dueBy?: number };
-  /** Also ends this upload reservation (releaseUpload), in the same transaction, whether or not the update applies. */
-  release?: string;
 }
 
 /** Why a vault envelope was replaced (and kept in the history). */
@@ -307,8 +305,12 @@ export interface Store {
   getBackup(id: string): Promise<Backup | undefined>;
   /** The account's backups in the given statuses, newest first. */
   listBackups(accountId: string, statuses: readonly BackupStatus[]): Promise<Backup[]>;
-  /** Compare-and-set: applies `patch` only when the record matches `condition`; returns the new record. */
-  updateBackup(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined>;
+  /**
+   * Compare-and-set: applies `patch` only when the record matches `condition`; returns the new record. With
+   * `releaseUpload`, that upload reservation also ends (releaseUpload) in the same commit, whether or not the update
+   * applies.
+   */
+  updateBackup(id: string, condition: BackupCondition, patch: BackupPatch, releaseUpload?: string): Promise<Backup | undefined>;
   /** Like updateBackup to READY, and records the backup's createdAt as the account's last READY (cadence). */
   markReady(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined>;
   /** Records needing sweeper action at `now` (expired in-flight, FAILED, expired READY, DELETING not in grace at `now`). */

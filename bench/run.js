@@ -70,7 +70,8 @@ for (const target of TARGETS.filter((t) => chosen.has(t.id) || chosen.has(t.grou
   const extra = [...(target.args ?? []), ...(opts.quick ? target.quick : [])];
   const args = [path.join(BENCH_DIR, target.script), ...extra];
   log(`── ${target.id}: node bench/${target.script} ${extra.join(' ')}`);
-  const env = opts.quick ? { ...process.env, BENCH_SCRATCH: '1' } : process.env;
+  // Each script makes a HOME of its own (bench/lib/common.js), as when it runs alone; an undefined variable is not passed.
+  const env = { ...process.env, COFFER_BENCH_HOME: undefined, ...(opts.quick ? { BENCH_SCRATCH: '1' } : {}) };
   const result = spawnSync(target.node ?? process.execPath, args, { cwd: ROOT, stdio: 'inherit', env });
   if (result.status !== 0) failed.push(target.id);
 }

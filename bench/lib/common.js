@@ -17,22 +17,27 @@ export const MiB = 1024 * 1024;
 export { sleep };
 
 /**
- * Every benchmark process (and every command it runs: `coffer init`, `backup`, `restore`, restic) gets a HOME and XDG
- * directories of its own, removed when it exits: a client command keeps state there (the vault keys it has seen,
- * profiles, caches), and a benchmark must never write into the user's own.
+ * Every benchmark (and every process and command it starts: servers, load generators, `coffer init`, `backup`,
+ * `restore`, restic) gets a HOME and XDG directories of its own, removed when the benchmark exits: a client command
+ * keeps state there (the vault keys it has seen, profiles, caches), and a benchmark must never write into the user's
+ * own. A process started by a benchmark inherits them (COFFER_BENCH_HOME) and makes none, so one that is stopped
+ * by a signal leaves nothing behind.
  */
-const benchHome = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-home-'));
-for (const [name, dir] of [
-  ['HOME', ''],
-  ['XDG_CONFIG_HOME', '.config'],
-  ['XDG_STATE_HOME', '.local/state'],
-  ['XDG_CACHE_HOME', '.cache'],
-  ['XDG_DATA_HOME', '.local/share'],
-]) {
-  process.env[name] = path.join(benchHome, dir);
-  fs.mkdirSync(process.env[name], { recursive: true, mode: 0o700 });
+if (process.env.COFFER_BENCH_HOME === undefined) {
+  const benchHome = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-home-'));
+  process.env.COFFER_BENCH_HOME = benchHome;
+  for (const [name, dir] of [
+    ['HOME', ''],
+    ['XDG_CONFIG_HOME', '.config'],
+    ['XDG_STATE_HOME', '.local/state'],
+    ['XDG_CACHE_HOME', '.cache'],
+    ['XDG_DATA_HOME', '.local/share'],
+  ]) {
+    process.env[name] = path.join(benchHome, dir);
+    fs.mkdirSync(process.env[name], { recursive: true, mode: 0o700 });
+  }
+  process.on('exit', () => fs.rmSync(benchHome, { recursive: true, force: true }));
 }
-process.on('exit', () => fs.rmSync(benchHome, { recursive: true, force: true }));
 
 /** `--name value` / `--name=value` / `--flag` options, with BENCH_<NAME> environment fallbacks. */
 export function options(defaults) {

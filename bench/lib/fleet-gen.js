@@ -326,7 +326,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     },
   });
 
-  // An exit (not death by the signal) runs common.js's removal of this process's HOME.
-  process.on('SIGTERM', () => process.exit(0));
   process.send({ ready: { pid: process.pid } });
 }

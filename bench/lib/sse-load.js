@@ -121,6 +121,4 @@ serveParent({
     return true;
   },
 });
-// An exit (not death by the signal) runs common.js's removal of this process's HOME.
-process.on('SIGTERM', () => process.exit(0));
 process.send({ ready: { pid: process.pid } });

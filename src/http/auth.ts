@@ -6,8 +6,7 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestAs
 import { AppError } from '../domain/errors.js';
 import type { Scope } from '../domain/scopes.js';
 import type { KeyService } from '../services/keys.js';
-import { NOT_CACHED } from '../store/cached-store.js';
-import type { ApiKey } from '../store/store.js';
+import { type ApiKey, NOT_CACHED } from '../store/store.js';
 
 export interface Principal {
   accountId: string;

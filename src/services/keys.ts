@@ -10,8 +10,7 @@ import { API_KEY_PATTERN, HOST_LABEL, keyLabelProblem, keyStatus, type KeyStatus
 import type { Plan } from '../domain/plans.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
-import type { Account, ApiKey, Session, Store } from '../store/store.js';
-import { NOT_CACHED, type CachedStore } from '../store/cached-store.js';
+import { type Account, type ApiKey, NOT_CACHED, type Session, type Store } from '../store/store.js';
 import type { AuditActor } from '../domain/audit.js';
 import { AuditTrail } from './audit.js';
 
@@ -287,10 +286,9 @@ export class KeyService {
    * when only authenticate() can tell.
    */
   authenticateCached(apiKey: string): ApiKey | undefined | typeof NOT_CACHED {
-    const peek = (this.store as Partial<Pick<CachedStore, 'peekApiKeyByHash'>>).peekApiKeyByHash;
-    if (peek === undefined) return NOT_CACHED;
+    if (this.store.peekApiKeyByHash === undefined) return NOT_CACHED;
     if (!API_KEY_PATTERN.test(apiKey)) return undefined;
-    const key = peek.call(this.store, hashApiKey(apiKey));
+    const key = this.store.peekApiKeyByHash(hashApiKey(apiKey));
     return key === NOT_CACHED ? NOT_CACHED : this.activeOnly(key);
   }
 

@@ -22,7 +22,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { BackupStatus } from '../domain/backups.js';
-import type { Account, ApiKey, Backup, Store, Vault } from './store.js';
+import { type Account, type ApiKey, type Backup, NOT_CACHED, type Store, type Vault } from './store.js';
 
 /** Changes committed through other handles of the same database (other nodes, operator commands), by account. */
 export interface ChangeFeed {
@@ -57,8 +57,6 @@ const MAX_REMEMBERED_INVALIDATIONS = 10_000;
 const VERSION_CHECK_MS = 1;
 /** Stands for "no such row" in the cache (a missing vault is cached like a present one). */
 const ABSENT = Symbol('absent');
-/** What a synchronous look into the cache answers when it cannot tell (not cached, or the cache is off). */
-export const NOT_CACHED = Symbol('not cached');
 
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
@@ -233,10 +231,7 @@ export class CachedStore implements Store {
 
   // ---- cached reads ----
 
-  /**
-   * The cached answer of findApiKeyByHash without waiting (no promise: authentication of a known key stays
-   * synchronous, bench P3), or NOT_CACHED when only findApiKeyByHash can tell; counted as a hit only when it answers.
-   */
+  /** Counted as a hit only when it answers (Store.peekApiKeyByHash). */
   peekApiKeyByHash(keyHash: string): ApiKey | undefined | typeof NOT_CACHED {
     this.checkVersion();
     if (!this.enabled) return NOT_CACHED;

@@ -193,6 +193,9 @@ export interface QueryCounts {
   other: number;
 }
 
+/** What Store.peekApiKeyByHash answers when it cannot tell without a read (not cached, or no cache). */
+export const NOT_CACHED = Symbol('not cached');
+
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
   /** A snapshot of the statement counters (SELECT = read; INSERT/UPDATE/DELETE = write; anything else = other). */
@@ -239,6 +242,11 @@ export interface Store {
 
   createApiKey(key: ApiKey, keyHash: string): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKey | undefined>;
+  /**
+   * findApiKeyByHash's answer without waiting, where the store already holds it (the metadata cache: bench P3), or
+   * NOT_CACHED when only findApiKeyByHash can tell. A store without a cache has none.
+   */
+  peekApiKeyByHash?(keyHash: string): ApiKey | undefined | typeof NOT_CACHED;
   listApiKeys(accountId?: string): Promise<ApiKey[]>;
   getApiKey(keyId: string): Promise<ApiKey | undefined>;
   revokeApiKey(keyId: string, at: number): Promise<boolean>;

@@ -379,6 +379,19 @@ function url<S extends Setting>(env: Env, setting: S): Value<S, string> {
   return value.replace(/\/+$/, '');
 }
 
+/**
+ * A postgres:// URL that the driver can parse (pg-connection-string: the WHATWG URL parser, retried with a host for
+ * `user@/db`, the local socket). The URL is never echoed: it may hold the password.
+ */
+function checkDatabaseUrl(value: string, variable: string): void {
+  if (!/^postgres(ql)?:\/\//.test(value)) throw new ConfigError(variable, 'expected a postgres:// URL');
+  if (URL.canParse(value) || URL.canParse(value.replace('@/', '@localhost/'))) return;
+  throw new ConfigError(
+    variable,
+    'not a valid postgres:// URL (percent-encode the characters # / ? @ : of a user name or password; a port is a number up to 65535)',
+  );
+}
+
 const PROXY_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
 
 /** A comma-separated list of addresses, CIDR ranges and proxy-addr's range names; [] when unset. */
@@ -405,9 +418,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const S = SERVER_SETTINGS;
   const port = integer(env, S.PORT, 0, 65535);
   const databaseUrl = secret(env, S.COFFER_DATABASE_URL, S.COFFER_DATABASE_URL_FILE);
-  if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new ConfigError(fromFile(env, S.COFFER_DATABASE_URL, S.COFFER_DATABASE_URL_FILE), 'expected a postgres:// URL');
-  }
+  if (databaseUrl !== null) checkDatabaseUrl(databaseUrl, fromFile(env, S.COFFER_DATABASE_URL, S.COFFER_DATABASE_URL_FILE));
   const blobStore = oneOf(env, S.COFFER_BLOB_STORE);
   const s3 = {
     endpoint: text(env, S.COFFER_S3_ENDPOINT),

@@ -180,4 +180,26 @@ describe('a secret set twice, or a file that cannot be read, stops coffer serve'
       expect(result.stderr).not.toContain('hunter2');
     }
   });
+
+  it('a malformed COFFER_DATABASE_URL (or its file) is named, never printed, and the server does not start', () => {
+    const problem = 'not a valid postgres:// URL (percent-encode the characters # / ? @ : of a user name or password;';
+    const malformed = [
+      'postgres://coffer:hunter2#do-not-print@127.0.0.1/coffer', // a '#' in the password ends the authority
+      'postgres://coffer:hunter2@127.0.0.1:99999/coffer', // no such port
+      'postgres://coffer:hunter2@[::1/coffer', // an unclosed IPv6 bracket
+    ];
+    for (const url of malformed) {
+      for (const [env, variable] of [
+        [{ COFFER_DATABASE_URL: url }, 'COFFER_DATABASE_URL'],
+        [{ COFFER_DATABASE_URL_FILE: secretFile('db-malformed', url) }, 'COFFER_DATABASE_URL_FILE'],
+      ] as const) {
+        const result = serve(env);
+        expect(result.status, url).toBe(1);
+        expect(result.stderr.startsWith(`coffer: invalid configuration: ${variable}: ${problem}`), result.stderr).toBe(true);
+        expect(result.stderr.split('\n'), url).toHaveLength(2); // one line, no stack trace
+        expect(result.stdout).toBe('');
+        expect(result.stderr).not.toContain('hunter2');
+      }
+    }
+  });
 });

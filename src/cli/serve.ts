@@ -37,7 +37,11 @@ export function registerServeCommand(program: Command): void {
     .addHelpText('after', settingsHelp('Settings, as environment variables', SERVER_SETTINGS))
     .action(async () => {
       const config = loadConfig();
-      const { startServer } = await import('../server/compose.js');
+      const [{ startServer }, { restrictFileModes }] = await Promise.all([
+        import('../server/compose.js'),
+        import('../server/file-modes.js'),
+      ]);
+      restrictFileModes(config); // before anything is created (not in startServer: tests run servers in their own process)
       const { serverLogger } = await import('../server/log.js');
       const server = await startServer(config, { logger: serverLogger(config.logLevel) });
       // Handlers before any notice: whoever reads "listening on" may signal at once.

@@ -19,6 +19,7 @@ import { CachedStore, type ChangeFeed } from '../store/cached-store.js';
 import { openStore } from '../store/open.js';
 import type { Store } from '../store/store.js';
 import type { CofferApp } from './app.js';
+import { restrictFileModes } from './file-modes.js';
 
 /** The services, and how to release what they hold (the status bus and the database). */
 export interface Parts extends Services {
@@ -148,6 +149,7 @@ export interface OperatorParts extends Pick<Services, 'config' | 'clock' | 'stor
 }
 
 export async function composeOperatorParts(config: Config, clock: Clock = systemClock): Promise<OperatorParts> {
+  restrictFileModes(config); // a one-shot process: `coffer admin` may be the first to create the database
   const store = await openStore(config);
   return {
     config,

@@ -17,7 +17,11 @@ export function registerSnapshotCommand(admin: Command): void {
       }
       const target = path.resolve(file);
       if (fs.existsSync(target)) throw new CliError(`${target} already exists; choose a new file`);
-      const { snapshotSqlite } = await import('../../store/sqlite.js');
+      const [{ snapshotSqlite }, { restrictFileModes }] = await Promise.all([
+        import('../../store/sqlite.js'),
+        import('../../server/file-modes.js'),
+      ]);
+      restrictFileModes(config);
       const { pages } = await snapshotSqlite(config.dataDir, target, config.sqliteDriver);
       const { size } = fs.statSync(target);
       emit(!!opts.json, { file: target, bytes: size, pages }, () => `snapshot written to ${target} (${size} bytes)`);

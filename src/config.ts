@@ -18,6 +18,8 @@ interface ConfigFields {
   port: number;
   host: string;
   publicUrl: string;
+  /** COFFER_PUBLIC_URL is set (false: publicUrl is only derived from PORT, as `coffer admin` in a bare shell has it). */
+  publicUrlGiven: boolean;
   dataDir: string;
   databaseUrl: string | null;
   /** COFFER_SQLITE_DRIVER: the embedded database's driver; null: the best this Node has (docs/runtime.md). */
@@ -463,6 +465,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     port,
     host: text(env, S.HOST),
     publicUrl: url(env, S.COFFER_PUBLIC_URL) ?? `http://localhost:${port}`,
+    publicUrlGiven: read(env, S.COFFER_PUBLIC_URL) !== null,
     dataDir: path.resolve(cwd, text(env, S.COFFER_DATA_DIR)),
     databaseUrl,
     sqliteDriver: oneOf(env, S.COFFER_SQLITE_DRIVER),

@@ -59,6 +59,9 @@ function accountServices(config: Config, store: Store, clock: Clock): Pick<Servi
   return { audit, keys, sessions, operator };
 }
 
+/** The shared setting where a starting server records its public URL. */
+const PUBLIC_URL_SETTING = 'server.public_url';
+
 export interface ComposeOptions {
   sweeper?: SweeperOptions;
   log?: (message: string, error?: unknown) => void;
@@ -145,6 +148,11 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
  */
 export interface OperatorParts extends Pick<Services, 'config' | 'clock' | 'store' | 'audit' | 'keys' | 'sessions' | 'operator'> {
   backups(): Promise<BackupService>;
+  /**
+   * The URL the server is reached at, for links: COFFER_PUBLIC_URL when this command has it, else the one the server
+   * recorded at its last start (`recorded`), else the default derived from PORT (`recorded: false`).
+   */
+  publicUrl(): Promise<{ url: string; recorded: boolean }>;
   close(): Promise<void>;
 }
 
@@ -157,6 +165,11 @@ export async function composeOperatorParts(config: Config, clock: Clock = system
     store,
     ...accountServices(config, store, clock),
     backups: async () => backupService(config, store, await openBlobStore(config), new LocalStatusBus(), clock),
+    async publicUrl() {
+      if (config.publicUrlGiven) return { url: config.publicUrl, recorded: true };
+      const recorded = await store.getSetting(PUBLIC_URL_SETTING);
+      return recorded === undefined ? { url: config.publicUrl, recorded: false } : { url: recorded, recorded: true };
+    },
     close: () => store.close(),
   };
 }
@@ -187,6 +200,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const coffer = await buildApp(parts, { logger: options.logger });
   log = (message, error) => coffer.app.log.warn({ err: error }, message);
   try {
+    // Operator commands run where the server's settings may not be (`coffer admin login-link` in a plain shell): they
+    // take the public URL from here (OperatorParts.publicUrl). The last node started wins; nodes share one URL anyway.
+    await parts.store.putSetting(PUBLIC_URL_SETTING, config.publicUrl, parts.clock.now());
     await coffer.app.listen({ port: config.port, host: config.host });
   } catch (error) {
     await coffer.app.close();

@@ -377,6 +377,8 @@ export class CachedStore implements Store {
   countSignInAttempt: Store['countSignInAttempt'] = (address, now, windowMs) => this.inner.countSignInAttempt(address, now, windowMs);
   pruneSignInAttempts: Store['pruneSignInAttempts'] = (before) => this.inner.pruneSignInAttempts(before);
   ensureSetting: Store['ensureSetting'] = (name, initial, now) => this.inner.ensureSetting(name, initial, now);
+  putSetting: Store['putSetting'] = (name, value, now) => this.inner.putSetting(name, value, now);
+  getSetting: Store['getSetting'] = (name) => this.inner.getSetting(name);
   addMultipartUpload: Store['addMultipartUpload'] = (backupId, uploadId, now) => this.inner.addMultipartUpload(backupId, uploadId, now);
   countMultipartUploads: Store['countMultipartUploads'] = (backupId) => this.inner.countMultipartUploads(backupId);
   putPartSize: Store['putPartSize'] = (backupId, uploadId, partNumber, size) =>

@@ -1133,6 +1133,19 @@ export class SqlStore implements Store {
     return row.value;
   }
 
+  async putSetting(name: string, value: string, now: number): Promise<void> {
+    await this.db
+      .insertInto('settings')
+      .values({ name, value, created_at: now })
+      .onConflict((oc) => oc.column('name').doUpdateSet({ value, created_at: now }))
+      .execute();
+  }
+
+  async getSetting(name: string): Promise<string | undefined> {
+    const row = await this.db.selectFrom('settings').select('value').where('name', '=', name).executeTakeFirst();
+    return row?.value;
+  }
+
   async addMultipartUpload(backupId: string, uploadId: string, now: number): Promise<number> {
     await this.db.insertInto('blobhost_uploads').values({ upload_id: uploadId, backup_id: backupId, created_at: now }).execute();
     return this.countMultipartUploads(backupId);

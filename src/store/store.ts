@@ -345,6 +345,10 @@ export interface Store {
 
   /** The stored value of a shared setting; stores `initial` first when there is none (first writer wins). */
   ensureSetting(name: string, initial: string, now: number): Promise<string>;
+  /** Sets a shared setting, replacing any value it had (the last writer wins). */
+  putSetting(name: string, value: string, now: number): Promise<void>;
+  /** The stored value of a shared setting; undefined when none was stored. */
+  getSetting(name: string): Promise<string | undefined>;
 
   // ---- the blob host's multipart uploads (src/services/blob-host.ts), counted here instead of listed in storage ----
   /** Records an open multipart upload of a slot; returns how many the slot now has open. */

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import { iso } from '../../domain/time.js';
 import { LOGIN_LINK_MAX_TTL_MS, LOGIN_LINK_TTL_MS } from '../../services/sessions.js';
-import { CliError, emit, usageError } from '../output.js';
+import { CliError, emit, note, usageError } from '../output.js';
 import { expiresIn, operator, withServices } from './frame.js';
 
 export function registerLoginLinkCommand(admin: Command): void {
@@ -21,19 +21,34 @@ export function registerLoginLinkCommand(admin: Command): void {
       const config = loadConfig();
       if (opts.operator) {
         const by = operator().actor.id;
-        const issued = await withServices(({ sessions }) => sessions.createOperatorLink(by, lifetime), config);
+        const [issued, base] = await withServices(
+          async ({ sessions, publicUrl }) => [await sessions.createOperatorLink(by, lifetime), await publicUrl()] as const,
+          config,
+        );
+        noteUnrecorded(base);
         // The token travels in the fragment, as for owners' links: never sent to a server, a proxy log or a Referer.
-        const url = `${config.publicUrl}/admin/login#token=${issued.token}`;
+        const url = `${base.url}/admin/login#token=${issued.token}`;
         const result = { operator: by, url, expiresAt: iso(issued.link.expiresAt) };
         emit(!!opts.json, result, () => [`Operator console sign-in link (works once, until ${result.expiresAt}):`, url].join('\n'));
         return;
       }
       const owner = accountId!;
-      const issued = await withServices(({ sessions }) => sessions.createLoginLink(owner, lifetime), config);
+      const [issued, base] = await withServices(
+        async ({ sessions, publicUrl }) => [await sessions.createLoginLink(owner, lifetime), await publicUrl()] as const,
+        config,
+      );
       if (!issued) throw new CliError(`no account ${owner}`);
+      noteUnrecorded(base);
       // The token travels in the fragment: browsers never send it to a server, a proxy log or a Referer.
-      const url = `${config.publicUrl}/console/login#token=${issued.token}`;
+      const url = `${base.url}/console/login#token=${issued.token}`;
       const result = { accountId: owner, url, expiresAt: iso(issued.link.expiresAt) };
       emit(!!opts.json, result, () => [`Sign-in link for account ${owner} (works once, until ${result.expiresAt}):`, url].join('\n'));
     });
+}
+
+/** A link on a guessed address says so: no server has started on this database yet to record its own. */
+function noteUnrecorded(base: { url: string; recorded: boolean }): void {
+  if (!base.recorded) {
+    note(`coffer: no server has recorded its public URL in this database yet: the link assumes ${base.url} (set COFFER_PUBLIC_URL)`);
+  }
 }

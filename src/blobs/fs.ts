@@ -1,6 +1,7 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -25,6 +26,27 @@ const READ_CHUNK_BYTES = 1024 * 1024;
 
 const PART_FILE = /^(\d+)\.([0-9a-f]{32})$/;
 
+/** A temp file names its writer: `<pid>.<store>.<uuid>.<host>` (the store: a random id per FsBlobStore). */
+const TEMP_FILE = /^(\d+)\.([0-9a-f]{16})\.[0-9a-f-]{36}\.(.+)$/;
+
+/**
+ * A temp file of another process that is alive, or on another host (whose processes cannot be asked), is removed
+ * only once it has not been written to for this long, whatever the orphan grace: a live writer writes at least every
+ * minute (the slow-client guard cuts an upload that sends less than 4 KiB/s over a minute, and a whole request ends
+ * within 30 minutes).
+ */
+export const FOREIGN_TEMP_FLOOR_MS = 3_600_000;
+
+/** Whether a process of this host is gone (a pid that another user's process holds is not). */
+function processGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
 /**
  * Blobs as files under `<root>/blobs`, written to `<root>/tmp` first, fsynced, then renamed into place.
  * Multipart uploads, emulated for the blob host (the MultipartBlobStore capability), live in `<root>/uploads/<uploadId>/`
@@ -35,6 +57,10 @@ export class FsBlobStore implements MultipartBlobStore {
   private readonly blobDir: string;
   private readonly tmpDir: string;
   private readonly uploadDir: string;
+  /** This store's part of its temp files' names, and the ones it is writing now (never swept). */
+  private readonly id = randomBytes(8).toString('hex');
+  private readonly host = os.hostname().replace(/[^A-Za-z0-9.-]/g, '_') || 'host';
+  private readonly writing = new Set<string>();
 
   constructor(root: string) {
     this.blobDir = path.join(root, 'blobs');
@@ -44,7 +70,14 @@ export class FsBlobStore implements MultipartBlobStore {
     fs.mkdirSync(this.tmpDir, { recursive: true });
     fs.mkdirSync(this.uploadDir, { recursive: true });
     // Temp files a crash left behind are not removed here: another process (a server, a `coffer admin` command) may be
-    // writing into tmp/ right now. The sweeper's removeIncomplete takes them once the orphan grace has passed.
+    // writing into tmp/ right now. The sweeper's removeIncomplete takes them once their writer is gone.
+  }
+
+  /** A new temp file's path, named after this store and process (TEMP_FILE), counted as being written until `done`. */
+  private tempFile(): { temp: string; done: () => void } {
+    const name = `${process.pid}.${this.id}.${randomUUID()}.${this.host}`;
+    this.writing.add(name);
+    return { temp: path.join(this.tmpDir, name), done: () => this.writing.delete(name) };
   }
 
   private pathOf(key: string): string {
@@ -56,7 +89,7 @@ export class FsBlobStore implements MultipartBlobStore {
 
   async put(key: string, body: Readable, { signal }: PutOptions = {}): Promise<{ size: number }> {
     const target = this.pathOf(key);
-    const temp = path.join(this.tmpDir, randomUUID());
+    const { temp, done } = this.tempFile();
     const out = fs.createWriteStream(temp, { flush: true });
     try {
       await pipeline(body, out, signal ? { signal } : {});
@@ -68,6 +101,8 @@ export class FsBlobStore implements MultipartBlobStore {
     } catch (error) {
       await discard(out, temp);
       throw error;
+    } finally {
+      done();
     }
   }
 
@@ -146,7 +181,7 @@ export class FsBlobStore implements MultipartBlobStore {
   ): Promise<{ etag: string; size: number }> {
     checkPartNumber(partNumber);
     const dir = await this.uploadPath(key, uploadId);
-    const temp = path.join(this.tmpDir, randomUUID());
+    const { temp, done } = this.tempFile();
     const md5 = createHash('md5');
     let size = 0;
     const hasher = new Transform({
@@ -173,6 +208,8 @@ export class FsBlobStore implements MultipartBlobStore {
     } catch (error) {
       await discard(out, temp);
       throw error;
+    } finally {
+      done();
     }
   }
 
@@ -204,7 +241,7 @@ export class FsBlobStore implements MultipartBlobStore {
       return path.join(dir, name);
     });
     const target = this.pathOf(key);
-    const temp = path.join(this.tmpDir, randomUUID());
+    const { temp, done } = this.tempFile();
     const out = fs.createWriteStream(temp, { flush: true });
     try {
       await pipeline(async function* () {
@@ -216,6 +253,8 @@ export class FsBlobStore implements MultipartBlobStore {
     } catch (error) {
       await discard(out, temp);
       throw error;
+    } finally {
+      done();
     }
     await fsp.rm(dir, { recursive: true, force: true });
     const { size } = await fsp.stat(target);
@@ -230,12 +269,27 @@ export class FsBlobStore implements MultipartBlobStore {
     }
   }
 
+  /** Whether the writer of the temp file `name` is known to be gone. */
+  private ownerGone(name: string): boolean {
+    const match = TEMP_FILE.exec(name);
+    if (!match) return false;
+    const [, pid, store, host] = match;
+    if (store === this.id) return !this.writing.has(name);
+    return host === this.host && Number(pid) !== process.pid && processGone(Number(pid));
+  }
+
+  /**
+   * Temp files older than `before` whose writer is gone: this store's own that it is not writing, and those of a
+   * process of this host that has ended. Another live process's, another host's and unnamed ones are taken only once
+   * also older than FOREIGN_TEMP_FLOOR_MS: a node starting on a shared directory must not take an upload in flight.
+   * Multipart uploads (shared by the nodes, like an S3 bucket's) older than `before` go too.
+   */
   async removeIncomplete(before: number): Promise<number> {
     let removed = 0;
     for (const name of await fsp.readdir(this.tmpDir)) {
       const file = path.join(this.tmpDir, name);
       const stats = await fsp.stat(file).catch(() => null);
-      if (stats && stats.mtimeMs < before) {
+      if (stats && stats.mtimeMs < Math.min(before, this.ownerGone(name) ? Infinity : Date.now() - FOREIGN_TEMP_FLOOR_MS)) {
         await fsp.rm(file, { recursive: true, force: true });
         removed += 1;
       }

@@ -483,6 +483,15 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     expect(await store.ensureSetting('contract.secret', 'other', T0)).toBe(values[0]);
   });
 
+  it('putSetting: the last writer wins, and every node reads it (getSetting)', async () => {
+    const peer = await engine.peer();
+    expect(await peer.getSetting('contract.public-url')).toBeUndefined();
+    await store.putSetting('contract.public-url', 'http://first.example', T0);
+    await peer.putSetting('contract.public-url', 'http://second.example', T0 + 1);
+    expect(await store.getSetting('contract.public-url')).toBe('http://second.example');
+    expect(await peer.getSetting('contract.public-url')).toBe('http://second.example');
+  });
+
   it('API keys: read one by id', async () => {
     const account = await newAccount();
     const key = {

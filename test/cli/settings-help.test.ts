@@ -2,7 +2,8 @@
  * Every environment variable src/config.ts reads is documented by the real `coffer` executable: the server's in
  * `coffer serve --help`, the client commands' in `coffer --help`, each with its default and meaning. The names are
  * found in config.ts's own text (table keys, `env.X`, `env['X']`, and any all-caps string literal, as a reader
- * call would name one), so a variable read outside the settings tables cannot go unnoticed.
+ * call would name one), so a variable read outside the settings tables cannot go unnoticed. README.md's
+ * Configuration section names every server setting too.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -71,5 +72,14 @@ describe('settings in --help', () => {
       Object.fromEntries(Object.values(table).flatMap((s) => (s.default === null ? [] : [[s.name, s.default]])));
     expect(loadConfig(asSet(SERVER_SETTINGS), '/srv')).toEqual(loadConfig({}, '/srv'));
     expect(loadClientConfig(asSet(CLIENT_SETTINGS))).toEqual(loadClientConfig({}));
+  });
+
+  it("README's Configuration names every server setting (a `PREFIX_*` names those it starts)", () => {
+    const readme = fs.readFileSync('README.md', 'utf8');
+    const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 1));
+    const named = new Set([...section.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((match) => match[1]!));
+    const prefixes = [...section.matchAll(/`([A-Z][A-Z0-9_]*_)\*`/g)].map((match) => match[1]!);
+    const missing = Object.keys(SERVER_SETTINGS).filter((name) => !named.has(name) && !prefixes.some((prefix) => name.startsWith(prefix)));
+    expect(missing).toEqual([]);
   });
 });

@@ -6,6 +6,7 @@
  */
 import { type AuditActor, type AuditEntry } from '../domain/audit.js';
 import { isDeletionGrace } from '../domain/backups.js';
+import { AppError } from '../domain/errors.js';
 import type { Clock } from '../domain/clock.js';
 import { effectiveQuota, isOverdue, quotaWords, type PlanQuotas, type QuotaOverride } from '../domain/quotas.js';
 import { PLANS, type Plan } from '../domain/plans.js';
@@ -55,6 +56,15 @@ const RECENT_WINDOW_MS = 24 * 3_600_000;
 
 /** The counts of Store.usage an account summary uses (the store's one source of per-account numbers). */
 type Counts = Pick<AccountUsageRow, 'backups' | 'graceBackups' | 'uploadingBackups' | 'storedBytes' | 'createdSince'>;
+
+/** A host account's plan and quota are its owner's (one budget for the fleet): they are changed on the owner. */
+export function refuseHostAccount(account: Account, what: 'plan' | 'quota'): void {
+  if (!account.ownerAccountId) return;
+  throw AppError.validation(
+    [{ path: 'accountId', message: `is a host account of ${account.ownerAccountId}` }],
+    `Account ${account.id} is a host account of ${account.ownerAccountId}: it is on its owner's plan and stores under its owner's quota. Change the ${what} of ${account.ownerAccountId}.`,
+  );
+}
 
 export class OperatorService {
   constructor(
@@ -135,9 +145,13 @@ export class OperatorService {
     };
   }
 
-  /** Changes the plan; audited when it changed. Undefined when there is no such account. */
+  /**
+   * Changes the plan of an account and of its host accounts (they are on their owner's plan); audited when it changed.
+   * Undefined when there is no such account; refused for a host account itself.
+   */
   async setPlan(accountId: string, plan: Plan, actor: AuditActor): Promise<{ before: Plan } | undefined> {
     const before = await this.store.getAccount(accountId);
+    if (before) refuseHostAccount(before, 'plan');
     if (!before || !(await this.store.setPlan(accountId, plan))) return undefined;
     if (before.plan !== plan) {
       await this.audit.record({ accountId, action: 'account.plan', actor, address: null, detail: `${before.plan} → ${plan}` });
@@ -157,11 +171,13 @@ export class OperatorService {
 
   /**
    * Sets the account's own quota (bytes, or null: none), or with undefined returns it to its plan's; audited when it
-   * changed (`coffer admin accounts set-quota` runs this too). Undefined when there is no such account.
+   * changed (`coffer admin accounts set-quota` runs this too). It is the fleet's: it covers the account's host accounts
+   * too. Undefined when there is no such account; refused for a host account itself.
    */
   async setQuota(accountId: string, quota: QuotaOverride, actor: AuditActor): Promise<{ before: QuotaOverride } | undefined> {
     if (quota !== undefined && quota !== null && !(Number.isSafeInteger(quota) && quota >= 0)) throw new RangeError('quota out of range');
     const before = await this.store.getAccount(accountId);
+    if (before) refuseHostAccount(before, 'quota');
     if (!before || !(await this.store.setQuota(accountId, quota))) return undefined;
     if (before.quotaOverride !== quota) {
       const detail = `${quotaWords(before.quotaOverride)} → ${quotaWords(quota)}`;

@@ -692,11 +692,13 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       ownerAccountId: owner.id,
       label,
     });
-    const web = await store.createAccount(host('web'));
-    expect(web.plan).toBe('pro');
-    expect((await store.getAccount(web.id))?.plan).toBe('pro');
+    const made = host('web');
+    await store.createAccount(made);
+    expect((await store.getAccount(made.id))?.plan).toBe('pro');
+    const web = (await store.getAccount(made.id))!;
     expect(await store.setPlan(owner.id, 'plus')).toBe(true);
     const db = await store.createAccount(host('db'));
+    expect(db.plan).toBe('plus'); // the stored account is returned
     expect((await store.listHostAccounts(owner.id)).map((a) => [a.id, a.plan])).toEqual([
       [web.id, 'plus'],
       [db.id, 'plus'],

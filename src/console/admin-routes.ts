@@ -71,6 +71,9 @@ const row = (summary: AccountSummary) => ({
   keys: summary.activeKeys,
   quotaBytes: summary.quotaBytes,
   quotaSource: summary.quotaSource,
+  ownerAccountId: summary.ownerAccountId,
+  hostLabel: summary.hostLabel,
+  fleet: summary.fleet,
 });
 
 export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {

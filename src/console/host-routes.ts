@@ -6,7 +6,8 @@
  * so the same passphrase and recipient restore it), and an append-only `backups:write` key shown once. The owner lists
  * and restores its backups with GET /api/host-accounts and the usual backup reads.
  *
- * The policy (each host account is one more quota on the owner's plan, so an owner session may not mint them freely):
+ * The policy (each host account is one more schedule on the owner's plan, so an owner session may not mint them freely;
+ * they all store under the owner's quota, and none is added while that is used up: KeyService.addHost):
  * - only a session of the owner: opened with a login link, or with a key that is not append-only and may write
  *   (an append-only or read-only session cannot make accounts); never from a host account's own session;
  * - at most CONSOLE_HOST_ACCOUNT_LIMIT host accounts per owner (those the operator added count too); past it, the

@@ -54,10 +54,16 @@ export const AccountRow = Type.Object(
     overdue: Type.Boolean(),
     /** Active API keys. */
     keys: Count,
-    /** The storage quota that applies, in bytes (the account's own, else its plan's); null: none. */
+    /** The storage quota that applies, in bytes (the account's own, else its plan's; a host account's: its owner's); null: none. */
     quotaBytes: Nullable(Count),
-    /** Where the quota comes from: the plan's setting (COFFER_QUOTA_<PLAN>) or the account's own. */
-    quotaSource: Type.Union([Type.Literal('plan'), Type.Literal('account')]),
+    /** Where the quota comes from: the plan's setting (COFFER_QUOTA_<PLAN>), the account's own, or its owner's. */
+    quotaSource: Type.Union([Type.Literal('plan'), Type.Literal('account'), Type.Literal('owner')]),
+    /** A host account's owner (whose plan and quota it shares); null otherwise. */
+    ownerAccountId: Nullable(Type.String()),
+    /** A host account's name as its owner gave it; null otherwise. */
+    hostLabel: Nullable(Type.String()),
+    /** An owner with host accounts: the owner and its host accounts together, against the owner's quota; else null. */
+    fleet: Nullable(Type.Object({ accounts: Count, storedBytes: Count, backups: Count, atQuota: Type.Boolean() }, closed)),
   },
   closed,
 );

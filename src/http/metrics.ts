@@ -17,9 +17,20 @@ export interface CacheStats {
 }
 
 /** What the operator's aggregate gauges read at each scrape (docs/operations.md#metrics); never per account. */
+export interface PlanUsage {
+  accounts: number;
+  hostAccounts: number;
+  storedBytes: number;
+  overdue: number;
+  atQuota: number;
+}
+
 export interface OperatorStats {
-  /** Accounts, stored bytes and overdue accounts per plan (src/services/usage.ts). */
-  usage(): Promise<Record<string, { accounts: number; storedBytes: number; overdue: number }>>;
+  /**
+   * Per plan (src/services/usage.ts): accounts (host accounts included, on their owner's plan), of those host accounts,
+   * stored bytes, overdue accounts, and owners whose fleet (the owner and its host accounts) is at or over its quota.
+   */
+  usage(): Promise<Record<string, PlanUsage>>;
   /** Quota refusals since start, by where: create (409 quota_exceeded) or upload (413 upload_exceeds_quota). */
   quotaRefusals(): Record<'create' | 'upload', number>;
   /** Probes of the metadata database and the blob store (a rejection: unreachable). */
@@ -132,7 +143,7 @@ export class Metrics {
       pending ??= operator.usage().finally(() => setTimeout(() => (pending = null), 0));
       return pending;
     };
-    const perPlan = (name: string, help: string, pick: (plan: { accounts: number; storedBytes: number; overdue: number }) => number) =>
+    const perPlan = (name: string, help: string, pick: (plan: PlanUsage) => number) =>
       new Gauge({
         name,
         help,
@@ -144,7 +155,13 @@ export class Metrics {
           for (const [plan, totals] of Object.entries(plans)) this.set({ plan }, pick(totals));
         },
       });
-    perPlan('coffer_accounts', 'Accounts, by plan.', (p) => p.accounts);
+    perPlan('coffer_accounts', 'Accounts (host accounts included), by plan.', (p) => p.accounts);
+    perPlan('coffer_host_accounts', "Host accounts (counted in coffer_accounts too), by their owner's plan.", (p) => p.hostAccounts);
+    perPlan(
+      'coffer_fleets_at_quota',
+      'Owner accounts whose fleet (the owner and its host accounts, which share its quota) stores at or over the quota, by plan.',
+      (p) => p.atQuota,
+    );
     perPlan(
       'coffer_stored_bytes',
       'Ciphertext stored (READY and UPLOADED backups, backups in their deletion grace, uploads in progress), by plan.',

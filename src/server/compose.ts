@@ -53,7 +53,7 @@ function backupService(config: Config, store: Store, blobs: BlobStore, bus: Stat
 /** The services of accounts, keys, sign-ins and the operator over a store. */
 function accountServices(config: Config, store: Store, clock: Clock): Pick<Services, 'audit' | 'keys' | 'sessions' | 'operator'> {
   const audit = new AuditTrail(store, clock);
-  const keys = new KeyService(store, clock, audit);
+  const keys = new KeyService(store, clock, audit, config.planQuotas);
   const sessions = new SessionService(store, keys, clock, config.signInLimit);
   const operator = new OperatorService(store, audit, sessions, clock, config.planQuotas);
   return { audit, keys, sessions, operator };

@@ -30,6 +30,7 @@ import type { BlobStore, ByteRange } from '../blobs/blob-store.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { Account, Backup, Store, Vault, VaultChange, VaultHistoryEntry, VaultKeep } from '../store/store.js';
 import { limited, TooLarge } from './byte-limit.js';
+import { refuseHostAccount } from './operator.js';
 import { usageReport, type UsageReport } from './usage.js';
 
 const VISIBLE_STATUSES = BACKUP_STATUSES.filter(isVisible);
@@ -329,10 +330,19 @@ export class BackupService {
     return usageReport(this.store, this.clock.now(), this.options.planQuotas ?? {});
   }
 
-  /** The account's quota and stored bytes now; undefined when there is no such account. */
+  /**
+   * The quota the account stores under and what counts against it now: its fleet's (an owner's quota covers the owner
+   * and every host account it made); undefined when there is no such account.
+   */
   async quota(accountId: string): Promise<{ quota: Quota; usage: number } | undefined> {
-    const [row] = await this.store.usage(this.clock.now(), accountId);
-    return row && { quota: this.quotaOf(row), usage: row.storedBytes };
+    const fleet = await this.fleetQuota(accountId);
+    return fleet && { quota: fleet.quota, usage: fleet.usage };
+  }
+
+  /** quota(), and how many accounts share it (the owner and its host accounts). */
+  private async fleetQuota(accountId: string): Promise<{ quota: Quota; usage: number; accounts: number } | undefined> {
+    const fleet = await this.store.fleetUsage(this.clock.now(), accountId);
+    return fleet && { quota: this.quotaOf(fleet.owner), usage: fleet.storedBytes, accounts: fleet.accounts };
   }
 
   /** Sets an account's own quota (bytes, or null: none), or with undefined returns it to its plan's. */
@@ -340,15 +350,21 @@ export class BackupService {
     if (quota !== undefined && quota !== null && !(Number.isSafeInteger(quota) && quota >= 0)) {
       throw AppError.validation([{ path: 'quota', message: 'must be a whole number of bytes, or none' }]);
     }
+    const account = await this.store.getAccount(accountId);
+    if (account) refuseHostAccount(account, 'quota');
     if (!(await this.store.setQuota(accountId, quota))) throw new AppError('not_found', `No account ${accountId}.`);
   }
 
   /** The refusal of a create (409) or an upload (413) by the quota, counted for /metrics (the blob host's too). */
-  quotaRefused(where: 'create' | 'upload', quota: number, usage: number, declared?: number): AppError {
+  quotaRefused(where: 'create' | 'upload', quota: number, usage: number, declared?: number, fleetAccounts = 1): AppError {
     this.quotaRefusals[where] += 1;
     const details = { quota, usage, ...(declared === undefined ? {} : { uploadBytes: declared }) };
+    const stores =
+      fleetAccounts > 1
+        ? `The owner account and its ${fleetAccounts - 1} host account${fleetAccounts === 2 ? '' : 's'} store ${usage} bytes together; their quota is ${quota} bytes.`
+        : `The account stores ${usage} bytes; its quota is ${quota} bytes.`;
     return where === 'create'
-      ? new AppError('quota_exceeded', `The account stores ${usage} bytes; its quota is ${quota} bytes.`, details)
+      ? new AppError('quota_exceeded', stores, details)
       : new AppError(
           'upload_exceeds_quota',
           `This upload does not fit in the quota: ${Math.max(0, quota - usage)} of ${quota} bytes are left.`,
@@ -360,11 +376,12 @@ export class BackupService {
 
   async create(accountId: string): Promise<{ backup: Backup; plan: Plan }> {
     const now = this.clock.now();
-    // Usage is summed only for an account that has a quota (the account row is a cached read; the sums are not).
+    // Usage is summed only for a fleet that has a quota (the owner's row is a cached read; the sums are not).
     const account = await this.store.getAccount(accountId);
-    const status = account && this.quotaOf(account) !== null ? await this.quota(accountId) : undefined;
+    const owner = account?.ownerAccountId ? await this.store.getAccount(account.ownerAccountId) : account;
+    const status = owner && this.quotaOf(owner) !== null ? await this.fleetQuota(accountId) : undefined;
     if (status && status.quota !== null && atQuota(status.quota, status.usage)) {
-      throw this.quotaRefused('create', status.quota, status.usage);
+      throw this.quotaRefused('create', status.quota, status.usage, undefined, status.accounts);
     }
     const id = uuidv7();
     const backup = newSlot(id, accountId, now, slotExpiresAt(now, this.options.uploadWindowMs));

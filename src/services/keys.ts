@@ -8,6 +8,7 @@ import { type Grant, mintWithin, opensConsole } from '../domain/grants.js';
 import { FRESH_SIGN_IN_MS, isFreshSignIn } from '../domain/backups.js';
 import { API_KEY_PATTERN, HOST_LABEL, keyLabelProblem, keyStatus, type KeyStatus } from '../domain/keys.js';
 import type { Plan } from '../domain/plans.js';
+import { atQuota, effectiveQuota, type PlanQuotas } from '../domain/quotas.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import { type Account, type ApiKey, NOT_CACHED, type Session, type Store } from '../store/store.js';
@@ -71,6 +72,8 @@ export class KeyService {
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly audit: AuditTrail = new AuditTrail(store, clock),
+    /** Each plan's storage quota (COFFER_QUOTA_<PLAN>): a fleet at its owner's quota gets no new host account. */
+    private readonly planQuotas: PlanQuotas = {},
   ) {}
 
   async createAccount(plan: Plan): Promise<Account> {
@@ -228,6 +231,19 @@ export class KeyService {
     }
     if (options.limit && hosts.length >= options.limit.most) throw options.limit.refusal(hosts.length);
     const now = this.clock.now();
+    // One budget: a new host account would store under the owner's quota, which the fleet has used up.
+    const quota = effectiveQuota(owner.plan, owner.quotaOverride, this.planQuotas);
+    const fleet = quota === null ? undefined : await this.store.fleetUsage(now, owner.id);
+    if (quota !== null && fleet && atQuota(quota, fleet.storedBytes)) {
+      const stores =
+        hosts.length === 0
+          ? `The account stores ${fleet.storedBytes} bytes; its quota is ${quota} bytes`
+          : `The account and its ${hosts.length} host account${hosts.length === 1 ? '' : 's'} store ${fleet.storedBytes} bytes together; their quota is ${quota} bytes`;
+      throw new AppError('quota_exceeded', `${stores}, and a new host account would store under it too: none is added at the quota.`, {
+        quota,
+        usage: fleet.storedBytes,
+      });
+    }
     const account: Account = {
       id: uuidv7(),
       plan: owner.plan,
@@ -237,7 +253,7 @@ export class KeyService {
       ownerAccountId: owner.id,
       label,
     };
-    await this.store.createAccount(account);
+    const stored = await this.store.createAccount(account);
     const { createdAt: _created, ...envelope } = vault;
     await this.store.createVault(account.id, { ...envelope, kdf: { ...vault.kdf }, updatedAt: now, createdAt: now });
     if (options.by) {
@@ -249,7 +265,7 @@ export class KeyService {
         detail: `host ${label}`,
       });
     }
-    return this.issueKey(account, {
+    return this.issueKey(stored, {
       scopes: ['backups:write'],
       appendOnly: true,
       expiresInMs: options.expiresInMs ?? null,

@@ -6,13 +6,15 @@
  */
 import { type AuditActor, type AuditEntry } from '../domain/audit.js';
 import { isDeletionGrace } from '../domain/backups.js';
+import { AppError } from '../domain/errors.js';
 import type { Clock } from '../domain/clock.js';
-import { effectiveQuota, isOverdue, quotaWords, type PlanQuotas, type QuotaOverride } from '../domain/quotas.js';
+import { atQuota, effectiveQuota, isOverdue, quotaWords, type PlanQuotas, type QuotaOverride } from '../domain/quotas.js';
 import { PLANS, type Plan } from '../domain/plans.js';
 import { keyStatus } from '../domain/keys.js';
 import type { Account, AccountUsageRow, ApiKey, Store } from '../store/store.js';
 import type { AuditTrail } from './audit.js';
 import type { IssuedLoginLink, SessionService } from './sessions.js';
+import { fleets } from './usage.js';
 
 export interface AccountSummary {
   accountId: string;
@@ -26,10 +28,23 @@ export interface AccountSummary {
   lastReadyAt: number | null;
   overdue: boolean;
   activeKeys: number;
-  /** The quota that applies (the account's own, else its plan's; null: none). */
+  /** The quota that applies (the account's own, else its plan's; a host account's: its owner's; null: none). */
   quotaBytes: number | null;
-  /** Where it comes from: the plan's setting (COFFER_QUOTA_<PLAN>) or the account's own. */
-  quotaSource: 'plan' | 'account';
+  /** Where it comes from: the plan's setting (COFFER_QUOTA_<PLAN>), the account's own, or its owner's (a host account). */
+  quotaSource: 'plan' | 'account' | 'owner';
+  /** A host account: its owner (whose plan and quota it shares) and the name its owner gave it; else null. */
+  ownerAccountId: string | null;
+  hostLabel: string | null;
+  /** An owner with host accounts: the fleet (the owner and its host accounts) against the owner's quota; else null. */
+  fleet: FleetSummary | null;
+}
+
+export interface FleetSummary {
+  accounts: number;
+  storedBytes: number;
+  backups: number;
+  /** The fleet stores at or over the owner's quota. */
+  atQuota: boolean;
 }
 
 export interface OperatorKey {
@@ -56,6 +71,15 @@ const RECENT_WINDOW_MS = 24 * 3_600_000;
 /** The counts of Store.usage an account summary uses (the store's one source of per-account numbers). */
 type Counts = Pick<AccountUsageRow, 'backups' | 'graceBackups' | 'uploadingBackups' | 'storedBytes' | 'createdSince'>;
 
+/** A host account's plan and quota are its owner's (one budget for the fleet): they are changed on the owner. */
+export function refuseHostAccount(account: Account, what: 'plan' | 'quota'): void {
+  if (!account.ownerAccountId) return;
+  throw AppError.validation(
+    [{ path: 'accountId', message: `is a host account of ${account.ownerAccountId}` }],
+    `Account ${account.id} is a host account of ${account.ownerAccountId}: it is on its owner's plan and stores under its owner's quota. Change the ${what} of ${account.ownerAccountId}.`,
+  );
+}
+
 export class OperatorService {
   constructor(
     private readonly store: Store,
@@ -80,7 +104,24 @@ export class OperatorService {
       activeKeys: keys.filter((key) => key.accountId === account.id && keyStatus(key, now) === 'active').length,
       quotaBytes: effectiveQuota(account.plan, account.quotaOverride, this.planQuotas),
       quotaSource: account.quotaOverride === undefined ? 'plan' : 'account',
+      ownerAccountId: account.ownerAccountId ?? null,
+      hostLabel: account.ownerAccountId ? (account.label ?? null) : null,
+      fleet: null,
     };
+  }
+
+  /** Host accounts take their owner's quota; an owner with host accounts gets the fleet's total. */
+  private withFleet(owner: AccountSummary, hosts: AccountSummary[]): AccountSummary[] {
+    if (hosts.length === 0) return [owner];
+    const members = [owner, ...hosts];
+    const storedBytes = members.reduce((sum, row) => sum + row.storedBytes, 0);
+    const fleet = {
+      accounts: members.length,
+      storedBytes,
+      backups: members.reduce((sum, row) => sum + row.readyBackups, 0),
+      atQuota: atQuota(owner.quotaBytes, storedBytes),
+    };
+    return [{ ...owner, fleet }, ...hosts.map((host) => ({ ...host, quotaBytes: owner.quotaBytes, quotaSource: 'owner' as const }))];
   }
 
   /** Every account with its usage, and the totals over them. */
@@ -92,10 +133,12 @@ export class OperatorService {
       this.store.listApiKeys(),
     ]);
     const byAccount = new Map(usage.map((row) => [row.accountId, row]));
-    const rows = accounts.flatMap((account) => {
+    const summaries = accounts.flatMap((account) => {
       const counts = byAccount.get(account.id);
       return counts ? [this.summarize(account, counts, keys, now)] : []; // an account made since the usage query
     });
+    // Each owner followed by its host accounts, the owner carrying the fleet's total.
+    const rows = fleets(summaries).flatMap(({ owner, hosts }) => this.withFleet(owner, hosts));
     const totals: Totals = {
       plans: PLANS.map((plan) => {
         const on = rows.filter((row) => row.plan === plan);
@@ -121,7 +164,7 @@ export class OperatorService {
     ]);
     if (!own) return undefined;
     return {
-      summary: this.summarize(account, own, keys, now),
+      summary: await this.inFleet(this.summarize(account, own, keys, now), now),
       keys: keys.map((key) => ({
         keyId: key.id,
         scopes: key.scopes,
@@ -135,9 +178,36 @@ export class OperatorService {
     };
   }
 
-  /** Changes the plan; audited when it changed. Undefined when there is no such account. */
+  /** One account's summary as the overview shows it: a host account with its owner's quota, an owner with its fleet. */
+  private async inFleet(summary: AccountSummary, now: number): Promise<AccountSummary> {
+    const ownerId = summary.ownerAccountId ?? summary.accountId;
+    if (summary.ownerAccountId) {
+      const owner = await this.store.getAccount(ownerId);
+      if (!owner) return summary;
+      return { ...summary, quotaBytes: effectiveQuota(owner.plan, owner.quotaOverride, this.planQuotas), quotaSource: 'owner' };
+    }
+    const hosts = await this.store.listHostAccounts(ownerId);
+    if (hosts.length === 0) return summary;
+    const inFleet = (await Promise.all([ownerId, ...hosts.map((host) => host.id)].map((id) => this.store.usage(now, id)))).flat();
+    const storedBytes = inFleet.reduce((sum, row) => sum + row.storedBytes, 0);
+    return {
+      ...summary,
+      fleet: {
+        accounts: inFleet.length,
+        storedBytes,
+        backups: inFleet.reduce((sum, row) => sum + row.backups, 0),
+        atQuota: atQuota(summary.quotaBytes, storedBytes),
+      },
+    };
+  }
+
+  /**
+   * Changes the plan of an account and of its host accounts (they are on their owner's plan); audited when it changed.
+   * Undefined when there is no such account; refused for a host account itself.
+   */
   async setPlan(accountId: string, plan: Plan, actor: AuditActor): Promise<{ before: Plan } | undefined> {
     const before = await this.store.getAccount(accountId);
+    if (before) refuseHostAccount(before, 'plan');
     if (!before || !(await this.store.setPlan(accountId, plan))) return undefined;
     if (before.plan !== plan) {
       await this.audit.record({ accountId, action: 'account.plan', actor, address: null, detail: `${before.plan} → ${plan}` });
@@ -157,11 +227,13 @@ export class OperatorService {
 
   /**
    * Sets the account's own quota (bytes, or null: none), or with undefined returns it to its plan's; audited when it
-   * changed (`coffer admin accounts set-quota` runs this too). Undefined when there is no such account.
+   * changed (`coffer admin accounts set-quota` runs this too). It is the fleet's: it covers the account's host accounts
+   * too. Undefined when there is no such account; refused for a host account itself.
    */
   async setQuota(accountId: string, quota: QuotaOverride, actor: AuditActor): Promise<{ before: QuotaOverride } | undefined> {
     if (quota !== undefined && quota !== null && !(Number.isSafeInteger(quota) && quota >= 0)) throw new RangeError('quota out of range');
     const before = await this.store.getAccount(accountId);
+    if (before) refuseHostAccount(before, 'quota');
     if (!before || !(await this.store.setQuota(accountId, quota))) return undefined;
     if (before.quotaOverride !== quota) {
       const detail = `${quotaWords(before.quotaOverride)} → ${quotaWords(quota)}`;

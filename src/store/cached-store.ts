@@ -275,12 +275,17 @@ export class CachedStore implements Store {
 
   // ---- writes that change cached rows ----
 
-  createAccount(account: Account): Promise<void> {
+  createAccount(account: Account): Promise<Account> {
     return this.changing(account.id, () => this.inner.createAccount(account));
   }
 
-  setPlan(accountId: string, plan: Account['plan']): Promise<boolean> {
-    return this.changing(accountId, () => this.inner.setPlan(accountId, plan));
+  async setPlan(accountId: string, plan: Account['plan']): Promise<boolean> {
+    // The owner's host accounts change with it: an operator's rare change, so everything goes rather than a list.
+    try {
+      return await this.inner.setPlan(accountId, plan);
+    } finally {
+      this.clear();
+    }
   }
 
   setQuota(accountId: string, quota: number | null | undefined): Promise<boolean> {
@@ -350,6 +355,7 @@ export class CachedStore implements Store {
   ping: Store['ping'] = () => this.inner.ping();
   listAccounts: Store['listAccounts'] = () => this.inner.listAccounts();
   usage: Store['usage'] = (now, accountId, since) => this.inner.usage(now, accountId, since);
+  fleetUsage: Store['fleetUsage'] = (now, accountId) => this.inner.fleetUsage(now, accountId);
   reserveUpload: Store['reserveUpload'] = (reservation, now, size, quotaOf) => this.inner.reserveUpload(reservation, now, size, quotaOf);
   releaseUpload: Store['releaseUpload'] = (id) => this.inner.releaseUpload(id);
   listHostAccounts: Store['listHostAccounts'] = (ownerAccountId) => this.inner.listHostAccounts(ownerAccountId);

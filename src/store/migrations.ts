@@ -302,6 +302,18 @@ const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => (
         .execute();
     },
   },
+  '0015_fleet_plans': {
+    async up(db: Kysely<unknown>) {
+      // A host account is on its owner's plan and stores under its owner's quota (docs/operations.md#fleets): host
+      // accounts made before kept the plan they were made on and could hold a quota of their own; both go.
+      await sql`
+        update accounts set
+          plan = (select o.plan from accounts o where o.id = accounts.owner_account_id),
+          quota_override = 0,
+          quota_bytes = null
+        where owner_account_id is not null`.execute(db);
+    },
+  },
 });
 
 /** `migrationTableSchema`: the PostgreSQL schema that holds Kysely's own bookkeeping tables (the store's). */

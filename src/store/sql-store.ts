@@ -45,6 +45,7 @@ import type {
   OperatorSession,
   QueryCounts,
   ReserveResult,
+  FleetUsage,
   Session,
   Store,
   Vault,
@@ -331,19 +332,26 @@ export class SqlStore implements Store {
     await sql`select 1`.execute(this.db);
   }
 
-  async createAccount(account: Account): Promise<void> {
-    await this.db
-      .insertInto('accounts')
-      .values({
-        id: account.id,
-        plan: account.plan,
-        created_at: account.createdAt,
-        last_ready_created_at: account.lastReadyCreatedAt,
-        deletion_grace_days: account.deletionGraceDays ?? 0,
-        owner_account_id: account.ownerAccountId ?? null,
-        label: account.label ?? null,
-      })
-      .execute();
+  async createAccount(account: Account): Promise<Account> {
+    const insert = async (db: Kysely<Database>, stored: Account) => {
+      await db
+        .insertInto('accounts')
+        .values({
+          id: stored.id,
+          plan: stored.plan,
+          created_at: stored.createdAt,
+          last_ready_created_at: stored.lastReadyCreatedAt,
+          deletion_grace_days: stored.deletionGraceDays ?? 0,
+          owner_account_id: stored.ownerAccountId ?? null,
+          label: stored.label ?? null,
+        })
+        .execute();
+      return stored;
+    };
+    const ownerId = account.ownerAccountId;
+    if (!ownerId) return insert(this.db, account);
+    // A host account is on its owner's plan: read under the owner's row lock, which setPlan takes first too.
+    return this.db.transaction().execute(async (trx) => insert(trx, { ...account, plan: (await this.lockAccount(trx, ownerId)).plan }));
   }
 
   async getAccount(id: string): Promise<Account | undefined> {
@@ -368,8 +376,14 @@ export class SqlStore implements Store {
   }
 
   async setPlan(accountId: string, plan: Plan): Promise<boolean> {
-    const result = await this.db.updateTable('accounts').set({ plan }).where('id', '=', accountId).executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+    return this.db.transaction().execute(async (trx) => {
+      // The owner's row first: a host account being added waits for it (createAccount) or is seen by the second
+      // statement, whose snapshot is taken once the lock is held.
+      const result = await trx.updateTable('accounts').set({ plan }).where('id', '=', accountId).executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      await trx.updateTable('accounts').set({ plan }).where('owner_account_id', '=', accountId).execute();
+      return true;
+    });
   }
 
   async setQuota(accountId: string, quota: number | null | undefined): Promise<boolean> {
@@ -422,6 +436,8 @@ export class SqlStore implements Store {
       const account = toAccount(row);
       return {
         accountId: account.id,
+        ownerAccountId: account.ownerAccountId ?? null,
+        hostLabel: account.ownerAccountId ? (account.label ?? null) : null,
         plan: account.plan,
         createdAt: account.createdAt,
         ...('quotaOverride' in account ? { quotaOverride: account.quotaOverride } : {}),
@@ -435,6 +451,48 @@ export class SqlStore implements Store {
     });
   }
 
+  async fleetUsage(now: number, accountId: string): Promise<FleetUsage | undefined> {
+    const [row] = await this.db
+      .selectFrom('accounts')
+      .selectAll()
+      .where('id', '=', (eb) =>
+        eb
+          .selectFrom('accounts')
+          .select(sql<string>`coalesce(owner_account_id, id)`.as('root'))
+          .where('id', '=', accountId),
+      )
+      .execute();
+    if (!row) return undefined;
+    const members = await this.db
+      .selectFrom('accounts')
+      .select(sql<string | number>`count(*)`.as('c'))
+      .where((w) => w.or([w('id', '=', row.id), w('owner_account_id', '=', row.id)]))
+      .executeTakeFirstOrThrow();
+    return { owner: toAccount(row), storedBytes: await this.fleetStored(this.db, row.id, now), accounts: Number(members.c) };
+  }
+
+  /** What the fleet of `ownerId` (the owner and its host accounts) stores at `now`, reservations included. */
+  private async fleetStored(db: Kysely<Database>, ownerId: string, now: number): Promise<number> {
+    const fleet = (eb: ExpressionBuilder<Database, 'backups' | 'upload_reservations'>) =>
+      eb
+        .selectFrom('accounts')
+        .select('id')
+        .where((w) => w.or([w('id', '=', ownerId), w('owner_account_id', '=', ownerId)]));
+    const stored = await db
+      .selectFrom('backups')
+      .select(sql<string | number>`coalesce(sum(ciphertext_size_bytes), 0)`.as('s'))
+      .where('account_id', 'in', fleet)
+      .where(STORED)
+      .executeTakeFirstOrThrow();
+    const reserved = await db
+      .selectFrom('upload_reservations')
+      .select(sql<string | number>`coalesce(sum(bytes), 0)`.as('r'))
+      .where('account_id', 'in', fleet)
+      .where('expires_at', '>', now)
+      .executeTakeFirstOrThrow();
+    return Number(stored.s) + Number(reserved.r);
+  }
+
   async reserveUpload(
     reservation: UploadReservation,
     now: number,
@@ -442,25 +500,11 @@ export class SqlStore implements Store {
     quotaOf: (account: Account) => number | null,
   ): Promise<ReserveResult> {
     return this.db.transaction().execute(async (trx) => {
-      // The account's row lock (write lock in SQLite) serializes the reservations of one account on every node.
-      const account = await this.lockAccount(trx, reservation.accountId);
-      const quota = quotaOf(account);
-      let usage = 0;
-      if (quota !== null) {
-        const stored = await trx
-          .selectFrom('backups')
-          .select(sql<string | number>`coalesce(sum(ciphertext_size_bytes), 0)`.as('s'))
-          .where('account_id', '=', reservation.accountId)
-          .where(STORED)
-          .executeTakeFirstOrThrow();
-        const reserved = await trx
-          .selectFrom('upload_reservations')
-          .select(sql<string | number>`coalesce(sum(bytes), 0)`.as('r'))
-          .where('account_id', '=', reservation.accountId)
-          .where('expires_at', '>', now)
-          .executeTakeFirstOrThrow();
-        usage = Number(stored.s) + Number(reserved.r);
-      }
+      // The fleet owner's row lock (write lock in SQLite) serializes the reservations of the owner and all its host
+      // accounts on every node: one budget, one lock.
+      const owner = await this.lockFleet(trx, reservation.accountId);
+      const quota = quotaOf(owner);
+      const usage = quota === null ? 0 : await this.fleetStored(trx, owner.id, now);
       const bytes = size(quota, usage);
       if (bytes === null) return { reserved: null, quota: quota!, usage };
       const row = {
@@ -922,6 +966,25 @@ export class SqlStore implements Store {
       }
       return decision;
     });
+  }
+
+  /** Locks the row of the fleet's owner (the account itself when it is not a host account) and returns it. */
+  private async lockFleet(trx: Transaction<Database>, accountId: string): Promise<Account> {
+    // One statement, so the first thing the transaction does is a write (SQLite: the write lock at once).
+    const [row] = await this.cached(trx, 'writes', 'lockFleet', [accountId], (db) =>
+      db
+        .updateTable('accounts')
+        .set({ plan: sql`plan` })
+        .where('id', '=', (eb) =>
+          eb
+            .selectFrom('accounts as member')
+            .select(sql<string>`coalesce(member.owner_account_id, member.id)`.as('root'))
+            .where('member.id', '=', accountId),
+        )
+        .returningAll(),
+    );
+    if (!row) throw new Error(`account ${accountId} does not exist`);
+    return toAccount(row);
   }
 
   private async lockAccount(trx: Transaction<Database>, accountId: string): Promise<Account> {

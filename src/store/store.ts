@@ -11,11 +11,15 @@ export interface Account {
   lastReadyCreatedAt: number | null;
   /** Days a deleted READY backup stays restorable (0: deletes remove the ciphertext at once). 0 when absent. */
   deletionGraceDays?: number;
-  /** The account's own quota (null: none); absent: its plan's (docs/api-rules.md#quota). */
+  /**
+   * The account's own quota (null: none); absent: its plan's (docs/api-rules.md#quota). An owner's quota is its
+   * fleet's: it covers the owner and every host account it made (a host account's own is never read).
+   */
   quotaOverride?: number | null;
   /**
    * A host account (migration 0010): the owner account it belongs to. Its owner's non-append-only credentials may read
    * (list, get, download) its backups, and the owner's vault changes are copied to it (docs/client.md#hosts-with-their-own-schedule).
+   * It is on its owner's plan (setPlan changes both) and stores under its owner's quota (the fleet's one budget).
    * Null or absent for an ordinary account.
    */
   ownerAccountId?: string | null;
@@ -26,6 +30,10 @@ export interface Account {
 /** One account's storage, counts and freshness, as the operator sees it: sizes, times and counts, nothing else. */
 export interface AccountUsageRow {
   accountId: string;
+  /** A host account's owner (its fleet's quota is the owner's); null for an owner or an ordinary account. */
+  ownerAccountId: string | null;
+  /** A host account's name as its owner gave it; null otherwise. */
+  hostLabel: string | null;
   plan: Plan;
   createdAt: number;
   /** The account's own quota (null: none); absent: its plan's. */
@@ -41,6 +49,16 @@ export interface AccountUsageRow {
   /** READY or DELETING backups created at or after usage()'s `since` (0 without it). */
   createdSince: number;
   lastReadyAt: number | null;
+}
+
+/** What counts against one quota: an owner (or ordinary account) and every host account it made. */
+export interface FleetUsage {
+  /** The fleet's owner: its plan and own quota give the fleet's quota. */
+  owner: Account;
+  /** What the whole fleet stores now, as AccountUsageRow.storedBytes counts it for each account. */
+  storedBytes: number;
+  /** Accounts in the fleet: the owner and its host accounts. */
+  accounts: number;
 }
 
 /** An upload's reservation of bytes against the account's quota. */
@@ -210,11 +228,19 @@ export interface Store {
   /** Reachability probe for readiness checks. */
   ping(): Promise<void>;
 
-  createAccount(account: Account): Promise<void>;
+  /**
+   * Stores a new account. A host account (ownerAccountId set) takes its owner's plan, read under the owner's row lock
+   * in the same transaction, so a plan change of the owner made meanwhile reaches it too; the stored account is returned.
+   */
+  createAccount(account: Account): Promise<Account>;
   getAccount(id: string): Promise<Account | undefined>;
   listAccounts(): Promise<Account[]>;
   /** The host accounts linked to `ownerAccountId`, oldest first. */
   listHostAccounts(ownerAccountId: string): Promise<Account[]>;
+  /**
+   * Sets the account's plan and its host accounts' (one transaction, the owner's row locked first, so a host account
+   * added meanwhile is on the new plan too); false when there is no such account.
+   */
   setPlan(accountId: string, plan: Plan): Promise<boolean>;
   /** Sets the account's deletion grace (days); false when there is no such account. */
   setDeletionGrace(accountId: string, days: number): Promise<boolean>;
@@ -226,10 +252,13 @@ export interface Store {
    * `since` bounds createdSince.
    */
   usage(now: number, accountId?: string, since?: number): Promise<AccountUsageRow[]>;
+  /** The fleet `accountId` belongs to (its owner's, or its own) and what the whole fleet stores at `now`. */
+  fleetUsage(now: number, accountId: string): Promise<FleetUsage | undefined>;
   /**
-   * Reserves bytes for an upload, in one transaction holding the account's row lock, so concurrent uploads of one
-   * account on any node see each other: `quotaOf` gives the account's quota, `size` the bytes wanted for it and its
-   * usage (null quota: no limit). Stores and returns the reservation, or says the quota and usage that refused it.
+   * Reserves bytes for an upload against its fleet's quota, in one transaction holding the fleet owner's row lock, so
+   * concurrent uploads of the owner and all its host accounts on any node see each other: `quotaOf` gives the quota
+   * from the fleet's owner, `size` the bytes wanted for it and the fleet's usage (null quota: no limit). Stores and
+   * returns the reservation, or says the quota and usage that refused it.
    */
   reserveUpload(
     reservation: UploadReservation,

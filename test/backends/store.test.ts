@@ -674,6 +674,8 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     const [row] = await store.usage(at(10), account.id, at(5));
     expect(row).toEqual({
       accountId: account.id,
+      ownerAccountId: null,
+      hostLabel: null,
       plan: 'plus',
       createdAt: T0,
       storedBytes: 342,
@@ -685,6 +687,60 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     });
     expect((await store.usage(at(10), account.id))[0]!.createdSince).toBe(0);
     expect((await store.usage(at(10))).map((r) => r.accountId)).toContain(account.id);
+  });
+
+  it("a fleet: host accounts take their owner's plan (also when it changes) and store under the owner's quota, one lock", async () => {
+    const owner = await newAccount('pro');
+    const other = await newAccount('pro');
+    const host = (label: string): Account => ({
+      id: uuidv7(),
+      plan: 'free', // not the owner's: the store takes the owner's
+      createdAt: T0,
+      lastReadyCreatedAt: null,
+      deletionGraceDays: 0,
+      ownerAccountId: owner.id,
+      label,
+    });
+    const made = host('web');
+    await store.createAccount(made);
+    expect((await store.getAccount(made.id))?.plan).toBe('pro');
+    const web = (await store.getAccount(made.id))!;
+    expect(await store.setPlan(owner.id, 'plus')).toBe(true);
+    const db = await store.createAccount(host('db'));
+    expect(db.plan).toBe('plus'); // the stored account is returned
+    expect((await store.listHostAccounts(owner.id)).map((a) => [a.id, a.plan])).toEqual([
+      [web.id, 'plus'],
+      [db.id, 'plus'],
+    ]);
+    expect((await store.getAccount(other.id))?.plan).toBe('pro');
+
+    await insert(backup(owner.id, { status: 'READY', ciphertextSizeBytes: 100 }));
+    await insert(backup(web.id, { status: 'READY', ciphertextSizeBytes: 20 }));
+    await insert(backup(other.id, { status: 'READY', ciphertextSizeBytes: 5000 }));
+    const fleet = await store.fleetUsage(T0, db.id);
+    expect(fleet).toMatchObject({ owner: { id: owner.id }, storedBytes: 120, accounts: 3 });
+    expect(await store.fleetUsage(T0, owner.id)).toMatchObject({ owner: { id: owner.id }, storedBytes: 120 });
+    expect(await store.fleetUsage(T0, other.id)).toMatchObject({ owner: { id: other.id }, storedBytes: 5000, accounts: 1 });
+    expect(await store.fleetUsage(T0, uuidv7())).toBeUndefined();
+
+    // A host account's reservation is judged by the owner's row (its quota) against what the whole fleet stores.
+    await store.setQuota(web.id, null); // a host account's own quota is never read
+    await store.setQuota(owner.id, 150);
+    const slot = await insert(backup(db.id));
+    const reserve = (id: string, bytes: number) =>
+      store.reserveUpload(
+        { id: uuidv7(), accountId: id, backupId: slot.id, expiresAt: T0 + HOUR },
+        T0,
+        (quota, usage) => (quota === null || usage + bytes <= quota ? bytes : null),
+        (account) => (account.id === owner.id ? (account.quotaOverride ?? null) : -1),
+      );
+    expect(await reserve(db.id, 20)).toEqual({ reserved: 20 });
+    expect(await reserve(web.id, 20)).toEqual({ reserved: null, quota: 150, usage: 140 });
+    expect(await reserve(owner.id, 10)).toEqual({ reserved: 10 });
+    expect((await store.fleetUsage(T0, web.id))?.storedBytes).toBe(150);
+    const rows = await store.usage(T0);
+    expect(rows.find((r) => r.accountId === db.id)).toMatchObject({ ownerAccountId: owner.id, hostLabel: 'db', storedBytes: 20 });
+    expect(rows.find((r) => r.accountId === owner.id)).toMatchObject({ ownerAccountId: null, hostLabel: null });
   });
 
   it('operator links and sessions follow the same rules in their own tables (single use across nodes, revoked once)', async () => {

@@ -31,14 +31,18 @@ describe('coffer admin usage and set-quota', () => {
       backups: 0,
       lastReadyAt: null,
       overdue: false,
+      hostAccounts: [],
+      fleet: { accounts: 1, storedBytes: 0, backups: 0, overdue: 0, atQuota: false },
     });
-    expect(report.totals).toMatchObject({ accounts: 2, storedBytes: 0, overdue: 0 });
+    expect(report.totals).toMatchObject({ accounts: 2, hostAccounts: 0, storedBytes: 0, overdue: 0 });
     expect(report.totals.plans.free.accounts).toBe(1);
     expect(report.totals.plans.pro.accounts).toBe(1);
     // Zero knowledge: nothing but sizes, times and counts.
     expect(Object.keys(row).sort()).toEqual([
       'accountId',
       'backups',
+      'fleet',
+      'hostAccounts',
       'lastReadyAt',
       'overdue',
       'plan',

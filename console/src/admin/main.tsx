@@ -151,13 +151,24 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
   const [filter, setFilter] = useState('');
   const [plan, setPlan] = useState('');
   const [overdueOnly, setOverdueOnly] = useState(false);
-  const rows = useMemo(
-    () =>
-      data.accounts
-        .filter((r) => (!plan || r.plan === plan) && (!overdueOnly || r.overdue) && r.accountId.includes(filter.trim()))
-        .sort((a, b) => compare(a, b, sort) || a.accountId.localeCompare(b.accountId)),
-    [data, sort, filter, plan, overdueOnly],
-  );
+  // Each owner with its host accounts under it: a fleet shows when any of its accounts matches, sorted by its owner.
+  const rows = useMemo(() => {
+    const ids = new Set(data.accounts.map((r) => r.accountId));
+    const hostsOf = new Map<string, Row[]>();
+    for (const r of data.accounts) {
+      if (r.ownerAccountId !== null && ids.has(r.ownerAccountId))
+        hostsOf.set(r.ownerAccountId, [...(hostsOf.get(r.ownerAccountId) ?? []), r]);
+    }
+    const matches = (r: Row) =>
+      (!plan || r.plan === plan) &&
+      (!overdueOnly || r.overdue) &&
+      (r.accountId.includes(filter.trim()) || (r.hostLabel ?? '').includes(filter.trim()));
+    return data.accounts
+      .filter((r) => r.ownerAccountId === null || !ids.has(r.ownerAccountId))
+      .filter((owner) => [owner, ...(hostsOf.get(owner.accountId) ?? [])].some(matches))
+      .sort((a, b) => compare(a, b, sort) || a.accountId.localeCompare(b.accountId))
+      .flatMap((owner) => [owner, ...(hostsOf.get(owner.accountId) ?? [])]);
+  }, [data, sort, filter, plan, overdueOnly]);
   return (
     <section class="panel" aria-labelledby="accounts">
       <h2 id="accounts">Accounts</h2>
@@ -186,7 +197,7 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
           </select>
         </label>
         <label>
-          Account id contains
+          Account id or host name contains
           <input type="search" value={filter} onInput={(e) => setFilter((e.target as HTMLInputElement).value)} />
         </label>
         <label class="check">
@@ -200,21 +211,28 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
         <CardTable
           testId="accounts"
           rows={rows}
-          row={(r) => ({ key: r.accountId, 'data-account': r.accountId })}
+          row={(r) => ({
+            key: r.accountId,
+            'data-account': r.accountId,
+            ...(r.ownerAccountId === null ? {} : { 'data-owner': r.ownerAccountId }),
+          })}
           columns={[
             {
               header: 'Account',
               cell: (r) => (
-                <a
-                  class="mono"
-                  href={`${BASE}/accounts/${r.accountId}`}
-                  onClick={(e) => {
-                    e.preventDefault();
-                    open(r.accountId);
-                  }}
-                >
-                  {r.accountId}
-                </a>
+                <>
+                  {r.ownerAccountId !== null && <span class="host-of">host {r.hostLabel ?? ''} of the account above: </span>}
+                  <a
+                    class="mono"
+                    href={`${BASE}/accounts/${r.accountId}`}
+                    onClick={(e) => {
+                      e.preventDefault();
+                      open(r.accountId);
+                    }}
+                  >
+                    {r.accountId}
+                  </a>
+                </>
               ),
             },
             { header: 'Plan', cell: (r) => r.plan },
@@ -227,7 +245,34 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
                 </>
               ),
             },
-            { header: 'Stored', cell: (r) => bytes(r.storedBytes) },
+            {
+              header: 'Stored',
+              cell: (r) => (
+                <>
+                  {bytes(r.storedBytes)}
+                  {r.fleet && (
+                    <span class="fleet-total" data-testid="fleet-total">
+                      {' '}
+                      (with its {r.fleet.accounts - 1} host account{r.fleet.accounts === 2 ? '' : 's'}: {bytes(r.fleet.storedBytes)})
+                    </span>
+                  )}
+                </>
+              ),
+            },
+            {
+              header: 'Quota',
+              cell: (r) =>
+                r.quotaSource === 'owner' ? (
+                  <span class="muted">the owner’s</span>
+                ) : (
+                  <>
+                    {r.quotaBytes === null ? 'none' : bytes(r.quotaBytes)}
+                    {(r.fleet?.atQuota ?? (r.quotaBytes !== null && r.storedBytes >= r.quotaBytes)) && (
+                      <span class="badge audit-refused"> at quota</span>
+                    )}
+                  </>
+                ),
+            },
             { header: 'Last READY', cell: (r) => when(r.lastReadyAt) },
             { header: 'Overdue', cell: (r) => (r.overdue ? <span class="badge audit-refused">overdue</span> : 'no') },
             { header: 'Keys', cell: (r) => r.keys },
@@ -311,7 +356,25 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
                 {data.account.backups} READY, {data.account.graceBackups} in deletion grace, {data.account.uploadingBackups} uploading
               </dd>
               <dt>Stored</dt>
-              <dd>{bytes(data.account.storedBytes)}</dd>
+              <dd>
+                {bytes(data.account.storedBytes)}
+                {data.account.fleet && (
+                  <span class="muted" data-testid="fleet-total">
+                    {' '}
+                    (with its {data.account.fleet.accounts - 1} host account{data.account.fleet.accounts === 2 ? '' : 's'}:{' '}
+                    {bytes(data.account.fleet.storedBytes)}, against this account’s quota)
+                  </span>
+                )}
+              </dd>
+              {data.account.ownerAccountId !== null && (
+                <>
+                  <dt>Host account</dt>
+                  <dd data-testid="owner">
+                    “{data.account.hostLabel ?? ''}” of <span class="mono wrap">{data.account.ownerAccountId}</span>: on its owner’s plan,
+                    storing under its owner’s quota (change both on the owner)
+                  </dd>
+                </>
+              )}
               <dt>Last READY</dt>
               <dd>{when(data.account.lastReadyAt)}</dd>
               <dt>Overdue</dt>
@@ -321,7 +384,13 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               <dt>Quota</dt>
               <dd data-testid="quota">
                 {data.account.quotaBytes === null ? 'none' : bytes(data.account.quotaBytes)}
-                <span class="muted">{data.account.quotaSource === 'plan' ? " (the plan's)" : ' (this account’s own)'}</span>
+                <span class="muted">
+                  {data.account.quotaSource === 'plan'
+                    ? " (the plan's)"
+                    : data.account.quotaSource === 'owner'
+                      ? ' (its owner’s, shared with the owner’s other accounts)'
+                      : ' (this account’s own)'}
+                </span>
               </dd>
             </dl>
           </section>

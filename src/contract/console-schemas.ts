@@ -76,6 +76,8 @@ export const ConsoleSession = Type.Object(
 export const Overview = Type.Object(
   {
     accountId: Type.String(),
+    /** The operator's name for the account (`coffer admin accounts set-label`); null: none. */
+    accountLabel: Nullable(Type.String()),
     plan: PlanName,
     backupInterval: Type.Unsafe<BackupInterval>({ type: 'string', enum: [...BACKUP_INTERVALS] }),
     intervalWords: Type.String(),

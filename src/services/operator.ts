@@ -9,7 +9,7 @@ import { isDeletionGrace } from '../domain/backups.js';
 import type { Clock } from '../domain/clock.js';
 import { effectiveQuota, isOverdue, quotaWords, type PlanQuotas, type QuotaOverride } from '../domain/quotas.js';
 import { PLANS, type Plan } from '../domain/plans.js';
-import { keyStatus } from '../domain/keys.js';
+import { keyLabelProblem, keyStatus } from '../domain/keys.js';
 import type { Account, AccountUsageRow, ApiKey, Store } from '../store/store.js';
 import type { AuditTrail } from './audit.js';
 import type { IssuedLoginLink, SessionService } from './sessions.js';
@@ -30,6 +30,11 @@ export interface AccountSummary {
   quotaBytes: number | null;
   /** Where it comes from: the plan's setting (COFFER_QUOTA_<PLAN>) or the account's own. */
   quotaSource: 'plan' | 'account';
+  /** The operator's name for the account (setLabel); null: none. */
+  label: string | null;
+  /** For a host account: the owner account it belongs to, and the host's name its owner gave it. */
+  ownerAccountId: string | null;
+  hostLabel: string | null;
 }
 
 export interface OperatorKey {
@@ -40,6 +45,8 @@ export interface OperatorKey {
   expiresAt: number | null;
   revokedAt: number | null;
   status: ReturnType<typeof keyStatus>;
+  /** The owner's name for the key; null: none. */
+  label: string | null;
 }
 
 export interface Totals {
@@ -80,6 +87,9 @@ export class OperatorService {
       activeKeys: keys.filter((key) => key.accountId === account.id && keyStatus(key, now) === 'active').length,
       quotaBytes: effectiveQuota(account.plan, account.quotaOverride, this.planQuotas),
       quotaSource: account.quotaOverride === undefined ? 'plan' : 'account',
+      label: account.operatorLabel ?? null,
+      ownerAccountId: account.ownerAccountId ?? null,
+      hostLabel: account.ownerAccountId ? (account.label ?? null) : null,
     };
   }
 
@@ -109,19 +119,38 @@ export class OperatorService {
     return { accounts: rows, totals };
   }
 
-  /** One account: its summary, its keys (never a secret or hash) and its audit trail; undefined when unknown. */
-  async account(accountId: string): Promise<{ summary: AccountSummary; keys: OperatorKey[]; audit: AuditEntry[] } | undefined> {
+  /**
+   * One account: its summary, its keys (never a secret or hash), its audit trail, and whose it is: its owner's
+   * summary for a host account, its host accounts' for an owner. Undefined when unknown.
+   */
+  async account(
+    accountId: string,
+  ): Promise<
+    { summary: AccountSummary; keys: OperatorKey[]; audit: AuditEntry[]; owner: AccountSummary | null; hosts: AccountSummary[] } | undefined
+  > {
     const account = await this.store.getAccount(accountId);
     if (!account) return undefined;
     const now = this.clock.now();
-    const [[own], keys, audit] = await Promise.all([
+    const [[own], keys, audit, hostAccounts] = await Promise.all([
       this.store.usage(now, accountId, now - RECENT_WINDOW_MS),
       this.store.listApiKeys(accountId),
       this.audit.list(accountId, 200),
+      this.store.listHostAccounts(accountId),
     ]);
     if (!own) return undefined;
+    const ownerAccount = account.ownerAccountId ? await this.store.getAccount(account.ownerAccountId) : undefined;
+    const related = async (other: Account): Promise<AccountSummary | null> => {
+      const [[counts], otherKeys] = await Promise.all([
+        this.store.usage(now, other.id, now - RECENT_WINDOW_MS),
+        this.store.listApiKeys(other.id),
+      ]);
+      return counts ? this.summarize(other, counts, otherKeys, now) : null;
+    };
+    const hosts = (await Promise.all(hostAccounts.map(related))).filter((row): row is AccountSummary => row !== null);
     return {
       summary: this.summarize(account, own, keys, now),
+      owner: ownerAccount ? await related(ownerAccount) : null,
+      hosts,
       keys: keys.map((key) => ({
         keyId: key.id,
         scopes: key.scopes,
@@ -130,6 +159,7 @@ export class OperatorService {
         expiresAt: key.expiresAt,
         revokedAt: key.revokedAt,
         status: keyStatus(key, now),
+        label: key.label ?? null,
       })),
       audit,
     };
@@ -168,6 +198,24 @@ export class OperatorService {
       await this.audit.record({ accountId, action: 'account.quota', actor, address: null, detail });
     }
     return { before: before.quotaOverride };
+  }
+
+  /**
+   * Names the account for operators (`coffer admin accounts set-label`, the operator console), or with null removes
+   * the name; audited when it changed. The rules of a key's label (keyLabelProblem): a RangeError names what is wrong.
+   * Undefined when there is no such account.
+   */
+  async setLabel(accountId: string, label: string | null, actor: AuditActor): Promise<{ before: string | null } | undefined> {
+    const problem = label === null ? null : keyLabelProblem(label);
+    if (problem !== null) throw new RangeError(problem);
+    const before = await this.store.getAccount(accountId);
+    if (!before || !(await this.store.setOperatorLabel(accountId, label))) return undefined;
+    const previous = before.operatorLabel ?? null;
+    if (previous !== label) {
+      const words = (value: string | null) => (value === null ? 'none' : JSON.stringify(value));
+      await this.audit.record({ accountId, action: 'account.label', actor, address: null, detail: `${words(previous)} → ${words(label)}` });
+    }
+    return { before: previous };
   }
 
   /** A one-time console link for the account's owner (the owners' rules: sessions.ts); audited, never its token. */

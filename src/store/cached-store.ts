@@ -283,6 +283,10 @@ export class CachedStore implements Store {
     return this.changing(accountId, () => this.inner.setPlan(accountId, plan));
   }
 
+  setOperatorLabel(accountId: string, label: string | null): Promise<boolean> {
+    return this.changing(accountId, () => this.inner.setOperatorLabel(accountId, label));
+  }
+
   setQuota(accountId: string, quota: number | null | undefined): Promise<boolean> {
     return this.changing(accountId, () => this.inner.setQuota(accountId, quota));
   }

@@ -302,6 +302,13 @@ const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => (
         .execute();
     },
   },
+  '0014_account_operator_labels': {
+    async up(db: Kysely<unknown>) {
+      // The operator's own name for an account ("ACME web team"), shown and searched in both consoles and
+      // `coffer admin` (docs/operations.md#operator-console); not the host label its owner gives a host account.
+      await db.schema.alterTable('accounts').addColumn('operator_label', 'text').execute();
+    },
+  },
 });
 
 /** `migrationTableSchema`: the PostgreSQL schema that holds Kysely's own bookkeeping tables (the store's). */

@@ -68,6 +68,7 @@ function toAccount(row: Selectable<AccountsTable>): Account {
     ...(num(row.quota_override) === 1 ? { quotaOverride: numOrNull(row.quota_bytes) } : {}),
     ...(row.owner_account_id ? { ownerAccountId: row.owner_account_id } : {}),
     ...(row.label ? { label: row.label } : {}),
+    ...(row.operator_label ? { operatorLabel: row.operator_label } : {}),
   };
 }
 
@@ -342,6 +343,7 @@ export class SqlStore implements Store {
         deletion_grace_days: account.deletionGraceDays ?? 0,
         owner_account_id: account.ownerAccountId ?? null,
         label: account.label ?? null,
+        operator_label: account.operatorLabel ?? null,
       })
       .execute();
   }
@@ -369,6 +371,11 @@ export class SqlStore implements Store {
 
   async setPlan(accountId: string, plan: Plan): Promise<boolean> {
     const result = await this.db.updateTable('accounts').set({ plan }).where('id', '=', accountId).executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async setOperatorLabel(accountId: string, label: string | null): Promise<boolean> {
+    const result = await this.db.updateTable('accounts').set({ operator_label: label }).where('id', '=', accountId).executeTakeFirst();
     return Number(result.numUpdatedRows) > 0;
   }
 

@@ -1,4 +1,5 @@
 /** Small display helpers shared by the pages. */
+import type { ComponentChildren } from 'preact';
 import type { BackupStatus } from './api.js';
 
 const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
@@ -36,3 +37,15 @@ export const statusText = (status: BackupStatus) => STATUS_TEXT[status];
 export { formatBytes, plural } from '../../src/domain/words.js';
 
 export const shortId = (id: string) => id.slice(0, 8);
+
+/**
+ * A command that wraps only at spaces and after a slash (a long URL), never inside a word, not even at a hyphen: a
+ * command copied from two lines must stay the same command.
+ */
+export function wrapPoints(text: string): ComponentChildren {
+  return text
+    .split(/(\s+)/)
+    .map((run) =>
+      /^\s*$/.test(run) ? run : run.split(/(?<=\/)/).map((piece, index) => [index > 0 && <wbr />, <span class="unbroken">{piece}</span>]),
+    );
+}

@@ -33,8 +33,37 @@ const applyEvent = <T extends BackupRecord>(record: T, event: StatusEvent): T =>
   hostappVersion: event.hostappVersion,
 });
 
+/** A backup as the Backups page lists it: the account's own, or one of its host accounts' (`host` says which). */
+export type ListedBackup = BackupRecord & { host?: { accountId: string; label: string } };
+
+/**
+ * The account's own backups and every host account's (docs/console.md "Backups"), newest first, as `coffer list`
+ * shows them: the owner reads its host accounts' backups (GET /api/host-accounts). A session that may not list host
+ * accounts lists its own only.
+ */
+async function everyBackup(): Promise<ListedBackup[]> {
+  const [{ backups: own }, hosts] = await Promise.all([
+    api('GET /api/backups'),
+    api('GET /api/host-accounts', { quiet401: true }).then(
+      ({ hosts: list }) => list,
+      (caught: unknown) => {
+        if (caught instanceof ApiError && caught.status !== 401) return [];
+        throw caught;
+      },
+    ),
+  ]);
+  const theirs = await Promise.all(
+    hosts.map(async (host) =>
+      (await api('GET /api/host-accounts/:accountId/backups', { params: { accountId: host.accountId } })).backups.map(
+        (record): ListedBackup => ({ ...record, host: { accountId: host.accountId, label: host.label } }),
+      ),
+    ),
+  );
+  return [...own, ...theirs.flat()].sort((a, b) => b.createdAt.localeCompare(a.createdAt) || a.id.localeCompare(b.id));
+}
+
 export interface LiveBackups {
-  backups: BackupRecord[] | null;
+  backups: ListedBackup[] | null;
   error: ApiError | null;
   /** The last change, for the polite live region. */
   announcement: string;
@@ -42,11 +71,11 @@ export interface LiveBackups {
 }
 
 export function useBackups(): LiveBackups {
-  const [backups, setBackups] = useState<BackupRecord[] | null>(null);
+  const [backups, setBackups] = useState<ListedBackup[] | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const [announcement, setAnnouncement] = useState('');
   const streams = useRef(new Map<string, () => void>());
-  const known = useRef(new Map<string, BackupRecord>());
+  const known = useRef(new Map<string, ListedBackup>());
 
   const onStatus = useCallback((event: StatusEvent) => {
     const before = known.current.get(event.backupId);
@@ -61,7 +90,7 @@ export function useBackups(): LiveBackups {
 
   const refresh = useCallback(async () => {
     try {
-      const { backups: list } = await api('GET /api/backups');
+      const list = await everyBackup();
       for (const record of list) {
         const before = known.current.get(record.id);
         if (!before && known.current.size > 0) setAnnouncement(`New backup ${record.id.slice(0, 8)}: ${statusText(record.status)}.`);

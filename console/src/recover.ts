@@ -40,7 +40,8 @@ export async function recoverWithKit(kitText: string, newPassphrase: string): Pr
     const account = await api('GET /api/backup-account', { onHeaders: (headers) => (etag = headers.get('etag')) });
     if (!account.initialized) throw new VaultChanged('this account has no vault: there is nothing to recover (coffer init)');
     const { backups } = await api('GET /console/api/backup-keys');
-    const ready = backups.filter((backup) => backup.status === 'READY');
+    // The account's own backups: a host account's vault may have been changed apart from this one.
+    const ready = backups.filter((backup) => backup.status === 'READY' && backup.hostAccountId === null);
     let opened = 0;
     for (const backup of ready) {
       try {

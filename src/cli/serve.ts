@@ -3,6 +3,7 @@ import os from 'node:os';
 import type { Command } from 'commander';
 import { loadConfig, SERVER_SETTINGS } from '../config.js';
 import { settingsHelp } from './settings-help.js';
+import { operator } from './admin/frame.js';
 
 const SHUTDOWN_GRACE_MS = 30_000;
 
@@ -65,7 +66,7 @@ export function registerServeCommand(program: Command): void {
       };
       process.on('SIGINT', () => shutdown('SIGINT'));
       process.on('SIGTERM', () => shutdown('SIGTERM'));
-      const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey, config.initialPlan);
+      const first = await server.parts.keys.bootstrapFirstAccount(config.initialApiKey, config.initialPlan, operator());
       const port = Number(new URL(server.url).port);
       const where = listenedOn(config.host, port, os.networkInterfaces());
       // Plain-text notices go to stderr: stdout carries only the JSON log lines, and a log shipper reading them

@@ -24,6 +24,7 @@ import {
   AccountKeyParams,
   AccountParams,
   GraceBody,
+  LabelBody,
   OperatorSessionBody,
   OperatorSignInBody,
   Overview,
@@ -71,6 +72,7 @@ const row = (summary: AccountSummary) => ({
   keys: summary.activeKeys,
   quotaBytes: summary.quotaBytes,
   quotaSource: summary.quotaSource,
+  label: summary.label,
   ownerAccountId: summary.ownerAccountId,
   hostLabel: summary.hostLabel,
   fleet: summary.fleet,
@@ -161,6 +163,8 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
     if (!found) throw new AppError('not_found', `No account ${accountId}.`);
     return {
       account: row(found.summary),
+      owner: found.owner && row(found.owner),
+      hosts: found.hosts.map(row),
       keys: found.keys.map((key) => ({
         ...key,
         createdAt: iso(key.createdAt),
@@ -216,6 +220,25 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
       if (!(await operator.setQuota(request.params.id, quota === 'plan' ? undefined : quota, actorOf(request)))) {
         throw new AppError('not_found', `No account ${request.params.id}.`);
       }
+      return detail(request.params.id);
+    },
+  );
+
+  app.put(
+    `${ADMIN_PATH}/api/accounts/:id/label`,
+    { schema: { ...hidden, params: AccountParams, body: LabelBody, response: { 200: AccountDetail } }, onRequest: requireOperator },
+    async (request) => {
+      const label = request.body.label === null ? null : request.body.label.trim() || null;
+      let changed;
+      try {
+        changed = await operator.setLabel(request.params.id, label, actorOf(request));
+      } catch (error) {
+        if (error instanceof RangeError) {
+          throw AppError.validation([{ path: '/label', message: error.message }], `The label was not changed: ${error.message}.`);
+        }
+        throw error;
+      }
+      if (!changed) throw new AppError('not_found', `No account ${request.params.id}.`);
       return detail(request.params.id);
     },
   );

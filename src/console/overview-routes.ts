@@ -17,6 +17,7 @@ function overviewBody({ account, vault }: AccountView, visible: Backup[], now: n
   const lastReadyAt = readyTimes.length > 0 ? Math.max(...readyTimes) : null;
   return {
     accountId: account.id,
+    accountLabel: account.operatorLabel ?? null,
     plan: account.plan,
     backupInterval: rules.interval,
     intervalWords: rules.intervalWords,

@@ -27,6 +27,8 @@ export const QuotaBody = Type.Object(
   { quota: Type.Union([Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), Type.Null(), Type.Literal('plan')]) },
   closed,
 );
+/** The operator's name for the account (the rules of a key's label), or null to remove it. */
+export const LabelBody = Type.Object({ label: Nullable(Type.String({ maxLength: 200 })) }, closed);
 export const GraceBody = Type.Object({ days: Type.Integer({ minimum: 0, maximum: MAX_DELETION_GRACE_DAYS }) }, closed);
 
 // ---- answers ----
@@ -58,9 +60,11 @@ export const AccountRow = Type.Object(
     quotaBytes: Nullable(Count),
     /** Where the quota comes from: the plan's setting (COFFER_QUOTA_<PLAN>), the account's own, or its owner's. */
     quotaSource: Type.Union([Type.Literal('plan'), Type.Literal('account'), Type.Literal('owner')]),
+    /** The operator's name for the account (`coffer admin accounts set-label`); null: none. */
+    label: Nullable(Type.String()),
     /** A host account's owner (whose plan and quota it shares); null otherwise. */
     ownerAccountId: Nullable(Type.String()),
-    /** A host account's name as its owner gave it; null otherwise. */
+    /** A host account's name as its owner gave it ("web"); null otherwise. */
     hostLabel: Nullable(Type.String()),
     /** An owner with host accounts: the owner and its host accounts together, against the owner's quota; else null. */
     fleet: Nullable(Type.Object({ accounts: Count, storedBytes: Count, backups: Count, atQuota: Type.Boolean() }, closed)),
@@ -105,6 +109,8 @@ export const OperatorKey = Type.Object(
     expiresAt: Nullable(DateTime),
     revokedAt: Nullable(DateTime),
     status: Type.Unsafe<KeyStatus>({ type: 'string', enum: [...KEY_STATUSES] }),
+    /** The owner's name for the key; null: none. */
+    label: Nullable(Type.String()),
   },
   closed,
 );
@@ -124,7 +130,15 @@ export const OperatorAuditEvent = Type.Object(
 );
 
 export const AccountDetail = Type.Object(
-  { account: AccountRow, keys: Type.Array(OperatorKey), audit: Type.Array(OperatorAuditEvent) },
+  {
+    account: AccountRow,
+    /** A host account's owner; null for an ordinary account. */
+    owner: Nullable(AccountRow),
+    /** An owner's host accounts, oldest first. */
+    hosts: Type.Array(AccountRow),
+    keys: Type.Array(OperatorKey),
+    audit: Type.Array(OperatorAuditEvent),
+  },
   closed,
 );
 

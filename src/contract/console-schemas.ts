@@ -76,6 +76,8 @@ export const ConsoleSession = Type.Object(
 export const Overview = Type.Object(
   {
     accountId: Type.String(),
+    /** The operator's name for the account (`coffer admin accounts set-label`); null: none. */
+    accountLabel: Nullable(Type.String()),
     plan: PlanName,
     backupInterval: Type.Unsafe<BackupInterval>({ type: 'string', enum: [...BACKUP_INTERVALS] }),
     intervalWords: Type.String(),
@@ -206,6 +208,8 @@ export const BackupKeyList = Type.Object(
           /** Sealed with the backup's data key: the page opens it once the vault is unlocked there (name, source). */
           encryptedMetadata: Nullable(Type.String()),
           encryptedMetadataNonce: Nullable(Type.String()),
+          /** The host account it belongs to (the Backups page lists them with the account's own); null: the account's own. */
+          hostAccountId: Nullable(Type.String()),
         },
         closed,
       ),

@@ -20,6 +20,7 @@ export const AUDIT_ACTIONS = [
   'account.vault-restore',
   'account.login-link',
   'account.host-add',
+  'account.label',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

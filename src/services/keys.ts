@@ -50,7 +50,7 @@ export interface ChangedBy {
 }
 
 /** The audit note of a new key: its permissions and restriction (never its secret). */
-const keyNote = (key: ApiKey) => `${key.label ? `“${key.label}”: ` : ''}${key.scopes.join(',')}${key.appendOnly ? '; append-only' : ''}`;
+const keyNote = (key: ApiKey) => `${key.label ? `"${key.label}": ` : ''}${key.scopes.join(',')}${key.appendOnly ? '; append-only' : ''}`;
 
 /** A key as operators and owners see it (`coffer admin keys list`, the console): never its secret or hash. */
 export function keyView(key: ApiKey, now: number) {
@@ -320,14 +320,14 @@ export class KeyService {
 
   /**
    * First start on an empty database: one account on `plan` (COFFER_INITIAL_PLAN, pro unless set) and one
-   * all-scope key (docs/api-rules.md#api-keys).
+   * all-scope key (docs/api-rules.md#api-keys). `by`: the operator who started the server, as `coffer admin` names
+   * them (the OS user), so the audit trail names one operator the same way from the first entry on.
    */
-  async bootstrapFirstAccount(initialApiKey: string | null, plan: Plan): Promise<IssuedKey | null> {
+  async bootstrapFirstAccount(initialApiKey: string | null, plan: Plan, by: ChangedBy): Promise<IssuedKey | null> {
     // Several nodes may start at once on one empty PostgreSQL database: only one of them bootstraps.
     const outcome = await this.store.tryExclusive('first-start', async () => {
       if ((await this.store.listAccounts()).length > 0) return null;
       const account = await this.createAccount(plan);
-      const by: ChangedBy = { actor: { kind: 'operator', id: null }, address: null };
       return this.issueKey(account, initialApiKey ? { apiKey: initialApiKey, by } : { by });
     });
     return outcome.ran ? outcome.value : null;

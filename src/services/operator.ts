@@ -10,7 +10,7 @@ import { AppError } from '../domain/errors.js';
 import type { Clock } from '../domain/clock.js';
 import { atQuota, effectiveQuota, isOverdue, quotaWords, type PlanQuotas, type QuotaOverride } from '../domain/quotas.js';
 import { PLANS, type Plan } from '../domain/plans.js';
-import { keyStatus } from '../domain/keys.js';
+import { keyLabelProblem, keyStatus } from '../domain/keys.js';
 import type { Account, AccountUsageRow, ApiKey, Store } from '../store/store.js';
 import type { AuditTrail } from './audit.js';
 import type { IssuedLoginLink, SessionService } from './sessions.js';
@@ -32,6 +32,8 @@ export interface AccountSummary {
   quotaBytes: number | null;
   /** Where it comes from: the plan's setting (COFFER_QUOTA_<PLAN>), the account's own, or its owner's (a host account). */
   quotaSource: 'plan' | 'account' | 'owner';
+  /** The operator's name for the account (setLabel); null: none. */
+  label: string | null;
   /** A host account: its owner (whose plan and quota it shares) and the name its owner gave it; else null. */
   ownerAccountId: string | null;
   hostLabel: string | null;
@@ -55,6 +57,8 @@ export interface OperatorKey {
   expiresAt: number | null;
   revokedAt: number | null;
   status: ReturnType<typeof keyStatus>;
+  /** The owner's name for the key; null: none. */
+  label: string | null;
 }
 
 export interface Totals {
@@ -104,6 +108,7 @@ export class OperatorService {
       activeKeys: keys.filter((key) => key.accountId === account.id && keyStatus(key, now) === 'active').length,
       quotaBytes: effectiveQuota(account.plan, account.quotaOverride, this.planQuotas),
       quotaSource: account.quotaOverride === undefined ? 'plan' : 'account',
+      label: account.operatorLabel ?? null,
       ownerAccountId: account.ownerAccountId ?? null,
       hostLabel: account.ownerAccountId ? (account.label ?? null) : null,
       fleet: null,
@@ -152,19 +157,38 @@ export class OperatorService {
     return { accounts: rows, totals };
   }
 
-  /** One account: its summary, its keys (never a secret or hash) and its audit trail; undefined when unknown. */
-  async account(accountId: string): Promise<{ summary: AccountSummary; keys: OperatorKey[]; audit: AuditEntry[] } | undefined> {
+  /**
+   * One account: its summary, its keys (never a secret or hash), its audit trail, and whose it is: its owner's
+   * summary for a host account, its host accounts' for an owner. Undefined when unknown.
+   */
+  async account(
+    accountId: string,
+  ): Promise<
+    { summary: AccountSummary; keys: OperatorKey[]; audit: AuditEntry[]; owner: AccountSummary | null; hosts: AccountSummary[] } | undefined
+  > {
     const account = await this.store.getAccount(accountId);
     if (!account) return undefined;
     const now = this.clock.now();
-    const [[own], keys, audit] = await Promise.all([
+    const [[own], keys, audit, hostAccounts] = await Promise.all([
       this.store.usage(now, accountId, now - RECENT_WINDOW_MS),
       this.store.listApiKeys(accountId),
       this.audit.list(accountId, 200),
+      this.store.listHostAccounts(accountId),
     ]);
     if (!own) return undefined;
+    const ownerAccount = account.ownerAccountId ? await this.store.getAccount(account.ownerAccountId) : undefined;
+    const related = async (other: Account): Promise<AccountSummary | null> => {
+      const [[counts], otherKeys] = await Promise.all([
+        this.store.usage(now, other.id, now - RECENT_WINDOW_MS),
+        this.store.listApiKeys(other.id),
+      ]);
+      return counts ? this.summarize(other, counts, otherKeys, now) : null;
+    };
+    const hosts = (await Promise.all(hostAccounts.map(related))).filter((row): row is AccountSummary => row !== null);
     return {
       summary: await this.inFleet(this.summarize(account, own, keys, now), now),
+      owner: ownerAccount ? await related(ownerAccount) : null,
+      hosts,
       keys: keys.map((key) => ({
         keyId: key.id,
         scopes: key.scopes,
@@ -173,6 +197,7 @@ export class OperatorService {
         expiresAt: key.expiresAt,
         revokedAt: key.revokedAt,
         status: keyStatus(key, now),
+        label: key.label ?? null,
       })),
       audit,
     };
@@ -240,6 +265,24 @@ export class OperatorService {
       await this.audit.record({ accountId, action: 'account.quota', actor, address: null, detail });
     }
     return { before: before.quotaOverride };
+  }
+
+  /**
+   * Names the account for operators (`coffer admin accounts set-label`, the operator console), or with null removes
+   * the name; audited when it changed. The rules of a key's label (keyLabelProblem): a RangeError names what is wrong.
+   * Undefined when there is no such account.
+   */
+  async setLabel(accountId: string, label: string | null, actor: AuditActor): Promise<{ before: string | null } | undefined> {
+    const problem = label === null ? null : keyLabelProblem(label);
+    if (problem !== null) throw new RangeError(problem);
+    const before = await this.store.getAccount(accountId);
+    if (!before || !(await this.store.setOperatorLabel(accountId, label))) return undefined;
+    const previous = before.operatorLabel ?? null;
+    if (previous !== label) {
+      const words = (value: string | null) => (value === null ? 'none' : JSON.stringify(value));
+      await this.audit.record({ accountId, action: 'account.label', actor, address: null, detail: `${words(previous)} → ${words(label)}` });
+    }
+    return { before: previous };
   }
 
   /** A one-time console link for the account's owner (the owners' rules: sessions.ts); audited, never its token. */

@@ -288,6 +288,10 @@ export class CachedStore implements Store {
     }
   }
 
+  setOperatorLabel(accountId: string, label: string | null): Promise<boolean> {
+    return this.changing(accountId, () => this.inner.setOperatorLabel(accountId, label));
+  }
+
   setQuota(accountId: string, quota: number | null | undefined): Promise<boolean> {
     return this.changing(accountId, () => this.inner.setQuota(accountId, quota));
   }

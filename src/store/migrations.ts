@@ -302,6 +302,13 @@ const migrations = (kind: 'sqlite' | 'postgres'): Record<string, Migration> => (
         .execute();
     },
   },
+  '0014_account_operator_labels': {
+    async up(db: Kysely<unknown>) {
+      // The operator's own name for an account ("ACME web team"), shown and searched in both consoles and
+      // `coffer admin` (docs/operations.md#operator-console); not the host label its owner gives a host account.
+      await db.schema.alterTable('accounts').addColumn('operator_label', 'text').execute();
+    },
+  },
   '0015_fleet_plans': {
     async up(db: Kysely<unknown>) {
       // A host account is on its owner's plan and stores under its owner's quota (docs/operations.md#fleets): host

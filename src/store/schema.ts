@@ -15,6 +15,8 @@ export interface AccountsTable {
   owner_account_id: string | null;
   /** Migration 0010: a host account's label, given by its owner. */
   label: string | null;
+  /** Migration 0014: the operator's name for the account; null: none. */
+  operator_label: string | null;
 }
 
 export interface ApiKeysTable {

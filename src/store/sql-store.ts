@@ -69,6 +69,7 @@ function toAccount(row: Selectable<AccountsTable>): Account {
     ...(num(row.quota_override) === 1 ? { quotaOverride: numOrNull(row.quota_bytes) } : {}),
     ...(row.owner_account_id ? { ownerAccountId: row.owner_account_id } : {}),
     ...(row.label ? { label: row.label } : {}),
+    ...(row.operator_label ? { operatorLabel: row.operator_label } : {}),
   };
 }
 
@@ -344,6 +345,7 @@ export class SqlStore implements Store {
           deletion_grace_days: stored.deletionGraceDays ?? 0,
           owner_account_id: stored.ownerAccountId ?? null,
           label: stored.label ?? null,
+          operator_label: stored.operatorLabel ?? null,
         })
         .execute();
       return stored;
@@ -384,6 +386,11 @@ export class SqlStore implements Store {
       await trx.updateTable('accounts').set({ plan }).where('owner_account_id', '=', accountId).execute();
       return true;
     });
+  }
+
+  async setOperatorLabel(accountId: string, label: string | null): Promise<boolean> {
+    const result = await this.db.updateTable('accounts').set({ operator_label: label }).where('id', '=', accountId).executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
   }
 
   async setQuota(accountId: string, quota: number | null | undefined): Promise<boolean> {

@@ -25,6 +25,8 @@ export interface Account {
   ownerAccountId?: string | null;
   /** A host account's name as its owner gave it (e.g. "web"); null or absent otherwise. */
   label?: string | null;
+  /** The operator's name for the account (`coffer admin accounts set-label`); absent: none. */
+  operatorLabel?: string;
 }
 
 /** One account's storage, counts and freshness, as the operator sees it: sizes, times and counts, nothing else. */
@@ -242,6 +244,8 @@ export interface Store {
    * added meanwhile is on the new plan too); false when there is no such account.
    */
   setPlan(accountId: string, plan: Plan): Promise<boolean>;
+  /** Sets (or with null clears) the operator's name for the account; false when there is no such account. */
+  setOperatorLabel(accountId: string, label: string | null): Promise<boolean>;
   /** Sets the account's deletion grace (days); false when there is no such account. */
   setDeletionGrace(accountId: string, days: number): Promise<boolean>;
   /** Sets the account's own quota (bytes, or null: none), or with undefined returns it to its plan's; false: no such account. */

@@ -81,7 +81,7 @@ describe('host accounts: their own schedule, the same vault, read by the owner',
       expect.objectContaining({ accountId: hosts[1]!.accountId, label: 'db', backupInterval: '1d', vault: 'shared' }),
     ]);
     const text = await admin(['accounts', 'list']);
-    expect(text.stdout).toContain(`host "web" of ${ownerId}`);
+    expect(text.stdout).toMatch(new RegExp(`^${hosts[0]!.accountId} .* "web" of ${ownerId}$`, 'm'));
   });
 
   it('each host backs up on its own schedule: the owner and both hosts back up within one free-plan day', async () => {

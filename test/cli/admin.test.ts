@@ -1,6 +1,7 @@
 /** The real `coffer` executable: first start, graceful shutdown, configuration errors, admin commands. */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -145,6 +146,23 @@ describe('coffer serve', () => {
     expect(await exited(running.child)).toBe(0);
   });
 
+  it('records the first start in the audit trail by the operator who started it, named as every later operator entry', async () => {
+    const fresh = tempDir();
+    const first = await serve({ COFFER_DATA_DIR: fresh });
+    const accountId = /created account (\S+)/.exec(first.output())![1]!;
+    first.child.kill('SIGTERM');
+    expect(await exited(first.child)).toBe(0);
+    adminJson(['accounts', 'set-plan', accountId, 'plus'], { COFFER_DATA_DIR: fresh });
+    const { events } = adminJson(['audit', accountId], { COFFER_DATA_DIR: fresh });
+    const user = os.userInfo().username;
+    expect(events.map((e: { action: string; actor: unknown }) => [e.action, e.actor])).toEqual([
+      ['account.plan', { kind: 'operator', id: user }],
+      ['key.create', { kind: 'operator', id: user }],
+    ]);
+    const text = coffer(['admin', 'audit', accountId], { COFFER_DATA_DIR: fresh }).stdout.trimEnd().split('\n');
+    expect(text.slice(1).map((line) => line.split(/ {2,}/)[2])).toEqual([`operator ${user}`, `operator ${user}`]);
+  });
+
   it('prints no key on a later start of the same data directory', async () => {
     running = await serve({ COFFER_DATA_DIR: dataDir });
     expect(running.output()).not.toContain('cfk_');
@@ -235,7 +253,15 @@ describe('coffer admin', () => {
     ]);
     expect(all.keys.map((k: { label: string | null }) => k.label)).toEqual([null, null, 'db host (nightly)']);
     const text = coffer(['admin', 'keys', 'list', '--account', fresh.accountId], env);
-    expect(text.stdout).toContain(`${host.keyId}  “db host (nightly)”  account ${fresh.accountId}`);
+    const lines = text.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^KEY +LABEL +ACCOUNT +SCOPES +STATUS$/);
+    expect(lines.find((line) => line.startsWith(host.keyId))).toMatch(
+      new RegExp(`^${host.keyId} +"db host \\(nightly\\)" +${fresh.accountId} +backups:read,backups:write append-only +active, no expiry$`),
+    );
+    // One quoting style for labels: `keys create` as `accounts add-host` and the lists (straight double quotes).
+    const made = coffer(['admin', 'keys', 'create', '--account', fresh.accountId, '--label', 'laptop'], env);
+    expect(made.stdout).toMatch(/^key \S+ "laptop" for account /m);
+    expect(made.stdout + text.stdout).not.toMatch(/[“”]/);
   });
 
   it('refuses a key label that is not plain short text (usage error, exit 2, no key made, no stack trace)', () => {
@@ -281,6 +307,49 @@ describe('coffer admin', () => {
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).not.toContain('created a new account');
   }, 120_000);
+
+  it('set-label names an account for operators: listed under a header row, searchable, audited; bad labels change nothing', () => {
+    const named = adminJson(['accounts', 'create', '--plan', 'plus'], env);
+    const other = adminJson(['accounts', 'create', '--plan', 'plus'], env);
+    expect(adminJson(['accounts', 'set-label', named.accountId, 'ACME web team'], env)).toEqual({
+      accountId: named.accountId,
+      label: 'ACME web team',
+    });
+    const listed = adminJson(['accounts', 'list'], env);
+    expect(listed.accounts).toContainEqual(expect.objectContaining({ accountId: named.accountId, label: 'ACME web team' }));
+    const text = coffer(['admin', 'accounts', 'list'], env).stdout.trimEnd().split('\n');
+    expect(text[0]).toMatch(/^ACCOUNT +LABEL +PLAN +CREATED +HOST OF$/);
+    expect(text.find((line) => line.startsWith(named.accountId))).toMatch(/^\S+ +"ACME web team" +plus +\S+Z +-$/);
+    expect(text.find((line) => line.startsWith(other.accountId))).toMatch(/^\S+ +- +plus /);
+
+    // The search finds it by its label (any case) or id, and nothing else.
+    const found = adminJson(['accounts', 'list', '--search', 'acme WEB'], env);
+    expect(found.accounts.map((a: { accountId: string }) => a.accountId)).toEqual([named.accountId]);
+    expect(adminJson(['accounts', 'list', '--search', other.accountId.slice(0, 13)], env).accounts).toHaveLength(1);
+    expect(coffer(['admin', 'accounts', 'list', '--search', 'nobody-at-all'], env).stdout).toContain('no account matches "nobody-at-all"');
+
+    for (const bad of ['<b>', `cfk_${'a'.repeat(43)}`, 'x'.repeat(49), 'two\nlines']) {
+      const refused = coffer(['admin', 'accounts', 'set-label', named.accountId, bad], env);
+      expect(refused.code, bad).toBe(2);
+      expect(refused.stderr).toContain('nothing was changed');
+      expect(refused.stderr).not.toMatch(/\n\s+at /);
+    }
+    expect(coffer(['admin', 'accounts', 'set-label', '00000000-0000-4000-8000-000000000000', 'x'], env).code).toBe(1);
+    expect(adminJson(['accounts', 'list', '--search', 'ACME'], env).accounts).toHaveLength(1);
+
+    const audit = coffer(['admin', 'audit', named.accountId], env).stdout.trimEnd().split('\n');
+    expect(audit[0]).toMatch(/^AT +ACTION +BY +FROM +ON +DETAIL$/);
+    expect(audit[1]).toMatch(/ account\.label +operator \S+ +- +- +none → "ACME web team"$/);
+
+    expect(adminJson(['accounts', 'set-label', named.accountId, ''], env)).toEqual({ accountId: named.accountId, label: null });
+    expect(adminJson(['accounts', 'list', '--search', 'ACME'], env).accounts).toEqual([]);
+  });
+
+  it('set-quota answers in human sizes in text and bytes in --json', () => {
+    const { accountId } = adminJson(['accounts', 'create', '--plan', 'free'], env);
+    expect(adminJson(['accounts', 'set-quota', accountId, '5000000'], env)).toMatchObject({ quotaBytes: 5_000_000 });
+    expect(coffer(['admin', 'accounts', 'set-quota', accountId, '5000000'], env).stdout).toContain('storage quota 4.8 MiB (5000000 bytes)');
+  });
 
   it('refuses --plan that contradicts --account with exit 2', () => {
     const { accountId } = adminJson(['accounts', 'create', '--plan', 'free'], env);

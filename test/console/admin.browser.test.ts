@@ -94,7 +94,15 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
       expect((await server.parts.store.getAccount(mine.accountId))!.quotaOverride).toBe(2_000_000);
       await page.getByTestId('audit').getByText('account.quota').waitFor();
 
-      await page.locator(`tr[data-key="${mine.keyId}"]`).getByRole('button', { name: 'Revoke' }).click();
+      // A revoked key cannot come back: the first click only asks; Cancel keeps the key.
+      const keyRow = page.locator(`tr[data-key="${mine.keyId}"]`);
+      await keyRow.getByRole('button', { name: `Revoke key ${mine.keyId}` }).click();
+      await keyRow.getByRole('group', { name: `Confirm revoking key ${mine.keyId}` }).waitFor();
+      expect(server.parts.keys.status((await server.parts.store.getApiKey(mine.keyId))!)).toBe('active');
+      await keyRow.getByRole('button', { name: 'Cancel' }).click();
+      expect(server.parts.keys.status((await server.parts.store.getApiKey(mine.keyId))!)).toBe('active');
+      await keyRow.getByRole('button', { name: `Revoke key ${mine.keyId}` }).click();
+      await keyRow.getByRole('button', { name: 'Revoke now' }).click();
       await page.getByText(`Key ${mine.keyId} revoked.`).waitFor();
       expect(server.parts.keys.status((await server.parts.store.getApiKey(mine.keyId))!)).toBe('revoked');
       await page.getByTestId('audit').getByText('account.plan').waitFor();
@@ -104,4 +112,66 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
       await page.close();
     });
   }
+
+  it('labels: set by the operator, searched, shown with whose host account is whose, key labels and the quota column', async () => {
+    const admin = async (args: string[]) => json(await runCli(['admin', ...args, '--json'], { COFFER_DATA_DIR: server.dataDir }));
+    const owner = await server.newKey({ plan: 'plus' });
+    const b64 = (n: number) => Buffer.alloc(n, 3).toString('base64');
+    const bootstrapped = await fetch(`${server.url}/api/backup-account/bootstrap`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${owner.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        cryptoVersion: 'v1',
+        kdf: { salt: b64(16), opslimit: 2, memlimit: 8192 },
+        wrappedMasterKey: b64(48),
+        wrappedMasterKeyNonce: b64(24),
+      }),
+    });
+    expect(bootstrapped.ok).toBe(true);
+    const host = (await admin(['accounts', 'add-host', owner.accountId, '--label', 'web'])) as { accountId: string };
+    await admin(['accounts', 'set-label', owner.accountId, 'ACME corp']);
+    const laptop = (await admin(['keys', 'create', '--account', owner.accountId, '--label', 'laptop'])) as { keyId: string };
+    await admin(['accounts', 'set-quota', owner.accountId, '3000000']);
+
+    const page = await signedIn(1280);
+    const table = page.getByTestId('accounts');
+    await table.waitFor();
+    await page.getByLabel('Search label or id').fill('acme');
+    // The owner by its label, and its host account by its owner's label, nothing else.
+    await expect
+      .poll(async () => (await table.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-account')))).sort())
+      .toEqual([owner.accountId, host.accountId].sort());
+    const ownerRow = table.locator(`tr[data-account="${owner.accountId}"]`);
+    expect(await ownerRow.innerText()).toContain('ACME corp');
+    expect(await ownerRow.locator('[data-label="Quota"]').innerText()).toBe('2.9 MiB (own)');
+    expect(await table.locator(`tr[data-account="${host.accountId}"]`).getByTestId('host-of').innerText()).toMatch(
+      /^\s*host “web” of ACME corp$/,
+    );
+    await page.getByLabel('Search label or id').fill('web');
+    await expect.poll(() => table.locator('tbody tr').count()).toBe(1);
+    await page.screenshot({ path: path.join(SHOTS, 'admin-desktop-labels.png'), fullPage: true });
+
+    await table.locator(`tr[data-account="${host.accountId}"]`).getByRole('link', { name: host.accountId }).click();
+    await page.getByTestId('owner').waitFor();
+    expect(await page.getByTestId('owner').innerText()).toContain('ACME corp');
+
+    await page.goto(`${server.url}/admin/accounts/${owner.accountId}`);
+    await page.getByTestId('hosts').waitFor();
+    expect(await page.getByTestId('hosts').innerText()).toContain(`“web”: ${host.accountId}`);
+    expect(await page.locator(`tr[data-key="${laptop.keyId}"]`).innerText()).toContain('laptop');
+    await page.getByRole('textbox', { name: 'Label' }).fill('ACME Corporation');
+    await page.getByRole('button', { name: 'Set label' }).click();
+    await page.getByText('The label is now “ACME Corporation”.').waitFor();
+    expect((await server.parts.store.getAccount(owner.accountId))!.operatorLabel).toBe('ACME Corporation');
+    await page.getByTestId('audit').getByText('account.label').first().waitFor();
+    // A label that is not one: a clear refusal, nothing changed.
+    await page.getByRole('textbox', { name: 'Label' }).fill('<script>');
+    await page.getByRole('button', { name: 'Set label' }).click();
+    await page
+      .getByRole('alert')
+      .getByText(/The label was not changed/)
+      .waitFor();
+    expect((await server.parts.store.getAccount(owner.accountId))!.operatorLabel).toBe('ACME Corporation');
+    await page.close();
+  });
 });

@@ -46,8 +46,9 @@ describe('GET /console/api/backup-keys', () => {
         wrappedDekNonce: null,
         encryptedMetadata: null,
         encryptedMetadataNonce: null,
+        hostAccountId: null,
       },
-      { id: first.id, status: 'READY', wrappedDek, wrappedDekNonce, encryptedMetadata, encryptedMetadataNonce },
+      { id: first.id, status: 'READY', wrappedDek, wrappedDekNonce, encryptedMetadata, encryptedMetadataNonce, hostAccountId: null },
     ]);
     expect(JSON.stringify(backups)).not.toContain(foreign);
   });

@@ -56,6 +56,7 @@ describe('console endpoint bodies', () => {
     expect(noVault.status).toBe(200);
     expect(noVault.body).toEqual({
       accountId,
+      accountLabel: null,
       plan: 'plus',
       backupInterval: '4h',
       intervalWords: '4 hours',
@@ -90,6 +91,7 @@ describe('console endpoint bodies', () => {
     const ready = await consoleCall('GET', '/console/api/overview');
     expect(ready.body).toEqual({
       accountId,
+      accountLabel: null,
       plan: 'plus',
       backupInterval: '4h',
       intervalWords: '4 hours',
@@ -227,7 +229,7 @@ describe('console endpoint bodies', () => {
       events: [
         entry(now + 1000, 'key.create', hostKey.keyId, 'backups:read,backups:write; append-only'),
         entry(now + 1000, 'key.revoke', keyId, null, "Anna's laptop (work)"),
-        entry(now, 'key.create', keyId, "“Anna's laptop (work)”: backups:read", "Anna's laptop (work)"),
+        entry(now, 'key.create', keyId, '"Anna\'s laptop (work)": backups:read', "Anna's laptop (work)"),
         // The overview test set up the vault and rotated it with the owner's key.
         { ...entry(start + HOUR, 'account.rotate', null, null), actor: { kind: 'key', id: ownerKeyId }, byThisSession: false },
         { ...entry(start, 'account.bootstrap', null, null), actor: { kind: 'key', id: ownerKeyId }, byThisSession: false },

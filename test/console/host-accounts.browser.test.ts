@@ -24,6 +24,7 @@ describe.skipIf(!hasChromium)('the console adds a backup host with its own sched
   let apiKey: string;
   let source: string;
   let recipient: string;
+  let ownBackup: string;
   const pageErrors: string[] = [];
 
   const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `host-account-${name}.png`), fullPage: true });
@@ -53,6 +54,7 @@ describe.skipIf(!hasChromium)('the console adds a backup host with its own sched
     ({ recipient } = json<{ recipient: string }>(await owner(['recipient', '--json'])));
     const own = await owner(['backup', source, '--json']); // the owner's cadence is now taken for 30 minutes
     expect(own.code, own.stderr).toBe(0);
+    ownBackup = json<{ id: string }>(own).id;
     browser = await launchChromium();
   });
 
@@ -103,6 +105,21 @@ describe.skipIf(!hasChromium)('the console adds a backup host with its own sched
     await entry.getByRole('link', { name: /of web, open details/ }).click();
     await page.getByRole('heading', { level: 1, name: /Backup/ }).waitFor();
     expect(page.url()).toContain(hostBackup);
+
+    // The Backups page lists the host account's backup with the owner's own, marked with its host, as `coffer list`
+    // does; the owner's own carries no mark.
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Backups' }).click();
+    const hostRow = page.locator(`tr[data-backup-id="${hostBackup}"]`);
+    await hostRow.waitFor();
+    expect(await hostRow.getByTestId('host-badge').textContent()).toBe('host web');
+    expect(await page.locator(`tr[data-backup-id="${ownBackup}"]`).getByTestId('host-badge').count()).toBe(0);
+    expect(await page.locator('tr[data-backup-id]').count()).toBe(2);
+    expect(await page.locator('.lede').innerText()).toContain('2 backups (1 of your host accounts)');
+    // Unlocked in the page, the host's backup shows its sealed name too (the same vault).
+    await page.getByLabel('Vault passphrase').fill(PASSPHRASE);
+    await page.getByRole('button', { name: 'Show keys' }).click();
+    expect(await hostRow.getByTestId('backup-name').innerText()).toBe(`site from ${source}`);
+    await shot(page, 'backups-desktop');
     await page.context().close();
   });
 

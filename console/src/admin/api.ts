@@ -3,6 +3,7 @@ import type { Static } from '@sinclair/typebox';
 import type {
   AccountDetail,
   GraceBody,
+  LabelBody,
   OperatorSessionBody,
   OperatorSignInBody,
   Overview,
@@ -28,6 +29,7 @@ interface AdminRoutes {
   'PUT /accounts/:id/plan': { request: Static<typeof PlanBody>; response: AccountData };
   'PUT /accounts/:id/deletion-grace': { request: Static<typeof GraceBody>; response: AccountData };
   'PUT /accounts/:id/quota': { request: Static<typeof QuotaBody>; response: AccountData };
+  'PUT /accounts/:id/label': { request: Static<typeof LabelBody>; response: AccountData };
   'POST /accounts/:id/keys/:keyId/revoke': { response: AccountData };
   'POST /accounts/:id/login-link': { response: OwnerLinkData };
 }

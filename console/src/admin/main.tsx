@@ -18,13 +18,14 @@ import {
   type SessionData,
 } from './api.js';
 import { CardTable } from '../card-table.js';
+import { ConfirmAction } from '../confirm.js';
 import '../styles.css';
 import './admin.css';
 
 const BASE = '/admin';
 const PLANS = ['free', 'plus', 'pro'] as const;
 type Row = OverviewData['accounts'][number];
-type SortKey = 'overdue' | 'accountId' | 'plan' | 'backups' | 'storedBytes' | 'lastReadyAt' | 'keys';
+type SortKey = 'overdue' | 'accountId' | 'label' | 'plan' | 'backups' | 'storedBytes' | 'lastReadyAt' | 'keys';
 
 function usePath(): [string, (to: string) => void] {
   const [path, setPath] = useState(location.pathname);
@@ -136,6 +137,9 @@ function compare(a: Row, b: Row, key: SortKey): number {
   switch (key) {
     case 'overdue':
       return Number(b.overdue) - Number(a.overdue) || (a.lastReadyAt ?? '').localeCompare(b.lastReadyAt ?? '');
+    case 'label':
+      // Named accounts first, by name.
+      return a.label === null ? (b.label === null ? 0 : 1) : b.label === null ? -1 : a.label.localeCompare(b.label);
     case 'accountId':
     case 'plan':
       return a[key].localeCompare(b[key]);
@@ -146,29 +150,78 @@ function compare(a: Row, b: Row, key: SortKey): number {
   }
 }
 
+/** The account as an operator knows it: its label (else its id), and for a host account whose host it is. */
+function AccountName({
+  row,
+  owner,
+  open,
+}: {
+  row: Row;
+  owner: { accountId: string; label: string | null } | undefined;
+  open: (id: string) => void;
+}) {
+  const link = (id: string, text: string, mono: boolean) => (
+    <a
+      class={mono ? 'mono' : undefined}
+      href={`${BASE}/accounts/${id}`}
+      onClick={(e) => {
+        e.preventDefault();
+        open(id);
+      }}
+    >
+      {text}
+    </a>
+  );
+  return (
+    <>
+      {row.label ? (
+        <>
+          {link(row.accountId, row.label, false)} <span class="mono muted">{row.accountId}</span>
+        </>
+      ) : (
+        link(row.accountId, row.accountId, true)
+      )}
+      {row.ownerAccountId && (
+        <span class="host-of" data-testid="host-of">
+          {' '}
+          host “{row.hostLabel}” of {link(row.ownerAccountId, owner?.label ?? row.ownerAccountId, !owner?.label)}
+        </span>
+      )}
+    </>
+  );
+}
+
+/** What the search box finds: an account by its label, id, host name, or its owner's label. */
+function matches(row: Row, owner: Row | undefined, text: string): boolean {
+  const wanted = text.trim().toLowerCase();
+  if (!wanted) return true;
+  return [row.accountId, row.label, row.hostLabel, row.ownerAccountId, owner?.label].some((field) => field?.toLowerCase().includes(wanted));
+}
+
+const quotaText = (r: Row) => (r.quotaBytes === null ? 'none' : bytes(r.quotaBytes)) + (r.quotaSource === 'account' ? ' (own)' : '');
+
 function Accounts({ data, open }: { data: OverviewData; open: (id: string) => void }) {
   const [sort, setSort] = useState<SortKey>('overdue');
   const [filter, setFilter] = useState('');
   const [plan, setPlan] = useState('');
   const [overdueOnly, setOverdueOnly] = useState(false);
+  const byId = useMemo(() => new Map(data.accounts.map((r) => [r.accountId, r])), [data]);
+  const ownerOf = (r: Row) => (r.ownerAccountId ? byId.get(r.ownerAccountId) : undefined);
   // Each owner with its host accounts under it: a fleet shows when any of its accounts matches, sorted by its owner.
   const rows = useMemo(() => {
-    const ids = new Set(data.accounts.map((r) => r.accountId));
     const hostsOf = new Map<string, Row[]>();
     for (const r of data.accounts) {
-      if (r.ownerAccountId !== null && ids.has(r.ownerAccountId))
+      if (r.ownerAccountId !== null && byId.has(r.ownerAccountId))
         hostsOf.set(r.ownerAccountId, [...(hostsOf.get(r.ownerAccountId) ?? []), r]);
     }
-    const matches = (r: Row) =>
-      (!plan || r.plan === plan) &&
-      (!overdueOnly || r.overdue) &&
-      (r.accountId.includes(filter.trim()) || (r.hostLabel ?? '').includes(filter.trim()));
+    const fleetOf = (owner: Row) => [owner, ...(hostsOf.get(owner.accountId) ?? [])];
+    const shown = (r: Row) => (!plan || r.plan === plan) && (!overdueOnly || r.overdue) && matches(r, ownerOf(r), filter);
     return data.accounts
-      .filter((r) => r.ownerAccountId === null || !ids.has(r.ownerAccountId))
-      .filter((owner) => [owner, ...(hostsOf.get(owner.accountId) ?? [])].some(matches))
+      .filter((r) => r.ownerAccountId === null || !byId.has(r.ownerAccountId))
+      .filter((owner) => fleetOf(owner).some(shown))
       .sort((a, b) => compare(a, b, sort) || a.accountId.localeCompare(b.accountId))
-      .flatMap((owner) => [owner, ...(hostsOf.get(owner.accountId) ?? [])]);
-  }, [data, sort, filter, plan, overdueOnly]);
+      .flatMap(fleetOf);
+  }, [data, byId, sort, filter, plan, overdueOnly]);
   return (
     <section class="panel" aria-labelledby="accounts">
       <h2 id="accounts">Accounts</h2>
@@ -182,6 +235,7 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
             <option value="lastReadyAt">Last READY</option>
             <option value="keys">Keys</option>
             <option value="plan">Plan</option>
+            <option value="label">Label</option>
             <option value="accountId">Account id</option>
           </select>
         </label>
@@ -197,7 +251,7 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
           </select>
         </label>
         <label>
-          Account id or host name contains
+          Search label or id
           <input type="search" value={filter} onInput={(e) => setFilter((e.target as HTMLInputElement).value)} />
         </label>
         <label class="check">
@@ -217,24 +271,7 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
             ...(r.ownerAccountId === null ? {} : { 'data-owner': r.ownerAccountId }),
           })}
           columns={[
-            {
-              header: 'Account',
-              cell: (r) => (
-                <>
-                  {r.ownerAccountId !== null && <span class="host-of">host {r.hostLabel ?? ''} of the account above: </span>}
-                  <a
-                    class="mono"
-                    href={`${BASE}/accounts/${r.accountId}`}
-                    onClick={(e) => {
-                      e.preventDefault();
-                      open(r.accountId);
-                    }}
-                  >
-                    {r.accountId}
-                  </a>
-                </>
-              ),
-            },
+            { header: 'Account', class: 'wrap', cell: (r) => <AccountName row={r} owner={ownerOf(r)} open={open} /> },
             { header: 'Plan', cell: (r) => r.plan },
             {
               header: 'Backups',
@@ -266,7 +303,7 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
                   <span class="muted">the owner’s</span>
                 ) : (
                   <>
-                    {r.quotaBytes === null ? 'none' : bytes(r.quotaBytes)}
+                    {quotaText(r)}
                     {(r.fleet?.atQuota ?? (r.quotaBytes !== null && r.storedBytes >= r.quotaBytes)) && (
                       <span class="badge audit-refused"> at quota</span>
                     )}
@@ -283,6 +320,16 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
   );
 }
 
+/** Another account on an account's page (its owner, its hosts): its label and id, a link to it. */
+function Related({ row }: { row: Row }) {
+  return (
+    <a href={`${BASE}/accounts/${row.accountId}`}>
+      {row.label && <>{row.label} </>}
+      <span class="mono">{row.accountId}</span>
+    </a>
+  );
+}
+
 function AccountPage({ id, back }: { id: string; back: () => void }) {
   const [data, setData] = useState<AccountData | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -293,8 +340,10 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
   const [quotaMode, setQuotaMode] = useState<'plan' | 'none' | 'bytes'>('plan');
   const [quotaBytes, setQuotaBytes] = useState('');
   const [link, setLink] = useState<OwnerLinkData | null>(null);
+  const [label, setLabel] = useState('');
   const show = (next: AccountData) => {
     setData(next);
+    setLabel(next.account.label ?? '');
     setPlan(next.account.plan);
     setGrace(String(next.account.deletionGraceDays));
     const own = next.account.quotaSource === 'account';
@@ -337,7 +386,15 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
         </a>
       </p>
       <h1>
-        Account <span class="mono wrap">{id}</span>
+        {data?.account.label ? (
+          <>
+            {data.account.label} <span class="mono wrap muted account-id">{id}</span>
+          </>
+        ) : (
+          <>
+            Account <span class="mono wrap">{id}</span>
+          </>
+        )}
       </h1>
       <Failure error={error} />
       {notice && (
@@ -349,6 +406,30 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
         <>
           <section class="panel">
             <dl class="facts">
+              <dt>Label</dt>
+              <dd data-testid="label">{data.account.label ?? <span class="muted">none</span>}</dd>
+              {data.owner && (
+                <>
+                  <dt>Host account of</dt>
+                  <dd data-testid="owner">
+                    <Related row={data.owner} /> <span class="muted">(its owner named this host “{data.account.hostLabel}”)</span>
+                  </dd>
+                </>
+              )}
+              {data.hosts.length > 0 && (
+                <>
+                  <dt>Host accounts</dt>
+                  <dd data-testid="hosts">
+                    <ul class="plain">
+                      {data.hosts.map((host) => (
+                        <li key={host.accountId}>
+                          “{host.hostLabel}”: <Related row={host} />
+                        </li>
+                      ))}
+                    </ul>
+                  </dd>
+                </>
+              )}
               <dt>Plan</dt>
               <dd data-testid="plan">{data.account.plan}</dd>
               <dt>Backups</dt>
@@ -395,7 +476,24 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
             </dl>
           </section>
           <section class="panel" aria-labelledby="change">
-            <h2 id="change">Plan, deletion grace and quota</h2>
+            <h2 id="change">Label, plan, deletion grace and quota</h2>
+            <form
+              class="admin-inline"
+              onSubmit={(e) => {
+                e.preventDefault();
+                const next = label.trim() || null;
+                void act(
+                  () => call('PUT /accounts/:id/label', { params: { id }, body: { label: next } }),
+                  next === null ? 'The account has no label now.' : `The label is now “${next}”.`,
+                );
+              }}
+            >
+              <label>
+                Label
+                <input type="text" maxLength={48} value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} />
+              </label>
+              <button type="submit">Set label</button>
+            </form>
             <form
               class="admin-inline"
               onSubmit={(e) => {
@@ -465,7 +563,9 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
               <button type="submit">Set quota</button>
             </form>
             <p class="help">
-              Stored bytes count READY backups, backups in their deletion grace and uploads in progress. Also{' '}
+              Stored bytes count READY backups, backups in their deletion grace and uploads in progress. The label is your name for the
+              account, searched in the accounts list (empty: none). Also{' '}
+              <code>coffer admin accounts set-label {data.account.accountId} &lt;label&gt;</code> and{' '}
               <code>coffer admin accounts set-quota {data.account.accountId} &lt;bytes&gt;|none|plan</code>.
             </p>
           </section>
@@ -479,7 +579,15 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
                 rows={data.keys}
                 row={(k) => ({ key: k.keyId, 'data-key': k.keyId })}
                 columns={[
-                  { header: 'Key', class: 'mono', cell: (k) => k.keyId },
+                  {
+                    header: 'Key',
+                    cell: (k) => (
+                      <>
+                        {k.label && <strong class="key-label">{k.label} </strong>}
+                        <span class="mono">{k.keyId}</span>
+                      </>
+                    ),
+                  },
                   {
                     header: 'Scopes',
                     cell: (k) => (
@@ -496,18 +604,19 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
                     hiddenHeader: true,
                     cell: (k) =>
                       k.status === 'active' && (
-                        <button
-                          type="button"
-                          class="danger"
-                          onClick={() =>
-                            void act(
+                        <ConfirmAction
+                          ask="Revoke…"
+                          askLabel={`Revoke key ${k.label ?? k.keyId}`}
+                          confirm="Revoke now"
+                          question={`Confirm revoking key ${k.label ?? k.keyId}`}
+                          consequence="A revoked key never works again: the owner makes a new one."
+                          onConfirm={() =>
+                            act(
                               () => call('POST /accounts/:id/keys/:keyId/revoke', { params: { id, keyId: k.keyId } }),
                               `Key ${k.keyId} revoked.`,
                             )
                           }
-                        >
-                          Revoke
-                        </button>
+                        />
                       ),
                   },
                 ]}

@@ -19,6 +19,7 @@ const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'account.quota': 'Changed the storage quota',
   'account.vault-restore': 'Restored an earlier vault envelope',
   'account.host-add': 'Added a host account (its own schedule, the same vault)',
+  'account.label': 'Operator named the account',
 };
 
 /** What a refused attempt (an append-only key) tried to do. */

@@ -7,6 +7,7 @@ import { BackupKey, BackupName, rememberKeys, sourceOf, useKnownKeys } from '../
 import { useBackup } from '../live.js';
 import type { ArchiveEntry } from '../archive-index.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
+import { ConfirmAction } from '../confirm.js';
 import { BackupFiles } from './BackupFiles.js';
 import { BASE, navigate, setFlash } from '../router.js';
 import { useUnlock, VaultPassphraseForm, WorkerFailure } from '../unlock.js';
@@ -193,7 +194,6 @@ export function deletionWords(graceDays: number): string {
 }
 
 function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
-  const [confirming, setConfirming] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [graceDays, setGraceDays] = useState<number | null>(null);
   useEffect(() => {
@@ -223,20 +223,14 @@ function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
       <p data-testid="delete-words">
         {graceDays === null ? 'Checking what a delete does on this account…' : ready ? deletionWords(graceDays) : deletionWords(0)}
       </p>
-      {!confirming ? (
-        <button type="button" class="danger" onClick={() => setConfirming(true)}>
-          Delete this backup…
-        </button>
-      ) : (
-        <div class="confirm" role="group" aria-label="Confirm deletion">
-          <button type="button" class="danger" onClick={remove}>
-            Yes, delete it
-          </button>
-          <button type="button" class="secondary" onClick={() => setConfirming(false)}>
-            Keep it
-          </button>
-        </div>
-      )}
+      <ConfirmAction
+        ask="Delete this backup…"
+        askClass="danger"
+        confirm="Yes, delete it"
+        keep="Keep it"
+        question="Confirm deletion"
+        onConfirm={remove}
+      />
       {error && (
         <p class="error" role="alert">
           {error}

@@ -3,13 +3,56 @@ import { CardTable } from '../card-table.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
 import { BackupName, KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
 import { useBackups } from '../live.js';
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
+import { api } from '../api.js';
 import { BASE, takeFlash } from '../router.js';
 import { ScheduledDeletions } from './Retention.js';
+
+/**
+ * What to do first on an account without backups, by what it has: a key the CLI can back up with, then a vault
+ * (`coffer init`), then a backup. Suggesting `coffer backup` before there is a key or a vault sends a newcomer
+ * into a refusal.
+ */
+function NextStep() {
+  const [state, setState] = useState<'no-key' | 'no-vault' | 'ready' | null>(null);
+  useEffect(() => {
+    Promise.all([api('GET /console/api/overview'), api('GET /console/api/keys')]).then(
+      ([overview, { keys }]) => {
+        const canWrite = keys.some((key) => key.status === 'active' && key.scopes.includes('backups:write'));
+        setState(overview.vault.initialized ? 'ready' : canWrite ? 'no-vault' : 'no-key');
+      },
+      () => setState('ready'),
+    );
+  }, []);
+  if (state === null) return null;
+  const cli = <a href={`${BASE}/cli`}>Install the CLI</a>;
+  if (state === 'no-key') {
+    return (
+      <p data-testid="next-step">
+        First make an API key for the computer you back up: <a href={`${BASE}/keys`}>API keys</a>, with the write permission. Then, on that
+        computer, <code>coffer init</code> creates your vault with a passphrase that never leaves it. {cli}.
+      </p>
+    );
+  }
+  if (state === 'no-vault') {
+    return (
+      <p data-testid="next-step">
+        Next, create your vault on the computer you back up: <code>coffer init</code> (with your API key in <code>COFFER_API_KEY</code>)
+        asks for a passphrase that never leaves it. Then <code>coffer backup ~/Documents</code>. {cli}.
+      </p>
+    );
+  }
+  return (
+    <p data-testid="next-step">
+      Make one with the CLI: <code>coffer backup ~/Documents</code>. {cli}.
+    </p>
+  );
+}
 
 export function BackupsPage() {
   const { backups, error, announcement, refresh } = useBackups();
   const ready = backups?.filter((b) => b.status === 'READY').length ?? 0;
+  const hostCount = backups?.filter((b) => b.host).length ?? 0;
   const wrapped = useBackupKeys(backups);
   const [flash] = useState(takeFlash);
   /** Backups in their deletion grace (null: not known yet): while there are any, the account has backups to undelete. */
@@ -21,7 +64,8 @@ export function BackupsPage() {
         Newest first. Statuses update live; new backups appear as your devices make them.{' '}
         {backups && (
           <span>
-            {plural(backups.length, 'backup')}, {ready} ready to restore.
+            {plural(backups.length, 'backup')}
+            {hostCount > 0 && ` (${hostCount} of your host accounts)`}, {ready} ready to restore.
           </span>
         )}
       </p>
@@ -47,9 +91,7 @@ export function BackupsPage() {
       {backups && backups.length === 0 && scheduled === 0 && (
         <div class="empty">
           <p>No backups yet.</p>
-          <p>
-            Make one with the CLI: <code>coffer backup ~/Documents</code>. <a href={`${BASE}/cli`}>Install the CLI</a>.
-          </p>
+          <NextStep />
         </div>
       )}
       {backups && backups.length > 0 && (
@@ -66,6 +108,18 @@ export function BackupsPage() {
                     <When at={backup.createdAt} />
                   </a>
                   <span class="mono muted"> {shortId(backup.id)}</span>
+                  {backup.host && (
+                    <>
+                      {' '}
+                      <span
+                        class="badge host-badge"
+                        data-testid="host-badge"
+                        title="A backup of one of your host accounts (its own schedule)"
+                      >
+                        host {backup.host.label}
+                      </span>
+                    </>
+                  )}
                   <br />
                   <BackupName backupId={backup.id} />
                 </>

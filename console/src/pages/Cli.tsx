@@ -1,7 +1,7 @@
 /** The CLI download page: this server serves its own CLI package, so no registry entry is needed. */
 import { useEffect, useState } from 'preact/hooks';
 import { api, type About } from '../api.js';
-import { formatBytes } from '../format.js';
+import { formatBytes, wrapPoints } from '../format.js';
 
 export function CliPage() {
   const [about, setAbout] = useState<About | null>(null);
@@ -32,7 +32,7 @@ export function CliPage() {
         <>
           <h2>Install</h2>
           <pre class="command" aria-label="Install command">
-            <code>{about.cli.install}</code>
+            <code>{wrapPoints(about.cli.install)}</code>
           </pre>
           <p>
             <a class="button" href="/downloads/coffer-cli.tgz" download>
@@ -53,14 +53,16 @@ export function CliPage() {
       <h2>First backup</h2>
       <pre class="command">
         <code>
-          {[
-            `export COFFER_URL=${base}`,
-            'export COFFER_API_KEY=cfk_…   # from the API keys page',
-            'coffer init                   # asks for a passphrase; creates your vault',
-            'coffer backup ~/Documents     # encrypts locally, then uploads',
-            'coffer list',
-            'coffer restore <backupId> ./restored',
-          ].join('\n')}
+          {wrapPoints(
+            [
+              `export COFFER_URL=${base}`,
+              'export COFFER_API_KEY=cfk_…   # from the API keys page',
+              'coffer init                   # asks for a passphrase; creates your vault',
+              'coffer backup ~/Documents     # encrypts locally, then uploads',
+              'coffer list',
+              'coffer restore <backupId> ./restored',
+            ].join('\n'),
+          )}
         </code>
       </pre>
     </section>

@@ -18,6 +18,7 @@ import { HOST_LABEL, KEY_LABEL_MAX, keyLabelProblem } from '../../../src/domain/
 import type { BackupRecord } from '../api.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
 import { CardTable } from '../card-table.js';
+import { ConfirmAction } from '../confirm.js';
 import { BASE } from '../router.js';
 import { deriveRecipientInWorker } from '../recipient-protocol.js';
 import { SecretField } from '../secret-field.js';
@@ -392,7 +393,6 @@ export function KeysPage({ session }: { session: SessionInfo }) {
   const [appendOnly, setAppendOnly] = useState(false);
   const [label, setLabel] = useState('');
   const [created, setCreated] = useState<CreatedKey | null>(null);
-  const [confirm, setConfirm] = useState<string | null>(null);
   const [announcement, setAnnouncement] = useState('');
   const [hostsVersion, setHostsVersion] = useState(0);
 
@@ -434,7 +434,6 @@ export function KeysPage({ session }: { session: SessionInfo }) {
     setError(null);
     try {
       await api('DELETE /console/api/keys/:id', { params: { id: keyId } });
-      setConfirm(null);
       setAnnouncement(`Key ${shortId(keyId)} revoked.`);
       await load();
     } catch (caught) {
@@ -582,27 +581,16 @@ export function KeysPage({ session }: { session: SessionInfo }) {
               header: 'Actions',
               hiddenHeader: true,
               cell: (key) =>
-                key.status === 'active' &&
-                (confirm === key.keyId ? (
-                  <span class="confirm" role="group" aria-label={`Confirm revoking key ${shortId(key.keyId)}`}>
-                    <button type="button" class="danger" onClick={() => revoke(key.keyId)}>
-                      Revoke now
-                    </button>
-                    <button type="button" class="secondary" onClick={() => setConfirm(null)}>
-                      Cancel
-                    </button>
-                    {key.usedByThisSession && <span class="help">This signs you out.</span>}
-                  </span>
-                ) : (
-                  <button
-                    type="button"
-                    class="secondary"
-                    onClick={() => setConfirm(key.keyId)}
-                    aria-label={`Revoke key ${shortId(key.keyId)}`}
-                  >
-                    Revoke…
-                  </button>
-                )),
+                key.status === 'active' && (
+                  <ConfirmAction
+                    ask="Revoke…"
+                    askLabel={`Revoke key ${shortId(key.keyId)}`}
+                    confirm="Revoke now"
+                    question={`Confirm revoking key ${shortId(key.keyId)}`}
+                    consequence={`A revoked key never works again.${key.usedByThisSession ? ' This signs you out.' : ''}`}
+                    onConfirm={() => revoke(key.keyId)}
+                  />
+                ),
             },
           ]}
         />

@@ -27,6 +27,12 @@ export function PlanPage() {
       {overview && (
         <>
           <dl class="facts">
+            <dt>Account</dt>
+            <dd data-testid="account">
+              {overview.accountLabel && <strong>{overview.accountLabel} </strong>}
+              <span class="mono">{overview.accountId}</span>
+              {overview.accountLabel && <span class="muted"> (the operator's name for it)</span>}
+            </dd>
             <dt>Plan</dt>
             <dd class="plan-name">{overview.plan}</dd>
             <dt>Cadence</dt>

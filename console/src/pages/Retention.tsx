@@ -7,6 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, setCsrfToken, type Deletions, type VaultHistory } from '../api.js';
 import { formatBytes, plural, shortId, When } from '../format.js';
 import { CardTable } from '../card-table.js';
+import { ConfirmAction } from '../confirm.js';
 import { SecretField } from '../secret-field.js';
 
 const asError = (caught: unknown) => (caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));
@@ -122,7 +123,6 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
   const [error, setError] = useState<ApiError | null>(null);
   const [message, setMessage] = useState('');
   const [grace, setGrace] = useState('');
-  const [confirmPurge, setConfirmPurge] = useState<string | null>(null);
   const { attempt, prompt } = useFreshAction();
 
   const load = () =>
@@ -162,7 +162,6 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
   const purge = (id: string) =>
     act('delete a backup for good before its grace ends', async () => {
       await api('POST /console/api/deletions/:id/purge', { params: { id } });
-      setConfirmPurge(null);
       return `Backup ${shortId(id)} is deleted for good.`;
     });
   const saveGrace = (event: Event) => {
@@ -235,25 +234,14 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
                         <button type="button" onClick={() => void undelete(backup.id)} aria-label={`Undelete backup ${shortId(backup.id)}`}>
                           Undelete
                         </button>{' '}
-                        {confirmPurge === backup.id ? (
-                          <span class="confirm" role="group" aria-label={`Confirm deleting backup ${shortId(backup.id)} for good`}>
-                            <button type="button" class="danger" onClick={() => void purge(backup.id)}>
-                              Delete for good
-                            </button>
-                            <button type="button" class="secondary" onClick={() => setConfirmPurge(null)}>
-                              Keep
-                            </button>
-                          </span>
-                        ) : (
-                          <button
-                            type="button"
-                            class="secondary"
-                            onClick={() => setConfirmPurge(backup.id)}
-                            aria-label={`Delete backup ${shortId(backup.id)} now`}
-                          >
-                            Delete now
-                          </button>
-                        )}
+                        <ConfirmAction
+                          ask="Delete now"
+                          askLabel={`Delete backup ${shortId(backup.id)} now`}
+                          confirm="Delete for good"
+                          keep="Keep"
+                          question={`Confirm deleting backup ${shortId(backup.id)} for good`}
+                          onConfirm={() => purge(backup.id)}
+                        />
                       </>
                     ),
                   },

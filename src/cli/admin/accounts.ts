@@ -3,11 +3,13 @@ import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import { MAX_DELETION_GRACE_DAYS, isDeletionGrace } from '../../domain/backups.js';
 import { AppError } from '../../domain/errors.js';
+import { KEY_LABEL_MAX, keyLabelProblem } from '../../domain/keys.js';
 import { PLANS } from '../../domain/plans.js';
 import { effectiveQuota, parseQuota } from '../../domain/quotas.js';
 import { iso, isoOrNull } from '../../domain/time.js';
+import { formatBytes } from '../../domain/words.js';
 import { CliError, emit, usageError } from '../output.js';
-import { expiresIn, operator, plan, withServices } from './frame.js';
+import { expiresIn, operator, plan, quoted, textTable, withServices } from './frame.js';
 
 export function registerAccountCommands(admin: Command): void {
   const accounts = admin.command('accounts').description('manage accounts');
@@ -71,7 +73,7 @@ export function registerAccountCommands(admin: Command): void {
         !!opts.json,
         { accountId, quotaBytes: changed, quotaSource: source },
         () =>
-          `account ${accountId}: ${changed === null ? 'no storage quota' : `storage quota ${changed} bytes`}${source === 'plan' ? " (its plan's)" : ''}`,
+          `account ${accountId}: ${changed === null ? 'no storage quota' : `storage quota ${formatBytes(changed)} (${changed} bytes)`}${source === 'plan' ? " (its plan's)" : ''}`,
       );
     });
 
@@ -116,7 +118,7 @@ export function registerAccountCommands(admin: Command): void {
       emit(!!opts.json, result, () =>
         [
           `API key for the host (shown once, store it now): ${result.apiKey}`,
-          `host account ${result.accountId} "${result.label}" of account ${ownerAccountId} (${result.plan} plan: its own schedule)`,
+          `host account ${result.accountId} ${quoted(result.label)} of account ${ownerAccountId} (${result.plan} plan: its own schedule)`,
           `key ${result.keyId}: backups:write, append-only; expires: ${result.expiresAt ?? 'never'}`,
           "The host account holds a copy of the owner's vault: give the host the owner's recipient (coffer recipient).",
           "The owner's keys list and restore its backups (coffer list, coffer restore <id>); the host cannot read any.",
@@ -125,27 +127,66 @@ export function registerAccountCommands(admin: Command): void {
     });
 
   accounts
-    .command('list')
-    .description('list accounts')
+    .command('set-label <accountId> <label>')
+    .description(
+      `name an account for operators, shown and searched in both consoles and these lists ("" removes it; at most ${KEY_LABEL_MAX} ` +
+        "letters, digits, spaces and . _ - @ : / ( ) # + , ')",
+    )
     .option('--json', 'print JSON')
-    .action(async (opts: { json?: boolean }) => {
+    .action(async (accountId: string, labelText: string, opts: { json?: boolean }) => {
+      const label = labelText.trim() === '' ? null : labelText;
+      const problem = label === null ? null : keyLabelProblem(label);
+      if (problem !== null) throw usageError(`label: ${problem}, got ${JSON.stringify(labelText)}; nothing was changed`);
+      const changed = await withServices(({ operator: service }) => service.setLabel(accountId, label, operator().actor));
+      if (!changed) throw new CliError(`no account ${accountId}`);
+      emit(!!opts.json, { accountId, label }, () =>
+        label === null ? `account ${accountId} has no label now` : `account ${accountId} is now labelled ${quoted(label)}`,
+      );
+    });
+
+  accounts
+    .command('list')
+    .description('list accounts: id, label, plan, created, and for a host account its owner')
+    .option('--search <text>', "only accounts whose id, label, host name or owner's label holds this text (any case)")
+    .option('--json', 'print JSON')
+    .action(async (opts: { search?: string; json?: boolean }) => {
       const list = await withServices(({ store }) => store.listAccounts());
-      const rows = list.map((a) => ({
+      const byId = new Map(list.map((a) => [a.id, a]));
+      const wanted = opts.search?.trim().toLowerCase() ?? '';
+      const found = list.filter(
+        (a) =>
+          wanted === '' ||
+          [
+            a.id,
+            a.operatorLabel,
+            a.ownerAccountId ? a.label : undefined,
+            a.ownerAccountId,
+            byId.get(a.ownerAccountId ?? '')?.operatorLabel,
+          ].some((field) => field?.toLowerCase().includes(wanted)),
+      );
+      const rows = found.map((a) => ({
         accountId: a.id,
+        label: a.operatorLabel ?? null,
         plan: a.plan,
         createdAt: iso(a.createdAt),
         ownerAccountId: a.ownerAccountId ?? null,
-        label: a.label ?? null,
+        hostLabel: a.ownerAccountId ? (a.label ?? null) : null,
       }));
       emit(!!opts.json, { accounts: rows }, () =>
         rows.length === 0
-          ? 'no accounts'
-          : rows
-              .map(
-                (r) =>
-                  `${r.accountId}  ${r.plan}  ${r.createdAt}${r.ownerAccountId ? `  host "${r.label ?? ''}" of ${r.ownerAccountId}` : ''}`,
-              )
-              .join('\n'),
+          ? wanted === ''
+            ? 'no accounts'
+            : `no account matches ${JSON.stringify(opts.search)}`
+          : textTable(
+              ['ACCOUNT', 'LABEL', 'PLAN', 'CREATED', 'HOST OF'],
+              rows.map((r) => [
+                r.accountId,
+                r.label === null ? '' : quoted(r.label),
+                r.plan,
+                r.createdAt,
+                r.ownerAccountId === null ? '' : `${quoted(r.hostLabel ?? '')} of ${r.ownerAccountId}`,
+              ]),
+            ),
       );
     });
 }

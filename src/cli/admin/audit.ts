@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { iso } from '../../domain/time.js';
 import { CliError, emit } from '../output.js';
-import { withServices } from './frame.js';
+import { actorWords, textTable, withServices } from './frame.js';
 
 export function registerAuditCommand(admin: Command): void {
   admin
@@ -29,13 +29,17 @@ export function registerAuditCommand(admin: Command): void {
       emit(!!opts.json, { accountId, events: rows }, () =>
         rows.length === 0
           ? 'no recorded actions'
-          : rows
-              .map(
-                (r) =>
-                  `${r.at}  ${r.action}${r.outcome === 'refused' ? ' (refused)' : ''}  by ${r.actor.kind}${r.actor.id ? ` ${r.actor.id}` : ''}${r.actorLabel ? ` “${r.actorLabel}”` : ''}` +
-                  `${r.address ? ` from ${r.address}` : ''}${r.target ? `  on ${r.target}` : ''}${r.detail ? `  ${r.detail}` : ''}`,
-              )
-              .join('\n'),
+          : textTable(
+              ['AT', 'ACTION', 'BY', 'FROM', 'ON', 'DETAIL'],
+              rows.map((r) => [
+                r.at,
+                `${r.action}${r.outcome === 'refused' ? ' (refused)' : ''}`,
+                actorWords(r.actor, r.actorLabel),
+                r.address ?? '',
+                r.target ?? '',
+                r.detail ?? '',
+              ]),
+            ),
       );
     });
 }

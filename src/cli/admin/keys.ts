@@ -6,7 +6,7 @@ import { SCOPES } from '../../domain/scopes.js';
 import { isoOrNull } from '../../domain/time.js';
 import { keyView } from '../../services/keys.js';
 import { CliError, emit, usageError } from '../output.js';
-import { expiresIn, operator, plan, scopes, withServices } from './frame.js';
+import { expiresIn, operator, plan, quoted, scopes, textTable, withServices } from './frame.js';
 
 export function registerKeyCommands(admin: Command): void {
   const keysCommand = admin.command('keys').description('manage API keys');
@@ -88,7 +88,7 @@ export function registerKeyCommands(admin: Command): void {
         emit(!!opts.json, result, () =>
           [
             `API key (shown once, store it now): ${result.apiKey}`,
-            `key ${result.keyId}${result.label ? ` “${result.label}”` : ''} for account ${result.accountId} (${result.plan} plan)`,
+            `key ${result.keyId}${result.label ? ` ${quoted(result.label)}` : ''} for account ${result.accountId} (${result.plan} plan)`,
             `scopes: ${result.scopes.join(', ')}${result.appendOnly ? ' (append-only: cannot delete, reset or rotate)' : ''}; expires: ${result.expiresAt ?? 'never'}`,
           ].join('\n'),
         );
@@ -101,16 +101,26 @@ export function registerKeyCommands(admin: Command): void {
     .option('--account <id>', 'only this account')
     .option('--json', 'print JSON')
     .action(async (opts: { account?: string; json?: boolean }) => {
-      const list = await withServices(async ({ keys, clock }) => (await keys.list(opts.account)).map((key) => keyView(key, clock.now())));
+      const { list, accountLabels } = await withServices(async ({ keys, clock, store }) => ({
+        list: (await keys.list(opts.account)).map((key) => keyView(key, clock.now())),
+        accountLabels: new Map((await store.listAccounts()).flatMap((a) => (a.operatorLabel ? [[a.id, a.operatorLabel] as const] : []))),
+      }));
       emit(!!opts.json, { keys: list }, () =>
         list.length === 0
           ? 'no keys'
-          : list
-              .map(
-                (k) =>
-                  `${k.keyId}${k.label ? `  “${k.label}”` : ''}  account ${k.accountId}  ${k.scopes.join(',')}${k.appendOnly ? '  append-only' : ''}  ${k.revokedAt ? 'revoked' : k.expiresAt ? `expires ${k.expiresAt}` : 'no expiry'}`,
-              )
-              .join('\n'),
+          : textTable(
+              ['KEY', 'LABEL', 'ACCOUNT', 'SCOPES', 'STATUS'],
+              list.map((k) => {
+                const accountLabel = accountLabels.get(k.accountId);
+                return [
+                  k.keyId,
+                  k.label ? quoted(k.label) : '',
+                  `${k.accountId}${accountLabel ? ` ${quoted(accountLabel)}` : ''}`,
+                  `${k.scopes.join(',')}${k.appendOnly ? ' append-only' : ''}`,
+                  k.status === 'active' ? (k.expiresAt ? `active, expires ${k.expiresAt}` : 'active, no expiry') : k.status,
+                ];
+              }),
+            ),
       );
     });
 

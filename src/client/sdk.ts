@@ -618,9 +618,10 @@ export class CofferClient {
       if (options.signal?.aborted) return onAbort();
       options.signal?.addEventListener('abort', onAbort, { once: true });
       // What the connection has not taken yet drains when it takes it: that wait is the network's.
-      const drained = () =>
+      const drained = (written: number) =>
         new Promise<number>((resolve) => {
-          const pending = request.writableLength;
+          // All that waits to be sent goes out by 'drain': at least the chunk just written.
+          const pending = Math.max(request.writableLength, written);
           const done = () => {
             request.off('drain', done);
             request.off('close', done);
@@ -632,7 +633,7 @@ export class CofferClient {
       void (async () => {
         for await (const chunk of body as AsyncIterable<Buffer>) {
           if (settled || request.destroyed) return;
-          if (!request.write(chunk)) await watch.wait(drained());
+          if (!request.write(chunk)) await watch.wait(drained(chunk.length));
         }
         if (settled || request.destroyed) return;
         request.end();

@@ -4,9 +4,10 @@ import net from 'node:net';
 
 /**
  * A TCP proxy to `port` that forwards both ways until a direction has carried `after` bytes, then stops reading
- * that direction (the connection stays open: a stuck proxy, a server that stopped reading or sending).
+ * that direction (the connection stays open: a stuck proxy, a server that stopped reading or sending). With
+ * `bytesPerSecond`, each direction is held to about that rate instead (a slow link that still moves).
  */
-export async function stallingProxy(port: number, stall: { upload?: number; download?: number }) {
+export async function stallingProxy(port: number, stall: { upload?: number; download?: number; bytesPerSecond?: number }) {
   const sockets = new Set<net.Socket>();
   const forward = (from: net.Socket, to: net.Socket, after: number | undefined) => {
     let carried = 0;
@@ -19,7 +20,15 @@ export async function stallingProxy(port: number, stall: { upload?: number; down
         return;
       }
       carried += chunk.length;
-      if (!to.write(chunk)) {
+      const written = to.write(chunk);
+      if (stall.bytesPerSecond !== undefined) {
+        // Slow, not stuck: each chunk holds this direction for as long as it takes at that rate.
+        from.pause();
+        setTimeout(
+          () => (to.writableNeedDrain ? to.once('drain', () => from.resume()) : from.resume()),
+          (chunk.length / stall.bytesPerSecond) * 1000,
+        );
+      } else if (!written) {
         from.pause();
         to.once('drain', () => from.resume());
       }

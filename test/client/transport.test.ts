@@ -11,7 +11,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, baseEnv, CLI, cliFor } from './helpers.js';
@@ -187,8 +188,11 @@ describe('uploads and downloads fail when they stall', () => {
   let apiKey: string;
   let source: string;
   const passphrase = 'stall passphrase';
+  // Each test makes a backup: the clock moves past the plan's cadence before each.
+  const clock = new ManualClock();
+  beforeEach(() => clock.advance(31 * 60_000));
   beforeAll(async () => {
-    server = await startTestServer();
+    server = await startTestServer({ clock });
     closers.push(() => server.stop());
     ({ apiKey } = await server.newKey({ plan: 'pro' }));
     const init = await cliFor(server.url, apiKey, passphrase)(['init']);
@@ -217,6 +221,22 @@ describe('uploads and downloads fail when they stall', () => {
     // The slot was deleted on the way out (straight at the server: the proxy is stuck).
     const listed = await cliFor(server.url, apiKey, passphrase)(['list', '--json']);
     expect(JSON.parse(listed.stdout).backups).toEqual([]);
+  }, 120_000);
+
+  it('a slow link that still moves (256 KiB/s, a 2 s window) is no stall: backup and restore succeed', async () => {
+    const proxy = await stallingProxy(Number(new URL(server.url).port), { bytesPerSecond: 256 * 1024 });
+    closers.push(proxy.close);
+    const slow = path.join(work, 'slow-source');
+    fs.mkdirSync(slow);
+    fs.writeFileSync(path.join(slow, 'random.bin'), randomBytes(2 * ONE_MIB));
+    const env = { COFFER_URL: proxy.url, COFFER_API_KEY: apiKey, COFFER_PASSPHRASE: passphrase, COFFER_STALL_WINDOW: '2s' };
+    const made = await runBounded(['backup', slow, '--json'], { ...env, COFFER_KDF: 'min' });
+    expect(made.code, made.stderr).toBe(0);
+    const target = path.join(work, 'slow-restored');
+    const restored = await runBounded(['restore', JSON.parse(made.stdout).id as string, target], env);
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(restored.stderr).not.toContain('resuming');
+    expect(fs.readFileSync(path.join(target, 'random.bin')).equals(fs.readFileSync(path.join(slow, 'random.bin')))).toBe(true);
   }, 120_000);
 
   it('a download the other side stops sending is cut at COFFER_STALL_WINDOW and resumed (each connection carries 1 MiB)', async () => {

@@ -254,6 +254,19 @@ export const CLIENT_SETTINGS = settings({
     default: null,
     about: 'set to 1 to accept a vault or kit without the newest key this machine saw (a deliberate return to an older envelope)',
   },
+  COFFER_REQUEST_TIMEOUT: {
+    default: '2m',
+    about: 'how long one API request may take, its answer read to the end; a stalled server or proxy fails the command',
+  },
+  COFFER_STALL_WINDOW: {
+    default: '1m',
+    about: 'an upload or download that moves less than 1 KiB/s over this much waiting on the network fails',
+  },
+  COFFER_RUN_TIMEOUT: {
+    default: null,
+    about:
+      "the deadline of one `coffer run` (and each `coffer agent` run): a network failure after it (unset: the profile's runTimeoutMinutes, default 12h)",
+  },
   XDG_CONFIG_HOME: { default: null, about: 'the profiles are in <dir>/coffer/config.json (unset: ~/.config)' },
   XDG_STATE_HOME: { default: null, about: "each profile's history chain and last run are in <dir>/coffer/ (unset: ~/.local/state)" },
 });
@@ -317,6 +330,15 @@ function secret(env: Env, setting: Setting, fileSetting: Setting): string | null
 /** The variable a secret came from, for its error messages: the _FILE setting when the file gave it, else the setting itself. */
 function fromFile(env: Env, setting: Setting, fileSetting: Setting): string {
   return read(env, fileSetting) === null ? setting.name : fileSetting.name;
+}
+
+/** A duration setting without a default: null when unset. */
+function optionalDuration(env: Env, setting: Setting, minMs = 1): number | null {
+  const value = read(env, setting);
+  if (value === null) return null;
+  const ms = parseDuration(value);
+  if (ms === null || ms < minMs) throw new ConfigError(setting.name, `expected a duration like 30s, 5m or 6h, got "${value}"`);
+  return ms;
 }
 
 function duration(env: Env, setting: Setting & { default: string }, minMs = 1): number {
@@ -527,6 +549,12 @@ export interface ClientConfig {
   profileName: string | null;
   /** COFFER_ACCEPT_OLDER_KEYS=1: a vault or kit without the newest key seen is accepted (src/client/key-pin.ts). */
   acceptOlderKeys: boolean;
+  /** COFFER_REQUEST_TIMEOUT: one API request, its answer read to the end. */
+  requestTimeoutMs: number;
+  /** COFFER_STALL_WINDOW: the window of the stall rule of uploads and downloads (src/client/sdk.ts TransferWatch). */
+  stallWindowMs: number;
+  /** COFFER_RUN_TIMEOUT: the deadline of one agent run; null: the profile's runTimeoutMinutes. */
+  runTimeoutMs: number | null;
   /** `$XDG_CONFIG_HOME/coffer` (the profiles file) and `$XDG_STATE_HOME/coffer` (chains, last runs), absolute. */
   configDir: string;
   stateDir: string;
@@ -577,6 +605,9 @@ export function loadClientConfig(env: Env = process.env, profile: ProfileSetting
     recipient: text(env, S.COFFER_RECIPIENT),
     profileName: text(env, S.COFFER_PROFILE),
     acceptOlderKeys: text(env, S.COFFER_ACCEPT_OLDER_KEYS) === '1',
+    requestTimeoutMs: duration(env, S.COFFER_REQUEST_TIMEOUT, 100),
+    stallWindowMs: duration(env, S.COFFER_STALL_WINDOW, 100),
+    runTimeoutMs: optionalDuration(env, S.COFFER_RUN_TIMEOUT, 1000),
     configDir: xdgDir(env, S.XDG_CONFIG_HOME, ['.config']),
     stateDir: xdgDir(env, S.XDG_STATE_HOME, ['.local', 'state']),
     xdgConfigHome: absolute(env.XDG_CONFIG_HOME ?? null),

@@ -126,7 +126,14 @@ export function plainAction<A extends unknown[]>(body: (context: CommandContext,
 export function clientFor(config: ClientConfig): CofferClient {
   if (config.apiKey === null) throw usageError('COFFER_API_KEY is not set: export the API key the operator gave you');
   const blobApiUrl = config.blobApiUrl ?? undefined;
-  return new CofferClient({ baseUrl: config.url, apiKey: config.apiKey, blobApiUrl, userAgent: CLIENT_VERSION });
+  return new CofferClient({
+    baseUrl: config.url,
+    apiKey: config.apiKey,
+    blobApiUrl,
+    userAgent: CLIENT_VERSION,
+    requestTimeoutMs: config.requestTimeoutMs,
+    stallWindowMs: config.stallWindowMs,
+  });
 }
 
 /** The Argon2id profile of a new wrapping: --kdf, else COFFER_KDF, else the default. */

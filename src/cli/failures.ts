@@ -10,7 +10,7 @@ import { ConfigPermissionError, ProfileError } from '../client/profiles.js';
 import { ConfigError } from '../config.js';
 import { cliErrorText } from '../domain/error-texts.js';
 import { duration, localTime } from './format.js';
-import { CliError, EXIT, usageError, writeHuman } from './output.js';
+import { CliError, endLiveLines, EXIT, usageError, writeHuman } from './output.js';
 
 /** Whether a URL names this machine (localhost, 127.0.0.0/8, ::1): the server runs here. */
 function isThisMachine(url: string | undefined): boolean {
@@ -83,6 +83,8 @@ export function interruptible(): { signal: AbortSignal; dispose: () => void } {
     process.exit(EXIT.interrupted);
   };
   const onSignal = () => {
+    // No progress bar draws over what the interrupted command still says (its cleanup, "interrupted").
+    endLiveLines(true);
     if (controller.signal.aborted) return exitNow();
     controller.abort(new CliError('interrupted', EXIT.interrupted));
     timer = setTimeout(exitNow, INTERRUPT_GRACE_MS);

@@ -29,8 +29,38 @@ export function terminalSafe(text: string): string {
   return text.replace(TERMINAL_CONTROLS, (ch) => `\\u{${ch.codePointAt(0)!.toString(16)}}`);
 }
 
+/** What redraws the terminal's last line (a progress bar): it is ended before any message is written. */
+export interface LiveLine {
+  /** Ends the drawing (the line stays as drawn last, and the cursor goes to the next line). */
+  stop(): void;
+}
+
+const liveLines = new Set<LiveLine>();
+let interrupted = false;
+
+/** Registers a live line while it draws; false when none may start (the command was interrupted). */
+export function startLiveLine(line: LiveLine): boolean {
+  if (interrupted) return false;
+  liveLines.add(line);
+  return true;
+}
+
+export function endLiveLine(line: LiveLine): void {
+  liveLines.delete(line);
+}
+
+/**
+ * Ends every live line, so what is written next starts on a line of its own instead of being drawn over (a bar
+ * redraws several times a second). With `forGood` (an interruption) none starts again.
+ */
+export function endLiveLines(forGood = false): void {
+  if (forGood) interrupted = true;
+  for (const line of [...liveLines]) line.stop();
+}
+
 /** The one way human text reaches stdout/stderr. */
 export function writeHuman(stream: NodeJS.WriteStream, text: string): void {
+  endLiveLines();
   stream.write(`${terminalSafe(text)}\n`);
 }
 

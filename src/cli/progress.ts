@@ -1,6 +1,7 @@
 /** The progress bar of the commands that move bytes (backup, restore, ls). */
 import cliProgress from 'cli-progress';
 import { bytes } from './format.js';
+import { endLiveLine, startLiveLine } from './output.js';
 
 export interface Progress {
   update(value: number, total?: number): void;
@@ -26,12 +27,21 @@ export function progressBar(label: string, json: boolean): Progress {
   let running = false;
   let lastTotal = 0;
   let lastValue = 0;
+  // A message written meanwhile (output.ts writeHuman) ends the bar first; the next update draws it again below.
+  const live = {
+    stop() {
+      endLiveLine(live);
+      if (running) bar.stop();
+      running = false;
+    },
+  };
   return {
     update(value, total) {
       const size = total !== undefined && Number.isFinite(total) ? Math.max(total, value) : Math.max(lastTotal, value);
       const seconds = (Date.now() - started) / 1000;
       const payload = { done: bytes(value), size: bytes(size), rate: seconds > 0 ? `${bytes(value / seconds)}/s` : '-' };
       if (!running) {
+        if (!startLiveLine(live)) return;
         bar.start(size, value, payload);
         running = true;
       } else if (size !== lastTotal) bar.setTotal(size);
@@ -45,9 +55,6 @@ export function progressBar(label: string, json: boolean): Progress {
       lastTotal = lastValue;
       bar.update(lastValue);
     },
-    stop() {
-      if (running) bar.stop();
-      running = false;
-    },
+    stop: () => live.stop(),
   };
 }

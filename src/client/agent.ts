@@ -16,8 +16,21 @@ import { fsReason, SourceReadError } from './fs-errors.js';
 import { HookError, hookFailure, type HookName, type HookOutcome, type HookResult } from './hooks.js';
 import type { Delivery, FailureKind, NotifyEvent, RunFacts } from './notify.js';
 import type { Profile } from './profiles.js';
-import { CofferApiError, type CofferClient } from './sdk.js';
+import { CofferApiError, type CofferClient, CofferNetworkError } from './sdk.js';
 import { requireSealableVault } from './vault.js';
+
+/** A run that did not end within its deadline: a network failure (a stalled server is the usual cause). */
+export class RunDeadlineError extends CofferNetworkError {
+  constructor(profile: string, deadlineMs: number) {
+    super(
+      `the run of profile ${profile} did not finish within ${durationText(deadlineMs)} and was stopped ` +
+        '(runTimeoutMinutes of the profile, or COFFER_RUN_TIMEOUT; raise it if a backup this large needs longer)',
+    );
+  }
+}
+
+const durationText = (ms: number) =>
+  ms % 3_600_000 === 0 ? `${ms / 3_600_000} h` : ms % 60_000 === 0 ? `${ms / 60_000} min` : `${Math.round(ms / 1000)} s`;
 
 /** What a run tells of a failure: the caller's words and exit code (hooks, outcome) and its kind (notifications). */
 export interface RunFailure {
@@ -47,6 +60,11 @@ export interface AgentRunInput {
   /** The plan interval to assume when the API key may not read the account (--interval). */
   interval: BackupInterval | undefined;
   signal: AbortSignal;
+  /**
+   * The run's deadline (COFFER_RUN_TIMEOUT, else the profile's runTimeoutMinutes): past it, what the run is doing
+   * stops and the run fails as a network failure (RunDeadlineError), with `onFailure` and the notifications.
+   */
+  deadlineMs: number;
   /**
    * What the backup is sealed to, asked when the backup starts: the recipient (throws for an unusable one: a failed
    * run), else null and the vault's master key (a secure buffer: the run wipes it).
@@ -123,6 +141,13 @@ const MAX_SERVER_TIME_MS = 366 * 86_400_000;
 export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
   const { profileName: name, profile, client, stateDir, signal, warn } = input;
   const release = await lockProfile(stateDir, name);
+  // The run's work (the server's answers, `before`, the backup) stops at the deadline; what reports a failure
+  // (`after`, `onFailure`, the notifications, the state file) runs after it under the CLI's signal only.
+  const deadline = new AbortController();
+  const deadlineTimer = setTimeout(() => deadline.abort(new RunDeadlineError(name, input.deadlineMs)), input.deadlineMs);
+  const work = AbortSignal.any([signal, deadline.signal]);
+  /** What stopped the work: past the deadline, whatever broke (an aborted request, a pipeline) is the deadline. */
+  const cause = (error: unknown): unknown => (deadline.signal.aborted && !signal.aborted ? deadline.signal.reason : error);
   try {
     const now = Date.now();
     // What fails before the "is a backup due?" decision (the server unreachable, a revoked key, a 5xx, a damaged
@@ -130,7 +155,7 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
     let earlyFailure: unknown;
     const previous = await readRunState(stateDir, name).catch((error: unknown) => void (earlyFailure = error));
     const seen =
-      earlyFailure === undefined ? await cadenceOf(client, signal).catch((error: unknown) => void (earlyFailure = error)) : undefined;
+      earlyFailure === undefined ? await cadenceOf(client, work).catch((error: unknown) => void (earlyFailure = cause(error))) : undefined;
     if (signal.aborted && earlyFailure !== undefined) throw earlyFailure;
     // The host knows its chain's head: a key that may list sees at once when the server stops listing it.
     const head = seen ? await readChainHead(stateDir, name).catch(() => null) : null;
@@ -225,7 +250,7 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
     // ---- due: hooks, notifications and the backup ----
     const hook = async (hookName: HookName, command: string | undefined, outcome: HookOutcome): Promise<string | null> => {
       if (!command) return null;
-      const result = await input.runHook(hookName, command, outcome, { timeoutMs, signal });
+      const result = await input.runHook(hookName, command, outcome, { timeoutMs, signal: hookName === 'before' ? work : signal });
       if (result.output) warn(`${hookName} hook: ${result.output}`);
       return hookFailure(hookName, result, timeoutMs);
     };
@@ -244,7 +269,8 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
         if (beforeFailed) throw new HookError(beforeFailed);
         afterDue = true;
       };
-      const result = await backupProfile(input, afterSlot);
+      const result = await backupProfile({ ...input, signal: work }, afterSlot);
+      clearTimeout(deadlineTimer);
       state.lastSuccessAt = result.detail.createdAt;
       state.lastBackupId = result.detail.id;
       state.overdueNotifiedAt = null;
@@ -294,8 +320,9 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
         plaintextBytes: result.metadata.plaintextSizeBytes,
         ciphertextBytes: result.detail.ciphertextSizeBytes,
       });
-    } catch (error) {
-      if (signal.aborted) throw error;
+    } catch (thrown) {
+      if (signal.aborted) throw thrown;
+      const error = cause(thrown);
       if (error instanceof CofferApiError && error.status === 429) {
         // The server's clock, or a backup this host could not see, says not yet: nothing was opened, no hook ran.
         const at = retryAt(error, Date.now());
@@ -332,6 +359,7 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
       }
     }
   } finally {
+    clearTimeout(deadlineTimer);
     release();
   }
 }

@@ -460,7 +460,7 @@ async function upload(run: BackupRun, slot: Slot, limit: ArchiveLimit, input: Ba
   pipeline(input.read(), plain, compressor(compression, gzipLevel, release), new EncryptStream(dek), cipher, (error) => {
     pipeError = error ?? null;
   });
-  let probeTarget: Parameters<CofferClient['probeUploadLimit']>[0] | undefined;
+  let probeTarget: Parameters<CofferClient['probeUploadRefusal']>[0] | undefined;
   try {
     if (slot.upload.protocol === 'direct') {
       probeTarget = slot.upload;
@@ -480,11 +480,16 @@ async function upload(run: BackupRun, slot: Slot, limit: ArchiveLimit, input: Ba
       throw tooLarge({ bytes: max, source: 'server' }, Math.max(cipher.bytes, max + 1), 'during-upload');
     }
     if (error instanceof CofferNetworkError && probeTarget && cipher.bytes > 0 && !signal?.aborted) {
-      // The connection broke with no answer: was it a size cut-off whose 413 the TCP reset swallowed?
-      const max = await client.probeUploadLimit(probeTarget, cipher.bytes);
-      if (max !== undefined && cipher.bytes > max) throw tooLarge({ bytes: max, source: 'server' }, cipher.bytes, 'during-upload');
+      // The connection broke with no answer: was it a cut-off (size, quota) whose 413 the TCP reset swallowed?
+      const refusal = await client.probeUploadRefusal(probeTarget, cipher.bytes);
+      if (refusal instanceof UploadTooLargeError && refusal.maxBytes !== undefined && cipher.bytes > refusal.maxBytes) {
+        throw tooLarge({ bytes: refusal.maxBytes, source: 'server' }, cipher.bytes, 'during-upload');
+      }
+      if (refusal && !(refusal instanceof UploadTooLargeError)) throw refusal;
     }
-    throw error instanceof CofferNetworkError || !pipeError ? error : pipeError;
+    // The server's answer (or the broken connection) is what happened; the pipeline's own error only when it broke
+    // first (a source that cannot be read): a refusal mid-stream also ends the pipeline, with "Premature close".
+    throw error instanceof CofferApiError || error instanceof CofferNetworkError || !pipeError ? error : pipeError;
   }
   return { plain, cipher };
 }

@@ -14,6 +14,8 @@ export const CONFIG_FILE_NAME = 'config.json';
 /** A profile name is also part of systemd unit names and state file names: letters, digits, `-` and `_`. */
 export const PROFILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$/;
 export const DEFAULT_HOOK_TIMEOUT_SECONDS = 300;
+/** The deadline of one agent run (docs/client.md#deadlines): far above a normal run, so it only ends a stuck one. */
+export const DEFAULT_RUN_TIMEOUT_MINUTES = 720;
 const MAX_CONFIG_BYTES = 1024 * 1024;
 /** How long an API key command may run. */
 const KEY_COMMAND_TIMEOUT_MS = 30_000;
@@ -81,6 +83,12 @@ export const ProfileSchema = z.strictObject({
   paths: z.array(z.string().min(1, 'expected a path')).min(1, 'expected at least one path to back up'),
   excludes: z.array(z.string().min(1, 'expected a pattern')).default([]),
   name: z.string().min(1).max(200).optional(),
+  runTimeoutMinutes: z
+    .number('expected a whole number of minutes')
+    .int()
+    .min(1, 'expected 1 minute or more')
+    .max(10_080, 'expected at most 10080 minutes (a week)')
+    .default(DEFAULT_RUN_TIMEOUT_MINUTES),
   hooks: z
     .strictObject({
       before: command.optional(),

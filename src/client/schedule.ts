@@ -16,6 +16,19 @@ export interface ScheduleSpec {
   argv: string[];
   /** Variables the run needs to find the same config and state (XDG_CONFIG_HOME, XDG_STATE_HOME). */
   environment: Record<string, string>;
+  /** The run's own deadline (the profile's runTimeoutMinutes) and its hooks' timeout, in ms. */
+  runTimeoutMs: number;
+  hookTimeoutMs: number;
+}
+
+/**
+ * systemd's TimeoutStartSec= for the service: the run's own deadline, then room for what a failed run still does
+ * (`after` and `onFailure`, each up to its timeout and the 5 s before SIGKILL; the notifications, 10 s each; the
+ * upload slot's deletion). The run ends itself first and reports it; systemd stops only a run that could not.
+ */
+export function serviceTimeoutMs(spec: Pick<ScheduleSpec, 'runTimeoutMs' | 'hookTimeoutMs'>): number {
+  const span = spec.runTimeoutMs + 2 * (spec.hookTimeoutMs + 5000) + 60_000;
+  return Math.ceil(span / 60_000) * 60_000;
 }
 
 export const unitName = (profile: string) => `coffer-${profile}`;
@@ -87,7 +100,7 @@ export function serviceUnit(spec: ScheduleSpec): string {
     env.join('') +
     'Nice=10\n' +
     'IOSchedulingClass=idle\n' +
-    `TimeoutStartSec=${span(Math.max(spec.intervalMs, 3_600_000))}\n`
+    `TimeoutStartSec=${span(serviceTimeoutMs(spec))}\n`
   );
 }
 

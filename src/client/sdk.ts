@@ -156,7 +156,22 @@ export interface CofferClientOptions {
   userAgent?: string;
   /** Blob host of the blobhost-client protocol (default: `<baseUrl>/blob`, the one Coffer serves itself). */
   blobApiUrl?: string;
+  /** The whole of one API exchange (connect, send, the answer read to its end); default DEFAULT_REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
+  /** An upload or download fails when it moves less than MIN_TRANSFER_RATE over this much waiting on the network. */
+  stallWindowMs?: number;
+  /** The largest answer read (a JSON answer, an SSE frame); a larger one fails unread. Default DEFAULT_MAX_ANSWER_BYTES. */
+  maxAnswerBytes?: number;
 }
+
+export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
+export const DEFAULT_STALL_WINDOW_MS = 60_000;
+/** Far above any answer a Coffer server gives (a listing of 100,000 backups is about 50 MB). */
+export const DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+/** The slowest transfer that still counts as moving: 1 KiB/s, averaged over a stall window of waiting. */
+export const MIN_TRANSFER_RATE = 1024;
+/** Of a refusal only its JSON (or the first 200 characters) matter: read no more than this of one. */
+const ERROR_ANSWER_BYTES = 64 * 1024;
 
 export interface ContentResponse {
   status: 200 | 206;
@@ -206,6 +221,9 @@ export class CofferClient {
   private readonly apiKey: string;
   private readonly userAgent: string;
   readonly blobApiUrl: string;
+  private readonly requestTimeoutMs: number;
+  private readonly stallWindowMs: number;
+  private readonly maxAnswerBytes: number;
 
   constructor(options: CofferClientOptions) {
     const url = new URL(options.baseUrl);
@@ -216,6 +234,9 @@ export class CofferClient {
     this.apiKey = options.apiKey;
     this.userAgent = options.userAgent ?? `coffer-sdk/${VERSION}`;
     this.blobApiUrl = (options.blobApiUrl ?? `${this.baseUrl}/blob`).replace(/\/+$/, '');
+    this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.stallWindowMs = options.stallWindowMs ?? DEFAULT_STALL_WINDOW_MS;
+    this.maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
   }
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
@@ -235,18 +256,64 @@ export class CofferClient {
     return `${this.baseUrl}${at >= 0 ? announced.pathname.slice(at) : announced.pathname}${announced.search}`;
   }
 
-  private async fetch(method: string, path: string, init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {}) {
+  /**
+   * Sends one API request under the request deadline (requestTimeoutMs, from now until `done()`): the caller reads
+   * the answer under it and then calls `done()`; a JSON call keeps it to the answer's end, a download or an event
+   * stream only to the headers (its body is then read under the stall rule). `failure(error)` is what an error
+   * thrown meanwhile means: the caller's abort as is, the deadline as CofferNetworkError, else a network failure.
+   */
+  private async open(
+    method: string,
+    path: string,
+    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal },
+  ): Promise<{ response: Response; address: string; done: () => void; failure: (error: unknown) => unknown }> {
     const headers = this.headers(init.headers);
     let body: string | undefined;
     if (init.json !== undefined) {
       body = JSON.stringify(init.json);
       headers['content-type'] = 'application/json';
     }
+    const address = this.url(path);
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(this.noAnswer(method, address)), this.requestTimeoutMs);
+    const done = () => clearTimeout(timer);
+    const failure = (error: unknown): unknown => {
+      done();
+      if (init.signal?.aborted) return error;
+      if (deadline.signal.aborted) return deadline.signal.reason;
+      if (error instanceof CofferNetworkError) return error;
+      return new CofferNetworkError(connectionFailure(address, error), { cause: error });
+    };
+    const signal = init.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal;
     try {
-      return await fetch(this.url(path), { method, headers, body, signal: init.signal });
+      return { response: await fetch(address, { method, headers, body, signal }), address, done, failure };
     } catch (error) {
-      if (init.signal?.aborted) throw error;
-      throw new CofferNetworkError(`cannot reach ${this.baseUrl}: ${causeText(error)}`, { cause: error });
+      throw failure(error);
+    }
+  }
+
+  private noAnswer(method: string, address: string): CofferNetworkError {
+    const url = new URL(address);
+    return new CofferNetworkError(
+      `the server at ${url.origin} did not answer ${method} ${url.pathname} within ${seconds(this.requestTimeoutMs)} ` +
+        '(COFFER_REQUEST_TIMEOUT): a stalled server or proxy',
+    );
+  }
+
+  /** A request and its whole answer, all under the request deadline: the answer's text, at most maxAnswerBytes. */
+  private async call(
+    method: string,
+    path: string,
+    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<{ response: Response; text: string }> {
+    const { response, address, done, failure } = await this.open(method, path, init);
+    try {
+      const limit = response.ok ? this.maxAnswerBytes : ERROR_ANSWER_BYTES;
+      const text = await readAnswer(response, limit, `${method} ${new URL(address).pathname}`, new URL(address).origin);
+      done();
+      return { response, text };
+    } catch (error) {
+      throw failure(error);
     }
   }
 
@@ -255,11 +322,11 @@ export class CofferClient {
     path: string,
     init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
   ): Promise<T> {
-    return this.parse<T>(await this.fetch(method, path, init));
+    const { response, text } = await this.call(method, path, init);
+    return this.parse<T>(response, text);
   }
 
-  private async parse<T>(response: Response): Promise<T> {
-    const text = await response.text();
+  private parse<T>(response: Response, text: string): T {
     if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers, response.url);
     try {
       return JSON.parse(text) as T;
@@ -278,8 +345,8 @@ export class CofferClient {
 
   /** The account and the ETag of its vault material (undefined from a server that sends none, or without a vault). */
   async readAccount(signal?: AbortSignal): Promise<{ account: BackupAccountBody; etag: string | undefined }> {
-    const response = await this.fetch('GET', '/api/backup-account', { signal });
-    return { account: await this.parse<BackupAccountBody>(response), etag: response.headers.get('etag') ?? undefined };
+    const { response, text } = await this.call('GET', '/api/backup-account', { signal });
+    return { account: this.parse<BackupAccountBody>(response, text), etag: response.headers.get('etag') ?? undefined };
   }
 
   bootstrap(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<BootstrapResponseBody> {
@@ -305,8 +372,8 @@ export class CofferClient {
     ifMatch?: string,
   ): Promise<{ account: RotateResponseBody; historyDays: number | null }> {
     const headers = ifMatch === undefined ? undefined : { 'if-match': ifMatch };
-    const response = await this.fetch('POST', '/api/backup-account/rotate', { json: envelope, headers, signal });
-    const account = await this.parse<RotateResponseBody>(response);
+    const { response, text } = await this.call('POST', '/api/backup-account/rotate', { json: envelope, headers, signal });
+    const account = this.parse<RotateResponseBody>(response, text);
     const days = response.headers.get('x-coffer-vault-history-days');
     return { account, historyDays: days !== null && /^\d{1,4}$/.test(days) ? Number(days) : null };
   }
@@ -355,8 +422,8 @@ export class CofferClient {
    * `Coffer-Max-Archive-Bytes` header of the 201; undefined from a server that does not).
    */
   async openSlot(signal?: AbortSignal): Promise<{ slot: CreateBackupResponseBody; maxArchiveBytes: number | undefined }> {
-    const response = await this.fetch('POST', '/api/backups', { signal });
-    const slot = await this.parse<CreateBackupResponseBody>(response);
+    const { response, text } = await this.call('POST', '/api/backups', { signal });
+    const slot = this.parse<CreateBackupResponseBody>(response, text);
     const announced = response.headers.get('coffer-max-archive-bytes');
     const max = announced !== null && /^\d{1,16}$/.test(announced.trim()) ? Number(announced) : NaN;
     return { slot, maxArchiveBytes: Number.isSafeInteger(max) && max > 0 ? max : undefined };
@@ -436,16 +503,17 @@ export class CofferClient {
 
   /**
    * Asks the upload address whether it would take `contentLength` bytes, without sending any: the server checks
-   * Content-Length before reading (docs/api-rules.md#upload), so an over-limit length is answered 413 at once. Used
-   * after an upload broke off with no answer: a server that cut a body off with 413 and closed the connection while
-   * the client was still sending can make the TCP reset swallow that answer. Resolves with the server's limit, or
+   * Content-Length before reading (docs/api-rules.md#upload), so an over-limit or over-quota length is answered 413
+   * at once. Used after an upload broke off with no answer: a server that cut a body off with 413 and closed the
+   * connection while the client was still sending can make the TCP reset swallow that answer. Resolves with the
+   * refusal (UploadTooLargeError for the size limit, else the CofferApiError of the 413: `upload_exceeds_quota`), or
    * undefined when the answer is anything else (the probe is then abandoned; it stores nothing).
    */
-  probeUploadLimit(
+  probeUploadRefusal(
     slot: { protocol: 'direct'; url: string } | { protocol: 'blobhost-client'; clientToken: string; blobPath: string },
     contentLength: number,
     timeoutMs = 3000,
-  ): Promise<number | undefined> {
+  ): Promise<CofferApiError | undefined> {
     const url = new URL(
       slot.protocol === 'direct' ? this.url(slot.url) : `${this.blobApiUrl}/?pathname=${encodeURIComponent(slot.blobPath)}`,
     );
@@ -457,7 +525,7 @@ export class CofferClient {
     const transport = url.protocol === 'https:' ? https : http;
     return new Promise((resolve) => {
       const request = transport.request(url, { method: slot.protocol === 'direct' ? 'POST' : 'PUT', headers });
-      const done = (value: number | undefined) => {
+      const done = (value: CofferApiError | undefined) => {
         clearTimeout(timer);
         request.destroy();
         resolve(value);
@@ -465,17 +533,21 @@ export class CofferClient {
       const timer = setTimeout(() => done(undefined), timeoutMs);
       request.on('error', () => done(undefined));
       request.on('response', (response) => {
-        const parts: Buffer[] = [];
-        response.on('data', (chunk: Buffer) => parts.push(chunk));
-        response.on('error', () => done(undefined));
-        response.on('end', () => {
-          done(refusedLimit(errorBodyFrom(response.statusCode ?? 0, Buffer.concat(parts).toString('utf8'))));
-        });
+        const status = response.statusCode ?? 0;
+        readCapped(response, ERROR_ANSWER_BYTES).then(
+          (text) => done(status === 413 ? uploadRefusal(status, errorBodyFrom(status, text), response.headers) : undefined),
+          () => done(undefined),
+        );
       });
       request.flushHeaders();
     });
   }
 
+  /**
+   * Streams `body` as a request body under the stall rule (stallWindowMs: each wait for the connection to take more
+   * is watched), then waits for the answer under the request deadline. The answer wins over a broken pipe: a server
+   * that refuses mid-stream (413) answers and closes while this side is still sending.
+   */
   private streamRequest<T>(
     method: 'POST' | 'PUT',
     address: string,
@@ -484,15 +556,18 @@ export class CofferClient {
   ): Promise<T> {
     const url = new URL(address);
     const transport = url.protocol === 'https:' ? https : http;
+    const watch = new TransferWatch(this.stallWindowMs, `the upload to ${url.origin}`);
+    const answerWithin = this.requestTimeoutMs;
     return new Promise((resolve, reject) => {
       let settled = false;
       let answered = false;
+      let answerTimer: NodeJS.Timeout | undefined;
       const settle = (error: Error | undefined, value?: T) => {
         if (settled) return;
         settled = true;
+        clearTimeout(answerTimer);
         options.signal?.removeEventListener('abort', onAbort);
         if (error) {
-          body.unpipe(request);
           if (!body.destroyed) body.destroy();
           if (!request.destroyed) request.destroy();
           reject(error);
@@ -502,35 +577,68 @@ export class CofferClient {
       const headers = { ...options.headers };
       if (options.contentLength !== undefined) headers['content-length'] = String(options.contentLength);
       const request = transport.request(url, { method, headers });
+      // From the body's end (or an early answer) the answer is read under the request deadline.
+      const answerDeadline = () => {
+        answerTimer ??= setTimeout(() => {
+          const what = answered ? 'finish its answer to' : 'answer';
+          settle(
+            new CofferNetworkError(
+              `the server at ${url.origin} did not ${what} the upload within ${seconds(answerWithin)} (COFFER_REQUEST_TIMEOUT)`,
+            ),
+          );
+        }, answerWithin);
+      };
       request.on('response', (response) => {
         answered = true;
-        const parts: Buffer[] = [];
-        response.on('data', (chunk: Buffer) => parts.push(chunk));
-        response.on('error', (error) => settle(new CofferNetworkError(`upload answer broke off: ${error.message}`)));
-        response.on('end', () => {
-          const text = Buffer.concat(parts).toString('utf8');
-          const status = response.statusCode ?? 0;
-          if (status >= 200 && status < 300) {
+        answerDeadline();
+        const status = response.statusCode ?? 0;
+        const ok = status >= 200 && status < 300;
+        readCapped(response, ok ? this.maxAnswerBytes : ERROR_ANSWER_BYTES, !ok).then(
+          (text) => {
+            if (!ok) return settle(uploadRefusal(status, errorBodyFrom(status, text), response.headers));
             try {
               settle(undefined, JSON.parse(text) as T);
             } catch {
               settle(new CofferNetworkError('the upload answer is not JSON'));
             }
-          } else {
-            settle(uploadRefusal(status, errorBodyFrom(status, text), response.headers));
-          }
-        });
+          },
+          (error: unknown) =>
+            settle(error instanceof CofferNetworkError ? error : new CofferNetworkError(`upload answer broke off: ${causeText(error)}`)),
+        );
       });
       request.on('error', (error) => {
         // The server may have answered (e.g. 413) and closed while we were still sending: let the answer win.
         setTimeout(() => {
-          if (!answered) settle(new CofferNetworkError(`upload to ${url.origin} failed: ${causeText(error)}`, { cause: error }));
+          if (!answered) {
+            const reason = notTls(error) ? connectionFailure(address, error) : `upload to ${url.origin} failed: ${causeText(error)}`;
+            settle(new CofferNetworkError(reason, { cause: error }));
+          }
         }, 250);
       });
-      body.on('error', (error) => settle(error));
       if (options.signal?.aborted) return onAbort();
       options.signal?.addEventListener('abort', onAbort, { once: true });
-      body.pipe(request);
+      // What the connection has not taken yet drains when it takes it: that wait is the network's.
+      const drained = (written: number) =>
+        new Promise<number>((resolve) => {
+          // All that waits to be sent goes out by 'drain': at least the chunk just written.
+          const pending = Math.max(request.writableLength, written);
+          const done = () => {
+            request.off('drain', done);
+            request.off('close', done);
+            resolve(pending);
+          };
+          request.on('drain', done);
+          request.on('close', done);
+        });
+      void (async () => {
+        for await (const chunk of body as AsyncIterable<Buffer>) {
+          if (settled || request.destroyed) return;
+          if (!request.write(chunk)) await watch.wait(drained(chunk.length));
+        }
+        if (settled || request.destroyed) return;
+        request.end();
+        answerDeadline();
+      })().catch((error: unknown) => settle(error instanceof Error ? error : new Error(String(error))));
     });
   }
 
@@ -544,23 +652,29 @@ export class CofferClient {
       headers.range = `bytes=${options.from}-`;
       if (options.etag) headers['if-range'] = options.etag;
     }
-    const response = await this.fetch('GET', `/api/backups/${encodeURIComponent(id)}/content`, {
-      headers,
-      signal: options.signal,
-    });
+    const path = `/api/backups/${encodeURIComponent(id)}/content`;
+    const { response, done, failure } = await this.open('GET', path, { headers, signal: options.signal });
     if (!response.ok) {
-      const text = await response.text();
+      let text: string;
+      try {
+        text = await readAnswer(response, ERROR_ANSWER_BYTES, `GET ${path}`, this.baseUrl);
+      } catch (error) {
+        throw failure(error);
+      }
+      done();
       throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
     }
+    done();
     if (!response.body) throw new CofferNetworkError('the content answer has no body');
     const etag = response.headers.get('etag') ?? undefined;
+    const body = watchedDownload(response.body, new TransferWatch(this.stallWindowMs, `the download from ${new URL(this.baseUrl).origin}`));
     if (response.status === 206) {
       const match = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(response.headers.get('content-range') ?? '');
       if (!match) {
-        await response.body.cancel();
+        await body.cancel();
         throw new CofferNetworkError('a 206 answer without a usable Content-Range');
       }
-      return { status: 206, headers: response.headers, start: Number(match[1]), totalBytes: Number(match[3]), etag, body: response.body };
+      return { status: 206, headers: response.headers, start: Number(match[1]), totalBytes: Number(match[3]), etag, body };
     }
     const length = Number(response.headers.get('content-length'));
     return {
@@ -569,22 +683,49 @@ export class CofferClient {
       start: 0,
       totalBytes: Number.isSafeInteger(length) ? length : NaN,
       etag,
-      body: response.body,
+      body,
     };
   }
 
   /** Follows GET /api/backups/{id}/events: yields each frame with its JSON data parsed, until the server closes. */
   async *statusEvents(id: string, signal?: AbortSignal): AsyncGenerator<StatusStreamFrame> {
-    const response = await this.fetch('GET', `/api/backups/${encodeURIComponent(id)}/events`, {
-      headers: { accept: 'text/event-stream' },
-      signal,
-    });
+    const path = `/api/backups/${encodeURIComponent(id)}/events`;
+    const { response, done, failure } = await this.open('GET', path, { headers: { accept: 'text/event-stream' }, signal });
     if (!response.ok) {
-      const text = await response.text();
+      let text: string;
+      try {
+        text = await readAnswer(response, ERROR_ANSWER_BYTES, `GET ${path}`, this.baseUrl);
+      } catch (error) {
+        throw failure(error);
+      }
+      done();
       throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
     }
+    done();
     if (!response.body) return;
-    const frames = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+    // The parser keeps an unfinished frame in memory: a frame larger than maxAnswerBytes fails instead.
+    let sinceFrame = 0;
+    const limit = this.maxAnswerBytes;
+    const origin = new URL(this.baseUrl).origin;
+    const capped = new TransformStream<Uint8Array, BufferSource>({
+      transform(chunk, controller) {
+        sinceFrame += chunk.byteLength;
+        if (sinceFrame > limit) throw new CofferNetworkError(tooLargeText(origin, `GET ${path}`, limit));
+        controller.enqueue(chunk as Uint8Array<ArrayBuffer>);
+      },
+    });
+    const frames = response.body
+      .pipeThrough(capped)
+      .pipeThrough(new TextDecoderStream())
+      .pipeThrough(new EventSourceParserStream())
+      .pipeThrough(
+        new TransformStream({
+          transform(frame, controller) {
+            sinceFrame = 0;
+            controller.enqueue(frame);
+          },
+        }),
+      );
     const reader = frames.getReader();
     try {
       for (;;) {
@@ -604,9 +745,175 @@ export class CofferClient {
   }
 }
 
+const seconds = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000} s` : `${(ms / 1000).toFixed(1)} s`);
+
+const tooLargeText = (origin: string, what: string, limit: number) =>
+  `the server at ${origin} sent more than ${Math.round(limit / 1048576) || limit} ${limit >= 1048576 ? 'MiB' : 'bytes'} ` +
+  `in answer to ${what}: stopped reading (no Coffer answer is that large; check that COFFER_URL points at a Coffer server)`;
+
+/**
+ * The answer's text, read as a stream and stopped at `limit` bytes: over it, a JSON answer fails (CofferNetworkError)
+ * without ever holding more than the limit; a refusal's (ERROR_ANSWER_BYTES) is cut there instead (only its start
+ * matters).
+ */
+async function readAnswer(response: Response, limit: number, what: string, server: string): Promise<string> {
+  if (!response.body) return '';
+  const declared = Number(response.headers.get('content-length'));
+  const cut = !response.ok;
+  if (!cut && Number.isFinite(declared) && declared > limit) {
+    await response.body.cancel().catch(() => undefined);
+    throw new CofferNetworkError(tooLargeText(new URL(server).origin, what, limit));
+  }
+  const reader = response.body.getReader();
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > limit) {
+        if (cut) {
+          parts.push(value.subarray(0, value.byteLength - (total - limit)));
+          break;
+        }
+        throw new CofferNetworkError(tooLargeText(new URL(server).origin, what, limit));
+      }
+      parts.push(value);
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/** The same for a node:http answer (the upload requests), always failing over `limit`. */
+async function readCapped(response: http.IncomingMessage, limit: number, cut = false): Promise<string> {
+  const parts: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of response as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total > limit) {
+      response.destroy();
+      if (cut) {
+        parts.push(chunk.subarray(0, chunk.length - (total - limit)));
+        break;
+      }
+      throw new CofferNetworkError(`the upload answer is larger than ${limit} bytes: stopped reading`);
+    }
+    parts.push(chunk);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/**
+ * The stall rule of an upload or a download: the time spent waiting on the network is counted in windows of
+ * `windowMs`, and a window in which fewer than MIN_TRANSFER_RATE bytes per second moved fails the transfer. Only
+ * waiting counts: a transfer held back by this side (a slow disk, the compressor) is not stalled.
+ */
+export class TransferWatch {
+  private waitedMs = 0;
+  private moved = 0;
+
+  constructor(
+    readonly windowMs: number,
+    /** What is moving, for the error: "the download from https://…". */
+    private readonly what: string,
+  ) {}
+
+  private get floor(): number {
+    return (MIN_TRANSFER_RATE * this.windowMs) / 1000;
+  }
+
+  stalled(): CofferNetworkError {
+    return new CofferNetworkError(
+      `${this.what} stalled: less than ${MIN_TRANSFER_RATE} bytes/s over ${seconds(this.windowMs)} (COFFER_STALL_WINDOW)`,
+    );
+  }
+
+  /**
+   * Waits on the network for `pending`, which resolves with the number of bytes that moved meanwhile. Rejects with
+   * stalled() when the window's waiting ends below the floor (also while `pending` has not settled).
+   */
+  async wait(pending: Promise<number>): Promise<number> {
+    for (;;) {
+      const started = Date.now();
+      let timer: NodeJS.Timeout | undefined;
+      const windowEnd = new Promise<'window'>((resolve) => (timer = setTimeout(() => resolve('window'), this.windowMs - this.waitedMs)));
+      const outcome = await Promise.race([pending.then((bytes) => ({ bytes })), windowEnd]).finally(() => clearTimeout(timer));
+      this.waitedMs += Date.now() - started;
+      if (outcome === 'window') {
+        // A whole window of waiting ran out during this one wait: what moved before it must reach the floor.
+        if (this.moved < this.floor) throw this.stalled();
+        this.waitedMs = 0;
+        this.moved = 0;
+        continue;
+      }
+      this.moved += outcome.bytes;
+      if (this.waitedMs >= this.windowMs) {
+        if (this.moved < this.floor) throw this.stalled();
+        this.waitedMs = 0;
+        this.moved = 0;
+      }
+      return outcome.bytes;
+    }
+  }
+}
+
+/** A download body read under the stall rule (each read that waits on the network is watched). */
+function watchedDownload(source: ReadableStream<Uint8Array>, watch: TransferWatch): ReadableStream<Uint8Array> {
+  const reader = source.getReader();
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        let chunk: ReadableStreamReadResult<Uint8Array> | undefined;
+        try {
+          await watch.wait(
+            reader.read().then((read) => {
+              chunk = read;
+              return read.value?.byteLength ?? 0;
+            }),
+          );
+        } catch (error) {
+          await reader.cancel(error).catch(() => undefined);
+          throw error;
+        }
+        if (chunk!.done) controller.close();
+        else controller.enqueue(chunk!.value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    },
+    { highWaterMark: 0 },
+  );
+}
+
 export function abortError(signal: AbortSignal | undefined): Error {
   const reason: unknown = signal?.reason;
   return reason instanceof Error ? reason : new Error('aborted');
+}
+
+/** Whether a connection failed because the other side answered a TLS hello in plain text (a plain-HTTP server). */
+function notTls(error: unknown): boolean {
+  for (let current = error, depth = 0; depth < 5 && current instanceof Error; depth++, current = current.cause) {
+    const code = (current as NodeJS.ErrnoException).code;
+    if (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || code === 'ERR_SSL_PACKET_LENGTH_TOO_LONG') return true;
+    if (/wrong version number|packet length too long/.test(current.message)) return true;
+  }
+  return false;
+}
+
+/**
+ * Why a connection to `address` failed, in words: OpenSSL's text for a plain-HTTP server reached over https://
+ * (`ssl3_get_record:wrong version number`) says nothing a user can act on, so it is named as what it is.
+ */
+export function connectionFailure(address: string, error: unknown): string {
+  const url = new URL(address);
+  if (url.protocol === 'https:' && notTls(error)) {
+    const plain = new URL(url.origin);
+    plain.protocol = 'http:';
+    return `the server at ${url.origin} does not speak HTTPS (it answered in plain HTTP); if that is right, use ${plain.origin}`;
+  }
+  return `cannot reach ${url.origin}: ${causeText(error)}`;
 }
 
 /** The innermost useful message of a fetch/socket failure (undici wraps the real cause). */

@@ -479,6 +479,9 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
       const { files, timer, service } = JSON.parse(installed.stdout);
       expect(files.service).toBe(path.join(work, 'config/systemd/user/coffer-home.service'));
       expect(timer).toContain('OnUnitInactiveSec=6h'); // a quarter of the free plan's 1d
+      // The run's own deadline (runTimeoutMinutes, default 720) and room for onFailure, after (300 s + 5 s each) and
+      // the notifications: the run ends and reports itself before systemd stops it.
+      expect(service).toContain('TimeoutStartSec=732min\n');
       expect(service).toContain(`Environment=XDG_CONFIG_HOME=${path.join(work, 'config')}`);
       expect(service).toContain(`run --profile home --passphrase-file "${passFile.replace('%', '%%')}"\n`);
       expect(installed.stderr).toContain('append-only API key');

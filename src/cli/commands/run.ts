@@ -77,6 +77,7 @@ export async function runProfile(context: CommandContext, options: RunOptions): 
     maxArchiveBytes: config.maxArchiveBytes ?? undefined,
     interval,
     signal,
+    deadlineMs: config.runTimeoutMs ?? profile.runTimeoutMinutes * 60_000,
     recipient: () => recipientFor(undefined, config),
     masterKey: async () => (await unlock(client, config, options, signal)).masterKey,
     runHook: (hook, command, outcome, hookOptions) => runHook(hook, command, outcome, { ...hookOptions, inherited }),

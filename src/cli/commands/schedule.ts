@@ -20,7 +20,7 @@ import {
 } from '../../client/schedule.js';
 import { CofferApiError } from '../../client/sdk.js';
 import type { BackupInterval } from '../../domain/plans.js';
-import { action, clientFor, type CommandContext, requireProfile } from '../command-frame.js';
+import { action, clientFor, type CommandContext, requireProfile, type SelectedProfile } from '../command-frame.js';
 import { duration, localTime } from '../format.js';
 import { CliError, note, print, printJson, usageError } from '../output.js';
 import { HOST_ADVICE } from './profile.js';
@@ -81,14 +81,28 @@ async function intervalOf(context: CommandContext, name: string, option: string 
 }
 
 /** What the units run: this node and this coffer, with the profile (and a passphrase file when there is no recipient). */
-function specFor(context: CommandContext, name: string, interval: BackupInterval, passphraseFile: string | undefined): ScheduleSpec {
+function specFor(
+  context: CommandContext,
+  { name, profile }: SelectedProfile,
+  interval: BackupInterval,
+  passphraseFile: string | undefined,
+): ScheduleSpec {
   const script = fs.realpathSync(process.argv[1]!);
   const argv = [process.execPath, script, 'run', '--profile', name];
   if (passphraseFile !== undefined) argv.push('--passphrase-file', path.resolve(passphraseFile));
   const environment: Record<string, string> = {};
   if (context.config.xdgConfigHome !== null) environment.XDG_CONFIG_HOME = context.config.xdgConfigHome;
   if (context.config.xdgStateHome !== null) environment.XDG_STATE_HOME = context.config.xdgStateHome;
-  return { profile: name, interval, intervalMs: INTERVAL_MS[interval], argv, environment };
+  return {
+    profile: name,
+    interval,
+    intervalMs: INTERVAL_MS[interval],
+    argv,
+    environment,
+    // The units' runs read the same settings file, not this shell's COFFER_RUN_TIMEOUT: the profile's deadline.
+    runTimeoutMs: profile.runTimeoutMinutes * 60_000,
+    hookTimeoutMs: profile.hooks.timeoutSeconds * 1000,
+  };
 }
 
 export function registerSchedule(program: Command): void {
@@ -112,7 +126,7 @@ export function registerSchedule(program: Command): void {
           );
         }
         const interval = await intervalOf(context, name, options.interval);
-        const spec = specFor(context, name, interval, options.passphraseFile);
+        const spec = specFor(context, { name, profile }, interval, options.passphraseFile);
         try {
           checkScheduleSpec(spec); // before anything is written
         } catch (error) {

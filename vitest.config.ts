@@ -1,11 +1,13 @@
 import os from 'node:os';
 import { defineConfig } from 'vitest/config';
+import { hangGuard } from './test/helpers/bounds.js';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // Hang guards, not speed requirements: scaled for a loaded machine (test/helpers/bounds.ts).
+    testTimeout: hangGuard(30_000),
+    hookTimeout: hangGuard(30_000),
     pool: 'forks',
     // Most test time is spent waiting on servers, child processes and databases, not computing: two files at once
     // even on two cores (vitest's default would be one there); the suite takes about 5½ instead of 8 minutes.

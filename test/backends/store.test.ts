@@ -15,6 +15,7 @@ import type { AuditEntry } from '../../src/domain/audit.js';
 import type { Scope } from '../../src/domain/scopes.js';
 import type { Account, Backup, Store, Vault, VaultKeep } from '../../src/store/store.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
+import { lacking } from '../helpers/required.js';
 import { tempDir } from '../helpers/tmp.js';
 import { newSlot } from '../../src/services/backups.js';
 import { describeEngines, type Engine } from './engine.js';
@@ -41,7 +42,7 @@ function sqliteEngine(driver: SqliteDriverName): StoreEngine {
   return {
     name: `sqlite (${driver === 'node' ? 'node:sqlite' : driver}${missing === undefined ? '' : `, skipped: ${missing}`})`,
     kind: 'sqlite',
-    skip: missing !== undefined,
+    skip: lacking(missing === undefined, `sqlite:${driver}`),
     async setUp() {
       store = await openSqliteStore(tempDir('coffer-store-'), driver);
       await store.migrate();

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/tmp.js';
+import { hangGuard } from '../helpers/bounds.js';
 import { lacking } from '../helpers/required.js';
 
 const BIN = path.resolve('dist/cli/main.js');
@@ -103,7 +104,8 @@ describe('coffer completion', () => {
     expect(await bashComplete(['res'])).toEqual(['reset', 'restore']);
   });
 
-  it('bash: completes the options of every command, as its --help lists them', async () => {
+  // Two CLI processes per command (over 50 with the agent's commands), all at once: a hang guard.
+  it('bash: completes the options of every command, as its --help lists them', { timeout: hangGuard(60_000) }, async () => {
     const commands = helpOf([]).commands.filter((name) => name !== 'help');
     // Every command at once: each --help and each completion is its own process.
     const [helps, offered] = await Promise.all([
@@ -114,8 +116,7 @@ describe('coffer completion', () => {
       expect(helps[i]!.options.length, command).toBeGreaterThan(0);
       expect(offered[i], command).toEqual(expect.arrayContaining(helps[i]!.options));
     });
-    // Two CLI processes per command (over 50 with the agent's commands): a bound for a loaded two-core machine.
-  }, 120_000);
+  });
 
   it('bash: completes nested admin commands and argument choices', async () => {
     expect(await bashComplete(['admin', ''])).toEqual([...helpOf(['admin']).commands].sort());
@@ -124,14 +125,14 @@ describe('coffer completion', () => {
     expect(await bashComplete(['backup', '--j'])).toEqual(['--json']);
   });
 
-  it.skipIf(lacking(installed('zsh')))('zsh: the script parses (zsh -n)', () => {
+  it.skipIf(lacking(installed('zsh'), 'zsh'))('zsh: the script parses (zsh -n)', () => {
     const file = path.join(tempDir(), '_coffer');
     fs.writeFileSync(file, coffer(['completion', 'zsh']).stdout);
     const result = spawnSync('zsh', ['-n', file], { encoding: 'utf8' });
     expect(result.status, result.stderr).toBe(0);
   });
 
-  it.skipIf(lacking(installed('fish')))('fish: the script parses (fish -n)', () => {
+  it.skipIf(lacking(installed('fish'), 'fish'))('fish: the script parses (fish -n)', () => {
     const file = path.join(tempDir(), 'coffer.fish');
     fs.writeFileSync(file, coffer(['completion', 'fish']).stdout);
     const result = spawnSync('fish', ['-n', file], { encoding: 'utf8' });

@@ -10,8 +10,11 @@ import { CofferApiError } from '../../src/client/sdk.js';
 import { apiErrorMessage } from '../../src/cli/failures.js';
 import { startServeNode, type ServeNode } from '../helpers/serve-node.js';
 import { tempDir } from '../helpers/tmp.js';
+import { hangGuard } from '../helpers/bounds.js';
 import { assertBuilt, cliFor, runCli } from '../client/helpers.js';
 
+// A server start and eight CLI processes, two of them deriving a key with the default Argon2id cost: a hang guard.
+const SLOW = { timeout: hangGuard(45_000) };
 const KEY_LINE = /API key \(shown once, store it now\): (cfk_[A-Za-z0-9_-]{43})/;
 
 beforeAll(() => assertBuilt());
@@ -31,7 +34,7 @@ describe('the first account', () => {
     expect((await account.json()).backupInterval).toBe('30m');
   });
 
-  it('a refused backup on a server of this machine names the command that moves the account to pro, which works', async () => {
+  it('a refused backup on a server of this machine names the command that moves the account to pro, which works', SLOW, async () => {
     const dataDir = tempDir('coffer-first-free-');
     const node = await startServeNode('first-free', { COFFER_INITIAL_PLAN: 'free', COFFER_DATA_DIR: dataDir });
     nodes.push(node);
@@ -66,8 +69,7 @@ describe('the first account', () => {
     expect(again.code).toBe(3);
     expect(again.stderr).toContain('pro is the plan with the shortest interval');
     expect(again.stderr).not.toContain('set-plan');
-    // A server start and eight CLI processes, two of them deriving a key with the default Argon2id cost.
-  }, 180_000);
+  });
 });
 
 describe('the start lines', () => {

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, makeTree, runCli } from './helpers.js';
-import { REQUIRED } from '../helpers/required.js';
+import { isRoot, lacking } from '../helpers/required.js';
 
 const PASSPHRASE = 'hardening passphrase';
 const ANALYZE = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((file) => fs.existsSync(file));
@@ -173,10 +173,10 @@ describe('agent hardening: notifications, schedule values, config permissions', 
       expect(fs.existsSync(path.join(oddConfig, 'systemd'))).toBe(false);
     });
 
-    it.skipIf(!ANALYZE && !REQUIRED)(
+    it.skipIf(lacking(ANALYZE !== undefined, 'systemd-analyze'))(
       'spaces, %, $, quotes and backslashes are quoted right: the unit verifies, cron and sh give the same words',
       async () => {
-        if (!ANALYZE) throw new Error('systemd-analyze is missing (COFFER_REQUIRE_PG=1: this must not be skipped)');
+        if (!ANALYZE) throw new Error('systemd-analyze is missing (apt-get install systemd; the run requires it)');
         const odd = (name: string) => path.join(work, name);
         const passFile = odd(`pass "it's" 100% $HOME \\%x.txt`);
         fs.writeFileSync(passFile, PASSPHRASE, { mode: 0o600 });
@@ -283,7 +283,7 @@ describe('agent hardening: notifications, schedule values, config permissions', 
       }
     });
 
-    it.skipIf(process.getuid?.() !== 0)('a file or folder owned by another user (nobody) is refused (run as root)', async () => {
+    it.skipIf(lacking(isRoot, 'root'))('a file or folder owned by another user (nobody) is refused (run as root)', async () => {
       fs.chownSync(configFile(), 65534, 65534);
       await refused(/the file is owned by uid 65534, not by you \(uid 0\).*fix: chown 0 /);
       fs.chownSync(configFile(), 0, 0);

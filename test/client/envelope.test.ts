@@ -285,7 +285,8 @@ describe('docs/crypto.md test vectors', () => {
   });
 
   const python = spawnSync('python3', ['-c', 'import ctypes.util,sys; sys.exit(0 if ctypes.util.find_library("sodium") else 1)']);
-  it.skipIf(lacking(python.status === 0))('match an independent libsodium build (system libsodium through Python ctypes)', () => {
+  const noPython = lacking(python.status === 0, 'python-libsodium');
+  it.skipIf(noPython)('match an independent libsodium build (system libsodium through Python ctypes)', () => {
     // The kit's word encoding is checked there too, with the BIP-39 English wordlist given on stdin.
     const run = spawnSync('python3', [path.join(ROOT, 'test/client/vectors_libsodium.py'), DOC], {
       encoding: 'utf8',

@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { extractInto, placeTree } from '../../src/client/extract.js';
 import type { ExtractLimits } from '../../src/client/extract-lanes.js';
 import { IntegrityError } from '../../src/client/envelope.js';
+import { hangGuard } from '../helpers/bounds.js';
 import { tempDir } from '../helpers/tmp.js';
 import { tarArchive, treeState as state, type TarEntrySpec } from './helpers.js';
 
@@ -80,6 +81,9 @@ function entriesOf(steps: Step[], outside: string): TarEntrySpec[] {
 /** What a --force target holds before the restore: symlinks to the outside where the archive may write. */
 const existing = fc.uniqueArray(fc.constantFrom('a', 'A', 'b', 's', 'h', '\u00e9'), { maxLength: 3 });
 
+/** A hang guard for 200 generated restores (CPU-bound: the longest wait on a loaded machine), not a speed requirement. */
+const BOUND_MS = hangGuard(60_000);
+
 describe('the restore extractor, under generated hostile tar sequences', () => {
   let work: string;
   beforeAll(() => {
@@ -89,7 +93,7 @@ describe('the restore extractor, under generated hostile tar sequences', () => {
     if (work) await fsp.rm(work, { recursive: true, force: true });
   });
 
-  it('never changes anything outside the target, and fails only with an IntegrityError', async () => {
+  it('never changes anything outside the target, and fails only with an IntegrityError', { timeout: BOUND_MS }, async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(step, { minLength: 1, maxLength: 8 }),
@@ -139,6 +143,9 @@ describe('the restore extractor, under generated hostile tar sequences', () => {
       ),
       {
         numRuns: 200,
+        // Ends itself (each run's cleanup done) before vitest's bound would leave a run going: still a failure.
+        interruptAfterTimeLimit: BOUND_MS * 0.9,
+        markInterruptAsFailure: true,
         // The attacks found by hand, always among the runs: a hard link to a symlink then an entry below it, and
         // a directory replaced by a symlink to the outside (the attribute pass must not follow it).
         examples: [

@@ -21,6 +21,7 @@ import { ManualClock } from '../helpers/clock.js';
 import { HOME_VARIABLES } from '../helpers/global-setup.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
+import { endsWithTest } from '../helpers/children.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CLI = path.join(ROOT, 'dist/cli/main.js');
@@ -58,6 +59,7 @@ export function baseEnv(extra: Record<string, string | undefined> = {}): Record<
 export function runCli(args: string[], env: Record<string, string | undefined>, options: { input?: string } = {}): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], { env: baseEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
+    endsWithTest(child);
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
@@ -266,6 +268,7 @@ export const exists = (p: string) => fs.existsSync(p);
 export function startCli(args: string[], env: Record<string, string | undefined>, options: { command?: string[]; cli?: string } = {}) {
   const [command, ...prefix] = options.command ?? [process.execPath];
   const child = spawn(command!, [...prefix, options.cli ?? CLI, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  endsWithTest(child);
   let stdout = '';
   let stderr = '';
   let firstLine: (line: string) => void = () => undefined;

@@ -12,7 +12,7 @@ import { HiddenLine, type KeyPress } from '../../src/cli/hidden-input.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, CLI, cliFor } from './helpers.js';
-import { REQUIRED } from '../helpers/required.js';
+import { lacking } from '../helpers/required.js';
 
 const TMUX = ['/usr/bin/tmux', '/bin/tmux', '/usr/local/bin/tmux'].find((file) => fs.existsSync(file));
 
@@ -21,7 +21,7 @@ const SLOW = 120_000;
 
 const hex = (text: string) => Array.from(Buffer.from(text, 'utf8'), (b) => b.toString(16).padStart(2, '0'));
 
-describe.skipIf(!TMUX && !REQUIRED)('the passphrase prompt on a terminal (tmux)', () => {
+describe.skipIf(lacking(TMUX !== undefined, 'tmux'))('the passphrase prompt on a terminal (tmux)', () => {
   let server: TestServer;
   let apiKey: string;
   let work: string;

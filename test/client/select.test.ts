@@ -37,10 +37,11 @@ import {
   type TarEntrySpec,
 } from './helpers.js';
 import { lacking } from '../helpers/required.js';
+import { hangGuard } from '../helpers/bounds.js';
 
 const PASSPHRASE = 'select-test passphrase';
 /** A bound against hangs (a FIFO opened by mistake blocks its reader forever), not a timing check. */
-const BOUND_MS = 60_000;
+const BOUND_MS = hangGuard(15_000);
 
 /**
  * How to run the CLI so that chmod 000 really stops reads: as root, through setpriv as nobody (root reads
@@ -98,7 +99,7 @@ describe('what goes into a backup, and looking inside one', () => {
 
   const asNobody = unprivileged();
 
-  it.skipIf(lacking(asNobody !== undefined))(
+  it.skipIf(lacking(asNobody !== undefined, 'setpriv'))(
     'honours --exclude, --exclude-file and .cofferignore, and never reads what they exclude',
     async () => {
       const root = path.join(work, 'excludes');
@@ -173,7 +174,7 @@ describe('what goes into a backup, and looking inside one', () => {
     },
   );
 
-  it.skipIf(lacking(asNobody !== undefined))(
+  it.skipIf(lacking(asNobody !== undefined, 'setpriv'))(
     'fails naming every unreadable file; --skip-unreadable backs up the rest and lists what it left out',
     async () => {
       const root = path.join(work, 'unreadable');
@@ -476,7 +477,7 @@ describe('what goes into a backup, and looking inside one', () => {
       }
     });
 
-    it.skipIf(!canZstd())('restores a zstd backup on this Node, and the pure-JavaScript decoder matches', async () => {
+    it.skipIf(lacking(canZstd(), 'zstd'))('restores a zstd backup on this Node, and the pure-JavaScript decoder matches', async () => {
       const plain = tarArchive([
         { path: 'z', type: 'Directory' },
         { path: 'z/a.txt', body: 'zstd compressed\n'.repeat(1000) },

@@ -1,7 +1,8 @@
 /**
  * The operator console in headless Chromium against a real server (docs/operations.md#operator-console): signs in with
  * a link printed by the real `coffer admin login-link --operator`, sees the accounts table with the overdue account
- * first, changes a plan and revokes a key on the account page, at desktop width and at 390 px (no sideways scroll).
+ * first, changes a plan and revokes a key on the account page, at desktop width and at 390 px (no sideways scroll),
+ * and no script error on the page from sign-in to the last step.
  * Screenshots go to COFFER_SHOTS (default test-artifacts/).
  */
 import fsp from 'node:fs/promises';
@@ -38,12 +39,16 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
     await server?.stop();
   });
 
+  /** The errors each page has thrown so far: every test checks them at its end, not only after signing in. */
+  const pageErrors = new Map<Page, string[]>();
+
   async function signedIn(width: number): Promise<Page> {
     const printed = json(
       await runCli(['admin', 'login-link', '--operator', '--json'], { COFFER_DATA_DIR: server.dataDir, COFFER_PUBLIC_URL: server.url }),
     );
     const page = await browser.newPage({ viewport: { width, height: 900 } });
     const errors: string[] = [];
+    pageErrors.set(page, errors);
     page.on('pageerror', (error) => errors.push(String(error)));
     await page.goto(printed.url);
     await page.getByRole('heading', { name: 'Operator console' }).waitFor();
@@ -109,6 +114,7 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
       expect(await page.getByTestId('audit').textContent()).toContain('operator');
       await noSideways(page);
       await page.screenshot({ path: path.join(SHOTS, `admin-${name}-account.png`), fullPage: true });
+      expect(pageErrors.get(page)).toEqual([]);
       await page.close();
     });
   }

@@ -17,13 +17,11 @@ import { envelope, finalizeBody } from '../helpers/api.js';
 import { bytes } from '../helpers/fixture.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
-import { REQUIRED } from '../helpers/required.js';
+import { isRoot, lacking } from '../helpers/required.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const DOC_CONF = fs.readFileSync(path.join(ROOT, 'deploy/nginx.conf'), 'utf8');
 const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((file) => fs.existsSync(file));
-
-if (!NGINX && !REQUIRED) console.warn('nginx is not installed (apt-get install nginx-light): skipping the nginx tests');
 
 const MiB = 1024 * 1024;
 
@@ -156,7 +154,7 @@ async function startNginx(dir: string, confs: string[]): Promise<Nginx> {
     main,
     ['worker_processes 1;', 'events { worker_connections 256; }', 'http {', '  access_log off;', ...temp, ...includes, '}', ''].join('\n'),
   );
-  const asRoot = process.getuid?.() === 0;
+  const asRoot = isRoot;
   if (asRoot) execFileSync('chown', ['-R', '65534:65534', dir]);
   const errorLog = path.join(dir, 'error.log');
   const child: ChildProcess = spawn(
@@ -287,7 +285,7 @@ async function uploadAndFinalize(
   expect(finalized.status).toBe(200);
 }
 
-describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', () => {
+describe.skipIf(lacking(NGINX !== undefined, 'nginx'))('Coffer behind nginx (deploy/nginx.conf)', () => {
   let server: TestServer;
   let nginx: Nginx;
   /** The documented site, and the buffering control. */
@@ -308,7 +306,7 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', 
   }
 
   beforeAll(async () => {
-    if (!NGINX) throw new Error('nginx is not installed (COFFER_REQUIRE_PG=1: this must not be skipped); apt-get install nginx-light');
+    if (!NGINX) throw new Error('nginx is not installed (the run requires it); apt-get install nginx-light');
     await onFreePorts(2, async (ports) => {
       [port, controlPort] = ports as [number, number];
       server = await startTestServer({
@@ -432,7 +430,7 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx (deploy/nginx.conf)', 
   });
 });
 
-describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDIRECT (nginx sends the downloads)', () => {
+describe.skipIf(lacking(NGINX !== undefined, 'nginx'))('Coffer behind nginx with COFFER_ACCEL_REDIRECT (nginx sends the downloads)', () => {
   let server: TestServer;
   let nginx: Nginx;
   let port: number;
@@ -444,7 +442,7 @@ describe.skipIf(!NGINX && !REQUIRED)('Coffer behind nginx with COFFER_ACCEL_REDI
 
   let dataDir: string;
   beforeAll(async () => {
-    if (!NGINX) throw new Error('nginx is not installed (COFFER_REQUIRE_PG=1: this must not be skipped); apt-get install nginx-light');
+    if (!NGINX) throw new Error('nginx is not installed (the run requires it); apt-get install nginx-light');
     await onFreePorts(1, async (ports) => {
       port = ports[0]!;
       // nginx's worker (nobody, when the tests run as root) reads the blobs: the data dir is readable, as the doc says.

@@ -22,7 +22,7 @@ const RULES = path.join(DEPLOY, 'prometheus/alerts.yml');
 const TOKEN = 'metrics-token-for-the-test-0123456789';
 const haveProm = fs.existsSync(PROMTOOL) && fs.existsSync(PROMETHEUS);
 
-describe.skipIf(lacking(haveProm))('alert rules (promtool)', () => {
+describe.skipIf(lacking(haveProm, 'prometheus'))('alert rules (promtool)', () => {
   it('check rules and the rules unit tests pass', () => {
     expect(execFileSync(PROMTOOL, ['check', 'rules', RULES], { encoding: 'utf8' })).toMatch(/SUCCESS: \d+ rules found/);
     const out = execFileSync(PROMTOOL, ['test', 'rules', 'alerts.test.yml'], { cwd: path.dirname(RULES), encoding: 'utf8' });
@@ -55,7 +55,7 @@ function freePort(): Promise<number> {
   });
 }
 
-describe.skipIf(lacking(haveProm) || skipPg)('Prometheus scraping a real coffer serve', () => {
+describe.skipIf(lacking(haveProm, 'prometheus') || skipPg)('Prometheus scraping a real coffer serve', () => {
   let schema: TestSchema;
   let node: ServeNode;
   let prometheus: ChildProcess | undefined;

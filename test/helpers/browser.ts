@@ -1,11 +1,15 @@
 /** Debian's Chromium driven by playwright-core, started the way this machine needs (no background network). */
 import fs from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
+import { lacking } from './required.js';
 
 export const CHROMIUM = '/usr/bin/chromium';
 
-/** CI installs Chromium (.ci/run), so there browser tests always run; elsewhere they run where it is installed. */
-export const hasChromium = fs.existsSync(CHROMIUM) || !!process.env.CI;
+/**
+ * Whether the browser tests run: where Chromium is installed, or where the run requires `chromium` (.ci/run installs
+ * it; test/helpers/required.ts), so that they fail there without it. `describe.skipIf(!hasChromium)`.
+ */
+export const hasChromium = !lacking(fs.existsSync(CHROMIUM), 'chromium');
 
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({

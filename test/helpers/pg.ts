@@ -1,13 +1,14 @@
 /**
  * PostgreSQL for tests: COFFER_TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), one fresh
  * schema per run so concurrent runs never collide. When PostgreSQL is unreachable the suites are skipped,
- * unless COFFER_REQUIRE_PG=1 (set by .ci/run): then they fail.
+ * unless the run requires `postgres` (test/helpers/required.ts; .ci/run does): then they fail.
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { lacking, required } from './required.js';
 
 export const PG_URL = process.env.COFFER_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-export const REQUIRE_PG = process.env.COFFER_REQUIRE_PG === '1';
+export const REQUIRE_PG = required('postgres');
 
 /** null when PostgreSQL answers (three tries), else why not. */
 export async function pgProblem(): Promise<string | null> {
@@ -29,14 +30,14 @@ export async function pgProblem(): Promise<string | null> {
 }
 
 const problem = await pgProblem();
-if (problem !== null && !REQUIRE_PG) console.warn(`${problem}: skipping the PostgreSQL suites`);
+if (problem !== null && !REQUIRE_PG) console.warn(problem);
 
 /** Whether PostgreSQL suites should be skipped (unreachable and not required). */
-export const skipPg = problem !== null && !REQUIRE_PG;
+export const skipPg = lacking(problem === null, 'postgres');
 
 /** Call in beforeAll of a PostgreSQL suite: fails the suite when PostgreSQL is required but unreachable. */
 export function requirePg(): void {
-  if (problem !== null) throw new Error(`${problem} (COFFER_REQUIRE_PG=1: this must not be skipped)`);
+  if (problem !== null) throw new Error(`${problem} (the run requires postgres: this must not be skipped)`);
 }
 
 export interface TestSchema {

@@ -2,8 +2,8 @@
  * An S3-protocol server on loopback for tests, on one of two engines (`S3_ENGINES`):
  * - `ceph`: a bucket of its own on the run's throwaway Ceph cluster (RADOS Gateway, a real S3 implementation;
  *   test/helpers/ceph.ts, started by global-setup.ts). Where the engines differ, Ceph is right unless AWS
- *   documents otherwise. When Ceph is unavailable its suites are skipped, except in CI (CI=true) or with
- *   COFFER_REQUIRE_CEPH=1: then they fail.
+ *   documents otherwise. When Ceph is unavailable its suites are skipped, unless the run requires `ceph`
+ *   (test/helpers/required.ts): then they fail.
  * - `s3rver`: s3rver on a random port with its own temp directory.
  *
  * s3rver implements multipart uploads but not AbortMultipartUpload, ListMultipartUploads, ListParts or
@@ -27,13 +27,14 @@ import {
 } from '@aws-sdk/client-s3';
 import S3rver from 's3rver';
 import { createS3Client, S3BlobStore, type S3BlobStoreOptions } from '../../src/blobs/s3.js';
+import { lacking, required } from './required.js';
 import { tempDir } from './tmp.js';
 
 export type S3Engine = 's3rver' | 'ceph';
 export const S3_ENGINES: readonly S3Engine[] = ['s3rver', 'ceph'];
 
-/** CI installs Ceph (.ci/run): there (CI=true) a Ceph suite that cannot reach it fails instead of skipping. */
-export const REQUIRE_CEPH = process.env.CI === 'true' || process.env.COFFER_REQUIRE_CEPH === '1';
+/** CI installs Ceph (.ci/run): there a Ceph suite that cannot reach it fails instead of skipping (required.ts). */
+export const REQUIRE_CEPH = required('ceph');
 
 interface CephState {
   endpoint?: string;
@@ -62,11 +63,12 @@ async function cephState(): Promise<CephState> {
 }
 
 const ceph = await cephState();
-if (ceph.error && !REQUIRE_CEPH) console.warn(`${ceph.error.split('\n')[0]}: skipping the Ceph suites`);
+if (ceph.error && !REQUIRE_CEPH) console.warn(`${ceph.error.split('\n')[0]}`);
+const skipCeph = lacking(ceph.error === undefined, 'ceph');
 
 /** Whether an engine's suites are skipped here (Ceph unavailable and not required). */
 export function skipEngine(engine: S3Engine): boolean {
-  return engine === 'ceph' && ceph.error !== undefined && !REQUIRE_CEPH;
+  return engine === 'ceph' && skipCeph;
 }
 
 export interface TestS3 {
@@ -168,7 +170,7 @@ export async function startS3(engine: S3Engine = 's3rver', bucket?: string, opti
 }
 
 async function startCephBucket(name?: string): Promise<TestS3> {
-  if (ceph.error) throw new Error(`${ceph.error}${REQUIRE_CEPH ? ' (CI=true: the Ceph suites must not be skipped)' : ''}`);
+  if (ceph.error) throw new Error(`${ceph.error}${REQUIRE_CEPH ? ' (the run requires ceph: its suites must not be skipped)' : ''}`);
   const bucket = name ?? `coffer-${randomBytes(8).toString('hex')}`;
   const options: S3BlobStoreOptions = {
     bucket,

@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
+import { hangGuard } from './bounds.js';
 import { tempDir } from './tmp.js';
 
 const BIN = path.resolve(import.meta.dirname, '../../dist/cli/main.js');
@@ -30,7 +31,8 @@ export async function startServeNode(name: string, env: Record<string, string>):
   child.once('exit', () => running.delete(child));
   let output = '';
   const listening = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`node ${name} did not start within 20 s: ${output}`)), 20_000);
+    const bound = hangGuard(20_000);
+    const timer = setTimeout(() => reject(new Error(`node ${name} did not start within ${bound / 1000} s: ${output}`)), bound);
     const look = (chunk: Buffer) => {
       output += chunk;
       const match = /listening on (\S+)/.exec(output);

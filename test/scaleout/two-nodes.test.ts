@@ -2,9 +2,10 @@
  * Scale-out: two real `coffer serve` processes on one PostgreSQL (own schema) and one S3 endpoint (s3rver, and
  * Ceph's RADOS Gateway).
  * - 12 concurrent creates for one account, spread over both nodes: exactly one 201 (the database decides);
- * - a finalize on node A reaches an EventSource held on node B within 1 s (LISTEN/NOTIFY);
+ * - a finalize on node A reaches an EventSource held on node B (LISTEN/NOTIFY; how fast is bench/'s question);
  * - node A killed (SIGKILL) mid-upload: no READY record, and after a sweep no orphan object and no
  *   incomplete multipart upload, while live blobs stay.
+ * Each test makes the accounts and backups it needs (on the shared nodes), so any one of them runs alone (`-t`).
  */
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
@@ -20,6 +21,7 @@ import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { assertBuilt } from '../helpers/built.js';
+import { hangGuard } from '../helpers/bounds.js';
 import { exited, startServeNode, type ServeNode } from '../helpers/serve-node.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -32,8 +34,29 @@ for (const engine of S3_ENGINES)
     let env: Record<string, string>;
     let a: ServeNode;
     let b: ServeNode;
-    const keys: string[] = [];
+    let keyService: KeyService;
+    let closeStore: () => Promise<void>;
     const nodes: ServeNode[] = [];
+
+    /** A new account on the shared database, its vault made through `node`: its API key. */
+    async function newAccount(node: ServeNode): Promise<string> {
+      const { apiKey } = await keyService.issueKey(await keyService.createAccount('pro'));
+      expect((await api(node.url, apiKey)('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      return apiKey;
+    }
+
+    /** A READY backup of `key`'s account, uploaded and finalized through `node`: its id and bytes. */
+    async function readyBackup(node: ServeNode, key: string): Promise<{ id: string; data: Buffer }> {
+      const call = api(node.url, key);
+      const created = await call('POST', '/api/backups');
+      expect(created.status).toBe(201);
+      const id = created.body.backupId as string;
+      const data = randomBytes(6 * MiB); // two S3 parts
+      const headers = { 'content-type': 'application/octet-stream' };
+      expect((await call('POST', `/api/backups/upload?backupId=${id}`, { body: data, headers })).status).toBe(201);
+      expect((await call('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(data.length) })).status).toBe(200);
+      return { id, data };
+    }
 
     beforeAll(async () => {
       requirePg();
@@ -41,27 +64,27 @@ for (const engine of S3_ENGINES)
       s3 = await startS3(engine);
       schema = await createTestSchema('coffer_nodes');
       env = { ...s3.env, COFFER_DATABASE_URL: schema.url };
-      // Accounts exist before the nodes start (so neither runs the first-start bootstrap).
+      // An account exists before the nodes start (so neither runs the first-start bootstrap).
       const store = openPostgresStore(schema.url);
       await store.migrate();
-      const service = new KeyService(store, { now: () => Date.now() });
-      for (let i = 0; i < 3; i++) keys.push((await service.issueKey(await service.createAccount('pro'))).apiKey);
-      await store.close();
+      keyService = new KeyService(store, { now: () => Date.now() });
+      closeStore = () => store.close();
+      await keyService.createAccount('pro');
       [a, b] = await Promise.all([startServeNode('a', env), startServeNode('b', env)]);
       nodes.push(a, b);
-    }, 40_000);
+    }, hangGuard(40_000));
 
     afterAll(async () => {
       for (const node of nodes) if (/"level":(40|50|60)/.test(node.output())) console.warn(`node ${node.name} logged:\n${node.output()}`);
       for (const node of nodes) node.child.kill('SIGKILL');
       await Promise.all(nodes.map((node) => exited(node.child)));
+      await closeStore?.();
       await s3?.close();
       await schema?.drop();
     });
 
     it('12 concurrent creates for one account, spread over both nodes, give exactly one 201', async () => {
-      const key = keys[0]!;
-      expect((await api(a.url, key)('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      const key = await newAccount(a);
       const responses = await Promise.all(
         Array.from({ length: 12 }, (_, i) => api((i % 2 === 0 ? a : b).url, key)('POST', '/api/backups')),
       );
@@ -74,10 +97,11 @@ for (const engine of S3_ENGINES)
       }
     });
 
-    it('a finalize on node A reaches an EventSource on node B within 1 s', async () => {
-      const key = keys[0]!;
-      const list = await api(b.url, key)('GET', '/api/backups');
-      const id = list.body.backups[0].id as string;
+    it('a finalize on node A reaches an EventSource on node B', async () => {
+      const key = await newAccount(a);
+      const created = await api(a.url, key)('POST', '/api/backups');
+      expect(created.status).toBe(201);
+      const id = created.body.backupId as string;
       const data = randomBytes(6 * MiB); // two S3 parts
       const uploaded = await api(b.url, key)('POST', `/api/backups/upload?backupId=${id}`, {
         body: data,
@@ -88,27 +112,31 @@ for (const engine of S3_ENGINES)
       const source = new EventSource(`${b.url}/api/backups/${id}/events`, {
         fetch: (input, init) => fetch(input, { ...init, headers: { ...init?.headers, authorization: `Bearer ${key}` } }),
       });
-      const statuses: { status: string; at: number }[] = [];
+      const statuses: string[] = [];
       const closed = new Promise<{ reason: string; status: string }>((resolve) =>
         source.addEventListener('backup.stream.closed', (event) => resolve(JSON.parse(event.data))),
       );
       const firstFrame = new Promise<void>((resolve) =>
         source.addEventListener('backup.status', (event) => {
-          statuses.push({ status: JSON.parse(event.data).status, at: Date.now() });
+          statuses.push(JSON.parse(event.data).status);
           resolve();
         }),
       );
+      // A hang guard (the event arrives or the test says it did not), not a latency check: that is bench/'s.
+      let guard: NodeJS.Timeout | undefined;
+      const bound = hangGuard(20_000);
+      const never = new Promise<never>((_, reject) => {
+        guard = setTimeout(() => reject(new Error(`no frame on node B within ${bound} ms; frames so far: ${statuses.join(', ')}`)), bound);
+      });
       try {
-        await firstFrame;
-        expect(statuses[0]!.status).toBe('UPLOADED');
-        const finalizedAt = Date.now();
+        await Promise.race([firstFrame, never]);
+        expect(statuses[0]).toBe('UPLOADED');
         const ready = await api(a.url, key)('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(data.length) });
         expect(ready.status).toBe(200);
-        expect(await closed).toMatchObject({ reason: 'terminal', status: 'READY' });
-        const readyFrame = statuses.find((s) => s.status === 'READY')!;
-        console.info(`finalize on A → READY frame on B: ${readyFrame.at - finalizedAt} ms (including the finalize request)`);
-        expect(readyFrame.at - finalizedAt).toBeLessThan(1000);
+        expect(await Promise.race([closed, never])).toMatchObject({ reason: 'terminal', status: 'READY' });
+        expect(statuses).toEqual(['UPLOADED', 'READY']);
       } finally {
+        clearTimeout(guard);
         source.close();
       }
 
@@ -120,21 +148,25 @@ for (const engine of S3_ENGINES)
     });
 
     it('node A killed mid-upload: no READY record, and after a sweep no orphan object or part remains', async () => {
-      const key = keys[1]!;
-      const callA = api(a.url, key);
-      expect((await callA('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      // A node of this test's own to kill; A and B serve the others.
+      const doomed = await startServeNode('doomed', env);
+      nodes.push(doomed);
+      const key = await newAccount(doomed);
+      // A live backup (of another account) whose ciphertext the sweep must keep.
+      const live = await readyBackup(b, await newAccount(b));
+      const callA = api(doomed.url, key);
       const created = await callA('POST', '/api/backups');
       expect(created.status).toBe(201);
       const { backupId: id, blobPath } = created.body as { backupId: string; blobPath: string };
 
       // A chunked upload to A that sends 12 MiB (S3 parts start flowing) and then waits.
-      const request = http.request(`${a.url}/api/backups/upload?backupId=${id}`, {
+      const request = http.request(`${doomed.url}/api/backups/upload?backupId=${id}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
       });
       request.on('error', () => undefined);
       request.write(randomBytes(12 * MiB));
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + hangGuard(10_000);
       const partsStored = async () => {
         for (const upload of await s3.incompleteUploads()) if ((await s3.storedParts(upload)).length > 0) return true;
         return false;
@@ -143,8 +175,8 @@ for (const engine of S3_ENGINES)
         if (Date.now() > deadline) throw new Error('no multipart upload started on S3');
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
-      a.child.kill('SIGKILL');
-      await exited(a.child);
+      doomed.child.kill('SIGKILL');
+      await exited(doomed.child);
       request.destroy();
 
       // ServeNode B sees the slot still pending: nothing became READY.
@@ -172,10 +204,8 @@ for (const engine of S3_ENGINES)
         const after = await objects(sweeperParts);
         expect(after.filter((k) => k.startsWith(`${blobPath}/`))).toEqual([]);
         expect(await s3.incompleteUploads()).toEqual([]);
-        // The READY backup of the previous test keeps its ciphertext.
-        const ready = (await api(b.url, keys[0]!)('GET', '/api/backups')).body.backups.filter((x: any) => x.status === 'READY');
-        expect(ready).toHaveLength(1);
-        expect(after.some((k) => k.includes(ready[0].id))).toBe(true);
+        // The live backup keeps its ciphertext.
+        expect(after.some((k) => k.includes(live.id))).toBe(true);
         const final = await sweeperParts.store.getBackup(id);
         expect(final?.status).toBe('DELETED');
       } finally {

@@ -6,9 +6,11 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SQLITE_DRIVERS, openSqliteDatabase, sqliteDrivers } from '../../src/store/sqlite-driver.js';
+import { lacking } from '../helpers/required.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const drivers = await sqliteDrivers();
+const lacks = (driver: string) => lacking(drivers.available.includes(driver as never), `sqlite:${driver}`);
 
 describe('SQLite drivers', () => {
   it('this Node has at least one, and says why of any other', () => {
@@ -17,7 +19,7 @@ describe('SQLite drivers', () => {
   });
 
   for (const driver of SQLITE_DRIVERS) {
-    it.skipIf(!drivers.available.includes(driver))(`${driver}: plain rows, Buffers, numbers; read-only is read-only`, async () => {
+    it.skipIf(lacks(driver))(`${driver}: plain rows, Buffers, numbers; read-only is read-only`, async () => {
       const file = path.join(tempDir('coffer-driver-'), 'x.sqlite');
       const db = await openSqliteDatabase(file, { driver });
       expect(db.driver).toBe(driver);

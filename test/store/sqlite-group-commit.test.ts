@@ -3,6 +3,8 @@
  * promised stays per write: it is answered only once its COMMIT has returned (another connection already sees it), and
  * a write that fails fails alone.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
 import { openSqliteStore } from '../../src/store/sqlite.js';
@@ -26,6 +28,39 @@ const account = (): Account => ({
   createdAt: 1_700_000_000_000,
   lastReadyCreatedAt: null,
   deletionGraceDays: 0,
+});
+
+/**
+ * How many transactions are committed in the SQLite WAL file of `dataDir`: its frames of the current generation (the
+ * salts of the WAL header) whose "database size after commit" field is set, one per COMMIT (sqlite.org/fileformat.html §4).
+ */
+function commitsInWal(dataDir: string): number {
+  const wal = fs.readFileSync(path.join(dataDir, 'coffer.sqlite-wal'));
+  if (wal.length < 32) return 0;
+  const pageSize = wal.readUInt32BE(8);
+  const salts = wal.subarray(16, 24);
+  let commits = 0;
+  for (let at = 32; at + 24 + pageSize <= wal.length; at += 24 + pageSize) {
+    if (!wal.subarray(at + 8, at + 16).equals(salts)) break;
+    if (wal.readUInt32BE(at + 4) !== 0) commits++;
+  }
+  return commits;
+}
+
+it('writes started in one turn of the event loop share one COMMIT; writes in turns of their own commit apart', async () => {
+  const dataDir = tempDir('coffer-group-commit-');
+  const store = await open(dataDir);
+  await store.migrate();
+  expect(fs.existsSync(path.join(dataDir, 'coffer.sqlite-wal'))).toBe(true);
+
+  const before = commitsInWal(dataDir);
+  await Promise.all([account(), account(), account(), account()].map((a) => store.createAccount(a)));
+  expect(commitsInWal(dataDir) - before).toBe(1);
+
+  // The count sees every commit: one write per turn, one COMMIT each.
+  const between = commitsInWal(dataDir);
+  for (let i = 0; i < 3; i++) await store.createAccount(account());
+  expect(commitsInWal(dataDir) - between).toBe(3);
 });
 
 it('answers a write only once it is committed: another connection sees it at once', async () => {

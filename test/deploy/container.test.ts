@@ -27,7 +27,7 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { baseEnv, snapshot } from '../client/helpers.js';
 import { startLocalRegistry } from '../helpers/npm-registry.js';
-import { lacking, REQUIRED } from '../helpers/required.js';
+import { lacking } from '../helpers/required.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const run = promisify(execFile);
@@ -37,14 +37,6 @@ const SIZE_BUDGET_MB = 350;
 const BASE = process.env.COFFER_CONTAINER_BASE ?? '';
 const PODMAN = spawnSync('podman', ['--version'], { encoding: 'utf8' }).status === 0;
 const HAVE_BASE = PODMAN && BASE !== '' && spawnSync('podman', ['image', 'exists', BASE]).status === 0;
-
-if (!HAVE_BASE && !REQUIRED) {
-  console.warn(
-    PODMAN
-      ? 'no container base image: skipping the image test (make one with `export COFFER_CONTAINER_BASE=$(.ci/container-base)`)'
-      : 'podman is not installed (apt-get install podman runc): skipping the image test',
-  );
-}
 
 /** Names of everything this file makes in Podman's storage, unique per run. */
 const tag = `${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -131,7 +123,8 @@ function eventStream(url: string, apiKey: string, backupId: string) {
   return { frames, opened, ended };
 }
 
-describe.skipIf(lacking(HAVE_BASE))('the container image (Containerfile) under Podman', () => {
+// Without Podman, or without a base image (`export COFFER_CONTAINER_BASE=$(.ci/container-base)` makes one).
+describe.skipIf(lacking(HAVE_BASE, 'podman'))('the container image (Containerfile) under Podman', () => {
   let apiKey = '';
   let backupId = '';
   let first: Started;

@@ -31,6 +31,7 @@ export const REQUIREMENTS = [
   'python-libsodium',
   'zstd',
   'root',
+  'podman',
 ] as const;
 
 export type Requirement = (typeof REQUIREMENTS)[number] | 'node:zstd' | `sqlite:${string}`;

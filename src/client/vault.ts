@@ -35,10 +35,11 @@ export class VaultStateError extends Error {
 export class HostWithoutVaultError extends VaultStateError {
   constructor() {
     super(
-      'this API key belongs to an account without a vault, so it is most likely the wrong key (or a key issued for the wrong account): ' +
-        "a host's key must belong to the owner's account (coffer admin keys create --account <owner's account id> --append-only " +
-        "--scopes backups:write, or the console's Keys page). Do not run `coffer init` here: the vault is set up by the owner, " +
-        'and this recipient only opens that one',
+      "this API key's account has no vault, so the recipient cannot be this account's. " +
+        "A backup host: this is most likely the wrong key; a host's key must belong to the vault owner's account " +
+        "(coffer admin keys create --account <owner's account id> --append-only --scopes backups:write, or the console's Keys page). " +
+        'Your own new account: set up its vault first (`coffer init`, with a passphrase), then back up with the passphrase ' +
+        'or with the recipient `coffer recipient` prints for it',
     );
   }
 }
@@ -115,21 +116,23 @@ export async function rotateFrom(
 /**
  * Before a backup sealed to a recipient (docs/crypto.md §2b): the vault must be initialized and v1. Nothing is
  * unwrapped and no passphrase is involved; the recipient itself comes from the user, never from the server.
+ * Returns the account as read, or null when the key may not read it (a write-only host key).
  */
-export async function requireSealableVault(client: CofferClient, signal?: AbortSignal): Promise<void> {
+export async function requireSealableVault(client: CofferClient, signal?: AbortSignal): Promise<BackupAccountBody | null> {
   let account: BackupAccountBody;
   try {
     account = await client.getAccount(signal);
   } catch (error) {
     // A write-only host key may not read the account: the server's answer to create says the rest
     // (409 vault_not_initialized), and the seal needs nothing from the account.
-    if (error instanceof CofferApiError && error.code === 'insufficient_scope') return;
+    if (error instanceof CofferApiError && error.code === 'insufficient_scope') return null;
     throw error;
   }
   if (!account.initialized) throw new HostWithoutVaultError();
   if (account.cryptoVersion !== CRYPTO_VERSION) {
     throw new VaultStateError(`the vault uses crypto version ${JSON.stringify(account.cryptoVersion)}; recipients need ${CRYPTO_VERSION}`);
   }
+  return account;
 }
 
 /**

@@ -155,7 +155,7 @@ describe('a write-only append-only host key', () => {
     const result = await host(['backup', vault.source]);
     expect(result.code).not.toBe(0);
     // The key is the wrong one (an account without a vault): never "run coffer init" on a host.
-    expect(result.stderr).toContain('belongs to an account without a vault');
+    expect(result.stderr).toContain("this API key's account has no vault");
     expect(result.stderr).toContain('wrong key');
     expect(result.stderr).not.toContain('run `coffer init` first');
     expect(await server.parts.store.listBackups(empty, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).toEqual([]);
@@ -204,7 +204,7 @@ describe('a write-only append-only host key', () => {
       expect(add.code, add.stderr).toBe(0);
       const run = await runCli(['run'], env);
       expect(run.code).toBe(1);
-      expect(run.stderr).toContain('belongs to an account without a vault');
+      expect(run.stderr).toContain("this API key's account has no vault");
       expect(run.stderr).not.toContain('run `coffer init` first');
       expect(bodies).toHaveLength(1);
       expect(bodies[0]).toMatchObject({ event: 'failure', failure: 'configuration' });

@@ -1,4 +1,5 @@
 /** `coffer backup <path>…` (or `--stdin`): tar → zstd/gzip → encrypt → upload, streamed. */
+import { plural } from '../../domain/words.js';
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
@@ -223,12 +224,13 @@ export function registerBackup(program: Command): void {
           const what =
             metadata.archive === 'raw'
               ? `"${metadata.name}" from ${options.stdin ? 'standard input' : 'the command'}`
-              : `${metadata.fileCount} files`;
+              : plural(metadata.fileCount, 'file');
           print(
             `backup ${detail.id} ${detail.status}: ${what}, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
               `${bytes(detail.ciphertextSizeBytes)} encrypted (${metadata.compression}); kept until ${localTime(detail.expiresAt)}`,
           );
-          if (skipped.length > 0) print(`${skipped.length} entries were left out (listed above and in the backup's sealed metadata)`);
+          if (skipped.length > 0)
+            print(`${plural(skipped.length, 'entry was', 'entries were')} left out (listed above and in the backup's sealed metadata)`);
           if (recipient) print(`sealed to recipient ${recipient.fingerprint}`);
         } finally {
           bar.stop();

@@ -249,7 +249,10 @@ export const CLIENT_SETTINGS = settings({
     default: null,
     about: "a lower ciphertext limit of this client's own: it only lowers the limit the server announces (unset: the server's)",
   },
-  COFFER_PROFILE: { default: null, about: 'profile of the config file to use (--profile wins; unset: the file\'s "default", else none)' },
+  COFFER_PROFILE: {
+    default: null,
+    about: 'profile of the config file to use (--profile wins; unset: the file\'s "default" unless COFFER_URL or COFFER_API_KEY is set)',
+  },
   COFFER_ACCEPT_OLDER_KEYS: {
     default: null,
     about: 'set to 1 to accept a vault or kit without the newest key this machine saw (a deliberate return to an older envelope)',
@@ -561,6 +564,11 @@ export interface ClientConfig {
   /** XDG_CONFIG_HOME and XDG_STATE_HOME when set to absolute directories (the scheduled units get them); else null. */
   xdgConfigHome: string | null;
   xdgStateHome: string | null;
+  /**
+   * The client settings set to nothing (`COFFER_API_KEY=`): they count as unset, but a profile never fills them in
+   * (docs/client.md#profiles) and an empty COFFER_PASSPHRASE means "no passphrase here", never a prompt.
+   */
+  emptySettings: string[];
 }
 
 /**
@@ -571,10 +579,14 @@ export function inheritedEnvironment(env: Env = process.env): Env {
   return { ...env };
 }
 
-/** The profile-suppliable variables set in the environment (trimmed): they win over a profile's values. */
-export function givenOverProfile(env: Env = process.env): Partial<Record<'COFFER_URL' | 'COFFER_RECIPIENT' | 'COFFER_API_KEY', string>> {
-  const given: Partial<Record<'COFFER_URL' | 'COFFER_RECIPIENT' | 'COFFER_API_KEY', string>> = {};
-  for (const name of ['COFFER_URL', 'COFFER_RECIPIENT', 'COFFER_API_KEY'] as const) {
+/** The variables a profile can supply (docs/client.md#profiles): together they name an account and where it seals to. */
+export const PROFILE_VARIABLES = ['COFFER_URL', 'COFFER_API_KEY', 'COFFER_BLOB_API_URL', 'COFFER_RECIPIENT'] as const;
+export type ProfileVariable = (typeof PROFILE_VARIABLES)[number];
+
+/** The profile-suppliable variables set to a value in the environment (trimmed). */
+export function givenOverProfile(env: Env = process.env): Partial<Record<ProfileVariable, string>> {
+  const given: Partial<Record<ProfileVariable, string>> = {};
+  for (const name of PROFILE_VARIABLES) {
     const value = (env[name] ?? '').trim();
     if (value !== '') given[name] = value;
   }
@@ -592,8 +604,14 @@ function xdgDir(env: Env, setting: Setting, fallback: string[]): string {
 export function loadClientConfig(env: Env = process.env, profile: ProfileSettings = {}): ClientConfig {
   const S = CLIENT_SETTINGS;
   const absolute = (value: string | null) => (value && path.isAbsolute(value) ? value : null);
+  const exactly = new Set(['COFFER_PASSPHRASE', 'COFFER_NEW_PASSPHRASE']); // spaces are a passphrase
+  const emptySettings = Object.keys(S).filter((name) => {
+    const value = env[name];
+    return value !== undefined && (exactly.has(name) ? value : value.trim()) === '';
+  });
+  // A variable set to nothing is not filled in by the profile: an empty COFFER_API_KEY is never the profile's key.
   env = { ...env };
-  for (const [name, value] of Object.entries(profile)) if ((env[name] ?? '').trim() === '') env[name] = value;
+  for (const [name, value] of Object.entries(profile)) if (env[name] === undefined) env[name] = value;
   return {
     url: url(env, S.COFFER_URL),
     apiKey: text(env, S.COFFER_API_KEY),
@@ -612,5 +630,6 @@ export function loadClientConfig(env: Env = process.env, profile: ProfileSetting
     stateDir: xdgDir(env, S.XDG_STATE_HOME, ['.local', 'state']),
     xdgConfigHome: absolute(env.XDG_CONFIG_HOME ?? null),
     xdgStateHome: absolute(env.XDG_STATE_HOME ?? null),
+    emptySettings,
   };
 }

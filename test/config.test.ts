@@ -306,10 +306,14 @@ describe('loadClientConfig', () => {
       stateDir: path.join(os.homedir(), '.local', 'state', 'coffer'),
       xdgConfigHome: null,
       xdgStateHome: null,
+      emptySettings: [],
     };
     expect(loadClientConfig({})).toEqual(expected);
     // A relative XDG directory is ignored, as the XDG spec says.
-    expect(loadClientConfig({ XDG_CONFIG_HOME: 'relative', XDG_STATE_HOME: ' ' })).toEqual(expected);
+    expect(loadClientConfig({ XDG_CONFIG_HOME: 'relative', XDG_STATE_HOME: ' ' })).toEqual({
+      ...expected,
+      emptySettings: ['XDG_STATE_HOME'],
+    });
     const blank = {
       COFFER_URL: ' ',
       COFFER_API_KEY: '',
@@ -318,7 +322,26 @@ describe('loadClientConfig', () => {
       COFFER_MAX_ARCHIVE_BYTES: '',
       COFFER_RECIPIENT: ' ',
     };
-    expect(loadClientConfig({ ...blank, COFFER_PASSPHRASE: '', COFFER_NEW_PASSPHRASE: '' })).toEqual(expected);
+    // Each counts as unset, and is named as set to nothing (a profile never fills it in; an empty passphrase is not asked for).
+    expect(loadClientConfig({ ...blank, COFFER_PASSPHRASE: '', COFFER_NEW_PASSPHRASE: '' })).toEqual({
+      ...expected,
+      emptySettings: [
+        'COFFER_URL',
+        'COFFER_API_KEY',
+        'COFFER_BLOB_API_URL',
+        'COFFER_PASSPHRASE',
+        'COFFER_NEW_PASSPHRASE',
+        'COFFER_RECIPIENT',
+        'COFFER_KDF',
+        'COFFER_MAX_ARCHIVE_BYTES',
+      ],
+    });
+    // A profile's value never fills a variable set to nothing; spaces are a passphrase, not nothing.
+    const filled = loadClientConfig(
+      { COFFER_API_KEY: '', COFFER_PASSPHRASE: ' ' },
+      { COFFER_API_KEY: 'profile-key', COFFER_URL: 'http://x.test' },
+    );
+    expect([filled.apiKey, filled.url, filled.passphrase, filled.emptySettings]).toEqual([null, 'http://x.test', ' ', ['COFFER_API_KEY']]);
   });
 
   it('reads every variable; passphrases exactly as given, everything else trimmed', () => {
@@ -358,12 +381,14 @@ describe('loadClientConfig', () => {
       stateDir: '/var/xdg-state/coffer',
       xdgConfigHome: '/etc/xdg-config',
       xdgStateHome: '/var/xdg-state',
+      emptySettings: [],
     });
   });
 
-  it('a profile supplies what the environment leaves unset (blank counts as unset); a set variable wins', () => {
+  it('a profile supplies what the environment leaves unset (but never fills a variable set to nothing); a set variable wins', () => {
     const profile = { COFFER_URL: 'https://profile.example.org/', COFFER_API_KEY: KEY, COFFER_RECIPIENT: 'coffer1profile' };
-    expect(loadClientConfig({ COFFER_URL: ' ' }, profile)).toMatchObject({
+    expect(loadClientConfig({ COFFER_URL: ' ' }, profile)).toMatchObject({ url: 'http://localhost:8080', emptySettings: ['COFFER_URL'] });
+    expect(loadClientConfig({}, profile)).toMatchObject({
       url: 'https://profile.example.org',
       apiKey: KEY,
       recipient: 'coffer1profile',

@@ -1,4 +1,5 @@
 /** `coffer list --chain`: the history chains of the listed backups, checked (src/client/chain.ts), in words. */
+import { plural } from '../domain/words.js';
 import fsp from 'node:fs/promises';
 import { type ChainEntry, type ChainReport, checkChains, openChainEntries, readChainHead, readChainHeads } from '../client/chain.js';
 import { wipe } from '../client/envelope.js';
@@ -67,17 +68,21 @@ export async function checkedChains(
         for (const chain of report.chains) {
           const local = chain.localSeq === null ? '' : `; this host made #${chain.localSeq}`;
           print(
-            `chain ${chain.chainId.slice(0, 8)}: ${chain.backups} backup${chain.backups === 1 ? '' : 's'}, #${chain.firstSeq}-#${chain.lastSeq}${local}: ` +
+            `chain ${chain.chainId.slice(0, 8)}: ${plural(chain.backups, 'backup')}, #${chain.firstSeq}-#${chain.lastSeq}${local}: ` +
               `${chain.ok ? 'ok' : 'PROBLEMS'}`,
           );
         }
-        if (report.unchained.length > 0) print(`${report.unchained.length} backup(s) belong to no chain (made without a profile)`);
+        if (report.unchained.length > 0) {
+          const made = `${plural(report.unchained.length, 'backup was', 'backups were')} made without a profile`;
+          print(`${made}: only backups made with a profile (coffer run, coffer backup --profile) carry a history to check`);
+        }
         for (const finding of report.findings) print(`${finding.kind}: ${finding.message}`);
-        if (report.chains.length === 0 && report.findings.length === 0) print('no history chains');
+        if (report.chains.length === 0 && report.findings.length === 0 && report.unchained.length === 0)
+          print('no backups to check for a history');
       }
       if (report.findings.length > 0) {
         throw new CliError(
-          `the history chains show ${report.findings.length} problem(s) the server's list does not explain`,
+          `the history chains show ${plural(report.findings.length, 'problem')} the server's list does not explain`,
           EXIT.integrity,
         );
       }

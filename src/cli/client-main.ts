@@ -12,8 +12,7 @@ import { run } from './run.js';
 const program = new Command('coffer')
   .description('Coffer CLI: zero-knowledge encrypted backups (the client; the server is the full coffer package)')
   .version(VERSION)
-  .exitOverride()
-  .showHelpAfterError();
+  .exitOverride();
 // Completion last: it completes the commands registered before it.
 await registerCommands(program, [...CLIENT_COMMANDS, VERSION_COMMAND], process.argv, async (all) =>
   (await import('./commands/completion.js')).registerCompletion(all),

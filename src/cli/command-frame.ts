@@ -8,7 +8,14 @@ import { KDF_PROFILE_NAMES } from '../client/envelope-format.js';
 import { CLIENT_VERSION } from '../client/backup.js';
 import { CofferClient } from '../client/sdk.js';
 import { type Profile, resolveApiKey, selectProfile } from '../client/profiles.js';
-import { type ClientConfig, givenOverProfile, loadClientConfig, type ProfileSettings } from '../config.js';
+import {
+  type ClientConfig,
+  givenOverProfile,
+  loadClientConfig,
+  PROFILE_VARIABLES,
+  type ProfileSettings,
+  type ProfileVariable,
+} from '../config.js';
 import { interruptible, toCliError } from './failures.js';
 import { note, usageError } from './output.js';
 
@@ -52,36 +59,80 @@ export interface CommandContext {
   signal: AbortSignal;
   config: ClientConfig;
   profile: SelectedProfile | null;
+  /** Where config.recipient came from, for the stderr line that says what a backup seals to; null: no recipient. */
+  recipientFrom?: 'COFFER_RECIPIENT' | 'the profile' | null;
 }
 
+/** The variables that name the account a command talks to: set, they keep the file's default profile out. */
+const ACCOUNT_VARIABLES = ['COFFER_URL', 'COFFER_API_KEY'] as const satisfies readonly ProfileVariable[];
+
+const canonicalRecipient = (text: string) => text.trim().toLowerCase();
+
 /**
- * The settings of a client command, read in this one place: the environment (src/config.ts CLIENT_SETTINGS) over
- * the selected profile (--profile, else COFFER_PROFILE, else the file's default), over the defaults. The profile's
- * API key is fetched from its file or command only when COFFER_API_KEY does not already give one.
+ * The settings of a client command, decided in this one place (docs/client.md#profiles, "Which settings apply"):
+ *
+ * - A profile applies when it is named (--profile, else COFFER_PROFILE), or as the file's default when the
+ *   environment names no account of its own (neither COFFER_URL nor COFFER_API_KEY is set). A command with
+ *   another server or key in the environment never gets the default profile's key, recipient, paths or chain.
+ * - When a profile applies, the environment may repeat its values but not contradict them: a variable that names
+ *   another server, key, blob host or recipient than the named profile is an error (exit 2), and so is one set to
+ *   nothing where the profile has a value (an empty COFFER_API_KEY is never silently the profile's key).
+ * - Command-line options (--recipient, --passphrase-file) apply to their command and win over both.
+ *
+ * The profile's API key is fetched from its file or command only when the profile applies.
  */
 export async function loadSettings(
   requested: string | undefined,
   signal: AbortSignal,
   env?: Record<string, string | undefined>,
-): Promise<{ config: ClientConfig; profile: SelectedProfile | null }> {
+): Promise<{ config: ClientConfig; profile: SelectedProfile | null; recipientFrom: CommandContext['recipientFrom'] }> {
   const base = loadClientConfig(env);
+  const given = givenOverProfile(env);
+  const fromEnvironment = { config: base, profile: null, recipientFrom: base.recipient === null ? null : ('COFFER_RECIPIENT' as const) };
   const selected = await selectProfile(base.configDir, requested ?? base.profileName);
-  if (!selected) return { config: base, profile: null };
-  const { profile } = selected;
+  if (!selected) return fromEnvironment;
+  const { name, profile } = selected;
+  if (!selected.named) {
+    const naming = ACCOUNT_VARIABLES.filter((variable) => given[variable] !== undefined);
+    if (naming.length > 0) {
+      note(
+        `note: ${naming.join(' and ')} ${naming.length > 1 ? 'are' : 'is'} set, so the default profile ${name} is not used ` +
+          `(its key, recipient and history chain stay out of this command; --profile ${name} uses it)`,
+      );
+      return fromEnvironment;
+    }
+  }
   const supplied: ProfileSettings = {
     COFFER_URL: profile.url,
     ...(profile.blobApiUrl ? { COFFER_BLOB_API_URL: profile.blobApiUrl } : {}),
     ...(profile.recipient ? { COFFER_RECIPIENT: profile.recipient } : {}),
   };
-  const given = givenOverProfile(env);
-  for (const name of ['COFFER_URL', 'COFFER_RECIPIENT'] as const) {
-    if (supplied[name] !== undefined && given[name] !== undefined && given[name] !== supplied[name]) {
-      note(`note: ${name} is set and wins over profile ${selected.name}'s value`);
-    }
+  const how = selected.named ? `profile ${name}` : `the default profile ${name}`;
+  const conflict = (variable: ProfileVariable, what: string) =>
+    usageError(
+      `${variable} ${what}, but ${how} is in use and has its own: this command would mix two accounts. ` +
+        `Unset ${variable} to use the profile, or leave the profile out (${selected.named ? 'without --profile/COFFER_PROFILE' : `unset it as the default`}) to use the environment`,
+    );
+  for (const variable of PROFILE_VARIABLES) {
+    const own = variable === 'COFFER_API_KEY' ? 'key' : supplied[variable as keyof ProfileSettings];
+    if (own !== undefined && base.emptySettings.includes(variable)) throw conflict(variable, 'is set to nothing');
   }
-  if (given.COFFER_API_KEY !== undefined) note(`note: COFFER_API_KEY is set and wins over profile ${selected.name}'s key`);
-  else supplied.COFFER_API_KEY = await resolveApiKey(base.configDir, profile.apiKey, signal);
-  return { config: loadClientConfig(env, supplied), profile: selected };
+  const fromProfile = loadClientConfig({}, supplied);
+  if (given.COFFER_URL !== undefined && base.url !== fromProfile.url) throw conflict('COFFER_URL', `names ${base.url}`);
+  if (given.COFFER_BLOB_API_URL !== undefined && supplied.COFFER_BLOB_API_URL !== undefined && base.blobApiUrl !== fromProfile.blobApiUrl)
+    throw conflict('COFFER_BLOB_API_URL', `names ${base.blobApiUrl}`);
+  if (
+    given.COFFER_RECIPIENT !== undefined &&
+    profile.recipient &&
+    canonicalRecipient(given.COFFER_RECIPIENT) !== canonicalRecipient(profile.recipient)
+  )
+    throw conflict('COFFER_RECIPIENT', 'names another recipient');
+  const key = await resolveApiKey(base.configDir, profile.apiKey, signal);
+  if (given.COFFER_API_KEY !== undefined && given.COFFER_API_KEY !== key) throw conflict('COFFER_API_KEY', 'is another key');
+  supplied.COFFER_API_KEY = key;
+  const config = loadClientConfig(env, supplied);
+  const recipientFrom = config.recipient === null ? null : given.COFFER_RECIPIENT !== undefined ? 'COFFER_RECIPIENT' : 'the profile';
+  return { config, profile: { name, profile }, recipientFrom };
 }
 
 /**
@@ -113,7 +164,7 @@ export function plainAction<A extends unknown[]>(body: (context: CommandContext,
     const options = args.find((a): a is JsonOption => typeof a === 'object' && a !== null && !Array.isArray(a)) ?? {};
     const { signal, dispose } = interruptible();
     try {
-      await body({ signal, config: loadClientConfig(), profile: null }, ...args);
+      await body({ signal, config: loadClientConfig(), profile: null, recipientFrom: null }, ...args);
     } catch (error) {
       throw toCliError(signal.aborted ? signal.reason : error, !!options.json);
     } finally {

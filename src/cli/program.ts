@@ -4,11 +4,7 @@ import { VERSION } from '../lib/version.js';
 import { CLIENT_COMMANDS, registerCommands, VERSION_COMMAND } from './commands/index.js';
 import { run } from './run.js';
 
-const program = new Command('coffer')
-  .description('Coffer: zero-knowledge encrypted backups')
-  .version(VERSION)
-  .exitOverride()
-  .showHelpAfterError();
+const program = new Command('coffer').description('Coffer: zero-knowledge encrypted backups').version(VERSION).exitOverride();
 await registerCommands(
   program,
   [

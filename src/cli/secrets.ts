@@ -4,12 +4,12 @@
  * newest this machine saw, and the typed confirmation of a destructive command.
  */
 import fsp from 'node:fs/promises';
-import { type KdfProfile, wipe } from '../client/envelope.js';
+import { type KdfProfile, type Recipient, unwrapMasterKey, wipe } from '../client/envelope.js';
 import { fsReason } from '../client/fs-errors.js';
 import { type Kit, KitFormatError, parseKit } from '../client/kit.js';
-import type { CofferClient } from '../client/sdk.js';
+import type { BackupAccountBody, CofferClient } from '../client/sdk.js';
 import { unlockVault } from '../client/vault.js';
-import { checkKeyPin } from '../client/key-pin.js';
+import { checkKeyPin, ringFingerprints } from '../client/key-pin.js';
 import type { ClientConfig } from '../config.js';
 import { clientFor, kdfProfile, type PassphraseOptions } from './command-frame.js';
 import { readHiddenLine } from './hidden-input.js';
@@ -84,6 +84,41 @@ export async function startUnlock(client: CofferClient, config: ClientConfig, op
   return { masterKey };
 }
 
+/**
+ * Before a backup sealed to `recipient`, when this command can open the vault (its key read `account`, and the
+ * passphrase is at hand: the caller checks passphraseGiven, so nothing is asked): the recipient must be one of the
+ * vault's keys. A recipient of another account's vault (a profile's, a variable's) would make a backup this
+ * account can never read; it is refused before anything is uploaded. A wrong passphrase fails as it always does.
+ */
+export async function requireVaultRecipient(
+  account: BackupAccountBody,
+  config: ClientConfig,
+  options: PassphraseOptions,
+  recipient: Recipient,
+  from: string,
+): Promise<void> {
+  const material = await unwrapMasterKey(account, await readPassphrase(config, { passphraseFile: options.passphraseFile }));
+  await requireNewestKeys(config, material, 'the vault the server sent');
+  let fingerprints: string[];
+  try {
+    fingerprints = ringFingerprints(material);
+  } finally {
+    wipe(material);
+  }
+  if (!fingerprints.includes(recipient.fingerprint)) {
+    throw usageError(
+      `the recipient ${recipient.fingerprint} (from ${from}) is not a key of this account's vault (its recipient is ${fingerprints[0]}): ` +
+        "a backup sealed to it could never be read with this account's passphrase or kit. Nothing was uploaded. " +
+        '`coffer recipient` prints the right one',
+    );
+  }
+  if (fingerprints[0] !== recipient.fingerprint) {
+    note(
+      `note: the recipient ${recipient.fingerprint} is an older key of this vault (before a rekey); its current recipient is ${fingerprints[0]}`,
+    );
+  }
+}
+
 // ---- passphrases: --passphrase-file, the environment, or a no-echo prompt on a terminal ----
 
 async function fromFile(file: string, option: string): Promise<string> {
@@ -108,6 +143,16 @@ function nonEmpty(value: string, source: string): string {
   return value;
 }
 
+/** A passphrase variable set to nothing means "none here": never a prompt (a script that set it must not hang on one). */
+const setToNothing = (variable: string, option: string) =>
+  usageError(
+    `${variable} is set to nothing and this command needs the passphrase: set it, pass ${option} <file>, or unset it to be asked on a terminal`,
+  );
+
+/** Whether the passphrase is at hand without asking (--passphrase-file or COFFER_PASSPHRASE). */
+export const passphraseGiven = (config: ClientConfig, options: PassphraseOptions): boolean =>
+  options.passphraseFile !== undefined || config.passphrase !== null;
+
 /** The vault passphrase: --passphrase-file, else COFFER_PASSPHRASE, else a prompt (asked twice when `confirm`). */
 export async function readPassphrase(
   config: ClientConfig,
@@ -115,6 +160,7 @@ export async function readPassphrase(
 ): Promise<string> {
   if (options.passphraseFile) return nonEmpty(await fromFile(options.passphraseFile, '--passphrase-file'), '--passphrase-file');
   if (config.passphrase !== null) return config.passphrase;
+  if (config.emptySettings.includes('COFFER_PASSPHRASE')) throw setToNothing('COFFER_PASSPHRASE', '--passphrase-file');
   if (!canPrompt()) {
     throw usageError('no passphrase: set COFFER_PASSPHRASE, pass --passphrase-file <file>, or run on a terminal');
   }
@@ -130,6 +176,7 @@ export async function readNewPassphrase(
     return nonEmpty(await fromFile(options.newPassphraseFile, '--new-passphrase-file'), '--new-passphrase-file');
   }
   if (config.newPassphrase !== null) return config.newPassphrase;
+  if (config.emptySettings.includes('COFFER_NEW_PASSPHRASE')) throw setToNothing('COFFER_NEW_PASSPHRASE', '--new-passphrase-file');
   if (!canPrompt()) {
     throw usageError('no new passphrase: set COFFER_NEW_PASSPHRASE, pass --new-passphrase-file <file>, or run on a terminal');
   }
@@ -214,9 +261,13 @@ export async function readKit(file: string | undefined, config: ClientConfig, us
   if (kit.server !== null && kit.server !== config.url) note(`note: the kit was printed for ${kit.server}; using it on ${config.url}`);
   const older = await requireNewestKeys(config, kit.material, 'the kit', use === 'recover' ? { means: OLDER_KIT } : { onOlder: 'report' });
   if (older) {
+    // Named by the kit's own key: the record is per vault, and the kit need not be this account's (a key of one
+    // account with the kit of another reads nothing of it), so "the vault" alone would name a stranger's key.
+    const [kitKey] = ringFingerprints(kit.material);
     note(
-      `note: the kit is from before a rekey (the vault's newest key ${older.newest}, seen here since ${older.seenAt}, ` +
-        'is not in it): it reads the backups made before the rekey, not the newer ones. Print a new kit with `coffer kit`.',
+      `note: this kit (recipient ${kitKey}) is from before a rekey of its vault: that vault's newest key ${older.newest}, seen here ` +
+        `since ${older.seenAt}, is not in it. It reads that vault's backups made before the rekey, not the newer ones; ` +
+        'print a new kit with `coffer kit`.',
     );
   }
   return kit;

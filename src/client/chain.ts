@@ -8,6 +8,7 @@
  * `checkChains` reads the links of the backups a reader can decrypt and reports, per chain, what the server's
  * list does not explain: gaps that expiry does not explain, rollbacks (the newest backups gone) and reordering.
  */
+import { plural } from '../domain/words.js';
 import { randomUUID } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -503,7 +504,7 @@ export async function chainForProfile(
       if (!(Math.abs(skew) <= MAX_CLOCK_SKEW_MS)) {
         return (
           `warning: the server says backup ${detail.id} was created at ${detail.createdAt}, ` +
-          `${Math.round(Math.abs(skew) / 60_000)} minute(s) ${skew < 0 ? 'before' : 'after'} this host's clock (${createdAt}); ` +
+          `${plural(Math.round(Math.abs(skew) / 60_000), 'minute')} ${skew < 0 ? 'before' : 'after'} this host's clock (${createdAt}); ` +
           "the history chain records this host's time (a server clock that is wrong, or a server back-dating its answers)"
         );
       }

@@ -6,6 +6,7 @@
  * What is sent is built here and only here, from counts, sizes, ids, times and a failure category: never the API
  * key, a passphrase, a recipient, a file name, a path or an error message (those can name local files).
  */
+import { plural } from '../domain/words.js';
 import os from 'node:os';
 import type { Profile } from './profiles.js';
 
@@ -52,7 +53,7 @@ function line(event: NotifyEvent, facts: RunFacts, host: string): string {
     case 'start':
       return `${who}: backup started`;
     case 'success':
-      return `${who}: backup ${facts.backupId ?? ''} READY (${facts.fileCount ?? 0} files, ${facts.ciphertextBytes ?? 0} bytes encrypted)`;
+      return `${who}: backup ${facts.backupId ?? ''} READY (${plural(facts.fileCount ?? 0, 'file')}, ${plural(facts.ciphertextBytes ?? 0, 'byte')} encrypted)`;
     case 'failure':
       return `${who}: backup FAILED (${facts.failure ?? 'other'}, exit ${facts.exitCode ?? 1})`;
     case 'overdue':

@@ -205,10 +205,13 @@ export async function writeProfiles(configDir: string, data: ProfilesFile): Prom
 }
 
 /**
- * The profile to use: `requested` (--profile, else COFFER_PROFILE), else the file's default, else none (null).
- * A requested name that the file does not hold is an error.
+ * The profile to use: `requested` (--profile, else COFFER_PROFILE), else the file's default, else none (null);
+ * `named` tells the first from the second. A requested name that the file does not hold is an error.
  */
-export async function selectProfile(configDir: string, requested: string | null): Promise<{ name: string; profile: Profile } | null> {
+export async function selectProfile(
+  configDir: string,
+  requested: string | null,
+): Promise<{ name: string; profile: Profile; named: boolean } | null> {
   const data = await readProfiles(configDir);
   const name = requested ?? data.default ?? null;
   if (name === null) return null;
@@ -220,7 +223,7 @@ export async function selectProfile(configDir: string, requested: string | null)
         (known.length ? ` (profiles: ${known.join(', ')})` : ' (it has no profiles: `coffer profile add`)'),
     );
   }
-  return { name, profile };
+  return { name, profile, named: requested !== null };
 }
 
 /** A relative key file is relative to the config directory. */

@@ -2,10 +2,12 @@
  * The vault (wrapped master key) operations behind `coffer init`, `coffer passphrase` and every command that
  * needs the master key. The passphrase stays in this process: only the wrapped key and KDF parameters travel.
  */
+import { plural } from '../domain/words.js';
 import {
   addMasterKey,
   CRYPTO_VERSION,
   deriveRecipient,
+  NONCE_BYTES,
   IntegrityError,
   KEYRING,
   masterKeys,
@@ -20,7 +22,9 @@ import {
   type Recipient,
   type VaultMaterial,
 } from './envelope.js';
+import { RECIPIENT } from './envelope-format.js';
 import { kitRefusal } from './kit-core.js';
+import { dekForm } from './key-usage.js';
 import { CofferApiError, type BackupAccountBody, type BootstrapResponseBody, type CofferClient, type RotateResponseBody } from './sdk.js';
 
 export class VaultStateError extends Error {
@@ -35,10 +39,11 @@ export class VaultStateError extends Error {
 export class HostWithoutVaultError extends VaultStateError {
   constructor() {
     super(
-      'this API key belongs to an account without a vault, so it is most likely the wrong key (or a key issued for the wrong account): ' +
-        "a host's key must belong to the owner's account (coffer admin keys create --account <owner's account id> --append-only " +
-        "--scopes backups:write, or the console's Keys page). Do not run `coffer init` here: the vault is set up by the owner, " +
-        'and this recipient only opens that one',
+      "this API key's account has no vault, so the recipient cannot be this account's. " +
+        "A backup host: this is most likely the wrong key; a host's key must belong to the vault owner's account " +
+        "(coffer admin keys create --account <owner's account id> --append-only --scopes backups:write, or the console's Keys page). " +
+        'Your own new account: set up its vault first (`coffer init`, with a passphrase), then back up with the passphrase ' +
+        'or with the recipient `coffer recipient` prints for it',
     );
   }
 }
@@ -115,21 +120,23 @@ export async function rotateFrom(
 /**
  * Before a backup sealed to a recipient (docs/crypto.md §2b): the vault must be initialized and v1. Nothing is
  * unwrapped and no passphrase is involved; the recipient itself comes from the user, never from the server.
+ * Returns the account as read, or null when the key may not read it (a write-only host key).
  */
-export async function requireSealableVault(client: CofferClient, signal?: AbortSignal): Promise<void> {
+export async function requireSealableVault(client: CofferClient, signal?: AbortSignal): Promise<BackupAccountBody | null> {
   let account: BackupAccountBody;
   try {
     account = await client.getAccount(signal);
   } catch (error) {
     // A write-only host key may not read the account: the server's answer to create says the rest
     // (409 vault_not_initialized), and the seal needs nothing from the account.
-    if (error instanceof CofferApiError && error.code === 'insufficient_scope') return;
+    if (error instanceof CofferApiError && error.code === 'insufficient_scope') return null;
     throw error;
   }
   if (!account.initialized) throw new HostWithoutVaultError();
   if (account.cryptoVersion !== CRYPTO_VERSION) {
     throw new VaultStateError(`the vault uses crypto version ${JSON.stringify(account.cryptoVersion)}; recipients need ${CRYPTO_VERSION}`);
   }
+  return account;
 }
 
 /**
@@ -203,6 +210,14 @@ export async function rekeyVault(
   }
 }
 
+/** A wrappedDek (or its nonce) that is not one of the forms a key could open: altered, not sealed to another key. */
+function malformedDek(fields: { wrappedDek: string | null; wrappedDekNonce: string | null }): boolean {
+  const nonce = typeof fields.wrappedDekNonce === 'string' ? Buffer.from(fields.wrappedDekNonce, 'base64') : null;
+  const magic = typeof fields.wrappedDek === 'string' ? Buffer.from(fields.wrappedDek, 'base64').subarray(0, 4).toString('latin1') : '';
+  const newer = /^[a-z]{3}[0-9]$/.test(magic) && magic !== RECIPIENT.magic; // a later form: NewerFormatError says so
+  return (dekForm(fields.wrappedDek) === null && !newer) || nonce === null || nonce.length !== NONCE_BYTES;
+}
+
 export interface RecoverResult {
   rotate: RotateResponseBody;
   /** READY backups whose data key the kit opened, out of `checked`. */
@@ -228,17 +243,24 @@ export async function recoverVault(
   const ready = (await client.listBackups(signal)).backups.filter((backup) => backup.status === 'READY');
   let opened = 0;
   for (const { id } of ready) {
+    const detail = await client.getBackup(id, signal);
     try {
-      wipe(unwrapDek(material, id, await client.getBackup(id, signal)));
+      wipe(unwrapDek(material, id, detail));
       opened += 1;
     } catch (error) {
       if (!(error instanceof IntegrityError)) throw error;
+      // A key this kit does not hold is what the count is for; a data key of neither form was altered (exit 4).
+      if (malformedDek(detail)) {
+        throw new IntegrityError(
+          `backup ${id}: its data key is of neither form (docs/crypto.md §2b), so it was altered; nothing was changed`,
+        );
+      }
     }
   }
   const refusal = kitRefusal(opened, ready.length, force); // the rule the console's recovery page applies too
   if (refusal === 'foreign') {
     throw new IntegrityError(
-      `the kit opens none of the ${ready.length} backups: it belongs to another vault (or is older than every backup's key); nothing was changed`,
+      `the kit opens none of the ${plural(ready.length, 'backup')}: it belongs to another vault (or is older than every backup's key); nothing was changed`,
     );
   }
   if (refusal === 'unchecked') {
@@ -246,7 +268,7 @@ export async function recoverVault(
   }
   if (refusal === 'partial') {
     throw new VaultStateError(
-      `the kit opens ${opened} of ${ready.length} backups: the others were made with a key it does not hold (a rekey after the ` +
+      `the kit opens ${opened} of ${plural(ready.length, 'backup')}: the others were made with a key it does not hold (a rekey after the ` +
         'kit was printed?). Recovering with it would make them unreadable for good; nothing was changed (pass --force to accept that)',
     );
   }

@@ -11,14 +11,14 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt, CLI, cliFor } from '../client/helpers.js';
 import { stallingProxy } from '../client/proxy.js';
-import { REQUIRED } from '../helpers/required.js';
+import { lacking } from '../helpers/required.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const TMUX = ['/usr/bin/tmux', '/bin/tmux', '/usr/local/bin/tmux'].find((file) => fs.existsSync(file));
 const MIB = 1024 * 1024;
 
-describe.skipIf(!TMUX && !REQUIRED)('Ctrl-C with the progress bar on a terminal (tmux)', () => {
+describe.skipIf(lacking(Boolean(TMUX), 'tmux'))('Ctrl-C with the progress bar on a terminal (tmux)', () => {
   let server: TestServer;
   let proxy: Awaited<ReturnType<typeof stallingProxy>>;
   let apiKey: string;

@@ -176,10 +176,10 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
       expect(json(await coffer(['list', '--json'])).backups).toEqual([]);
       expect(json(await coffer(['list', '--json', '--profile', 'cmd'])).backups).toEqual([]);
       expect(json(await coffer(['list', '--json'], { COFFER_PROFILE: 'cmd' })).backups).toEqual([]);
-      // A variable that is set wins over the profile, and says so.
+      // A variable that contradicts the named profile stops the command (docs/client.md#profiles, "No mixing").
       result = await coffer(['list', '--profile', 'cmd'], { COFFER_URL: 'http://127.0.0.1:9' });
-      expect(result.code).toBe(1);
-      expect(result.stderr).toContain("COFFER_URL is set and wins over profile cmd's value");
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain('COFFER_URL names http://127.0.0.1:9, but profile cmd is in use and has its own');
       result = await coffer(['list', '--profile', 'nope']);
       expect(result.code).toBe(2);
       expect(result.stderr).toContain('no profile named "nope"');

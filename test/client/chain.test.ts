@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
-import { assertBuilt, cliFor, json, makeTree, runCli } from './helpers.js';
+import { assertBuilt, cliFor, json, makeTree, ROOT, runCli } from './helpers.js';
 
 const PASSPHRASE = 'chain-test passphrase';
 const DAY = 86_400_000;
@@ -143,6 +143,9 @@ describe('a server that back-dates its finalize answers cannot make a hidden bac
   let work: string;
   let env: Record<string, string>;
   const ids: string[] = [];
+  /** The host's clock around the last backup: the head's createdAt is between them. */
+  let lastMadeAfter = 0;
+  let lastMadeBefore = 0;
   const coffer = (args: string[]) => runCli(args, env);
   const hide = (id: string) => server.parts.store.updateBackup(id, { statuses: ['READY'] }, { status: 'DELETED', deletedAt: clock.now() });
 
@@ -171,7 +174,9 @@ describe('a server that back-dates its finalize answers cannot make a hidden bac
     expect((await coffer(['profile', 'add', 'host', '--url', server.url, '--api-key-file', keyFile, '--path', source])).code).toBe(0);
     for (let i = 0; i < 3; i++) {
       clock.advance(DAY + 1000);
+      lastMadeAfter = Date.now();
       const made = await coffer(['backup', source, '--json']);
+      lastMadeBefore = Date.now();
       expect(made.code, made.stderr).toBe(0);
       // The answer far from the host's clock is flagged at once.
       expect(made.stderr).toMatch(/warning: the server says backup [0-9a-f-]+ was created at .* before this host's clock/);
@@ -179,6 +184,28 @@ describe('a server that back-dates its finalize answers cannot make a hidden bac
     }
   }, MANY_CLIS);
   afterAll(() => server?.stop());
+
+  it('the state file is exactly as docs/crypto.md "The chain state file" documents it: the host\'s clock, not the server\'s', async () => {
+    const doc = fs.readFileSync(path.join(ROOT, 'docs/crypto.md'), 'utf8');
+    const section = doc.slice(doc.indexOf('<!-- chain-state-file'), doc.indexOf('<!-- end chain-state-file -->'));
+    const example = JSON.parse(/```json\n([\s\S]*?)\n```/.exec(section)![1]!) as Record<string, unknown>;
+    // The documented rule for createdAt, in the one section that specifies the file.
+    expect(section).toMatch(/`createdAt`\s+the host's own clock when the backup reached READY/);
+    expect(section).not.toMatch(/the server's\s+`createdAt` from the finalize answer, as given/);
+    const file = path.join(work, 'state', 'coffer', 'chains', 'host.json');
+    const text = fs.readFileSync(file, 'utf8');
+    const head = JSON.parse(text) as Record<string, unknown>;
+    expect(Object.keys(head).sort()).toEqual(Object.keys(example).sort());
+    expect(text).toBe(`${JSON.stringify(head, null, 2)}\n`);
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    expect(fs.statSync(path.dirname(file)).mode & 0o777).toBe(0o700);
+    expect(head).toMatchObject({ version: 1, seq: 3, backupId: ids[2] });
+    const recorded = Date.parse(head.createdAt as string);
+    expect(recorded).toBeGreaterThanOrEqual(lastMadeAfter);
+    expect(recorded).toBeLessThanOrEqual(lastMadeBefore);
+    const server = (await runCli(['show', ids[2]!, '--json'], env)).stdout;
+    expect(Date.parse(JSON.parse(server).createdAt)).toBeLessThan(recorded - 90 * DAY); // the server's answer, 100 days back
+  });
 
   it(
     "links carry the host's time: #1-#2 hidden is a gap (exit 4), not expiry",

@@ -243,7 +243,9 @@ describe('recovery kit: a forgotten passphrase replaced with the kit', () => {
     const older = path.join(work, 'kit-old-older');
     const fromOld = await withKit([backups[0]!, older, '--kit-file', oldFile]);
     expect(fromOld.code, fromOld.stderr).toBe(0);
-    expect(fromOld.stderr).toMatch(/the kit is from before a rekey .* it reads the backups made before the rekey, not the newer ones/s);
+    expect(fromOld.stderr).toMatch(
+      /this kit \(recipient [0-9a-f-]{19}\) is from before a rekey of its vault.* It reads that vault's backups made before the rekey, not the newer ones/s,
+    );
     expect(await snapshot(older)).toEqual(await snapshot(source));
     // A damaged kit, and a kit together with a passphrase file: usage errors, nothing written.
     await fsp.writeFile(path.join(work, 'damaged-kit.txt'), kit.replace(/key 1: (\S+)/, 'key 1: zzzz'));

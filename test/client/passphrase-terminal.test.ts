@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HiddenLine, type KeyPress } from '../../src/cli/hidden-input.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
-import { assertBuilt, CLI, cliFor } from './helpers.js';
+import { assertBuilt, CLI, cliFor, json } from './helpers.js';
 import { lacking } from '../helpers/required.js';
 
 const TMUX = ['/usr/bin/tmux', '/bin/tmux', '/usr/local/bin/tmux'].find((file) => fs.existsSync(file));
@@ -129,6 +129,29 @@ describe.skipIf(lacking(TMUX !== undefined, 'tmux'))('the passphrase prompt on a
       expect(code, tmux('capture-pane', '-p', '-t', session)).toBe(0);
       const cli = cliFor(server.url, apiKey, undefined);
       expect((await cli(['recipient'], { COFFER_PASSPHRASE: 'pasted passphrase' })).code).toBe(0);
+    },
+    SLOW,
+  );
+
+  it(
+    'COFFER_PASSPHRASE= (set to nothing) is "no passphrase here": a recipient backup needs none, and nothing ever asks on the terminal',
+    async () => {
+      const cli = cliFor(server.url, apiKey, undefined);
+      const { recipient } = json<{ recipient: string }>(await cli(['recipient', '--json'], { COFFER_PASSPHRASE: 'pasted passphrase' }));
+      const source = path.join(work, 'empty-passphrase-source');
+      fs.mkdirSync(source);
+      fs.writeFileSync(path.join(source, 'a.txt'), 'a\n');
+      const env = { COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_KDF: 'min', COFFER_PASSPHRASE: '' };
+      const sealed = start(['backup', source], { ...env, COFFER_RECIPIENT: recipient });
+      expect(await exitCode(sealed.session, sealed.exitFile), tmux('capture-pane', '-p', '-t', sealed.session)).toBe(0);
+      expect(tmux('capture-pane', '-p', '-t', sealed.session)).not.toContain('Passphrase:');
+      // A command that needs the passphrase stops at once instead of asking (a script that set it must not hang).
+      const listed = start(['list', '--chain'], env);
+      const code = await exitCode(listed.session, listed.exitFile);
+      const pane = tmux('capture-pane', '-p', '-t', listed.session);
+      expect(code, pane).toBe(2);
+      expect(pane).toContain('COFFER_PASSPHRASE is set to nothing');
+      expect(pane).not.toContain('Passphrase:');
     },
     SLOW,
   );

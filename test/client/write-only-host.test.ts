@@ -110,6 +110,43 @@ describe('a write-only append-only host key', () => {
     expect((await server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length).toBe(before);
   });
 
+  it('coffer schedule status after a successful run: the next due time is not "now"; after install --cron it shows the line', async () => {
+    const dir = path.join(vault.work, 'status-host');
+    const env = { XDG_CONFIG_HOME: path.join(dir, 'config'), XDG_STATE_HOME: path.join(dir, 'state') };
+    fs.mkdirSync(dir, { recursive: true });
+    const keyFile = path.join(dir, 'host.key');
+    fs.writeFileSync(keyFile, `${hostKey}\n`, { mode: 0o600 });
+    const add = await runCli(
+      ['profile', 'add', 'status', '--url', server.url, '--api-key-file', keyFile, '--recipient', recipient, '--path', vault.source],
+      env,
+    );
+    expect(add.code, add.stderr).toBe(0);
+    vault.nextSlotAllowed();
+    const ran = await runCli(['run', '--json'], env);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(JSON.parse(ran.stdout)).toMatchObject({ outcome: 'success' });
+    vault.nextSlotAllowed();
+    const status = await runCli(['schedule', 'status'], env);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(/last run: .*: success/);
+    expect(status.stdout).not.toMatch(/next due:\s+now/);
+    expect(status.stdout).toMatch(/next due:\s+not known here \(this API key may not read the plan's interval\)/);
+
+    const cron = await runCli(['schedule', 'install', '--cron'], env);
+    expect(cron.code, cron.stderr).toBe(0);
+    const line = cron.stdout.trim();
+    const after = await runCli(['schedule', 'status'], env);
+    expect(after.code, after.stderr).toBe(0);
+    expect(after.stdout).not.toContain('units:      not installed');
+    expect(after.stdout).toContain(`cron:       ${line}`);
+    expect(after.stdout).toContain('printed by `coffer schedule install --cron`');
+    expect(json(await runCli(['schedule', 'status', '--json'], env)).cron).toMatchObject({ line });
+    // Removing the schedule forgets the line (and says to take it out of the crontab).
+    const removed = await runCli(['schedule', 'remove', '--no-enable'], env);
+    expect(removed.stderr).toContain('crontab -e');
+    expect(json(await runCli(['schedule', 'status', '--json'], env)).cron).toBeNull();
+  });
+
   it('coffer schedule install needs no --interval: the shortest (the key cannot read the plan), or what the last run saw', async () => {
     const dir = path.join(vault.work, 'schedule-host');
     const env = { XDG_CONFIG_HOME: path.join(dir, 'config'), XDG_STATE_HOME: path.join(dir, 'state') };
@@ -155,7 +192,7 @@ describe('a write-only append-only host key', () => {
     const result = await host(['backup', vault.source]);
     expect(result.code).not.toBe(0);
     // The key is the wrong one (an account without a vault): never "run coffer init" on a host.
-    expect(result.stderr).toContain('belongs to an account without a vault');
+    expect(result.stderr).toContain("this API key's account has no vault");
     expect(result.stderr).toContain('wrong key');
     expect(result.stderr).not.toContain('run `coffer init` first');
     expect(await server.parts.store.listBackups(empty, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).toEqual([]);
@@ -204,7 +241,7 @@ describe('a write-only append-only host key', () => {
       expect(add.code, add.stderr).toBe(0);
       const run = await runCli(['run'], env);
       expect(run.code).toBe(1);
-      expect(run.stderr).toContain('belongs to an account without a vault');
+      expect(run.stderr).toContain("this API key's account has no vault");
       expect(run.stderr).not.toContain('run `coffer init` first');
       expect(bodies).toHaveLength(1);
       expect(bodies[0]).toMatchObject({ event: 'failure', failure: 'configuration' });

@@ -1,4 +1,5 @@
 /** `coffer backup <path>…` (or `--stdin`): tar → zstd/gzip → encrypt → upload, streamed. */
+import { plural } from '../../domain/words.js';
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
@@ -12,7 +13,7 @@ import { fsReason } from '../../client/fs-errors.js';
 import { ruleLines } from '../../client/select.js';
 import { requireSealableVault } from '../../client/vault.js';
 import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, recipientFor } from '../command-frame.js';
-import { unlock } from '../secrets.js';
+import { passphraseGiven, requireVaultRecipient, unlock } from '../secrets.js';
 import { progressBar } from '../progress.js';
 import { bytes, localTime } from '../format.js';
 import { CliError, note, print, printJson, usageError } from '../output.js';
@@ -139,8 +140,9 @@ export function registerBackup(program: Command): void {
         'a recipient, skipped when entries were left out)',
     )
     .action(
-      action(async ({ signal, config, profile }, paths: string[], options: BackupOptions) => {
+      action(async ({ signal, config, profile, recipientFrom }, paths: string[], options: BackupOptions) => {
         const recipient = recipientFor(options.recipient, config);
+        const sealedFrom = options.recipient !== undefined ? '--recipient' : (recipientFrom ?? 'COFFER_RECIPIENT');
         const compression = compressionOf(options.compression);
         const streaming = !!options.stdin || !!options.stdinFromCommand;
         if (options.stdin && options.stdinFromCommand) throw usageError('--stdin and --stdin-from-command exclude each other');
@@ -157,8 +159,18 @@ export function registerBackup(program: Command): void {
         }
         const client = clientFor(config);
         let masterKey: Buffer | undefined;
-        if (recipient) await requireSealableVault(client, signal);
-        else ({ masterKey } = await unlock(client, config, options, signal));
+        if (recipient) {
+          const account = await requireSealableVault(client, signal);
+          // The key reads the vault and the passphrase is at hand (never asked for): a recipient of another vault
+          // is refused here, before anything is uploaded.
+          if (account && passphraseGiven(config, options)) await requireVaultRecipient(account, config, options, recipient, sealedFrom);
+        } else ({ masterKey } = await unlock(client, config, options, signal));
+        note(
+          `${profile ? `profile ${profile.name}` : 'no profile'}: ` +
+            (recipient
+              ? `sealing to recipient ${recipient.fingerprint} (from ${sealedFrom})`
+              : 'encrypting with the vault key opened by the passphrase'),
+        );
         const stream = streaming ? streamSource(options, paths) : undefined;
         const bar = progressBar(stream ? 'reading + encrypting + uploading' : 'encrypting + uploading', !!options.json);
         const onEvent = (event: BackupEvent) => {
@@ -212,12 +224,13 @@ export function registerBackup(program: Command): void {
           const what =
             metadata.archive === 'raw'
               ? `"${metadata.name}" from ${options.stdin ? 'standard input' : 'the command'}`
-              : `${metadata.fileCount} files`;
+              : plural(metadata.fileCount, 'file');
           print(
             `backup ${detail.id} ${detail.status}: ${what}, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
               `${bytes(detail.ciphertextSizeBytes)} encrypted (${metadata.compression}); kept until ${localTime(detail.expiresAt)}`,
           );
-          if (skipped.length > 0) print(`${skipped.length} entries were left out (listed above and in the backup's sealed metadata)`);
+          if (skipped.length > 0)
+            print(`${plural(skipped.length, 'entry was', 'entries were')} left out (listed above and in the backup's sealed metadata)`);
           if (recipient) print(`sealed to recipient ${recipient.fingerprint}`);
         } finally {
           bar.stop();

@@ -70,6 +70,17 @@ function addProfileOption(command: Command): void {
  * Registers the command `argv` runs, alone; or, for anything else (help, `--version`, completion, an unknown name,
  * which commander then reports with its suggestions), every command in `entries` and then `finish(program)`.
  */
+/**
+ * After a usage error (a mistyped command, an unknown option, a missing argument) each command prints commander's
+ * one-line error (with its "Did you mean …?") and a pointer to its own help, not the whole help: the root's help
+ * runs to some 70 lines with the settings, and the suggestion would scroll away above it.
+ */
+function pointToHelp(command: Command, path: string[] = []): void {
+  const name = ['coffer', ...path].join(' ');
+  command.showHelpAfterError(path.length === 0 ? `(\`coffer --help\` lists the commands)` : `(\`${name} --help\` shows its usage)`);
+  for (const sub of command.commands) pointToHelp(sub, [...path, sub.name()]);
+}
+
 export async function registerCommands(
   program: Command,
   entries: readonly CommandEntry[],
@@ -87,6 +98,7 @@ export async function registerCommands(
     if (!entry.profile) continue;
     for (const command of program.commands) if (!before.has(command)) addProfileOption(command);
   }
+  pointToHelp(program);
   if (one) return;
   program.addHelpText('after', settingsHelp('Settings of the client commands, as environment variables', CLIENT_SETTINGS));
   await finish(program);

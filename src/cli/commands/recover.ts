@@ -1,4 +1,5 @@
 /** `coffer recover`: a new passphrase from the recovery kit, without the old passphrase (docs/crypto.md §1c). */
+import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
 import { wipe } from '../../client/envelope.js';
 import { recoverVault } from '../../client/vault.js';
@@ -35,9 +36,7 @@ export function registerRecover(program: Command): void {
                 fingerprint: result.recipient.fingerprint,
               });
             }
-            print(
-              `vault recovered: the kit (${kit.keys} key${kit.keys === 1 ? '' : 's'}) opened ${result.opened} of ${result.checked} backups`,
-            );
+            print(`vault recovered: the kit (${plural(kit.keys, 'key')}) opened ${result.opened} of ${plural(result.checked, 'backup')}`);
             // The kit's current key is the vault's from now on: its recipient is not claimed unchanged (the kit may predate a
             // rekey this machine never saw).
             print(`the new passphrase now unlocks the vault; its recipient is the kit's current key (${result.recipient.fingerprint})`);

@@ -1,4 +1,5 @@
 /** `coffer rekey`: a new master key for everything from now on; older keys stay in the keyring (docs/crypto.md §1b). */
+import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
 import { rekeyVault } from '../../client/vault.js';
 import { action, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
@@ -33,7 +34,7 @@ export function registerRekey(program: Command): void {
             keys,
           });
         }
-        print(`new master key; the keyring now holds ${keys} keys (the older ones only read older backups)`);
+        print(`new master key; the keyring now holds ${plural(keys, 'key')} (the older ones only read older backups)`);
         print(`new recipient fingerprint ${recipient.fingerprint} (was ${previousRecipient.fingerprint})`);
         note(
           'backups made from now on with the passphrase use the new key: an old copy of the vault envelope opened with the ' +

@@ -1,4 +1,5 @@
 /** `coffer reset`: deletes the vault key material (and with --delete-backups every backup). */
+import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
 import { action, clientFor, type JsonOption } from '../command-frame.js';
 import { confirmOnTerminal } from '../secrets.js';
@@ -26,7 +27,7 @@ export function registerReset(program: Command): void {
         if (options.json) return printJson(result);
         print(
           `reset: vault material ${result.accountDeleted ? 'deleted' : 'was already absent'}, ` +
-            `${result.deletedBackups} backup(s) deleted. Run \`coffer init\` to start again.`,
+            `${plural(result.deletedBackups, 'backup')} deleted. Run \`coffer init\` to start again.`,
         );
       }),
     );

@@ -3,6 +3,7 @@
  * backup, make one (hooks around it, notifications, the history chain); if not, exit 0 saying when the next one is
  * due, without opening a slot. `coffer agent` and the systemd timer of `coffer schedule` run exactly this.
  */
+import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
 import { isInterval } from '../../client/agent-state.js';
 import { agentRun, type RunFailure, type RunOutcome } from '../../client/agent.js';
@@ -97,7 +98,7 @@ function outcomeMessage(outcome: RunOutcome): string {
   switch (outcome.outcome) {
     case 'success':
       return (
-        `backup ${outcome.backupId} ${outcome.status}: ${outcome.fileCount} files, ${bytes(outcome.plaintextBytes)} archived, ` +
+        `backup ${outcome.backupId} ${outcome.status}: ${plural(outcome.fileCount, 'file')}, ${bytes(outcome.plaintextBytes)} archived, ` +
         `${bytes(outcome.ciphertextBytes)} encrypted`
       );
     case 'skipped': {

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { checkEveryMs, INTERVAL_MS, isInterval, readRunState } from '../../client/agent-state.js';
+import { checkEveryMs, INTERVAL_MS, isInterval, readRunState, type RunState } from '../../client/agent-state.js';
 import {
   checkScheduleSpec,
   cronEveryMs,
@@ -105,6 +105,64 @@ function specFor(
   };
 }
 
+/**
+ * When the next backup is due, as far as this host can tell: the run state's time; else the last backup plus the
+ * plan's interval; else "now" only when no backup was ever made. A write-only host key cannot read the plan, so
+ * after a backup its state may hold no time: the next run asks the server, which is not "now".
+ */
+function nextDue(state: RunState | null): { at: string | null; why: string } {
+  if (state?.nextDueAt) return { at: state.nextDueAt, why: '' };
+  if (state?.lastSuccessAt && state.interval) {
+    return { at: new Date(Date.parse(state.lastSuccessAt) + INTERVAL_MS[state.interval]).toISOString(), why: '' };
+  }
+  if (state?.lastSuccessAt) {
+    return {
+      at: null,
+      why: "not known here (this API key may not read the plan's interval): each run asks the server and backs up when it allows",
+    };
+  }
+  return { at: null, why: 'now (no backup yet)' };
+}
+
+/** Where `schedule install --cron` keeps the line it printed, so that status can show it (nothing else is written). */
+const cronRecordFile = (stateDir: string, profile: string) => path.join(stateDir, 'schedules', `${profile}.cron.json`);
+
+async function recordCronLine(stateDir: string, profile: string, line: string): Promise<void> {
+  const file = cronRecordFile(stateDir, profile);
+  await fsp.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  const temp = `${file}.${process.pid}.tmp`;
+  await fsp.writeFile(temp, `${JSON.stringify({ line, printedAt: new Date().toISOString() }, null, 2)}\n`, { mode: 0o600 });
+  await fsp.rename(temp, file);
+}
+
+/** The user's crontab (`crontab -l`), or null where there is no crontab command or it cannot be read. */
+function readCrontab(): Promise<string | null> {
+  return new Promise((resolve) => {
+    execFile('crontab', ['-l'], { timeout: 10_000, encoding: 'utf8' }, (error, stdout, stderr) => {
+      if (!error) return resolve(stdout);
+      // "no crontab for <user>": an empty one.
+      resolve(/no crontab for/i.test(stderr) ? '' : null);
+    });
+  });
+}
+
+/** The cron line printed for the profile, and whether the crontab holds it (null: cannot tell). */
+async function cronStatus(
+  stateDir: string,
+  profile: string,
+): Promise<{ line: string; printedAt: string; inCrontab: boolean | null } | null> {
+  let record: { line?: unknown; printedAt?: unknown };
+  try {
+    record = JSON.parse(await fsp.readFile(cronRecordFile(stateDir, profile), 'utf8')) as typeof record;
+  } catch {
+    return null;
+  }
+  if (typeof record.line !== 'string' || typeof record.printedAt !== 'string') return null;
+  const crontab = await readCrontab();
+  const command = record.line.replace(/^(\S+\s+){5}/, '');
+  return { line: record.line, printedAt: record.printedAt, inCrontab: crontab === null ? null : crontab.includes(command) };
+}
+
 export function registerSchedule(program: Command): void {
   const schedule = program.command('schedule').description('run a profile on a timer: a systemd user service + timer, or a crontab line');
 
@@ -135,6 +193,7 @@ export function registerSchedule(program: Command): void {
         }
         if (options.cron) {
           const line = cronLine(spec);
+          await recordCronLine(context.config.stateDir, name, line);
           if (!profile.recipient) note(HOST_ADVICE);
           if (options.json) return printJson({ cron: line });
           print(line);
@@ -192,17 +251,38 @@ export function registerSchedule(program: Command): void {
         const installed = fs.existsSync(files.service) && fs.existsSync(files.timer);
         const active = installed ? await systemctl(['is-active', `${unit}.timer`]) : { ok: false, output: 'not installed' };
         const state = await readRunState(context.config.stateDir, name);
+        const cron = await cronStatus(context.config.stateDir, name);
+        const next = nextDue(state);
         if (options.json) {
           const timer = installed && !active.ok && noUserSystemd(active.output) ? 'no-systemd' : (active.output.split('\n')[0] ?? '');
-          return printJson({ profile: name, installed, files, timer, lastRun: state });
+          return printJson({ profile: name, installed, files, timer, cron, lastRun: state, nextDue: next });
         }
         print(`profile:    ${name}`);
-        print(`units:      ${installed ? `${files.service}, ${files.timer}` : 'not installed (coffer schedule install)'}`);
-        print(`timer:      ${installed && !active.ok && noUserSystemd(active.output) ? NO_SYSTEMD : active.output.split('\n')[0] || '-'}`);
+        const units = installed
+          ? `${files.service}, ${files.timer}`
+          : cron
+            ? 'none (a crontab line instead, below)'
+            : 'not installed (coffer schedule install)';
+        print(`units:      ${units}`);
+        if (installed || !cron) {
+          print(
+            `timer:      ${installed && !active.ok && noUserSystemd(active.output) ? NO_SYSTEMD : active.output.split('\n')[0] || '-'}`,
+          );
+        }
+        if (cron) {
+          print(`cron:       ${cron.line}`);
+          const where =
+            cron.inCrontab === null
+              ? 'coffer cannot read the crontab here: `crontab -l` shows whether it is in yours'
+              : cron.inCrontab
+                ? 'it is in your crontab'
+                : 'it is NOT in your crontab (add it with `crontab -e`)';
+          print(`            printed by \`coffer schedule install --cron\` at ${localTime(cron.printedAt)}; ${where}`);
+        }
         if (!state) return print('last run:   never');
         print(`last run:   ${localTime(state.lastRunAt)}: ${state.lastOutcome}`);
         print(`last backup:${state.lastSuccessAt ? ` ${state.lastBackupId} at ${localTime(state.lastSuccessAt)}` : ' never'}`);
-        print(`next due:   ${state.nextDueAt ? localTime(state.nextDueAt) : 'now'}`);
+        print(`next due:   ${next.at ? localTime(next.at) : next.why}`);
       }),
     );
 
@@ -228,6 +308,13 @@ export function registerSchedule(program: Command): void {
           }
         }
         if (options.enable) await systemctl(['daemon-reload']);
+        const cron = cronRecordFile(context.config.stateDir, name);
+        if (fs.existsSync(cron)) {
+          await fsp.rm(cron);
+          note(
+            'note: the crontab line printed for this profile is no longer shown by `coffer schedule status`; remove it with `crontab -e`',
+          );
+        }
         if (options.json) return printJson({ removed });
         print(removed.length ? removed.map((f) => `removed ${f}`).join('\n') : `profile ${name} had no units`);
       }),

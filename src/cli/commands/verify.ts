@@ -1,4 +1,5 @@
 /** `coffer verify <id>… | --all | --sample <n>`: download and check backups whole, writing nothing (exit 0 or 4). */
+import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
 import type { ChainEntry } from '../../client/chain.js';
 import { wipe } from '../../client/envelope.js';
@@ -90,8 +91,8 @@ export function registerVerify(program: Command): void {
             });
           else if (targets.length === 0) print('no READY backups to verify');
           else print(`${summary.verified} verified, ${summary.failed} failed, ${summary.unavailable} could not be verified`);
-          if (summary.failed > 0) throw new CliError(`${summary.failed} backup(s) failed verification`, EXIT.integrity);
-          if (summary.unavailable > 0) throw new CliError(`${summary.unavailable} backup(s) could not be verified`, EXIT.failure);
+          if (summary.failed > 0) throw new CliError(`${plural(summary.failed, 'backup')} failed verification`, EXIT.integrity);
+          if (summary.unavailable > 0) throw new CliError(`${plural(summary.unavailable, 'backup')} could not be verified`, EXIT.failure);
           chains?.finish(!!options.json);
         } finally {
           wipe(masterKey);

@@ -263,7 +263,10 @@ for (const engine of ENGINES) {
       // The human form names the same steps.
       const human = await admin(['audit', accountId]);
       expect(human.code, human.stderr).toBe(0);
-      expect(human.stdout).toContain(`backup.delete (refused)  by key ${hostKeyId} from 127.0.0.1  on ${backupId}`);
+      expect(human.stdout).toMatch(/^AT\s+ACTION\s+BY\s+FROM\s+ON\s+DETAIL$/m);
+      expect(human.stdout).toMatch(
+        new RegExp(`^\\S+\\s+backup\\.delete \\(refused\\)\\s+key ${hostKeyId}\\s+127\\.0\\.0\\.1\\s+${backupId}\\s+-$`, 'm'),
+      );
     });
 
     it('the console shows the trail to its owner, and another account never sees it', async () => {

@@ -96,16 +96,16 @@ describe('coffer admin usage and /metrics: host accounts under their owner, with
     const text = (await admin(['usage'])).stdout;
     const lines = text.split('\n');
     const at = lines.findIndex((line) => line.startsWith(ownerId));
-    expect(lines[at]).toMatch(new RegExp(`^${ownerId}\\s+pro\\s+1000\\s+2000\\s+1\\s`));
-    expect(lines[at + 1]).toMatch(new RegExp(`^  host web ${hosts[0]!.accountId}\\s+pro\\s+300\\s+owner's\\s+1\\s`));
-    expect(lines[at + 2]).toMatch(new RegExp(`^  host db ${hosts[1]!.accountId}\\s+pro\\s+200\\s+owner's\\s+1\\s`));
-    expect(lines[at + 3]).toMatch(/^ {2}fleet total \(3 accounts\)\s+1500\s+2000\s+3$/);
-    expect(text).toMatch(/total: 4 accounts \(2 host accounts\), 1500 bytes stored, 3 backups, 0 overdue/);
-    expect(text).toMatch(/ {2}pro: 3 accounts \(2 host accounts\), 1500 bytes/);
+    expect(lines[at]).toMatch(new RegExp(`^${ownerId}\\s+pro\\s+1000 B\\s+2\\.0 KiB\\s+1\\s`));
+    expect(lines[at + 1]).toMatch(new RegExp(`^  host web ${hosts[0]!.accountId}\\s+pro\\s+300 B\\s+owner's\\s+1\\s`));
+    expect(lines[at + 2]).toMatch(new RegExp(`^  host db ${hosts[1]!.accountId}\\s+pro\\s+200 B\\s+owner's\\s+1\\s`));
+    expect(lines[at + 3]).toMatch(/^ {2}fleet total \(3 accounts\)\s+-\s+1\.5 KiB\s+2\.0 KiB\s+3\s+-\s+-$/);
+    expect(text).toMatch(/total: 4 accounts \(2 host accounts\), 1\.5 KiB stored, 3 backups, 0 overdue/);
+    expect(text).toMatch(/ {2}pro: 3 accounts \(2 host accounts\), 1\.5 KiB stored/);
 
     expect((await admin(['accounts', 'set-quota', ownerId, '1500'])).code).toBe(0);
     const full = (await admin(['usage'])).stdout.split('\n');
-    expect(full.find((line) => line.startsWith('  fleet total'))).toMatch(/1500\s+1500\s+3\s+AT QUOTA$/);
+    expect(full.find((line) => line.startsWith('  fleet total'))).toMatch(/1\.5 KiB\s+1\.5 KiB\s+3\s+-\s+-\s+AT QUOTA$/);
     expect((await admin(['accounts', 'set-quota', ownerId, '2000'])).code).toBe(0);
   });
 

@@ -64,11 +64,13 @@ describe('coffer admin usage and set-quota', () => {
     expect(coffer(['accounts', 'set-quota', other.accountId, 'none']).stdout).toMatch(/no storage quota/);
     report = JSON.parse(coffer(['usage', '--json']).stdout);
     expect(report.accounts.map((a: { quotaBytes: number | null }) => a.quotaBytes)).toEqual([123, null]);
-    expect(coffer(['accounts', 'set-quota', created.accountId, 'plan']).stdout).toMatch(/storage quota 5000 bytes \(its plan's\)/);
+    expect(coffer(['accounts', 'set-quota', created.accountId, 'plan']).stdout).toMatch(
+      /storage quota 4.9 KiB \(5000 bytes\) \(its plan's\)/,
+    );
 
     const text = coffer(['usage']).stdout;
     expect(text).toMatch(/ACCOUNT\s+PLAN\s+STORED\s+QUOTA\s+BACKUPS\s+LAST READY\s+OVERDUE/);
-    expect(text).toMatch(/total: 2 accounts, 0 bytes stored, 0 backups, 0 overdue/);
+    expect(text).toMatch(/total: 2 accounts, 0 B stored, 0 backups, 0 overdue/);
     const quotaEntries = () =>
       JSON.parse(coffer(['audit', created.accountId, '--json']).stdout).events.filter(
         (entry: { action: string }) => entry.action === 'account.quota',

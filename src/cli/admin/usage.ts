@@ -2,16 +2,17 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import type { AccountUsage, OwnerUsage, UsageReport } from '../../services/usage.js';
+import { plural } from '../../domain/words.js';
+import { bytes } from '../format.js';
 import { emit } from '../output.js';
-import { withServices } from './frame.js';
+import { textTable, withServices } from './frame.js';
 
-const quotaCell = (account: AccountUsage) =>
-  account.quotaSource === 'owner' ? "owner's" : account.quotaBytes === null ? '-' : String(account.quotaBytes);
+const quotaCell = (account: AccountUsage) => (account.quotaSource === 'owner' ? "owner's" : bytes(account.quotaBytes));
 
 const cells = (account: AccountUsage, name: string) => [
   name,
   account.plan,
-  String(account.storedBytes),
+  bytes(account.storedBytes),
   quotaCell(account),
   String(account.backups),
   account.lastReadyAt ?? 'never',
@@ -25,10 +26,10 @@ function fleetRows(owner: OwnerUsage): string[][] {
   if (owner.hostAccounts.length > 0) {
     const { fleet } = owner;
     rows.push([
-      `  fleet total (${fleet.accounts} accounts)`,
+      `  fleet total (${plural(fleet.accounts, 'account')})`,
       '',
-      String(fleet.storedBytes),
-      owner.quotaBytes === null ? '-' : String(owner.quotaBytes),
+      bytes(fleet.storedBytes),
+      bytes(owner.quotaBytes),
       String(fleet.backups),
       '',
       fleet.overdue > 0 ? `${fleet.overdue} overdue` : '',
@@ -40,31 +41,23 @@ function fleetRows(owner: OwnerUsage): string[][] {
   return rows;
 }
 
+/** "3 accounts (1 host account), 1.5 KiB stored, 3 backups, 0 overdue": a line of the totals. */
+function totalsWords(counts: { accounts: number; hostAccounts: number; storedBytes: number; backups: number; overdue: number }) {
+  const hosts = counts.hostAccounts > 0 ? ` (${plural(counts.hostAccounts, 'host account')})` : '';
+  return `${plural(counts.accounts, 'account')}${hosts}, ${bytes(counts.storedBytes)} stored, ${plural(counts.backups, 'backup')}, ${counts.overdue} overdue`;
+}
+
 /**
  * `coffer admin usage` as text: one line per account, fleets with an overdue account first; an owner's host accounts
- * under it and the fleet's total (what its quota covers); then the totals per plan.
+ * under it and the fleet's total (what its quota covers); then the totals per plan. Sizes in binary units (--json
+ * has the bytes).
  */
 function usageTable(report: UsageReport): string {
   const owners = [...report.accounts].sort((a, b) => Number(b.fleet.overdue > 0) - Number(a.fleet.overdue > 0));
-  const lines = [['ACCOUNT', 'PLAN', 'STORED', 'QUOTA', 'BACKUPS', 'LAST READY', 'OVERDUE'], ...owners.flatMap(fleetRows)];
-  const widths = lines[0]!.map((_, i) => Math.max(...lines.map((l) => (l[i] ?? '').length)));
-  const text = lines.map((l) =>
-    l
-      .map((cell, i) => cell.padEnd(widths[i] ?? 0))
-      .join('  ')
-      .trimEnd(),
-  );
-  const { totals } = report;
-  const hosts = (n: number) => (n > 0 ? ` (${n} host account${n === 1 ? '' : 's'})` : '');
-  text.push(
-    '',
-    `total: ${totals.accounts} accounts${hosts(totals.hostAccounts)}, ${totals.storedBytes} bytes stored, ${totals.backups} backups, ${totals.overdue} overdue`,
-  );
-  for (const [name, plan] of Object.entries(totals.plans)) {
-    text.push(
-      `  ${name}: ${plan.accounts} accounts${hosts(plan.hostAccounts)}, ${plan.storedBytes} bytes, ${plan.backups} backups, ${plan.overdue} overdue`,
-    );
-  }
+  // The last column, unnamed, holds AT QUOTA where a fleet or an account has reached its quota.
+  const header = ['ACCOUNT', 'PLAN', 'STORED', 'QUOTA', 'BACKUPS', 'LAST READY', 'OVERDUE', ''];
+  const text = [textTable(header, owners.flatMap(fleetRows)), '', `total: ${totalsWords(report.totals)}`];
+  for (const [name, plan] of Object.entries(report.totals.plans)) text.push(`  ${name}: ${totalsWords(plan)}`);
   return text.join('\n');
 }
 

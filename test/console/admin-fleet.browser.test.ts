@@ -80,13 +80,13 @@ describe.skipIf(!hasChromium)("the operator console's usage view of an owner and
       for (const [i, label] of ['web', 'db'].entries()) {
         const row = table.locator(`tr[data-account="${hostIds[i]}"]`);
         expect(await row.getAttribute('data-owner')).toBe(ownerId);
-        expect(await row.textContent()).toContain(`host ${label} of the account above`);
+        expect(await row.textContent()).toContain(`host “${label}” of ${ownerId}`);
         expect(await row.textContent()).toContain('the owner’s');
       }
       expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
 
       // A host account's page names its owner; its plan is changed on the owner only.
-      await table.locator(`tr[data-account="${hostIds[0]}"] a`).click();
+      await table.locator(`tr[data-account="${hostIds[0]}"]`).getByRole('link', { name: hostIds[0] }).click();
       await page.getByTestId('owner').waitFor();
       expect(await page.getByTestId('owner').textContent()).toContain(ownerId);
       expect(await page.getByTestId('quota').textContent()).toContain('its owner’s');

@@ -207,7 +207,7 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
   const [overdueOnly, setOverdueOnly] = useState(false);
   const byId = useMemo(() => new Map(data.accounts.map((r) => [r.accountId, r])), [data]);
   const ownerOf = (r: Row) => (r.ownerAccountId ? byId.get(r.ownerAccountId) : undefined);
-  // Each owner with its host accounts under it: a fleet shows when any of its accounts matches, sorted by its owner.
+  // The accounts that match, each owner's host accounts right under it (a fleet sorts by its owner).
   const rows = useMemo(() => {
     const hostsOf = new Map<string, Row[]>();
     for (const r of data.accounts) {
@@ -218,9 +218,9 @@ function Accounts({ data, open }: { data: OverviewData; open: (id: string) => vo
     const shown = (r: Row) => (!plan || r.plan === plan) && (!overdueOnly || r.overdue) && matches(r, ownerOf(r), filter);
     return data.accounts
       .filter((r) => r.ownerAccountId === null || !byId.has(r.ownerAccountId))
-      .filter((owner) => fleetOf(owner).some(shown))
       .sort((a, b) => compare(a, b, sort) || a.accountId.localeCompare(b.accountId))
-      .flatMap(fleetOf);
+      .flatMap(fleetOf)
+      .filter(shown);
   }, [data, byId, sort, filter, plan, overdueOnly]);
   return (
     <section class="panel" aria-labelledby="accounts">
@@ -412,7 +412,11 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
                 <>
                   <dt>Host account of</dt>
                   <dd data-testid="owner">
-                    <Related row={data.owner} /> <span class="muted">(its owner named this host “{data.account.hostLabel}”)</span>
+                    <Related row={data.owner} />{' '}
+                    <span class="muted">
+                      (its owner named this host “{data.account.hostLabel}”; on its owner’s plan, storing under its owner’s quota: change
+                      both on the owner)
+                    </span>
                   </dd>
                 </>
               )}
@@ -447,15 +451,6 @@ function AccountPage({ id, back }: { id: string; back: () => void }) {
                   </span>
                 )}
               </dd>
-              {data.account.ownerAccountId !== null && (
-                <>
-                  <dt>Host account</dt>
-                  <dd data-testid="owner">
-                    “{data.account.hostLabel ?? ''}” of <span class="mono wrap">{data.account.ownerAccountId}</span>: on its owner’s plan,
-                    storing under its owner’s quota (change both on the owner)
-                  </dd>
-                </>
-              )}
               <dt>Last READY</dt>
               <dd>{when(data.account.lastReadyAt)}</dd>
               <dt>Overdue</dt>

@@ -66,7 +66,7 @@ describe('coffer list --chain against a server that hides backups', () => {
     expect(verified.code, verified.stderr).toBe(0);
     expect(verified.stdout).toMatch(/5 verified, 0 failed[\s\S]*chain [0-9a-f]{8}: 4 backups, #1-#4; this host made #4: ok/);
     expect(result.stdout).toMatch(/chain [0-9a-f]{8}: 4 backups, #1-#4; this host made #4: ok/);
-    expect(result.stdout).toContain('1 backup(s) belong to no chain');
+    expect(result.stdout).toContain('1 backup was made without a profile');
     const report = json(await coffer(['list', '--chain', '--json'])).chains;
     expect(report.findings).toEqual([]);
     expect(report.chains).toEqual([
@@ -86,7 +86,7 @@ describe('coffer list --chain against a server that hides backups', () => {
         expect(result.code).toBe(4);
         expect(result.stdout).toContain(`gap: chain`);
         expect(result.stdout).toContain(`backup #2 is missing between ${ids[0]} (#1) and ${ids[2]} (#3)`);
-        expect(result.stderr).toContain("the history chains show 1 problem(s) the server's list does not explain");
+        expect(result.stderr).toContain("the history chains show 1 problem the server's list does not explain");
         // coffer verify --all checks the chains of what it verified too, with each link's ciphertext SHA-256.
         const verified = await coffer(['verify', '--all', '--json']);
         expect(verified.code).toBe(4);

@@ -165,12 +165,15 @@ export function registerBackup(program: Command): void {
           // is refused here, before anything is uploaded.
           if (account && passphraseGiven(config, options)) await requireVaultRecipient(account, config, options, recipient, sealedFrom);
         } else ({ masterKey } = await unlock(client, config, options, signal));
-        note(
-          `${profile ? `profile ${profile.name}` : 'no profile'}: ` +
-            (recipient
-              ? `sealing to recipient ${recipient.fingerprint} (from ${sealedFrom})`
-              : 'encrypting with the vault key opened by the passphrase'),
-        );
+        // Which profile and recipient this backup uses; a plain passphrase backup with neither has nothing to add.
+        if (profile || recipient) {
+          note(
+            `${profile ? `profile ${profile.name}` : 'no profile'}: ` +
+              (recipient
+                ? `sealing to recipient ${recipient.fingerprint} (from ${sealedFrom})`
+                : 'encrypting with the vault key opened by the passphrase'),
+          );
+        }
         const stream = streaming ? streamSource(options, paths) : undefined;
         const bar = progressBar(stream ? 'reading + encrypting + uploading' : 'encrypting + uploading', !!options.json);
         const onEvent = (event: BackupEvent) => {

@@ -18,7 +18,7 @@ const alive = (pid: number) => {
   }
 };
 
-it('a process started by a test that hits its bound is killed when the test ends', async () => {
+it('a process started by a test or a hook that hits its bound is killed when the test (or the file) ends', async () => {
   const pidFile = path.join(tempDir('coffer-hang-'), 'pid');
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('VITEST')));
   const child = spawn(
@@ -28,8 +28,8 @@ it('a process started by a test that hits its bound is killed when the test ends
   );
   endsWithTest(child);
   expect(await new Promise((resolve) => child.on('exit', resolve))).toBe(1); // the fixture timed out
-  const pid = Number(fs.readFileSync(pidFile, 'utf8'));
-  const stillRunning = alive(pid);
-  if (stillRunning) process.kill(pid, 'SIGKILL');
-  expect(stillRunning).toBe(false);
+  const pids = [pidFile, `${pidFile}.hook`].map((file) => Number(fs.readFileSync(file, 'utf8')));
+  const stillRunning = pids.filter(alive);
+  for (const pid of stillRunning) process.kill(pid, 'SIGKILL');
+  expect(stillRunning).toEqual([]);
 });

@@ -7,15 +7,30 @@ import { onTestFinished } from 'vitest';
 
 const ended = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null;
 
-/** Kills `child` (SIGKILL) when the running test ends, and waits for its exit; outside a test (a hook) it does nothing. */
+/** Started outside a test (a hook): stopped at the file's end by setup.ts, before its temp folders go. */
+const startedInHooks = new Set<ChildProcess>();
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.pid === undefined || ended(child)) return;
+  child.kill('SIGKILL');
+  await new Promise<void>((resolve) => (ended(child) ? resolve() : child.once('exit', () => resolve())));
+}
+
+/**
+ * Kills `child` (SIGKILL) when the running test ends, and waits for its exit. Started in a hook (beforeAll, whose
+ * bound may be hit while it runs), it is killed when the file ends instead (stopHookChildren).
+ */
 export function endsWithTest(child: ChildProcess): void {
   try {
-    onTestFinished(async () => {
-      if (child.pid === undefined || ended(child)) return;
-      child.kill('SIGKILL');
-      await new Promise<void>((resolve) => (ended(child) ? resolve() : child.once('exit', () => resolve())));
-    });
+    onTestFinished(() => stop(child));
   } catch {
-    // Not inside a test (beforeAll, collection): the hook or the file's afterAll stops it.
+    startedInHooks.add(child);
+    child.once('exit', () => startedInHooks.delete(child));
   }
+}
+
+/** setup.ts's last afterAll: what a hook started and nothing stopped. */
+export async function stopHookChildren(): Promise<void> {
+  await Promise.all([...startedInHooks].map(stop));
+  startedInHooks.clear();
 }

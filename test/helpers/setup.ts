@@ -6,6 +6,7 @@
  * beforeAll or in a test, not while the file is collected.)
  */
 import { afterAll, beforeAll } from 'vitest';
+import { stopHookChildren } from './children.js';
 import { HOME_VARIABLES, isolatedHome } from './global-setup.js';
 import { stopServeNodes } from './serve-node.js';
 import { removeTempDirs, tempDir } from './tmp.js';
@@ -20,6 +21,7 @@ beforeAll(() => {
 
 afterAll(async () => {
   await stopServeNodes();
+  await stopHookChildren();
   for (const [name, value] of Object.entries(saved)) {
     if (value === undefined) delete process.env[name];
     else process.env[name] = value;

@@ -642,6 +642,18 @@ export class CofferClient {
     });
   }
 
+  /** A refusal of a streamed request (its answer read under the request deadline) as the CofferApiError it is. */
+  private async refusal(response: Response, what: string, done: () => void, failure: (error: unknown) => unknown) {
+    let text: string;
+    try {
+      text = await readAnswer(response, ERROR_ANSWER_BYTES, what, this.baseUrl);
+    } catch (error) {
+      throw failure(error);
+    }
+    done();
+    return new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
+  }
+
   /**
    * Opens the ciphertext of a READY backup. With `from` > 0 asks for the rest (`Range: bytes=from-`), guarded
    * by `If-Range: etag` so a changed blob answers 200 (whole body) instead of a wrong tail.
@@ -654,16 +666,7 @@ export class CofferClient {
     }
     const path = `/api/backups/${encodeURIComponent(id)}/content`;
     const { response, done, failure } = await this.open('GET', path, { headers, signal: options.signal });
-    if (!response.ok) {
-      let text: string;
-      try {
-        text = await readAnswer(response, ERROR_ANSWER_BYTES, `GET ${path}`, this.baseUrl);
-      } catch (error) {
-        throw failure(error);
-      }
-      done();
-      throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
-    }
+    if (!response.ok) throw await this.refusal(response, `GET ${path}`, done, failure);
     done();
     if (!response.body) throw new CofferNetworkError('the content answer has no body');
     const etag = response.headers.get('etag') ?? undefined;
@@ -691,16 +694,7 @@ export class CofferClient {
   async *statusEvents(id: string, signal?: AbortSignal): AsyncGenerator<StatusStreamFrame> {
     const path = `/api/backups/${encodeURIComponent(id)}/events`;
     const { response, done, failure } = await this.open('GET', path, { headers: { accept: 'text/event-stream' }, signal });
-    if (!response.ok) {
-      let text: string;
-      try {
-        text = await readAnswer(response, ERROR_ANSWER_BYTES, `GET ${path}`, this.baseUrl);
-      } catch (error) {
-        throw failure(error);
-      }
-      done();
-      throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
-    }
+    if (!response.ok) throw await this.refusal(response, `GET ${path}`, done, failure);
     done();
     if (!response.body) return;
     // The parser keeps an unfinished frame in memory: a frame larger than maxAnswerBytes fails instead.

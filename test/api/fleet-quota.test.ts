@@ -13,6 +13,7 @@ import { ManualClock } from '../helpers/clock.js';
 import { bytes, createSlot, readyBackup, upload, useServer } from '../helpers/fixture.js';
 import { skipPg } from '../helpers/pg.js';
 import { runCli } from '../client/helpers.js';
+import { signInWithKey } from '../console/helpers.js';
 
 for (const [name, postgres] of [
   ['SQLite', false],
@@ -36,16 +37,7 @@ for (const [name, postgres] of [
       expect(result.code, result.stderr).toBe(0);
     };
 
-    const signIn = async (apiKey: string) => {
-      const response = await fetch(`${fixture.server.url}/console/api/session`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', origin: fixture.server.url },
-        body: JSON.stringify({ apiKey }),
-      });
-      expect(response.status).toBe(200);
-      const { csrfToken } = (await response.json()) as { csrfToken: string };
-      return { cookie: response.headers.get('set-cookie')!.split(';')[0]!, csrf: csrfToken };
-    };
+    const signIn = (apiKey: string) => signInWithKey(fixture.server.url, apiKey);
     /** The owner adds a host account in the console, as the issue's reproduction did. */
     const addHost = async (session: { cookie: string; csrf: string }, label: string) => {
       const response = await fetch(`${fixture.server.url}/console/api/host-accounts`, {

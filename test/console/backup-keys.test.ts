@@ -6,20 +6,13 @@ import { describe, expect, it } from 'vitest';
 import { finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { createSlot, readyBackup, useServer } from '../helpers/fixture.js';
+import { signInWithKey } from './helpers.js';
 
 describe('GET /console/api/backup-keys', () => {
   const clock = new ManualClock();
   const fixture = useServer({ clock });
 
-  const signIn = async (apiKey: string) => {
-    const response = await fetch(`${fixture.server.url}/console/api/session`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin: fixture.server.url },
-      body: JSON.stringify({ apiKey }),
-    });
-    expect(response.status).toBe(200);
-    return response.headers.get('set-cookie')!.split(';')[0]!;
-  };
+  const signIn = async (apiKey: string) => (await signInWithKey(fixture.server.url, apiKey)).cookie;
   const keys = (headers: Record<string, string>) => fetch(`${fixture.server.url}/console/api/backup-keys`, { headers });
 
   it("answers the session's account's backups only, newest first, with their wrapped keys; a slot not finalized has none", async () => {

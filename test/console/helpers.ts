@@ -4,6 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { ROOT } from '../client/helpers.js';
+import { expect } from 'vitest';
 
 export const ARTIFACTS = path.resolve(ROOT, 'test-artifacts');
 
@@ -53,3 +54,15 @@ export async function htmlServer(html: string) {
 }
 
 export { hasChromium, launchChromium } from '../helpers/browser.js';
+
+/** Signs in to the console with an API key; the session cookie and its CSRF token. */
+export async function signInWithKey(serverUrl: string, apiKey: string): Promise<{ cookie: string; csrf: string }> {
+  const response = await fetch(`${serverUrl}/console/api/session`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', origin: serverUrl },
+    body: JSON.stringify({ apiKey }),
+  });
+  expect(response.status).toBe(200);
+  const { csrfToken } = (await response.json()) as { csrfToken: string };
+  return { cookie: response.headers.get('set-cookie')!.split(';')[0]!, csrf: csrfToken };
+}

@@ -10,6 +10,7 @@ import { CONSOLE_HOST_ACCOUNT_LIMIT } from '../../src/console/host-routes.js';
 import { ManualClock } from '../helpers/clock.js';
 import { readyBackup, useServer } from '../helpers/fixture.js';
 import { skipPg } from '../helpers/pg.js';
+import { signInWithKey } from './helpers.js';
 
 // PostgreSQL too: its driver interleaves concurrent requests where SQLite's runs each to its end.
 for (const [name, postgres] of [
@@ -20,16 +21,7 @@ for (const [name, postgres] of [
     const clock = new ManualClock();
     const fixture = useServer({ clock, postgres });
 
-    const signIn = async (apiKey: string) => {
-      const response = await fetch(`${fixture.server.url}/console/api/session`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', origin: fixture.server.url },
-        body: JSON.stringify({ apiKey }),
-      });
-      expect(response.status).toBe(200);
-      const { csrfToken } = (await response.json()) as { csrfToken: string };
-      return { cookie: response.headers.get('set-cookie')!.split(';')[0]!, csrf: csrfToken };
-    };
+    const signIn = (apiKey: string) => signInWithKey(fixture.server.url, apiKey);
     type Session = Awaited<ReturnType<typeof signIn>>;
     const request = async (method: string, path: string, session: Partial<Session>, body?: unknown) => {
       const headers: Record<string, string> = { origin: fixture.server.url };

@@ -28,6 +28,11 @@ describe('which requirements an environment sets', () => {
       ['fish', 'node:zstd', 'sqlite:node', 'zsh'].sort(),
     );
   });
+
+  it('a list in COFFER_REQUIRE is not overruled by CI=true (the Node 24 pass names no podman)', () => {
+    expect([...requirementsOf({ CI: 'true', COFFER_REQUIRE: 'postgres,sqlite:node' })].sort()).toEqual(['postgres', 'sqlite:node']);
+    expect([...requirementsOf({ CI: 'true', COFFER_REQUIRE: 'all,sqlite:node' })].sort()).toEqual([...REQUIREMENTS, 'sqlite:node'].sort());
+  });
 });
 
 const NOTHING_REQUIRED = { CI: '', COFFER_REQUIRE: '', COFFER_REQUIRE_PG: '', COFFER_REQUIRE_CEPH: '' };

@@ -5,7 +5,9 @@
  *
  * - COFFER_REQUIRE: the requirements of this run, separated by commas or spaces (names below), or `all` for every
  *   one of REQUIREMENTS. .ci/run names what it installs.
- * - CI=true (or 1): `all`. CI=false, 0 or empty is not CI.
+ * - CI=true (or 1): `all`, unless COFFER_REQUIRE names the requirements itself (a CI script that lists what it
+ *   installed, as .ci/node24 does for a pass without Podman, is not overruled by the CI variable its runner sets).
+ *   CI=false, 0 or empty is not CI.
  * - COFFER_REQUIRE_PG=1 requires `postgres`, COFFER_REQUIRE_CEPH=1 `ceph` (older names; nothing else).
  *
  * A test asks with `lacking(available, 'name')`: in `describe.skipIf(...)`/`it.skipIf(...)`, never an early return.
@@ -41,7 +43,8 @@ const isOn = (value: string | undefined): boolean => value !== undefined && ![''
 /** The requirements an environment sets (exported for its test). */
 export function requirementsOf(env: NodeJS.ProcessEnv): Set<string> {
   const named = new Set((env.COFFER_REQUIRE ?? '').split(/[\s,]+/).filter(Boolean));
-  if (named.delete('all') || isOn(env.CI)) for (const name of REQUIREMENTS) named.add(name);
+  const ciRequiresAll = isOn(env.CI) && named.size === 0;
+  if (named.delete('all') || ciRequiresAll) for (const name of REQUIREMENTS) named.add(name);
   if (env.COFFER_REQUIRE_PG === '1') named.add('postgres');
   if (env.COFFER_REQUIRE_CEPH === '1') named.add('ceph');
   return named;

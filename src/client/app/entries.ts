@@ -65,7 +65,7 @@ const utf8 = new TextEncoder();
 
 /**
  * A name as it goes into the archive, or TypeError: relative, `/`-separated, no empty, `.` or `..` segment, no NUL
- * or backslash, at most MAX_NAME_BYTES.
+ * or backslash, no drive letter (`C:`), at most MAX_NAME_BYTES.
  */
 export function archiveName(name: string): string {
   const segments = name.split('/');
@@ -74,6 +74,7 @@ export function archiveName(name: string): string {
     utf8.encode(name).length > MAX_NAME_BYTES ||
     name.includes('\0') ||
     name.includes('\\') ||
+    /^[A-Za-z]:/.test(name) ||
     segments.some((segment) => segment === '' || segment === '.' || segment === '..');
   if (bad) throw new TypeError(`the entry name ${JSON.stringify(name)} is not a relative path of plain segments`);
   return name;

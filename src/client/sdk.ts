@@ -27,7 +27,7 @@ import type {
 } from '../contract/schemas.js';
 import { type ErrorCode, STATUS_OF } from '../domain/errors.js';
 import { requireRequestedBackup } from './envelope-format.js';
-import { VERSION } from '../lib/version.js';
+import { SDK_VERSION } from './sdk-version.js';
 
 export type {
   BackupAccountBody,
@@ -245,7 +245,7 @@ export class CofferClient {
     }
     this.baseUrl = url.toString().replace(/\/+$/, '');
     this.apiKey = options.apiKey;
-    this.userAgent = options.userAgent ?? `coffer-sdk/${VERSION}`;
+    this.userAgent = options.userAgent ?? `coffer-sdk/${SDK_VERSION}`;
     this.blobApiUrl = (options.blobApiUrl ?? `${this.baseUrl}/blob`).replace(/\/+$/, '');
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.stallWindowMs = options.stallWindowMs ?? DEFAULT_STALL_WINDOW_MS;

@@ -85,16 +85,12 @@ describe.skipIf(!hasChromium)('the SDK in Chromium', () => {
     expect(pageErrors).toEqual([]);
   });
 
-  it('restores in the page, with the passphrase, a backup the CLI made, byte for byte', async () => {
-    const bytes = randomBytes(200 * 1024 + 3);
-    const source = path.join(work, 'report.pdf');
-    fs.writeFileSync(source, bytes);
-    nextBackupAllowed();
-    const { id } = json<{ id: string }>(await cli(['backup', source, '--json']));
+  /** Restores a backup in the page, unlocked with `unlock` (passphrase or kit): each entry's name and bytes. */
+  async function restoreInPage(id: string, unlock: { passphrase: string } | { kit: string }) {
     const entries = await page.evaluate(
-      async ({ url, apiKey, passphrase, id }) => {
+      async ({ url, apiKey, unlock, id }) => {
         const coffer = await window.coffer.connect({ url, apiKey });
-        const vault = await coffer.unlock({ passphrase });
+        const vault = await coffer.unlock(unlock);
         const files: { name: string; base64: string }[] = [];
         for await (const entry of vault.restore(id)) {
           const data = new Uint8Array(await new Response(entry.stream).arrayBuffer());
@@ -105,10 +101,24 @@ describe.skipIf(!hasChromium)('the SDK in Chromium', () => {
         vault.lock();
         return files;
       },
-      { url: server.url, apiKey, passphrase: PASSPHRASE, id },
+      { url: server.url, apiKey, unlock, id },
     );
-    expect(entries.map((entry) => entry.name)).toEqual(['report.pdf']);
-    expect(Buffer.from(entries[0]!.base64, 'base64').equals(bytes)).toBe(true);
+    return entries.map(({ name, base64 }) => ({ name, bytes: Buffer.from(base64, 'base64') }));
+  }
+
+  it('restores in the page, with the passphrase or the recovery kit, a backup the CLI made, byte for byte', async () => {
+    const bytes = randomBytes(200 * 1024 + 3);
+    const source = path.join(work, 'report.pdf');
+    fs.writeFileSync(source, bytes);
+    nextBackupAllowed();
+    const { id } = json<{ id: string }>(await cli(['backup', source, '--json']));
+    const kit = await cli(['kit']);
+    expect(kit.code, kit.stderr).toBe(0);
+    for (const unlock of [{ passphrase: PASSPHRASE }, { kit: kit.stdout }]) {
+      const entries = await restoreInPage(id, unlock);
+      expect(entries.map((entry) => entry.name)).toEqual(['report.pdf']);
+      expect(entries[0]!.bytes.equals(bytes)).toBe(true);
+    }
     expect(pageErrors).toEqual([]);
   });
 });

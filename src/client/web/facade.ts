@@ -18,6 +18,7 @@ import {
   type BackupMetadata,
 } from '../envelope-core.js';
 import { isPlainName } from '../envelope-format.js';
+import { createKit } from '../kit-core.js';
 import type { BackupDetailBody, BackupListBody, DeleteBackupResponseBody, StatusStreamFrame } from '../sdk.js';
 import { SDK_VERSION } from '../sdk-version.js';
 
@@ -43,7 +44,8 @@ export interface RestoredEntry {
   stream: ReadableStream<Uint8Array>;
 }
 
-export type UnlockOptions = { passphrase: string };
+/** The vault's passphrase, or its recovery kit (`coffer kit`: the whole text, or the words alone). */
+export type UnlockOptions = { passphrase: string } | { kit: string };
 
 type Envelope = ReturnType<typeof createEnvelope<Uint8Array>>;
 
@@ -264,8 +266,15 @@ export class Coffer {
     return new BackupWriter(this.platform, this.api, this.envelope, (backupId, dek) => this.envelope.sealDek(parsed, backupId, dek));
   }
 
-  /** Unlocks the vault with its passphrase (Argon2id in WebAssembly: a second or two). */
+  /**
+   * Unlocks the vault with its passphrase (Argon2id in WebAssembly: a second or two) or its recovery kit (read
+   * offline: the kit's words are the master keys).
+   */
   async unlock(options: UnlockOptions, signal?: AbortSignal): Promise<UnlockedVault> {
+    if ('kit' in options) {
+      const { material } = createKit(this.envelope).parseKitOrWords(options.kit);
+      return new UnlockedVault(this.platform, this.api, this.envelope, material);
+    }
     const account = await this.api.getAccount(signal);
     if (!account.initialized) throw new TypeError('this account has no vault yet: run `coffer init` first');
     const masterKey = await this.envelope.unwrapMasterKey(account, options.passphrase);

@@ -58,7 +58,7 @@ export interface CofferApi {
   /** POSTs `upload.body` to a slot's direct-upload URL (announced by the server, kept on the configured origin). */
   uploadBody(uploadUrl: string, upload: UploadBody, options?: { signal?: AbortSignal }): Promise<DirectUploadResponseBody>;
   /** The server's API description version (`info.version` of /openapi.json); see ./version.ts. */
-  apiVersion(signal?: AbortSignal): Promise<string>;
+  apiVersion(signal?: AbortSignal): Promise<string | undefined>;
 }
 
 /** How `connect` reaches the server; the platform builds its API client from these. */

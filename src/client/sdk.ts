@@ -135,6 +135,11 @@ interface RequestInit {
   body?: ReadableStream<Uint8Array> | Blob | Uint8Array;
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  /**
+   * A public document (the API description): sent without the API key, so that a page of another origin reads it
+   * with a simple CORS request (only /api/ answers a preflight).
+   */
+  public?: boolean;
 }
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
@@ -264,7 +269,7 @@ export class CofferClient {
 
   /** One sending of a request (open's retries call it again). */
   private async attempt(method: string, path: string, init: RequestInit): Promise<Opened> {
-    const headers = this.headers(init.headers);
+    const headers = init.public ? { 'user-agent': this.userAgent, ...init.headers } : this.headers(init.headers);
     let body: string | ReadableStream<Uint8Array> | Blob | Uint8Array | undefined = init.body;
     if (init.json !== undefined) {
       body = JSON.stringify(init.json);
@@ -460,7 +465,7 @@ export class CofferClient {
   async apiVersion(signal?: AbortSignal): Promise<string | undefined> {
     let text: string;
     try {
-      const answer = await this.call('GET', '/openapi.json', { signal });
+      const answer = await this.call('GET', '/openapi.json', { signal, public: true });
       if (!answer.response.ok) return undefined;
       text = answer.text;
     } catch (error) {

@@ -128,4 +128,34 @@ describe.skipIf(!hasChromium)('the SDK in Chromium', () => {
     }
     expect(pageErrors).toEqual([]);
   });
+
+  it('lists, watches, verifies and deletes a backup from the page', async () => {
+    const source = path.join(work, 'ledger.csv');
+    fs.writeFileSync(source, 'date,amount\n2026-11-28,42\n');
+    nextBackupAllowed();
+    const { id } = json<{ id: string }>(await cli(['backup', source, '--json']));
+    const seen = await page.evaluate(
+      async ({ url, apiKey, passphrase, id }) => {
+        const coffer = window.coffer.connect({ url, apiKey });
+        const listed = (await coffer.list()).map((backup) => backup.id);
+        const statuses: string[] = [];
+        for await (const event of coffer.watch(id)) statuses.push(event.status);
+        const vault = await coffer.unlock({ passphrase });
+        const verified = await vault.verify(id);
+        vault.close();
+        await coffer.delete(id);
+        const after = await coffer.get(id).then(
+          (backup) => backup.status,
+          (error: unknown) => (error instanceof window.coffer.NotFoundError ? 'NotFoundError' : String(error)),
+        );
+        return { listed, statuses, verifiedBytes: verified.plaintextBytes, after };
+      },
+      { url: server.url, apiKey, passphrase: PASSPHRASE, id },
+    );
+    expect(seen.listed).toContain(id);
+    expect(seen.statuses.at(-1)).toBe('READY');
+    expect(seen.verifiedBytes).toBeGreaterThan(0);
+    expect(seen.after).toBe('NotFoundError');
+    expect(pageErrors).toEqual([]);
+  });
 });

@@ -17,7 +17,7 @@ import type {
   BackupStatusEventBody,
   CreateBackupResponseBody,
   DeleteBackupResponseBody,
-} from '../api-client.js';
+} from '../sdk.js';
 import { packEntries, readEntries, type ArchiveEntry, type NamedEntry, type PackedCounts } from './entries.js';
 import type { CofferApi, Platform } from './platform.js';
 import { requireSpokenVersion } from './version.js';

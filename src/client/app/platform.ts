@@ -7,8 +7,8 @@
  *  - Node (../node.ts): sodium-native primitives, node:zlib / zstd streams, node:crypto SHA-256, and the
  *    CofferClient of ../sdk.ts (its uploads stream the ciphertext with `duplex: 'half'`).
  *  - The browser (../browser.ts): libsodium in WebAssembly, CompressionStream('gzip') to write, the checked
- *    gzip/zstd readers of ../compression-core.ts to read, a SHA-256 in JavaScript, and CofferFetchClient
- *    (../api-client.ts: fetch alone, no Node built-in) whose uploads send a Blob assembled from the encrypted
+ *    gzip/zstd readers of ../compression-core.ts to read, a SHA-256 in JavaScript, and CofferClient
+ *    (../sdk.ts: fetch alone, no Node built-in) whose uploads send a Blob assembled from the encrypted
  *    chunks (Chromium streams a request body only over HTTP/2).
  *
  * Everything here is an interface: implementing it is all a new runtime takes.
@@ -25,7 +25,7 @@ import type {
   DeleteBackupResponseBody,
   DirectUploadResponseBody,
   StatusStreamFrame,
-} from '../api-client.js';
+} from '../sdk.js';
 
 /** A stage of a byte pipeline (a TransformStream, or any writable/readable pair such as Node's Duplex.toWeb). */
 export interface ByteStage {

@@ -17,6 +17,7 @@ import { build } from 'esbuild';
 import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt } from '../helpers/built.js';
+import { ManualClock } from '../helpers/clock.js';
 import { startLocalRegistry } from '../helpers/npm-registry.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -61,13 +62,15 @@ console.log(JSON.stringify({ id: detail.id, status: detail.status }));
 
 describe('the SDK package served at /downloads/coffer-sdk.tgz', () => {
   let server: TestServer;
+  let clock: ManualClock;
   let work: string;
   let project: string;
   let manifest: SdkManifest;
 
   beforeAll(async () => {
     assertBuilt();
-    server = await startTestServer();
+    clock = new ManualClock();
+    server = await startTestServer({ clock });
     // Outside the repository, so nothing resolves from this checkout's node_modules.
     work = tempDir('coffer-sdk-package-', os.tmpdir());
     project = path.join(work, 'host-app');
@@ -149,6 +152,7 @@ describe('the SDK package served at /downloads/coffer-sdk.tgz', () => {
     const { apiKey } = await server.newKey({ plan: 'pro' });
     const runtimes = nodes();
     for (const [i, { node, version }] of runtimes.entries()) {
+      clock.advance(31 * 60 * 1000); // pro plan: one backup per 30 minutes
       const target = path.join(work, `restored-${version}`);
       const args = ['backup-and-restore.mjs', server.url, apiKey, source, target, i === 0 ? 'init' : ''];
       const { stdout } = await run(node, args, { cwd: project, env: { PATH: process.env.PATH, HOME: home }, timeout: 60_000 });

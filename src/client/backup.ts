@@ -33,6 +33,7 @@ import {
   type Recipient,
 } from './envelope.js';
 import { CofferApiError, CofferNetworkError, UploadTooLargeError, type BackupDetailBody, type CofferClient } from './sdk.js';
+import { probeUploadRefusal, putToBlobHost, uploadDirect, type ProbeTarget } from './sdk-node-upload.js';
 import { HostWithoutVaultError } from './vault.js';
 import { VERSION } from '../lib/version.js';
 
@@ -460,11 +461,11 @@ async function upload(run: BackupRun, slot: Slot, limit: ArchiveLimit, input: Ba
   pipeline(input.read(), plain, compressor(compression, gzipLevel, release), new EncryptStream(dek), cipher, (error) => {
     pipeError = error ?? null;
   });
-  let probeTarget: Parameters<CofferClient['probeUploadRefusal']>[0] | undefined;
+  let probeTarget: ProbeTarget | undefined;
   try {
     if (slot.upload.protocol === 'direct') {
       probeTarget = slot.upload;
-      const uploaded = await client.uploadDirect(slot.upload.url, cipher, { signal });
+      const uploaded = await uploadDirect(client, slot.upload.url, cipher, { signal });
       if (uploaded.size !== cipher.bytes) {
         throw new Error(`the server stored ${uploaded.size} bytes but ${cipher.bytes} were sent`);
       }
@@ -472,7 +473,7 @@ async function upload(run: BackupRun, slot: Slot, limit: ArchiveLimit, input: Ba
       const { handleUploadUrl, blobPath } = slot.upload;
       const clientToken = await client.negotiateBlobUpload(handleUploadUrl, blobPath, signal);
       probeTarget = { protocol: 'blobhost-client', clientToken, blobPath };
-      await client.putToBlobHost(clientToken, blobPath, cipher, { signal });
+      await putToBlobHost(client, clientToken, blobPath, cipher, { signal });
     }
   } catch (error) {
     if (error instanceof UploadTooLargeError) {
@@ -481,7 +482,7 @@ async function upload(run: BackupRun, slot: Slot, limit: ArchiveLimit, input: Ba
     }
     if (error instanceof CofferNetworkError && probeTarget && cipher.bytes > 0 && !signal?.aborted) {
       // The connection broke with no answer: was it a cut-off (size, quota) whose 413 the TCP reset swallowed?
-      const refusal = await client.probeUploadRefusal(probeTarget, cipher.bytes);
+      const refusal = await probeUploadRefusal(client, probeTarget, cipher.bytes);
       if (refusal instanceof UploadTooLargeError && refusal.maxBytes !== undefined && cipher.bytes > refusal.maxBytes) {
         throw tooLarge({ bytes: refusal.maxBytes, source: 'server' }, cipher.bytes, 'during-upload');
       }

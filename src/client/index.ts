@@ -3,6 +3,7 @@
  * pipelines that the `coffer` CLI is built on. See docs/client.md and docs/crypto.md.
  */
 export * from './sdk.js';
+export { probeUploadRefusal, putToBlobHost, uploadDirect, type ProbeTarget } from './sdk-node-upload.js';
 export {
   AD,
   CHUNK_BYTES,

@@ -3,10 +3,10 @@
  * (src/contract/schemas.ts), imported as types only: there is no second hand-written copy of them, and the
  * client bundle pulls in no server code. Every non-2xx answer becomes a CofferApiError carrying the
  * ErrorResponse `code`, `resolution`, `details` and `Retry-After`.
+ *
+ * No Node built-in: the browser entry (src/client/browser.ts) uses it as it is. The Node-only streamed uploads
+ * (node:http, a Readable body) are in src/client/sdk-node-upload.ts.
  */
-import http from 'node:http';
-import https from 'node:https';
-import type { Readable } from 'node:stream';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import type {
   BackupAccountBody,
@@ -27,7 +27,7 @@ import type {
 } from '../contract/schemas.js';
 import { type ErrorCode, STATUS_OF } from '../domain/errors.js';
 import { requireRequestedBackup } from './envelope-format.js';
-import { VERSION } from '../lib/version.js';
+import { SDK_VERSION } from './sdk-version.js';
 
 export type {
   BackupAccountBody,
@@ -73,6 +73,9 @@ export type ApiErrorCode = ErrorCode | UnknownErrorCode;
 
 const isErrorCode = (code: string): code is ErrorCode => Object.hasOwn(STATUS_OF, code);
 
+/** An answer's headers as node:http gives them (the Node uploads' answers). */
+export type AnswerHeaders = Record<string, string | string[] | undefined>;
+
 /** An ErrorResponse from the API (docs/api-rules.md#errors). */
 export class CofferApiError extends Error {
   override readonly name = 'CofferApiError';
@@ -86,7 +89,7 @@ export class CofferApiError extends Error {
   constructor(
     readonly status: number,
     readonly body: ErrorResponseBody,
-    headers: Headers | http.IncomingHttpHeaders,
+    headers: Headers | AnswerHeaders,
     /** The URL of the refused request, when known (which server refused: this machine's or another's). */
     readonly url?: string,
   ) {
@@ -94,7 +97,7 @@ export class CofferApiError extends Error {
     this.code = isErrorCode(body.code) ? body.code : new UnknownErrorCode(body.code);
     this.resolution = body.resolution;
     this.details = body.details;
-    const raw = headers instanceof Headers ? headers.get('retry-after') : headers['retry-after'];
+    const raw = headers instanceof Headers ? headers.get('retry-after') : headers['retry-after']?.toString();
     const seconds = raw === null || raw === undefined ? NaN : Number(raw);
     this.retryAfter = Number.isFinite(seconds) && seconds >= 0 ? seconds : undefined;
   }
@@ -108,7 +111,7 @@ export class UploadTooLargeError extends CofferApiError {
   constructor(
     status: number,
     body: ErrorResponseBody,
-    headers: Headers | http.IncomingHttpHeaders,
+    headers: Headers | AnswerHeaders,
     /** The limit the refusal names, when it names one. */
     readonly maxBytes: number | undefined,
   ) {
@@ -134,7 +137,7 @@ function refusedLimit(body: ErrorResponseBody): number | undefined {
 }
 
 /** The error of an upload's refusal: UploadTooLargeError when it is over the limit. */
-function uploadRefusal(status: number, body: ErrorResponseBody, headers: http.IncomingHttpHeaders): CofferApiError {
+export function uploadRefusal(status: number, body: ErrorResponseBody, headers: Headers | AnswerHeaders): CofferApiError {
   if (body.code === 'payload_too_large') return new UploadTooLargeError(status, body, headers, refusedLimit(body));
   const blobLimit = blobHostLimit(body);
   if (blobLimit !== undefined) return new UploadTooLargeError(status, body, headers, blobLimit);
@@ -171,7 +174,17 @@ export const DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 /** The slowest transfer that still counts as moving: 1 KiB/s, averaged over a stall window of waiting. */
 export const MIN_TRANSFER_RATE = 1024;
 /** Of a refusal only its JSON (or the first 200 characters) matter: read no more than this of one. */
-const ERROR_ANSWER_BYTES = 64 * 1024;
+export const ERROR_ANSWER_BYTES = 64 * 1024;
+
+/** CofferClient.uploadSettings: what an upload on another transport needs of the client. @internal */
+export interface UploadSettings {
+  headers(extra?: Record<string, string>): Record<string, string>;
+  userAgent: string;
+  blobApiUrl: string;
+  requestTimeoutMs: number;
+  stallWindowMs: number;
+  maxAnswerBytes: number;
+}
 
 export interface ContentResponse {
   status: 200 | 206;
@@ -190,7 +203,7 @@ export interface StatusStreamFrame {
   data: unknown;
 }
 
-function errorBodyFrom(status: number, text: string): ErrorResponseBody {
+export function errorBodyFrom(status: number, text: string): ErrorResponseBody {
   try {
     const parsed = JSON.parse(text) as Partial<ErrorResponseBody>;
     if (parsed && typeof parsed.code === 'string') {
@@ -232,7 +245,7 @@ export class CofferClient {
     }
     this.baseUrl = url.toString().replace(/\/+$/, '');
     this.apiKey = options.apiKey;
-    this.userAgent = options.userAgent ?? `coffer-sdk/${VERSION}`;
+    this.userAgent = options.userAgent ?? `coffer-sdk/${SDK_VERSION}`;
     this.blobApiUrl = (options.blobApiUrl ?? `${this.baseUrl}/blob`).replace(/\/+$/, '');
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.stallWindowMs = options.stallWindowMs ?? DEFAULT_STALL_WINDOW_MS;
@@ -265,17 +278,18 @@ export class CofferClient {
   private async open(
     method: string,
     path: string,
-    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal },
+    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal; body?: Blob; timeoutMs?: number },
   ): Promise<{ response: Response; address: string; done: () => void; failure: (error: unknown) => unknown }> {
     const headers = this.headers(init.headers);
-    let body: string | undefined;
+    let body: string | Blob | undefined = init.body;
     if (init.json !== undefined) {
       body = JSON.stringify(init.json);
       headers['content-type'] = 'application/json';
     }
     const address = this.url(path);
     const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(this.noAnswer(method, address)), this.requestTimeoutMs);
+    const within = init.timeoutMs ?? this.requestTimeoutMs;
+    const timer = setTimeout(() => deadline.abort(this.noAnswer(method, address, within)), within);
     const done = () => clearTimeout(timer);
     const failure = (error: unknown): unknown => {
       done();
@@ -292,10 +306,10 @@ export class CofferClient {
     }
   }
 
-  private noAnswer(method: string, address: string): CofferNetworkError {
+  private noAnswer(method: string, address: string, within: number): CofferNetworkError {
     const url = new URL(address);
     return new CofferNetworkError(
-      `the server at ${url.origin} did not answer ${method} ${url.pathname} within ${seconds(this.requestTimeoutMs)} ` +
+      `the server at ${url.origin} did not answer ${method} ${url.pathname} within ${seconds(within)} ` +
         '(COFFER_REQUEST_TIMEOUT): a stalled server or proxy',
     );
   }
@@ -448,19 +462,41 @@ export class CofferClient {
   }
 
   /**
-   * Streams `body` as the ciphertext of a slot (direct protocol, chunked unless `contentLength` is given).
-   * Memory stays bounded: the body is piped with backpressure. An early answer from the server (413, 409)
-   * wins over the broken pipe it causes; a failure of `body` itself aborts the request and is rethrown.
+   * Sends a Blob as the ciphertext of a slot (direct protocol) with fetch: the upload of a browser (Chromium cannot
+   * stream a request body over HTTP/1.1, a Blob it sends with its length). The deadline is the request deadline
+   * plus the time the Blob takes at MIN_TRANSFER_RATE. A refusal is the CofferApiError it is (UploadTooLargeError
+   * over the archive limit).
    */
-  uploadDirect(
-    uploadUrl: string,
-    body: Readable,
-    options: { contentLength?: number; signal?: AbortSignal } = {},
-  ): Promise<DirectUploadResponseBody> {
-    return this.streamRequest<DirectUploadResponseBody>('POST', this.url(uploadUrl), body, {
-      ...options,
-      headers: this.headers({ 'content-type': 'application/octet-stream' }),
-    });
+  async uploadBlob(uploadUrl: string, body: Blob, options: { signal?: AbortSignal } = {}): Promise<DirectUploadResponseBody> {
+    const timeoutMs = this.requestTimeoutMs + Math.ceil(body.size / MIN_TRANSFER_RATE) * 1000;
+    const headers = { 'content-type': 'application/octet-stream' };
+    const { response, address, done, failure } = await this.open('POST', uploadUrl, { headers, body, timeoutMs, signal: options.signal });
+    let text: string;
+    try {
+      const limit = response.ok ? this.maxAnswerBytes : ERROR_ANSWER_BYTES;
+      text = await readAnswer(response, limit, `POST ${new URL(address).pathname}`, new URL(address).origin);
+    } catch (error) {
+      throw failure(error);
+    }
+    done();
+    if (!response.ok) throw uploadRefusal(response.status, errorBodyFrom(response.status, text), response.headers);
+    return this.parse<DirectUploadResponseBody>(response, text);
+  }
+
+  /**
+   * What an upload made outside this class (src/client/sdk-node-upload.ts, on node:http) needs of it: the API
+   * request headers (with the key), the blob host, the deadlines and the answer limit.
+   * @internal
+   */
+  uploadSettings(): UploadSettings {
+    return {
+      headers: (extra) => this.headers(extra),
+      userAgent: this.userAgent,
+      blobApiUrl: this.blobApiUrl,
+      requestTimeoutMs: this.requestTimeoutMs,
+      stallWindowMs: this.stallWindowMs,
+      maxAnswerBytes: this.maxAnswerBytes,
+    };
   }
 
   /**
@@ -476,170 +512,6 @@ export class CofferClient {
       throw new CofferNetworkError('the upload negotiation answer has no clientToken');
     }
     return negotiation.clientToken;
-  }
-
-  /**
-   * Step 2: stream the ciphertext to the blob host with the client token only (`PUT <blobApiUrl>/?pathname=…`);
-   * the API key does not go there. The slot becomes UPLOADED when the blob host has stored it.
-   */
-  putToBlobHost(
-    clientToken: string,
-    blobPath: string,
-    body: Readable,
-    options: { signal?: AbortSignal } = {},
-  ): Promise<{ pathname: string; url?: string }> {
-    const url = `${this.blobApiUrl}/?pathname=${encodeURIComponent(blobPath)}`;
-    return this.streamRequest('PUT', url, body, {
-      signal: options.signal,
-      headers: {
-        authorization: `Bearer ${clientToken}`,
-        'user-agent': this.userAgent,
-        'content-type': 'application/octet-stream',
-        'x-content-type': 'application/octet-stream',
-        'x-api-version': '11',
-      },
-    });
-  }
-
-  /**
-   * Asks the upload address whether it would take `contentLength` bytes, without sending any: the server checks
-   * Content-Length before reading (docs/api-rules.md#upload), so an over-limit or over-quota length is answered 413
-   * at once. Used after an upload broke off with no answer: a server that cut a body off with 413 and closed the
-   * connection while the client was still sending can make the TCP reset swallow that answer. Resolves with the
-   * refusal (UploadTooLargeError for the size limit, else the CofferApiError of the 413: `upload_exceeds_quota`), or
-   * undefined when the answer is anything else (the probe is then abandoned; it stores nothing).
-   */
-  probeUploadRefusal(
-    slot: { protocol: 'direct'; url: string } | { protocol: 'blobhost-client'; clientToken: string; blobPath: string },
-    contentLength: number,
-    timeoutMs = 3000,
-  ): Promise<CofferApiError | undefined> {
-    const url = new URL(
-      slot.protocol === 'direct' ? this.url(slot.url) : `${this.blobApiUrl}/?pathname=${encodeURIComponent(slot.blobPath)}`,
-    );
-    const headers =
-      slot.protocol === 'direct'
-        ? this.headers({ 'content-type': 'application/octet-stream' })
-        : { authorization: `Bearer ${slot.clientToken}`, 'x-content-type': 'application/octet-stream' };
-    headers['content-length'] = String(contentLength);
-    const transport = url.protocol === 'https:' ? https : http;
-    return new Promise((resolve) => {
-      const request = transport.request(url, { method: slot.protocol === 'direct' ? 'POST' : 'PUT', headers });
-      const done = (value: CofferApiError | undefined) => {
-        clearTimeout(timer);
-        request.destroy();
-        resolve(value);
-      };
-      const timer = setTimeout(() => done(undefined), timeoutMs);
-      request.on('error', () => done(undefined));
-      request.on('response', (response) => {
-        const status = response.statusCode ?? 0;
-        readCapped(response, ERROR_ANSWER_BYTES).then(
-          (text) => done(status === 413 ? uploadRefusal(status, errorBodyFrom(status, text), response.headers) : undefined),
-          () => done(undefined),
-        );
-      });
-      request.flushHeaders();
-    });
-  }
-
-  /**
-   * Streams `body` as a request body under the stall rule (stallWindowMs: each wait for the connection to take more
-   * is watched), then waits for the answer under the request deadline. The answer wins over a broken pipe: a server
-   * that refuses mid-stream (413) answers and closes while this side is still sending.
-   */
-  private streamRequest<T>(
-    method: 'POST' | 'PUT',
-    address: string,
-    body: Readable,
-    options: { contentLength?: number; signal?: AbortSignal; headers: Record<string, string> },
-  ): Promise<T> {
-    const url = new URL(address);
-    const transport = url.protocol === 'https:' ? https : http;
-    const watch = new TransferWatch(this.stallWindowMs, `the upload to ${url.origin}`);
-    const answerWithin = this.requestTimeoutMs;
-    return new Promise((resolve, reject) => {
-      let settled = false;
-      let answered = false;
-      let answerTimer: NodeJS.Timeout | undefined;
-      const settle = (error: Error | undefined, value?: T) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(answerTimer);
-        options.signal?.removeEventListener('abort', onAbort);
-        if (error) {
-          if (!body.destroyed) body.destroy();
-          if (!request.destroyed) request.destroy();
-          reject(error);
-        } else resolve(value!);
-      };
-      const onAbort = () => settle(abortError(options.signal));
-      const headers = { ...options.headers };
-      if (options.contentLength !== undefined) headers['content-length'] = String(options.contentLength);
-      const request = transport.request(url, { method, headers });
-      // From the body's end (or an early answer) the answer is read under the request deadline.
-      const answerDeadline = () => {
-        answerTimer ??= setTimeout(() => {
-          const what = answered ? 'finish its answer to' : 'answer';
-          settle(
-            new CofferNetworkError(
-              `the server at ${url.origin} did not ${what} the upload within ${seconds(answerWithin)} (COFFER_REQUEST_TIMEOUT)`,
-            ),
-          );
-        }, answerWithin);
-      };
-      request.on('response', (response) => {
-        answered = true;
-        answerDeadline();
-        const status = response.statusCode ?? 0;
-        const ok = status >= 200 && status < 300;
-        readCapped(response, ok ? this.maxAnswerBytes : ERROR_ANSWER_BYTES, !ok).then(
-          (text) => {
-            if (!ok) return settle(uploadRefusal(status, errorBodyFrom(status, text), response.headers));
-            try {
-              settle(undefined, JSON.parse(text) as T);
-            } catch {
-              settle(new CofferNetworkError('the upload answer is not JSON'));
-            }
-          },
-          (error: unknown) =>
-            settle(error instanceof CofferNetworkError ? error : new CofferNetworkError(`upload answer broke off: ${causeText(error)}`)),
-        );
-      });
-      request.on('error', (error) => {
-        // The server may have answered (e.g. 413) and closed while we were still sending: let the answer win.
-        setTimeout(() => {
-          if (!answered) {
-            const reason = notTls(error) ? connectionFailure(address, error) : `upload to ${url.origin} failed: ${causeText(error)}`;
-            settle(new CofferNetworkError(reason, { cause: error }));
-          }
-        }, 250);
-      });
-      if (options.signal?.aborted) return onAbort();
-      options.signal?.addEventListener('abort', onAbort, { once: true });
-      // What the connection has not taken yet drains when it takes it: that wait is the network's.
-      const drained = (written: number) =>
-        new Promise<number>((resolve) => {
-          // All that waits to be sent goes out by 'drain': at least the chunk just written.
-          const pending = Math.max(request.writableLength, written);
-          const done = () => {
-            request.off('drain', done);
-            request.off('close', done);
-            resolve(pending);
-          };
-          request.on('drain', done);
-          request.on('close', done);
-        });
-      void (async () => {
-        for await (const chunk of body as AsyncIterable<Buffer>) {
-          if (settled || request.destroyed) return;
-          if (!request.write(chunk)) await watch.wait(drained(chunk.length));
-        }
-        if (settled || request.destroyed) return;
-        request.end();
-        answerDeadline();
-      })().catch((error: unknown) => settle(error instanceof Error ? error : new Error(String(error))));
-    });
   }
 
   /** A refusal of a streamed request (its answer read under the request deadline) as the CofferApiError it is. */
@@ -739,7 +611,7 @@ export class CofferClient {
   }
 }
 
-const seconds = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000} s` : `${(ms / 1000).toFixed(1)} s`);
+export const seconds = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000} s` : `${(ms / 1000).toFixed(1)} s`);
 
 const tooLargeText = (origin: string, what: string, limit: number) =>
   `the server at ${origin} sent more than ${Math.round(limit / 1048576) || limit} ${limit >= 1048576 ? 'MiB' : 'bytes'} ` +
@@ -778,26 +650,13 @@ async function readAnswer(response: Response, limit: number, what: string, serve
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  return Buffer.concat(parts).toString('utf8');
+  return utf8Text(parts);
 }
 
-/** The same for a node:http answer (the upload requests), always failing over `limit`. */
-async function readCapped(response: http.IncomingMessage, limit: number, cut = false): Promise<string> {
-  const parts: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of response as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    if (total > limit) {
-      response.destroy();
-      if (cut) {
-        parts.push(chunk.subarray(0, chunk.length - (total - limit)));
-        break;
-      }
-      throw new CofferNetworkError(`the upload answer is larger than ${limit} bytes: stopped reading`);
-    }
-    parts.push(chunk);
-  }
-  return Buffer.concat(parts).toString('utf8');
+/** The UTF-8 text of the parts, joined (TextDecoder: no Buffer, so the browser entry uses it too). */
+export function utf8Text(parts: Uint8Array[]): string {
+  const decoder = new TextDecoder();
+  return parts.map((part, at) => decoder.decode(part, { stream: at < parts.length - 1 })).join('');
 }
 
 /**
@@ -832,7 +691,7 @@ export class TransferWatch {
   async wait(pending: Promise<number>): Promise<number> {
     for (;;) {
       const started = Date.now();
-      let timer: NodeJS.Timeout | undefined;
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const windowEnd = new Promise<'window'>((resolve) => (timer = setTimeout(() => resolve('window'), this.windowMs - this.waitedMs)));
       const outcome = await Promise.race([pending.then((bytes) => ({ bytes })), windowEnd]).finally(() => clearTimeout(timer));
       this.waitedMs += Date.now() - started;
@@ -887,9 +746,9 @@ export function abortError(signal: AbortSignal | undefined): Error {
 }
 
 /** Whether a connection failed because the other side answered a TLS hello in plain text (a plain-HTTP server). */
-function notTls(error: unknown): boolean {
+export function notTls(error: unknown): boolean {
   for (let current = error, depth = 0; depth < 5 && current instanceof Error; depth++, current = current.cause) {
-    const code = (current as NodeJS.ErrnoException).code;
+    const code = (current as { code?: unknown }).code;
     if (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || code === 'ERR_SSL_PACKET_LENGTH_TOO_LONG') return true;
     if (/wrong version number|packet length too long/.test(current.message)) return true;
   }
@@ -916,7 +775,7 @@ export function causeText(error: unknown): string {
   let text = error instanceof Error ? error.message : String(error);
   for (let depth = 0; depth < 4 && current instanceof Error && current.cause !== undefined; depth++) {
     current = current.cause;
-    if (current instanceof Error) text = current.message || (current as NodeJS.ErrnoException).code || text;
+    if (current instanceof Error) text = current.message || String((current as { code?: unknown }).code ?? '') || text;
   }
   return text;
 }

@@ -20,6 +20,7 @@ import { decompressor } from '../../src/client/compression.js';
 import { IntegrityError } from '../../src/client/envelope-core.js';
 import { CHUNK_BYTES, EncryptStream, newKey, sealMetadata, wipe, wrapDek, type BackupMetadata } from '../../src/client/envelope.js';
 import { CofferClient } from '../../src/client/sdk.js';
+import { uploadDirect } from '../../src/client/sdk-node-upload.js';
 import { unlockVault } from '../../src/client/vault.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -222,7 +223,7 @@ describe('through the CLI, against a real server', () => {
       const sealed = await buffer(Readable.from([compressed]).pipe(new EncryptStream(dek)));
       const slot = await client.createBackup();
       if (slot.upload.protocol !== 'direct') throw new Error(`expected a direct upload slot, got ${slot.upload.protocol}`);
-      await client.uploadDirect(client.directUploadUrl(slot.backupId), Readable.from([sealed]));
+      await uploadDirect(client, client.directUploadUrl(slot.backupId), Readable.from([sealed]));
       const metadata: BackupMetadata = {
         format: 'coffer-archive/v1',
         name: 'data.bin',

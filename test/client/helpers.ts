@@ -17,6 +17,7 @@ import zlib from 'node:zlib';
 import * as tar from 'tar';
 import { CHUNK_BYTES, EncryptStream, newKey, sealMetadata, wipe, wrapDek, type BackupMetadata } from '../../src/client/envelope.js';
 import { CofferClient } from '../../src/client/sdk.js';
+import { uploadDirect } from '../../src/client/sdk-node-upload.js';
 import { ManualClock } from '../helpers/clock.js';
 import { HOME_VARIABLES } from '../helpers/global-setup.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -392,7 +393,7 @@ export async function uploadArchive(
     const sealed = await buffer(Readable.from([compressed]).pipe(new EncryptStream(dek)));
     const slot = await client.createBackup();
     if (slot.upload.protocol !== 'direct') throw new Error(`expected a direct upload slot, got ${slot.upload.protocol}`);
-    await client.uploadDirect(client.directUploadUrl(slot.backupId), Readable.from([sealed]));
+    await uploadDirect(client, client.directUploadUrl(slot.backupId), Readable.from([sealed]));
     const metadata: BackupMetadata = {
       format: 'coffer-archive/v1',
       name: options.name ?? 'hand-made',

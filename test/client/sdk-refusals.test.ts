@@ -8,6 +8,7 @@ import http from 'node:http';
 import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CofferApiError, CofferClient, UnknownErrorCode, UploadTooLargeError } from '../../src/client/sdk.js';
+import { putToBlobHost, uploadDirect } from '../../src/client/sdk-node-upload.js';
 import { listenHttp } from './helpers.js';
 
 describe('upload refusals', () => {
@@ -36,7 +37,7 @@ describe('upload refusals', () => {
     const client = await answering(413, {
       error: { code: 'bad_request', message: 'the file length cannot be greater than 1048576 bytes' },
     });
-    const error = await refusal(client.putToBlobHost('token', 'backups/x', Readable.from([Buffer.alloc(16)])));
+    const error = await refusal(putToBlobHost(client, 'token', 'backups/x', Readable.from([Buffer.alloc(16)])));
     expect(error).toBeInstanceOf(UploadTooLargeError);
     expect(error).toMatchObject({ status: 413, body: { code: 'blob_bad_request' }, maxBytes: 1048576 });
   });
@@ -50,12 +51,12 @@ describe('upload refusals', () => {
       details: { maxBytes: 2048 },
     };
     let client = await answering(413, body);
-    expect(await refusal(client.uploadDirect('/api/backups/x/content', Readable.from([Buffer.alloc(16)])))).toMatchObject({
+    expect(await refusal(uploadDirect(client, '/api/backups/x/content', Readable.from([Buffer.alloc(16)])))).toMatchObject({
       maxBytes: 2048,
     });
     await peer!.close();
     client = await answering(413, { ...body, details: undefined });
-    const error = await refusal(client.uploadDirect('/api/backups/x/content', Readable.from([Buffer.alloc(16)])));
+    const error = await refusal(uploadDirect(client, '/api/backups/x/content', Readable.from([Buffer.alloc(16)])));
     expect(error).toBeInstanceOf(UploadTooLargeError);
     expect((error as UploadTooLargeError).maxBytes).toBeUndefined();
   });
@@ -73,7 +74,7 @@ describe('upload refusals', () => {
 
   it('any other refusal stays a plain CofferApiError', async () => {
     const client = await answering(400, { error: { code: 'bad_request', message: 'Invalid pathname' } });
-    const error = await refusal(client.putToBlobHost('token', 'backups/x', Readable.from([Buffer.alloc(16)])));
+    const error = await refusal(putToBlobHost(client, 'token', 'backups/x', Readable.from([Buffer.alloc(16)])));
     expect(error).toBeInstanceOf(CofferApiError);
     expect(error).not.toBeInstanceOf(UploadTooLargeError);
   });

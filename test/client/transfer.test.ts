@@ -12,6 +12,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CofferClient } from '../../src/client/sdk.js';
+import { uploadDirect } from '../../src/client/sdk-node-upload.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -228,7 +229,7 @@ describe('transfers, limits and server rules', () => {
 
   it('replaces an UPLOADED slot that can never be finalized (its data key is gone)', async () => {
     const slot = await client.createBackup();
-    await client.uploadDirect(client.directUploadUrl(slot.backupId), Readable.from([randomBytes(1000)]));
+    await uploadDirect(client, client.directUploadUrl(slot.backupId), Readable.from([randomBytes(1000)]));
     expect((await client.getBackup(slot.backupId)).status).toBe('UPLOADED');
 
     const source = await dirWith('replace', 10_000);

@@ -1,0 +1,233 @@
+/**
+ * The Node uploads of a backup's ciphertext: a Readable streamed as the request body on node:http(s), with
+ * backpressure and the stall rule, for the direct protocol and the blob host (docs/upload-protocols.md). Apart from
+ * CofferClient (src/client/sdk.ts) so that the client itself imports no Node built-in: the browser entry sends a
+ * Blob with fetch instead (CofferClient.uploadBlob).
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type { Readable } from 'node:stream';
+import {
+  abortError,
+  causeText,
+  CofferNetworkError,
+  connectionFailure,
+  ERROR_ANSWER_BYTES,
+  errorBodyFrom,
+  notTls,
+  seconds,
+  TransferWatch,
+  uploadRefusal,
+  type CofferApiError,
+  type CofferClient,
+  type DirectUploadResponseBody,
+} from './sdk.js';
+
+/** Where probeUploadRefusal asks: a direct slot's upload address, or the blob host's with its client token. */
+export type ProbeTarget = { protocol: 'direct'; url: string } | { protocol: 'blobhost-client'; clientToken: string; blobPath: string };
+
+/**
+ * Streams `body` as the ciphertext of a slot (direct protocol, chunked unless `contentLength` is given).
+ * Memory stays bounded: the body is piped with backpressure. An early answer from the server (413, 409)
+ * wins over the broken pipe it causes; a failure of `body` itself aborts the request and is rethrown.
+ */
+export function uploadDirect(
+  client: CofferClient,
+  uploadUrl: string,
+  body: Readable,
+  options: { contentLength?: number; signal?: AbortSignal } = {},
+): Promise<DirectUploadResponseBody> {
+  return streamRequest<DirectUploadResponseBody>(client, 'POST', client.url(uploadUrl), body, {
+    ...options,
+    headers: client.uploadSettings().headers({ 'content-type': 'application/octet-stream' }),
+  });
+}
+
+/**
+ * Step 2: stream the ciphertext to the blob host with the client token only (`PUT <blobApiUrl>/?pathname=…`);
+ * the API key does not go there. The slot becomes UPLOADED when the blob host has stored it.
+ */
+export function putToBlobHost(
+  client: CofferClient,
+  clientToken: string,
+  blobPath: string,
+  body: Readable,
+  options: { signal?: AbortSignal } = {},
+): Promise<{ pathname: string; url?: string }> {
+  const { blobApiUrl, userAgent } = client.uploadSettings();
+  const url = `${blobApiUrl}/?pathname=${encodeURIComponent(blobPath)}`;
+  return streamRequest(client, 'PUT', url, body, {
+    signal: options.signal,
+    headers: {
+      authorization: `Bearer ${clientToken}`,
+      'user-agent': userAgent,
+      'content-type': 'application/octet-stream',
+      'x-content-type': 'application/octet-stream',
+      'x-api-version': '11',
+    },
+  });
+}
+
+/**
+ * Asks the upload address whether it would take `contentLength` bytes, without sending any: the server checks
+ * Content-Length before reading (docs/api-rules.md#upload), so an over-limit or over-quota length is answered 413
+ * at once. Used after an upload broke off with no answer: a server that cut a body off with 413 and closed the
+ * connection while the client was still sending can make the TCP reset swallow that answer. Resolves with the
+ * refusal (UploadTooLargeError for the size limit, else the CofferApiError of the 413: `upload_exceeds_quota`), or
+ * undefined when the answer is anything else (the probe is then abandoned; it stores nothing).
+ */
+export function probeUploadRefusal(
+  client: CofferClient,
+  slot: ProbeTarget,
+  contentLength: number,
+  timeoutMs = 3000,
+): Promise<CofferApiError | undefined> {
+  const settings = client.uploadSettings();
+  const url = new URL(
+    slot.protocol === 'direct' ? client.url(slot.url) : `${settings.blobApiUrl}/?pathname=${encodeURIComponent(slot.blobPath)}`,
+  );
+  const headers =
+    slot.protocol === 'direct'
+      ? settings.headers({ 'content-type': 'application/octet-stream' })
+      : { authorization: `Bearer ${slot.clientToken}`, 'x-content-type': 'application/octet-stream' };
+  headers['content-length'] = String(contentLength);
+  const transport = url.protocol === 'https:' ? https : http;
+  return new Promise((resolve) => {
+    const request = transport.request(url, { method: slot.protocol === 'direct' ? 'POST' : 'PUT', headers });
+    const done = (value: CofferApiError | undefined) => {
+      clearTimeout(timer);
+      request.destroy();
+      resolve(value);
+    };
+    const timer = setTimeout(() => done(undefined), timeoutMs);
+    request.on('error', () => done(undefined));
+    request.on('response', (response) => {
+      const status = response.statusCode ?? 0;
+      readCapped(response, ERROR_ANSWER_BYTES).then(
+        (text) => done(status === 413 ? uploadRefusal(status, errorBodyFrom(status, text), response.headers) : undefined),
+        () => done(undefined),
+      );
+    });
+    request.flushHeaders();
+  });
+}
+
+/**
+ * Streams `body` as a request body under the stall rule (stallWindowMs: each wait for the connection to take more
+ * is watched), then waits for the answer under the request deadline. The answer wins over a broken pipe: a server
+ * that refuses mid-stream (413) answers and closes while this side is still sending.
+ */
+function streamRequest<T>(
+  client: CofferClient,
+  method: 'POST' | 'PUT',
+  address: string,
+  body: Readable,
+  options: { contentLength?: number; signal?: AbortSignal; headers: Record<string, string> },
+): Promise<T> {
+  const url = new URL(address);
+  const transport = url.protocol === 'https:' ? https : http;
+  const { stallWindowMs, requestTimeoutMs, maxAnswerBytes } = client.uploadSettings();
+  const watch = new TransferWatch(stallWindowMs, `the upload to ${url.origin}`);
+  const answerWithin = requestTimeoutMs;
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    let answered = false;
+    let answerTimer: NodeJS.Timeout | undefined;
+    const settle = (error: Error | undefined, value?: T) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(answerTimer);
+      options.signal?.removeEventListener('abort', onAbort);
+      if (error) {
+        if (!body.destroyed) body.destroy();
+        if (!request.destroyed) request.destroy();
+        reject(error);
+      } else resolve(value!);
+    };
+    const onAbort = () => settle(abortError(options.signal));
+    const headers = { ...options.headers };
+    if (options.contentLength !== undefined) headers['content-length'] = String(options.contentLength);
+    const request = transport.request(url, { method, headers });
+    // From the body's end (or an early answer) the answer is read under the request deadline.
+    const answerDeadline = () => {
+      answerTimer ??= setTimeout(() => {
+        const what = answered ? 'finish its answer to' : 'answer';
+        settle(
+          new CofferNetworkError(
+            `the server at ${url.origin} did not ${what} the upload within ${seconds(answerWithin)} (COFFER_REQUEST_TIMEOUT)`,
+          ),
+        );
+      }, answerWithin);
+    };
+    request.on('response', (response) => {
+      answered = true;
+      answerDeadline();
+      const status = response.statusCode ?? 0;
+      const ok = status >= 200 && status < 300;
+      readCapped(response, ok ? maxAnswerBytes : ERROR_ANSWER_BYTES, !ok).then(
+        (text) => {
+          if (!ok) return settle(uploadRefusal(status, errorBodyFrom(status, text), response.headers));
+          try {
+            settle(undefined, JSON.parse(text) as T);
+          } catch {
+            settle(new CofferNetworkError('the upload answer is not JSON'));
+          }
+        },
+        (error: unknown) =>
+          settle(error instanceof CofferNetworkError ? error : new CofferNetworkError(`upload answer broke off: ${causeText(error)}`)),
+      );
+    });
+    request.on('error', (error) => {
+      // The server may have answered (e.g. 413) and closed while we were still sending: let the answer win.
+      setTimeout(() => {
+        if (!answered) {
+          const reason = notTls(error) ? connectionFailure(address, error) : `upload to ${url.origin} failed: ${causeText(error)}`;
+          settle(new CofferNetworkError(reason, { cause: error }));
+        }
+      }, 250);
+    });
+    if (options.signal?.aborted) return onAbort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    // What the connection has not taken yet drains when it takes it: that wait is the network's.
+    const drained = (written: number) =>
+      new Promise<number>((resolve) => {
+        // All that waits to be sent goes out by 'drain': at least the chunk just written.
+        const pending = Math.max(request.writableLength, written);
+        const done = () => {
+          request.off('drain', done);
+          request.off('close', done);
+          resolve(pending);
+        };
+        request.on('drain', done);
+        request.on('close', done);
+      });
+    void (async () => {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        if (settled || request.destroyed) return;
+        if (!request.write(chunk)) await watch.wait(drained(chunk.length));
+      }
+      if (settled || request.destroyed) return;
+      request.end();
+      answerDeadline();
+    })().catch((error: unknown) => settle(error instanceof Error ? error : new Error(String(error))));
+  });
+}
+
+/** The answer of a node:http request as text, at most `limit` bytes: over it, cut there (`cut`) or fail. */
+async function readCapped(response: http.IncomingMessage, limit: number, cut = false): Promise<string> {
+  const parts: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of response as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total > limit) {
+      response.destroy();
+      if (cut) {
+        parts.push(chunk.subarray(0, chunk.length - (total - limit)));
+        break;
+      }
+      throw new CofferNetworkError(`the upload answer is larger than ${limit} bytes: stopped reading`);
+    }
+    parts.push(chunk);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}

@@ -1,0 +1,96 @@
+/**
+ * The Platform of the application API (../app/platform.ts) in a browser: libsodium in WebAssembly
+ * (./primitives.ts), CompressionStream('gzip') to write, the checked gzip/zstd readers of ./decompress.ts to read,
+ * libsodium's SHA-256, and the CofferClient of ../sdk.ts (fetch only) whose upload sends the ciphertext as a Blob:
+ * Chromium streams a request body only over HTTP/2, and the ciphertext is bounded by the server's archive limit.
+ *
+ * No Node built-in and no DOM-only API beyond the web platform's streams, Blob and fetch: it runs in a page and in a
+ * worker.
+ */
+import sodium from 'libsodium-wrappers-sumo';
+import type { Compression } from '../envelope-format.js';
+import { CofferClient, type DirectUploadResponseBody, abortError } from '../sdk.js';
+import type { ApiOptions, CofferApi, Platform, Sha256, UploadBody } from '../app/platform.js';
+import { gzipStream, zstdStream } from './decompress.js';
+import { ready, webPrimitives } from './primitives.js';
+
+export { ready };
+
+/** Browsers compress gzip only (CompressionStream has no zstd); they read both. */
+function compress(compression: Compression): TransformStream<Uint8Array, Uint8Array> {
+  if (compression !== 'gzip') throw new TypeError(`a browser writes gzip backups only, not ${compression}`);
+  return new CompressionStream('gzip') as unknown as TransformStream<Uint8Array, Uint8Array>;
+}
+
+/**
+ * A checked reader (./decompress.ts) as a transform: what is written to it is read through the reader. The readers
+ * are functions of a stream, so the pair is an identity transform's writable side and the reader over its readable.
+ */
+function decompress(compression: Compression, sealedSize: number): TransformStream<Uint8Array, Uint8Array> {
+  const identity = new TransformStream<Uint8Array, Uint8Array>();
+  const read = compression === 'zstd' ? zstdStream : gzipStream;
+  const pair = { writable: identity.writable, readable: read(identity.readable, sealedSize) };
+  return pair as TransformStream<Uint8Array, Uint8Array>;
+}
+
+/** libsodium's incremental SHA-256. */
+function sha256(): Sha256 {
+  const state = sodium.crypto_hash_sha256_init();
+  return {
+    update: (bytes) => sodium.crypto_hash_sha256_update(state, bytes),
+    hexDigest: () => sodium.to_hex(sodium.crypto_hash_sha256_final(state)),
+  };
+}
+
+/** The whole ciphertext as one Blob (its chunks are kept as they come; the Blob copies them once). */
+async function collectBlob(ciphertext: ReadableStream<Uint8Array>, signal?: AbortSignal): Promise<UploadBody> {
+  const reader = ciphertext.getReader();
+  const parts: Uint8Array[] = [];
+  const stop = () => void reader.cancel(abortError(signal)).catch(() => undefined);
+  signal?.addEventListener('abort', stop, { once: true });
+  try {
+    for (;;) {
+      if (signal?.aborted) throw abortError(signal);
+      const { done, value } = await reader.read();
+      if (done) break;
+      parts.push(value);
+    }
+  } finally {
+    signal?.removeEventListener('abort', stop);
+  }
+  if (signal?.aborted) throw abortError(signal);
+  const body = new Blob(parts as BlobPart[], { type: 'application/octet-stream' });
+  return { body, contentLength: body.size };
+}
+
+/** The server's API description version: `info.version` of /openapi.json. */
+async function describedVersion(client: CofferClient, signal?: AbortSignal): Promise<string> {
+  const response = await fetch(client.url('/openapi.json'), { signal, headers: { accept: 'application/json' } });
+  const description = (await response.json().catch(() => null)) as { info?: { version?: unknown } } | null;
+  const version = description?.info?.version;
+  if (!response.ok || typeof version !== 'string') throw new TypeError(`${client.baseUrl} describes no Coffer API version`);
+  return version;
+}
+
+/** CofferClient with the two calls the application layer adds: the Blob upload and the API version. */
+class WebCofferApi extends CofferClient implements CofferApi {
+  async uploadBody(uploadUrl: string, upload: UploadBody, options: { signal?: AbortSignal } = {}): Promise<DirectUploadResponseBody> {
+    const { body } = upload.body instanceof ReadableStream ? await collectBlob(upload.body, options.signal) : upload;
+    return this.uploadBlob(uploadUrl, body instanceof Blob ? body : new Blob([body as BlobPart]), options);
+  }
+
+  apiVersion(signal?: AbortSignal): Promise<string> {
+    return describedVersion(this, signal);
+  }
+}
+
+/** The browser's Platform (await `ready` first, or use the browser entry's `connect`, which does). */
+export const webPlatform: Platform = {
+  primitives: webPrimitives,
+  writeCompression: 'gzip',
+  compress,
+  decompress,
+  sha256,
+  uploadBody: collectBlob,
+  api: (options: ApiOptions) => new WebCofferApi({ baseUrl: options.url, apiKey: options.apiKey, requestTimeoutMs: options.timeoutMs }),
+};

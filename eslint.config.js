@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import { builtinModules } from 'node:module';
 import tseslint from 'typescript-eslint';
 
 /**
@@ -6,7 +7,8 @@ import tseslint from 'typescript-eslint';
  * the arrows run one way. `config` is src/config.ts. `contract` is the wire contract (TypeBox schemas, body types,
  * the views that build bodies): every layer, the client and the console page may import it, and it imports only
  * domain/ (and TypeBox). The client stands apart: packed alone as the CLI package, it shares only the domain and
- * the contract with the server. Dynamic `import()` is not checked by the rule; it follows the same arrows (cli/ and
+ * the contract with the server. It is the SDK (the coffer-sdk package, scripts/pack-sdk.mjs): the CLI-only modules
+ * (agent, profiles, schedule, hooks) live in src/cli/, and nothing in src/client/ may import them. Dynamic `import()` is not checked by the rule; it follows the same arrows (cli/ and
  * server/ use it).
  *
  * `lib` (the bottom row) holds the few helpers that touch Node itself (package.json, node:crypto): every server-side
@@ -33,15 +35,44 @@ LAYERS.client = ['contract', 'domain', 'lib'];
 delete LAYERS.config; // a file, with its own rule below
 const FOLDERS = Object.keys(LAYERS);
 
+/** `../x/*`, `../../x/*`, `../../../x/*`: a folder's imports of x from any depth below src/ (e.g. src/client/web/). */
+function fromAnyDepth(target) {
+  return ['../', '../../', '../../../'].map((up) => `${up}${target}`);
+}
+
 function layerRule(folder, allowed) {
   const message = `src/${folder}/ may import only from ${allowed.length ? allowed.join(', ') : 'itself'} (layers: README "Layout").`;
-  const forbidden = FOLDERS.filter((other) => other !== folder && !allowed.includes(other)).map((other) => `../${other}/*`);
-  if (!allowed.includes('config')) forbidden.push('../config.js');
+  const forbidden = FOLDERS.filter((other) => other !== folder && !allowed.includes(other)).flatMap((other) => fromAnyDepth(`${other}/*`));
+  if (!allowed.includes('config')) forbidden.push(...fromAnyDepth('config.js'));
   return {
     files: [`src/${folder}/**/*.ts`],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: forbidden, message }] }] },
   };
 }
+
+/**
+ * The SDK's browser side (src/client/browser.ts, the entry bundlers pick by the `browser` condition, and what it
+ * imports: src/client/web/, src/client/app/) runs where Node does not: no Node built-in, by `node:` or bare name.
+ */
+const NODE_BUILTINS = builtinModules.filter((name) => !name.startsWith('_') && !name.startsWith('node:'));
+const browserSdkRule = {
+  files: ['src/client/browser.ts', 'src/client/web/**/*.ts', 'src/client/app/**/*.ts'],
+  rules: {
+    '@typescript-eslint/no-restricted-imports': [
+      'error',
+      {
+        patterns: [
+          {
+            group: ['node:*', ...NODE_BUILTINS.flatMap((name) => [name, `${name}/*`])],
+            message: "The SDK's browser entry (src/client/browser.ts, web/, app/) runs in browsers: no Node built-in.",
+          },
+          // Flat config replaces a rule's options per file: the client's layer patterns are restated here.
+          ...layerRule('client', LAYERS.client).rules['@typescript-eslint/no-restricted-imports'][1].patterns,
+        ],
+      },
+    ],
+  },
+};
 
 export default tseslint.config(
   { ignores: ['dist/', 'data/', 'node_modules/', 'coverage/'] },
@@ -59,6 +90,7 @@ export default tseslint.config(
   ...Object.entries(LAYERS)
     .filter(([folder]) => folder !== 'cli') // the top imports anything, the client too
     .map(([folder, allowed]) => layerRule(folder, allowed)),
+  browserSdkRule,
   {
     files: ['console/src/**/*.{ts,tsx}'],
     rules: {

@@ -17,10 +17,16 @@ export const BUILD_INPUTS = [
   'console',
   'scripts/bundle-cli.mjs',
   'scripts/pack-cli.mjs',
+  'scripts/pack-sdk.mjs',
+  'scripts/package-closure.mjs',
+  'scripts/build-sdk-docs.mjs',
   'package.json',
   'package-lock.json',
   'tsconfig.json',
   'tsconfig.build.json',
+  'tsconfig.sdk.json',
+  'tsconfig.sdk-docs.json',
+  'typedoc.json',
 ];
 
 /** Why `root`'s dist/ must be built (it is missing, or older than the input named), or null when it is current. */

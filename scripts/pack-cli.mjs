@@ -8,12 +8,11 @@
  * package.json. So `npm install -g <server>/downloads/coffer-cli.tgz` installs a few small packages, not the
  * server's (no SQLite build, no AWS SDK). The tarball is `npm pack`'s output, renamed.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import { builtinModules } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { importClosure, npmPack, stageModule, versionsOf } from './package-closure.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const manifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
@@ -25,48 +24,13 @@ if (!fs.existsSync(path.join(root, ENTRY))) {
   process.exit(1);
 }
 
-// ---- the import closure of the entry ----
-const IMPORT =
-  /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
-const builtins = new Set(builtinModules);
-const files = new Set();
-const packages = new Set();
-const queue = [ENTRY];
-while (queue.length > 0) {
-  const rel = queue.pop();
-  if (files.has(rel)) continue;
-  files.add(rel);
-  const source = fs.readFileSync(path.join(root, rel), 'utf8');
-  for (const match of source.matchAll(IMPORT)) {
-    const specifier = match[1] ?? match[2] ?? match[3];
-    if (specifier.startsWith('.')) {
-      const target = path.posix.normalize(path.posix.join(path.posix.dirname(rel), specifier));
-      if (!fs.existsSync(path.join(root, target))) throw new Error(`${rel} imports ${specifier}, which is not built`);
-      queue.push(target);
-    } else if (!specifier.startsWith('node:') && !builtins.has(specifier)) {
-      const parts = specifier.split('/');
-      packages.add(specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]);
-    }
-  }
-}
-
-const dependencies = {};
-for (const name of [...packages].sort()) {
-  const range = manifest.dependencies?.[name];
-  if (!range) throw new Error(`the CLI imports ${name}, which is not a dependency in package.json`);
-  dependencies[name] = range;
-}
+const { files, packages } = importClosure(root, [ENTRY]);
+const dependencies = versionsOf(packages, manifest, 'the CLI');
 
 // ---- stage and pack ----
 const stage = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-cli-pack-'));
 try {
-  for (const rel of files) {
-    const target = path.join(stage, rel);
-    fs.mkdirSync(path.dirname(target), { recursive: true });
-    // Source maps point into src/, which the package does not ship.
-    const text = fs.readFileSync(path.join(root, rel), 'utf8').replace(/\n\/\/# sourceMappingURL=\S+\s*$/, '\n');
-    fs.writeFileSync(target, text, { mode: rel === ENTRY ? 0o755 : 0o644 });
-  }
+  for (const rel of files) stageModule(path.join(root, rel), path.join(stage, rel), rel === ENTRY ? 0o755 : 0o644);
   const cli = {
     name: 'coffer-cli',
     version: manifest.version,
@@ -99,18 +63,8 @@ try {
       '',
     ].join('\n'),
   );
-  fs.mkdirSync(path.dirname(OUT), { recursive: true });
-  const output = execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', stage], {
-    cwd: stage,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const [{ filename }] = JSON.parse(output);
-  fs.copyFileSync(path.join(stage, filename), `${OUT}.tmp`);
-  fs.renameSync(`${OUT}.tmp`, OUT);
-  console.log(
-    `pack-cli: dist/downloads/coffer-cli.tgz (${fs.statSync(OUT).size} bytes, ${files.size} modules; ${Object.keys(dependencies).join(', ')})`,
-  );
+  const bytes = npmPack(stage, OUT);
+  console.log(`pack-cli: dist/downloads/coffer-cli.tgz (${bytes} bytes, ${files.size} modules; ${Object.keys(dependencies).join(', ')})`);
 } finally {
   fs.rmSync(stage, { recursive: true, force: true });
 }

@@ -550,7 +550,7 @@ export interface ClientConfig {
   recipient: string | null;
   /** COFFER_PROFILE: the profile to use when `--profile` names none; null: the config file's default. */
   profileName: string | null;
-  /** COFFER_ACCEPT_OLDER_KEYS=1: a vault or kit without the newest key seen is accepted (src/client/key-pin.ts). */
+  /** COFFER_ACCEPT_OLDER_KEYS=1: a vault or kit without the newest key seen is accepted (src/cli/key-pin.ts). */
   acceptOlderKeys: boolean;
   /** COFFER_REQUEST_TIMEOUT: one API request, its answer read to the end. */
   requestTimeoutMs: number;
@@ -572,7 +572,7 @@ export interface ClientConfig {
 }
 
 /**
- * The environment the client's child processes inherit, as any child would (a profile's hooks: src/client/hooks.ts
+ * The environment the client's child processes inherit, as any child would (a profile's hooks: src/cli/agent/hooks.ts
  * leaves out the secrets). Passed through whole rather than read as settings, but read here like every variable.
  */
 export function inheritedEnvironment(env: Env = process.env): Env {

@@ -7,7 +7,7 @@ import { isKdfProfile, KDF_PROFILES, type KdfProfile, parseRecipient, type Recip
 import { KDF_PROFILE_NAMES } from '../client/envelope-format.js';
 import { CLIENT_VERSION } from '../client/backup.js';
 import { CofferClient } from '../client/sdk.js';
-import { type Profile, resolveApiKey, selectProfile } from '../client/profiles.js';
+import { type Profile, resolveApiKey, selectProfile } from './agent/profiles.js';
 import {
   type ClientConfig,
   givenOverProfile,

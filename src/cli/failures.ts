@@ -6,7 +6,7 @@
 import { IntegrityError, NewerFormatError, RecipientFormatError } from '../client/envelope.js';
 import { CofferApiError } from '../client/sdk.js';
 import { StatusStreamError } from '../client/watch.js';
-import { ConfigPermissionError, ProfileError } from '../client/profiles.js';
+import { ConfigPermissionError, ProfileError } from './agent/profiles.js';
 import { ConfigError } from '../config.js';
 import { cliErrorText } from '../domain/error-texts.js';
 import { duration, localTime } from './format.js';

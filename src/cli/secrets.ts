@@ -9,7 +9,7 @@ import { fsReason } from '../client/fs-errors.js';
 import { type Kit, KitFormatError, parseKit } from '../client/kit.js';
 import type { BackupAccountBody, CofferClient } from '../client/sdk.js';
 import { unlockVault } from '../client/vault.js';
-import { checkKeyPin, ringFingerprints } from '../client/key-pin.js';
+import { checkKeyPin, ringFingerprints } from './key-pin.js';
 import type { ClientConfig } from '../config.js';
 import { clientFor, kdfProfile, type PassphraseOptions } from './command-frame.js';
 import { readHiddenLine } from './hidden-input.js';
@@ -33,7 +33,7 @@ export async function wrappingFrame(
 
 /**
  * Refuses a key ring without the newest key this machine saw for its vault on this server (an envelope from before a
- * rekey, put back), and remembers the ring's current key (src/client/key-pin.ts). Wipes `material` when it refuses.
+ * rekey, put back), and remembers the ring's current key (src/cli/key-pin.ts). Wipes `material` when it refuses.
  */
 export async function requireNewestKeys(
   config: ClientConfig,

@@ -1,11 +1,23 @@
-/** The page itself (/console, /console/*), what this server is (/console/api/about), and its CLI package (/downloads). */
+/**
+ * The page itself (/console, /console/*), what this server is (/console/api/about), its CLI and SDK packages
+ * (/downloads/coffer-cli.tgz, /downloads/coffer-sdk.tgz) and the SDK's reference (/docs/sdk/).
+ */
 import fs from 'node:fs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppPlugin } from '../http/fastify.js';
 import type { Config } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { NODE_ENGINE, VERSION } from '../lib/version.js';
-import { type CliTarball, type StaticFile, cliTarball, consoleFiles, packageRoot } from './assets.js';
+import {
+  type PackageTarball,
+  type StaticFile,
+  cliTarball,
+  consoleFiles,
+  DOWNLOADS,
+  packageRoot,
+  packageTarball,
+  sdkDocsFiles,
+} from './assets.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { About } from '../contract/console-schemas.js';
 
@@ -26,7 +38,7 @@ export const CONSOLE_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-function aboutBody(config: Config, version: string, tarball: CliTarball | undefined) {
+function aboutBody(config: Config, version: string, tarball: PackageTarball | undefined) {
   return {
     name: 'Coffer',
     version,
@@ -64,18 +76,35 @@ export const pageRoutes: AppPlugin<ConsoleContext> = async (app, { config }) => 
     aboutBody(config, VERSION, cliTarball(root)),
   );
 
-  app.get('/downloads/coffer-cli.tgz', { schema: hidden }, async (_request, reply) => {
-    const tarball = cliTarball(root);
-    if (!tarball) throw new AppError('not_found', 'The CLI package has not been built on this server (npm run build).');
+  app.get('/downloads/:file', { schema: hidden }, async (request, reply) => {
+    const { file } = request.params as { file: string };
+    if (!Object.hasOwn(DOWNLOADS, file)) {
+      throw new AppError('not_found', `No download ${file}: this server serves ${Object.keys(DOWNLOADS).join(', ')}.`);
+    }
+    const tarball = packageTarball(DOWNLOADS[file]!, root);
+    if (!tarball) throw new AppError('not_found', `The package ${file} has not been built on this server (npm run build).`);
     return reply
       .header('content-type', 'application/gzip')
       .header('content-length', tarball.bytes)
-      .header('content-disposition', `attachment; filename="coffer-cli-${VERSION}.tgz"`)
+      .header('content-disposition', `attachment; filename="${file.replace(/\.tgz$/, '')}-${VERSION}.tgz"`)
       .header('etag', `"${tarball.sha256}"`)
       .header('cache-control', 'no-cache')
       .header('access-control-allow-origin', '*')
       .send(fs.createReadStream(tarball.file));
   });
+
+  // ---- the SDK's reference (TypeDoc's static pages; a request names one of the built files, nothing else) ----
+
+  const sdkDocs = async (request: FastifyRequest, reply: FastifyReply) => {
+    const rest = (request.params as { '*'?: string })['*'] ?? '';
+    const files = sdkDocsFiles(root);
+    if (files.size === 0) throw new AppError('not_found', "The SDK's reference has not been built on this server (npm run build).");
+    const file = files.get(rest === '' || rest.endsWith('/') ? `/${rest}index.html` : `/${rest}`);
+    if (!file) throw new AppError('not_found', `No page ${request.url.split('?')[0]} in the SDK's reference.`);
+    return sendStatic(request, reply, file);
+  };
+  app.get('/docs/sdk', { schema: hidden }, async (_request, reply) => reply.redirect('/docs/sdk/'));
+  app.get('/docs/sdk/*', { schema: hidden }, sdkDocs);
 
   // ---- the page ----
 

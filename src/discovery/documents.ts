@@ -559,6 +559,7 @@ export function apiDocsPage(title: string): { html: string; csp: string } {
 </head>
 <body>
 <noscript>This reference needs JavaScript. The API description itself is at <a href="./openapi.json">openapi.json</a>.</noscript>
+<p><a href="./docs/sdk/">SDK reference</a>: the coffer-sdk package for Node and browser applications (<a href="./downloads/coffer-sdk.tgz">coffer-sdk.tgz</a>).</p>
 <div id="app"></div>
 <script src=".${SCALAR_ASSET_PATH}"></script>
 <script>${boot}</script>

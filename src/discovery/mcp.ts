@@ -114,7 +114,10 @@ export function buildMcpServer(knowledge: Knowledge, openapi: () => unknown): Mc
     },
     async ({ section }) => {
       const doc = section ?? 'api';
-      return text(`${knowledge.doc(doc)}\nOpenAPI document: ${site.base}/openapi.json\nInteractive reference: ${site.base}/api-docs\n`);
+      return text(
+        `${knowledge.doc(doc)}\nOpenAPI document: ${site.base}/openapi.json\nInteractive reference: ${site.base}/api-docs\n` +
+          `SDK (coffer-sdk, Node and browsers): npm install ${site.base}/downloads/coffer-sdk.tgz; reference ${site.base}/docs/sdk/\n`,
+      );
     },
   );
 

@@ -6,7 +6,7 @@
  */
 import type { Command } from 'commander';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { checkEveryMs, INTERVAL_MS } from '../../client/agent-state.js';
+import { checkEveryMs, INTERVAL_MS } from '../agent/agent-state.js';
 import { action, PASSPHRASE_FILE_OPTION, requireProfile } from '../command-frame.js';
 import { localTime } from '../format.js';
 import { note, print, printJson } from '../output.js';

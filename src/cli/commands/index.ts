@@ -1,7 +1,7 @@
 /**
  * The zero-knowledge client commands (docs/client.md), one module each: init, recipient, backup, list, show, ls, restore, verify, delete,
  * watch, passphrase, rekey, kit, recover, reset, and the agent's: profile, run, schedule, agent. Every one of them
- * but `profile` takes `--profile <name>` (a profile of the config file, src/client/profiles.ts). Configuration:
+ * but `profile` takes `--profile <name>` (a profile of the config file, src/cli/agent/profiles.ts). Configuration:
  * COFFER_URL (default http://localhost:8080), COFFER_API_KEY, and the
  * passphrase from --passphrase-file, COFFER_PASSPHRASE or a no-echo prompt (never an argument).
  * `--json` prints the API's own JSON; human text otherwise. Exit codes: 0 ok, 1 failure, 2 usage,

@@ -14,7 +14,7 @@ import {
   readProfiles,
   validateProfile,
   writeProfiles,
-} from '../../client/profiles.js';
+} from '../agent/profiles.js';
 import { plainAction, recipientFor } from '../command-frame.js';
 import { note, print, printJson, usageError } from '../output.js';
 

@@ -5,14 +5,14 @@
  */
 import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
-import { isInterval } from '../../client/agent-state.js';
-import { agentRun, type RunFailure, type RunOutcome } from '../../client/agent.js';
+import { isInterval } from '../agent/agent-state.js';
+import { agentRun, type RunFailure, type RunOutcome } from '../agent/agent.js';
 import { ArchiveTooLargeError } from '../../client/backup.js';
 import { IntegrityError } from '../../client/envelope.js';
 import { SourceReadError } from '../../client/fs-errors.js';
-import { HookError, runHook } from '../../client/hooks.js';
-import { type FailureKind, notify } from '../../client/notify.js';
-import { ProfileError } from '../../client/profiles.js';
+import { HookError, runHook } from '../agent/hooks.js';
+import { type FailureKind, notify } from '../agent/notify.js';
+import { ProfileError } from '../agent/profiles.js';
 import { CofferApiError, CofferNetworkError } from '../../client/sdk.js';
 import { HostWithoutVaultError } from '../../client/vault.js';
 import type { BackupInterval } from '../../domain/plans.js';
@@ -61,7 +61,7 @@ function intervalOption(option: string | undefined): BackupInterval | undefined 
 }
 
 /**
- * One agent run of the command's profile (src/client/agent.ts), with the hooks, the notifications and the keys of
+ * One agent run of the command's profile (src/cli/agent/agent.ts), with the hooks, the notifications and the keys of
  * this CLI. Throws for what stops the run before it starts (no profile, a busy profile, interruption).
  */
 export async function runProfile(context: CommandContext, options: RunOptions): Promise<RunOutcome> {

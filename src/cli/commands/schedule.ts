@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { checkEveryMs, INTERVAL_MS, isInterval, readRunState, type RunState } from '../../client/agent-state.js';
+import { checkEveryMs, INTERVAL_MS, isInterval, readRunState, type RunState } from '../agent/agent-state.js';
 import {
   checkScheduleSpec,
   cronEveryMs,
@@ -17,7 +17,7 @@ import {
   serviceUnit,
   timerUnit,
   unitName,
-} from '../../client/schedule.js';
+} from '../agent/schedule.js';
 import { CofferApiError } from '../../client/sdk.js';
 import type { BackupInterval } from '../../domain/plans.js';
 import { action, clientFor, type CommandContext, requireProfile, type SelectedProfile } from '../command-frame.js';

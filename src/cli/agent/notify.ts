@@ -6,7 +6,7 @@
  * What is sent is built here and only here, from counts, sizes, ids, times and a failure category: never the API
  * key, a passphrase, a recipient, a file name, a path or an error message (those can name local files).
  */
-import { plural } from '../domain/words.js';
+import { plural } from '../../domain/words.js';
 import os from 'node:os';
 import type { Profile } from './profiles.js';
 

@@ -6,18 +6,18 @@
  * the run returns its outcome and prints nothing.
  */
 import fsp from 'node:fs/promises';
-import type { BackupInterval } from '../domain/plans.js';
-import { iso, isoOrNull } from '../domain/time.js';
+import type { BackupInterval } from '../../domain/plans.js';
+import { iso, isoOrNull } from '../../domain/time.js';
 import { INTERVAL_MS, isOverdue, lockProfile, nextDueAt, readRunState, type RunState, writeRunState } from './agent-state.js';
-import { type BackupResult, runBackup } from './backup.js';
-import { chainForProfile, readChainHead } from './chain.js';
-import { type Recipient, wipe } from './envelope.js';
-import { fsReason, SourceReadError } from './fs-errors.js';
+import { type BackupResult, runBackup } from '../../client/backup.js';
+import { chainForProfile, readChainHead } from '../../client/chain.js';
+import { type Recipient, wipe } from '../../client/envelope.js';
+import { fsReason, SourceReadError } from '../../client/fs-errors.js';
 import { HookError, hookFailure, type HookName, type HookOutcome, type HookResult } from './hooks.js';
 import type { Delivery, FailureKind, NotifyEvent, RunFacts } from './notify.js';
 import type { Profile } from './profiles.js';
-import { CofferApiError, type CofferClient, CofferNetworkError } from './sdk.js';
-import { requireSealableVault } from './vault.js';
+import { CofferApiError, type CofferClient, CofferNetworkError } from '../../client/sdk.js';
+import { requireSealableVault } from '../../client/vault.js';
 
 /** A run that did not end within its deadline: a network failure (a stalled server is the usual cause). */
 export class RunDeadlineError extends CofferNetworkError {

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { BACKUP_INTERVALS, type BackupInterval } from '../domain/plans.js';
+import { BACKUP_INTERVALS, type BackupInterval } from '../../domain/plans.js';
 
 export const INTERVAL_MS: Record<BackupInterval, number> = { '30m': 30 * 60_000, '4h': 4 * 3_600_000, '1d': 86_400_000 };
 export const isInterval = (value: string): value is BackupInterval => (BACKUP_INTERVALS as readonly string[]).includes(value);

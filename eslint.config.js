@@ -74,6 +74,27 @@ const browserSdkRule = {
   },
 };
 
+/**
+ * The CLI is built on the SDK's public surface (src/client/index.ts, what coffer-sdk's Node entry exports), not on its
+ * modules: no private way in, so every CLI test exercises what applications get.
+ */
+const cliOnSdkRule = {
+  files: ['src/cli/**/*.ts'],
+  rules: {
+    '@typescript-eslint/no-restricted-imports': [
+      'error',
+      {
+        patterns: [
+          {
+            group: fromAnyDepth('client/*').flatMap((modules) => [modules, `!${modules.replace('*', 'index.js')}`]),
+            message: "The CLI imports the SDK through its entry only (src/client/index.ts: coffer-sdk's public surface).",
+          },
+        ],
+      },
+    ],
+  },
+};
+
 export default tseslint.config(
   { ignores: ['dist/', 'data/', 'node_modules/', 'coverage/'] },
   js.configs.recommended,
@@ -91,6 +112,7 @@ export default tseslint.config(
     .filter(([folder]) => folder !== 'cli') // the top imports anything, the client too
     .map(([folder, allowed]) => layerRule(folder, allowed)),
   browserSdkRule,
+  cliOnSdkRule,
   {
     files: ['console/src/**/*.{ts,tsx}'],
     rules: {

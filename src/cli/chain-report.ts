@@ -1,10 +1,19 @@
 /** `coffer list --chain`: the history chains of the listed backups, checked (src/client/chain.ts), in words. */
 import { plural } from '../domain/words.js';
 import fsp from 'node:fs/promises';
-import { type ChainEntry, type ChainReport, checkChains, openChainEntries, readChainHead, readChainHeads } from '../client/chain.js';
-import { wipe } from '../client/envelope.js';
-import { KitFormatError, parseKit } from '../client/kit.js';
-import type { BackupRecordBody, CofferClient } from '../client/sdk.js';
+import {
+  type BackupRecordBody,
+  type ChainEntry,
+  type ChainReport,
+  checkChains,
+  type CofferClient,
+  KitFormatError,
+  openChainEntries,
+  parseKit,
+  readChainHead,
+  readChainHeads,
+  wipe,
+} from '../client/index.js';
 import { type CommandContext, type PassphraseOptions } from './command-frame.js';
 import { unlock } from './secrets.js';
 import { CliError, EXIT, print, usageError } from './output.js';

@@ -3,10 +3,17 @@
  * selected profile), the abort signal, and the SDK client for the configured server. Failures leave the frame as
  * exit codes (./failures.ts).
  */
-import { isKdfProfile, KDF_PROFILES, type KdfProfile, parseRecipient, type Recipient, RecipientFormatError } from '../client/envelope.js';
-import { KDF_PROFILE_NAMES } from '../client/envelope-format.js';
-import { CLIENT_VERSION } from '../client/backup.js';
-import { CofferClient } from '../client/sdk.js';
+import {
+  CLIENT_VERSION,
+  CofferClient,
+  isKdfProfile,
+  KDF_PROFILE_NAMES,
+  KDF_PROFILES,
+  type KdfProfile,
+  parseRecipient,
+  type Recipient,
+  RecipientFormatError,
+} from '../client/index.js';
 import { type Profile, resolveApiKey, selectProfile } from './agent/profiles.js';
 import {
   type ClientConfig,

@@ -3,9 +3,7 @@
  * the words of this CLI, every other failure by its class, and the interruption (Ctrl-C, SIGTERM) every command
  * runs under.
  */
-import { IntegrityError, NewerFormatError, RecipientFormatError } from '../client/envelope.js';
-import { CofferApiError } from '../client/sdk.js';
-import { StatusStreamError } from '../client/watch.js';
+import { CofferApiError, IntegrityError, NewerFormatError, RecipientFormatError, StatusStreamError } from '../client/index.js';
 import { ConfigPermissionError, ProfileError } from './agent/profiles.js';
 import { ConfigError } from '../config.js';
 import { cliErrorText } from '../domain/error-texts.js';

@@ -12,8 +12,7 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { deriveRecipient, IntegrityError, keyMaterialOf, masterKeys, wipe } from '../client/envelope.js';
-import { fsReason } from '../client/fs-errors.js';
+import { deriveRecipient, fsReason, IntegrityError, keyMaterialOf, masterKeys, wipe } from '../client/index.js';
 
 /** A vault, keyring or kit without the newest key this machine has seen for its vault: exit 4. */
 export class OlderKeyError extends IntegrityError {

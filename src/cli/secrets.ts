@@ -4,11 +4,19 @@
  * newest this machine saw, and the typed confirmation of a destructive command.
  */
 import fsp from 'node:fs/promises';
-import { type KdfProfile, type Recipient, unwrapMasterKey, wipe } from '../client/envelope.js';
-import { fsReason } from '../client/fs-errors.js';
-import { type Kit, KitFormatError, parseKit } from '../client/kit.js';
-import type { BackupAccountBody, CofferClient } from '../client/sdk.js';
-import { unlockVault } from '../client/vault.js';
+import {
+  type BackupAccountBody,
+  type CofferClient,
+  fsReason,
+  type KdfProfile,
+  type Kit,
+  KitFormatError,
+  parseKit,
+  type Recipient,
+  unlockVault,
+  unwrapMasterKey,
+  wipe,
+} from '../client/index.js';
 import { checkKeyPin, ringFingerprints } from './key-pin.js';
 import type { ClientConfig } from '../config.js';
 import { clientFor, kdfProfile, type PassphraseOptions } from './command-frame.js';

@@ -106,3 +106,23 @@ export {
 export { packEntries, readEntries, TarFormatError, type ArchiveEntry, type EntryData, type NamedEntry } from './app/entries.js';
 export { SUPPORTED_API_VERSIONS, speaksApiVersion } from './app/version.js';
 export type { ApiOptions, ByteStage, CofferApi, Platform, Sha256, UploadBody } from './app/platform.js';
+
+// ---- the history chain, selection and the rest the CLI uses: the CLI imports the SDK only through this entry ----
+export {
+  chainForProfile,
+  checkChains,
+  openChainEntries,
+  readChainHead,
+  readChainHeads,
+  type ChainEntry,
+  type ChainReport,
+} from './chain.js';
+export { fsReason } from './fs-errors.js';
+export { isKdfProfile, keyMaterialOf, NewerFormatError } from './envelope.js';
+export { COMPRESSIONS, KDF_PROFILE_NAMES, type Compression } from './envelope-format.js';
+export { CLIENT_VERSION } from './backup.js';
+export { ruleLines } from './select.js';
+export { checkTarget } from './restore.js';
+export { HostWithoutVaultError } from './vault.js';
+export { chooseBackups } from './inspect.js';
+export type { Kit } from './kit.js';

@@ -9,15 +9,23 @@ import fsp from 'node:fs/promises';
 import type { BackupInterval } from '../../domain/plans.js';
 import { iso, isoOrNull } from '../../domain/time.js';
 import { INTERVAL_MS, isOverdue, lockProfile, nextDueAt, readRunState, type RunState, writeRunState } from './agent-state.js';
-import { type BackupResult, runBackup } from '../../client/backup.js';
-import { chainForProfile, readChainHead } from '../../client/chain.js';
-import { type Recipient, wipe } from '../../client/envelope.js';
-import { fsReason, SourceReadError } from '../../client/fs-errors.js';
+import {
+  type BackupResult,
+  chainForProfile,
+  CofferApiError,
+  type CofferClient,
+  CofferNetworkError,
+  fsReason,
+  readChainHead,
+  type Recipient,
+  requireSealableVault,
+  runBackup,
+  SourceReadError,
+  wipe,
+} from '../../client/index.js';
 import { HookError, hookFailure, type HookName, type HookOutcome, type HookResult } from './hooks.js';
 import type { Delivery, FailureKind, NotifyEvent, RunFacts } from './notify.js';
 import type { Profile } from './profiles.js';
-import { CofferApiError, type CofferClient, CofferNetworkError } from '../../client/sdk.js';
-import { requireSealableVault } from '../../client/vault.js';
 
 /** A run that did not end within its deadline: a network failure (a stalled server is the usual cause). */
 export class RunDeadlineError extends CofferNetworkError {

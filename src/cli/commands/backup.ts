@@ -4,14 +4,20 @@ import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import fsp from 'node:fs/promises';
-import { EmptyStreamError, runBackup, type BackupEvent, type StreamSource } from '../../client/backup.js';
-import { zstdAvailable } from '../../client/compression.js';
-import { chainForProfile } from '../../client/chain.js';
-import { wipe } from '../../client/envelope.js';
-import { COMPRESSIONS, type Compression } from '../../client/envelope-format.js';
-import { fsReason } from '../../client/fs-errors.js';
-import { ruleLines } from '../../client/select.js';
-import { requireSealableVault } from '../../client/vault.js';
+import {
+  type BackupEvent,
+  chainForProfile,
+  type Compression,
+  COMPRESSIONS,
+  EmptyStreamError,
+  fsReason,
+  requireSealableVault,
+  ruleLines,
+  runBackup,
+  type StreamSource,
+  wipe,
+  zstdAvailable,
+} from '../../client/index.js';
 import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions, recipientFor } from '../command-frame.js';
 import { passphraseGiven, requireVaultRecipient, unlock } from '../secrets.js';
 import { progressBar } from '../progress.js';

@@ -1,7 +1,6 @@
 /** `coffer init`: creates the vault, a master key wrapped under the passphrase. */
 import type { Command } from 'commander';
-import { KDF_PROFILES } from '../../client/envelope.js';
-import { initVault } from '../../client/vault.js';
+import { initVault, KDF_PROFILES } from '../../client/index.js';
 import { action, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
 import { wrappingFrame } from '../secrets.js';
 import { bytes } from '../format.js';

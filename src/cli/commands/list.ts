@@ -1,7 +1,7 @@
 /** `coffer list`: the account's backups, newest first, then its host accounts'; with --chain, their history chains checked. */
 import type { Command } from 'commander';
 import { chainReport } from '../chain-report.js';
-import type { BackupRecordBody, HostBackups } from '../../client/sdk.js';
+import type { BackupRecordBody, HostBackups } from '../../client/index.js';
 import { action, clientFor, type JsonOption, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
 import { bytes, localTime } from '../format.js';
 import { print, printJson } from '../output.js';

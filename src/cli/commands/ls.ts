@@ -1,8 +1,6 @@
 /** `coffer ls <id> [path]`: the entries of a backup (decrypted and checked whole first; nothing is written). */
 import type { Command } from 'commander';
-import type { ListedEntry } from '../../client/extract.js';
-import { wipe } from '../../client/envelope.js';
-import { listBackup } from '../../client/inspect.js';
+import { listBackup, type ListedEntry, wipe } from '../../client/index.js';
 import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
 import { unlock } from '../secrets.js';
 import { progressBar } from '../progress.js';

@@ -1,7 +1,6 @@
 /** `coffer passphrase`: re-wraps the master key under a new passphrase. */
 import type { Command } from 'commander';
-import { wipe } from '../../client/envelope.js';
-import { changePassphraseKeepingHistory } from '../../client/vault.js';
+import { changePassphraseKeepingHistory, wipe } from '../../client/index.js';
 import { action, clientFor, KDF_OPTION, kdfProfile, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
 import { readNewPassphrase, unlock } from '../secrets.js';
 import { note, print, printJson } from '../output.js';

@@ -1,6 +1,6 @@
 /** `coffer recipient`: the vault's public recipient, for backup hosts that must never read a backup. */
 import type { Command } from 'commander';
-import { deriveRecipient, wipe } from '../../client/envelope.js';
+import { deriveRecipient, wipe } from '../../client/index.js';
 import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
 import { unlock } from '../secrets.js';
 import { note, print, printJson } from '../output.js';

@@ -1,8 +1,7 @@
 /** `coffer recover`: a new passphrase from the recovery kit, without the old passphrase (docs/crypto.md §1c). */
 import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
-import { wipe } from '../../client/envelope.js';
-import { recoverVault } from '../../client/vault.js';
+import { recoverVault, wipe } from '../../client/index.js';
 import { action, clientFor, KDF_OPTION, kdfProfile } from '../command-frame.js';
 import { readKit, readNewPassphrase } from '../secrets.js';
 import { print, printJson } from '../output.js';

@@ -1,7 +1,7 @@
 /** `coffer rekey`: a new master key for everything from now on; older keys stay in the keyring (docs/crypto.md §1b). */
 import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
-import { rekeyVault } from '../../client/vault.js';
+import { rekeyVault } from '../../client/index.js';
 import { action, KDF_OPTION, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
 import { requireNewestKeys, wrappingFrame } from '../secrets.js';
 import { note, print, printJson } from '../output.js';

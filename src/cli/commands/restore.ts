@@ -1,7 +1,6 @@
 /** `coffer restore <id> <dir> [--include <pattern>…]`: download, verify and decrypt a backup (or part of it). */
 import type { Command } from 'commander';
-import { wipe } from '../../client/envelope.js';
-import { checkTarget, runRestore } from '../../client/restore.js';
+import { checkTarget, runRestore, wipe } from '../../client/index.js';
 import { plural } from '../../domain/words.js';
 import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
 import { readKit, startUnlock } from '../secrets.js';

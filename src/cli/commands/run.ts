@@ -7,14 +7,17 @@ import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
 import { isInterval } from '../agent/agent-state.js';
 import { agentRun, type RunFailure, type RunOutcome } from '../agent/agent.js';
-import { ArchiveTooLargeError } from '../../client/backup.js';
-import { IntegrityError } from '../../client/envelope.js';
-import { SourceReadError } from '../../client/fs-errors.js';
+import {
+  ArchiveTooLargeError,
+  CofferApiError,
+  CofferNetworkError,
+  HostWithoutVaultError,
+  IntegrityError,
+  SourceReadError,
+} from '../../client/index.js';
 import { HookError, runHook } from '../agent/hooks.js';
 import { type FailureKind, notify } from '../agent/notify.js';
 import { ProfileError } from '../agent/profiles.js';
-import { CofferApiError, CofferNetworkError } from '../../client/sdk.js';
-import { HostWithoutVaultError } from '../../client/vault.js';
 import type { BackupInterval } from '../../domain/plans.js';
 import { ConfigError, inheritedEnvironment } from '../../config.js';
 import {

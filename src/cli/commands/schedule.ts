@@ -18,7 +18,7 @@ import {
   timerUnit,
   unitName,
 } from '../agent/schedule.js';
-import { CofferApiError } from '../../client/sdk.js';
+import { CofferApiError } from '../../client/index.js';
 import type { BackupInterval } from '../../domain/plans.js';
 import { action, clientFor, type CommandContext, requireProfile, type SelectedProfile } from '../command-frame.js';
 import { duration, localTime } from '../format.js';

@@ -1,7 +1,6 @@
 /** `coffer show <id>`: one backup, and with --metadata its decrypted sealed metadata. */
 import type { Command } from 'commander';
-import { openMetadata, unwrapDek, wipe, type BackupMetadata } from '../../client/envelope.js';
-import type { BackupDetailBody, BackupRecordBody } from '../../client/sdk.js';
+import { type BackupDetailBody, type BackupMetadata, type BackupRecordBody, openMetadata, unwrapDek, wipe } from '../../client/index.js';
 import { plural } from '../../domain/words.js';
 import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
 import { unlock } from '../secrets.js';

@@ -1,11 +1,8 @@
 /** `coffer verify <id>… | --all | --sample <n>`: download and check backups whole, writing nothing (exit 0 or 4). */
 import { plural } from '../../domain/words.js';
 import type { Command } from 'commander';
-import type { ChainEntry } from '../../client/chain.js';
-import { wipe } from '../../client/envelope.js';
-import type { BackupRecordBody } from '../../client/sdk.js';
+import { type BackupRecordBody, type ChainEntry, chooseBackups, verifyBackup, type VerifyResult, wipe } from '../../client/index.js';
 import { checkedChains } from '../chain-report.js';
-import { chooseBackups, verifyBackup, type VerifyResult } from '../../client/inspect.js';
 import { action, clientFor, PASSPHRASE_FILE_OPTION, type PassphraseOptions } from '../command-frame.js';
 import { unlock } from '../secrets.js';
 import { bytes } from '../format.js';

@@ -1,6 +1,6 @@
 /** `coffer watch <id>`: follows a backup's status until it settles. */
 import type { Command } from 'commander';
-import { watchBackup } from '../../client/watch.js';
+import { watchBackup } from '../../client/index.js';
 import { action, clientFor, type JsonOption } from '../command-frame.js';
 import { localTime } from '../format.js';
 import { CliError, EXIT, note, print, printJson } from '../output.js';

@@ -136,6 +136,8 @@ export interface BackupOptions {
   maxArchiveBytes?: number;
   gzipLevel?: number;
   hostappVersion?: string;
+  /** The application's part of the sealed metadata (the SDK's application API, docs/crypto.md §3). */
+  application?: { hostappVersion?: string; metadata?: Record<string, unknown> };
   /** The history-chain link sealed into the metadata (src/client/chain.ts nextLink). */
   chain?: BackupMetadata['chain'];
   signal?: AbortSignal;
@@ -520,6 +522,7 @@ async function finalize(run: BackupRun, slot: Slot, input: BackupInput, dek: Buf
     ...(scan && scan.excluded > 0 ? { excludedCount: scan.excluded } : {}),
     ...(skipped.length > 0 ? { skipped } : {}),
     ...(options.chain ? { chain: options.chain } : {}),
+    ...(options.application ? { application: options.application } : {}),
   };
   const body = {
     cryptoVersion: CRYPTO_VERSION,

@@ -76,3 +76,33 @@ export {
 } from './vault.js';
 export { StatusStreamError, TERMINAL_STATUSES, watchBackup, type WatchEvent } from './watch.js';
 export { KIT_HEADER, KitFormatError, formatKit, parseKit } from './kit.js';
+
+// ---- the application API (src/client/app/: platform-neutral; ./node.ts: on Node) ----
+export {
+  connect,
+  nodePlatform,
+  NodeCoffer,
+  NodeVault,
+  NodeWriteOnlySession,
+  type DirectoryBackupOptions,
+  type RestoreToOptions,
+} from './node.js';
+export {
+  Coffer,
+  MAX_APPLICATION_METADATA_BYTES,
+  Vault,
+  VaultNotInitializedError,
+  WriteOnlySession,
+  WriteOnlySessionError,
+  type AppBackupMetadata,
+  type AppBackupOptions,
+  type AppBackupResult,
+  type AppVerifyResult,
+  type BackupProgress,
+  type BackupSource,
+  type CallOptions,
+  type ConnectOptions,
+} from './app/coffer.js';
+export { packEntries, readEntries, TarFormatError, type ArchiveEntry, type EntryData, type NamedEntry } from './app/entries.js';
+export { SUPPORTED_API_VERSIONS, speaksApiVersion } from './app/version.js';
+export type { ApiOptions, ByteStage, CofferApi, Platform, Sha256, UploadBody } from './app/platform.js';

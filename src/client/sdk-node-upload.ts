@@ -2,23 +2,20 @@
  * The Node uploads of a backup's ciphertext: a Readable streamed as the request body on node:http(s), with
  * backpressure and the stall rule, for the direct protocol and the blob host (docs/upload-protocols.md). Apart from
  * CofferClient (src/client/sdk.ts) so that the client itself imports no Node built-in: the browser entry sends a
- * Blob with fetch instead (CofferClient.uploadBlob).
+ * Blob with fetch instead (CofferClient.uploadBody).
  */
 import http from 'node:http';
 import https from 'node:https';
 import type { Readable } from 'node:stream';
+import { CofferNetworkError, refusalOf, type CofferApiError } from './errors.js';
 import {
   abortError,
   causeText,
-  CofferNetworkError,
   connectionFailure,
   ERROR_ANSWER_BYTES,
-  errorBodyFrom,
   notTls,
   seconds,
   TransferWatch,
-  uploadRefusal,
-  type CofferApiError,
   type CofferClient,
   type DirectUploadResponseBody,
 } from './sdk.js';
@@ -104,7 +101,7 @@ export function probeUploadRefusal(
     request.on('response', (response) => {
       const status = response.statusCode ?? 0;
       readCapped(response, ERROR_ANSWER_BYTES).then(
-        (text) => done(status === 413 ? uploadRefusal(status, errorBodyFrom(status, text), response.headers) : undefined),
+        (text) => done(status === 413 ? refusalOf(status, text, response.headers) : undefined),
         () => done(undefined),
       );
     });
@@ -166,7 +163,7 @@ function streamRequest<T>(
       const ok = status >= 200 && status < 300;
       readCapped(response, ok ? maxAnswerBytes : ERROR_ANSWER_BYTES, !ok).then(
         (text) => {
-          if (!ok) return settle(uploadRefusal(status, errorBodyFrom(status, text), response.headers));
+          if (!ok) return settle(refusalOf(status, text, response.headers));
           try {
             settle(undefined, JSON.parse(text) as T);
           } catch {

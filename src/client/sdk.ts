@@ -25,7 +25,7 @@ import type {
   ResetResponseBody,
   RotateResponseBody,
 } from '../contract/schemas.js';
-import { type ErrorCode, STATUS_OF } from '../domain/errors.js';
+import { CofferApiError, CofferNetworkError, refusalOf } from './errors.js';
 import { requireRequestedBackup } from './envelope-format.js';
 import { SDK_VERSION } from './sdk-version.js';
 
@@ -46,6 +46,25 @@ export type {
   ResetResponseBody,
   RotateResponseBody,
 };
+export {
+  type AnswerHeaders,
+  type ApiErrorCode,
+  apiError,
+  AuthenticationError,
+  CadenceError,
+  CofferApiError,
+  CofferNetworkError,
+  ConflictError,
+  errorBodyFrom,
+  IncompatibleServerError,
+  NotFoundError,
+  PermissionError,
+  QuotaExceededError,
+  RateLimitError,
+  TooLargeError,
+  UnknownErrorCode,
+  UploadTooLargeError,
+} from './errors.js';
 export type HostAccountBody = HostAccountListBody['hosts'][number];
 
 /** One host account of the caller and its backups (CofferClient.listEveryBackup). */
@@ -53,104 +72,6 @@ export interface HostBackups extends HostAccountBody {
   backups: BackupRecordBody[];
 }
 export type BackupStatus = BackupRecordBody['status'];
-
-/**
- * A refusal's code that this version's vocabulary (src/domain/errors.ts) does not hold: a newer or a hostile
- * server's, the blob host's (`blob_…`), or an answer that is no Coffer server's (`http_<status>`). It is no string,
- * so the compiler tells it from a known code: compare a code with the vocabulary's names (a misspelt one does not
- * compile), and handle this one with instanceof. It prints as the code it carries.
- */
-export class UnknownErrorCode {
-  constructor(readonly value: string) {}
-
-  toString(): string {
-    return this.value;
-  }
-}
-
-/** A refusal's code: one of the vocabulary, or one this version does not know. */
-export type ApiErrorCode = ErrorCode | UnknownErrorCode;
-
-const isErrorCode = (code: string): code is ErrorCode => Object.hasOwn(STATUS_OF, code);
-
-/** An answer's headers as node:http gives them (the Node uploads' answers). */
-export type AnswerHeaders = Record<string, string | string[] | undefined>;
-
-/** An ErrorResponse from the API (docs/api-rules.md#errors). */
-export class CofferApiError extends Error {
-  override readonly name = 'CofferApiError';
-  /** The refusal's code; the answer's own text of it is `body.code`. */
-  readonly code: ApiErrorCode;
-  readonly resolution: string;
-  readonly details: Record<string, unknown> | undefined;
-  /** Seconds from the Retry-After header, when present. */
-  readonly retryAfter: number | undefined;
-
-  constructor(
-    readonly status: number,
-    readonly body: ErrorResponseBody,
-    headers: Headers | AnswerHeaders,
-    /** The URL of the refused request, when known (which server refused: this machine's or another's). */
-    readonly url?: string,
-  ) {
-    super(body.error || body.message || `HTTP ${status}`);
-    this.code = isErrorCode(body.code) ? body.code : new UnknownErrorCode(body.code);
-    this.resolution = body.resolution;
-    this.details = body.details;
-    const raw = headers instanceof Headers ? headers.get('retry-after') : headers['retry-after']?.toString();
-    const seconds = raw === null || raw === undefined ? NaN : Number(raw);
-    this.retryAfter = Number.isFinite(seconds) && seconds >= 0 ? seconds : undefined;
-  }
-}
-
-/**
- * An upload refused as over the archive limit: a Coffer server's `payload_too_large` (its limit in
- * details.maxBytes, when given), or the blob host's too-large answer (its limit in the message).
- */
-export class UploadTooLargeError extends CofferApiError {
-  constructor(
-    status: number,
-    body: ErrorResponseBody,
-    headers: Headers | AnswerHeaders,
-    /** The limit the refusal names, when it names one. */
-    readonly maxBytes: number | undefined,
-  ) {
-    super(status, body, headers);
-  }
-}
-
-/**
- * The limit in the blob host's too-large answer. The Vercel Blob protocol has no code or field for it: its
- * `bad_request` says "the file length cannot be greater than N bytes", and @vercel/blob's own client knows it by
- * that text too. Undefined for any other answer.
- */
-function blobHostLimit(body: ErrorResponseBody): number | undefined {
-  if (!body.code.startsWith('blob_')) return undefined;
-  const limit = /cannot be greater than (\d+)/.exec(body.message);
-  return limit ? Number(limit[1]) : undefined;
-}
-
-/** The limit a refusal names: a Coffer server's details.maxBytes, or the blob host's. */
-function refusedLimit(body: ErrorResponseBody): number | undefined {
-  const max = (body.details as Record<string, unknown> | undefined)?.maxBytes;
-  return typeof max === 'number' ? max : blobHostLimit(body);
-}
-
-/** The error of an upload's refusal: UploadTooLargeError when it is over the limit. */
-export function uploadRefusal(status: number, body: ErrorResponseBody, headers: Headers | AnswerHeaders): CofferApiError {
-  if (body.code === 'payload_too_large') return new UploadTooLargeError(status, body, headers, refusedLimit(body));
-  const blobLimit = blobHostLimit(body);
-  if (blobLimit !== undefined) return new UploadTooLargeError(status, body, headers, blobLimit);
-  return new CofferApiError(status, body, headers);
-}
-
-/** The server could not be reached, or the connection broke. */
-export class CofferNetworkError extends Error {
-  override readonly name = 'CofferNetworkError';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
-}
 
 export interface CofferClientOptions {
   /** Base URL of the server, e.g. http://localhost:8080 */
@@ -165,6 +86,55 @@ export interface CofferClientOptions {
   stallWindowMs?: number;
   /** The largest answer read (a JSON answer, an SSE frame); a larger one fails unread. Default DEFAULT_MAX_ANSWER_BYTES. */
   maxAnswerBytes?: number;
+  /**
+   * How many times a request is sent again (default DEFAULT_MAX_RETRIES): after a 429 or 503 answer (any method:
+   * the server did not act on it) when it asks to wait no longer than MAX_RETRY_WAIT_MS, and after a connection
+   * failure or a 502/504 answer of an idempotent request (GET, HEAD). Never after the request deadline passed, a
+   * cadence refusal's long wait, or a POST that may have taken effect.
+   */
+  maxRetries?: number;
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof fetch;
+}
+
+/** The retries of a request, unless CofferClientOptions.maxRetries says otherwise. */
+export const DEFAULT_MAX_RETRIES = 2;
+/** The longest wait a retry accepts (Retry-After beyond it: the refusal is the answer, e.g. a cadence's hours). */
+export const MAX_RETRY_WAIT_MS = 60_000;
+/** The first backoff without Retry-After; each further retry doubles it (with ±25% jitter), up to 8 s. */
+const FIRST_BACKOFF_MS = 500;
+
+/** The pause before retry number `attempt` (0-based) when the server names none. */
+const backoffMs = (attempt: number) => Math.min(8000, FIRST_BACKOFF_MS * 2 ** attempt) * (0.75 + Math.random() / 2);
+
+const IDEMPOTENT = new Set(['GET', 'HEAD']);
+
+/** The request deadline passed: not retried (a stalled server would stall again). */
+class DeadlineError extends CofferNetworkError {}
+
+/** Waits `ms`, or rejects with the caller's abort. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(abortError(signal));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortError(signal));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Options of one API request. */
+interface RequestInit {
+  json?: unknown;
+  /** A raw body (an upload); a stream one is sent half-duplex and never retried. */
+  body?: ReadableStream<Uint8Array> | Blob | Uint8Array;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
 }
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
@@ -203,30 +173,12 @@ export interface StatusStreamFrame {
   data: unknown;
 }
 
-export function errorBodyFrom(status: number, text: string): ErrorResponseBody {
-  try {
-    const parsed = JSON.parse(text) as Partial<ErrorResponseBody>;
-    if (parsed && typeof parsed.code === 'string') {
-      return {
-        error: String(parsed.error ?? parsed.message ?? `HTTP ${status}`),
-        code: parsed.code,
-        message: String(parsed.message ?? parsed.error ?? ''),
-        resolution: String(parsed.resolution ?? ''),
-        ...(parsed.details ? { details: parsed.details } : {}),
-      };
-    }
-    // The blob host's own error shape (blobhost-client protocol): {"error": {"code", "message"}}
-    const blob = (parsed as { error?: { code?: unknown; message?: unknown } }).error;
-    if (blob && typeof blob === 'object' && typeof blob.code === 'string') {
-      const message = typeof blob.message === 'string' ? blob.message : `HTTP ${status}`;
-      return { error: message, code: `blob_${blob.code}`, message, resolution: 'See the blob host message above.' };
-    }
-  } catch {
-    // not JSON: fall through
-  }
-  const snippet = text.slice(0, 200).replace(/\s+/g, ' ').trim();
-  const error = `HTTP ${status}${snippet ? `: ${snippet}` : ''}`;
-  return { error, code: `http_${status}`, message: error, resolution: 'Check COFFER_URL: it should point at a Coffer server.' };
+/** A request sent and its answer's headers in: see CofferClient.open. */
+interface Opened {
+  response: Response;
+  address: string;
+  done: () => void;
+  failure: (error: unknown) => unknown;
 }
 
 export class CofferClient {
@@ -237,6 +189,8 @@ export class CofferClient {
   private readonly requestTimeoutMs: number;
   private readonly stallWindowMs: number;
   private readonly maxAnswerBytes: number;
+  private readonly maxRetries: number;
+  private readonly fetch: typeof fetch;
 
   constructor(options: CofferClientOptions) {
     const url = new URL(options.baseUrl);
@@ -250,6 +204,8 @@ export class CofferClient {
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.stallWindowMs = options.stallWindowMs ?? DEFAULT_STALL_WINDOW_MS;
     this.maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
+    this.maxRetries = Math.max(0, options.maxRetries ?? DEFAULT_MAX_RETRIES);
+    this.fetch = options.fetch ?? ((input, init) => fetch(input, init));
   }
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
@@ -275,21 +231,48 @@ export class CofferClient {
    * stream only to the headers (its body is then read under the stall rule). `failure(error)` is what an error
    * thrown meanwhile means: the caller's abort as is, the deadline as CofferNetworkError, else a network failure.
    */
-  private async open(
-    method: string,
-    path: string,
-    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal; body?: Blob; timeoutMs?: number },
-  ): Promise<{ response: Response; address: string; done: () => void; failure: (error: unknown) => unknown }> {
+  private async open(method: string, path: string, init: RequestInit): Promise<Opened> {
+    const streamed = init.body instanceof ReadableStream;
+    for (let attempt = 0; ; attempt++) {
+      const retries = !streamed && attempt < this.maxRetries;
+      let opened: Opened;
+      try {
+        opened = await this.attempt(method, path, init);
+      } catch (error) {
+        const again = retries && IDEMPOTENT.has(method) && error instanceof CofferNetworkError && !(error instanceof DeadlineError);
+        if (!again || init.signal?.aborted) throw error;
+        await pause(backoffMs(attempt), init.signal);
+        continue;
+      }
+      const wait = retries ? this.retryWait(method, opened.response, attempt) : undefined;
+      if (wait === undefined) return opened;
+      opened.done();
+      await opened.response.body?.cancel().catch(() => undefined);
+      await pause(wait, init.signal);
+    }
+  }
+
+  /** How long to wait before sending a request again after this answer, or undefined: the answer stands. */
+  private retryWait(method: string, response: Response, attempt: number): number | undefined {
+    const status = response.status;
+    const retryable = status === 429 || status === 503 || (IDEMPOTENT.has(method) && (status === 502 || status === 504));
+    if (!retryable) return undefined;
+    const named = new CofferApiError(status, { error: '', code: '', message: '', resolution: '' }, response.headers).retryAfter;
+    const wait = named === undefined ? backoffMs(attempt) : named * 1000;
+    return wait <= MAX_RETRY_WAIT_MS ? wait : undefined;
+  }
+
+  /** One sending of a request (open's retries call it again). */
+  private async attempt(method: string, path: string, init: RequestInit): Promise<Opened> {
     const headers = this.headers(init.headers);
-    let body: string | Blob | undefined = init.body;
+    let body: string | ReadableStream<Uint8Array> | Blob | Uint8Array | undefined = init.body;
     if (init.json !== undefined) {
       body = JSON.stringify(init.json);
       headers['content-type'] = 'application/json';
     }
     const address = this.url(path);
     const deadline = new AbortController();
-    const within = init.timeoutMs ?? this.requestTimeoutMs;
-    const timer = setTimeout(() => deadline.abort(this.noAnswer(method, address, within)), within);
+    const timer = setTimeout(() => deadline.abort(this.noAnswer(method, address)), this.requestTimeoutMs);
     const done = () => clearTimeout(timer);
     const failure = (error: unknown): unknown => {
       done();
@@ -300,26 +283,24 @@ export class CofferClient {
     };
     const signal = init.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal;
     try {
-      return { response: await fetch(address, { method, headers, body, signal }), address, done, failure };
+      const duplex = body instanceof ReadableStream ? { duplex: 'half' } : {};
+      const response = await this.fetch(address, { method, headers, body: body as BodyInit | undefined, signal, ...duplex });
+      return { response, address, done, failure };
     } catch (error) {
       throw failure(error);
     }
   }
 
-  private noAnswer(method: string, address: string, within: number): CofferNetworkError {
+  private noAnswer(method: string, address: string): CofferNetworkError {
     const url = new URL(address);
-    return new CofferNetworkError(
-      `the server at ${url.origin} did not answer ${method} ${url.pathname} within ${seconds(within)} ` +
+    return new DeadlineError(
+      `the server at ${url.origin} did not answer ${method} ${url.pathname} within ${seconds(this.requestTimeoutMs)} ` +
         '(COFFER_REQUEST_TIMEOUT): a stalled server or proxy',
     );
   }
 
   /** A request and its whole answer, all under the request deadline: the answer's text, at most maxAnswerBytes. */
-  private async call(
-    method: string,
-    path: string,
-    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
-  ): Promise<{ response: Response; text: string }> {
+  private async call(method: string, path: string, init: RequestInit = {}): Promise<{ response: Response; text: string }> {
     const { response, address, done, failure } = await this.open(method, path, init);
     try {
       const limit = response.ok ? this.maxAnswerBytes : ERROR_ANSWER_BYTES;
@@ -331,17 +312,13 @@ export class CofferClient {
     }
   }
 
-  private async request<T>(
-    method: string,
-    path: string,
-    init: { json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
-  ): Promise<T> {
+  private async request<T>(method: string, path: string, init: RequestInit = {}): Promise<T> {
     const { response, text } = await this.call(method, path, init);
     return this.parse<T>(response, text);
   }
 
   private parse<T>(response: Response, text: string): T {
-    if (!response.ok) throw new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers, response.url);
+    if (!response.ok) throw refusalOf(response.status, text, response.headers, response.url);
     try {
       return JSON.parse(text) as T;
     } catch {
@@ -462,25 +439,40 @@ export class CofferClient {
   }
 
   /**
-   * Sends a Blob as the ciphertext of a slot (direct protocol) with fetch: the upload of a browser (Chromium cannot
-   * stream a request body over HTTP/1.1, a Blob it sends with its length). The deadline is the request deadline
-   * plus the time the Blob takes at MIN_TRANSFER_RATE. A refusal is the CofferApiError it is (UploadTooLargeError
-   * over the archive limit).
+   * Sends `upload.body` as the ciphertext of a slot (direct protocol) with fetch: a Blob or bytes with their
+   * length, a ReadableStream chunked (half-duplex; Node's fetch streams it, a browser's only over HTTP/2). The
+   * application API's upload (src/client/app/); the CLI's stays uploadDirect (./sdk-node-upload.ts: node:http, the stall rule).
    */
-  async uploadBlob(uploadUrl: string, body: Blob, options: { signal?: AbortSignal } = {}): Promise<DirectUploadResponseBody> {
-    const timeoutMs = this.requestTimeoutMs + Math.ceil(body.size / MIN_TRANSFER_RATE) * 1000;
-    const headers = { 'content-type': 'application/octet-stream' };
-    const { response, address, done, failure } = await this.open('POST', uploadUrl, { headers, body, timeoutMs, signal: options.signal });
+  async uploadBody(
+    uploadUrl: string,
+    upload: { body: ReadableStream<Uint8Array> | Blob | Uint8Array; contentLength?: number },
+    options: { signal?: AbortSignal } = {},
+  ): Promise<DirectUploadResponseBody> {
+    const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
+    if (upload.contentLength !== undefined) headers['content-length'] = String(upload.contentLength);
+    return this.request('POST', uploadUrl, { body: upload.body, headers, signal: options.signal });
+  }
+
+  /**
+   * The version of the API description the server serves (`info.version` of /openapi.json), or undefined when it
+   * serves none (no Coffer server): the answer is not JSON, or names no version.
+   */
+  async apiVersion(signal?: AbortSignal): Promise<string | undefined> {
     let text: string;
     try {
-      const limit = response.ok ? this.maxAnswerBytes : ERROR_ANSWER_BYTES;
-      text = await readAnswer(response, limit, `POST ${new URL(address).pathname}`, new URL(address).origin);
+      const answer = await this.call('GET', '/openapi.json', { signal });
+      if (!answer.response.ok) return undefined;
+      text = answer.text;
     } catch (error) {
-      throw failure(error);
+      if (error instanceof CofferNetworkError && /sent more than/.test(error.message)) return undefined;
+      throw error;
     }
-    done();
-    if (!response.ok) throw uploadRefusal(response.status, errorBodyFrom(response.status, text), response.headers);
-    return this.parse<DirectUploadResponseBody>(response, text);
+    try {
+      const version = (JSON.parse(text) as { info?: { version?: unknown } } | null)?.info?.version;
+      return typeof version === 'string' ? version : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   /**
@@ -523,7 +515,7 @@ export class CofferClient {
       throw failure(error);
     }
     done();
-    return new CofferApiError(response.status, errorBodyFrom(response.status, text), response.headers);
+    return refusalOf(response.status, text, response.headers);
   }
 
   /**
@@ -650,13 +642,13 @@ async function readAnswer(response: Response, limit: number, what: string, serve
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  return utf8Text(parts);
+  return decodeParts(parts);
 }
 
-/** The UTF-8 text of the parts, joined (TextDecoder: no Buffer, so the browser entry uses it too). */
-export function utf8Text(parts: Uint8Array[]): string {
+/** The UTF-8 text of the pieces of an answer. */
+function decodeParts(parts: Uint8Array[]): string {
   const decoder = new TextDecoder();
-  return parts.map((part, at) => decoder.decode(part, { stream: at < parts.length - 1 })).join('');
+  return parts.map((part) => decoder.decode(part, { stream: true })).join('') + decoder.decode();
 }
 
 /**

@@ -27,6 +27,12 @@ import type {
   StatusStreamFrame,
 } from '../sdk.js';
 
+/** A stage of a byte pipeline (a TransformStream, or any writable/readable pair such as Node's Duplex.toWeb). */
+export interface ByteStage {
+  writable: WritableStream<Uint8Array>;
+  readable: ReadableStream<Uint8Array>;
+}
+
 /** An incremental SHA-256 (the sealed `plaintextSha256` of docs/crypto.md §3). */
 export interface Sha256 {
   update(bytes: Uint8Array): void;
@@ -58,7 +64,7 @@ export interface CofferApi {
   /** POSTs `upload.body` to a slot's direct-upload URL (announced by the server, kept on the configured origin). */
   uploadBody(uploadUrl: string, upload: UploadBody, options?: { signal?: AbortSignal }): Promise<DirectUploadResponseBody>;
   /** The server's API description version (`info.version` of /openapi.json); see ./version.ts. */
-  apiVersion(signal?: AbortSignal): Promise<string>;
+  apiVersion(signal?: AbortSignal): Promise<string | undefined>;
 }
 
 /** How `connect` reaches the server; the platform builds its API client from these. */
@@ -75,17 +81,19 @@ export interface ApiOptions {
 
 /** One runtime's implementation of what the application layer cannot do in plain web-platform code. */
 export interface Platform {
+  /** The finalize request's `clientVersion` (e.g. "coffer-sdk/0.1.0 node"). */
+  clientVersion: string;
   /** libsodium's primitives for the envelope core (Node: sodium-native; browser: libsodium-wrappers-sumo). */
   primitives: Primitives;
   /** The compression new backups are written with ('zstd' where the runtime has it, else 'gzip'). */
   writeCompression: Compression;
   /** A compressor of `compression` (one zstd frame or one gzip member, docs/crypto.md §4). */
-  compress(compression: Compression): TransformStream<Uint8Array, Uint8Array>;
+  compress(compression: Compression): ByteStage;
   /**
    * A decompressor that applies the readers' rules of ../compression-core.ts: exactly one frame or member,
    * nothing after it, at most `sealedSize` bytes out (else IntegrityError).
    */
-  decompress(compression: Compression, sealedSize: number): TransformStream<Uint8Array, Uint8Array>;
+  decompress(compression: Compression, sealedSize: number): ByteStage;
   /** A fresh incremental SHA-256. */
   sha256(): Sha256;
   /**

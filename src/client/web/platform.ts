@@ -1,7 +1,7 @@
 /**
  * The Platform of the application API (../app/platform.ts) in a browser: libsodium in WebAssembly
  * (./primitives.ts), CompressionStream('gzip') to write, the checked gzip/zstd readers of ./decompress.ts to read,
- * libsodium's SHA-256, and the CofferClient of ../sdk.ts (fetch only) whose upload sends the ciphertext as a Blob:
+ * libsodium's SHA-256, and the CofferClient of ../sdk.ts (fetch only); the ciphertext is uploaded as one Blob:
  * Chromium streams a request body only over HTTP/2, and the ciphertext is bounded by the server's archive limit.
  *
  * No Node built-in and no DOM-only API beyond the web platform's streams, Blob and fetch: it runs in a page and in a
@@ -9,7 +9,7 @@
  */
 import sodium from 'libsodium-wrappers-sumo';
 import type { Compression } from '../envelope-format.js';
-import { CofferClient, type DirectUploadResponseBody, abortError } from '../sdk.js';
+import { CofferClient, abortError } from '../sdk.js';
 import type { ApiOptions, CofferApi, Platform, Sha256, UploadBody } from '../app/platform.js';
 import { gzipStream, zstdStream } from './decompress.js';
 import { ready, webPrimitives } from './primitives.js';
@@ -63,27 +63,6 @@ async function collectBlob(ciphertext: ReadableStream<Uint8Array>, signal?: Abor
   return { body, contentLength: body.size };
 }
 
-/** The server's API description version: `info.version` of /openapi.json. */
-async function describedVersion(client: CofferClient, signal?: AbortSignal): Promise<string> {
-  const response = await fetch(client.url('/openapi.json'), { signal, headers: { accept: 'application/json' } });
-  const description = (await response.json().catch(() => null)) as { info?: { version?: unknown } } | null;
-  const version = description?.info?.version;
-  if (!response.ok || typeof version !== 'string') throw new TypeError(`${client.baseUrl} describes no Coffer API version`);
-  return version;
-}
-
-/** CofferClient with the two calls the application layer adds: the Blob upload and the API version. */
-class WebCofferApi extends CofferClient implements CofferApi {
-  async uploadBody(uploadUrl: string, upload: UploadBody, options: { signal?: AbortSignal } = {}): Promise<DirectUploadResponseBody> {
-    const { body } = upload.body instanceof ReadableStream ? await collectBlob(upload.body, options.signal) : upload;
-    return this.uploadBlob(uploadUrl, body instanceof Blob ? body : new Blob([body as BlobPart]), options);
-  }
-
-  apiVersion(signal?: AbortSignal): Promise<string> {
-    return describedVersion(this, signal);
-  }
-}
-
 /** The browser's Platform (await `ready` first, or use the browser entry's `connect`, which does). */
 export const webPlatform: Platform = {
   primitives: webPrimitives,
@@ -92,5 +71,12 @@ export const webPlatform: Platform = {
   decompress,
   sha256,
   uploadBody: collectBlob,
-  api: (options: ApiOptions) => new WebCofferApi({ baseUrl: options.url, apiKey: options.apiKey, requestTimeoutMs: options.timeoutMs }),
+  api: (options: ApiOptions): CofferApi =>
+    new CofferClient({
+      baseUrl: options.url,
+      apiKey: options.apiKey,
+      requestTimeoutMs: options.timeoutMs,
+      maxRetries: options.maxRetries,
+      fetch: options.fetch,
+    }),
 };

@@ -108,6 +108,26 @@ describe('the SDK application API', () => {
     expect(await snapshot(sdkTarget)).toEqual(await snapshot(fixture.source));
   });
 
+  it('unlocks with a recovery kit, follows a backup to READY, and restores one file', async () => {
+    const kit = await fixture.owner(['kit']);
+    expect(kit.code, kit.stderr).toBe(0);
+    const byKit = await coffer.unlock({ kit: kit.stdout });
+    try {
+      const made = await byKit.backup([{ name: 'notes/today.txt', data: Buffer.from('kit-made') }], { name: 'kit-made' });
+      fixture.nextSlotAllowed();
+      const statuses: string[] = [];
+      for await (const event of coffer.watch(made.id)) statuses.push(event.status);
+      expect(statuses.at(-1)).toBe('READY');
+      const file = path.join(tempDir('coffer-sdk-app-file-'), 'today.txt');
+      expect(await vault.restoreFile(made.id, file, { entry: 'notes/today.txt' })).toEqual({ bytes: 8 });
+      expect(await fsp.readFile(file, 'utf8')).toBe('kit-made');
+      await expect(vault.restoreFile(made.id, `${file}.2`, { entry: 'absent' })).rejects.toThrow(/has no file absent/);
+      expect(await fsp.readdir(path.dirname(file))).toEqual(['today.txt']);
+    } finally {
+      byKit.close();
+    }
+  });
+
   it('a recipient-only session backs up what the vault restores, and cannot restore', async () => {
     const recipient = json<{ recipient: string }>(await fixture.owner(['recipient', '--json'])).recipient;
     const writer = coffer.writer(recipient);

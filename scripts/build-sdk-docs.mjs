@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /* global console */
 /**
- * The SDK's reference (run by `npm run build`, after tsconfig.sdk.json's declaration emit): TypeDoc over the SDK's
- * declarations (typedoc.json) into dist/sdk-docs, which the server serves at /docs/sdk/. TypeDoc takes ~10 s; it
+ * The SDK's reference (run by `npm run build`, after tsconfig.sdk.json's declaration emit): TypeDoc over the
+ * declarations of the SDK's entries (typedoc.json) into dist/sdk-docs, which the server serves at /docs/sdk/. TypeDoc takes ~10 s; it
  * runs only when the declarations or typedoc.json changed since the last run (their hash is kept in
  * dist/sdk-docs/.inputs), so a build that did not touch the SDK's public types skips it.
  */
@@ -16,6 +16,8 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const TYPES = path.join(root, 'dist/sdk-types');
 const OUT = path.join(root, 'dist/sdk-docs');
 const STAMP = path.join(OUT, '.inputs');
+/** The SDK's entries (package.json `exports` of coffer-sdk): Node's, and the browser's where it is built. */
+const ENTRIES = ['client/index.d.ts', 'client/browser.d.ts'];
 
 function inputsHash() {
   const hash = createHash('sha256');
@@ -34,7 +36,9 @@ if (fs.existsSync(STAMP) && fs.readFileSync(STAMP, 'utf8') === inputs) {
   console.log('sdk-docs: dist/sdk-docs is up to date');
 } else {
   const started = Date.now();
-  execFileSync(path.join(root, 'node_modules/.bin/typedoc'), ['--options', 'typedoc.json'], { cwd: root, stdio: 'inherit' });
+  const args = ['--options', 'typedoc.json'];
+  for (const entry of ENTRIES) if (fs.existsSync(path.join(TYPES, entry))) args.push('--entryPoints', path.join(TYPES, entry));
+  execFileSync(path.join(root, 'node_modules/.bin/typedoc'), args, { cwd: root, stdio: 'inherit' });
   fs.writeFileSync(STAMP, inputs);
   console.log(`sdk-docs: dist/sdk-docs (TypeDoc, ${((Date.now() - started) / 1000).toFixed(1)} s)`);
 }

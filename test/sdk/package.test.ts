@@ -187,9 +187,11 @@ describe('the SDK package served at /downloads/coffer-sdk.tgz', () => {
     expect(index.headers.get('content-type')).toMatch(/^text\/html/);
     const html = await index.text();
     expect(html).toContain('coffer-sdk');
-    const classPage = await fetch(`${server.url}/docs/sdk/classes/CofferClient.html`);
+    // One module per entry (index: Node's, browser) once there are two; before, the Node entry's members at the top.
+    const classPage = await fetch(`${server.url}/docs/sdk/classes/${HAS_BROWSER_ENTRY ? 'index.' : ''}CofferClient.html`);
     expect(classPage.status).toBe(200);
     expect(await classPage.text()).toContain('CofferClient');
+    if (HAS_BROWSER_ENTRY) expect((await fetch(`${server.url}/docs/sdk/modules/browser.html`)).status).toBe(200);
     expect((await fetch(`${server.url}/docs/sdk/assets/style.css`)).headers.get('content-type')).toMatch(/^text\/css/);
     for (const escape of [
       '/docs/sdk/..%2F..%2Fpackage.json',

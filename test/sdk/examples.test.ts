@@ -16,6 +16,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { gzipSync } from 'node:zlib';
 import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasChromium, launchChromium } from '../helpers/browser.js';
@@ -27,6 +28,8 @@ import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, baseEnv, cliFor, json, ROOT, snapshot, type Cli } from '../client/helpers.js';
 
 const EXAMPLES = path.join(ROOT, 'examples');
+/** The browser bundle's budget (gzip bytes), set and explained in bench/sdk-budget.json; bench/sdk.js measures against it. */
+const BUNDLE_BUDGET = JSON.parse(fs.readFileSync(path.join(ROOT, 'bench/sdk-budget.json'), 'utf8')) as { gzipBytes: number };
 const INSTALL = 'npm install "$COFFER_URL/downloads/coffer-sdk.tgz"';
 const PASSPHRASE = 'examples passphrase';
 /** The pro plan allows one backup per 30 minutes: the server's clock is moved past it before each backup. */
@@ -252,6 +255,8 @@ describe('the SDK examples, installed from a running server as a user installs t
       await runAsReadmeSays(readme, 'npm run build', dir, npmEnv);
       const bundle = await fsp.readFile(path.join(dir, 'public/page.js'), 'utf8');
       expect(bundle).not.toMatch(/from\s*["']node:/);
+      // The application's whole bundle (the page and the SDK, libsodium's WebAssembly inline) within the SDK's budget.
+      expect(gzipSync(bundle, { level: 6 }).length).toBeLessThanOrEqual(BUNDLE_BUDGET.gzipBytes);
 
       const file = path.join(work, 'chosen-file.bin');
       const bytes = randomBytes(500_000 + 11);

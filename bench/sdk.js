@@ -12,9 +12,11 @@
  *    passphrase), in the same run against the same server and account, interleaved, each a whole process timed from
  *    start to exit, each restore checked against the source (outside the timing).
  *
- *   node bench/sdk.js [--rounds 3] [--kdf moderate] [--backend sqlite+fs]
+ * 3. In Chromium (bench/lib/sdk-browser.js): a restore of the same tree's backup through the SDK's browser entry on a
+ *    page of its own, side by side with the console's restore ("Decrypt and save"), both unlocking with the
+ *    passphrase; --browser=false leaves it out (it is left out where /usr/bin/chromium is missing).
  *
- * Not measured here yet: the SDK in Chromium side by side with the console's restore.
+ *   node bench/sdk.js [--rounds 3] [--kdf moderate] [--backend sqlite+fs] [--browser=false]
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -36,6 +38,7 @@ import {
   tempDir,
 } from './lib/common.js';
 import { prepareBackend, startCoffer } from './lib/coffer.js';
+import { browserRestores } from './lib/sdk-browser.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 import { generateTree, treeDigest } from './lib/tree.js';
 
@@ -98,13 +101,14 @@ const CLIENTS = {
 };
 
 /** `rounds` of backup + restore by each client, interleaved (the order flips each round). */
-async function backupAndRestore({ rounds, backend, kdf }, work) {
+async function backupAndRestore({ rounds, backend, kdf, browser }, work) {
   const tree = path.join(work, 'tree');
   const generated = generateTree(tree);
   const source = treeDigest(tree);
   const prepared = await prepareBackend(backend);
   const server = await startCoffer(prepared, { logFile: logFile('sdk-coffer.log') });
   const samples = { cli: [], sdk: [] };
+  let inBrowser = null;
   try {
     const [key] = await server.keys(1, 'pro');
     const owner = { COFFER_URL: server.url, COFFER_API_KEY: key.apiKey, COFFER_PASSPHRASE: PASSPHRASE };
@@ -125,15 +129,28 @@ async function backupAndRestore({ rounds, backend, kdf }, work) {
         `SDK round ${r + 1}: ${order.map((w) => `${w} ${samples[w].at(-1).backup.toFixed(2)} + ${samples[w].at(-1).restore.toFixed(2)} s`).join('; ')}`,
       );
     }
+    if (browser) {
+      // The newest backup of the tree (the same bytes whichever client made it), restored in Chromium.
+      const [newest] = JSON.parse((await timed([CLI, 'list', '--json'], owner)).stdout).backups;
+      inBrowser = await browserRestores({
+        url: server.url,
+        apiKey: key.apiKey,
+        passphrase: PASSPHRASE,
+        backupId: newest.id,
+        expectedBytes: generated.bytes,
+        rounds,
+        log,
+      });
+    }
   } finally {
     await server.stop();
     await prepared.cleanup();
   }
-  return { samples, generated };
+  return { samples, generated, inBrowser };
 }
 
 export async function main() {
-  const opts = options({ rounds: 3, backend: 'sqlite+fs', kdf: 'moderate' });
+  const opts = options({ rounds: 3, backend: 'sqlite+fs', kdf: 'moderate', browser: fs.existsSync('/usr/bin/chromium') });
   requireBuild();
   const started = Date.now();
   const whole = await bundledBytes([]);
@@ -147,11 +164,12 @@ export async function main() {
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
-  const { samples, generated } = measured;
+  const { samples, generated, inBrowser } = measured;
   const m = (who, pick) => median(samples[who].map(pick));
   const steps = { backup: (x) => x.backup, restore: (x) => x.restore, 'backup + restore': (x) => x.backup + x.restore };
   const total = (who) => m(who, steps['backup + restore']);
   const speed = ratio(total('cli'), total('sdk'));
+  const browserSpeed = inBrowser ? ratio(median(inBrowser.console), median(inBrowser.sdk)) : NaN;
   const KiB = (bytes) => `${round(bytes / 1024, 1)} KiB`;
   return writeResult({
     id: 'sdk',
@@ -184,6 +202,22 @@ export async function main() {
           fmtRatio(ratio(m('cli', pick), m('sdk', pick))),
         ]),
       },
+      ...(inBrowser
+        ? [
+            {
+              title: `Restore of the same backup in Chromium, seconds in the page (unlock with Argon2id ${opts.kdf} included), median of ${opts.rounds} rounds (speed ratio = console time / SDK time)`,
+              columns: ['restore', 'console', 'SDK browser entry', 'speed ratio'],
+              rows: [
+                [
+                  'unlock + download + decrypt + verify',
+                  round(median(inBrowser.console), 2),
+                  round(median(inBrowser.sdk), 2),
+                  fmtRatio(browserSpeed),
+                ],
+              ],
+            },
+          ]
+        : []),
     ],
     verdicts: [
       {
@@ -204,6 +238,16 @@ export async function main() {
         target: '≥ 0.90×',
         met: speed >= 0.9,
       },
+      ...(inBrowser
+        ? [
+            {
+              what: "SDK in Chromium: restore of P6's tree vs the console's restore",
+              value: `${round(median(inBrowser.sdk), 2)} s vs ${round(median(inBrowser.console), 2)} s (${fmtRatio(browserSpeed)})`,
+              target: '≥ 0.90×',
+              met: browserSpeed >= 0.9,
+            },
+          ]
+        : []),
     ],
     notes: [
       `Budget: ${BUDGET.why}`,
@@ -219,7 +263,7 @@ export async function main() {
         { label: 'coffer CLI (baseline)', values: [m('cli', steps.backup), m('cli', steps.restore)] },
       ],
     },
-    raw: { samples, tree: generated, bundle: { whole, withoutWasm }, budget: BUDGET },
+    raw: { samples, inBrowser, tree: generated, bundle: { whole, withoutWasm }, budget: BUDGET },
   });
 }
 

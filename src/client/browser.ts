@@ -1,29 +1,53 @@
 /**
- * The Coffer SDK in a browser (a bundler, or a plain `<script type="module">`): the same client as the Node entry
- * (./index.ts) minus what needs a file system, on fetch, web streams and libsodium in WebAssembly. It imports no Node
- * built-in, directly or through anything it pulls in (test/sdk/browser-bundle.test.ts bundles it for the browser).
+ * The Coffer SDK in a browser (a bundler, or a plain `<script type="module">`): the application API of the Node
+ * entry (./index.ts) minus what needs a file system (directory backups, restores to a directory or a file), on fetch,
+ * web streams and libsodium in WebAssembly (./web/platform.ts). `connect` with a URL and an API key; `unlock` with the
+ * passphrase or a recovery kit, or `writer` with only the vault's recipient (a page that can back up and never
+ * restore); back up a Blob/File, bytes, a stream or named entries; list, get, watch, delete; restore to entries;
+ * verify. It imports no Node built-in, directly or through anything it pulls in (test/sdk/browser-bundle.test.ts
+ * bundles it for the browser with esbuild).
+ *
+ * libsodium's WebAssembly is compiled when this module loads (a top-level await): once imported, everything is ready.
  */
-import type { ApiOptions } from './app/platform.js';
-import { Coffer, connectOn } from './web/facade.js';
+import { Coffer, type ConnectOptions } from './app/coffer.js';
 import { ready, webPlatform } from './web/platform.js';
 
-export * from './sdk.js';
-export type { ApiOptions };
-export { ready, webPlatform } from './web/platform.js';
-export { IntegrityError, WrongPassphraseError } from './envelope-core.js';
-export {
-  BackupWriter,
-  Coffer,
-  UnlockedVault,
-  type BackupOptions,
-  type BackupSource,
-  type RestoredEntry,
-  type UnlockOptions,
-} from './web/facade.js';
-export type { BackupMetadata } from './envelope-core.js';
+await ready;
 
-/** Connects to a Coffer server with a URL and an API key (libsodium's WebAssembly is loaded first). */
-export async function connect(options: ApiOptions): Promise<Coffer> {
-  await ready;
-  return connectOn(webPlatform, options);
+export {
+  Coffer,
+  MAX_APPLICATION_METADATA_BYTES,
+  Vault,
+  VaultNotInitializedError,
+  WriteOnlySession,
+  WriteOnlySessionError,
+  type AppBackupMetadata,
+  type AppBackupOptions,
+  type AppBackupResult,
+  type AppVerifyResult,
+  type BackupProgress,
+  type BackupSource,
+  type CallOptions,
+  type ConnectOptions,
+} from './app/coffer.js';
+export { packEntries, readEntries, TarFormatError, type ArchiveEntry, type EntryData, type NamedEntry } from './app/entries.js';
+export { SUPPORTED_API_VERSIONS, speaksApiVersion } from './app/version.js';
+export type { ApiOptions, ByteStage, CofferApi, Platform, Sha256, UploadBody } from './app/platform.js';
+export * from './sdk.js';
+export { IntegrityError, WrongPassphraseError } from './envelope-core.js';
+export { RecipientFormatError } from './envelope-recipient.js';
+export { KitFormatError } from './kit-core.js';
+export { webPlatform };
+
+/** Connects to a server (nothing is sent until the first call, which checks the server's API version). */
+export function connect(options: Omit<ConnectOptions, 'platform'> & { platform?: ConnectOptions['platform'] }): Coffer {
+  const platform = options.platform ?? webPlatform;
+  const api = platform.api({
+    url: options.url,
+    apiKey: options.apiKey,
+    timeoutMs: options.timeoutMs,
+    maxRetries: options.maxRetries,
+    fetch: options.fetch,
+  });
+  return new Coffer(api, platform);
 }

@@ -164,18 +164,22 @@ export class NodeWriteOnlySession extends WriteOnlySession {
 
 /** A connection on Node: its sessions are NodeVault and NodeWriteOnlySession. */
 export class NodeCoffer extends Coffer {
+  /** Coffer.unlock, giving a NodeVault (directory backup, restoreTo, restoreFile). */
   override unlock(secret: { passphrase: string } | { kit: string }, options: CallOptions = {}): Promise<NodeVault> {
     return super.unlock(secret, options) as Promise<NodeVault>;
   }
 
+  /** @internal */
   protected override vaultOf(masterKey: Uint8Array): NodeVault {
     return new NodeVault(this, masterKey);
   }
 
+  /** Coffer.writer, giving a NodeWriteOnlySession (it also backs up a directory). */
   override writer(recipient: string): NodeWriteOnlySession {
     return new NodeWriteOnlySession(this, this.envelope.parseRecipient(recipient));
   }
 
+  /** The same as writer(). */
   override withRecipient(recipient: string): NodeWriteOnlySession {
     return this.writer(recipient);
   }

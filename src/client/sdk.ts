@@ -1,11 +1,10 @@
 /**
- * A typed HTTP client for the Coffer API (/openapi.json). The wire types are the server's own TypeBox schemas
+ * A typed HTTP client for the Coffer API (/openapi.json) on fetch, platform-neutral: no Node built-in, so the browser
+ * entry (src/client/browser.ts) uses it as it is; the Node-only streamed uploads (node:http, a Readable body) are in
+ * ./sdk-node-upload.ts. The wire types are the server's own TypeBox schemas
  * (src/contract/schemas.ts), imported as types only: there is no second hand-written copy of them, and the
  * client bundle pulls in no server code. Every non-2xx answer becomes a CofferApiError carrying the
  * ErrorResponse `code`, `resolution`, `details` and `Retry-After`.
- *
- * No Node built-in: the browser entry (src/client/browser.ts) uses it as it is. The Node-only streamed uploads
- * (node:http, a Readable body) are in src/client/sdk-node-upload.ts.
  */
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import type {
@@ -135,6 +134,11 @@ interface RequestInit {
   body?: ReadableStream<Uint8Array> | Blob | Uint8Array;
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  /**
+   * A public document (the API description): sent without the API key, so that a page of another origin reads it
+   * with a simple CORS request (only /api/ answers a preflight).
+   */
+  public?: boolean;
 }
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
@@ -181,6 +185,10 @@ interface Opened {
   failure: (error: unknown) => unknown;
 }
 
+/**
+ * The API client on fetch alone (no Node built-in): every call of CofferClient (./sdk.ts) but the node:http
+ * uploads of the CLI (uploadDirect, putToBlobHost, probeUploadRefusal). The browser's application API uses it.
+ */
 export class CofferClient {
   readonly baseUrl: string;
   private readonly apiKey: string;
@@ -264,7 +272,7 @@ export class CofferClient {
 
   /** One sending of a request (open's retries call it again). */
   private async attempt(method: string, path: string, init: RequestInit): Promise<Opened> {
-    const headers = this.headers(init.headers);
+    const headers = init.public ? { 'user-agent': this.userAgent, ...init.headers } : this.headers(init.headers);
     let body: string | ReadableStream<Uint8Array> | Blob | Uint8Array | undefined = init.body;
     if (init.json !== undefined) {
       body = JSON.stringify(init.json);
@@ -441,7 +449,7 @@ export class CofferClient {
   /**
    * Sends `upload.body` as the ciphertext of a slot (direct protocol) with fetch: a Blob or bytes with their
    * length, a ReadableStream chunked (half-duplex; Node's fetch streams it, a browser's only over HTTP/2). The
-   * application API's upload (src/client/app/); the CLI's stays uploadDirect (./sdk-node-upload.ts: node:http, the stall rule).
+   * application API's upload (src/client/app/); the CLI's stays uploadDirect (node:http, the stall rule).
    */
   async uploadBody(
     uploadUrl: string,
@@ -460,7 +468,7 @@ export class CofferClient {
   async apiVersion(signal?: AbortSignal): Promise<string | undefined> {
     let text: string;
     try {
-      const answer = await this.call('GET', '/openapi.json', { signal });
+      const answer = await this.call('GET', '/openapi.json', { signal, public: true });
       if (!answer.response.ok) return undefined;
       text = answer.text;
     } catch (error) {
@@ -476,22 +484,6 @@ export class CofferClient {
   }
 
   /**
-   * What an upload made outside this class (src/client/sdk-node-upload.ts, on node:http) needs of it: the API
-   * request headers (with the key), the blob host, the deadlines and the answer limit.
-   * @internal
-   */
-  uploadSettings(): UploadSettings {
-    return {
-      headers: (extra) => this.headers(extra),
-      userAgent: this.userAgent,
-      blobApiUrl: this.blobApiUrl,
-      requestTimeoutMs: this.requestTimeoutMs,
-      stallWindowMs: this.stallWindowMs,
-      maxAnswerBytes: this.maxAnswerBytes,
-    };
-  }
-
-  /**
    * The blobhost-client protocol (docs/upload-protocols.md), step 1: ask `handleUploadUrl` (with the API key)
    * for a client token for the slot's `blobPath`.
    */
@@ -504,6 +496,22 @@ export class CofferClient {
       throw new CofferNetworkError('the upload negotiation answer has no clientToken');
     }
     return negotiation.clientToken;
+  }
+
+  /**
+   * What an upload made outside this class (./sdk-node-upload.ts, on node:http) needs of it: the API request
+   * headers (with the key), the blob host, the deadlines and the answer limit.
+   * @internal
+   */
+  uploadSettings(): UploadSettings {
+    return {
+      headers: (extra) => this.headers(extra),
+      userAgent: this.userAgent,
+      blobApiUrl: this.blobApiUrl,
+      requestTimeoutMs: this.requestTimeoutMs,
+      stallWindowMs: this.stallWindowMs,
+      maxAnswerBytes: this.maxAnswerBytes,
+    };
   }
 
   /** A refusal of a streamed request (its answer read under the request deadline) as the CofferApiError it is. */
@@ -603,6 +611,7 @@ export class CofferClient {
   }
 }
 
+/** @internal A duration in words ("2 s", "1.5 s"). */
 export const seconds = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000} s` : `${(ms / 1000).toFixed(1)} s`);
 
 const tooLargeText = (origin: string, what: string, limit: number) =>
@@ -740,7 +749,7 @@ export function abortError(signal: AbortSignal | undefined): Error {
 /** Whether a connection failed because the other side answered a TLS hello in plain text (a plain-HTTP server). */
 export function notTls(error: unknown): boolean {
   for (let current = error, depth = 0; depth < 5 && current instanceof Error; depth++, current = current.cause) {
-    const code = (current as { code?: unknown }).code;
+    const code = (current as Error & { code?: string }).code;
     if (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || code === 'ERR_SSL_PACKET_LENGTH_TOO_LONG') return true;
     if (/wrong version number|packet length too long/.test(current.message)) return true;
   }
@@ -767,7 +776,7 @@ export function causeText(error: unknown): string {
   let text = error instanceof Error ? error.message : String(error);
   for (let depth = 0; depth < 4 && current instanceof Error && current.cause !== undefined; depth++) {
     current = current.cause;
-    if (current instanceof Error) text = current.message || String((current as { code?: unknown }).code ?? '') || text;
+    if (current instanceof Error) text = current.message || (current as Error & { code?: string }).code || text;
   }
   return text;
 }

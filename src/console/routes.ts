@@ -6,8 +6,8 @@
  *   wrapped data keys). Kept outside
  *   /api so the API surface stays exactly what /openapi.json describes. Only the session cookie is accepted here. Their bodies are
  *   the TypeBox schemas of src/contract/console-schemas.ts.
- * - /downloads/coffer-cli.tgz: the CLI package (`npm pack` output), so `npm install -g <that URL>` works against
- *   any Coffer server.
+ * - /downloads/coffer-cli.tgz, /downloads/coffer-sdk.tgz: the CLI and SDK packages (`npm pack` output), so
+ *   `npm install [-g] <that URL>` works against any Coffer server; /docs/sdk/: the SDK's reference (TypeDoc).
  *
  * The page talks to /api with the same session (the third credential of src/http/auth.ts). It downloads
  * ciphertext and decrypts it in the browser; passphrases and plaintext never reach the server.

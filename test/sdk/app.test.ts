@@ -60,7 +60,14 @@ const random = (n: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i
 describe('the SDK application API', () => {
   it('backs up bytes, a stream and named entries, and restores each as entries, byte-equal', async () => {
     const bytes = random(200_000);
-    const fromBytes = await vault.backup(bytes, { name: 'data.bin', hostappVersion: 'myapp/1.2.3', metadata: { tenant: 'acme', n: 3 } });
+    const progress: { plaintextBytes: number; ciphertextBytes: number }[] = [];
+    const fromBytes = await vault.backup(bytes, {
+      name: 'data.bin',
+      hostappVersion: 'myapp/1.2.3',
+      metadata: { tenant: 'acme', n: 3 },
+      onProgress: (step) => progress.push(step),
+    });
+    expect(progress.at(-1)).toEqual({ plaintextBytes: bytes.length, ciphertextBytes: fromBytes.metadata.ciphertextSizeBytes });
     fixture.nextSlotAllowed();
     expect(fromBytes.detail.status).toBe('READY');
     expect(fromBytes.detail.hostappVersion).toBe('myapp/1.2.3');

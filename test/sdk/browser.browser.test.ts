@@ -69,15 +69,22 @@ describe.skipIf(!hasChromium)('the SDK in Chromium', () => {
     nextBackupAllowed();
     const made = await page.evaluate(
       async ({ url, apiKey, recipient, base64 }) => {
-        const coffer = await window.coffer.connect({ url, apiKey });
+        const coffer = window.coffer.connect({ url, apiKey });
         const writer = coffer.writer(recipient);
         const file = new File([Uint8Array.from(atob(base64), (c) => c.charCodeAt(0))], 'notes.bin');
         const backup = await writer.backup(file, { hostappVersion: 'fixture-page/1.0' });
-        return { id: backup.id, status: backup.status, canRestore: 'restore' in writer || 'unlock' in writer };
+        // A write-only session has no restore: called through a cast, it says why.
+        let refusal = '';
+        try {
+          (writer as unknown as { restore(id: string): unknown }).restore(backup.id);
+        } catch (error) {
+          refusal = error instanceof window.coffer.WriteOnlySessionError ? error.message : `not WriteOnlySessionError: ${String(error)}`;
+        }
+        return { id: backup.id, status: backup.detail.status, refusal };
       },
       { url: server.url, apiKey, recipient, base64: bytes.toString('base64') },
     );
-    expect(made).toMatchObject({ status: 'READY', canRestore: false });
+    expect(made).toMatchObject({ status: 'READY', refusal: expect.stringMatching(/holds only the recipient/) });
     const target = path.join(work, 'from-the-page');
     const restored = await cli(['restore', made.id, target]);
     expect(restored.code, restored.stderr).toBe(0);
@@ -89,7 +96,7 @@ describe.skipIf(!hasChromium)('the SDK in Chromium', () => {
   async function restoreInPage(id: string, unlock: { passphrase: string } | { kit: string }) {
     const entries = await page.evaluate(
       async ({ url, apiKey, unlock, id }) => {
-        const coffer = await window.coffer.connect({ url, apiKey });
+        const coffer = window.coffer.connect({ url, apiKey });
         const vault = await coffer.unlock(unlock);
         const files: { name: string; base64: string }[] = [];
         for await (const entry of vault.restore(id)) {
@@ -98,7 +105,7 @@ describe.skipIf(!hasChromium)('the SDK in Chromium', () => {
           for (let at = 0; at < data.length; at += 0x8000) text += String.fromCharCode(...data.subarray(at, at + 0x8000));
           files.push({ name: entry.name, base64: btoa(text) });
         }
-        vault.lock();
+        vault.close();
         return files;
       },
       { url: server.url, apiKey, unlock, id },
@@ -119,6 +126,36 @@ describe.skipIf(!hasChromium)('the SDK in Chromium', () => {
       expect(entries.map((entry) => entry.name)).toEqual(['report.pdf']);
       expect(entries[0]!.bytes.equals(bytes)).toBe(true);
     }
+    expect(pageErrors).toEqual([]);
+  });
+
+  it('lists, watches, verifies and deletes a backup from the page', async () => {
+    const source = path.join(work, 'ledger.csv');
+    fs.writeFileSync(source, 'date,amount\n2026-11-28,42\n');
+    nextBackupAllowed();
+    const { id } = json<{ id: string }>(await cli(['backup', source, '--json']));
+    const seen = await page.evaluate(
+      async ({ url, apiKey, passphrase, id }) => {
+        const coffer = window.coffer.connect({ url, apiKey });
+        const listed = (await coffer.list()).map((backup) => backup.id);
+        const statuses: string[] = [];
+        for await (const event of coffer.watch(id)) statuses.push(event.status);
+        const vault = await coffer.unlock({ passphrase });
+        const verified = await vault.verify(id);
+        vault.close();
+        await coffer.delete(id);
+        const after = await coffer.get(id).then(
+          (backup) => backup.status,
+          (error: unknown) => (error instanceof window.coffer.NotFoundError ? 'NotFoundError' : String(error)),
+        );
+        return { listed, statuses, verifiedBytes: verified.plaintextBytes, after };
+      },
+      { url: server.url, apiKey, passphrase: PASSPHRASE, id },
+    );
+    expect(seen.listed).toContain(id);
+    expect(seen.statuses.at(-1)).toBe('READY');
+    expect(seen.verifiedBytes).toBeGreaterThan(0);
+    expect(seen.after).toBe('NotFoundError');
     expect(pageErrors).toEqual([]);
   });
 });

@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
+import semver from 'semver';
 import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt } from '../helpers/built.js';
@@ -102,7 +103,9 @@ describe('the SDK package served at /downloads/coffer-sdk.tgz', () => {
     expect(entries.filter((e) => /dist\/(cli|server|store|api|console|services|discovery|http|blobs|ops)\//.test(e))).toEqual([]);
     const ours = JSON.parse(await fsp.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; engines: object };
     expect(manifest).toMatchObject({ name: 'coffer-sdk', version: ours.version, type: 'module', engines: ours.engines });
-    expect(manifest.coffer.apiVersions).toMatch(/^\^\d+\.\d+\.\d+/);
+    // The server API versions it speaks: a semver range that this server's own version satisfies.
+    expect(semver.validRange(manifest.coffer.apiVersions)).not.toBeNull();
+    expect(semver.satisfies(ours.version, manifest.coffer.apiVersions)).toBe(true);
     expect(manifest.exports['.']).toMatchObject(HAS_BROWSER_ENTRY ? { browser: {}, node: {} } : { types: './dist/client/index.d.ts' });
     for (const serverOnly of ['fastify', 'kysely', 'pg', 'better-sqlite3', '@aws-sdk/client-s3', 'commander', 'cli-progress']) {
       expect(manifest.dependencies).not.toHaveProperty(serverOnly);

@@ -7,9 +7,9 @@
  *  - Node (../node.ts): sodium-native primitives, node:zlib / zstd streams, node:crypto SHA-256, and the
  *    CofferClient of ../sdk.ts (its uploads stream the ciphertext with `duplex: 'half'`).
  *  - The browser (../browser.ts): libsodium in WebAssembly, CompressionStream('gzip') to write, the checked
- *    gzip/zstd readers of ../compression-core.ts to read, a SHA-256 in JavaScript, and an API client on `fetch`
- *    whose uploads send a Blob assembled from the encrypted chunks (Chromium streams a request body only over
- *    HTTP/2).
+ *    gzip/zstd readers of ../compression-core.ts to read, a SHA-256 in JavaScript, and CofferClient
+ *    (../sdk.ts: fetch alone, no Node built-in) whose uploads send a Blob assembled from the encrypted
+ *    chunks (Chromium streams a request body only over HTTP/2).
  *
  * Everything here is an interface: implementing it is all a new runtime takes.
  */

@@ -10,27 +10,27 @@
 import sodium from 'libsodium-wrappers-sumo';
 import type { Compression } from '../envelope-format.js';
 import { CofferClient, abortError } from '../sdk.js';
-import type { ApiOptions, CofferApi, Platform, Sha256, UploadBody } from '../app/platform.js';
+import { SDK_VERSION } from '../sdk-version.js';
+import type { ApiOptions, ByteStage, CofferApi, Platform, Sha256, UploadBody } from '../app/platform.js';
 import { gzipStream, zstdStream } from './decompress.js';
 import { ready, webPrimitives } from './primitives.js';
 
 export { ready };
 
 /** Browsers compress gzip only (CompressionStream has no zstd); they read both. */
-function compress(compression: Compression): TransformStream<Uint8Array, Uint8Array> {
+function compress(compression: Compression): ByteStage {
   if (compression !== 'gzip') throw new TypeError(`a browser writes gzip backups only, not ${compression}`);
-  return new CompressionStream('gzip') as unknown as TransformStream<Uint8Array, Uint8Array>;
+  return new CompressionStream('gzip') as unknown as ByteStage;
 }
 
 /**
- * A checked reader (./decompress.ts) as a transform: what is written to it is read through the reader. The readers
- * are functions of a stream, so the pair is an identity transform's writable side and the reader over its readable.
+ * A checked reader (./decompress.ts) as a stage: what is written to it is read through the reader. The readers are
+ * functions of a stream, so the stage is an identity transform's writable side and the reader over its readable.
  */
-function decompress(compression: Compression, sealedSize: number): TransformStream<Uint8Array, Uint8Array> {
+function decompress(compression: Compression, sealedSize: number): ByteStage {
   const identity = new TransformStream<Uint8Array, Uint8Array>();
   const read = compression === 'zstd' ? zstdStream : gzipStream;
-  const pair = { writable: identity.writable, readable: read(identity.readable, sealedSize) };
-  return pair as TransformStream<Uint8Array, Uint8Array>;
+  return { writable: identity.writable, readable: read(identity.readable, sealedSize) };
 }
 
 /** libsodium's incremental SHA-256. */
@@ -63,8 +63,21 @@ async function collectBlob(ciphertext: ReadableStream<Uint8Array>, signal?: Abor
   return { body, contentLength: body.size };
 }
 
-/** The browser's Platform (await `ready` first, or use the browser entry's `connect`, which does). */
+/**
+ * `fetch` without the User-Agent header the client sets: a browser sends its own, and one that lets a page set it
+ * (Firefox) would make every request of another origin a preflighted one the API does not allow.
+ */
+function withoutUserAgent(inner: typeof fetch): typeof fetch {
+  return (input, init) => {
+    const headers = new Headers(init?.headers);
+    headers.delete('user-agent');
+    return inner(input, { ...init, headers });
+  };
+}
+
+/** The browser's Platform (its primitives work once `ready` has resolved: the browser entry awaits it on load). */
 export const webPlatform: Platform = {
+  clientVersion: `coffer-sdk/${SDK_VERSION} browser`,
   primitives: webPrimitives,
   writeCompression: 'gzip',
   compress,
@@ -77,6 +90,6 @@ export const webPlatform: Platform = {
       apiKey: options.apiKey,
       requestTimeoutMs: options.timeoutMs,
       maxRetries: options.maxRetries,
-      fetch: options.fetch,
+      fetch: withoutUserAgent(options.fetch ?? ((input, init) => fetch(input, init))),
     }),
 };

@@ -274,7 +274,7 @@ describe('the SDK examples, installed from a running server as a user installs t
         await page.click('#submit');
         const result = page.locator('#result');
         await expect.poll(() => result.textContent(), { timeout: 60_000 }).toMatch(/^(Backed up|Backup failed)/);
-        expect(await result.textContent()).toMatch(/^Backed up: /);
+        expect(await result.textContent()).toMatch(/^Backed up: \S+ \(READY\)$/);
         const id = await result.getAttribute('data-backup-id');
         expect(pageErrors).toEqual([]);
 

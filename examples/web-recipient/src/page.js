@@ -23,7 +23,7 @@ async function backUpChosenFile() {
   const progress = field('progress');
   progress.hidden = false;
   progress.value = 0;
-  const coffer = await connect({ url: field('url').value.trim(), apiKey: field('api-key').value.trim() });
+  const coffer = connect({ url: field('url').value.trim(), apiKey: field('api-key').value.trim() });
   const writer = coffer.writer(field('recipient').value.trim());
   const backup = await writer.backup(file, {
     hostappVersion: HOSTAPP_VERSION,
@@ -41,7 +41,7 @@ field('backup').addEventListener('submit', async (event) => {
   try {
     const backup = await backUpChosenFile();
     result.dataset.backupId = backup.id;
-    result.textContent = `Backed up: ${backup.id}`;
+    result.textContent = `Backed up: ${backup.id} (${backup.detail.status})`;
   } catch (error) {
     result.dataset.error = error.name;
     result.textContent = `Backup failed: ${error.message}`;

@@ -24,6 +24,7 @@ import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { endsWithTest } from '../helpers/children.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startLocalRegistry, type LocalRegistry } from '../helpers/npm-registry.js';
+import { skipPg } from '../helpers/pg.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, baseEnv, cliFor, json, ROOT, snapshot, type Cli } from '../client/helpers.js';
@@ -92,10 +93,6 @@ const psql = (sql: string) =>
       (error, stdout, stderr) => (error ? reject(new Error(`${error.message}: ${stderr}`)) : resolve(stdout.trim())),
     ),
   );
-const hasPostgres = await psql('select 1').then(
-  () => true,
-  () => false,
-);
 
 describe('the SDK examples, installed from a running server as a user installs them', () => {
   let server: TestServer;
@@ -208,7 +205,7 @@ describe('the SDK examples, installed from a running server as a user installs t
     expect(await hostappVersions(apiKey)).toEqual(['example-host-app/1.0.0']);
   }, 120_000);
 
-  describe.skipIf(!hasPostgres)('db-dump', () => {
+  describe.skipIf(skipPg)('db-dump', () => {
     const schema = `coffer_example_${randomBytes(4).toString('hex')}`;
     afterAll(async () => {
       await psql(`drop schema if exists ${schema} cascade`);

@@ -4,7 +4,7 @@
  * another (each can also run alone: node bench/p1-upload.js …), then writes the machine and summary sections
  * of BENCHMARKS.md from bench/results/*.json.
  *
- *   node bench/run.js [--only p1,p2,p3,p4,p5,p6,p6-stages,p7,p8,compression] [--quick] [--no-build]
+ *   node bench/run.js [--only p1,p2,p3,p4,p5,p6,p6-stages,p7,p8,compression,startup,sdk] [--quick] [--no-build]
  *
  * --only takes ids (p4-nodes) or their group (p4: p4 and p4-nodes). --quick runs each target with fewer rounds
  * and shorter windows (each under about a minute): a harness check, not a result to publish, so its results go
@@ -37,6 +37,7 @@ const TARGETS = [
   { id: 'p8', script: 'p8-fleet.js', quick: ['--rounds', '1', '--hosts', '16', '--duration', '5', '--warmup', '2'] },
   { id: 'compression', script: 'compression.js', quick: ['--rounds', '1'] },
   { id: 'startup', script: 'startup.js', quick: ['--rounds', '1'] },
+  { id: 'sdk', script: 'sdk.js', quick: ['--rounds', '1'] },
 ];
 
 // P6 once more with the client on a Node that compresses with zstd (22.15+), when one is installed beside this one:

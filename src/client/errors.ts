@@ -234,3 +234,8 @@ export function errorBodyFrom(status: number, text: string): ErrorResponseBody {
   const error = `HTTP ${status}${snippet ? `: ${snippet}` : ''}`;
   return { error, code: `http_${status}`, message: error, resolution: 'Check COFFER_URL: it should point at a Coffer server.' };
 }
+
+/** The vault is not in the state a call needs (already set up, changed by another client meanwhile, …). */
+export class VaultStateError extends Error {
+  override readonly name = 'VaultStateError';
+}

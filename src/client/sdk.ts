@@ -63,6 +63,7 @@ export {
   TooLargeError,
   UnknownErrorCode,
   UploadTooLargeError,
+  VaultStateError,
 } from './errors.js';
 export type HostAccountBody = HostAccountListBody['hosts'][number];
 
@@ -273,6 +274,7 @@ export class CofferClient {
   /** One sending of a request (open's retries call it again). */
   private async attempt(method: string, path: string, init: RequestInit): Promise<Opened> {
     const headers = init.public ? { 'user-agent': this.userAgent, ...init.headers } : this.headers(init.headers);
+    const requestTimeoutMs = this.requestTimeoutMs;
     let body: string | ReadableStream<Uint8Array> | Blob | Uint8Array | undefined = init.body;
     if (init.json !== undefined) {
       body = JSON.stringify(init.json);
@@ -280,8 +282,22 @@ export class CofferClient {
     }
     const address = this.url(path);
     const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(this.noAnswer(method, address)), this.requestTimeoutMs);
+    // An upload's body takes its own time to send: a known length adds what it takes at MIN_TRANSFER_RATE; a stream
+    // restarts the deadline with each piece it gives (the deadline is then for a stall, not for the whole body).
+    const expire = () => deadline.abort(this.noAnswer(method, address));
+    let timer = setTimeout(expire, this.requestTimeoutMs + sendingAllowanceMs(body));
     const done = () => clearTimeout(timer);
+    if (body instanceof ReadableStream) {
+      body = body.pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({
+          transform(chunk, controller) {
+            done();
+            timer = setTimeout(expire, requestTimeoutMs);
+            controller.enqueue(chunk);
+          },
+        }),
+      );
+    }
     const failure = (error: unknown): unknown => {
       done();
       if (init.signal?.aborted) return error;
@@ -609,6 +625,12 @@ export class CofferClient {
       await reader.cancel().catch(() => undefined);
     }
   }
+}
+
+/** The time a body of known length may take to send at MIN_TRANSFER_RATE, on top of the request deadline. */
+function sendingAllowanceMs(body: string | ReadableStream<Uint8Array> | Blob | Uint8Array | undefined): number {
+  const size = body instanceof Blob ? body.size : body instanceof Uint8Array ? body.byteLength : 0;
+  return (size / MIN_TRANSFER_RATE) * 1000;
 }
 
 /** @internal A duration in words ("2 s", "1.5 s"). */

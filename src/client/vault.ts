@@ -25,11 +25,10 @@ import {
 import { RECIPIENT } from './envelope-format.js';
 import { kitRefusal } from './kit-core.js';
 import { dekForm } from './key-usage.js';
+import { VaultStateError } from './errors.js';
 import { CofferApiError, type BackupAccountBody, type BootstrapResponseBody, type CofferClient, type RotateResponseBody } from './sdk.js';
 
-export class VaultStateError extends Error {
-  override readonly name = 'VaultStateError';
-}
+export { VaultStateError };
 
 /**
  * A host (a recipient, no passphrase) whose key's account has no vault: the owner's vault is elsewhere, so the key

@@ -167,6 +167,33 @@ describe('the SDK application API', () => {
     expect(after.detail.status).toBe('READY');
   });
 
+  it('a source that fails mid-upload is reported as itself (not as a network error), and its slot is freed', async () => {
+    let pieces = 0;
+    const failing = new ReadableStream<Uint8Array>({
+      pull(stream) {
+        if (++pieces > 3) stream.error(new Error('the dump command exited with 3'));
+        else stream.enqueue(random(65536));
+      },
+    });
+    const error = await vault.backup(failing, { name: 'dump.sql' }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toBe('the dump command exited with 3');
+    expect((await coffer.list()).filter((backup) => backup.status !== 'READY')).toEqual([]);
+  });
+
+  it("init sets up a new account's vault (the CLI then unlocks it), and refuses an account that has one", async () => {
+    const { apiKey } = await fixture.server.newKey({ plan: 'pro' });
+    const fresh = connect({ url: fixture.server.url, apiKey });
+    const created = await fresh.init({ passphrase: 'a new vault passphrase' });
+    const backup = await created.backup(Buffer.from('made by an application'), { name: 'note.txt' });
+    created.close();
+    const target = path.join(tempDir('coffer-sdk-init-'), 'out');
+    const restored = await cliFor(fixture.server.url, apiKey, 'a new vault passphrase')(['restore', backup.id, target]);
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(await fsp.readFile(path.join(target, 'note.txt'), 'utf8')).toBe('made by an application');
+    await expect(fresh.init({ passphrase: 'another' })).rejects.toThrow(/already initialized/);
+  });
+
   it("refusals are typed errors carrying the server's code (404, 401, cadence with its next time)", async () => {
     const missing = coffer.get('00000000-0000-4000-8000-000000000000');
     await expect(missing).rejects.toBeInstanceOf(NotFoundError);

@@ -10,7 +10,7 @@ import { CHUNK_BYTES, CRYPTO_VERSION, IntegrityError, isPlainName, type BackupMe
 import { createEnvelope, SecretStreamReader, SecretStreamWriter } from '../envelope-core.js';
 import type { Recipient } from '../envelope-recipient.js';
 import { createKit } from '../kit-core.js';
-import { CofferNetworkError } from '../errors.js';
+import { CofferNetworkError, VaultStateError } from '../errors.js';
 import type {
   BackupDetailBody,
   BackupRecordBody,
@@ -190,6 +190,27 @@ export class Coffer {
   }
 
   /**
+   * Sets up the account's vault, as `coffer init` does: a new master key, wrapped under `passphrase` (Argon2id with
+   * the default profile), sent once; returns the vault unlocked. VaultStateError when the account already has a vault
+   * (also when another client set it up at the same moment: nothing is changed then).
+   */
+  async init(secret: { passphrase: string }, options: CallOptions = {}): Promise<Vault> {
+    await this.checkServer(options);
+    const account = await this.api.getAccount(options.signal);
+    if (account.initialized) throw new VaultStateError('the vault is already initialized: unlock it instead');
+    const masterKey = this.envelope.newKey();
+    try {
+      const envelope = await this.envelope.wrapMasterKey(masterKey, secret.passphrase, this.envelope.newKdfParams());
+      const result = await this.api.bootstrap(envelope, options.signal);
+      if (!result.created) throw new VaultStateError('another client initialized the vault at the same time; nothing was changed');
+    } catch (error) {
+      this.envelope.wipe(masterKey);
+      throw error;
+    }
+    return this.vaultOf(masterKey);
+  }
+
+  /**
    * Unlocks the vault with its passphrase (Argon2id, as the CLI) or a recovery kit's text (`coffer kit`): a Vault
    * that backs up, restores and verifies. WrongPassphraseError for a wrong passphrase.
    */
@@ -250,8 +271,9 @@ abstract class BackupSession {
 
   private async upload(slot: CreateBackupResponseBody, plan: BackupPlan, options: AppBackupOptions): Promise<AppBackupResult> {
     const { api, platform, envelope } = this.coffer;
-    if (slot.upload.protocol !== 'direct') {
-      throw new Error(`the server offers the ${slot.upload.protocol} upload protocol; the application API uploads with "direct"`);
+    const upload = slot.upload;
+    if (upload.protocol !== 'direct') {
+      throw new Error(`the server offers the ${upload.protocol} upload protocol; the application API uploads with "direct"`);
     }
     const dek = envelope.newKey();
     try {
@@ -259,8 +281,8 @@ abstract class BackupSession {
       const report = () => options.onProgress?.({ ...progress });
       const hash = platform.sha256();
       const compression = platform.writeCompression;
-      const ciphertext = plan
-        .plaintext()
+      const source: { failure?: unknown } = {};
+      const ciphertext = recordingFailure(plan.plaintext(), source)
         .pipeThrough(
           meter((n) => ((progress.plaintextBytes += n), report()), hash),
           { signal: options.signal },
@@ -268,8 +290,14 @@ abstract class BackupSession {
         .pipeThrough(platform.compress(compression))
         .pipeThrough(encryptor(platform, dek))
         .pipeThrough(meter((n) => ((progress.ciphertextBytes += n), report())));
-      const body = await platform.uploadBody(ciphertext, options.signal);
-      const uploaded = await api.uploadBody(slot.upload.uploadUrl, body, { signal: options.signal });
+      // A source that fails mid-upload (a dump command that exits non-zero) breaks the request: its own error is the
+      // cause to report, not the broken connection it shows up as.
+      const uploaded = await platform
+        .uploadBody(ciphertext, options.signal)
+        .then((body) => api.uploadBody(upload.uploadUrl, body, { signal: options.signal }))
+        .catch((error: unknown) => {
+          throw 'failure' in source && !options.signal?.aborted ? source.failure : error;
+        });
       if (uploaded.size !== progress.ciphertextBytes) {
         throw new Error(`the server stored ${uploaded.size} bytes but ${progress.ciphertextBytes} were sent`);
       }
@@ -451,6 +479,24 @@ function planBackup(source: BackupSource, options: AppBackupOptions): BackupPlan
   const plaintext = (): ReadableStream<Uint8Array> =>
     source instanceof ReadableStream ? source : source instanceof Uint8Array ? streamOf([source]) : (source as Blob).stream();
   return { name, archive: 'raw', counts, application, plaintext };
+}
+
+/** `stream` as it is, with its error (if it fails) kept in `into.failure`. */
+function recordingFailure(stream: ReadableStream<Uint8Array>, into: { failure?: unknown }): ReadableStream<Uint8Array> {
+  const reader = stream.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      } catch (error) {
+        into.failure = error;
+        controller.error(error);
+      }
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
 }
 
 /** A pull stream of an (async) iterable's chunks. */

@@ -17,9 +17,11 @@ import type { Primitives } from '../envelope-primitives.js';
 import type { Compression } from '../envelope-format.js';
 import type {
   BackupAccountBody,
+  BackupAccountEnvelopeBody,
   BackupDetailBody,
   BackupFinalizeBody,
   BackupListBody,
+  BootstrapResponseBody,
   ContentResponse,
   CreateBackupResponseBody,
   DeleteBackupResponseBody,
@@ -54,6 +56,7 @@ export interface UploadBody {
 export interface CofferApi {
   readonly baseUrl: string;
   getAccount(signal?: AbortSignal): Promise<BackupAccountBody>;
+  bootstrap(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<BootstrapResponseBody>;
   listBackups(signal?: AbortSignal): Promise<BackupListBody>;
   getBackup(id: string, signal?: AbortSignal): Promise<BackupDetailBody>;
   deleteBackup(id: string, signal?: AbortSignal): Promise<DeleteBackupResponseBody>;

@@ -27,6 +27,7 @@ export const BUILD_INPUTS = [
   'tsconfig.sdk.json',
   'tsconfig.sdk-docs.json',
   'typedoc.json',
+  'docs/sdk.md',
 ];
 
 /** Why `root`'s dist/ must be built (it is missing, or older than the input named), or null when it is current. */

@@ -73,8 +73,7 @@ Every Coffer server serves this package and its reference:
 npm install https://backup.example.com/downloads/coffer-sdk.tgz
 \`\`\`
 
-- Guide: https://backup.example.com/docs/sdk.md (docs/sdk.md in Coffer's repository)
-- Reference: https://backup.example.com/docs/sdk/
+- Guide and reference: https://backup.example.com/docs/sdk/ (the guide is docs/sdk.md in Coffer's repository)
 - Server API versions spoken: the \`coffer.apiVersions\` field of this package.json.
 
 TypeScript on Node: the declarations name Node's stream types; install \`@types/node\` in your project.

@@ -186,10 +186,13 @@ describe('the SDK package served at /downloads/coffer-sdk.tgz', () => {
 
   it('serves its generated reference at /docs/sdk/ and only the reference files', async () => {
     const index = await fetch(`${server.url}/docs/sdk/`);
+    // The reference opens with the guide (docs/sdk.md).
+    const guideHeading = /^## (.+)$/m.exec(fs.readFileSync(path.join(ROOT, 'docs/sdk.md'), 'utf8'))![1];
     expect(index.status).toBe(200);
     expect(index.headers.get('content-type')).toMatch(/^text\/html/);
     const html = await index.text();
     expect(html).toContain('coffer-sdk');
+    expect(html).toContain(guideHeading);
     // One module per entry (index: Node's, browser) once there are two; before, the Node entry's members at the top.
     const classPage = await fetch(`${server.url}/docs/sdk/classes/${HAS_BROWSER_ENTRY ? 'index.' : ''}CofferClient.html`);
     expect(classPage.status).toBe(200);

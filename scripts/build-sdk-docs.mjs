@@ -27,7 +27,8 @@ function inputsHash() {
       .update(file)
       .update('\0')
       .update(fs.readFileSync(path.join(TYPES, file)));
-  for (const config of ['typedoc.json', 'tsconfig.sdk-docs.json', 'package.json', 'docs/sdk.md']) hash.update(fs.readFileSync(path.join(root, config)));
+  for (const config of ['typedoc.json', 'tsconfig.sdk-docs.json', 'package.json', 'docs/sdk.md'])
+    hash.update(fs.readFileSync(path.join(root, config)));
   return hash.digest('hex');
 }
 

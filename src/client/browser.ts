@@ -9,30 +9,12 @@
  *
  * libsodium's WebAssembly is compiled when this module loads (a top-level await): once imported, everything is ready.
  */
-import { Coffer, type ConnectOptions } from './app/coffer.js';
+import { apiOf, Coffer, type ConnectOptions } from './app/coffer.js';
 import { ready, webPlatform } from './web/platform.js';
 
 await ready;
 
-export {
-  Coffer,
-  MAX_APPLICATION_METADATA_BYTES,
-  Vault,
-  VaultNotInitializedError,
-  WriteOnlySession,
-  WriteOnlySessionError,
-  type AppBackupMetadata,
-  type AppBackupOptions,
-  type AppBackupResult,
-  type AppVerifyResult,
-  type BackupProgress,
-  type BackupSource,
-  type CallOptions,
-  type ConnectOptions,
-} from './app/coffer.js';
-export { packEntries, readEntries, TarFormatError, type ArchiveEntry, type EntryData, type NamedEntry } from './app/entries.js';
-export { SUPPORTED_API_VERSIONS, speaksApiVersion } from './app/version.js';
-export type { ApiOptions, ByteStage, CofferApi, Platform, Sha256, UploadBody } from './app/platform.js';
+export * from './app/public.js';
 export * from './sdk.js';
 export { IntegrityError, WrongPassphraseError } from './envelope-core.js';
 export { RecipientFormatError } from './envelope-recipient.js';
@@ -42,12 +24,5 @@ export { webPlatform };
 /** Connects to a server (nothing is sent until the first call, which checks the server's API version). */
 export function connect(options: Omit<ConnectOptions, 'platform'> & { platform?: ConnectOptions['platform'] }): Coffer {
   const platform = options.platform ?? webPlatform;
-  const api = platform.api({
-    url: options.url,
-    apiKey: options.apiKey,
-    timeoutMs: options.timeoutMs,
-    maxRetries: options.maxRetries,
-    fetch: options.fetch,
-  });
-  return new Coffer(api, platform);
+  return new Coffer(apiOf(options, platform), platform);
 }

@@ -87,25 +87,7 @@ export {
   type DirectoryBackupOptions,
   type RestoreToOptions,
 } from './node.js';
-export {
-  Coffer,
-  MAX_APPLICATION_METADATA_BYTES,
-  Vault,
-  VaultNotInitializedError,
-  WriteOnlySession,
-  WriteOnlySessionError,
-  type AppBackupMetadata,
-  type AppBackupOptions,
-  type AppBackupResult,
-  type AppVerifyResult,
-  type BackupProgress,
-  type BackupSource,
-  type CallOptions,
-  type ConnectOptions,
-} from './app/coffer.js';
-export { packEntries, readEntries, TarFormatError, type ArchiveEntry, type EntryData, type NamedEntry } from './app/entries.js';
-export { SUPPORTED_API_VERSIONS, speaksApiVersion } from './app/version.js';
-export type { ApiOptions, ByteStage, CofferApi, Platform, Sha256, UploadBody } from './app/platform.js';
+export * from './app/public.js';
 
 // ---- the history chain, selection and the rest the CLI uses: the CLI imports the SDK only through this entry ----
 export {

@@ -13,6 +13,7 @@ import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { VERSION } from '../lib/version.js';
 import {
+  apiOf,
   applicationOf,
   Coffer,
   Vault,
@@ -188,12 +189,5 @@ export class NodeCoffer extends Coffer {
 /** Connects to a server from Node (the platform is Node's). */
 export function connect(options: Omit<ConnectOptions, 'platform'> & { platform?: Platform }): NodeCoffer {
   const platform = options.platform ?? nodePlatform;
-  const api = platform.api({
-    url: options.url,
-    apiKey: options.apiKey,
-    timeoutMs: options.timeoutMs,
-    maxRetries: options.maxRetries,
-    fetch: options.fetch,
-  });
-  return new NodeCoffer(api, platform);
+  return new NodeCoffer(apiOf(options, platform), platform);
 }

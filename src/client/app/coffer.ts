@@ -109,14 +109,13 @@ export class VaultNotInitializedError extends Error {
 
 /** Connects to a server. Nothing is sent until the first call; the first call checks the server's API version. */
 export function connect(options: ConnectOptions): Coffer {
-  const api = options.platform.api({
-    url: options.url,
-    apiKey: options.apiKey,
-    timeoutMs: options.timeoutMs,
-    maxRetries: options.maxRetries,
-    fetch: options.fetch,
-  });
-  return new Coffer(api, options.platform);
+  return new Coffer(apiOf(options, options.platform), options.platform);
+}
+
+/** @internal The API client `platform` makes for these connect options (each entry's connect uses it). */
+export function apiOf(options: Omit<ConnectOptions, 'platform'>, platform: Platform): CofferApi {
+  const { url, apiKey, timeoutMs, maxRetries, fetch } = options;
+  return platform.api({ url, apiKey, timeoutMs, maxRetries, fetch });
 }
 
 type Envelope = ReturnType<typeof createEnvelope<Uint8Array>>;

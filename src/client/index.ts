@@ -101,7 +101,7 @@ export {
 } from './chain.js';
 export { fsReason } from './fs-errors.js';
 export { isKdfProfile, keyMaterialOf, NewerFormatError } from './envelope.js';
-export { COMPRESSIONS, KDF_PROFILE_NAMES, type Compression } from './envelope-format.js';
+export { COMPRESSIONS, KDF_PROFILE_NAMES, WrongPassphraseError, type Compression } from './envelope-format.js';
 export { CLIENT_VERSION } from './backup.js';
 export { ruleLines } from './select.js';
 export { checkTarget } from './restore.js';

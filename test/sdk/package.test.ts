@@ -48,18 +48,12 @@ function nodes(): { node: string; version: string }[] {
   return [...found].map(([version, node]) => ({ node, version }));
 }
 
-/** The application: a host program that uses only `coffer-sdk`, as docs/sdk.md shows. */
-const HOST_APP = `
-import { CofferClient, initVault, runBackup, runRestore, unlockVault } from 'coffer-sdk';
-
-const [url, apiKey, source, target, init] = process.argv.slice(2);
-const client = new CofferClient({ baseUrl: url, apiKey });
-if (init === 'init') await initVault(client, 'sdk passphrase ✓', 'min');
-const { masterKey } = await unlockVault(client, 'sdk passphrase ✓');
-const { detail } = await runBackup({ client, masterKey, source, hostappVersion: 'sdk-test-app/1.0' });
-await runRestore({ client, masterKey, backupId: detail.id, target });
-console.log(JSON.stringify({ id: detail.id, status: detail.status }));
-`;
+/** The application: the guide's own Node program (docs/sdk.md, the first block of its Node section), as it stands. */
+const GUIDE_PROGRAM = /## Connect, unlock, back up, restore \(Node\)\n+```js\n([\s\S]*?)```/.exec(
+  fs.readFileSync(path.join(ROOT, 'docs/sdk.md'), 'utf8'),
+);
+if (!GUIDE_PROGRAM) throw new Error("docs/sdk.md has no program under 'Connect, unlock, back up, restore (Node)'");
+const HOST_APP = GUIDE_PROGRAM[1] as string;
 
 describe('the SDK package served at /downloads/coffer-sdk.tgz', () => {
   let server: TestServer;
@@ -154,17 +148,24 @@ describe('the SDK package served at /downloads/coffer-sdk.tgz', () => {
     await fsp.writeFile(path.join(source, 'db', 'pages.bin'), Buffer.alloc(90_000, 3));
     const { apiKey } = await server.newKey({ plan: 'pro' });
     const runtimes = nodes();
-    for (const [i, { node, version }] of runtimes.entries()) {
+    for (const { node, version } of runtimes) {
       clock.advance(31 * 60 * 1000); // pro plan: one backup per 30 minutes
       const target = path.join(work, `restored-${version}`);
-      const args = ['backup-and-restore.mjs', server.url, apiKey, source, target, i === 0 ? 'init' : ''];
-      const { stdout } = await run(node, args, { cwd: project, env: { PATH: process.env.PATH, HOME: home }, timeout: 60_000 });
-      expect(JSON.parse(stdout), version).toMatchObject({ status: 'READY' });
+      // The first run finds no vault and makes one (init); the others unlock it.
+      const env = {
+        PATH: process.env.PATH,
+        HOME: home,
+        COFFER_URL: server.url,
+        COFFER_API_KEY: apiKey,
+        COFFER_PASSPHRASE: 'sdk passphrase ✓',
+      };
+      const { stdout } = await run(node, ['backup-and-restore.mjs', source, target], { cwd: project, env, timeout: 60_000 });
+      expect(stdout, version).toMatch(/^backup \S+ READY$/m);
       expect(await snapshot(target), version).toEqual(await snapshot(source));
     }
     const listed = await fetch(`${server.url}/api/backups`, { headers: { authorization: `Bearer ${apiKey}` } });
     const { backups } = (await listed.json()) as { backups: { hostappVersion: string | null }[] };
-    expect(backups.map((b) => b.hostappVersion)).toEqual(runtimes.map(() => 'sdk-test-app/1.0'));
+    expect(backups.map((b) => b.hostappVersion)).toEqual(runtimes.map(() => 'my-app/2.3.0'));
   }, 240_000);
 
   it.skipIf(!HAS_BROWSER_ENTRY)('bundles a page for the browser from the installed package alone (esbuild, platform browser)', async () => {

@@ -9,7 +9,7 @@
  * real CLI restores it byte for byte.
  */
 import { execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import http from 'node:http';
@@ -298,6 +298,68 @@ describe('the SDK examples, installed from a running server as a user installs t
         expect((await fsp.readFile(path.join(target, 'chosen-file.bin'))).equals(bytes)).toBe(true);
         const listed = json<{ backups: { hostappVersion: string }[] }>(await cli(['list', '--json']));
         expect(listed.backups.map((b) => b.hostappVersion)).toEqual(['example-web-recipient/1.0.0']);
+      } finally {
+        await browser.close();
+        await site.close();
+      }
+    }, 240_000);
+
+    it('a page bundled from the installed package alone restores a CLI backup in Chromium, byte for byte', async () => {
+      const { dir } = await installExample('web-recipient');
+      const { apiKey, cli } = await newVault();
+      const file = path.join(work, 'from-the-cli.bin');
+      const bytes = randomBytes(300_000 + 7);
+      await fsp.writeFile(file, bytes);
+      clock.advance(CADENCE_MS);
+      const { id } = json<{ id: string }>(await cli(['backup', file, '--json']));
+      // The application: unlock with the passphrase, restore to entries, hash each file (a secure context: loopback).
+      await fsp.writeFile(
+        path.join(dir, 'src/restore.js'),
+        `import { connect } from 'coffer-sdk';
+window.restoreBackup = async (url, apiKey, passphrase, id) => {
+  const vault = await connect({ url, apiKey }).unlock({ passphrase });
+  const files = {};
+  for await (const entry of vault.restore(id)) {
+    if (entry.type !== 'file') continue;
+    const digest = await crypto.subtle.digest('SHA-256', await new Response(entry.stream).arrayBuffer());
+    files[entry.name] = [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, '0')).join('');
+  }
+  vault.close();
+  return files;
+};
+`,
+      );
+      await build({
+        absWorkingDir: dir,
+        entryPoints: ['src/restore.js'],
+        bundle: true,
+        platform: 'browser',
+        format: 'esm',
+        target: 'es2022',
+        outfile: 'public/restore.js',
+        logLevel: 'silent',
+      });
+      await fsp.writeFile(path.join(dir, 'public/restore.html'), '<!doctype html><script type="module" src="./restore.js"></script>');
+      const site = await serveStatic(path.join(dir, 'public'));
+      const browser = await launchChromium();
+      try {
+        const page = await browser.newPage();
+        const pageErrors: string[] = [];
+        page.on('pageerror', (error) => pageErrors.push(String(error)));
+        await page.goto(`${site.url}/restore.html`);
+        await page.waitForFunction(() => 'restoreBackup' in window);
+        const files = await page.evaluate(
+          ([url, key, passphrase, backupId]) =>
+            (window as unknown as { restoreBackup: (...args: string[]) => Promise<Record<string, string>> }).restoreBackup(
+              url!,
+              key!,
+              passphrase!,
+              backupId!,
+            ),
+          [server.url, apiKey, PASSPHRASE, id],
+        );
+        expect(files).toEqual({ 'from-the-cli.bin': createHash('sha256').update(bytes).digest('hex') });
+        expect(pageErrors).toEqual([]);
       } finally {
         await browser.close();
         await site.close();

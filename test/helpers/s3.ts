@@ -241,6 +241,20 @@ async function startCephBucket(name?: string): Promise<TestS3> {
   };
 }
 
+/**
+ * Until s3rver has opened the file of every part it answered for (at most 2 s): it answers a part's upload once the
+ * part's .md5 is written, which can be before its write stream has opened the part's own file, and that open throws
+ * ENOENT out of s3rver (an uncaught error in this process) when an abort removed the folder first.
+ */
+async function partsOpened(dir: string): Promise<void> {
+  for (let waited = 0; waited < 2000; waited += 10) {
+    const names = fs.existsSync(dir) ? fs.readdirSync(dir) : [];
+    const answered = names.filter((name) => name.endsWith('.md5')).map((name) => name.slice(0, -'.md5'.length));
+    if (answered.every((part) => names.includes(part))) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 const escapeXml = (text: string) => text.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSignatures = false }: StartS3Options = {}): Promise<TestS3> {
@@ -260,6 +274,7 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSign
     ctx.body =
       '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message></Error>';
   };
+  const completing = new Map<string, Promise<void>>();
   server.middleware.unshift(async (ctx, next) => {
     const [bucketName, ...keyParts] = (ctx.path as string).split('/').filter(Boolean);
     if (bucketName !== bucket) return next();
@@ -280,9 +295,27 @@ async function startS3rver(bucket = 'coffer-test', { listCalls = true, checkSign
       return;
     }
     if (keyParts.length > 0 && 'uploadId' in query) {
-      const dir = path.join(uploadsDir, path.basename(query.uploadId ?? ''));
+      const id = path.basename(query.uploadId ?? '');
+      const dir = path.join(uploadsDir, id);
+      // A completion in flight is finished first, as S3 does: s3rver opens the parts after its own checks, and an
+      // abort (or a second completion) that removed them meanwhile made it throw ENOENT out of its request.
+      if (ctx.method === 'DELETE' || ctx.method === 'POST') await completing.get(id);
       if (!fs.existsSync(path.join(dir, 'key'))) return noSuchUpload(ctx);
+      if (ctx.method === 'POST') {
+        const completion = next();
+        const settledCompletion = completion.then(
+          () => undefined,
+          () => undefined,
+        );
+        completing.set(id, settledCompletion);
+        try {
+          return await completion;
+        } finally {
+          if (completing.get(id) === settledCompletion) completing.delete(id);
+        }
+      }
       if (ctx.method === 'DELETE') {
+        await partsOpened(dir);
         fs.rmSync(dir, { recursive: true, force: true });
         ctx.status = 204;
         return;

@@ -1,0 +1,15 @@
+/** The blob host's multipart uploads (src/services/blob-host.ts), counted here instead of listed in storage. */
+export interface MultipartStore {
+  /** Records an open multipart upload of a slot; returns how many the slot now has open. */
+  addMultipartUpload(backupId: string, uploadId: string, now: number): Promise<number>;
+  /** How many multipart uploads the slot has open. */
+  countMultipartUploads(backupId: string): Promise<number>;
+  /** Records (or replaces) the size of a stored part; returns the bytes the slot's open uploads now hold together. */
+  putPartSize(backupId: string, uploadId: string, partNumber: number, size: number): Promise<number>;
+  /** Bytes the slot's open uploads hold together, leaving out one part (the one about to be replaced). */
+  slotBytes(backupId: string, except?: { uploadId: string; partNumber: number }): Promise<number>;
+  /** Forgets a multipart upload and its parts (completed or aborted). */
+  removeMultipartUpload(uploadId: string): Promise<void>;
+  /** Forgets the uploads of slots that take no upload any more (no longer PENDING_UPLOAD); returns how many. */
+  pruneMultipartUploads(): Promise<number>;
+}

@@ -1,0 +1,73 @@
+/** What accounts and fleets store, and the upload reservations that count against their quota. */
+import type { Account } from '../../domain/entities.js';
+import type { Plan } from '../../domain/plans.js';
+
+/** One account's storage, counts and freshness, as the operator sees it: sizes, times and counts, nothing else. */
+export interface AccountUsageRow {
+  accountId: string;
+  /** A host account's owner (its fleet's quota is the owner's); null for an owner or an ordinary account. */
+  ownerAccountId: string | null;
+  /** A host account's name as its owner gave it; null otherwise. */
+  hostLabel: string | null;
+  plan: Plan;
+  createdAt: number;
+  /** The account's own quota (null: none); absent: its plan's. */
+  quotaOverride?: number | null;
+  /** Ciphertext of READY and UPLOADED backups, of backups in their deletion grace, and bytes reserved by uploads. */
+  storedBytes: number;
+  /** READY backups. */
+  backups: number;
+  /** Backups deleted but still restorable (DELETING in their deletion grace). */
+  graceBackups: number;
+  /** Uploads in progress (PENDING_UPLOAD, UPLOADED). */
+  uploadingBackups: number;
+  /** READY or DELETING backups created at or after usage()'s `since` (0 without it). */
+  createdSince: number;
+  lastReadyAt: number | null;
+}
+
+/** What counts against one quota: an owner (or ordinary account) and every host account it made. */
+export interface FleetUsage {
+  /** The fleet's owner: its plan and own quota give the fleet's quota. */
+  owner: Account;
+  /** What the whole fleet stores now, as AccountUsageRow.storedBytes counts it for each account. */
+  storedBytes: number;
+  /** Accounts in the fleet: the owner and its host accounts. */
+  accounts: number;
+}
+
+/** An upload's reservation of bytes against the account's quota. */
+export interface UploadReservation {
+  id: string;
+  accountId: string;
+  backupId: string;
+  expiresAt: number;
+}
+
+/** What reserveUpload decided: the bytes reserved, or the quota and usage that left no room. */
+export type ReserveResult = { reserved: number } | { reserved: null; quota: number; usage: number };
+
+export interface UsageStore {
+  /**
+   * Storage, counts and freshness of every account (or one), at `now` (reservations expired by then do not count):
+   * the one source of per-account numbers for quotas, `coffer admin usage`, /metrics and the operator console.
+   * `since` bounds createdSince.
+   */
+  usage(now: number, accountId?: string, since?: number): Promise<AccountUsageRow[]>;
+  /** The fleet `accountId` belongs to (its owner's, or its own) and what the whole fleet stores at `now`. */
+  fleetUsage(now: number, accountId: string): Promise<FleetUsage | undefined>;
+  /**
+   * Reserves bytes for an upload against its fleet's quota, in one transaction holding the fleet owner's row lock, so
+   * concurrent uploads of the owner and all its host accounts on any node see each other: `quotaOf` gives the quota
+   * from the fleet's owner, `size` the bytes wanted for it and the fleet's usage (null quota: no limit). Stores and
+   * returns the reservation, or says the quota and usage that refused it.
+   */
+  reserveUpload(
+    reservation: UploadReservation,
+    now: number,
+    size: (quota: number | null, usage: number) => number | null,
+    quotaOf: (account: Account) => number | null,
+  ): Promise<ReserveResult>;
+  /** Ends an upload's reservation (its bytes are now the backup's, or were never stored). */
+  releaseUpload(id: string): Promise<void>;
+}

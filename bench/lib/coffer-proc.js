@@ -40,7 +40,7 @@ serveParent({
       heapUsed: memory.heapUsed,
       external: memory.external,
       arrayBuffers: memory.arrayBuffers,
-      queries: server.parts.store.queryCounts(),
+      queries: server.parts.stores.database.queryCounts(),
       streams: server.streams.size,
     };
   },

@@ -49,7 +49,7 @@ import {
 export { OPERATOR_COOKIE };
 export const ADMIN_PATH = '/admin';
 
-type AdminServices = Pick<Services, 'config' | 'sessions' | 'operator' | 'keys' | 'clock' | 'store' | 'blobs'>;
+type AdminServices = Pick<Services, 'config' | 'sessions' | 'operator' | 'keys' | 'clock' | 'stores' | 'blobs'>;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -79,7 +79,7 @@ const row = (summary: AccountSummary) => ({
 });
 
 export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
-  const { config, sessions, operator, keys, clock, store, blobs } = services;
+  const { config, sessions, operator, keys, clock, stores, blobs } = services;
   jsonBodies(app);
 
   app.addHook('onSend', async (request, reply) => {
@@ -150,11 +150,11 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
   });
 
   app.get(`${ADMIN_PATH}/api/overview`, { schema: { ...hidden, response: { 200: Overview } }, onRequest: requireOperator }, async () => {
-    const [{ accounts, totals }, migrations] = await Promise.all([operator.overview(), store.appliedMigrations()]);
+    const [{ accounts, totals }, migrations] = await Promise.all([operator.overview(), stores.database.appliedMigrations()]);
     return {
       accounts: accounts.map(row),
       totals,
-      server: { version: VERSION, database: store.kind, blobStore: blobs.kind, migrations, now: iso(clock.now()) },
+      server: { version: VERSION, database: stores.database.kind, blobStore: blobs.kind, migrations, now: iso(clock.now()) },
     };
   });
 

@@ -3,7 +3,7 @@ import { sameSecret } from '../lib/compare.js';
 import type { AppPlugin } from '../http/fastify.js';
 import type { BlobStore } from '../blobs/blob-store.js';
 import { AppError } from '../domain/errors.js';
-import type { Store } from '../store/store.js';
+import type { Database } from '../store/ports/database.js';
 import { errorBody } from '../contract/views.js';
 import type { Metrics } from '../http/metrics.js';
 
@@ -30,7 +30,7 @@ function bearerMatches(header: string | undefined, token: string): boolean {
 }
 
 export interface OperationsDeps {
-  store: Store;
+  database: Database;
   blobs: BlobStore;
   metrics: Metrics;
   /** `/metrics` needs `Authorization: Bearer <metricsToken>`; without a token it is not served at all. */
@@ -40,7 +40,7 @@ export interface OperationsDeps {
 export const operationsRoutes: AppPlugin<OperationsDeps> = async (app, deps) => {
   const { metrics } = deps;
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
-    const [database, blobs] = await Promise.all([probe(() => deps.store.ping()), probe(() => deps.blobs.ping())]);
+    const [database, blobs] = await Promise.all([probe(() => deps.database.ping()), probe(() => deps.blobs.ping())]);
     const ready = database === 'ok' && blobs === 'ok';
     reply.code(ready ? 200 : 503).header('cache-control', 'no-store');
     return { status: ready ? 'ready' : 'unavailable', checks: { database, blobs } };

@@ -106,12 +106,12 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
   const cache = parts.cache;
   const metrics = new Metrics(
     () => streams.stats(),
-    () => parts.store.queryCounts(),
+    () => parts.stores.database.queryCounts(),
     cache && (() => ({ ...cache.stats, ...cache.size })),
     {
       usage: async () => (await parts.backups.usage()).totals.plans,
       quotaRefusals: () => parts.backups.quotaRefusals,
-      probes: { database: () => parts.store.ping(), blob_store: () => parts.blobs.ping() },
+      probes: { database: () => parts.stores.database.ping(), blob_store: () => parts.blobs.ping() },
       ...(parts.changeFeed ? { changeFeedLive: () => parts.changeFeed!.live } : {}),
     },
   );
@@ -133,7 +133,12 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
   };
   hardening(app, { https: parts.config.publicUrl.startsWith('https:') });
   requestMetrics(app, metrics);
-  await app.register(operationsRoutes, { store: parts.store, blobs: parts.blobs, metrics, metricsToken: parts.config.metricsToken });
+  await app.register(operationsRoutes, {
+    database: parts.stores.database,
+    blobs: parts.blobs,
+    metrics,
+    metricsToken: parts.config.metricsToken,
+  });
 
   const { product } = loadContent();
   await app.register(fastifySwagger, {

@@ -17,7 +17,7 @@ import type { Services } from '../services/services.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
 import { CachedStore, type ChangeFeed } from '../store/cached-store.js';
 import { openStore } from '../store/open.js';
-import type { Store } from '../store/store.js';
+import { type Store, storesOf } from '../store/store.js';
 import type { CofferApp } from './app.js';
 import { restrictFileModes } from './file-modes.js';
 
@@ -121,7 +121,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
   return {
     config,
     clock,
-    store,
+    stores: storesOf(store),
     cache,
     blobs,
     bus,
@@ -146,7 +146,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
  * no metadata cache and no LISTEN (its changes reach the servers' caches through the database's triggers), and a
  * status bus of its own. The blob store opens only for a command that needs it (`backups()`).
  */
-export interface OperatorParts extends Pick<Services, 'config' | 'clock' | 'store' | 'audit' | 'keys' | 'sessions' | 'operator'> {
+export interface OperatorParts extends Pick<Services, 'config' | 'clock' | 'stores' | 'audit' | 'keys' | 'sessions' | 'operator'> {
   backups(): Promise<BackupService>;
   /**
    * The URL the server is reached at, for links: COFFER_PUBLIC_URL when this command has it, else the one the server
@@ -162,7 +162,7 @@ export async function composeOperatorParts(config: Config, clock: Clock = system
   return {
     config,
     clock,
-    store,
+    stores: storesOf(store),
     ...accountServices(config, store, clock),
     backups: async () => backupService(config, store, await openBlobStore(config), new LocalStatusBus(), clock),
     async publicUrl() {
@@ -202,7 +202,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   try {
     // Operator commands run where the server's settings may not be (`coffer admin login-link` in a plain shell): they
     // take the public URL from here (OperatorParts.publicUrl). The last node started wins; nodes share one URL anyway.
-    await parts.store.putSetting(PUBLIC_URL_SETTING, config.publicUrl, parts.clock.now());
+    await parts.stores.settings.putSetting(PUBLIC_URL_SETTING, config.publicUrl, parts.clock.now());
     await coffer.app.listen({ port: config.port, host: config.host });
   } catch (error) {
     await coffer.app.close();

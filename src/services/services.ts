@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { CachedStore } from '../store/cached-store.js';
-import type { Store } from '../store/store.js';
+import type { Stores } from '../store/ports/stores.js';
 import type { AuditTrail } from './audit.js';
 import type { BackupService } from './backups.js';
 import type { BlobHostService } from './blob-host.js';
@@ -20,8 +20,9 @@ import type { UploadHandshake } from './upload-handshake.js';
 export interface Services {
   config: Config;
   clock: Clock;
-  store: Store;
-  /** The metadata cache `store` reads through (absent with COFFER_METADATA_CACHE_MB=0): its counters for /metrics. */
+  /** Every persistence port (src/store/ports/). */
+  stores: Stores;
+  /** The metadata cache the cached ports read through (absent with COFFER_METADATA_CACHE_MB=0): its counters for /metrics. */
   cache?: CachedStore;
   blobs: BlobStore;
   bus: StatusBus;

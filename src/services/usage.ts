@@ -7,7 +7,7 @@
 import { PLANS, type Plan } from '../domain/plans.js';
 import { atQuota, effectiveQuota, isOverdue, type PlanQuotas } from '../domain/quotas.js';
 import { iso } from '../domain/time.js';
-import type { AccountUsageRow, Store } from '../store/store.js';
+import type { AccountUsageRow, UsageStore } from '../store/ports/usage.js';
 
 export interface AccountUsage {
   accountId: string;
@@ -103,7 +103,7 @@ export function fleets<R extends Pick<AccountUsageRow, 'accountId' | 'ownerAccou
 const zero = (): PlanTotals => ({ accounts: 0, hostAccounts: 0, storedBytes: 0, backups: 0, overdue: 0, atQuota: 0 });
 
 /** Every account's usage at `now` (owners oldest first, each with its host accounts) and the totals. */
-export async function usageReport(store: Store, now: number, planQuotas: PlanQuotas): Promise<UsageReport> {
+export async function usageReport(store: UsageStore, now: number, planQuotas: PlanQuotas): Promise<UsageReport> {
   const plans = Object.fromEntries(PLANS.map((plan) => [plan, zero()])) as Record<Plan, PlanTotals>;
   const totals: UsageTotals = { ...zero(), plans };
   const accounts = fleets(await store.usage(now)).map(({ owner, hosts }): OwnerUsage => {

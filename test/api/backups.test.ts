@@ -315,7 +315,7 @@ describe('DELETE /api/backups/{id}', () => {
     expect(storedBlobs().filter((f) => f.includes(id))).toEqual([]);
     expect((await call('DELETE', `/api/backups/${id}`)).status).toBe(404);
     // The tombstone stays for audit.
-    expect((await fx.server.parts.store.getBackup(id))?.status).toBe('DELETED');
+    expect((await fx.server.parts.stores.backups.getBackup(id))?.status).toBe('DELETED');
   });
 });
 
@@ -324,7 +324,9 @@ describe('GET /api/backups/{id}/content', () => {
     const { call } = await fx.account();
     const { id, data } = await readyBackup(call, 100_000);
     const response = await fetch(`${fx.server.url}/api/backups/${id}/content`, {
-      headers: { 'x-api-key': (await fx.server.newKey({ accountId: (await fx.server.parts.store.getBackup(id))!.accountId })).apiKey },
+      headers: {
+        'x-api-key': (await fx.server.newKey({ accountId: (await fx.server.parts.stores.backups.getBackup(id))!.accountId })).apiKey,
+      },
     });
     expect(response.status).toBe(200);
     expect(Buffer.from(await response.arrayBuffer()).equals(data)).toBe(true);
@@ -386,7 +388,7 @@ describe('unknown routes and methods', () => {
 });
 
 async function authOf(backupId: string): Promise<string> {
-  const backup = await fx.server.parts.store.getBackup(backupId);
+  const backup = await fx.server.parts.stores.backups.getBackup(backupId);
   return `Bearer ${(await fx.server.newKey({ accountId: backup!.accountId })).apiKey}`;
 }
 

@@ -46,7 +46,7 @@ describe('concurrency', () => {
       ]);
       expect([200, 404, 409]).toContain(finalized.status);
       expect(deleted.status, `round ${round}: finalize ${finalized.status}, delete ${deleted.text}`).toBe(200);
-      expect((await fx.server.parts.store.getBackup(id))!.status).toBe('DELETED');
+      expect((await fx.server.parts.stores.backups.getBackup(id))!.status).toBe('DELETED');
       expect(blobFiles(fx, id)).toEqual([]);
     }
   });
@@ -111,7 +111,7 @@ describe('sweeper', () => {
     await fx.server.sweepOnce();
     unsubscribe();
     expect(seen).toEqual(['FAILED', 'DELETING', 'DELETED']);
-    expect((await fx.server.parts.store.getBackup(id))!.status).toBe('DELETED');
+    expect((await fx.server.parts.stores.backups.getBackup(id))!.status).toBe('DELETED');
     expect((await call('GET', `/api/backups/${id}`)).status).toBe(404);
     // The slot no longer blocks a new backup.
     expect((await call('POST', '/api/backups')).status).toBe(201);
@@ -125,7 +125,7 @@ describe('sweeper', () => {
     expect(blobFiles(fx, id)).toHaveLength(1);
     clock.advance(60 * 60_000 + 1);
     await fx.server.sweepOnce();
-    expect((await fx.server.parts.store.getBackup(id))!.status).toBe('DELETED');
+    expect((await fx.server.parts.stores.backups.getBackup(id))!.status).toBe('DELETED');
     expect(blobFiles(fx, id)).toEqual([]);
   });
 
@@ -137,7 +137,7 @@ describe('sweeper', () => {
     expect((await call('GET', '/api/backups')).body.backups).toHaveLength(1);
     clock.advance(2000);
     expect((await call('GET', '/api/backups')).body.backups).toEqual([]);
-    expect((await fx.server.parts.store.getBackup(id))!.status).toBe('DELETED');
+    expect((await fx.server.parts.stores.backups.getBackup(id))!.status).toBe('DELETED');
     expect(blobFiles(fx, id)).toEqual([]);
   });
 
@@ -145,10 +145,10 @@ describe('sweeper', () => {
     clock.advance(31 * 60_000);
     const { call } = await fx.account();
     const { id } = await readyBackup(call);
-    await fx.server.parts.store.updateBackup(id, { statuses: ['READY'] }, { status: 'DELETING' });
+    await fx.server.parts.stores.backups.updateBackup(id, { statuses: ['READY'] }, { status: 'DELETING' });
     expect(blobFiles(fx, id)).toHaveLength(1);
     await fx.server.sweepOnce();
-    expect((await fx.server.parts.store.getBackup(id))!.status).toBe('DELETED');
+    expect((await fx.server.parts.stores.backups.getBackup(id))!.status).toBe('DELETED');
     expect(blobFiles(fx, id)).toEqual([]);
   });
 });

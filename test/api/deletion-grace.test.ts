@@ -145,7 +145,7 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       return session;
     }
 
-    const blobKeyOf = async (id: string) => (await server.parts.store.getBackup(id))!.blobKey!;
+    const blobKeyOf = async (id: string) => (await server.parts.stores.backups.getBackup(id))!.blobKey!;
 
     it('a delete hides the backup at once but keeps its ciphertext; the owner restores it and it downloads byte-exact', async () => {
       const { call, accountId } = await owner(7);
@@ -169,7 +169,7 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       // A sweep during the grace leaves it alone.
       await server.sweepOnce();
       expect(await stored(key)).toBe(true);
-      expect((await server.parts.store.getBackup(id))!.status).toBe('DELETING');
+      expect((await server.parts.stores.backups.getBackup(id))!.status).toBe('DELETING');
 
       const session = await consoleSession(accountId);
       const listed = await session.send('GET', '/console/api/deletions');
@@ -238,7 +238,7 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       expect(await stored(key)).toBe(true);
       clock.advance(2000);
       await server.sweepOnce();
-      const record = (await server.parts.store.getBackup(id))!;
+      const record = (await server.parts.stores.backups.getBackup(id))!;
       expect(record.status).toBe('DELETED');
       expect(record.deletedAt).toBe(clock.now());
       expect(await stored(key)).toBe(false);
@@ -295,10 +295,12 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       const key = await blobKeyOf(id);
       clock.advance(5 * DAY);
       await call('DELETE', `/api/backups/${id}`);
-      expect((await server.parts.store.getBackup(id))!.purgeAfter).toBe((await server.parts.store.getBackup(id))!.expiresAt);
+      expect((await server.parts.stores.backups.getBackup(id))!.purgeAfter).toBe(
+        (await server.parts.stores.backups.getBackup(id))!.expiresAt,
+      );
       clock.advance(2 * DAY);
       await server.sweepOnce();
-      expect((await server.parts.store.getBackup(id))!.status).toBe('DELETED');
+      expect((await server.parts.stores.backups.getBackup(id))!.status).toBe('DELETED');
       expect(await stored(key)).toBe(false);
     });
 
@@ -345,7 +347,7 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       expect((await other.send('POST', `/console/api/vault/history/${entry}/restore`)).status).toBe(404);
       expect((await other.send('POST', '/console/api/vault/history/not-a-uuid/restore')).status).toBe(404);
       expect((await call('GET', '/api/backup-account')).body).toMatchObject(garbage);
-      expect((await server.parts.store.getBackup(id))!.status).toBe('DELETING');
+      expect((await server.parts.stores.backups.getBackup(id))!.status).toBe('DELETING');
 
       // A burst of garbage rotations cannot push the real envelope out of the bounded history.
       for (let i = 0; i < 12; i++) {
@@ -362,7 +364,7 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       // Kept envelopes go when their time is up.
       clock.advance(7 * DAY + 1);
       await server.sweepOnce();
-      expect(await server.parts.store.listVaultHistory(accountId, clock.now() - 8 * DAY)).toEqual([]);
+      expect(await server.parts.stores.vaults.listVaultHistory(accountId, clock.now() - 8 * DAY)).toEqual([]);
     });
   });
 }

@@ -166,7 +166,7 @@ describe('event stream interval and timeout', () => {
   it('does not read the database per stream per interval', async () => {
     const { call, apiKey } = await fx.account();
     const id = await createSlot(call);
-    const store = fx.server.parts.store;
+    const store = fx.server.parts.stores.backups;
     let reads = 0;
     const original = store.getBackup.bind(store);
     store.getBackup = async (backupId: string) => {

@@ -75,8 +75,8 @@ for (const engine of engines) {
     beforeAll(async () => {
       assertBuilt();
       ({ server, adminEnv, stop } = await engine.start(clock));
-      expect(server.parts.store).toBeInstanceOf(CachedStore);
-      cache = server.parts.store as CachedStore;
+      expect(server.parts.cache).toBeInstanceOf(CachedStore);
+      cache = server.parts.cache as CachedStore;
     });
     afterAll(() => stop());
 

@@ -17,7 +17,7 @@ describe('storage quota', () => {
     const over = await upload(call, id, bytes(5000));
     expect(over.status).toBe(413);
     expect(over.body).toMatchObject({ code: 'upload_exceeds_quota', details: { quota: 10_000, usage: 6000, uploadBytes: 5000 } });
-    expect((await fx.server.parts.store.getBackup(id))!.status).toBe('PENDING_UPLOAD');
+    expect((await fx.server.parts.stores.backups.getBackup(id))!.status).toBe('PENDING_UPLOAD');
     expect(await fx.server.parts.backups.quota(accountId)).toEqual({ quota: 10_000, usage: 6000 });
 
     expect((await upload(call, id, bytes(4000))).status).toBe(201);
@@ -73,7 +73,7 @@ describe('storage quota', () => {
     });
     expect(response.status).toBe(413);
     expect(response.body).toMatchObject({ code: 'upload_exceeds_quota', details: { quota: 10_000, usage: 8000 } });
-    expect((await fx.server.parts.store.getBackup(id))!.status).toBe('PENDING_UPLOAD');
+    expect((await fx.server.parts.stores.backups.getBackup(id))!.status).toBe('PENDING_UPLOAD');
   });
 
   it('two concurrent uploads that each fit but not together: one 201, one 413 (the database reserves the bytes)', async () => {

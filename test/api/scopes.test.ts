@@ -112,7 +112,7 @@ describe('credentials', () => {
 
   it('refuses revoked and expired keys', async () => {
     const revoked = await fx.server.newKey({ accountId });
-    await fx.server.parts.store.revokeApiKey(revoked.keyId, Date.now());
+    await fx.server.parts.stores.keys.revokeApiKey(revoked.keyId, Date.now());
     expect((await fx.client(revoked.apiKey)('GET', '/api/backups')).status).toBe(401);
     const expiring = await fx.server.newKey({ accountId, expiresInMs: 1 });
     await new Promise((resolve) => setTimeout(resolve, 5));

@@ -68,7 +68,7 @@ describe('the backup agent: profiles, coffer run, hooks, notifications, schedule
   }
 
   /** Every record of the account, in any state (a slot opened by mistake would show here). */
-  const records = (id = accountId, on = server) => on.parts.store.listBackups(id, BACKUP_STATUSES);
+  const records = (id = accountId, on = server) => on.parts.stores.backups.listBackups(id, BACKUP_STATUSES);
 
   beforeAll(async () => {
     assertBuilt();

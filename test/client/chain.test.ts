@@ -26,8 +26,10 @@ describe('coffer list --chain against a server that hides backups', () => {
   const ids: string[] = [];
 
   const coffer = (args: string[], more: Record<string, string> = {}) => runCli(args, { ...env, ...more });
-  const hide = (id: string) => server.parts.store.updateBackup(id, { statuses: ['READY'] }, { status: 'DELETED', deletedAt: clock.now() });
-  const unhide = (id: string) => server.parts.store.updateBackup(id, { statuses: ['DELETED'] }, { status: 'READY', deletedAt: null });
+  const hide = (id: string) =>
+    server.parts.stores.backups.updateBackup(id, { statuses: ['READY'] }, { status: 'DELETED', deletedAt: clock.now() });
+  const unhide = (id: string) =>
+    server.parts.stores.backups.updateBackup(id, { statuses: ['DELETED'] }, { status: 'READY', deletedAt: null });
 
   beforeAll(async () => {
     assertBuilt();
@@ -147,7 +149,8 @@ describe('a server that back-dates its finalize answers cannot make a hidden bac
   let lastMadeAfter = 0;
   let lastMadeBefore = 0;
   const coffer = (args: string[]) => runCli(args, env);
-  const hide = (id: string) => server.parts.store.updateBackup(id, { statuses: ['READY'] }, { status: 'DELETED', deletedAt: clock.now() });
+  const hide = (id: string) =>
+    server.parts.stores.backups.updateBackup(id, { statuses: ['READY'] }, { status: 'DELETED', deletedAt: clock.now() });
 
   beforeAll(async () => {
     assertBuilt();

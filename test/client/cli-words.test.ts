@@ -61,14 +61,18 @@ describe('the CLI in plain words', { timeout: HANG_GUARD }, () => {
     expect(verified.stdout).not.toMatch(/\(s\)|belong to no chain|\b1 backups\b|\b1 files\b/);
     const { id } = json<{ backups: { id: string }[] }>(await owner(['list', '--json'])).backups[0]!;
     // A record whose key the server altered: "1 backup failed verification", not "1 backup(s)".
-    const record = (await server.parts.store.getBackup(id))!;
-    await server.parts.store.updateBackup(id, { statuses: ['READY'] }, { wrappedDekNonce: Buffer.alloc(24, 9).toString('base64') });
+    const record = (await server.parts.stores.backups.getBackup(id))!;
+    await server.parts.stores.backups.updateBackup(
+      id,
+      { statuses: ['READY'] },
+      { wrappedDekNonce: Buffer.alloc(24, 9).toString('base64') },
+    );
     try {
       const failed = await owner(['verify', id]);
       expect(failed.code).toBe(4);
       expect(failed.stderr).toContain('coffer: 1 backup failed verification');
     } finally {
-      await server.parts.store.updateBackup(id, { statuses: ['READY'] }, { wrappedDekNonce: record.wrappedDekNonce });
+      await server.parts.stores.backups.updateBackup(id, { statuses: ['READY'] }, { wrappedDekNonce: record.wrappedDekNonce });
     }
   });
 });

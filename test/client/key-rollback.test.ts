@@ -21,7 +21,7 @@ describe('an envelope from before a rekey, served again', () => {
   let newFingerprint: string;
   let state: string;
 
-  const records = () => vault.server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY']);
+  const records = () => vault.server.parts.stores.backups.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY']);
 
   beforeAll(async () => {
     vault = await startVault('coffer-key-rollback-', PASSPHRASE);
@@ -29,7 +29,7 @@ describe('an envelope from before a rekey, served again', () => {
     state = path.join(vault.work, 'state');
     const owner = (args: string[], env: Record<string, string> = {}) => vault.owner(args, { XDG_STATE_HOME: state, ...env });
     oldFingerprint = json<{ fingerprint: string }>(await owner(['recipient', '--json'])).fingerprint;
-    oldVault = (await vault.server.parts.store.getVault(accountId))!;
+    oldVault = (await vault.server.parts.stores.vaults.getVault(accountId))!;
     const kit = await owner(['kit']);
     expect(kit.code, kit.stderr).toBe(0);
     oldKit = path.join(vault.work, 'old-kit.txt');
@@ -40,7 +40,7 @@ describe('an envelope from before a rekey, served again', () => {
     newFingerprint = JSON.parse(rekey.stdout).fingerprint;
     expect(newFingerprint).not.toBe(oldFingerprint);
     // The server puts the envelope from before the rekey back.
-    expect(await vault.server.parts.store.replaceVault(accountId, oldVault)).toBe(true);
+    expect(await vault.server.parts.stores.vaults.replaceVault(accountId, oldVault)).toBe(true);
   });
   afterAll(() => vault?.stop());
 
@@ -72,7 +72,7 @@ describe('an envelope from before a rekey, served again', () => {
     const result = await owner(['recover', '--kit-file', oldKit, '--force'], { COFFER_NEW_PASSPHRASE: 'a new passphrase' });
     expect(result.code).toBe(4);
     expect(result.stderr).toMatch(/the kit lacks the newest vault key/);
-    expect(await vault.server.parts.store.getVault(accountId)).toMatchObject({ wrappedMasterKey: oldVault.wrappedMasterKey });
+    expect(await vault.server.parts.stores.vaults.getVault(accountId)).toMatchObject({ wrappedMasterKey: oldVault.wrappedMasterKey });
   });
 
   it('a deliberate return to the older envelope is accepted with COFFER_ACCEPT_OLDER_KEYS=1, and is the newest from then on', async () => {

@@ -40,7 +40,7 @@ describe('two accounts on one machine, a default profile for the first', { timeo
     COFFER_PASSPHRASE: accounts[n]!.passphrase,
     ...extra,
   });
-  const stored = (accountId: string) => server.parts.store.listBackups(accountId, ALL);
+  const stored = (accountId: string) => server.parts.stores.backups.listBackups(accountId, ALL);
 
   beforeAll(async () => {
     assertBuilt();

@@ -40,11 +40,11 @@ describe('backing up to a recipient: a host that can add backups but never read 
 
   /** Runs `check` with backup `sealed`'s record altered as a hostile server would, then puts it back. */
   async function withRecord(patch: Partial<Backup>, check: () => Promise<unknown>) {
-    await server.parts.store.updateBackup(sealed.id, { statuses: ['READY'] }, patch);
+    await server.parts.stores.backups.updateBackup(sealed.id, { statuses: ['READY'] }, patch);
     try {
       await check();
     } finally {
-      await server.parts.store.updateBackup(
+      await server.parts.stores.backups.updateBackup(
         sealed.id,
         { statuses: ['READY'] },
         {
@@ -84,7 +84,7 @@ describe('backing up to a recipient: a host that can add backups but never read 
     const detail = json(result);
     nextSlotAllowed();
     expect(detail).toMatchObject({ status: 'READY', recipientFingerprint: fingerprint });
-    sealed = (await server.parts.store.getBackup(detail.id))!;
+    sealed = (await server.parts.stores.backups.getBackup(detail.id))!;
     const wrapped = Buffer.from(sealed.wrappedDek!, 'base64');
     expect(wrapped.length).toBe(SEALED_DEK_BYTES);
     expect(wrapped.subarray(0, 4).toString()).toBe('cxw1');
@@ -97,7 +97,7 @@ describe('backing up to a recipient: a host that can add backups but never read 
     expect(result.stdout).toContain(`sealed to recipient ${fingerprint}`);
     nextSlotAllowed();
     const id = /backup (\S+) READY/.exec(result.stdout)![1]!;
-    other = (await server.parts.store.getBackup(id))!;
+    other = (await server.parts.stores.backups.getBackup(id))!;
     expect(Buffer.from(other.wrappedDek!, 'base64').length).toBe(SEALED_DEK_BYTES);
   });
 
@@ -142,14 +142,14 @@ describe('backing up to a recipient: a host that can add backups but never read 
     const at = 500;
     const typo = recipient.slice(0, at) + (recipient[at] === 'q' ? 'p' : 'q') + recipient.slice(at + 1);
     const all = ['PENDING_UPLOAD', 'UPLOADED', 'READY', 'FAILED', 'DELETING', 'DELETED'] as const;
-    const before = await server.parts.store.listBackups(sealed.accountId, all);
+    const before = await server.parts.stores.backups.listBackups(sealed.accountId, all);
     const bad = await host(['backup', source], { COFFER_RECIPIENT: typo });
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/COFFER_RECIPIENT: the recipient string is damaged: its Bech32m checksum does not match/);
     const foreign = await host(['backup', source, '--recipient', 'age1qyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqs3290gq']);
     expect(foreign.code).toBe(2);
     expect(foreign.stderr).toMatch(/--recipient: not a Coffer recipient: it must start with "coffer1"/);
-    expect(await server.parts.store.listBackups(sealed.accountId, all)).toEqual(before);
+    expect(await server.parts.stores.backups.listBackups(sealed.accountId, all)).toEqual(before);
   });
 
   /** The recipient with non-zero padding bits in its last character and a matching checksum (never written by coffer). */
@@ -166,7 +166,7 @@ describe('backing up to a recipient: a host that can add backups but never read 
     const padded = withPaddingBits();
     expect(padded.toLowerCase()).not.toBe(recipient);
     const all = ['PENDING_UPLOAD', 'UPLOADED', 'READY', 'FAILED', 'DELETING', 'DELETED'] as const;
-    const before = await server.parts.store.listBackups(sealed.accountId, all);
+    const before = await server.parts.stores.backups.listBackups(sealed.accountId, all);
     for (const [args, env, origin] of [
       [['backup', source, '--recipient', padded], {}, '--recipient'],
       [['backup', source], { COFFER_RECIPIENT: padded }, 'COFFER_RECIPIENT'],
@@ -176,7 +176,7 @@ describe('backing up to a recipient: a host that can add backups but never read 
       expect(result.stderr).toContain(`${origin}: the recipient string's last character has non-zero padding bits`);
       expect(result.stderr).not.toMatch(/checksum does not match/);
     }
-    expect(await server.parts.store.listBackups(sealed.accountId, all)).toEqual(before);
+    expect(await server.parts.stores.backups.listBackups(sealed.accountId, all)).toEqual(before);
   });
 
   describe('coffer profile add --recipient: the same reader, at add time', () => {
@@ -205,7 +205,7 @@ describe('backing up to a recipient: a host that can add backups but never read 
       const run = await hostCli(['run', '--profile', 'upper', '--json']);
       expect(run.code, run.stderr).toBe(0);
       nextSlotAllowed();
-      const record = (await server.parts.store.getBackup(JSON.parse(run.stdout).backupId))!;
+      const record = (await server.parts.stores.backups.getBackup(JSON.parse(run.stdout).backupId))!;
       expect(Buffer.from(record.wrappedDek!, 'base64').subarray(4, 12).toString('hex')).toBe(fingerprint.replaceAll('-', ''));
     });
 

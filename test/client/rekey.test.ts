@@ -287,9 +287,9 @@ describe('forms of a newer coffer: "upgrade", never "wrong passphrase"', () => {
 
   it('a backup whose data key has a later sealed form ("cxw2"): exit 1 naming both readings, nothing written', async () => {
     const id = await vault.backup(vault.owner);
-    const record = (await vault.server.parts.store.getBackup(id))!;
+    const record = (await vault.server.parts.stores.backups.getBackup(id))!;
     const future = Buffer.concat([Buffer.from('cxw2'), Buffer.alloc(SEALED_DEK_BYTES + 100 - 4, 5)]).toString('base64');
-    await vault.server.parts.store.updateBackup(id, { statuses: ['READY'] }, { wrappedDek: future });
+    await vault.server.parts.stores.backups.updateBackup(id, { statuses: ['READY'] }, { wrappedDek: future });
     try {
       const target = path.join(vault.work, 'newer-target');
       const result = await vault.owner(['restore', id, target]);
@@ -299,7 +299,7 @@ describe('forms of a newer coffer: "upgrade", never "wrong passphrase"', () => {
       );
       expect(fs.existsSync(target)).toBe(false);
     } finally {
-      await vault.server.parts.store.updateBackup(id, { statuses: ['READY'] }, { wrappedDek: record.wrappedDek });
+      await vault.server.parts.stores.backups.updateBackup(id, { statuses: ['READY'] }, { wrappedDek: record.wrappedDek });
     }
     expect((await vault.owner(['restore', id, path.join(vault.work, 'after')])).code).toBe(0);
   });

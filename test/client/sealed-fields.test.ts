@@ -132,7 +132,7 @@ describe('the CLI against a server that hands out a malformed sealed key', { tim
     expect((await owner(['init'])).code).toBe(0);
     const { recipient } = json<{ recipient: string }>(await owner(['recipient', '--json']));
     const { id } = json<{ id: string }>(await owner(['backup', source, '--json', '--recipient', recipient]));
-    backup = (await server.parts.store.getBackup(id))!;
+    backup = (await server.parts.stores.backups.getBackup(id))!;
     // A second, sound backup: `recover` then counts one the kit opens and one it cannot.
     clock.advance(31 * 60 * 1000);
     expect((await owner(['backup', source])).code).toBe(0);
@@ -154,7 +154,7 @@ describe('the CLI against a server that hands out a malformed sealed key', { tim
   ])(
     '%s: show, ls, restore, verify, list --chain and recover fail as an integrity check (exit 4), nothing written',
     async (_name, patch) => {
-      await server.parts.store.updateBackup(backup.id, { statuses: ['READY'] }, patch());
+      await server.parts.stores.backups.updateBackup(backup.id, { statuses: ['READY'] }, patch());
       try {
         for (const args of [
           ['show', backup.id, '--metadata'],
@@ -174,7 +174,7 @@ describe('the CLI against a server that hands out a malformed sealed key', { tim
         }
         expect(exists(path.join(work, 'target'))).toBe(false);
       } finally {
-        await server.parts.store.updateBackup(
+        await server.parts.stores.backups.updateBackup(
           backup.id,
           { statuses: ['READY'] },
           { wrappedDek: backup.wrappedDek, wrappedDekNonce: backup.wrappedDekNonce },

@@ -428,7 +428,7 @@ describe('what goes into a backup, and looking inside one', () => {
       expect(ok.code, ok.stderr).toBe(0);
       expect(ok.stdout).toMatch(new RegExp(`verified ${good}`));
 
-      const file = blobFile((await server.parts.store.getBackup(bad))!);
+      const file = blobFile((await server.parts.stores.backups.getBackup(bad))!);
       const bytes = await fsp.readFile(file);
       bytes[Math.floor(bytes.length / 2)]! ^= 0x01;
       await fsp.writeFile(file, bytes);

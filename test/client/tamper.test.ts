@@ -34,7 +34,7 @@ describe('restore refuses altered backups and hostile archives (exit 4, nothing 
   async function backupOf(dir: string): Promise<Backup> {
     const detail = json(await cli(['backup', dir, '--json']));
     nextSlotAllowed();
-    return (await server.parts.store.getBackup(detail.id))!;
+    return (await server.parts.stores.backups.getBackup(detail.id))!;
   }
 
   /** Restores into a fresh target, expecting an integrity failure that leaves no trace. */
@@ -77,12 +77,12 @@ describe('restore refuses altered backups and hostile archives (exit 4, nothing 
     const original = await fsp.readFile(blobFile(a));
     const altered = alter(Buffer.from(original));
     await fsp.writeFile(blobFile(a), altered);
-    await server.parts.store.updateBackup(a.id, { statuses: ['READY'] }, { ciphertextSizeBytes: altered.length, ...patch });
+    await server.parts.stores.backups.updateBackup(a.id, { statuses: ['READY'] }, { ciphertextSizeBytes: altered.length, ...patch });
     try {
       await check();
     } finally {
       await fsp.writeFile(blobFile(a), original);
-      await server.parts.store.updateBackup(
+      await server.parts.stores.backups.updateBackup(
         a.id,
         { statuses: ['READY'] },
         {

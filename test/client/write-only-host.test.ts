@@ -22,7 +22,7 @@ describe('a write-only append-only host key', () => {
 
   /** A key of the vault's account, made as `coffer admin keys create --append-only --scopes …` makes it. */
   async function appendOnlyKey(scopes: ('backups:read' | 'backups:write')[]) {
-    const account = (await server.parts.store.getAccount(accountId))!;
+    const account = (await server.parts.stores.accounts.getAccount(accountId))!;
     return (await server.parts.keys.issueKey(account, { scopes, appendOnly: true })).apiKey;
   }
 
@@ -103,11 +103,11 @@ describe('a write-only append-only host key', () => {
     expect(await snapshot(target)).toEqual(await snapshot(vault.source));
 
     // At once again: the server refuses the slot (429), the host says when and opens nothing.
-    const before = (await server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length;
+    const before = (await server.parts.stores.backups.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length;
     const second = await runCli(['run', '--json'], env);
     expect(second.code, second.stderr).toBe(0);
     expect(JSON.parse(second.stdout)).toMatchObject({ outcome: 'skipped', nextDueAt: expect.any(String) });
-    expect((await server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length).toBe(before);
+    expect((await server.parts.stores.backups.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length).toBe(before);
   });
 
   it('coffer schedule status after a successful run: the next due time is not "now"; after install --cron it shows the line', async () => {
@@ -186,7 +186,7 @@ describe('a write-only append-only host key', () => {
 
   it("on an account without a vault, the server's answer to create is the refusal, and nothing is left open", async () => {
     const { accountId: empty } = await server.newKey({ plan: 'pro' });
-    const account = (await server.parts.store.getAccount(empty))!;
+    const account = (await server.parts.stores.accounts.getAccount(empty))!;
     const key = (await server.parts.keys.issueKey(account, { scopes: ['backups:write'], appendOnly: true })).apiKey;
     const host = cliFor(server.url, key, undefined, { COFFER_RECIPIENT: recipient });
     const result = await host(['backup', vault.source]);
@@ -195,7 +195,7 @@ describe('a write-only append-only host key', () => {
     expect(result.stderr).toContain("this API key's account has no vault");
     expect(result.stderr).toContain('wrong key');
     expect(result.stderr).not.toContain('run `coffer init` first');
-    expect(await server.parts.store.listBackups(empty, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).toEqual([]);
+    expect(await server.parts.stores.backups.listBackups(empty, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).toEqual([]);
   });
 
   it.each([
@@ -203,7 +203,7 @@ describe('a write-only append-only host key', () => {
     ['read-write', ['backups:read', 'backups:write'] as const],
   ])('coffer run with a %s key of an account without a vault: the failure notification says "configuration"', async (name, scopes) => {
     const { accountId: empty } = await server.newKey({ plan: 'pro' });
-    const account = (await server.parts.store.getAccount(empty))!;
+    const account = (await server.parts.stores.accounts.getAccount(empty))!;
     const key = (await server.parts.keys.issueKey(account, { scopes: [...scopes], appendOnly: true })).apiKey;
     const bodies: Record<string, unknown>[] = [];
     const receiver = await listenHttp((req, res) => {

@@ -97,14 +97,14 @@ describe.skipIf(!hasChromium)("the operator console's usage view of an owner and
         .getByRole('alert')
         .filter({ hasText: `is a host account of ${ownerId}` })
         .waitFor();
-      expect((await server.parts.store.getAccount(hostIds[0]!))!.plan).toBe('pro');
+      expect((await server.parts.stores.accounts.getAccount(hostIds[0]!))!.plan).toBe('pro');
 
       await page.goto(`${server.url}/admin/accounts/${ownerId}`);
       await page.getByTestId('fleet-total').waitFor();
       await form('Change plan').locator('select').selectOption('plus');
       await page.getByRole('button', { name: 'Change plan' }).click();
       await page.getByText('The plan is now plus.').waitFor();
-      for (const id of hostIds) expect((await server.parts.store.getAccount(id))!.plan).toBe('plus');
+      for (const id of hostIds) expect((await server.parts.stores.accounts.getAccount(id))!.plan).toBe('plus');
       expect(errors).toEqual([]);
       await page.close();
     });

@@ -87,7 +87,7 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
       await page.getByRole('button', { name: 'Change plan' }).click();
       await page.getByText('The plan is now pro.').waitFor();
       expect(await page.getByTestId('plan').textContent()).toBe('pro');
-      expect((await server.parts.store.getAccount(mine.accountId))!.plan).toBe('pro');
+      expect((await server.parts.stores.accounts.getAccount(mine.accountId))!.plan).toBe('pro');
 
       // The quota: the account's own in bytes, shown with where it comes from, and audited.
       expect(await page.getByTestId('quota').textContent()).toBe("none (the plan's)");
@@ -96,20 +96,20 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
       await page.getByRole('button', { name: 'Set quota' }).click();
       await page.getByText('The quota is now 1.9 MiB.').waitFor();
       expect(await page.getByTestId('quota').textContent()).toBe('1.9 MiB (this account’s own)');
-      expect((await server.parts.store.getAccount(mine.accountId))!.quotaOverride).toBe(2_000_000);
+      expect((await server.parts.stores.accounts.getAccount(mine.accountId))!.quotaOverride).toBe(2_000_000);
       await page.getByTestId('audit').getByText('account.quota').waitFor();
 
       // A revoked key cannot come back: the first click only asks; Cancel keeps the key.
       const keyRow = page.locator(`tr[data-key="${mine.keyId}"]`);
       await keyRow.getByRole('button', { name: `Revoke key ${mine.keyId}` }).click();
       await keyRow.getByRole('group', { name: `Confirm revoking key ${mine.keyId}` }).waitFor();
-      expect(server.parts.keys.status((await server.parts.store.getApiKey(mine.keyId))!)).toBe('active');
+      expect(server.parts.keys.status((await server.parts.stores.keys.getApiKey(mine.keyId))!)).toBe('active');
       await keyRow.getByRole('button', { name: 'Cancel' }).click();
-      expect(server.parts.keys.status((await server.parts.store.getApiKey(mine.keyId))!)).toBe('active');
+      expect(server.parts.keys.status((await server.parts.stores.keys.getApiKey(mine.keyId))!)).toBe('active');
       await keyRow.getByRole('button', { name: `Revoke key ${mine.keyId}` }).click();
       await keyRow.getByRole('button', { name: 'Revoke now' }).click();
       await page.getByText(`Key ${mine.keyId} revoked.`).waitFor();
-      expect(server.parts.keys.status((await server.parts.store.getApiKey(mine.keyId))!)).toBe('revoked');
+      expect(server.parts.keys.status((await server.parts.stores.keys.getApiKey(mine.keyId))!)).toBe('revoked');
       await page.getByTestId('audit').getByText('account.plan').waitFor();
       expect(await page.getByTestId('audit').textContent()).toContain('operator');
       await noSideways(page);
@@ -168,7 +168,7 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
     await page.getByRole('textbox', { name: 'Label' }).fill('ACME Corporation');
     await page.getByRole('button', { name: 'Set label' }).click();
     await page.getByText('The label is now “ACME Corporation”.').waitFor();
-    expect((await server.parts.store.getAccount(owner.accountId))!.operatorLabel).toBe('ACME Corporation');
+    expect((await server.parts.stores.accounts.getAccount(owner.accountId))!.operatorLabel).toBe('ACME Corporation');
     await page.getByTestId('audit').getByText('account.label').first().waitFor();
     // A label that is not one: a clear refusal, nothing changed.
     await page.getByRole('textbox', { name: 'Label' }).fill('<script>');
@@ -177,7 +177,7 @@ describe.skipIf(!hasChromium)('the operator console in a browser', () => {
       .getByRole('alert')
       .getByText(/The label was not changed/)
       .waitFor();
-    expect((await server.parts.store.getAccount(owner.accountId))!.operatorLabel).toBe('ACME Corporation');
+    expect((await server.parts.stores.accounts.getAccount(owner.accountId))!.operatorLabel).toBe('ACME Corporation');
     await page.close();
   });
 });

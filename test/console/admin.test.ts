@@ -164,11 +164,11 @@ describe('the operator console API', () => {
     expect(
       (await send('PUT', path, { cookie: op.cookie, csrf: op.csrf, origin: 'https://evil.example', body: { plan: 'plus' } })).status,
     ).toBe(403);
-    expect((await fx.server.parts.store.getAccount(accountId))!.plan).toBe('pro');
+    expect((await fx.server.parts.stores.accounts.getAccount(accountId))!.plan).toBe('pro');
     const bad = await send('PUT', path, { cookie: op.cookie, csrf: op.csrf, body: { plan: 'gold' } });
     expect(bad.status).toBe(400);
     expect(await bad.text()).not.toMatch(/\n\s+at /);
-    expect((await fx.server.parts.store.getAccount(accountId))!.plan).toBe('pro');
+    expect((await fx.server.parts.stores.accounts.getAccount(accountId))!.plan).toBe('pro');
   });
 
   it('the overview: usage per account, overdue, totals and the server', async () => {
@@ -195,7 +195,7 @@ describe('the operator console API', () => {
     expect(plan.status).toBe(200);
     expect(((await plan.json()) as any).account.plan).toBe('plus');
     expect((await send('PUT', `${base}/deletion-grace`, { cookie: op.cookie, csrf: op.csrf, body: { days: 9 } })).status).toBe(200);
-    expect((await fx.server.parts.store.getAccount(accountId))!.deletionGraceDays).toBe(9);
+    expect((await fx.server.parts.stores.accounts.getAccount(accountId))!.deletionGraceDays).toBe(9);
     const link = await send('POST', `${base}/login-link`, { cookie: op.cookie, csrf: op.csrf });
     const { url } = (await link.json()) as { url: string };
     expect(url).toMatch(/\/console\/login#token=cfl_/);
@@ -206,7 +206,7 @@ describe('the operator console API', () => {
     // A key of another account is not revoked through this one.
     const other = await fx.server.newKey({ plan: 'free' });
     expect((await send('POST', `${base}/keys/${other.keyId}/revoke`, { cookie: op.cookie, csrf: op.csrf })).status).toBe(404);
-    expect(fx.server.parts.keys.status((await fx.server.parts.store.getApiKey(other.keyId))!)).toBe('active');
+    expect(fx.server.parts.keys.status((await fx.server.parts.stores.keys.getApiKey(other.keyId))!)).toBe('active');
 
     const trail = await fx.server.parts.audit.list(accountId);
     const byAction = (action: string) => trail.find((e) => e.action === action);
@@ -234,10 +234,10 @@ describe('the operator console API', () => {
     expect((await fx.server.parts.backups.quota(id))!.quota).toBe(5000);
     const none = await put(null);
     expect(((await none.json()) as any).account).toMatchObject({ quotaBytes: null, quotaSource: 'account' });
-    expect((await fx.server.parts.store.getAccount(id))!.quotaOverride).toBeNull();
+    expect((await fx.server.parts.stores.accounts.getAccount(id))!.quotaOverride).toBeNull();
     const plan = await put('plan');
     expect(((await plan.json()) as any).account).toMatchObject({ quotaBytes: null, quotaSource: 'plan' });
-    expect((await fx.server.parts.store.getAccount(id))!.quotaOverride).toBeUndefined();
+    expect((await fx.server.parts.stores.accounts.getAccount(id))!.quotaOverride).toBeUndefined();
     expect((await put('plan')).status).toBe(200); // no change: not audited again
 
     // Refused: not a whole number of bytes, no CSRF token, an unknown account; none of them changes anything.
@@ -250,7 +250,7 @@ describe('the operator console API', () => {
     expect(
       (await send('PUT', '/admin/api/accounts/acc_nobody/quota', { cookie: op.cookie, csrf: op.csrf, body: { quota: 1 } })).status,
     ).toBe(404);
-    expect((await fx.server.parts.store.getAccount(id))!.quotaOverride).toBeUndefined();
+    expect((await fx.server.parts.stores.accounts.getAccount(id))!.quotaOverride).toBeUndefined();
 
     const changes = (await fx.server.parts.audit.list(id)).filter((e) => e.action === 'account.quota').reverse();
     expect(changes.map((e) => e.detail)).toEqual(['plan → 5000 bytes', '5000 bytes → none', 'none → plan']);

@@ -260,7 +260,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect((await asNewKey('GET', '/api/backups')).status).toBe(200);
     expect((await asNewKey('GET', `/api/backups/${backupId}/content`)).status).toBe(200);
     expect((await asNewKey('POST', '/api/backups')).status).toBe(403); // no backups:write
-    const listed = (await server.parts.store.listApiKeys(accountId)).find((k) => k.scopes.length === 2)!;
+    const listed = (await server.parts.stores.keys.listApiKeys(accountId)).find((k) => k.scopes.length === 2)!;
     expect(listed.scopes).toEqual(['backups:read', 'backups:restore']);
     expect(listed.expiresAt! - listed.createdAt).toBe(7 * 86_400_000);
 
@@ -280,11 +280,11 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     await page.getByRole('link', { name: 'API keys' }).click();
     await page.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
     // A wrong passphrase makes no key.
-    const keysBefore = (await server.parts.store.listApiKeys(accountId)).length;
+    const keysBefore = (await server.parts.stores.keys.listApiKeys(accountId)).length;
     await page.getByLabel('Vault passphrase (optional)').fill('not the passphrase');
     await page.getByRole('button', { name: 'Add backup host' }).click();
     await page.getByText('That passphrase does not unlock the vault. No key was made.').waitFor();
-    expect((await server.parts.store.listApiKeys(accountId)).length).toBe(keysBefore);
+    expect((await server.parts.stores.keys.listApiKeys(accountId)).length).toBe(keysBefore);
 
     await page.getByLabel('Vault passphrase (optional)').fill(passphrase);
     await page.getByRole('button', { name: 'Add backup host' }).click();
@@ -298,7 +298,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     expect(hostKey).toMatch(/^cfk_[A-Za-z0-9_-]{43}$/);
     await shot('keys-host');
 
-    const made = (await server.parts.store.listApiKeys(accountId)).at(-1)!;
+    const made = (await server.parts.stores.keys.listApiKeys(accountId)).at(-1)!;
     // Write-only: a stolen host can neither read the vault's wrapped key nor list, download or delete backups.
     expect(made).toMatchObject({ scopes: ['backups:write'], appendOnly: true });
     for (const url of ['/api/backup-account', '/api/backups', `/api/backups/${backupId}/content`]) {
@@ -327,7 +327,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
   });
 
   it('refuses cross-origin form posts: same-site without the CSRF token (403), cross-site without the cookie (401)', async () => {
-    const before = (await server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length;
+    const before = (await server.parts.stores.backups.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length;
     const form = `<!doctype html><form method="post" enctype="text/plain" action="${server.url}/api/backups/${backupId}/finalize">
       <input name='{"cryptoVersion":"v1","x":"' value='"}'></form><script>document.forms[0].submit()</script>`;
     const attacker = await htmlServer(form);
@@ -353,7 +353,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
       await other.close();
       await attacker.close();
     }
-    expect((await server.parts.store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length).toBe(before);
+    expect((await server.parts.stores.backups.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY'])).length).toBe(before);
   });
 
   it('serves the CLI page and passes the crypto test vectors in the browser', async () => {

@@ -71,7 +71,7 @@ describe.skipIf(!hasChromium)('the console adds a backup host with its own sched
     await page.getByLabel('Host name').fill('web; rm -rf');
     await page.getByRole('button', { name: 'Add backup host' }).click();
     await page.getByText(/Nothing was made: name the host/).waitFor();
-    expect(await server.parts.store.listHostAccounts(accountId)).toEqual([]);
+    expect(await server.parts.stores.accounts.listHostAccounts(accountId)).toEqual([]);
 
     await page.getByLabel('Host name').fill('web');
     await page.getByLabel('Vault passphrase (optional)').fill(PASSPHRASE);
@@ -84,7 +84,7 @@ describe.skipIf(!hasChromium)('the console adds a backup host with its own sched
     expect(value('COFFER_RECIPIENT')).toBe(recipient);
     const hostKey = value('COFFER_API_KEY')!;
     expect(hostKey).toMatch(/^cfk_[A-Za-z0-9_-]{43}$/);
-    const [hostAccount] = await server.parts.store.listHostAccounts(accountId);
+    const [hostAccount] = await server.parts.stores.accounts.listHostAccounts(accountId);
     expect(hostAccount).toMatchObject({ ownerAccountId: accountId, label: 'web', plan: 'pro' });
     expect(await page.getByTestId('host-account-made').innerText()).toMatch(/host account web .*one backup every 30m on the pro plan/s);
     await shot(page, 'made-desktop');

@@ -123,12 +123,12 @@ describe('keys minted in a console session', () => {
     const narrow = await server.newKey({ accountId, scopes: ['backups:read'] });
     const secret = `cfs_${randomBytes(32).toString('base64url')}`;
     const now = clock.now();
-    await server.parts.store.createSession(
+    await server.parts.stores.sessions.createSession(
       { id: uuidv7(), accountId, keyId: narrow.keyId, createdAt: now, expiresAt: now + HOUR, revokedAt: null, freshAt: now },
       sha256(secret),
     );
     const session = { cookie: `coffer_session=${secret}`, csrf: csrfTokenFor(secret) };
-    const before = (await server.parts.store.listApiKeys(accountId)).length;
+    const before = (await server.parts.stores.keys.listApiKeys(accountId)).length;
 
     const wider = await call(server, 'POST', '/console/api/keys', {
       ...session,
@@ -137,7 +137,7 @@ describe('keys minted in a console session', () => {
     expect(wider.status).toBe(403);
     expect(wider.body).toMatchObject({ code: 'insufficient_scope', details: { requiredPermission: 'backups:write' } });
     expect(wider.body.message).toContain('backups:write');
-    expect((await server.parts.store.listApiKeys(accountId)).length).toBe(before);
+    expect((await server.parts.stores.keys.listApiKeys(accountId)).length).toBe(before);
 
     const within = await call(server, 'POST', '/console/api/keys', { ...session, json: { scopes: ['backups:read'], expiresInDays: 7 } });
     expect(within.status).toBe(201);
@@ -203,7 +203,7 @@ describe.each(engines)('the sweeper prunes ended console sessions and login link
   });
 
   it.skipIf(skip)('signed-out, used, revoked-key and expired rows go on the next sweep; live sessions stay', async () => {
-    const { store } = server.parts;
+    const { stores } = server.parts;
     const owner = await server.newKey();
     const live = await signIn(server, { loginToken: await linkFor(server, owner.accountId) });
     const many: SignedIn[] = [];
@@ -212,9 +212,9 @@ describe.each(engines)('the sweeper prunes ended console sessions and login link
     const ofDoomedKey = await signIn(server, { apiKey: doomedKey.apiKey });
     const signedOut = many.slice(0, 20);
     for (const session of signedOut) expect((await call(server, 'DELETE', '/console/api/session', session)).status).toBe(204);
-    await store.revokeApiKey(doomedKey.keyId, clock.now());
+    await stores.keys.revokeApiKey(doomedKey.keyId, clock.now());
     const unused = await server.parts.sessions.createLoginLink(owner.accountId);
-    const exists = async (session: SignedIn) => (await store.findSessionByHash(sha256(session.secret))) !== undefined;
+    const exists = async (session: SignedIn) => (await stores.sessions.findSessionByHash(sha256(session.secret))) !== undefined;
 
     clock.advance(1);
     await server.sweepOnce();
@@ -222,7 +222,7 @@ describe.each(engines)('the sweeper prunes ended console sessions and login link
     for (const session of [live, ...many.slice(20)]) expect(await exists(session)).toBe(true);
     expect((await call(server, 'GET', '/console/api/session', live)).status).toBe(200);
     // An unused link stays until it expires.
-    expect(await store.consumeLoginLink(sha256(unused!.token), clock.now())).toBeDefined();
+    expect(await stores.sessions.consumeLoginLink(sha256(unused!.token), clock.now())).toBeDefined();
 
     clock.advance(12 * HOUR);
     await server.sweepOnce();

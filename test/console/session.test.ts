@@ -188,7 +188,7 @@ describe('console sessions (http public URL)', () => {
       signedInWith: 'api-key',
       keyId: owner.keyId,
     });
-    await server.parts.store.revokeApiKey(owner.keyId, Date.now());
+    await server.parts.stores.keys.revokeApiKey(owner.keyId, Date.now());
     expect((await request(server, 'GET', '/api/backups', { cookie })).status).toBe(401);
   });
 

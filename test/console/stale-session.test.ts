@@ -102,7 +102,7 @@ for (const engine of engines) {
       const owner = await server.newKey({ plan: 'pro' });
       const call = conformantApi(server.url, conformance, owner.apiKey);
       expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope(1) })).status).toBe(200);
-      expect(await server.parts.store.setDeletionGrace(owner.accountId, 7)).toBe(true);
+      expect(await server.parts.stores.accounts.setDeletionGrace(owner.accountId, 7)).toBe(true);
       const { id } = await readyBackup(call, 500);
       expect((await call('DELETE', `/api/backups/${id}`)).status).toBe(200);
       expect((await call('POST', '/api/backup-account/rotate', { json: envelope(2) })).status).toBe(200);
@@ -124,8 +124,8 @@ for (const engine of engines) {
 
     /** Nothing the guarded actions touch has changed. */
     async function unchanged(target: Account) {
-      expect((await server.parts.store.getBackup(target.backupId))?.status).toBe('DELETING');
-      expect((await server.parts.store.getAccount(target.accountId))?.deletionGraceDays).toBe(7);
+      expect((await server.parts.stores.backups.getBackup(target.backupId))?.status).toBe('DELETING');
+      expect((await server.parts.stores.accounts.getAccount(target.accountId))?.deletionGraceDays).toBe(7);
       expect((await target.call('GET', '/api/backup-account')).body).toMatchObject(envelope(2));
     }
 
@@ -138,7 +138,7 @@ for (const engine of engines) {
       const refused = await mint(target.session);
       expect(refused.status).toBe(403);
       expect(refused.body).toMatchObject({ code: 'reauthentication_required', details: { freshSignInSeconds: 300 } });
-      expect((await server.parts.store.listApiKeys(target.accountId)).map((key) => key.id)).toEqual([target.keyId]);
+      expect((await server.parts.stores.keys.listApiKeys(target.accountId)).map((key) => key.id)).toEqual([target.keyId]);
       // A host's write-only key, or a reader's, cannot open a session: no freshness needed.
       expect((await mint(target.session, ['backups:write'], true)).status).toBe(201);
       expect((await mint(target.session, ['backups:read', 'backups:write'])).status).toBe(201);

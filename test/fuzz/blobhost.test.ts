@@ -42,7 +42,7 @@ async function blobhostWorld(): Promise<World> {
 beforeAll(async () => {
   document = (await (await fetch(`${fx.server.url}/openapi.json`)).json()) as OpenApiDocument;
   port = Number(new URL(fx.server.url).port);
-  rwToken = await fx.server.parts.store.ensureSetting(RW_TOKEN_SETTING, 'unused', 0);
+  rwToken = await fx.server.parts.stores.settings.ensureSetting(RW_TOKEN_SETTING, 'unused', 0);
   world = await blobhostWorld();
 });
 

@@ -94,7 +94,7 @@ export async function buildWorld(fx: Fixture, clock: ManualClock): Promise<World
     const write = await issue(['backups:write']);
     const restore = await issue(['backups:restore']);
     const revoked = await issue();
-    await fx.server.parts.store.revokeApiKey(revoked.keyId, clock.now());
+    await fx.server.parts.stores.keys.revokeApiKey(revoked.keyId, clock.now());
     const expired = await issue(undefined, 1000);
     if (vault) {
       const response = await fx.client(all.apiKey)('POST', '/api/backup-account/bootstrap', { json: envelope() });
@@ -158,16 +158,16 @@ function files(root: string): Record<string, number> {
 
 /** Everything of the world a request could change, as plain data. */
 export async function snapshot(fx: Fixture, world: World) {
-  const store = fx.server.parts.store;
+  const { stores } = fx.server.parts;
   const dataDir = fx.server.dataDir;
   const accounts: Record<string, unknown> = {};
   for (const name of ACTORS) {
     const { accountId } = world.actors[name];
     accounts[name] = {
-      account: await store.getAccount(accountId),
-      vault: (await store.getVault(accountId)) ?? null,
-      keys: await store.listApiKeys(accountId),
-      backups: await store.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY', 'FAILED', 'DELETING', 'DELETED']),
+      account: await stores.accounts.getAccount(accountId),
+      vault: (await stores.vaults.getVault(accountId)) ?? null,
+      keys: await stores.keys.listApiKeys(accountId),
+      backups: await stores.backups.listBackups(accountId, ['PENDING_UPLOAD', 'UPLOADED', 'READY', 'FAILED', 'DELETING', 'DELETED']),
       blobs: files(path.join(dataDir, 'blobs', 'backups', accountId)),
     };
   }

@@ -41,7 +41,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     dataDir,
     async newKey({ plan = 'free', scopes, accountId, expiresInMs } = {}) {
       const keys = server.parts.keys;
-      const account = accountId ? (await server.parts.store.getAccount(accountId))! : await keys.createAccount(plan);
+      const account = accountId ? (await server.parts.stores.accounts.getAccount(accountId))! : await keys.createAccount(plan);
       const issued = await keys.issueKey(account, { scopes, expiresInMs });
       return { apiKey: issued.apiKey, accountId: account.id, keyId: issued.key.id };
     },

@@ -56,7 +56,7 @@ async function withBackup(env: Record<string, string>) {
   const init = await cli(['init']);
   expect(init.code, init.stderr).toBe(0);
   const { id } = json<{ id: string }>(await cli(['backup', source, '--json']));
-  const stored = await server.parts.store.getBackup(id);
+  const stored = await server.parts.stores.backups.getBackup(id);
   return { server, work, source, apiKey, cli, id, size: stored!.ciphertextSizeBytes! };
 }
 

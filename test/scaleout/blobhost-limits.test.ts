@@ -205,7 +205,7 @@ for (const backend of backends)
       const stored = await part(server, s, upload, 1, last);
       expect([...(await backend.parts(server, `${s.blobPath}/`))]).toEqual([[upload.uploadId, [200 * KiB]]]);
       // The running total the blob host keeps in the database agrees.
-      expect(await server.parts.store.slotBytes(s.backupId)).toBe(200 * KiB);
+      expect(await server.parts.stores.multipart.slotBytes(s.backupId)).toBe(200 * KiB);
       const done = await mpu(
         server,
         s,
@@ -227,7 +227,10 @@ for (const backend of backends)
         JSON.stringify([{ partNumber: 1, etag: stored.body.etag }]),
       );
       expect([again.status, again.body]).toEqual([200, done.body]);
-      expect([await server.parts.store.countMultipartUploads(s.backupId), await server.parts.store.slotBytes(s.backupId)]).toEqual([0, 0]);
+      expect([
+        await server.parts.stores.multipart.countMultipartUploads(s.backupId),
+        await server.parts.stores.multipart.slotBytes(s.backupId),
+      ]).toEqual([0, 0]);
     });
 
     it('a completion the store made but the node did not record is recorded when the client sends it again', async () => {
@@ -266,7 +269,7 @@ for (const backend of backends)
       // Once the slot takes no upload any more, the sweeper drops its bookkeeping.
       expect((await s.call('DELETE', `/api/backups/${s.backupId}`)).status).toBeLessThan(300);
       await server.parts.sweeper.runOnce({ orphans: false });
-      expect(await server.parts.store.countMultipartUploads(s.backupId)).toBe(0);
+      expect(await server.parts.stores.multipart.countMultipartUploads(s.backupId)).toBe(0);
     });
   });
 

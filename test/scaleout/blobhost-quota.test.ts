@@ -92,7 +92,7 @@ for (const store of stores)
         });
         expect(over.body.error.message).toMatch(/does not fit in the quota/);
         expect(refusals()).toBe(before + 1);
-        expect(await server.parts.store.slotBytes(s.backupId)).toBe(0);
+        expect(await server.parts.stores.multipart.slotBytes(s.backupId)).toBe(0);
         expect((await s.call('GET', `/api/backups/${s.backupId}`)).body.status).toBe('PENDING_UPLOAD');
       });
 
@@ -103,7 +103,7 @@ for (const store of stores)
         const over = await s.part(2, chunked(200 * KiB));
         expect(over.status).toBe(413);
         expect(over.body).toMatchObject({ error: { code: 'upload_exceeds_quota', details: { quota: 300 * KiB, usage: 200 * KiB } } });
-        expect(await server.parts.store.slotBytes(s.backupId)).toBe(0);
+        expect(await server.parts.stores.multipart.slotBytes(s.backupId)).toBe(0);
         await server.parts.backups.setQuota(s.accountId, undefined);
       });
 
@@ -115,7 +115,7 @@ for (const store of stores)
           for (const answer of answers.filter((a) => a.status === 413)) {
             expect(answer.body.error.code).toBe('upload_exceeds_quota');
           }
-          expect(await server.parts.store.slotBytes(s.backupId)).toBeLessThanOrEqual(QUOTA);
+          expect(await server.parts.stores.multipart.slotBytes(s.backupId)).toBeLessThanOrEqual(QUOTA);
         }
       });
 
@@ -144,7 +144,7 @@ for (const store of stores)
         const s = await slot();
         await server.parts.backups.setQuota(s.accountId, null);
         for (const n of [1, 2, 3]) expect((await s.part(n, randomBytes(400 * KiB))).status).toBe(200);
-        expect(await server.parts.store.slotBytes(s.backupId)).toBe(1200 * KiB);
+        expect(await server.parts.stores.multipart.slotBytes(s.backupId)).toBe(1200 * KiB);
       });
     },
   );

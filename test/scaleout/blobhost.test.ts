@@ -211,7 +211,7 @@ describe.each([embedded, ...S3_ENGINES.map(scaleOut)])('blobhost-client with the
   it.skipIf(backend.skip)(
     'malformed handshake, callback and part-list bodies are refused with the issue of their first bad field',
     async () => {
-      const rwToken = await server.parts.store.ensureSetting(RW_TOKEN_SETTING, 'unused', 0);
+      const rwToken = await server.parts.stores.settings.ensureSetting(RW_TOKEN_SETTING, 'unused', 0);
       const s = await slot();
       const issueOf = async (json: unknown, signed = false) => {
         const body = JSON.stringify(json);
@@ -345,7 +345,7 @@ describe.each([embedded, ...S3_ENGINES.map(scaleOut)])('blobhost-client with the
   });
 
   it.skipIf(backend.skip)('a signed blob.upload-completed callback is accepted (no API key), a bad signature is not', async () => {
-    const rwToken = await server.parts.store.ensureSetting(RW_TOKEN_SETTING, 'unused', 0);
+    const rwToken = await server.parts.stores.settings.ensureSetting(RW_TOKEN_SETTING, 'unused', 0);
     const s = await slot();
     const data = randomBytes(1000);
     // An external blob host sharing the BlobStore stored the bytes at the pathname, then calls back.

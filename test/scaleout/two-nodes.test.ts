@@ -206,7 +206,7 @@ for (const engine of S3_ENGINES)
         expect(await s3.incompleteUploads()).toEqual([]);
         // The live backup keeps its ciphertext.
         expect(after.some((k) => k.includes(live.id))).toBe(true);
-        const final = await sweeperParts.store.getBackup(id);
+        const final = await sweeperParts.stores.backups.getBackup(id);
         expect(final?.status).toBe('DELETED');
       } finally {
         await sweeperParts.close();
@@ -219,7 +219,7 @@ for (const engine of S3_ENGINES)
       const open = () => composeParts(loadConfig({ ...env, COFFER_DATA_DIR: tempDir('coffer-sweeper-') }));
       const [first, second] = await Promise.all([open(), open()]);
       try {
-        const held = await first.store.tryExclusive('sweeper', () => second.sweeper.runOnce());
+        const held = await first.stores.database.tryExclusive('sweeper', () => second.sweeper.runOnce());
         expect(held).toEqual({ ran: true, value: { ran: false, moved: 0, sessions: 0, orphans: 0, incomplete: 0, vaultHistory: 0 } });
         expect((await second.sweeper.runOnce()).ran).toBe(true);
       } finally {

@@ -62,9 +62,9 @@ export function registerAccountCommands(admin: Command): void {
         throw usageError(`quota must be a whole number of bytes, none or plan, got "${quotaText}"`);
       }
       const config = loadConfig();
-      const changed = await withServices(async ({ store, operator: service }) => {
+      const changed = await withServices(async ({ stores, operator: service }) => {
         if (!(await service.setQuota(accountId, quota, operator().actor))) return undefined;
-        const account = await store.getAccount(accountId);
+        const account = await stores.accounts.getAccount(accountId);
         return account ? effectiveQuota(account.plan, quota, config.planQuotas) : undefined;
       }, config);
       if (changed === undefined) throw new CliError(`no account ${accountId}`);
@@ -150,7 +150,7 @@ export function registerAccountCommands(admin: Command): void {
     .option('--search <text>', "only accounts whose id, label, host name or owner's label holds this text (any case)")
     .option('--json', 'print JSON')
     .action(async (opts: { search?: string; json?: boolean }) => {
-      const list = await withServices(({ store }) => store.listAccounts());
+      const list = await withServices(({ stores }) => stores.accounts.listAccounts());
       const byId = new Map(list.map((a) => [a.id, a]));
       const wanted = opts.search?.trim().toLowerCase() ?? '';
       const found = list.filter(

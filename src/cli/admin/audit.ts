@@ -10,9 +10,11 @@ export function registerAuditCommand(admin: Command): void {
     .description("print an account's audit trail, newest first (destructive and key-changing actions; never secrets)")
     .option('--json', 'print JSON')
     .action(async (accountId: string, opts: { json?: boolean }) => {
-      const { events, labels } = await withServices(async ({ store, audit }) => {
-        if (!(await store.getAccount(accountId))) throw new CliError(`no account ${accountId}`);
-        const keyLabels = new Map((await store.listApiKeys(accountId)).flatMap((key) => (key.label ? [[key.id, key.label] as const] : [])));
+      const { events, labels } = await withServices(async ({ stores, audit }) => {
+        if (!(await stores.accounts.getAccount(accountId))) throw new CliError(`no account ${accountId}`);
+        const keyLabels = new Map(
+          (await stores.keys.listApiKeys(accountId)).flatMap((key) => (key.label ? [[key.id, key.label] as const] : [])),
+        );
         return { events: await audit.list(accountId), labels: keyLabels };
       });
       const rows = events.map((e) => ({

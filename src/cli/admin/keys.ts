@@ -47,10 +47,10 @@ export function registerKeyCommands(admin: Command): void {
           );
         }
         let createdAccount = false;
-        const issued = await withServices(async ({ store, keys }) => {
+        const issued = await withServices(async ({ stores, keys }) => {
           let account;
           if (opts.account !== undefined) {
-            account = await store.getAccount(opts.account);
+            account = await stores.accounts.getAccount(opts.account);
             if (!account) throw new CliError(`no account ${opts.account}`);
             if (chosenPlan !== undefined && chosenPlan !== account.plan) {
               throw usageError(
@@ -101,9 +101,11 @@ export function registerKeyCommands(admin: Command): void {
     .option('--account <id>', 'only this account')
     .option('--json', 'print JSON')
     .action(async (opts: { account?: string; json?: boolean }) => {
-      const { list, accountLabels } = await withServices(async ({ keys, clock, store }) => ({
+      const { list, accountLabels } = await withServices(async ({ keys, clock, stores }) => ({
         list: (await keys.list(opts.account)).map((key) => keyView(key, clock.now())),
-        accountLabels: new Map((await store.listAccounts()).flatMap((a) => (a.operatorLabel ? [[a.id, a.operatorLabel] as const] : []))),
+        accountLabels: new Map(
+          (await stores.accounts.listAccounts()).flatMap((a) => (a.operatorLabel ? [[a.id, a.operatorLabel] as const] : [])),
+        ),
       }));
       emit(!!opts.json, { keys: list }, () =>
         list.length === 0

@@ -69,7 +69,7 @@ export function registerUsageCommand(admin: Command): void {
     .action(async (opts: { json?: boolean }) => {
       const config = loadConfig();
       const { usageReport } = await import('../../services/usage.js');
-      const report = await withServices(({ store, clock }) => usageReport(store, clock.now(), config.planQuotas), config);
+      const report = await withServices(({ stores, clock }) => usageReport(stores.usage, clock.now(), config.planQuotas), config);
       emit(!!opts.json, report, () => usageTable(report));
     });
 }

@@ -4,7 +4,7 @@ import type { Scope } from '../domain/scopes.js';
 import type { AuditRequest } from './guard.js';
 import type { EventStreamHub } from './streams.js';
 import type { Services } from '../services/services.js';
-import type { Backup } from '../store/store.js';
+import type { Backup } from '../domain/entities.js';
 import type { Metrics } from '../http/metrics.js';
 
 /** What the /api routes use: three of the services, and what the app builds for them. */

@@ -5,7 +5,7 @@
  */
 import type { BackupListBody } from '../contract/schemas.js';
 import { recordBody } from '../contract/views.js';
-import type { Backup } from '../store/store.js';
+import type { Backup } from '../domain/entities.js';
 
 /** Serialized list bodies by the record array they were made from; only frozen arrays, which cannot change. */
 const listBodies = new WeakMap<readonly Backup[], string>();

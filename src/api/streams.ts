@@ -11,7 +11,7 @@ import type { StreamStats } from '../http/metrics.js';
 import { iso } from '../domain/time.js';
 import type { BackupStreamClosedBody } from '../contract/schemas.js';
 import { statusEventBody, streamErrorBody } from '../contract/views.js';
-import type { Backup } from '../store/store.js';
+import type { Backup } from '../domain/entities.js';
 import type { StatusBus } from '../events/status-bus.js';
 import { HeartbeatWheel } from '../events/heartbeat-wheel.js';
 

@@ -18,7 +18,7 @@ import { operatorActor } from '../services/audit.js';
 import type { AccountSummary } from '../services/operator.js';
 import { csrfTokenFor } from '../services/sessions.js';
 import type { Services } from '../services/services.js';
-import type { OperatorSession } from '../store/store.js';
+import type { OperatorSession } from '../domain/entities.js';
 import {
   AccountDetail,
   AccountKeyParams,

@@ -2,7 +2,7 @@
 import { AUDIT_MAX_ENTRIES, type AuditEntry } from '../domain/audit.js';
 import { iso } from '../domain/time.js';
 import type { AppPlugin } from '../http/fastify.js';
-import type { Session } from '../store/store.js';
+import type { Session } from '../domain/entities.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { AuditList } from '../contract/console-schemas.js';
 

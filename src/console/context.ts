@@ -1,7 +1,7 @@
 /** What the console's route groups share: the services they use, the session guard, and small helpers. */
 import type { FastifyRequest } from 'fastify';
 import type { Services } from '../services/services.js';
-import type { Session } from '../store/store.js';
+import type { Session } from '../domain/entities.js';
 
 /** The services the console uses. */
 export type ConsoleServices = Pick<Services, 'config' | 'sessions' | 'keys' | 'backups' | 'clock' | 'audit'>;

@@ -7,7 +7,7 @@ import { AppError } from '../domain/errors.js';
 import { SCOPES } from '../domain/scopes.js';
 import type { FastifyRequest } from 'fastify';
 import { type ChangedBy, keyView } from '../services/keys.js';
-import type { ApiKey, Session } from '../store/store.js';
+import type { ApiKey, Session } from '../domain/entities.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { ConsoleKey, ConsoleKeyList, CreateKeyBody, CreatedKey, KeyParams } from '../contract/console-schemas.js';
 

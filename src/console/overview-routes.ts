@@ -3,7 +3,7 @@ import type { AppPlugin } from '../http/fastify.js';
 import { isInFlight, isOverdue, nextAllowedAt } from '../domain/backups.js';
 import { PLAN_RULES } from '../domain/plans.js';
 import type { AccountView } from '../services/backups.js';
-import type { Backup } from '../store/store.js';
+import type { Backup } from '../domain/entities.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { Overview } from '../contract/console-schemas.js';

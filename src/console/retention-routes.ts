@@ -11,7 +11,7 @@ import { AppError } from '../domain/errors.js';
 import { FRESH_SIGN_IN_MS, MAX_DELETION_GRACE_DAYS, isFreshSignIn } from '../domain/backups.js';
 import { iso } from '../domain/time.js';
 import type { AppPlugin } from '../http/fastify.js';
-import type { Backup, VaultHistoryEntry } from '../store/store.js';
+import type { Backup, VaultHistoryEntry } from '../domain/entities.js';
 import { type ConsoleContext, hidden } from './context.js';
 import {
   BackupOutcome,

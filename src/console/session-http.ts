@@ -11,7 +11,7 @@ import { AppError } from '../domain/errors.js';
 import { SCOPES } from '../domain/scopes.js';
 import type { Principal } from '../http/auth.js';
 import type { SessionRealm, SessionService } from '../services/sessions.js';
-import type { Session } from '../store/store.js';
+import type { Session } from '../domain/entities.js';
 
 export const SESSION_COOKIE = 'coffer_session';
 /** The operator console's session cookie (docs/operations.md#operator-console): the same rules, its own name. */

@@ -5,7 +5,7 @@ import { APPEND_ONLY_REASON, APPEND_ONLY_RESOLUTION } from '../domain/append-onl
 import { AppError } from '../domain/errors.js';
 import type { Plan } from '../domain/plans.js';
 import { csrfTokenFor, type OpenedSession } from '../services/sessions.js';
-import type { Session } from '../store/store.js';
+import type { Session } from '../domain/entities.js';
 import { iso } from '../domain/time.js';
 import { type ConsoleContext, hidden } from './context.js';
 import { ConsoleSession, SignInBody } from '../contract/console-schemas.js';

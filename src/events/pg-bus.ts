@@ -19,7 +19,7 @@ import pg from 'pg';
 import type { ChangeFeed } from '../store/cached-store.js';
 import { CHANGE_CHANNEL } from '../store/migrations.js';
 import { pgClientConfig } from '../store/postgres.js';
-import type { Backup } from '../store/store.js';
+import type { Backup } from '../domain/entities.js';
 import { LocalStatusBus, type StatusBus, type StatusListener } from './status-bus.js';
 
 export const STATUS_CHANNEL = 'coffer_backup_status';

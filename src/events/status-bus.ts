@@ -1,5 +1,5 @@
 /** Fan-out of backup status changes to open event streams: one source, many listeners. */
-import type { Backup } from '../store/store.js';
+import type { Backup } from '../domain/entities.js';
 
 export type StatusListener = (backup: Backup) => void;
 

@@ -6,7 +6,8 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestAs
 import { AppError } from '../domain/errors.js';
 import type { Scope } from '../domain/scopes.js';
 import type { KeyService } from '../services/keys.js';
-import { type ApiKey, NOT_CACHED } from '../store/store.js';
+import type { ApiKey } from '../domain/entities.js';
+import { NOT_CACHED } from '../store/ports/keys.js';
 
 export interface Principal {
   accountId: string;

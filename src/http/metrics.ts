@@ -1,7 +1,7 @@
 /** Prometheus metrics (prom-client): request rate and latency by route, upload bytes, event streams, sweeps. */
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { QueryCounts } from '../store/store.js';
+import type { QueryCounts } from '../store/ports/database.js';
 
 /** What the event streams report (src/api/streams.ts): open now, and refused since start by the cap reached. */
 export interface StreamStats {

@@ -15,9 +15,10 @@ import { OperatorService } from '../services/operator.js';
 import type { UploadHandshake } from '../services/upload-handshake.js';
 import type { Services } from '../services/services.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
-import { CachedStore, type ChangeFeed } from '../store/cached-store.js';
-import { openStore } from '../store/open.js';
-import { type Store, storesOf } from '../store/store.js';
+import { type ChangeFeed, type MetadataCache, cachedPorts } from '../store/cached-store.js';
+import { openStores } from '../store/open.js';
+import type { Stores } from '../store/ports/stores.js';
+import { type Store, storeOf } from '../store/store.js';
 import type { CofferApp } from './app.js';
 import { restrictFileModes } from './file-modes.js';
 
@@ -68,7 +69,7 @@ export interface ComposeOptions {
 }
 
 export async function composeParts(config: Config, clock: Clock = systemClock, options: ComposeOptions = {}): Promise<Parts> {
-  const database = await openStore(config);
+  const database = await openStores(config);
   const blobs = await openBlobStore(config);
   let bus: StatusBus;
   let changes: ChangeFeed | undefined;
@@ -76,12 +77,12 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     // Several nodes share the database: status changes travel between them on LISTEN/NOTIFY, and so do the
     // changes the metadata cache must hear of.
     const { PgStatusBus } = await import('../events/pg-bus.js');
-    const pgBus = new PgStatusBus({ connectionString: config.databaseUrl, load: (id) => database.getBackup(id), log: options.log });
+    const pgBus = new PgStatusBus({ connectionString: config.databaseUrl, load: (id) => database.backups.getBackup(id), log: options.log });
     try {
       await pgBus.start();
     } catch (error) {
       await pgBus.close();
-      await database.close();
+      await database.database.close();
       throw error;
     }
     bus = pgBus;
@@ -89,15 +90,20 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
   } else {
     bus = new LocalStatusBus();
   }
-  // Everything below reads and writes through the cache, so every write of this process invalidates it.
-  const cache =
-    config.metadataCache.maxBytes > 0
-      ? new CachedStore(database, {
-          maxBytes: config.metadataCache.maxBytes,
-          ...(changes ? { changes, ttlMs: config.metadataCache.ttlMs } : {}),
-        })
-      : undefined;
-  const store: Store = cache ?? database;
+  // Everything below reads and writes the cached ports through the cache, so every write of this process invalidates
+  // it; the other ports change no cached row and are wired straight through.
+  let cache: MetadataCache | undefined;
+  let stores: Stores = database;
+  if (config.metadataCache.maxBytes > 0) {
+    const { cache: metadata, ...cached } = cachedPorts(database, {
+      maxBytes: config.metadataCache.maxBytes,
+      ...(changes ? { changes, ttlMs: config.metadataCache.ttlMs } : {}),
+    });
+    cache = metadata;
+    stores = { ...database, ...cached };
+  }
+  // TRANSITIONAL (issue 37): the services still take the one wide Store until they take the ports they name.
+  const store: Store = storeOf(stores);
   const backups = backupService(config, store, blobs, bus, clock);
   const { audit, keys, sessions, operator } = accountServices(config, store, clock);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that
@@ -121,7 +127,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
   return {
     config,
     clock,
-    stores: storesOf(store),
+    stores,
     cache,
     blobs,
     bus,
@@ -136,7 +142,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     ...(changes ? { changeFeed: changes } : {}),
     async close() {
       await bus.close();
-      await store.close();
+      await stores.database.close();
     },
   };
 }
@@ -158,19 +164,21 @@ export interface OperatorParts extends Pick<Services, 'config' | 'clock' | 'stor
 
 export async function composeOperatorParts(config: Config, clock: Clock = systemClock): Promise<OperatorParts> {
   restrictFileModes(config); // a one-shot process: `coffer admin` may be the first to create the database
-  const store = await openStore(config);
+  const stores = await openStores(config);
+  // TRANSITIONAL (issue 37): the services still take the one wide Store until they take the ports they name.
+  const store = storeOf(stores);
   return {
     config,
     clock,
-    stores: storesOf(store),
+    stores,
     ...accountServices(config, store, clock),
     backups: async () => backupService(config, store, await openBlobStore(config), new LocalStatusBus(), clock),
     async publicUrl() {
       if (config.publicUrlGiven) return { url: config.publicUrl, recorded: true };
-      const recorded = await store.getSetting(PUBLIC_URL_SETTING);
+      const recorded = await stores.settings.getSetting(PUBLIC_URL_SETTING);
       return recorded === undefined ? { url: config.publicUrl, recorded: false } : { url: recorded, recorded: true };
     },
-    close: () => store.close(),
+    close: () => stores.database.close(),
   };
 }
 

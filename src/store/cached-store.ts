@@ -1,10 +1,15 @@
 /**
  * The reads every API request makes (API key → key record, account, vault, an account's list of backups) served
- * from this process's memory, over any Store: a decorator, so the services see one Store and the shared store suite
- * runs against it too. Reads far outnumber changes (bench P3, BENCHMARKS.md#p3).
+ * from this process's memory: decorators of the four ports those reads belong to (keys, accounts, vaults, backups),
+ * over any implementation of them, so the services see the same ports and the shared store suite runs against them
+ * too; every other port is wired straight through (src/server/compose.ts). Reads far outnumber changes (bench P3,
+ * BENCHMARKS.md#p3).
  *
  * Correctness rests on invalidation, never on age alone:
- * - a change made through this store invalidates the changed account's entries before the write returns;
+ * - a change made through these ports invalidates the changed account's entries before the write returns. Every
+ *   write that changes a cached row is a method of a cached port (the key, account, vault and backup writes, and
+ *   markReady's account cadence); the other ports' writes (usage reservations and their row locks, sessions,
+ *   sign-ins, audit, settings, multipart bookkeeping, vault history pruning) change no cached row;
  * - a change made elsewhere arrives through `changes`: PostgreSQL's NOTIFY from a trigger on the cached tables
  *   (migration 0006), so other nodes and `coffer admin` processes are heard; while that feed is down nothing is
  *   cached (and everything is dropped when it goes down and when it comes back);
@@ -22,7 +27,12 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { BackupStatus } from '../domain/backups.js';
-import { type Account, type ApiKey, type Backup, NOT_CACHED, type Store, type Vault } from './store.js';
+import type { Account, ApiKey, Backup, Vault } from '../domain/entities.js';
+import type { AccountStore } from './ports/accounts.js';
+import type { BackupStore } from './ports/backups.js';
+import { type KeyStore, NOT_CACHED } from './ports/keys.js';
+import type { Stores } from './ports/stores.js';
+import type { VaultStore } from './ports/vaults.js';
 
 /** Changes committed through other handles of the same database (other nodes, operator commands), by account. */
 export interface ChangeFeed {
@@ -39,7 +49,7 @@ export interface CacheOptions {
   maxBytes: number;
   /** Entries are read again after this long (a backstop for a missed notification); undefined: no age limit. */
   ttlMs?: number;
-  /** Changes made elsewhere (PostgreSQL: LISTEN/NOTIFY); SQLite needs none (Store.changeVersion). */
+  /** Changes made elsewhere (PostgreSQL: LISTEN/NOTIFY); SQLite needs none (Database.changeVersion). */
   changes?: ChangeFeed;
 }
 
@@ -70,8 +80,8 @@ function sizeOf(entry: Entry): number {
   return ENTRY_OVERHEAD_BYTES + (entry.value === ABSENT ? 0 : JSON.stringify(entry.value).length);
 }
 
-export class CachedStore implements Store {
-  readonly kind: Store['kind'];
+/** The cache the cached ports share: entries by key, each belonging to one account, and their invalidation. */
+export class MetadataCache {
   /** Hits and misses of the cached reads, and whole-cache drops (tests, /metrics-style diagnostics). */
   readonly stats = { hits: 0, misses: 0, clears: 0 };
   private readonly cache: LRUCache<string, Entry>;
@@ -93,11 +103,14 @@ export class CachedStore implements Store {
   private readonly loading = new Map<string, { stamp: number; value: Promise<unknown> }>();
   private enabled: boolean;
 
+  /**
+   * `changeVersion`: the database's (Database.changeVersion, SQLite): a change of it means another connection
+   * committed, and everything is dropped.
+   */
   constructor(
-    private readonly inner: Store,
     options: CacheOptions,
+    private readonly changeVersion?: () => number,
   ) {
-    this.kind = inner.kind;
     this.cache = new LRUCache<string, Entry>({
       maxSize: options.maxBytes,
       // One account's list may not take more than an eighth of the cache.
@@ -116,7 +129,7 @@ export class CachedStore implements Store {
       this.clear();
       this.enabled = live;
     });
-    this.lastVersion = inner.changeVersion?.();
+    this.lastVersion = changeVersion?.();
   }
 
   /** Entries held, and their estimated size in bytes. */
@@ -146,11 +159,11 @@ export class CachedStore implements Store {
 
   /** SQLite: another connection committed since the last look → everything may be stale. */
   private checkVersion(force = false): void {
-    if (this.inner.changeVersion === undefined) return;
+    if (this.changeVersion === undefined) return;
     const now = performance.now();
     if (!force && now - this.versionCheckedAt < VERSION_CHECK_MS) return;
     this.versionCheckedAt = now;
-    const version = this.inner.changeVersion();
+    const version = this.changeVersion();
     if (version !== this.lastVersion) {
       this.lastVersion = version;
       this.clear();
@@ -161,7 +174,7 @@ export class CachedStore implements Store {
    * The cached value under `key`, else `load()`'s, kept unless its account was invalidated while it loaded.
    * `accountOf` names the account of a loaded value (undefined: do not keep it).
    */
-  private async cached<T>(key: string, load: () => Promise<T>, accountOf: (value: T) => string | undefined): Promise<T> {
+  async cached<T>(key: string, load: () => Promise<T>, accountOf: (value: T) => string | undefined): Promise<T> {
     this.checkVersion();
     if (!this.enabled) return load();
     const hit = this.cache.get(key);
@@ -208,7 +221,7 @@ export class CachedStore implements Store {
   }
 
   /** Runs a write that changes `accountId`'s cached rows; its entries go once it is done (also when it failed). */
-  private async changing<T>(accountId: string, write: () => Promise<T>): Promise<T> {
+  async changing<T>(accountId: string, write: () => Promise<T>): Promise<T> {
     try {
       return await write();
     } finally {
@@ -217,7 +230,7 @@ export class CachedStore implements Store {
   }
 
   /** Runs a write whose account only its result names (undefined: nothing changed); a failure drops everything. */
-  private async changingResult<T extends { accountId: string } | undefined>(write: () => Promise<T>): Promise<T> {
+  async changingResult<T extends { accountId: string } | undefined>(write: () => Promise<T>): Promise<T> {
     let result: T;
     try {
       result = await write();
@@ -229,79 +242,42 @@ export class CachedStore implements Store {
     return result;
   }
 
-  // ---- cached reads ----
-
-  /** Counted as a hit only when it answers (Store.peekApiKeyByHash). */
-  peekApiKeyByHash(keyHash: string): ApiKey | undefined | typeof NOT_CACHED {
+  /** The value cached under `key` without waiting, or NOT_CACHED; counted as a hit only when it answers. */
+  peek<T>(key: string): T | undefined | typeof NOT_CACHED {
     this.checkVersion();
     if (!this.enabled) return NOT_CACHED;
-    const hit = this.cache.get(`k:${keyHash}`);
+    const hit = this.cache.get(key);
     if (hit === undefined) return NOT_CACHED;
     this.stats.hits += 1;
-    return (hit.value === ABSENT ? undefined : hit.value) as ApiKey | undefined;
+    return (hit.value === ABSENT ? undefined : hit.value) as T | undefined;
+  }
+}
+
+/** TRANSITIONAL (issue 37): the name src/services/services.ts still gives the cache. */
+export type CachedStore = MetadataCache;
+
+/** API keys by hash, cached; creating or revoking a key drops its account's entries. */
+class CachedKeyStore implements KeyStore {
+  constructor(
+    private readonly inner: KeyStore,
+    private readonly cache: MetadataCache,
+  ) {}
+
+  /** Counted as a hit only when it answers (KeyStore.peekApiKeyByHash). */
+  peekApiKeyByHash(keyHash: string): ApiKey | undefined | typeof NOT_CACHED {
+    return this.cache.peek<ApiKey>(`k:${keyHash}`);
   }
 
   findApiKeyByHash(keyHash: string): Promise<ApiKey | undefined> {
-    return this.cached(
+    return this.cache.cached(
       `k:${keyHash}`,
       () => this.inner.findApiKeyByHash(keyHash),
       (key) => key?.accountId,
     );
   }
 
-  getAccount(id: string): Promise<Account | undefined> {
-    return this.cached(
-      `a:${id}`,
-      () => this.inner.getAccount(id),
-      (account) => account?.id,
-    );
-  }
-
-  getVault(accountId: string): Promise<Vault | undefined> {
-    return this.cached(
-      `v:${accountId}`,
-      () => this.inner.getVault(accountId),
-      () => accountId,
-    );
-  }
-
-  listBackups(accountId: string, statuses: readonly BackupStatus[]): Promise<Backup[]> {
-    return this.cached(
-      `l:${accountId}:${statuses.join(',')}`,
-      () => this.inner.listBackups(accountId, statuses),
-      () => accountId,
-    );
-  }
-
-  // ---- writes that change cached rows ----
-
-  createAccount(account: Account): Promise<Account> {
-    return this.changing(account.id, () => this.inner.createAccount(account));
-  }
-
-  async setPlan(accountId: string, plan: Account['plan']): Promise<boolean> {
-    // The owner's host accounts change with it: an operator's rare change, so everything goes rather than a list.
-    try {
-      return await this.inner.setPlan(accountId, plan);
-    } finally {
-      this.clear();
-    }
-  }
-
-  setOperatorLabel(accountId: string, label: string | null): Promise<boolean> {
-    return this.changing(accountId, () => this.inner.setOperatorLabel(accountId, label));
-  }
-
-  setQuota(accountId: string, quota: number | null | undefined): Promise<boolean> {
-    return this.changing(accountId, () => this.inner.setQuota(accountId, quota));
-  }
-
-  setDeletionGrace(accountId: string, days: number): Promise<boolean> {
-    return this.changing(accountId, () => this.inner.setDeletionGrace(accountId, days));
-  }
-
   createApiKey(key: ApiKey, keyHash: string): Promise<void> {
-    return this.changing(key.accountId, () => this.inner.createApiKey(key, keyHash));
+    return this.cache.changing(key.accountId, () => this.inner.createApiKey(key, keyHash));
   }
 
   async revokeApiKey(keyId: string, at: number): Promise<boolean> {
@@ -311,92 +287,156 @@ export class CachedStore implements Store {
       revoked = await this.inner.revokeApiKey(keyId, at);
       owner = revoked ? await this.inner.getApiKey(keyId) : undefined;
     } catch (error) {
-      this.clear();
+      this.cache.clear();
       throw error;
     }
-    if (owner) this.invalidate(owner.accountId);
-    else if (revoked) this.clear();
+    if (owner) this.cache.invalidate(owner.accountId);
+    else if (revoked) this.cache.clear();
     return revoked;
   }
 
-  createVault(accountId: string, vault: Vault): Promise<boolean> {
-    return this.changing(accountId, () => this.inner.createVault(accountId, vault));
-  }
-
-  replaceVault(...args: Parameters<Store['replaceVault']>): Promise<boolean> {
-    return this.changing(args[0], () => this.inner.replaceVault(...args));
-  }
-
-  deleteVault(...args: Parameters<Store['deleteVault']>): Promise<boolean> {
-    return this.changing(args[0], () => this.inner.deleteVault(...args));
-  }
-
-  restoreVault(...args: Parameters<Store['restoreVault']>): Promise<Vault | undefined> {
-    return this.changing(args[0], () => this.inner.restoreVault(...args));
-  }
-
-  createBackup(...args: Parameters<Store['createBackup']>): ReturnType<Store['createBackup']> {
-    return this.changing(args[0], () => this.inner.createBackup(...args));
-  }
-
-  updateBackup(...args: Parameters<Store['updateBackup']>): Promise<Backup | undefined> {
-    return this.changingResult(() => this.inner.updateBackup(...args));
-  }
-
-  markReady(...args: Parameters<Store['markReady']>): Promise<Backup | undefined> {
-    return this.changingResult(() => this.inner.markReady(...args));
-  }
-
-  // ---- everything else goes straight through ----
   // Stryker disable all: plain delegation, checked by the shared store suite (test/backends/store.test.ts), not a cache rule.
+  listApiKeys: KeyStore['listApiKeys'] = (accountId) => this.inner.listApiKeys(accountId);
+  getApiKey: KeyStore['getApiKey'] = (keyId) => this.inner.getApiKey(keyId);
+  // Stryker restore all
+}
 
-  queryCounts: Store['queryCounts'] = () => this.inner.queryCounts();
-  migrate: Store['migrate'] = () => this.inner.migrate();
-  async close(): Promise<void> {
-    this.clear();
-    await this.inner.close();
+/** Accounts by id, cached; every change of an account drops its entries (a plan change: everything). */
+class CachedAccountStore implements AccountStore {
+  constructor(
+    private readonly inner: AccountStore,
+    private readonly cache: MetadataCache,
+  ) {}
+
+  getAccount(id: string): Promise<Account | undefined> {
+    return this.cache.cached(
+      `a:${id}`,
+      () => this.inner.getAccount(id),
+      (account) => account?.id,
+    );
   }
-  ping: Store['ping'] = () => this.inner.ping();
-  listAccounts: Store['listAccounts'] = () => this.inner.listAccounts();
-  usage: Store['usage'] = (now, accountId, since) => this.inner.usage(now, accountId, since);
-  fleetUsage: Store['fleetUsage'] = (now, accountId) => this.inner.fleetUsage(now, accountId);
-  reserveUpload: Store['reserveUpload'] = (reservation, now, size, quotaOf) => this.inner.reserveUpload(reservation, now, size, quotaOf);
-  releaseUpload: Store['releaseUpload'] = (id) => this.inner.releaseUpload(id);
-  listHostAccounts: Store['listHostAccounts'] = (ownerAccountId) => this.inner.listHostAccounts(ownerAccountId);
-  listApiKeys: Store['listApiKeys'] = (accountId) => this.inner.listApiKeys(accountId);
-  getApiKey: Store['getApiKey'] = (keyId) => this.inner.getApiKey(keyId);
-  createLoginLink: Store['createLoginLink'] = (link, tokenHash) => this.inner.createLoginLink(link, tokenHash);
-  consumeLoginLink: Store['consumeLoginLink'] = (tokenHash, now) => this.inner.consumeLoginLink(tokenHash, now);
-  createSession: Store['createSession'] = (session, tokenHash) => this.inner.createSession(session, tokenHash);
-  findSessionByHash: Store['findSessionByHash'] = (tokenHash) => this.inner.findSessionByHash(tokenHash);
-  revokeSession: Store['revokeSession'] = (sessionId, at) => this.inner.revokeSession(sessionId, at);
-  pruneSessions: Store['pruneSessions'] = (before) => this.inner.pruneSessions(before);
-  createOperatorLink: Store['createOperatorLink'] = (link, tokenHash) => this.inner.createOperatorLink(link, tokenHash);
-  consumeOperatorLink: Store['consumeOperatorLink'] = (tokenHash, now) => this.inner.consumeOperatorLink(tokenHash, now);
-  createOperatorSession: Store['createOperatorSession'] = (session, tokenHash) => this.inner.createOperatorSession(session, tokenHash);
-  findOperatorSessionByHash: Store['findOperatorSessionByHash'] = (tokenHash) => this.inner.findOperatorSessionByHash(tokenHash);
-  revokeOperatorSession: Store['revokeOperatorSession'] = (sessionId, at) => this.inner.revokeOperatorSession(sessionId, at);
-  appliedMigrations: Store['appliedMigrations'] = () => this.inner.appliedMigrations();
-  listVaultHistory: Store['listVaultHistory'] = (accountId, now) => this.inner.listVaultHistory(accountId, now);
-  pruneVaultHistory: Store['pruneVaultHistory'] = (now) => this.inner.pruneVaultHistory(now);
-  getBackup: Store['getBackup'] = (id) => this.inner.getBackup(id);
-  listSweepCandidates: Store['listSweepCandidates'] = (now, accountId) => this.inner.listSweepCandidates(now, accountId);
-  liveBlobKeys: Store['liveBlobKeys'] = (blobKeys) => this.inner.liveBlobKeys(blobKeys);
-  appendAudit: Store['appendAudit'] = (entry, keep) => this.inner.appendAudit(entry, keep);
-  listAudit: Store['listAudit'] = (accountId, limit) => this.inner.listAudit(accountId, limit);
-  countSignInAttempt: Store['countSignInAttempt'] = (address, now, windowMs) => this.inner.countSignInAttempt(address, now, windowMs);
-  pruneSignInAttempts: Store['pruneSignInAttempts'] = (before) => this.inner.pruneSignInAttempts(before);
-  ensureSetting: Store['ensureSetting'] = (name, initial, now) => this.inner.ensureSetting(name, initial, now);
-  putSetting: Store['putSetting'] = (name, value, now) => this.inner.putSetting(name, value, now);
-  getSetting: Store['getSetting'] = (name) => this.inner.getSetting(name);
-  addMultipartUpload: Store['addMultipartUpload'] = (backupId, uploadId, now) => this.inner.addMultipartUpload(backupId, uploadId, now);
-  countMultipartUploads: Store['countMultipartUploads'] = (backupId) => this.inner.countMultipartUploads(backupId);
-  putPartSize: Store['putPartSize'] = (backupId, uploadId, partNumber, size) =>
-    this.inner.putPartSize(backupId, uploadId, partNumber, size);
-  slotBytes: Store['slotBytes'] = (backupId, except) => this.inner.slotBytes(backupId, except);
-  removeMultipartUpload: Store['removeMultipartUpload'] = (uploadId) => this.inner.removeMultipartUpload(uploadId);
-  pruneMultipartUploads: Store['pruneMultipartUploads'] = () => this.inner.pruneMultipartUploads();
-  tryExclusive<T>(name: string, task: () => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }> {
-    return this.inner.tryExclusive(name, task);
+
+  createAccount(account: Account): Promise<Account> {
+    return this.cache.changing(account.id, () => this.inner.createAccount(account));
   }
+
+  async setPlan(accountId: string, plan: Account['plan']): Promise<boolean> {
+    // The owner's host accounts change with it: an operator's rare change, so everything goes rather than a list.
+    try {
+      return await this.inner.setPlan(accountId, plan);
+    } finally {
+      this.cache.clear();
+    }
+  }
+
+  setOperatorLabel(accountId: string, label: string | null): Promise<boolean> {
+    return this.cache.changing(accountId, () => this.inner.setOperatorLabel(accountId, label));
+  }
+
+  setQuota(accountId: string, quota: number | null | undefined): Promise<boolean> {
+    return this.cache.changing(accountId, () => this.inner.setQuota(accountId, quota));
+  }
+
+  setDeletionGrace(accountId: string, days: number): Promise<boolean> {
+    return this.cache.changing(accountId, () => this.inner.setDeletionGrace(accountId, days));
+  }
+
+  // Stryker disable all: plain delegation, checked by the shared store suite (test/backends/store.test.ts), not a cache rule.
+  listAccounts: AccountStore['listAccounts'] = () => this.inner.listAccounts();
+  listHostAccounts: AccountStore['listHostAccounts'] = (ownerAccountId) => this.inner.listHostAccounts(ownerAccountId);
+  // Stryker restore all
+}
+
+/** Vaults by account, cached (a missing one too); every change of the vault drops its account's entries. */
+class CachedVaultStore implements VaultStore {
+  constructor(
+    private readonly inner: VaultStore,
+    private readonly cache: MetadataCache,
+  ) {}
+
+  getVault(accountId: string): Promise<Vault | undefined> {
+    return this.cache.cached(
+      `v:${accountId}`,
+      () => this.inner.getVault(accountId),
+      () => accountId,
+    );
+  }
+
+  createVault(accountId: string, vault: Vault): Promise<boolean> {
+    return this.cache.changing(accountId, () => this.inner.createVault(accountId, vault));
+  }
+
+  replaceVault(...args: Parameters<VaultStore['replaceVault']>): Promise<boolean> {
+    return this.cache.changing(args[0], () => this.inner.replaceVault(...args));
+  }
+
+  deleteVault(...args: Parameters<VaultStore['deleteVault']>): Promise<boolean> {
+    return this.cache.changing(args[0], () => this.inner.deleteVault(...args));
+  }
+
+  restoreVault(...args: Parameters<VaultStore['restoreVault']>): Promise<Vault | undefined> {
+    return this.cache.changing(args[0], () => this.inner.restoreVault(...args));
+  }
+
+  // Stryker disable all: plain delegation, checked by the shared store suite (test/backends/store.test.ts), not a cache rule.
+  listVaultHistory: VaultStore['listVaultHistory'] = (accountId, now) => this.inner.listVaultHistory(accountId, now);
+  pruneVaultHistory: VaultStore['pruneVaultHistory'] = (now) => this.inner.pruneVaultHistory(now);
+  // Stryker restore all
+}
+
+/** An account's list of backups (by statuses), cached; creating or changing a backup drops its account's entries. */
+class CachedBackupStore implements BackupStore {
+  constructor(
+    private readonly inner: BackupStore,
+    private readonly cache: MetadataCache,
+  ) {}
+
+  listBackups(accountId: string, statuses: readonly BackupStatus[]): Promise<Backup[]> {
+    return this.cache.cached(
+      `l:${accountId}:${statuses.join(',')}`,
+      () => this.inner.listBackups(accountId, statuses),
+      () => accountId,
+    );
+  }
+
+  createBackup(...args: Parameters<BackupStore['createBackup']>): ReturnType<BackupStore['createBackup']> {
+    return this.cache.changing(args[0], () => this.inner.createBackup(...args));
+  }
+
+  updateBackup(...args: Parameters<BackupStore['updateBackup']>): Promise<Backup | undefined> {
+    return this.cache.changingResult(() => this.inner.updateBackup(...args));
+  }
+
+  /** Also changes the account (its last READY): the account's entries go with the list. */
+  markReady(...args: Parameters<BackupStore['markReady']>): Promise<Backup | undefined> {
+    return this.cache.changingResult(() => this.inner.markReady(...args));
+  }
+
+  // Stryker disable all: plain delegation, checked by the shared store suite (test/backends/store.test.ts), not a cache rule.
+  getBackup: BackupStore['getBackup'] = (id) => this.inner.getBackup(id);
+  listSweepCandidates: BackupStore['listSweepCandidates'] = (now, accountId) => this.inner.listSweepCandidates(now, accountId);
+  liveBlobKeys: BackupStore['liveBlobKeys'] = (blobKeys) => this.inner.liveBlobKeys(blobKeys);
+  // Stryker restore all
+}
+
+/** The ports the metadata cache serves reads of, and the cache itself (its counters for /metrics, its invalidation). */
+export interface CachedPorts extends Pick<Stores, 'keys' | 'accounts' | 'vaults' | 'backups'> {
+  cache: MetadataCache;
+}
+
+/**
+ * The keys, accounts, vaults and backups of `stores` behind one metadata cache (the database's change version, where
+ * it has one, empties it when another connection commits). Every other port of `stores` stays as it is: none of them
+ * changes a cached row.
+ */
+export function cachedPorts(stores: Stores, options: CacheOptions): CachedPorts {
+  const changeVersion = stores.database.changeVersion?.bind(stores.database);
+  const cache = new MetadataCache(options, changeVersion);
+  return {
+    cache,
+    keys: new CachedKeyStore(stores.keys, cache),
+    accounts: new CachedAccountStore(stores.accounts, cache),
+    vaults: new CachedVaultStore(stores.vaults, cache),
+    backups: new CachedBackupStore(stores.backups, cache),
+  };
 }

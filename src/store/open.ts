@@ -1,19 +1,19 @@
 import type { Config } from '../config.js';
-import { openSqliteStore } from './sqlite.js';
-import type { Store } from './store.js';
+import type { Stores } from './ports/stores.js';
+import { openSqliteStores } from './sqlite.js';
 
 /** PostgreSQL when COFFER_DATABASE_URL is set, else SQLite in the data directory; migrated either way. */
-export async function openStore(config: Config): Promise<Store> {
+export async function openStores(config: Config): Promise<Stores> {
   // The scale-out backends load only when configured: the embedded default (and the CLI) start faster.
-  const store =
+  const stores =
     config.databaseUrl !== null
-      ? (await import('./postgres.js')).openPostgresStore(config.databaseUrl)
-      : await openSqliteStore(config.dataDir, config.sqliteDriver);
+      ? (await import('./postgres.js')).openPostgresStores(config.databaseUrl)
+      : await openSqliteStores(config.dataDir, config.sqliteDriver);
   try {
-    await store.migrate();
+    await stores.database.migrate();
   } catch (error) {
-    await store.close().catch(() => undefined);
+    await stores.database.close().catch(() => undefined);
     throw error;
   }
-  return store;
+  return stores;
 }

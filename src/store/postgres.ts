@@ -1,12 +1,13 @@
 /**
- * The scale-out metadata store: the same SqlStore on Kysely's PostgreSQL dialect, so both engines share one
+ * The scale-out metadata store: the same SQL ports (src/store/sql/) on Kysely's PostgreSQL dialect, so both engines share one
  * implementation and one set of migrations. Cadence and one-slot-in-flight stay enforced by the database
  * (a row lock on the account inside the create transaction), so any number of nodes may share it.
  */
 import { type DatabaseIntrospector, Kysely, PostgresDialect, PostgresIntrospector, sql, type TableMetadata } from 'kysely';
 import pg from 'pg';
+import type { Stores } from './ports/stores.js';
 import type { Database } from './schema.js';
-import { SqlStore } from './sql-store.js';
+import { sqlStores } from './sql/index.js';
 
 export interface PostgresOptions {
   /** Pool size per node; the sweeper reserves one connection while it holds its advisory lock. */
@@ -23,7 +24,7 @@ export function pgClientConfig(connectionString: string): pg.ClientConfig {
   };
 }
 
-export function openPostgresStore(connectionString: string, options: PostgresOptions = {}): SqlStore {
+export function openPostgresStores(connectionString: string, options: PostgresOptions = {}): Stores {
   const pool = new pg.Pool({
     ...pgClientConfig(connectionString),
     max: options.maxConnections ?? 10,
@@ -32,7 +33,7 @@ export function openPostgresStore(connectionString: string, options: PostgresOpt
   // An idle client that loses its connection emits 'error' on the pool; without a listener that would
   // crash the process. The next query simply gets a fresh connection.
   pool.on('error', () => undefined);
-  return new SqlStore('postgres', new Kysely<Database>({ dialect: new OwnSchemaDialect({ pool }) }));
+  return sqlStores('postgres', new Kysely<Database>({ dialect: new OwnSchemaDialect({ pool }) }));
 }
 
 /**

@@ -10,8 +10,9 @@ import {
   type SqliteDatabase,
   type SqliteStatement,
 } from 'kysely';
+import type { Stores } from './ports/stores.js';
 import type { Database } from './schema.js';
-import { SqlStore } from './sql-store.js';
+import { sqlStores } from './sql/index.js';
 import { openSqliteDatabase, type SqliteConnection, type SqliteDriverName } from './sqlite-driver.js';
 
 export const SQLITE_FILE = 'coffer.sqlite';
@@ -20,7 +21,7 @@ export const SQLITE_FILE = 'coffer.sqlite';
  * The embedded default: one SQLite file in the data directory, WAL, fully synchronous commits. `driver`:
  * COFFER_SQLITE_DRIVER; null: the best one this runtime has (src/store/sqlite-driver.ts).
  */
-export async function openSqliteStore(dataDir: string, driver: SqliteDriverName | null = null): Promise<SqlStore> {
+export async function openSqliteStores(dataDir: string, driver: SqliteDriverName | null = null): Promise<Stores> {
   fs.mkdirSync(dataDir, { recursive: true });
   const database = await openSqliteDatabase(path.join(dataDir, SQLITE_FILE), { driver });
   database.exec('PRAGMA journal_mode = WAL');
@@ -29,7 +30,7 @@ export async function openSqliteStore(dataDir: string, driver: SqliteDriverName 
   database.exec('PRAGMA foreign_keys = ON');
   // Run directly on the connection, outside Kysely: one synchronous call, never inside another statement.
   const dataVersion = database.prepare('PRAGMA data_version');
-  return new SqlStore('sqlite', new Kysely<Database>({ dialect: new GroupCommitDialect(withStatementCache(database)) }), () =>
+  return sqlStores('sqlite', new Kysely<Database>({ dialect: new GroupCommitDialect(withStatementCache(database)) }), () =>
     Number((dataVersion.get([]) as { data_version: number | bigint }).data_version),
   );
 }

@@ -1,6 +1,7 @@
 /**
- * TRANSITIONAL (issue 37): the one wide Store is every port at once, until each aggregate has its own implementation
- * (src/store/ports/ for the ports, src/domain/entities.ts for the records). Nothing new should import this file.
+ * TRANSITIONAL (issue 37): the one wide Store is every port at once, for the services that still take it (each
+ * aggregate has its own implementation now: src/store/sql/; the ports are in src/store/ports/, the records in
+ * src/domain/entities.ts). Nothing new should import this file.
  */
 export type * from '../domain/entities.js';
 export type * from './ports/accounts.js';
@@ -44,20 +45,25 @@ export type Store = Database &
   SettingStore &
   MultipartStore;
 
-/** Every port served by the one wide store (transitional, until each aggregate has its own implementation). */
-export function storesOf(store: Store): Stores {
-  return {
-    database: store,
-    accounts: store,
-    usage: store,
-    keys: store,
-    sessions: store,
-    operatorSessions: store,
-    signIns: store,
-    vaults: store,
-    backups: store,
-    audit: store,
-    settings: store,
-    multipart: store,
-  };
+/**
+ * The one wide Store served by the ports (transitional: for the services that still take it, until each takes the
+ * ports it names). Each method is the port's own, bound to it; a port's optional method (peekApiKeyByHash without a
+ * cache) stays absent.
+ */
+export function storeOf(stores: Stores): Store {
+  const wide: Record<string, unknown> = {};
+  for (const port of Object.values(stores) as object[]) {
+    for (
+      let proto: object | null = port;
+      proto !== null && proto !== Object.prototype;
+      proto = Object.getPrototypeOf(proto) as object | null
+    ) {
+      for (const name of Object.getOwnPropertyNames(proto)) {
+        if (name === 'constructor' || name in wide) continue;
+        const value = (port as Record<string, unknown>)[name];
+        wide[name] = typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(port) : value;
+      }
+    }
+  }
+  return wide as unknown as Store;
 }

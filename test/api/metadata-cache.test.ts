@@ -13,7 +13,7 @@ import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { json, runCli } from '../client/helpers.js';
 import { assertBuilt } from '../helpers/built.js';
-import { CachedStore } from '../../src/store/cached-store.js';
+import { MetadataCache } from '../../src/store/cached-store.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -70,13 +70,13 @@ for (const engine of engines) {
     let server: TestServer;
     let adminEnv: Record<string, string>;
     let stop: () => Promise<void> = async () => undefined;
-    let cache: CachedStore;
+    let cache: MetadataCache;
 
     beforeAll(async () => {
       assertBuilt();
       ({ server, adminEnv, stop } = await engine.start(clock));
-      expect(server.parts.cache).toBeInstanceOf(CachedStore);
-      cache = server.parts.cache as CachedStore;
+      expect(server.parts.cache).toBeInstanceOf(MetadataCache);
+      cache = server.parts.cache as MetadataCache;
     });
     afterAll(() => stop());
 

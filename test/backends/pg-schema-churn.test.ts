@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPostgresStore } from '../../src/store/postgres.js';
+import { openPostgresStores } from '../../src/store/postgres.js';
 import { createTestSchema, PG_URL, requirePg, skipPg } from '../helpers/pg.js';
 
 describe.skipIf(skipPg)('PostgreSQL store: migrating while other schemas are dropped', () => {
@@ -38,13 +38,13 @@ describe.skipIf(skipPg)('PostgreSQL store: migrating while other schemas are dro
     try {
       for (let run = 0; run < 20; run++) {
         const schema = await createTestSchema('coffer_churned');
-        const store = openPostgresStore(schema.url, { maxConnections: 2 });
+        const store = openPostgresStores(schema.url, { maxConnections: 2 });
         try {
-          await store.migrate();
+          await store.database.migrate();
         } catch (error) {
           failures.push(String((error as Error).cause ?? error));
         } finally {
-          await store.close();
+          await store.database.close();
           await schema.drop();
         }
       }

@@ -8,8 +8,9 @@ import { v7 as uuidv7 } from 'uuid';
 import pg from 'pg';
 import { PgStatusBus } from '../../src/events/pg-bus.js';
 import { LocalStatusBus, type StatusBus } from '../../src/events/status-bus.js';
-import { openPostgresStore } from '../../src/store/postgres.js';
-import type { Backup, Store } from '../../src/store/store.js';
+import { openPostgresStores } from '../../src/store/postgres.js';
+import type { Backup } from '../../src/domain/entities.js';
+import type { Stores } from '../../src/store/ports/stores.js';
 import { PG_URL, createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { newSlot } from '../../src/services/backups.js';
 import { describeEngines, type Engine } from './engine.js';
@@ -73,40 +74,40 @@ function localEngine(): BusEngine {
 }
 
 function pgEngine(): BusEngine {
-  let pgState: { schema: TestSchema; store: Store; buses: PgStatusBus[] } | undefined;
+  let pgState: { schema: TestSchema; store: Stores; buses: PgStatusBus[] } | undefined;
   return {
     name: 'postgres',
     skip: skipPg,
     async setUp() {
       requirePg();
       const schema = await createTestSchema('coffer_bus');
-      const store = openPostgresStore(schema.url);
+      const store = openPostgresStores(schema.url);
       pgState = { schema, store, buses: [] };
-      await store.migrate();
+      await store.database.migrate();
       const accountId = uuidv7();
-      await store.createAccount({ id: accountId, plan: 'free', createdAt: T0, lastReadyCreatedAt: null });
+      await store.accounts.createAccount({ id: accountId, plan: 'free', createdAt: T0, lastReadyCreatedAt: null });
       return accountId;
     },
     async node(load) {
-      const read = (id: string) => pgState!.store.getBackup(id);
+      const read = (id: string) => pgState!.store.backups.getBackup(id);
       const bus = new PgStatusBus({ connectionString: pgState!.schema.url, load: load ? (id) => load(id, read) : read });
       await bus.start();
       pgState!.buses.push(bus);
       return bus;
     },
     async save(backup) {
-      const existing = await pgState!.store.getBackup(backup.id);
+      const existing = await pgState!.store.backups.getBackup(backup.id);
       if (!existing) {
-        await pgState!.store.createBackup(backup.accountId, backup.createdAt, () => ({ allowed: true }), backup);
+        await pgState!.store.backups.createBackup(backup.accountId, backup.createdAt, () => ({ allowed: true }), backup);
       } else {
         const { id: _id, accountId: _a, createdAt: _c, blobPath: _b, ...patch } = backup;
-        await pgState!.store.updateBackup(backup.id, { statuses: [existing.status] }, patch);
+        await pgState!.store.backups.updateBackup(backup.id, { statuses: [existing.status] }, patch);
       }
     },
     async tearDown() {
       if (!pgState) return;
       await Promise.all(pgState.buses.map((bus) => bus.close()));
-      await pgState.store.close();
+      await pgState.store.database.close();
       await pgState.schema.drop();
     },
   };

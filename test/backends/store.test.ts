@@ -7,13 +7,15 @@ import { beforeAll, expect, it } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
 import { decideCreate, type BackupStatus } from '../../src/domain/backups.js';
 import { PgStatusBus } from '../../src/events/pg-bus.js';
-import { CachedStore } from '../../src/store/cached-store.js';
-import { openPostgresStore } from '../../src/store/postgres.js';
-import { openSqliteStore } from '../../src/store/sqlite.js';
+import { type CacheOptions, cachedPorts } from '../../src/store/cached-store.js';
+import { openPostgresStores } from '../../src/store/postgres.js';
+import { openSqliteStores } from '../../src/store/sqlite.js';
 import { SQLITE_DRIVERS, type SqliteDriverName, sqliteDrivers } from '../../src/store/sqlite-driver.js';
 import type { AuditEntry } from '../../src/domain/audit.js';
 import type { Scope } from '../../src/domain/scopes.js';
-import type { Account, Backup, Store, Vault, VaultKeep } from '../../src/store/store.js';
+import type { Account, Backup, Vault } from '../../src/domain/entities.js';
+import type { Stores } from '../../src/store/ports/stores.js';
+import type { VaultKeep } from '../../src/store/ports/vaults.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { lacking } from '../helpers/required.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -21,11 +23,11 @@ import { newSlot } from '../../src/services/backups.js';
 import { describeEngines, type Engine } from './engine.js';
 
 /** setUp opens the database for the suite and returns the main handle. */
-interface StoreEngine extends Engine<Store> {
-  /** What the Store calls its engine (Store.kind). */
-  kind: Store['kind'];
+interface StoreEngine extends Engine<Stores> {
+  /** What the database port calls its engine (Database.kind). */
+  kind: Stores['database']['kind'];
   /** Another handle on the same database, as a second node holds it. */
-  peer(): Promise<Store>;
+  peer(): Promise<Stores>;
   /** PostgreSQL: the connection URL of the suite's schema. */
   url?(): string;
 }
@@ -37,15 +39,15 @@ interface StoreEngine extends Engine<Store> {
 const drivers = await sqliteDrivers();
 
 function sqliteEngine(driver: SqliteDriverName): StoreEngine {
-  let store: Store;
+  let store: Stores;
   const missing = drivers.unavailable.get(driver);
   return {
     name: `sqlite (${driver === 'node' ? 'node:sqlite' : driver}${missing === undefined ? '' : `, skipped: ${missing}`})`,
     kind: 'sqlite',
     skip: lacking(missing === undefined, `sqlite:${driver}`),
     async setUp() {
-      store = await openSqliteStore(tempDir('coffer-store-'), driver);
-      await store.migrate();
+      store = await openSqliteStores(tempDir('coffer-store-'), driver);
+      await store.database.migrate();
       return store;
     },
     // Both drivers are synchronous: a second connection in the same process would block the event loop
@@ -54,14 +56,14 @@ function sqliteEngine(driver: SqliteDriverName): StoreEngine {
       return store;
     },
     async tearDown() {
-      await store.close();
+      await store.database.close();
     },
   };
 }
 
 function postgresEngine(): StoreEngine {
   let schema: TestSchema;
-  const opened: Store[] = [];
+  const opened: Stores[] = [];
   return {
     name: 'postgres',
     kind: 'postgres',
@@ -69,20 +71,20 @@ function postgresEngine(): StoreEngine {
     async setUp() {
       requirePg();
       schema = await createTestSchema('coffer_store');
-      const store = openPostgresStore(schema.url);
+      const store = openPostgresStores(schema.url);
       opened.push(store);
-      await store.migrate();
+      await store.database.migrate();
       return store;
     },
     url: () => schema.url,
     async peer() {
-      const store = openPostgresStore(schema.url);
+      const store = openPostgresStores(schema.url);
       opened.push(store);
-      await store.migrate(); // a second node starting: migrations are idempotent
+      await store.database.migrate(); // a second node starting: migrations are idempotent
       return store;
     },
     async tearDown() {
-      await Promise.all(opened.map((store) => store.close()));
+      await Promise.all(opened.map((store) => store.database.close()));
       await schema?.drop();
     },
   };
@@ -94,14 +96,19 @@ function postgresEngine(): StoreEngine {
  */
 function cachedEngine(inner: StoreEngine): StoreEngine {
   const buses: PgStatusBus[] = [];
-  const wrap = async (store: Store): Promise<Store> => {
-    if (store.kind === 'sqlite') return new CachedStore(store, { maxBytes: 1024 * 1024 });
-    const bus = new PgStatusBus({ connectionString: inner.url!(), load: (id) => store.getBackup(id) });
+  // The cached ports in place of the engine's own, every other port straight through.
+  const cached = (store: Stores, options: CacheOptions): Stores => {
+    const { cache: _, ...ports } = cachedPorts(store, options);
+    return { ...store, ...ports };
+  };
+  const wrap = async (store: Stores): Promise<Stores> => {
+    if (store.database.kind === 'sqlite') return cached(store, { maxBytes: 1024 * 1024 });
+    const bus = new PgStatusBus({ connectionString: inner.url!(), load: (id) => store.backups.getBackup(id) });
     buses.push(bus);
     await bus.start();
-    return new CachedStore(store, { maxBytes: 1024 * 1024, ttlMs: 1000, changes: bus });
+    return cached(store, { maxBytes: 1024 * 1024, ttlMs: 1000, changes: bus });
   };
-  let main: Store;
+  let main: Stores;
   return {
     ...inner,
     name: `${inner.name}, cached`,
@@ -146,39 +153,39 @@ const cachedEngines = [plainEngines.find((engine) => engine.kind === 'sqlite' &&
   .map(cachedEngine);
 
 describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, backend) => {
-  let store: Store;
+  let store: Stores;
   beforeAll(() => {
     store = backend();
   });
 
   async function newAccount(plan: Account['plan'] = 'free', withVault = true): Promise<Account> {
     const account: Account = { id: uuidv7(), plan, createdAt: T0, lastReadyCreatedAt: null, deletionGraceDays: 0 };
-    await store.createAccount(account);
-    if (withVault) await store.createVault(account.id, vault());
+    await store.accounts.createAccount(account);
+    if (withVault) await store.vaults.createVault(account.id, vault());
     return account;
   }
 
   /** Inserts a record through createBackup with an always-allow decision. */
   async function insert(record: Backup): Promise<Backup> {
-    const decision = await store.createBackup(record.accountId, record.createdAt, () => ({ allowed: true }), record);
+    const decision = await store.backups.createBackup(record.accountId, record.createdAt, () => ({ allowed: true }), record);
     expect(decision.allowed).toBe(true);
     return record;
   }
 
   it('migrates idempotently and answers ping', async () => {
-    await store.migrate();
-    await store.ping();
-    expect(store.kind).toBe(engine.kind);
+    await store.database.migrate();
+    await store.database.ping();
+    expect(store.database.kind).toBe(engine.kind);
   });
 
   it('accounts: create, read, list, set plan; times come back as numbers', async () => {
     const account = await newAccount('plus', false);
-    expect(await store.getAccount(account.id)).toEqual(account);
-    expect(await store.getAccount(uuidv7())).toBeUndefined();
-    expect((await store.listAccounts()).map((a) => a.id)).toContain(account.id);
-    expect(await store.setPlan(account.id, 'pro')).toBe(true);
-    expect(await store.setPlan(uuidv7(), 'pro')).toBe(false);
-    const read = await store.getAccount(account.id);
+    expect(await store.accounts.getAccount(account.id)).toEqual(account);
+    expect(await store.accounts.getAccount(uuidv7())).toBeUndefined();
+    expect((await store.accounts.listAccounts()).map((a) => a.id)).toContain(account.id);
+    expect(await store.accounts.setPlan(account.id, 'pro')).toBe(true);
+    expect(await store.accounts.setPlan(uuidv7(), 'pro')).toBe(false);
+    const read = await store.accounts.getAccount(account.id);
     expect(read?.plan).toBe('pro');
     expect(typeof read?.createdAt).toBe('number');
   });
@@ -195,37 +202,37 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       appendOnly: false,
     };
     const hash = `hash-${key.id}`;
-    await store.createApiKey(key, hash);
-    expect(await store.findApiKeyByHash(hash)).toEqual(key);
-    expect(await store.findApiKeyByHash('nope')).toBeUndefined();
-    expect((await store.listApiKeys(account.id)).map((k) => k.id)).toEqual([key.id]);
-    expect(await store.revokeApiKey(key.id, T0 + 1)).toBe(true);
-    expect(await store.revokeApiKey(key.id, T0 + 2)).toBe(false);
-    expect((await store.findApiKeyByHash(hash))?.revokedAt).toBe(T0 + 1);
+    await store.keys.createApiKey(key, hash);
+    expect(await store.keys.findApiKeyByHash(hash)).toEqual(key);
+    expect(await store.keys.findApiKeyByHash('nope')).toBeUndefined();
+    expect((await store.keys.listApiKeys(account.id)).map((k) => k.id)).toEqual([key.id]);
+    expect(await store.keys.revokeApiKey(key.id, T0 + 1)).toBe(true);
+    expect(await store.keys.revokeApiKey(key.id, T0 + 2)).toBe(false);
+    expect((await store.keys.findApiKeyByHash(hash))?.revokedAt).toBe(T0 + 1);
     // A key made in a console session keeps that session's sign-in time (migration 0008).
     const minted = { ...key, id: uuidv7(), mintedFreshAt: T0 - 5 };
-    await store.createApiKey(minted, `hash-${minted.id}`);
-    expect(await store.findApiKeyByHash(`hash-${minted.id}`)).toEqual(minted);
-    await expect(store.createApiKey({ ...key, id: uuidv7() }, hash)).rejects.toThrow();
+    await store.keys.createApiKey(minted, `hash-${minted.id}`);
+    expect(await store.keys.findApiKeyByHash(`hash-${minted.id}`)).toEqual(minted);
+    await expect(store.keys.createApiKey({ ...key, id: uuidv7() }, hash)).rejects.toThrow();
   });
 
   it('vaults: create once, replace (creation time kept), delete; 2^42 memlimit survives', async () => {
     const account = await newAccount('free', false);
-    expect(await store.getVault(account.id)).toBeUndefined();
-    expect(await store.replaceVault(account.id, vault('B'))).toBe(false);
-    expect(await store.createVault(account.id, vault('A'))).toBe(true);
-    expect(await store.createVault(account.id, vault('B'))).toBe(false);
-    expect(await store.getVault(account.id)).toEqual({ ...vault('A'), createdAt: T0 });
-    expect(await store.replaceVault(account.id, { ...vault('C'), updatedAt: T0 + 5 })).toBe(true);
-    expect(await store.getVault(account.id)).toEqual({ ...vault('C'), updatedAt: T0 + 5, createdAt: T0 });
-    expect(await store.deleteVault(account.id)).toBe(true);
-    expect(await store.deleteVault(account.id)).toBe(false);
+    expect(await store.vaults.getVault(account.id)).toBeUndefined();
+    expect(await store.vaults.replaceVault(account.id, vault('B'))).toBe(false);
+    expect(await store.vaults.createVault(account.id, vault('A'))).toBe(true);
+    expect(await store.vaults.createVault(account.id, vault('B'))).toBe(false);
+    expect(await store.vaults.getVault(account.id)).toEqual({ ...vault('A'), createdAt: T0 });
+    expect(await store.vaults.replaceVault(account.id, { ...vault('C'), updatedAt: T0 + 5 })).toBe(true);
+    expect(await store.vaults.getVault(account.id)).toEqual({ ...vault('C'), updatedAt: T0 + 5, createdAt: T0 });
+    expect(await store.vaults.deleteVault(account.id)).toBe(true);
+    expect(await store.vaults.deleteVault(account.id)).toBe(false);
   });
 
   it('replaceVault with expected material is a compare-and-swap: only over exactly that material', async () => {
     const account = await newAccount('free', false);
-    expect(await store.replaceVault(account.id, vault('B'), { expected: vault('A') })).toBe(false);
-    expect(await store.createVault(account.id, vault('A'))).toBe(true);
+    expect(await store.vaults.replaceVault(account.id, vault('B'), { expected: vault('A') })).toBe(false);
+    expect(await store.vaults.createVault(account.id, vault('A'))).toBe(true);
     // Any one field of the material differing is another vault (updatedAt is not material).
     const others = [
       vault('X'),
@@ -233,23 +240,29 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       { ...vault('A'), kdf: { ...vault('A').kdf, memlimit: vault('A').kdf.memlimit + 1 } },
       { ...vault('A'), wrappedMasterKeyNonce: 'other-nonce' },
     ];
-    for (const other of others) expect(await store.replaceVault(account.id, vault('B'), { expected: other })).toBe(false);
-    expect(await store.getVault(account.id)).toEqual({ ...vault('A'), createdAt: T0 });
+    for (const other of others) expect(await store.vaults.replaceVault(account.id, vault('B'), { expected: other })).toBe(false);
+    expect(await store.vaults.getVault(account.id)).toEqual({ ...vault('A'), createdAt: T0 });
     expect(
-      await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 7 }, { expected: { ...vault('A'), updatedAt: T0 + 99 } }),
+      await store.vaults.replaceVault(
+        account.id,
+        { ...vault('B'), updatedAt: T0 + 7 },
+        { expected: { ...vault('A'), updatedAt: T0 + 99 } },
+      ),
     ).toBe(true);
-    expect(await store.getVault(account.id)).toEqual({ ...vault('B'), updatedAt: T0 + 7, createdAt: T0 });
+    expect(await store.vaults.getVault(account.id)).toEqual({ ...vault('B'), updatedAt: T0 + 7, createdAt: T0 });
     // Two swaps from the same material, at once: exactly one lands.
-    const raced = await Promise.all([vault('C'), vault('D')].map((next) => store.replaceVault(account.id, next, { expected: vault('B') })));
+    const raced = await Promise.all(
+      [vault('C'), vault('D')].map((next) => store.vaults.replaceVault(account.id, next, { expected: vault('B') })),
+    );
     expect(raced.filter(Boolean)).toHaveLength(1);
-    expect((await store.getVault(account.id))?.wrappedMasterKey).toBe((raced[0] ? vault('C') : vault('D')).wrappedMasterKey);
+    expect((await store.vaults.getVault(account.id))?.wrappedMasterKey).toBe((raced[0] ? vault('C') : vault('D')).wrappedMasterKey);
   });
 
   it('createBackup hands the snapshot to the decision and inserts only when allowed', async () => {
     const noVault = await newAccount('free', false);
-    const refused = await store.createBackup(noVault.id, T0, (s) => decideCreate(s, T0), backup(noVault.id));
+    const refused = await store.backups.createBackup(noVault.id, T0, (s) => decideCreate(s, T0), backup(noVault.id));
     expect(refused).toEqual({ allowed: false, reason: 'vault_not_initialized' });
-    expect(await store.listBackups(noVault.id, ['PENDING_UPLOAD'])).toEqual([]);
+    expect(await store.backups.listBackups(noVault.id, ['PENDING_UPLOAD'])).toEqual([]);
 
     const account = await newAccount('pro');
     const first = backup(account.id);
@@ -258,9 +271,9 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       snapshots.push(s);
       return decideCreate(s, T0);
     };
-    expect(await store.createBackup(account.id, T0, decide, first)).toEqual({ allowed: true });
-    expect(await store.getBackup(first.id)).toEqual(first);
-    expect(await store.createBackup(account.id, T0, decide, backup(account.id))).toEqual({
+    expect(await store.backups.createBackup(account.id, T0, decide, first)).toEqual({ allowed: true });
+    expect(await store.backups.getBackup(first.id)).toEqual(first);
+    expect(await store.backups.createBackup(account.id, T0, decide, backup(account.id))).toEqual({
       allowed: false,
       reason: 'upload_in_progress',
       backupId: first.id,
@@ -269,20 +282,20 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     // An expired slot no longer counts as in flight.
     const later = T0 + 2 * HOUR;
     const second = backup(account.id, { createdAt: later, expiresAt: later + HOUR, updatedAt: later });
-    expect(await store.createBackup(account.id, later, (s) => decideCreate(s, later), second)).toEqual({ allowed: true });
-    await expect(store.createBackup(uuidv7(), T0, () => ({ allowed: true }), backup(uuidv7()))).rejects.toThrow();
+    expect(await store.backups.createBackup(account.id, later, (s) => decideCreate(s, later), second)).toEqual({ allowed: true });
+    await expect(store.backups.createBackup(uuidv7(), T0, () => ({ allowed: true }), backup(uuidv7()))).rejects.toThrow();
   });
 
   it('concurrent creates for one account from several nodes: exactly one is allowed', async () => {
     const account = await newAccount();
     const nodes = [store, await engine.peer(), await engine.peer()];
     const attempts = Array.from({ length: 12 }, (_, i) =>
-      nodes[i % nodes.length]!.createBackup(account.id, T0, (s) => decideCreate(s, T0), backup(account.id)),
+      nodes[i % nodes.length]!.backups.createBackup(account.id, T0, (s) => decideCreate(s, T0), backup(account.id)),
     );
     const decisions = await Promise.all(attempts);
     expect(decisions.filter((d) => d.allowed)).toHaveLength(1);
     expect(decisions.filter((d) => !d.allowed && d.reason === 'upload_in_progress')).toHaveLength(11);
-    expect(await store.listBackups(account.id, ['PENDING_UPLOAD'])).toHaveLength(1);
+    expect(await store.backups.listBackups(account.id, ['PENDING_UPLOAD'])).toHaveLength(1);
   });
 
   it('lists newest first, filtered by status', async () => {
@@ -290,35 +303,35 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     const a = await insert(backup(account.id, { createdAt: T0, status: 'READY' }));
     const b = await insert(backup(account.id, { createdAt: T0 + 10, status: 'DELETED' }));
     const c = await insert(backup(account.id, { createdAt: T0 + 20, status: 'FAILED' }));
-    expect((await store.listBackups(account.id, ['READY', 'FAILED'])).map((x) => x.id)).toEqual([c.id, a.id]);
-    expect((await store.listBackups(account.id, ['DELETED'])).map((x) => x.id)).toEqual([b.id]);
+    expect((await store.backups.listBackups(account.id, ['READY', 'FAILED'])).map((x) => x.id)).toEqual([c.id, a.id]);
+    expect((await store.backups.listBackups(account.id, ['DELETED'])).map((x) => x.id)).toEqual([b.id]);
   });
 
   it('updateBackup is a compare-and-set on status (and size); markReady moves the cadence clock', async () => {
     const account = await newAccount();
     const record = await insert(backup(account.id, { createdAt: T0 + 100 }));
-    expect(await store.updateBackup(record.id, { statuses: ['UPLOADED'] }, { status: 'READY' })).toBeUndefined();
-    const uploaded = await store.updateBackup(
+    expect(await store.backups.updateBackup(record.id, { statuses: ['UPLOADED'] }, { status: 'READY' })).toBeUndefined();
+    const uploaded = await store.backups.updateBackup(
       record.id,
       { statuses: ['PENDING_UPLOAD'] },
       { status: 'UPLOADED', blobKey: `${record.blobPath}/x.bin`, ciphertextSizeBytes: 52_428_800, updatedAt: T0 + 200 },
     );
     expect(uploaded).toMatchObject({ status: 'UPLOADED', ciphertextSizeBytes: 52_428_800, updatedAt: T0 + 200 });
-    expect(await store.markReady(record.id, { statuses: ['UPLOADED'], ciphertextSizeBytes: 1 }, {})).toBeUndefined();
-    const ready = await store.markReady(
+    expect(await store.backups.markReady(record.id, { statuses: ['UPLOADED'], ciphertextSizeBytes: 1 }, {})).toBeUndefined();
+    const ready = await store.backups.markReady(
       record.id,
       { statuses: ['UPLOADED'], ciphertextSizeBytes: 52_428_800 },
       { wrappedDek: 'dek', plaintextSizeBytes: 9_007_199_254_740_991, expiresAt: T0 + 7 * 24 * HOUR, updatedAt: T0 + 300 },
     );
     expect(ready).toMatchObject({ status: 'READY', wrappedDek: 'dek', plaintextSizeBytes: 9_007_199_254_740_991 });
-    expect((await store.getAccount(account.id))?.lastReadyCreatedAt).toBe(T0 + 100);
+    expect((await store.accounts.getAccount(account.id))?.lastReadyCreatedAt).toBe(T0 + 100);
 
     // An older backup reaching READY does not move the cadence clock back.
     const older = await insert(
       backup(account.id, { createdAt: T0 + 50, status: 'UPLOADED', ciphertextSizeBytes: 1, expiresAt: T0 + 10 * HOUR }),
     );
-    await store.markReady(older.id, { statuses: ['UPLOADED'] }, {});
-    expect((await store.getAccount(account.id))?.lastReadyCreatedAt).toBe(T0 + 100);
+    await store.backups.markReady(older.id, { statuses: ['UPLOADED'] }, {});
+    expect((await store.accounts.getAccount(account.id))?.lastReadyCreatedAt).toBe(T0 + 100);
   });
 
   it('concurrent compare-and-set: one winner', async () => {
@@ -327,7 +340,7 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     const nodes = [store, await engine.peer()];
     const results = await Promise.all(
       Array.from({ length: 8 }, (_, i) =>
-        nodes[i % 2]!.updateBackup(record.id, { statuses: ['PENDING_UPLOAD'] }, { status: 'UPLOADED', blobKey: `k${i}` }),
+        nodes[i % 2]!.backups.updateBackup(record.id, { statuses: ['PENDING_UPLOAD'] }, { status: 'UPLOADED', blobKey: `k${i}` }),
       ),
     );
     expect(results.filter(Boolean)).toHaveLength(1);
@@ -351,42 +364,42 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     await make('PENDING_UPLOAD', now + 1);
     await make('READY', now + HOUR);
     await make('DELETED', now - HOUR);
-    const ids = (await store.listSweepCandidates(now, account.id)).map((b) => b.id).sort();
+    const ids = (await store.backups.listSweepCandidates(now, account.id)).map((b) => b.id).sort();
     expect(ids).toEqual(due.map((b) => b.id).sort());
-    expect((await store.listSweepCandidates(now)).map((b) => b.id)).toEqual(expect.arrayContaining(ids));
+    expect((await store.backups.listSweepCandidates(now)).map((b) => b.id)).toEqual(expect.arrayContaining(ids));
   });
 
   it('deletion grace: 0 by default, set per account; the schedule condition guards compare-and-set', async () => {
     const account = await newAccount();
-    expect((await store.getAccount(account.id))?.deletionGraceDays).toBe(0);
-    expect(await store.setDeletionGrace(account.id, 7)).toBe(true);
-    expect(await store.setDeletionGrace(uuidv7(), 7)).toBe(false);
-    expect((await store.getAccount(account.id))?.deletionGraceDays).toBe(7);
+    expect((await store.accounts.getAccount(account.id))?.deletionGraceDays).toBe(0);
+    expect(await store.accounts.setDeletionGrace(account.id, 7)).toBe(true);
+    expect(await store.accounts.setDeletionGrace(uuidv7(), 7)).toBe(false);
+    expect((await store.accounts.getAccount(account.id))?.deletionGraceDays).toBe(7);
 
     const record = await insert(backup(account.id, { status: 'READY', expiresAt: T0 + 100 * HOUR, blobKey: 'backups/g/1.bin' }));
     const due = T0 + 10 * HOUR;
-    const scheduled = await store.updateBackup(record.id, { statuses: ['READY'] }, { status: 'DELETING', purgeAfter: due });
+    const scheduled = await store.backups.updateBackup(record.id, { statuses: ['READY'] }, { status: 'DELETING', purgeAfter: due });
     expect(scheduled).toMatchObject({ status: 'DELETING', purgeAfter: due, deletedAt: null });
-    expect(await store.listBackups(account.id, ['DELETING'])).toEqual([scheduled]);
+    expect(await store.backups.listBackups(account.id, ['DELETING'])).toEqual([scheduled]);
     // Restorable only while the grace lasts: a condition "due after now" fails once it has passed.
     expect(
-      await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueAfter: due } }, { status: 'READY' }),
+      await store.backups.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueAfter: due } }, { status: 'READY' }),
     ).toBeUndefined();
     // The sweeper's claim (due by now) fails before the grace ends.
     expect(
-      await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueBy: due - 1 } }, { purgeAfter: null }),
+      await store.backups.updateBackup(record.id, { statuses: ['DELETING'], scheduled: { dueBy: due - 1 } }, { purgeAfter: null }),
     ).toBeUndefined();
-    const restored = await store.updateBackup(
+    const restored = await store.backups.updateBackup(
       record.id,
       { statuses: ['DELETING'], scheduled: { dueAfter: due - 1 } },
       { status: 'READY', purgeAfter: null },
     );
     expect(restored).toMatchObject({ status: 'READY', purgeAfter: null });
     // A record not scheduled never matches a schedule condition.
-    await store.updateBackup(record.id, { statuses: ['READY'] }, { status: 'DELETING' });
-    expect(await store.updateBackup(record.id, { statuses: ['DELETING'], scheduled: {} }, { status: 'READY' })).toBeUndefined();
+    await store.backups.updateBackup(record.id, { statuses: ['READY'] }, { status: 'DELETING' });
+    expect(await store.backups.updateBackup(record.id, { statuses: ['DELETING'], scheduled: {} }, { status: 'READY' })).toBeUndefined();
     // Still referenced while DELETING: never an orphan.
-    expect(await store.liveBlobKeys(['backups/g/1.bin'])).toEqual(new Set(['backups/g/1.bin']));
+    expect(await store.backups.liveBlobKeys(['backups/g/1.bin'])).toEqual(new Set(['backups/g/1.bin']));
   });
 
   const keep = (at: number, overrides: Partial<VaultKeep> = {}): VaultKeep => ({
@@ -401,68 +414,68 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
 
   it('vault history: rotate and reset keep the replaced envelope; listed newest first until it expires; bounded', async () => {
     const account = await newAccount('free', false);
-    expect(await store.replaceVault(account.id, vault('B'), { keep: keep(T0) })).toBe(false);
-    expect(await store.listVaultHistory(account.id, T0)).toEqual([]);
-    await store.createVault(account.id, vault('A'));
+    expect(await store.vaults.replaceVault(account.id, vault('B'), { keep: keep(T0) })).toBe(false);
+    expect(await store.vaults.listVaultHistory(account.id, T0)).toEqual([]);
+    await store.vaults.createVault(account.id, vault('A'));
     const first = keep(T0 + 1, { replacedBy: 'session:s1' });
-    expect(await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, { keep: first })).toBe(true);
-    expect((await store.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
+    expect(await store.vaults.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, { keep: first })).toBe(true);
+    expect((await store.vaults.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
     // A conditional rotate whose compare-and-swap fails keeps nothing and changes nothing.
-    expect(await store.replaceVault(account.id, vault('C'), { keep: keep(T0 + 1), expected: vault('A') })).toBe(false);
-    expect((await store.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
-    expect((await store.listVaultHistory(account.id, T0 + 1)).map((e) => e.id)).toEqual([first.id]);
+    expect(await store.vaults.replaceVault(account.id, vault('C'), { keep: keep(T0 + 1), expected: vault('A') })).toBe(false);
+    expect((await store.vaults.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
+    expect((await store.vaults.listVaultHistory(account.id, T0 + 1)).map((e) => e.id)).toEqual([first.id]);
     const second = keep(T0 + 2, { reason: 'reset', expiresAt: T0 + 3 * HOUR });
-    expect(await store.deleteVault(account.id, second)).toBe(true);
-    expect(await store.getVault(account.id)).toBeUndefined();
-    expect(await store.deleteVault(account.id, keep(T0 + 3))).toBe(false);
+    expect(await store.vaults.deleteVault(account.id, second)).toBe(true);
+    expect(await store.vaults.getVault(account.id)).toBeUndefined();
+    expect(await store.vaults.deleteVault(account.id, keep(T0 + 3))).toBe(false);
 
-    const history = await store.listVaultHistory(account.id, T0 + 2);
+    const history = await store.vaults.listVaultHistory(account.id, T0 + 2);
     expect(history.map((e) => [e.id, e.reason, e.replacedBy, e.vault.wrappedMasterKey])).toEqual([
       [second.id, 'reset', 'key-1', vault('B').wrappedMasterKey],
       [first.id, 'rotate', 'session:s1', vault('A').wrappedMasterKey],
     ]);
     expect(history[1]).toMatchObject({ accountId: account.id, replacedAt: T0 + 1, vault: { ...vault('A'), createdAt: T0 } });
     // Expired entries are not listed, and pruning removes them.
-    expect((await store.listVaultHistory(account.id, T0 + 3 * HOUR)).map((e) => e.id)).toEqual([first.id]);
-    expect(await store.pruneVaultHistory(T0 + 3 * HOUR)).toBeGreaterThanOrEqual(1);
-    expect((await store.listVaultHistory(account.id, T0)).map((e) => e.id)).toEqual([first.id]);
+    expect((await store.vaults.listVaultHistory(account.id, T0 + 3 * HOUR)).map((e) => e.id)).toEqual([first.id]);
+    expect(await store.vaults.pruneVaultHistory(T0 + 3 * HOUR)).toBeGreaterThanOrEqual(1);
+    expect((await store.vaults.listVaultHistory(account.id, T0)).map((e) => e.id)).toEqual([first.id]);
 
     // At most `limit` entries: the oldest (limit - 1) and the newest stay, so a burst of rotations cannot push the
     // first envelope out.
-    await store.createVault(account.id, vault('C'));
+    await store.vaults.createVault(account.id, vault('C'));
     for (let i = 0; i < 6; i++)
-      await store.replaceVault(account.id, { ...vault('D'), updatedAt: T0 + 10 + i }, { keep: keep(T0 + 10 + i, { limit: 3 }) });
-    const bounded = await store.listVaultHistory(account.id, T0);
+      await store.vaults.replaceVault(account.id, { ...vault('D'), updatedAt: T0 + 10 + i }, { keep: keep(T0 + 10 + i, { limit: 3 }) });
+    const bounded = await store.vaults.listVaultHistory(account.id, T0);
     expect(bounded.map((e) => e.replacedAt)).toEqual([T0 + 15, T0 + 10, T0 + 1]);
     expect(bounded[2]!.vault.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
   });
 
   it('vault history: restore swaps atomically, keeps the replaced envelope, and one of two concurrent restores wins', async () => {
     const account = await newAccount('free', false);
-    await store.createVault(account.id, vault('A'));
+    await store.vaults.createVault(account.id, vault('A'));
     const kept = keep(T0 + 1);
-    await store.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, { keep: kept });
-    expect(await store.restoreVault(account.id, kept.id, T0 + 8 * 24 * HOUR, keep(T0 + 2))).toBeUndefined(); // expired
+    await store.vaults.replaceVault(account.id, { ...vault('B'), updatedAt: T0 + 1 }, { keep: kept });
+    expect(await store.vaults.restoreVault(account.id, kept.id, T0 + 8 * 24 * HOUR, keep(T0 + 2))).toBeUndefined(); // expired
     const other = await newAccount('free', false);
-    expect(await store.restoreVault(other.id, kept.id, T0 + 2, keep(T0 + 2))).toBeUndefined(); // another account's
+    expect(await store.vaults.restoreVault(other.id, kept.id, T0 + 2, keep(T0 + 2))).toBeUndefined(); // another account's
 
     const nodes = [store, await engine.peer()];
     const results = await Promise.all(
-      nodes.map((node) => node.restoreVault(account.id, kept.id, T0 + 2, keep(T0 + 2, { reason: 'restore' }))),
+      nodes.map((node) => node.vaults.restoreVault(account.id, kept.id, T0 + 2, keep(T0 + 2, { reason: 'restore' }))),
     );
     expect(results.filter(Boolean)).toHaveLength(1);
-    const current = await store.getVault(account.id);
+    const current = await store.vaults.getVault(account.id);
     expect(current).toEqual({ ...vault('A'), updatedAt: T0 + 2, createdAt: T0 });
-    const history = await store.listVaultHistory(account.id, T0 + 2);
+    const history = await store.vaults.listVaultHistory(account.id, T0 + 2);
     expect(history.map((e) => [e.reason, e.vault.wrappedMasterKey])).toEqual([['restore', vault('B').wrappedMasterKey]]);
 
     // Restoring after a reset (no vault now) brings the envelope back as the vault.
     const reset = keep(T0 + 3, { reason: 'reset' });
-    await store.deleteVault(account.id, reset);
-    expect(await store.restoreVault(account.id, reset.id, T0 + 4, keep(T0 + 4, { reason: 'restore' }))).toMatchObject({
+    await store.vaults.deleteVault(account.id, reset);
+    expect(await store.vaults.restoreVault(account.id, reset.id, T0 + 4, keep(T0 + 4, { reason: 'restore' }))).toMatchObject({
       updatedAt: T0 + 4,
     });
-    expect((await store.getVault(account.id))?.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
+    expect((await store.vaults.getVault(account.id))?.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
   });
 
   it('liveBlobKeys: keys referenced by a record that is not DELETED', async () => {
@@ -471,26 +484,26 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     await insert(backup(account.id, { status: 'DELETING', blobKey: 'backups/a/deleting.bin' }));
     await insert(backup(account.id, { status: 'DELETED', blobKey: 'backups/a/gone.bin' }));
     const keys = ['backups/a/live.bin', 'backups/a/deleting.bin', 'backups/a/gone.bin', 'backups/a/never.bin'];
-    expect([...(await store.liveBlobKeys(keys))].sort()).toEqual(['backups/a/deleting.bin', 'backups/a/live.bin']);
-    expect(await store.liveBlobKeys([])).toEqual(new Set());
+    expect([...(await store.backups.liveBlobKeys(keys))].sort()).toEqual(['backups/a/deleting.bin', 'backups/a/live.bin']);
+    expect(await store.backups.liveBlobKeys([])).toEqual(new Set());
     const many = Array.from({ length: 1200 }, (_, i) => `backups/none/${i}.bin`).concat(live.blobKey!);
-    expect(await store.liveBlobKeys(many)).toEqual(new Set([live.blobKey]));
+    expect(await store.backups.liveBlobKeys(many)).toEqual(new Set([live.blobKey]));
   });
 
   it('ensureSetting: the first writer wins, on every node', async () => {
     const nodes = [store, await engine.peer(), await engine.peer()];
-    const values = await Promise.all(nodes.map((node, i) => node.ensureSetting('contract.secret', `value-${i}`, T0)));
+    const values = await Promise.all(nodes.map((node, i) => node.settings.ensureSetting('contract.secret', `value-${i}`, T0)));
     expect(new Set(values).size).toBe(1);
-    expect(await store.ensureSetting('contract.secret', 'other', T0)).toBe(values[0]);
+    expect(await store.settings.ensureSetting('contract.secret', 'other', T0)).toBe(values[0]);
   });
 
   it('putSetting: the last writer wins, and every node reads it (getSetting)', async () => {
     const peer = await engine.peer();
-    expect(await peer.getSetting('contract.public-url')).toBeUndefined();
-    await store.putSetting('contract.public-url', 'http://first.example', T0);
-    await peer.putSetting('contract.public-url', 'http://second.example', T0 + 1);
-    expect(await store.getSetting('contract.public-url')).toBe('http://second.example');
-    expect(await peer.getSetting('contract.public-url')).toBe('http://second.example');
+    expect(await peer.settings.getSetting('contract.public-url')).toBeUndefined();
+    await store.settings.putSetting('contract.public-url', 'http://first.example', T0);
+    await peer.settings.putSetting('contract.public-url', 'http://second.example', T0 + 1);
+    expect(await store.settings.getSetting('contract.public-url')).toBe('http://second.example');
+    expect(await peer.settings.getSetting('contract.public-url')).toBe('http://second.example');
   });
 
   it('API keys: read one by id', async () => {
@@ -504,9 +517,9 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       revokedAt: null,
       appendOnly: false,
     };
-    await store.createApiKey(key, `hash-${key.id}`);
-    expect(await store.getApiKey(key.id)).toEqual(key);
-    expect(await store.getApiKey(uuidv7())).toBeUndefined();
+    await store.keys.createApiKey(key, `hash-${key.id}`);
+    expect(await store.keys.getApiKey(key.id)).toEqual(key);
+    expect(await store.keys.getApiKey(uuidv7())).toBeUndefined();
   });
 
   it('API keys: the append-only restriction is stored and read back by every lookup', async () => {
@@ -520,12 +533,12 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     };
     const restricted = { ...base, id: uuidv7(), appendOnly: true };
     const plain = { ...base, id: uuidv7(), appendOnly: false };
-    await store.createApiKey(restricted, `hash-${restricted.id}`);
-    await store.createApiKey(plain, `hash-${plain.id}`);
-    expect(await store.getApiKey(restricted.id)).toEqual(restricted);
-    expect(await store.findApiKeyByHash(`hash-${restricted.id}`)).toEqual(restricted);
-    expect(await store.findApiKeyByHash(`hash-${plain.id}`)).toEqual(plain);
-    expect((await store.listApiKeys(account.id)).map((k) => [k.id, k.appendOnly])).toEqual([
+    await store.keys.createApiKey(restricted, `hash-${restricted.id}`);
+    await store.keys.createApiKey(plain, `hash-${plain.id}`);
+    expect(await store.keys.getApiKey(restricted.id)).toEqual(restricted);
+    expect(await store.keys.findApiKeyByHash(`hash-${restricted.id}`)).toEqual(restricted);
+    expect(await store.keys.findApiKeyByHash(`hash-${plain.id}`)).toEqual(plain);
+    expect((await store.keys.listApiKeys(account.id)).map((k) => [k.id, k.appendOnly])).toEqual([
       [restricted.id, true],
       [plain.id, false],
     ]);
@@ -543,12 +556,12 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     };
     const labelled = { ...base, id: uuidv7(), label: "Anna's laptop (work)" };
     const bare = { ...base, id: uuidv7() };
-    await store.createApiKey(labelled, `hash-${labelled.id}`);
-    await store.createApiKey(bare, `hash-${bare.id}`);
-    expect(await store.getApiKey(labelled.id)).toEqual(labelled);
-    expect(await store.findApiKeyByHash(`hash-${labelled.id}`)).toEqual(labelled);
-    expect(await store.getApiKey(bare.id)).toEqual(bare);
-    expect((await store.listApiKeys(account.id)).map((k) => k.label ?? null)).toEqual([labelled.label, null]);
+    await store.keys.createApiKey(labelled, `hash-${labelled.id}`);
+    await store.keys.createApiKey(bare, `hash-${bare.id}`);
+    expect(await store.keys.getApiKey(labelled.id)).toEqual(labelled);
+    expect(await store.keys.findApiKeyByHash(`hash-${labelled.id}`)).toEqual(labelled);
+    expect(await store.keys.getApiKey(bare.id)).toEqual(bare);
+    expect((await store.keys.listApiKeys(account.id)).map((k) => k.label ?? null)).toEqual([labelled.label, null]);
   });
 
   it('audit trail: stored per account, newest first, bounded to the newest `keep` per outcome, from any node', async () => {
@@ -583,46 +596,46 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
           : {},
       );
       written.push(e);
-      await (i % 2 === 0 ? store : peer).appendAudit(e, 3);
+      await (i % 2 === 0 ? store : peer).audit.appendAudit(e, 3);
     }
     const other = entry(theirs.id, T0 + 500);
-    await store.appendAudit(other, 3);
+    await store.audit.appendAudit(other, 3);
     // Only the newest three done entries of mine are kept (and the one refused); the other account's is untouched.
-    expect(await store.listAudit(mine.id, 10)).toEqual(written.slice(1).reverse());
-    expect(await store.listAudit(mine.id, 2)).toEqual(written.slice(3).reverse());
-    expect(await store.listAudit(theirs.id, 10)).toEqual([other]);
-    expect(await store.listAudit(uuidv7(), 10)).toEqual([]);
+    expect(await store.audit.listAudit(mine.id, 10)).toEqual(written.slice(1).reverse());
+    expect(await store.audit.listAudit(mine.id, 2)).toEqual(written.slice(3).reverse());
+    expect(await store.audit.listAudit(theirs.id, 10)).toEqual([other]);
+    expect(await store.audit.listAudit(uuidv7(), 10)).toEqual([]);
     // Refused attempts are bounded on their own: a flood of them never pushes out what was done.
-    const done = await store.listAudit(mine.id, 10);
+    const done = await store.audit.listAudit(mine.id, 10);
     const flood: AuditEntry[] = [];
     for (let i = 0; i < 5; i++) {
       const e = entry(mine.id, T0 + 10_000 + i, { outcome: 'refused' });
       flood.push(e);
-      await store.appendAudit(e, 3);
+      await store.audit.appendAudit(e, 3);
     }
-    const after = await store.listAudit(mine.id, 10);
+    const after = await store.audit.listAudit(mine.id, 10);
     expect(after.filter((e) => e.outcome === 'refused')).toEqual(flood.slice(2).reverse());
     expect(after.filter((e) => e.outcome === 'done')).toEqual(done.filter((e) => e.outcome === 'done'));
     // Same instant: the later id (uuidv7) is newer.
     const tie = entry(theirs.id, T0 + 500);
-    await peer.appendAudit(tie, 3);
-    expect((await store.listAudit(theirs.id, 10)).map((e) => e.id)).toEqual([tie.id, other.id]);
+    await peer.audit.appendAudit(tie, 3);
+    expect((await store.audit.listAudit(theirs.id, 10)).map((e) => e.id)).toEqual([tie.id, other.id]);
   });
 
   it('login links: used once, never after expiry, one winner among concurrent uses across nodes', async () => {
     const account = await newAccount();
     const link = { id: uuidv7(), accountId: account.id, createdAt: T0, expiresAt: T0 + 600_000, usedAt: null };
-    await store.createLoginLink(link, `link-${link.id}`);
-    await expect(store.createLoginLink({ ...link, id: uuidv7() }, `link-${link.id}`)).rejects.toThrow();
-    expect(await store.consumeLoginLink('unknown', T0)).toBeUndefined();
-    expect(await store.consumeLoginLink(`link-${link.id}`, T0 + 600_000)).toBeUndefined(); // expired at expiresAt
-    expect(await store.consumeLoginLink(`link-${link.id}`, T0 + 1)).toEqual({ ...link, usedAt: T0 + 1 });
-    expect(await store.consumeLoginLink(`link-${link.id}`, T0 + 2)).toBeUndefined(); // used
+    await store.sessions.createLoginLink(link, `link-${link.id}`);
+    await expect(store.sessions.createLoginLink({ ...link, id: uuidv7() }, `link-${link.id}`)).rejects.toThrow();
+    expect(await store.sessions.consumeLoginLink('unknown', T0)).toBeUndefined();
+    expect(await store.sessions.consumeLoginLink(`link-${link.id}`, T0 + 600_000)).toBeUndefined(); // expired at expiresAt
+    expect(await store.sessions.consumeLoginLink(`link-${link.id}`, T0 + 1)).toEqual({ ...link, usedAt: T0 + 1 });
+    expect(await store.sessions.consumeLoginLink(`link-${link.id}`, T0 + 2)).toBeUndefined(); // used
 
     const raced = { ...link, id: uuidv7() };
-    await store.createLoginLink(raced, `link-${raced.id}`);
+    await store.sessions.createLoginLink(raced, `link-${raced.id}`);
     const nodes = [store, await engine.peer(), await engine.peer()];
-    const results = await Promise.all(nodes.map((node) => node.consumeLoginLink(`link-${raced.id}`, T0 + 3)));
+    const results = await Promise.all(nodes.map((node) => node.sessions.consumeLoginLink(`link-${raced.id}`, T0 + 3)));
     expect(results.filter(Boolean)).toHaveLength(1);
   });
 
@@ -637,30 +650,30 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       revokedAt: null,
       appendOnly: false,
     };
-    await store.createApiKey(key, `hash-${key.id}`);
+    await store.keys.createApiKey(key, `hash-${key.id}`);
     const byLink = { id: uuidv7(), accountId: account.id, keyId: null, createdAt: T0, expiresAt: T0 + HOUR, revokedAt: null, freshAt: T0 };
     // A session opened with a key made in an earlier session keeps that session's sign-in time (migration 0008).
     const byKey = { ...byLink, id: uuidv7(), keyId: key.id, expiresAt: T0 + 2 * HOUR, freshAt: T0 - 60_000 };
-    await store.createSession(byLink, `session-${byLink.id}`);
-    await store.createSession(byKey, `session-${byKey.id}`);
-    await expect(store.createSession({ ...byLink, id: uuidv7() }, `session-${byLink.id}`)).rejects.toThrow();
-    expect(await store.findSessionByHash(`session-${byLink.id}`)).toEqual(byLink);
-    expect(await store.findSessionByHash(`session-${byKey.id}`)).toEqual(byKey);
-    expect(await store.findSessionByHash('unknown')).toBeUndefined();
-    expect(await store.revokeSession(byLink.id, T0 + 5)).toBe(true);
-    expect(await store.revokeSession(byLink.id, T0 + 6)).toBe(false);
-    expect(await store.revokeSession(uuidv7(), T0 + 6)).toBe(false);
-    expect((await store.findSessionByHash(`session-${byLink.id}`))?.revokedAt).toBe(T0 + 5);
+    await store.sessions.createSession(byLink, `session-${byLink.id}`);
+    await store.sessions.createSession(byKey, `session-${byKey.id}`);
+    await expect(store.sessions.createSession({ ...byLink, id: uuidv7() }, `session-${byLink.id}`)).rejects.toThrow();
+    expect(await store.sessions.findSessionByHash(`session-${byLink.id}`)).toEqual(byLink);
+    expect(await store.sessions.findSessionByHash(`session-${byKey.id}`)).toEqual(byKey);
+    expect(await store.sessions.findSessionByHash('unknown')).toBeUndefined();
+    expect(await store.sessions.revokeSession(byLink.id, T0 + 5)).toBe(true);
+    expect(await store.sessions.revokeSession(byLink.id, T0 + 6)).toBe(false);
+    expect(await store.sessions.revokeSession(uuidv7(), T0 + 6)).toBe(false);
+    expect((await store.sessions.findSessionByHash(`session-${byLink.id}`))?.revokedAt).toBe(T0 + 5);
 
     const link = { id: uuidv7(), accountId: account.id, createdAt: T0, expiresAt: T0 + 60_000, usedAt: null };
-    await store.createLoginLink(link, `link-${link.id}`);
+    await store.sessions.createLoginLink(link, `link-${link.id}`);
     // Other accounts' rows from earlier cases may go too; count only this account's.
-    await store.pruneSessions(T0 + HOUR + 1);
-    expect(await store.findSessionByHash(`session-${byLink.id}`)).toBeUndefined();
-    expect(await store.findSessionByHash(`session-${byKey.id}`)).toEqual(byKey);
-    expect(await store.consumeLoginLink(`link-${link.id}`, T0)).toBeUndefined();
-    expect(await store.pruneSessions(T0 + 2 * HOUR + 1)).toBeGreaterThanOrEqual(1);
-    expect(await store.findSessionByHash(`session-${byKey.id}`)).toBeUndefined();
+    await store.sessions.pruneSessions(T0 + HOUR + 1);
+    expect(await store.sessions.findSessionByHash(`session-${byLink.id}`)).toBeUndefined();
+    expect(await store.sessions.findSessionByHash(`session-${byKey.id}`)).toEqual(byKey);
+    expect(await store.sessions.consumeLoginLink(`link-${link.id}`, T0)).toBeUndefined();
+    expect(await store.sessions.pruneSessions(T0 + 2 * HOUR + 1)).toBeGreaterThanOrEqual(1);
+    expect(await store.sessions.findSessionByHash(`session-${byKey.id}`)).toBeUndefined();
   });
 
   it('usage: stored bytes, counts by state and the backups created since, per account (one source for every report)', async () => {
@@ -672,7 +685,7 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     await insert(backup(account.id, { status: 'DELETING', createdAt: at(7), purgeAfter: null, ciphertextSizeBytes: 8 })); // going now
     await insert(backup(account.id, { status: 'UPLOADED', createdAt: at(8), ciphertextSizeBytes: 2 }));
     await insert(backup(account.id, { status: 'PENDING_UPLOAD', createdAt: at(9) }));
-    const [row] = await store.usage(at(10), account.id, at(5));
+    const [row] = await store.usage.usage(at(10), account.id, at(5));
     expect(row).toEqual({
       accountId: account.id,
       ownerAccountId: null,
@@ -686,8 +699,8 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       createdSince: 3, // READY and DELETING ones created at or after the fifth hour
       lastReadyAt: null,
     });
-    expect((await store.usage(at(10), account.id))[0]!.createdSince).toBe(0);
-    expect((await store.usage(at(10))).map((r) => r.accountId)).toContain(account.id);
+    expect((await store.usage.usage(at(10), account.id))[0]!.createdSince).toBe(0);
+    expect((await store.usage.usage(at(10))).map((r) => r.accountId)).toContain(account.id);
   });
 
   it("a fleet: host accounts take their owner's plan (also when it changes) and store under the owner's quota, one lock", async () => {
@@ -703,33 +716,33 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       label,
     });
     const made = host('web');
-    await store.createAccount(made);
-    expect((await store.getAccount(made.id))?.plan).toBe('pro');
-    const web = (await store.getAccount(made.id))!;
-    expect(await store.setPlan(owner.id, 'plus')).toBe(true);
-    const db = await store.createAccount(host('db'));
+    await store.accounts.createAccount(made);
+    expect((await store.accounts.getAccount(made.id))?.plan).toBe('pro');
+    const web = (await store.accounts.getAccount(made.id))!;
+    expect(await store.accounts.setPlan(owner.id, 'plus')).toBe(true);
+    const db = await store.accounts.createAccount(host('db'));
     expect(db.plan).toBe('plus'); // the stored account is returned
-    expect((await store.listHostAccounts(owner.id)).map((a) => [a.id, a.plan])).toEqual([
+    expect((await store.accounts.listHostAccounts(owner.id)).map((a) => [a.id, a.plan])).toEqual([
       [web.id, 'plus'],
       [db.id, 'plus'],
     ]);
-    expect((await store.getAccount(other.id))?.plan).toBe('pro');
+    expect((await store.accounts.getAccount(other.id))?.plan).toBe('pro');
 
     await insert(backup(owner.id, { status: 'READY', ciphertextSizeBytes: 100 }));
     await insert(backup(web.id, { status: 'READY', ciphertextSizeBytes: 20 }));
     await insert(backup(other.id, { status: 'READY', ciphertextSizeBytes: 5000 }));
-    const fleet = await store.fleetUsage(T0, db.id);
+    const fleet = await store.usage.fleetUsage(T0, db.id);
     expect(fleet).toMatchObject({ owner: { id: owner.id }, storedBytes: 120, accounts: 3 });
-    expect(await store.fleetUsage(T0, owner.id)).toMatchObject({ owner: { id: owner.id }, storedBytes: 120 });
-    expect(await store.fleetUsage(T0, other.id)).toMatchObject({ owner: { id: other.id }, storedBytes: 5000, accounts: 1 });
-    expect(await store.fleetUsage(T0, uuidv7())).toBeUndefined();
+    expect(await store.usage.fleetUsage(T0, owner.id)).toMatchObject({ owner: { id: owner.id }, storedBytes: 120 });
+    expect(await store.usage.fleetUsage(T0, other.id)).toMatchObject({ owner: { id: other.id }, storedBytes: 5000, accounts: 1 });
+    expect(await store.usage.fleetUsage(T0, uuidv7())).toBeUndefined();
 
     // A host account's reservation is judged by the owner's row (its quota) against what the whole fleet stores.
-    await store.setQuota(web.id, null); // a host account's own quota is never read
-    await store.setQuota(owner.id, 150);
+    await store.accounts.setQuota(web.id, null); // a host account's own quota is never read
+    await store.accounts.setQuota(owner.id, 150);
     const slot = await insert(backup(db.id));
     const reserve = (id: string, bytes: number) =>
-      store.reserveUpload(
+      store.usage.reserveUpload(
         { id: uuidv7(), accountId: id, backupId: slot.id, expiresAt: T0 + HOUR },
         T0,
         (quota, usage) => (quota === null || usage + bytes <= quota ? bytes : null),
@@ -738,34 +751,34 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     expect(await reserve(db.id, 20)).toEqual({ reserved: 20 });
     expect(await reserve(web.id, 20)).toEqual({ reserved: null, quota: 150, usage: 140 });
     expect(await reserve(owner.id, 10)).toEqual({ reserved: 10 });
-    expect((await store.fleetUsage(T0, web.id))?.storedBytes).toBe(150);
-    const rows = await store.usage(T0);
+    expect((await store.usage.fleetUsage(T0, web.id))?.storedBytes).toBe(150);
+    const rows = await store.usage.usage(T0);
     expect(rows.find((r) => r.accountId === db.id)).toMatchObject({ ownerAccountId: owner.id, hostLabel: 'db', storedBytes: 20 });
     expect(rows.find((r) => r.accountId === owner.id)).toMatchObject({ ownerAccountId: null, hostLabel: null });
   });
 
   it('operator links and sessions follow the same rules in their own tables (single use across nodes, revoked once)', async () => {
     const link = { id: uuidv7(), operator: 'ops', createdAt: T0, expiresAt: T0 + 600_000, usedAt: null };
-    await store.createOperatorLink(link, `oplink-${link.id}`);
+    await store.operatorSessions.createOperatorLink(link, `oplink-${link.id}`);
     // An owner's link table never holds it, nor the reverse.
-    expect(await store.consumeLoginLink(`oplink-${link.id}`, T0 + 1)).toBeUndefined();
-    expect(await store.consumeOperatorLink(`oplink-${link.id}`, T0 + 600_000)).toBeUndefined(); // expired at expiresAt
-    expect(await store.consumeOperatorLink(`oplink-${link.id}`, T0 + 1)).toEqual({ ...link, usedAt: T0 + 1 });
-    expect(await store.consumeOperatorLink(`oplink-${link.id}`, T0 + 2)).toBeUndefined(); // used
+    expect(await store.sessions.consumeLoginLink(`oplink-${link.id}`, T0 + 1)).toBeUndefined();
+    expect(await store.operatorSessions.consumeOperatorLink(`oplink-${link.id}`, T0 + 600_000)).toBeUndefined(); // expired at expiresAt
+    expect(await store.operatorSessions.consumeOperatorLink(`oplink-${link.id}`, T0 + 1)).toEqual({ ...link, usedAt: T0 + 1 });
+    expect(await store.operatorSessions.consumeOperatorLink(`oplink-${link.id}`, T0 + 2)).toBeUndefined(); // used
     const raced = { ...link, id: uuidv7() };
-    await store.createOperatorLink(raced, `oplink-${raced.id}`);
+    await store.operatorSessions.createOperatorLink(raced, `oplink-${raced.id}`);
     const nodes = [store, await engine.peer(), await engine.peer()];
-    const results = await Promise.all(nodes.map((node) => node.consumeOperatorLink(`oplink-${raced.id}`, T0 + 3)));
+    const results = await Promise.all(nodes.map((node) => node.operatorSessions.consumeOperatorLink(`oplink-${raced.id}`, T0 + 3)));
     expect(results.filter(Boolean)).toHaveLength(1);
 
     const session = { id: uuidv7(), operator: 'ops', createdAt: T0, expiresAt: T0 + HOUR, revokedAt: null };
-    await store.createOperatorSession(session, `opsession-${session.id}`);
-    expect(await store.findOperatorSessionByHash(`opsession-${session.id}`)).toEqual(session);
-    expect(await store.findSessionByHash(`opsession-${session.id}`)).toBeUndefined();
-    expect(await store.revokeSession(session.id, T0 + 4)).toBe(false); // not an owner's session
-    expect(await store.revokeOperatorSession(session.id, T0 + 5)).toBe(true);
-    expect(await store.revokeOperatorSession(session.id, T0 + 6)).toBe(false);
-    expect((await store.findOperatorSessionByHash(`opsession-${session.id}`))?.revokedAt).toBe(T0 + 5);
+    await store.operatorSessions.createOperatorSession(session, `opsession-${session.id}`);
+    expect(await store.operatorSessions.findOperatorSessionByHash(`opsession-${session.id}`)).toEqual(session);
+    expect(await store.sessions.findSessionByHash(`opsession-${session.id}`)).toBeUndefined();
+    expect(await store.sessions.revokeSession(session.id, T0 + 4)).toBe(false); // not an owner's session
+    expect(await store.operatorSessions.revokeOperatorSession(session.id, T0 + 5)).toBe(true);
+    expect(await store.operatorSessions.revokeOperatorSession(session.id, T0 + 6)).toBe(false);
+    expect((await store.operatorSessions.findOperatorSessionByHash(`opsession-${session.id}`))?.revokedAt).toBe(T0 + 5);
   });
 
   it('pruneSessions also removes ended rows: used links, signed-out sessions, sessions of dead keys', async () => {
@@ -781,7 +794,7 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
       ...overrides,
     });
     const [liveKey, revokedKey, expiredKey] = [key(), key({ revokedAt: T0 + 1 }), key({ expiresAt: T0 + 1 })];
-    for (const k of [liveKey, revokedKey, expiredKey]) await store.createApiKey(k, `hash-${k.id}`);
+    for (const k of [liveKey, revokedKey, expiredKey]) await store.keys.createApiKey(k, `hash-${k.id}`);
     const session = (keyId: string | null, revokedAt: number | null = null) => ({
       id: uuidv7(),
       accountId: account.id,
@@ -793,22 +806,22 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     });
     const kept = [session(null), session(liveKey.id)];
     const gone = [session(null, T0 + 1), session(revokedKey.id), session(expiredKey.id)];
-    for (const s of [...kept, ...gone]) await store.createSession(s, `session-${s.id}`);
+    for (const s of [...kept, ...gone]) await store.sessions.createSession(s, `session-${s.id}`);
     const link = (usedAt: number | null) => ({ id: uuidv7(), accountId: account.id, createdAt: T0, expiresAt: T0 + HOUR, usedAt });
     const [used, unused] = [link(null), link(null)];
-    for (const l of [used, unused]) await store.createLoginLink(l, `link-${l.id}`);
-    expect(await store.consumeLoginLink(`link-${used.id}`, T0 + 1)).toBeDefined();
+    for (const l of [used, unused]) await store.sessions.createLoginLink(l, `link-${l.id}`);
+    expect(await store.sessions.consumeLoginLink(`link-${used.id}`, T0 + 1)).toBeDefined();
 
     // Rows that ended at `before` exactly stay for the next prune.
-    await store.pruneSessions(T0 + 1);
-    for (const s of [...kept, ...gone]) expect(await store.findSessionByHash(`session-${s.id}`)).toEqual(s);
+    await store.sessions.pruneSessions(T0 + 1);
+    for (const s of [...kept, ...gone]) expect(await store.sessions.findSessionByHash(`session-${s.id}`)).toEqual(s);
     // Other accounts' rows from earlier cases may go too; only this account's are checked.
-    expect(await store.pruneSessions(T0 + 2)).toBeGreaterThanOrEqual(gone.length + 1);
-    for (const s of kept) expect(await store.findSessionByHash(`session-${s.id}`)).toEqual(s);
-    for (const s of gone) expect(await store.findSessionByHash(`session-${s.id}`)).toBeUndefined();
+    expect(await store.sessions.pruneSessions(T0 + 2)).toBeGreaterThanOrEqual(gone.length + 1);
+    for (const s of kept) expect(await store.sessions.findSessionByHash(`session-${s.id}`)).toEqual(s);
+    for (const s of gone) expect(await store.sessions.findSessionByHash(`session-${s.id}`)).toBeUndefined();
     // The used link is gone (a re-inserted twin with its hash no longer collides); the unused one still works.
-    await store.createLoginLink({ ...used, id: uuidv7(), usedAt: null }, `link-${used.id}`);
-    expect(await store.consumeLoginLink(`link-${unused.id}`, T0 + 3)).toBeDefined();
+    await store.sessions.createLoginLink({ ...used, id: uuidv7(), usedAt: null }, `link-${used.id}`);
+    expect(await store.sessions.consumeLoginLink(`link-${unused.id}`, T0 + 3)).toBeDefined();
   });
 
   it('tryExclusive: one holder at a time across nodes, released after the task (and after a throw)', async () => {
@@ -819,7 +832,7 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     let started!: () => void;
     const holding = new Promise<void>((resolve) => (started = resolve));
     let ran = 0;
-    const first = nodes[0]!.tryExclusive('sweeper', async () => {
+    const first = nodes[0]!.database.tryExclusive('sweeper', async () => {
       ran += 1;
       started();
       await gate;
@@ -829,7 +842,7 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     // While it holds the name, every node (its own included) is refused, and their tasks do not run.
     const others = await Promise.all(
       nodes.map((node) =>
-        node.tryExclusive('sweeper', async () => {
+        node.database.tryExclusive('sweeper', async () => {
           ran += 1;
           return 'also';
         }),
@@ -837,17 +850,17 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     );
     expect(others).toEqual([{ ran: false }, { ran: false }, { ran: false }]);
     // Another name is not excluded by it.
-    expect(await nodes[1]!.tryExclusive('other', async () => 7)).toEqual({ ran: true, value: 7 });
+    expect(await nodes[1]!.database.tryExclusive('other', async () => 7)).toEqual({ ran: true, value: 7 });
     release();
     expect(await first).toEqual({ ran: true, value: 'done' });
     expect(ran).toBe(1);
 
     // Released after the task: another node gets it; after a throw, too.
-    expect(await nodes[1]!.tryExclusive('sweeper', async () => 42)).toEqual({ ran: true, value: 42 });
-    await expect(nodes[2]!.tryExclusive('sweeper', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
-    expect(await nodes[0]!.tryExclusive('sweeper', async () => 43)).toEqual({ ran: true, value: 43 });
+    expect(await nodes[1]!.database.tryExclusive('sweeper', async () => 42)).toEqual({ ran: true, value: 42 });
+    await expect(nodes[2]!.database.tryExclusive('sweeper', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(await nodes[0]!.database.tryExclusive('sweeper', async () => 43)).toEqual({ ran: true, value: 43 });
     // Names nest.
-    expect(await store.tryExclusive('a', async () => store.tryExclusive('b', async () => 1))).toEqual({
+    expect(await store.database.tryExclusive('a', async () => store.database.tryExclusive('b', async () => 1))).toEqual({
       ran: true,
       value: { ran: true, value: 1 },
     });

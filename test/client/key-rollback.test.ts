@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Vault } from '../../src/store/store.js';
+import type { Vault } from '../../src/domain/entities.js';
 import { json, startVault, type VaultFixture } from './helpers.js';
 
 const PASSPHRASE = 'key rollback test passphrase';

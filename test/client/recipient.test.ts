@@ -9,7 +9,7 @@ import path from 'node:path';
 import { bech32m } from '@scure/base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deriveRecipient, newKey, RECIPIENT, sealDek, SEALED_DEK_BYTES } from '../../src/client/envelope.js';
-import type { Backup } from '../../src/store/store.js';
+import type { Backup } from '../../src/domain/entities.js';
 import type { TestServer } from '../helpers/server.js';
 import { type Cli, exists, json, snapshot, startVault, type VaultFixture } from './helpers.js';
 

@@ -20,7 +20,7 @@ import {
   unwrapDek,
   wrapDek,
 } from '../../src/client/envelope.js';
-import type { Backup } from '../../src/store/store.js';
+import type { Backup } from '../../src/domain/entities.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';

@@ -15,7 +15,7 @@ import { decompressor, zstdAvailable } from '../../src/client/compression.js';
 import { openMetadata, unwrapDek, wipe } from '../../src/client/envelope.js';
 import { CofferClient } from '../../src/client/sdk.js';
 import { unlockVault } from '../../src/client/vault.js';
-import type { Backup } from '../../src/store/store.js';
+import type { Backup } from '../../src/domain/entities.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';

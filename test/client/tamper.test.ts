@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHUNK_BYTES, STREAM_ABYTES, STREAM_HEADER_BYTES, wipe } from '../../src/client/envelope.js';
 import { CofferClient } from '../../src/client/sdk.js';
 import { unlockVault } from '../../src/client/vault.js';
-import type { Backup } from '../../src/store/store.js';
+import type { Backup } from '../../src/domain/entities.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';

@@ -35,7 +35,8 @@ import http from 'node:http';
 import path from 'node:path';
 import { systemClock } from '../../src/domain/clock.js';
 import { KeyService } from '../../src/services/keys.js';
-import type { Store } from '../../src/store/store.js';
+import type { Stores } from '../../src/store/ports/stores.js';
+import { storeOf } from '../../src/store/store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BIN = path.join(ROOT, 'dist/cli/main.js');
@@ -73,12 +74,13 @@ export interface Backend {
 
 /**
  * `n` pro accounts with a key each, through the same KeyService `coffer admin keys create` uses, in-process
- * (one admin process per account would cost a second or two each). Opens and closes `store`.
+ * (one admin process per account would cost a second or two each). Migrates and closes `stores`.
  */
-export async function issueProKeys(store: Store, n: number): Promise<{ accountId: string; apiKey: string }[]> {
-  await store.migrate();
+export async function issueProKeys(stores: Stores, n: number): Promise<{ accountId: string; apiKey: string }[]> {
+  await stores.database.migrate();
   try {
-    const keys = new KeyService(store, systemClock);
+    // TRANSITIONAL (issue 37): KeyService takes the one wide Store until it takes the ports it names.
+    const keys = new KeyService(storeOf(stores), systemClock);
     const out: { accountId: string; apiKey: string }[] = [];
     for (let i = 0; i < n; i++) {
       const issued = await keys.issueKey(await keys.createAccount('pro'));
@@ -86,7 +88,7 @@ export async function issueProKeys(store: Store, n: number): Promise<{ accountId
     }
     return out;
   } finally {
-    await store.close();
+    await stores.database.close();
   }
 }
 

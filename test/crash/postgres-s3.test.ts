@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPostgresStore } from '../../src/store/postgres.js';
+import { openPostgresStores } from '../../src/store/postgres.js';
 import { PG_URL, requirePg, skipPg } from '../helpers/pg.js';
 import { S3_ENGINES, skipEngine, type TestS3, startS3 } from '../helpers/s3.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -84,7 +84,7 @@ function postgresS3Backend(url: string, s3: TestS3, dataDir: string): Backend {
         return [`amcheck: ${(error as Error).message}`];
       }
     },
-    createKeys: (n) => issueProKeys(openPostgresStore(url), n),
+    createKeys: (n) => issueProKeys(openPostgresStores(url), n),
   };
 }
 

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SQLITE_FILE, openSqliteStore } from '../../src/store/sqlite.js';
+import { SQLITE_FILE, openSqliteStores } from '../../src/store/sqlite.js';
 import { openSqliteDatabase } from '../../src/store/sqlite-driver.js';
 import { tempDir } from '../helpers/tmp.js';
 import { type Backend, CrashLoop, type Row, assertBuilt, issueProKeys } from './harness.js';
@@ -74,7 +74,7 @@ function sqliteBackend(dataDir: string): Backend {
       if (foreign.length > 0) problems.push(`foreign_key_check: ${JSON.stringify(foreign)}`);
       return problems;
     },
-    createKeys: async (n) => issueProKeys(await openSqliteStore(dataDir), n),
+    createKeys: async (n) => issueProKeys(await openSqliteStores(dataDir), n),
   };
 }
 

@@ -9,7 +9,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
-import { openPostgresStore } from '../../src/store/postgres.js';
+import { openPostgresStores } from '../../src/store/postgres.js';
+import { storeOf } from '../../src/store/store.js';
 import { api, envelope } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -65,11 +66,11 @@ describe.skipIf(lacking(haveProm, 'prometheus') || skipPg)('Prometheus scraping 
     requirePg();
     assertBuilt();
     schema = await createTestSchema('coffer_prom');
-    const store = openPostgresStore(schema.url);
-    await store.migrate();
-    const keys = new KeyService(store, { now: () => Date.now() });
+    const store = openPostgresStores(schema.url);
+    await store.database.migrate();
+    const keys = new KeyService(storeOf(store), { now: () => Date.now() });
     const { apiKey } = await keys.issueKey(await keys.createAccount('pro'));
-    await store.close();
+    await store.database.close();
     node = await startServeNode('prom', { COFFER_DATABASE_URL: schema.url, COFFER_METRICS_TOKEN: TOKEN, COFFER_QUOTA_PRO: '100' });
 
     // Traffic: a vault, a slot, an upload past the quota (413), a create refused… and a few reads.

@@ -14,7 +14,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
 import { SessionService } from '../../src/services/sessions.js';
-import { openPostgresStore } from '../../src/store/postgres.js';
+import { openPostgresStores } from '../../src/store/postgres.js';
+import { storeOf } from '../../src/store/store.js';
 import { api, envelope } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -65,11 +66,11 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
     schema = await createTestSchema('coffer_cache_nodes');
     env = { COFFER_DATABASE_URL: schema.url, COFFER_METRICS_TOKEN: METRICS_TOKEN, COFFER_METADATA_CACHE_TTL: TTL };
     // Accounts and keys exist before the nodes start (so neither runs the first-start bootstrap).
-    const store = openPostgresStore(schema.url);
+    const store = openPostgresStores(schema.url);
     try {
-      await store.migrate();
+      await store.database.migrate();
       const clock = { now: () => Date.now() };
-      const keys = new KeyService(store, clock);
+      const keys = new KeyService(storeOf(store), clock);
       const account = await keys.createAccount('free');
       for (let i = 0; i < 6; i++) {
         const { apiKey, key } = await keys.issueKey(account);
@@ -78,9 +79,9 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
       const other = await keys.createAccount('free');
       const { apiKey, key } = await keys.issueKey(other);
       accountB = { apiKey, keyId: key.id, accountId: other.id };
-      loginToken = (await new SessionService(store, keys, clock).createLoginLink(account.id))!.token;
+      loginToken = (await new SessionService(storeOf(store), keys, clock).createLoginLink(account.id))!.token;
     } finally {
-      await store.close();
+      await store.database.close();
     }
     const urlB = new URL(schema.url);
     urlB.searchParams.set('application_name', nodeBName);

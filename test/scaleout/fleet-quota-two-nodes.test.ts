@@ -8,7 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
-import { openPostgresStore } from '../../src/store/postgres.js';
+import { openPostgresStores } from '../../src/store/postgres.js';
+import { storeOf } from '../../src/store/store.js';
 import { api, envelope, slowUpload } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -24,12 +25,12 @@ describe.skipIf(skipPg)('one quota for a fleet of host accounts on two Coffer no
   const nodes: ServeNode[] = [];
   const fleets: { ownerId: string; hosts: { accountId: string; apiKey: string }[] }[] = [];
 
-  const withStore = async <T>(work: (store: ReturnType<typeof openPostgresStore>) => Promise<T>): Promise<T> => {
-    const store = openPostgresStore(schema.url);
+  const withStore = async <T>(work: (store: ReturnType<typeof openPostgresStores>) => Promise<T>): Promise<T> => {
+    const store = openPostgresStores(schema.url);
     try {
       return await work(store);
     } finally {
-      await store.close();
+      await store.database.close();
     }
   };
 
@@ -38,8 +39,8 @@ describe.skipIf(skipPg)('one quota for a fleet of host accounts on two Coffer no
     assertBuilt();
     schema = await createTestSchema('coffer_fleet_quota');
     const owners = await withStore(async (store) => {
-      await store.migrate();
-      const service = new KeyService(store, { now: () => Date.now() });
+      await store.database.migrate();
+      const service = new KeyService(storeOf(store), { now: () => Date.now() });
       const made = [];
       for (let round = 0; round < ROUNDS; round++) {
         const account = await service.createAccount('pro');
@@ -58,7 +59,7 @@ describe.skipIf(skipPg)('one quota for a fleet of host accounts on two Coffer no
     }
     // The host accounts, as `coffer admin accounts add-host` makes them (a copy of the owner's vault, a write-only key).
     await withStore(async (store) => {
-      const service = new KeyService(store, { now: () => Date.now() }, undefined, { pro: QUOTA });
+      const service = new KeyService(storeOf(store), { now: () => Date.now() }, undefined, { pro: QUOTA });
       for (const { ownerId } of owners) {
         const hosts = [];
         for (let i = 0; i < HOSTS; i++) {
@@ -95,7 +96,7 @@ describe.skipIf(skipPg)('one quota for a fleet of host accounts on two Coffer no
         details: { quota: QUOTA, usage: 9000, uploadBytes: 3000 },
       });
       // The database's count of the fleet: the three stored uploads, no reservation left over.
-      expect((await withStore((store) => store.fleetUsage(Date.now(), ownerId)))!.storedBytes).toBe(9000);
+      expect((await withStore((store) => store.usage.fleetUsage(Date.now(), ownerId)))!.storedBytes).toBe(9000);
     }
   });
 });

@@ -7,7 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
-import { openPostgresStore } from '../../src/store/postgres.js';
+import { openPostgresStores } from '../../src/store/postgres.js';
+import { storeOf } from '../../src/store/store.js';
 import { api, envelope, finalizeBody, slowUpload } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -25,12 +26,12 @@ describe.skipIf(skipPg)('storage quota on two Coffer nodes sharing one PostgreSQ
 
   /** Stored bytes as the database counts them (READY, UPLOADED, in grace, reserved by uploads in flight). */
   async function storedBytes(accountId: string): Promise<number> {
-    const store = openPostgresStore(schema.url);
+    const store = openPostgresStores(schema.url);
     try {
-      const [row] = await store.usage(Date.now(), accountId);
+      const [row] = await store.usage.usage(Date.now(), accountId);
       return row!.storedBytes;
     } finally {
-      await store.close();
+      await store.database.close();
     }
   }
 
@@ -39,14 +40,14 @@ describe.skipIf(skipPg)('storage quota on two Coffer nodes sharing one PostgreSQ
     assertBuilt();
     schema = await createTestSchema('coffer_quota');
     // Accounts exist before the nodes start (neither runs the first-start bootstrap).
-    const store = openPostgresStore(schema.url);
-    await store.migrate();
-    const service = new KeyService(store, { now: () => Date.now() });
+    const store = openPostgresStores(schema.url);
+    await store.database.migrate();
+    const service = new KeyService(storeOf(store), { now: () => Date.now() });
     for (let i = 0; i < 4; i++) {
       const account = await service.createAccount('pro');
       accounts.push({ accountId: account.id, apiKey: (await service.issueKey(account)).apiKey });
     }
-    await store.close();
+    await store.database.close();
     // One blob directory for both (as one S3 bucket would be), one database.
     const env = { COFFER_DATABASE_URL: schema.url, COFFER_DATA_DIR: tempDir('coffer-quota-blobs-'), COFFER_QUOTA_PRO: String(QUOTA) };
     nodes.push(...(await Promise.all([startServeNode('a', env), startServeNode('b', env)])));

@@ -15,7 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { composeParts, type Parts } from '../../src/server/compose.js';
 import { KeyService } from '../../src/services/keys.js';
-import { openPostgresStore } from '../../src/store/postgres.js';
+import { openPostgresStores } from '../../src/store/postgres.js';
+import { storeOf } from '../../src/store/store.js';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -65,10 +66,10 @@ for (const engine of S3_ENGINES)
       schema = await createTestSchema('coffer_nodes');
       env = { ...s3.env, COFFER_DATABASE_URL: schema.url };
       // An account exists before the nodes start (so neither runs the first-start bootstrap).
-      const store = openPostgresStore(schema.url);
-      await store.migrate();
-      keyService = new KeyService(store, { now: () => Date.now() });
-      closeStore = () => store.close();
+      const store = openPostgresStores(schema.url);
+      await store.database.migrate();
+      keyService = new KeyService(storeOf(store), { now: () => Date.now() });
+      closeStore = () => store.database.close();
       await keyService.createAccount('pro');
       [a, b] = await Promise.all([startServeNode('a', env), startServeNode('b', env)]);
       nodes.push(a, b);

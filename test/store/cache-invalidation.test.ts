@@ -8,9 +8,10 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
-import { CachedStore, type ChangeFeed } from '../../src/store/cached-store.js';
-import { openSqliteStore } from '../../src/store/sqlite.js';
-import type { Account, ApiKey, Store, Vault } from '../../src/store/store.js';
+import { type CachedPorts, type ChangeFeed, cachedPorts } from '../../src/store/cached-store.js';
+import { openSqliteStores } from '../../src/store/sqlite.js';
+import type { Account, ApiKey, Vault } from '../../src/domain/entities.js';
+import type { Stores } from '../../src/store/ports/stores.js';
 import { newSlot } from '../../src/services/backups.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -42,21 +43,21 @@ class TestFeed implements ChangeFeed {
   }
 }
 
-describe('CachedStore invalidation', () => {
-  let inner: Store;
+describe('metadata cache invalidation', () => {
+  let inner: Stores;
 
   beforeEach(async () => {
-    inner = await openSqliteStore(tempDir('coffer-cache-inv-'));
-    await inner.migrate();
+    inner = await openSqliteStores(tempDir('coffer-cache-inv-'));
+    await inner.database.migrate();
   });
   afterEach(async () => {
-    await inner.close();
+    await inner.database.close();
   });
 
-  async function seed(store: Store) {
+  async function seed(store: Stores) {
     const account: Account = { id: uuidv7(), plan: 'free', createdAt: T0, lastReadyCreatedAt: null, deletionGraceDays: 0 };
-    await store.createAccount(account);
-    await store.createVault(account.id, vault('A'));
+    await store.accounts.createAccount(account);
+    await store.vaults.createVault(account.id, vault('A'));
     const key: ApiKey = {
       id: uuidv7(),
       accountId: account.id,
@@ -67,186 +68,186 @@ describe('CachedStore invalidation', () => {
       appendOnly: false,
     };
     const keyHash = `h${uuidv7()}`;
-    await store.createApiKey(key, keyHash);
+    await store.keys.createApiKey(key, keyHash);
     return { account, key, keyHash };
   }
 
   /** Reads every cached kind for the account, twice (the second from memory). */
-  async function prime(cache: CachedStore, accountId: string, keyHash: string) {
+  async function prime(ports: Omit<CachedPorts, 'cache'>, accountId: string, keyHash: string) {
     for (let i = 0; i < 2; i++) {
-      await cache.getAccount(accountId);
-      await cache.getVault(accountId);
-      await cache.listBackups(accountId, ['PENDING_UPLOAD', 'READY']);
-      await cache.findApiKeyByHash(keyHash);
+      await ports.accounts.getAccount(accountId);
+      await ports.vaults.getVault(accountId);
+      await ports.backups.listBackups(accountId, ['PENDING_UPLOAD', 'READY']);
+      await ports.keys.findApiKeyByHash(keyHash);
     }
   }
 
   it('caches: a change made underneath it, unannounced, is not seen (the control for every test below)', async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     const { account, keyHash } = await seed(inner);
-    await prime(cache, account.id, keyHash);
-    await inner.setPlan(account.id, 'pro');
-    expect((await cache.getAccount(account.id))?.plan).toBe('free');
+    await prime(ports, account.id, keyHash);
+    await inner.accounts.setPlan(account.id, 'pro');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('free');
   });
 
   it('every write through it is seen by the next read of what it changed', async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     const { account, key, keyHash } = await seed(inner);
-    const fresh = () => prime(cache, account.id, keyHash);
+    const fresh = () => prime(ports, account.id, keyHash);
 
     await fresh();
-    expect(await cache.setPlan(account.id, 'plus')).toBe(true);
-    expect((await cache.getAccount(account.id))?.plan).toBe('plus');
+    expect(await ports.accounts.setPlan(account.id, 'plus')).toBe(true);
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('plus');
 
     await fresh();
-    expect(await cache.setDeletionGrace(account.id, 7)).toBe(true);
-    expect((await cache.getAccount(account.id))?.deletionGraceDays).toBe(7);
+    expect(await ports.accounts.setDeletionGrace(account.id, 7)).toBe(true);
+    expect((await ports.accounts.getAccount(account.id))?.deletionGraceDays).toBe(7);
 
     await fresh();
     const keep = { id: uuidv7(), replacedAt: T0, replacedBy: 'test', reason: 'rotate' as const, expiresAt: T0 + 86_400_000, limit: 10 };
-    expect(await cache.replaceVault(account.id, vault('B'), { keep })).toBe(true);
-    expect((await cache.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
+    expect(await ports.vaults.replaceVault(account.id, vault('B'), { keep })).toBe(true);
+    expect((await ports.vaults.getVault(account.id))?.wrappedMasterKey).toBe(vault('B').wrappedMasterKey);
 
     await fresh();
-    expect(await cache.restoreVault(account.id, keep.id, T0 + 1, undefined)).toBeDefined();
-    expect((await cache.getVault(account.id))?.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
+    expect(await ports.vaults.restoreVault(account.id, keep.id, T0 + 1, undefined)).toBeDefined();
+    expect((await ports.vaults.getVault(account.id))?.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
     await fresh();
 
-    expect(await cache.deleteVault(account.id)).toBe(true);
-    expect(await cache.getVault(account.id)).toBeUndefined();
+    expect(await ports.vaults.deleteVault(account.id)).toBe(true);
+    expect(await ports.vaults.getVault(account.id)).toBeUndefined();
     await fresh();
-    expect(await cache.createVault(account.id, vault('C'))).toBe(true);
-    expect((await cache.getVault(account.id))?.wrappedMasterKey).toBe(vault('C').wrappedMasterKey);
+    expect(await ports.vaults.createVault(account.id, vault('C'))).toBe(true);
+    expect((await ports.vaults.getVault(account.id))?.wrappedMasterKey).toBe(vault('C').wrappedMasterKey);
 
     await fresh();
     const id = uuidv7();
-    expect((await cache.createBackup(account.id, T0, () => ({ allowed: true }), newSlot(id, account.id, T0, T0 + 3_600_000))).allowed).toBe(
-      true,
-    );
-    expect((await cache.listBackups(account.id, ['PENDING_UPLOAD', 'READY'])).map((b) => b.id)).toEqual([id]);
+    expect(
+      (await ports.backups.createBackup(account.id, T0, () => ({ allowed: true }), newSlot(id, account.id, T0, T0 + 3_600_000))).allowed,
+    ).toBe(true);
+    expect((await ports.backups.listBackups(account.id, ['PENDING_UPLOAD', 'READY'])).map((b) => b.id)).toEqual([id]);
 
     await fresh();
-    expect(await cache.updateBackup(id, { statuses: ['PENDING_UPLOAD'] }, { status: 'UPLOADED' })).toBeDefined();
-    expect((await cache.listBackups(account.id, ['PENDING_UPLOAD', 'READY'])).map((b) => b.id)).toEqual([]);
+    expect(await ports.backups.updateBackup(id, { statuses: ['PENDING_UPLOAD'] }, { status: 'UPLOADED' })).toBeDefined();
+    expect((await ports.backups.listBackups(account.id, ['PENDING_UPLOAD', 'READY'])).map((b) => b.id)).toEqual([]);
 
     await fresh();
-    expect(await cache.markReady(id, { statuses: ['UPLOADED'] }, { status: 'READY', ciphertextSizeBytes: 1 })).toBeDefined();
-    expect((await cache.listBackups(account.id, ['PENDING_UPLOAD', 'READY'])).map((b) => b.status)).toEqual(['READY']);
-    expect((await cache.getAccount(account.id))?.lastReadyCreatedAt).toBe(T0);
+    expect(await ports.backups.markReady(id, { statuses: ['UPLOADED'] }, { status: 'READY', ciphertextSizeBytes: 1 })).toBeDefined();
+    expect((await ports.backups.listBackups(account.id, ['PENDING_UPLOAD', 'READY'])).map((b) => b.status)).toEqual(['READY']);
+    expect((await ports.accounts.getAccount(account.id))?.lastReadyCreatedAt).toBe(T0);
 
     await fresh();
     const second: ApiKey = { ...key, id: uuidv7(), scopes: ['backups:write'] };
-    await cache.createApiKey(second, `${keyHash}2`);
-    expect((await cache.findApiKeyByHash(`${keyHash}2`))?.id).toBe(second.id);
+    await ports.keys.createApiKey(second, `${keyHash}2`);
+    expect((await ports.keys.findApiKeyByHash(`${keyHash}2`))?.id).toBe(second.id);
 
     await fresh();
-    expect(await cache.revokeApiKey(key.id, T0 + 5)).toBe(true);
-    expect((await cache.findApiKeyByHash(keyHash))?.revokedAt).toBe(T0 + 5);
+    expect(await ports.keys.revokeApiKey(key.id, T0 + 5)).toBe(true);
+    expect((await ports.keys.findApiKeyByHash(keyHash))?.revokedAt).toBe(T0 + 5);
   });
 
   it('an account created through it is read at once, though its absence was cached', async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     const account: Account = { id: uuidv7(), plan: 'plus', createdAt: T0, lastReadyCreatedAt: null, deletionGraceDays: 0 };
-    expect(await cache.getAccount(account.id)).toBeUndefined();
-    expect(await cache.getAccount(account.id)).toBeUndefined();
-    await cache.createAccount(account);
-    expect(await cache.getAccount(account.id)).toEqual(account);
+    expect(await ports.accounts.getAccount(account.id)).toBeUndefined();
+    expect(await ports.accounts.getAccount(account.id)).toBeUndefined();
+    await ports.accounts.createAccount(account);
+    expect(await ports.accounts.getAccount(account.id)).toEqual(account);
   });
 
   it("a change to one account while reads are in flight keeps the other accounts' entries", async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     const a = await seed(inner);
     const b = await seed(inner);
-    await prime(cache, b.account.id, b.keyHash);
+    await prime(ports, b.account.id, b.keyHash);
     const entries = cache.size.entries;
-    const inFlight = cache.getAccount(a.account.id);
+    const inFlight = ports.accounts.getAccount(a.account.id);
     cache.invalidate(a.account.id);
     await inFlight;
-    const reads = inner.queryCounts().reads;
-    await prime(cache, b.account.id, b.keyHash);
-    expect(inner.queryCounts().reads).toBe(reads);
+    const reads = inner.database.queryCounts().reads;
+    await prime(ports, b.account.id, b.keyHash);
+    expect(inner.database.queryCounts().reads).toBe(reads);
     expect(cache.size.entries).toBe(entries);
   });
 
   it('hands out values frozen all the way down', async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     const { account } = await seed(inner);
-    await cache.getVault(account.id);
-    const cached = (await cache.getVault(account.id))!;
+    await ports.vaults.getVault(account.id);
+    const cached = (await ports.vaults.getVault(account.id))!;
     expect(() => {
       (cached.kdf as { opslimit: number }).opslimit = 1;
     }).toThrow(TypeError);
   });
 
   it('with an age limit, an entry is read again once it is older (the backstop for a lost notification)', async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20, ttlMs: 1 });
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20, ttlMs: 1 });
     const { account } = await seed(inner);
-    await cache.getAccount(account.id);
-    await inner.setPlan(account.id, 'pro');
+    await ports.accounts.getAccount(account.id);
+    await inner.accounts.setPlan(account.id, 'pro');
     await new Promise((resolve) => setTimeout(resolve, 20));
-    expect((await cache.getAccount(account.id))?.plan).toBe('pro');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('pro');
   });
 
   it("a change heard on the feed drops that account's entries, and only that account's", async () => {
     const feed = new TestFeed();
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20, changes: feed });
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20, changes: feed });
     const a = await seed(inner);
     const b = await seed(inner);
-    await prime(cache, a.account.id, a.keyHash);
-    await prime(cache, b.account.id, b.keyHash);
-    await inner.setPlan(a.account.id, 'pro');
-    await inner.setPlan(b.account.id, 'pro');
-    await inner.revokeApiKey(a.key.id, T0 + 9);
-    await inner.replaceVault(a.account.id, vault('Z'));
+    await prime(ports, a.account.id, a.keyHash);
+    await prime(ports, b.account.id, b.keyHash);
+    await inner.accounts.setPlan(a.account.id, 'pro');
+    await inner.accounts.setPlan(b.account.id, 'pro');
+    await inner.keys.revokeApiKey(a.key.id, T0 + 9);
+    await inner.vaults.replaceVault(a.account.id, vault('Z'));
     feed.change(a.account.id);
-    expect((await cache.getAccount(a.account.id))?.plan).toBe('pro');
-    expect((await cache.findApiKeyByHash(a.keyHash))?.revokedAt).toBe(T0 + 9);
-    expect((await cache.getVault(a.account.id))?.wrappedMasterKey).toBe(vault('Z').wrappedMasterKey);
-    expect((await cache.getAccount(b.account.id))?.plan).toBe('free');
+    expect((await ports.accounts.getAccount(a.account.id))?.plan).toBe('pro');
+    expect((await ports.keys.findApiKeyByHash(a.keyHash))?.revokedAt).toBe(T0 + 9);
+    expect((await ports.vaults.getVault(a.account.id))?.wrappedMasterKey).toBe(vault('Z').wrappedMasterKey);
+    expect((await ports.accounts.getAccount(b.account.id))?.plan).toBe('free');
   });
 
   it('while the feed is down nothing is cached; going down and coming back each drop everything', async () => {
     const feed = new TestFeed();
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20, changes: feed });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20, changes: feed });
     const { account, keyHash } = await seed(inner);
-    await prime(cache, account.id, keyHash);
+    await prime(ports, account.id, keyHash);
     feed.setLive(false);
-    await inner.setPlan(account.id, 'plus');
-    expect((await cache.getAccount(account.id))?.plan).toBe('plus');
-    await inner.setPlan(account.id, 'pro');
-    expect((await cache.getAccount(account.id))?.plan).toBe('pro');
+    await inner.accounts.setPlan(account.id, 'plus');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('plus');
+    await inner.accounts.setPlan(account.id, 'pro');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('pro');
     expect(cache.size.entries).toBe(0);
 
     feed.setLive(true);
-    await prime(cache, account.id, keyHash);
+    await prime(ports, account.id, keyHash);
     expect(cache.size.entries).toBeGreaterThan(0);
-    await inner.setPlan(account.id, 'free');
+    await inner.accounts.setPlan(account.id, 'free');
     feed.setLive(false);
-    expect((await cache.getAccount(account.id))?.plan).toBe('free');
-    await inner.setPlan(account.id, 'plus');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('free');
+    await inner.accounts.setPlan(account.id, 'plus');
     feed.setLive(true);
-    expect((await cache.getAccount(account.id))?.plan).toBe('plus');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('plus');
   });
 
   it('a store opened while its feed is down caches nothing until the feed is up', async () => {
     const feed = new TestFeed();
     feed.live = false;
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20, changes: feed });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20, changes: feed });
     const { account, keyHash } = await seed(inner);
-    await prime(cache, account.id, keyHash);
+    await prime(ports, account.id, keyHash);
     expect(cache.size.entries).toBe(0);
   });
 
   it('a write that fails drops everything it might have changed', async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     const a = await seed(inner);
     const b = await seed(inner);
-    await prime(cache, a.account.id, a.keyHash);
-    await prime(cache, b.account.id, b.keyHash);
-    await inner.setPlan(b.account.id, 'pro');
-    await inner.close();
-    await expect(cache.markReady(uuidv7(), { statuses: ['UPLOADED'] }, { status: 'READY' })).rejects.toThrow();
-    inner = await openSqliteStore(tempDir('coffer-cache-inv-'));
+    await prime(ports, a.account.id, a.keyHash);
+    await prime(ports, b.account.id, b.keyHash);
+    await inner.accounts.setPlan(b.account.id, 'pro');
+    await inner.database.close();
+    await expect(ports.backups.markReady(uuidv7(), { statuses: ['UPLOADED'] }, { status: 'READY' })).rejects.toThrow();
+    inner = await openSqliteStores(tempDir('coffer-cache-inv-'));
     expect(cache.size.entries).toBe(0);
   });
 });

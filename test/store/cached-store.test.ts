@@ -6,9 +6,10 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
-import { CachedStore, type ChangeFeed } from '../../src/store/cached-store.js';
-import { openSqliteStore } from '../../src/store/sqlite.js';
-import type { Account, Store, Vault } from '../../src/store/store.js';
+import { type ChangeFeed, type MetadataCache, cachedPorts } from '../../src/store/cached-store.js';
+import { openSqliteStores } from '../../src/store/sqlite.js';
+import type { Account, Vault } from '../../src/domain/entities.js';
+import type { Stores } from '../../src/store/ports/stores.js';
 import { newSlot } from '../../src/services/backups.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -22,38 +23,38 @@ const vault = (fill: string): Vault => ({
   updatedAt: T0,
 });
 
-describe('CachedStore over SQLite', () => {
+describe('the metadata cache over SQLite', () => {
   let dataDir: string;
-  let inner: Store;
-  const opened: Store[] = [];
+  let inner: Stores;
+  const opened: Stores[] = [];
 
   beforeEach(async () => {
     dataDir = tempDir('coffer-cache-');
-    inner = await openSqliteStore(dataDir);
-    await inner.migrate();
+    inner = await openSqliteStores(dataDir);
+    await inner.database.migrate();
     opened.push(inner);
   });
   afterEach(async () => {
-    await Promise.all(opened.splice(0).map((store) => store.close()));
+    await Promise.all(opened.splice(0).map((store) => store.database.close()));
   });
 
-  async function newAccount(store: Store, plan: Account['plan'] = 'free'): Promise<Account> {
+  async function newAccount(store: Stores, plan: Account['plan'] = 'free'): Promise<Account> {
     const account: Account = { id: uuidv7(), plan, createdAt: T0, lastReadyCreatedAt: null, deletionGraceDays: 0 };
-    await store.createAccount(account);
-    await store.createVault(account.id, vault('A'));
+    await store.accounts.createAccount(account);
+    await store.vaults.createVault(account.id, vault('A'));
     return account;
   }
 
-  const reads = (store: Store) => store.queryCounts().reads;
+  const reads = (store: Stores) => store.database.queryCounts().reads;
 
   it('stays within its byte bound: the least recently used entries go, and every answer is still right', async () => {
     const maxBytes = 64 * 1024;
-    const cache = new CachedStore(inner, { maxBytes });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes });
     const accounts: Account[] = [];
     for (let i = 0; i < 300; i++) accounts.push(await newAccount(inner, i % 2 === 0 ? 'free' : 'pro'));
     for (const account of accounts) {
-      expect(await cache.getAccount(account.id)).toEqual(account);
-      expect((await cache.getVault(account.id))?.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
+      expect(await ports.accounts.getAccount(account.id)).toEqual(account);
+      expect((await ports.vaults.getVault(account.id))?.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
       expect(cache.size.bytes).toBeLessThanOrEqual(maxBytes);
     }
     // 600 entries were read; far fewer fit.
@@ -61,91 +62,95 @@ describe('CachedStore over SQLite', () => {
     expect(cache.size.entries).toBeLessThan(300);
     // The newest are served from memory, the oldest were evicted and are read again.
     const before = reads(inner);
-    expect(await cache.getAccount(accounts.at(-1)!.id)).toEqual(accounts.at(-1));
+    expect(await ports.accounts.getAccount(accounts.at(-1)!.id)).toEqual(accounts.at(-1));
     expect(reads(inner)).toBe(before);
-    expect(await cache.getAccount(accounts[0]!.id)).toEqual(accounts[0]);
+    expect(await ports.accounts.getAccount(accounts[0]!.id)).toEqual(accounts[0]);
     expect(reads(inner)).toBe(before + 1);
 
     // A list larger than an eighth of the cache is answered but not kept.
     const big = accounts[1]!;
     for (let i = 0; i < 40; i++) {
       const slot = { ...newSlot(uuidv7(), big.id, T0 + i, T0 + 3_600_000), encryptedMetadata: 'M'.repeat(1000) };
-      expect((await cache.createBackup(big.id, T0 + i, () => ({ allowed: true }), slot)).allowed).toBe(true);
+      expect((await ports.backups.createBackup(big.id, T0 + i, () => ({ allowed: true }), slot)).allowed).toBe(true);
     }
-    expect(await cache.listBackups(big.id, ['PENDING_UPLOAD'])).toHaveLength(40);
+    expect(await ports.backups.listBackups(big.id, ['PENDING_UPLOAD'])).toHaveLength(40);
     const afterList = reads(inner);
-    expect(await cache.listBackups(big.id, ['PENDING_UPLOAD'])).toHaveLength(40);
+    expect(await ports.backups.listBackups(big.id, ['PENDING_UPLOAD'])).toHaveLength(40);
     expect(reads(inner)).toBe(afterList + 1);
     expect(cache.size.bytes).toBeLessThanOrEqual(maxBytes);
   });
 
   it('hands out frozen values: a caller cannot change what the next caller reads', async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1024 * 1024 });
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1024 * 1024 });
     const account = await newAccount(inner);
-    await cache.getAccount(account.id);
-    const cached = (await cache.getAccount(account.id))!;
+    await ports.accounts.getAccount(account.id);
+    const cached = (await ports.accounts.getAccount(account.id))!;
     expect(() => {
       (cached as { plan: string }).plan = 'pro';
     }).toThrow(TypeError);
-    expect((await cache.getAccount(account.id))?.plan).toBe('free');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('free');
   });
 
   it('never keeps a read that was in flight while its account changed, and a read after a change never joins one before it', async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1024 * 1024 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1024 * 1024 });
     const account = await newAccount(inner);
 
     // A change announced (as this store's writes and notifications do) while a read is in flight: not kept.
-    const inFlight = cache.getAccount(account.id);
+    const inFlight = ports.accounts.getAccount(account.id);
     cache.invalidate(account.id);
     await inFlight;
     let before = reads(inner);
-    await cache.getAccount(account.id);
+    await ports.accounts.getAccount(account.id);
     expect(reads(inner)).toBe(before + 1);
 
     // A read that starts after a change does not join one still in flight from before it: two database reads.
-    await inner.setPlan(account.id, 'pro');
+    await inner.accounts.setPlan(account.id, 'pro');
     cache.invalidate(account.id);
     before = reads(inner);
-    const first = cache.getAccount(account.id);
+    const first = ports.accounts.getAccount(account.id);
     cache.invalidate(account.id);
-    const second = cache.getAccount(account.id);
+    const second = ports.accounts.getAccount(account.id);
     expect((await first)?.plan).toBe('pro');
     expect((await second)?.plan).toBe('pro');
     expect(reads(inner)).toBe(before + 2);
     // The later one was kept.
-    expect((await cache.getAccount(account.id))?.plan).toBe('pro');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('pro');
     expect(reads(inner)).toBe(before + 2);
 
     // Without a change in between, concurrent misses share one database read.
     cache.invalidate(account.id);
     const shared = reads(inner);
-    const answers = await Promise.all([cache.getAccount(account.id), cache.getAccount(account.id), cache.getAccount(account.id)]);
+    const answers = await Promise.all([
+      ports.accounts.getAccount(account.id),
+      ports.accounts.getAccount(account.id),
+      ports.accounts.getAccount(account.id),
+    ]);
     expect(answers.map((a) => a?.plan)).toEqual(['pro', 'pro', 'pro']);
     expect(reads(inner)).toBe(shared + 1);
   });
 
   it("another connection's commit (a coffer admin process) empties the cache: PRAGMA data_version", async () => {
-    const cache = new CachedStore(inner, { maxBytes: 1024 * 1024 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1024 * 1024 });
     const account = await newAccount(inner);
-    expect((await cache.getAccount(account.id))?.plan).toBe('free');
-    expect((await cache.getAccount(account.id))?.plan).toBe('free');
-    const other = await openSqliteStore(dataDir);
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('free');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('free');
+    const other = await openSqliteStores(dataDir);
     opened.push(other);
-    expect(await other.setPlan(account.id, 'plus')).toBe(true);
+    expect(await other.accounts.setPlan(account.id, 'plus')).toBe(true);
     // One look at data_version holds for 1 ms (src/store/cached-store.ts): a read that starts later sees the commit.
     await new Promise((resolve) => setTimeout(resolve, 5));
     const clears = cache.stats.clears;
-    expect((await cache.getAccount(account.id))?.plan).toBe('plus');
+    expect((await ports.accounts.getAccount(account.id))?.plan).toBe('plus');
     expect(cache.stats.clears).toBe(clears + 1);
   });
 });
 
 /**
- * The same rules over a scripted Store: each read it answers can be held in flight and released by the test, it
+ * The same rules over scripted ports: each read it answers can be held in flight and released by the test, it
  * counts its reads and its `changeVersion` looks, and the clock of the version checks is the test's. Every step of
  * the cache's bookkeeping is then visible: what is kept, what is shared, what is dropped, what it costs.
  */
-describe('CachedStore over a scripted store', () => {
+describe('the metadata cache over scripted ports', () => {
   interface Held {
     key: string;
     release: () => void;
@@ -162,28 +167,36 @@ describe('CachedStore over a scripted store', () => {
       return value;
     };
     const inner = {
-      kind: 'sqlite',
-      getAccount: (id: string) => read(`a:${id}`),
-      getVault: (id: string) => read(`v:${id}`),
-      findApiKeyByHash: (hash: string) => read(`k:${hash}`),
-      listBackups: (id: string, statuses: readonly string[]) => read(`l:${id}:${statuses.join('+')}`),
-      setQuota: async () => true,
-      updateBackup: (id: string) => read(`b:${id}`),
-      markReady: (id: string) => read(`b:${id}`),
-      revokeApiKey: async (keyId: string) => {
-        if (keyId === 'broken') throw new Error('database gone');
-        return rows.has(`key:${keyId}`) || keyId === 'vanished';
+      database: {
+        kind: 'sqlite',
+        ...(options.version
+          ? {
+              changeVersion: () => {
+                state.versionLooks += 1;
+                return state.version;
+              },
+            }
+          : {}),
       },
-      getApiKey: (keyId: string) => read(`key:${keyId}`),
-      ...(options.version
-        ? {
-            changeVersion: () => {
-              state.versionLooks += 1;
-              return state.version;
-            },
-          }
-        : {}),
-    } as unknown as Store;
+      accounts: {
+        getAccount: (id: string) => read(`a:${id}`),
+        setQuota: async () => true,
+      },
+      vaults: { getVault: (id: string) => read(`v:${id}`) },
+      keys: {
+        findApiKeyByHash: (hash: string) => read(`k:${hash}`),
+        revokeApiKey: async (keyId: string) => {
+          if (keyId === 'broken') throw new Error('database gone');
+          return rows.has(`key:${keyId}`) || keyId === 'vanished';
+        },
+        getApiKey: (keyId: string) => read(`key:${keyId}`),
+      },
+      backups: {
+        listBackups: (id: string, statuses: readonly string[]) => read(`l:${id}:${statuses.join('+')}`),
+        updateBackup: (id: string) => read(`b:${id}`),
+        markReady: (id: string) => read(`b:${id}`),
+      },
+    } as unknown as Stores;
     return { inner, rows, reads, held, state };
   }
   /** Releases the held read of `key` (the oldest one) and lets its continuations run. */
@@ -194,7 +207,7 @@ describe('CachedStore over a scripted store', () => {
     await new Promise((resolve) => setImmediate(resolve));
   }
   const account = (id: string, plan = 'free') => ({ id, plan });
-  const bookkeeping = (cache: CachedStore) => (cache as unknown as { byAccount: Map<string, Set<string>> }).byAccount;
+  const bookkeeping = (cache: MetadataCache) => (cache as unknown as { byAccount: Map<string, Set<string>> }).byAccount;
 
   let now = 1000;
   beforeEach(() => {
@@ -208,11 +221,11 @@ describe('CachedStore over a scripted store', () => {
   it('counts its hits and misses', async () => {
     const { inner, rows } = scripted();
     rows.set('a:A', account('A'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     expect(cache.stats).toEqual({ hits: 0, misses: 0, clears: 0 });
-    await cache.getAccount('A');
-    await cache.getAccount('A');
-    await cache.getAccount('A');
+    await ports.accounts.getAccount('A');
+    await ports.accounts.getAccount('A');
+    await ports.accounts.getAccount('A');
     expect(cache.stats).toEqual({ hits: 2, misses: 1, clears: 0 });
   });
 
@@ -225,17 +238,17 @@ describe('CachedStore over a scripted store', () => {
     rows.set('l:A:READY', [{ id: 'a1' }]);
     rows.set('l:B:READY', [{ id: 'b1' }]);
     rows.set('l:A:READY+FAILED', [{ id: 'a1' }, { id: 'a2' }]);
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     for (let i = 0; i < 2; i++) {
-      expect(await cache.findApiKeyByHash('h1')).toEqual({ id: 'key1', accountId: 'A' });
-      expect(await cache.findApiKeyByHash('h2')).toEqual({ id: 'key2', accountId: 'B' });
-      expect(await cache.getVault('A')).toEqual({ wrappedMasterKey: 'a' });
-      expect(await cache.getVault('B')).toEqual({ wrappedMasterKey: 'b' });
-      expect(await cache.listBackups('A', ['READY'])).toEqual([{ id: 'a1' }]);
-      expect(await cache.listBackups('B', ['READY'])).toEqual([{ id: 'b1' }]);
-      expect(await cache.listBackups('A', ['READY', 'FAILED'])).toHaveLength(2);
+      expect(await ports.keys.findApiKeyByHash('h1')).toEqual({ id: 'key1', accountId: 'A' });
+      expect(await ports.keys.findApiKeyByHash('h2')).toEqual({ id: 'key2', accountId: 'B' });
+      expect(await ports.vaults.getVault('A')).toEqual({ wrappedMasterKey: 'a' });
+      expect(await ports.vaults.getVault('B')).toEqual({ wrappedMasterKey: 'b' });
+      expect(await ports.backups.listBackups('A', ['READY'])).toEqual([{ id: 'a1' }]);
+      expect(await ports.backups.listBackups('B', ['READY'])).toEqual([{ id: 'b1' }]);
+      expect(await ports.backups.listBackups('A', ['READY', 'FAILED'])).toHaveLength(2);
       // An unknown key: answered (undefined), never kept under an account.
-      expect(await cache.findApiKeyByHash('nope')).toBeUndefined();
+      expect(await ports.keys.findApiKeyByHash('nope')).toBeUndefined();
     }
     expect(reads.filter((key) => key !== 'k:nope')).toHaveLength(7);
     expect(reads.filter((key) => key === 'k:nope')).toHaveLength(2);
@@ -244,29 +257,29 @@ describe('CachedStore over a scripted store', () => {
   it('over a store without changeVersion (PostgreSQL), reads and keeps without asking for one', async () => {
     const { inner, rows, reads } = scripted();
     rows.set('a:A', account('A'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
-    expect(await cache.getAccount('A')).toEqual(account('A'));
-    expect(await cache.getAccount('A')).toEqual(account('A'));
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
+    expect(await ports.accounts.getAccount('A')).toEqual(account('A'));
+    expect(await ports.accounts.getAccount('A')).toEqual(account('A'));
     expect(reads).toEqual(['a:A']);
   });
 
   it('looks at the data version at most once per millisecond for reads, and always before keeping a loaded value', async () => {
     const { inner, rows, state } = scripted({ version: true });
     rows.set('a:A', account('A'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     expect(state.versionLooks).toBe(1); // the version it starts from
-    await cache.getAccount('A'); // a look before the read, and one before keeping what it read
+    await ports.accounts.getAccount('A'); // a look before the read, and one before keeping what it read
     expect(state.versionLooks).toBe(3);
-    await cache.getAccount('A');
+    await ports.accounts.getAccount('A');
     now += 0.5;
-    await cache.getAccount('A');
+    await ports.accounts.getAccount('A');
     expect(state.versionLooks).toBe(3);
     now = 1001; // exactly one millisecond after the last look
-    await cache.getAccount('A');
+    await ports.accounts.getAccount('A');
     expect(state.versionLooks).toBe(4);
     now = 5000;
-    await cache.getAccount('A');
-    await cache.getAccount('A');
+    await ports.accounts.getAccount('A');
+    await ports.accounts.getAccount('A');
     expect(state.versionLooks).toBe(5);
     expect(cache.stats).toMatchObject({ hits: 5, misses: 1, clears: 0 });
   });
@@ -274,10 +287,10 @@ describe('CachedStore over a scripted store', () => {
   it('a commit elsewhere before the first read: that read sees it, drops nothing it needs, and is kept', async () => {
     const { inner, rows, state, reads } = scripted({ version: true });
     rows.set('a:A', account('A'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     state.version += 1;
-    await cache.getAccount('A');
-    await cache.getAccount('A');
+    await ports.accounts.getAccount('A');
+    await ports.accounts.getAccount('A');
     expect(reads).toEqual(['a:A']);
     expect(cache.stats.clears).toBe(1);
   });
@@ -285,32 +298,32 @@ describe('CachedStore over a scripted store', () => {
   it('a commit elsewhere while a read is in flight, within the same millisecond: the read is not kept', async () => {
     const { inner, rows, state, held, reads } = scripted({ version: true });
     rows.set('a:A', account('A'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
-    await cache.getAccount('B'); // a look at the version just now
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
+    await ports.accounts.getAccount('B'); // a look at the version just now
     state.hold = true;
-    const first = cache.getAccount('A');
+    const first = ports.accounts.getAccount('A');
     rows.set('a:A', account('A', 'pro'));
     state.version += 1;
     await release(held, 'a:A');
     expect((await first)?.plan).toBe('free');
     state.hold = false;
-    expect((await cache.getAccount('A'))?.plan).toBe('pro');
+    expect((await ports.accounts.getAccount('A'))?.plan).toBe('pro');
     expect(reads).toEqual(['a:B', 'a:A', 'a:A']);
   });
 
   it('a read in flight across a whole-cache drop is not kept, and costs no look at the version', async () => {
     const { inner, rows, state, held, reads } = scripted({ version: true });
     rows.set('a:A', account('A'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     state.hold = true;
-    const first = cache.getAccount('A');
+    const first = ports.accounts.getAccount('A');
     const looks = state.versionLooks;
     cache.clear();
     await release(held, 'a:A');
     await first;
     expect(state.versionLooks).toBe(looks);
     state.hold = false;
-    await cache.getAccount('A');
+    await ports.accounts.getAccount('A');
     expect(reads).toEqual(['a:A', 'a:A']);
   });
 
@@ -318,9 +331,9 @@ describe('CachedStore over a scripted store', () => {
     const { inner, rows, state, held, reads } = scripted();
     rows.set('a:A', account('A'));
     const feed: ChangeFeed = { live: false, onChange: () => {}, onLive: () => {} };
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20, changes: feed });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20, changes: feed });
     state.hold = true;
-    const both = Promise.all([cache.getAccount('A'), cache.getAccount('A')]);
+    const both = Promise.all([ports.accounts.getAccount('A'), ports.accounts.getAccount('A')]);
     expect(reads).toEqual(['a:A', 'a:A']);
     await release(held, 'a:A');
     await release(held, 'a:A');
@@ -331,14 +344,14 @@ describe('CachedStore over a scripted store', () => {
   it('an older read that ends does not stop a later miss from joining the newer read of the same key', async () => {
     const { inner, rows, state, held, reads } = scripted();
     rows.set('a:A', account('A'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     state.hold = true;
-    const first = cache.getAccount('A');
+    const first = ports.accounts.getAccount('A');
     cache.invalidate('A');
-    const second = cache.getAccount('A');
+    const second = ports.accounts.getAccount('A');
     await release(held, 'a:A');
     await first; // not kept: A changed while it was in flight
-    const third = cache.getAccount('A'); // joins the second
+    const third = ports.accounts.getAccount('A'); // joins the second
     expect(reads).toEqual(['a:A', 'a:A']);
     await release(held, 'a:A');
     expect(await second).toEqual(await third);
@@ -348,18 +361,18 @@ describe('CachedStore over a scripted store', () => {
     const { inner, rows, state, held, reads } = scripted();
     rows.set('a:A', account('A'));
     rows.set('a:B', account('B'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     state.hold = true;
-    const a = cache.getAccount('A');
-    const b = cache.getAccount('B');
+    const a = ports.accounts.getAccount('A');
+    const b = ports.accounts.getAccount('B');
     cache.invalidate('A');
     await release(held, 'a:B');
     await b;
     await release(held, 'a:A');
     await a;
     state.hold = false;
-    await cache.getAccount('A');
-    await cache.getAccount('B');
+    await ports.accounts.getAccount('A');
+    await ports.accounts.getAccount('B');
     expect(reads).toEqual(['a:A', 'a:B', 'a:A']);
   });
 
@@ -368,18 +381,18 @@ describe('CachedStore over a scripted store', () => {
     rows.set('a:A', account('A'));
     rows.set('a:B', account('B'));
     rows.set('a:C', account('C'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
-    await cache.getAccount('B');
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
+    await ports.accounts.getAccount('B');
     // With nothing in flight, nothing is remembered, however many.
     for (let i = 0; i < 10_001; i++) cache.invalidate(`x${i}`);
     expect(cache.stats.clears).toBe(0);
     // Remembered while a read is in flight, and forgotten when it ends.
     state.hold = true;
-    const a = cache.getAccount('A');
+    const a = ports.accounts.getAccount('A');
     for (let i = 0; i < 5_000; i++) cache.invalidate(`y${i}`);
     await release(held, 'a:A');
     await a;
-    const c = cache.getAccount('C');
+    const c = ports.accounts.getAccount('C');
     for (let i = 0; i < 9_999; i++) cache.invalidate(`z${i}`);
     expect(cache.stats.clears).toBe(0);
     cache.invalidate('z-last'); // the 10,000th remembered
@@ -389,7 +402,7 @@ describe('CachedStore over a scripted store', () => {
     await release(held, 'a:C');
     await c;
     state.hold = false;
-    await cache.getAccount('C'); // the read in flight across the drop was not kept
+    await ports.accounts.getAccount('C'); // the read in flight across the drop was not kept
     expect(reads.filter((key) => key === 'a:C')).toHaveLength(2);
   });
 
@@ -400,19 +413,19 @@ describe('CachedStore over a scripted store', () => {
     for (const id of ids) rows.set(`a:${id}`, { id, pad });
     rows.set('v:X0', { id: 'X0', pad });
     const size = 200 + JSON.stringify({ id: 'X0', pad }).length;
-    const cache = new CachedStore(inner, { maxBytes: 10 * size });
-    await cache.getAccount('X0');
-    await cache.getVault('X0');
-    for (const id of ids.slice(1, 9)) await cache.getAccount(id);
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 10 * size });
+    await ports.accounts.getAccount('X0');
+    await ports.vaults.getVault('X0');
+    for (const id of ids.slice(1, 9)) await ports.accounts.getAccount(id);
     expect(cache.size).toEqual({ entries: 10, bytes: 10 * size });
-    await cache.getAccount('O9'); // evicts the least recently used: X0's account
+    await ports.accounts.getAccount('O9'); // evicts the least recently used: X0's account
     expect(cache.size.entries).toBe(10);
     rows.set('v:X0', { id: 'X0', pad: 'changed' });
     cache.invalidate('X0');
-    expect(await cache.getVault('X0')).toEqual({ id: 'X0', pad: 'changed' });
+    expect(await ports.vaults.getVault('X0')).toEqual({ id: 'X0', pad: 'changed' });
     // A list too large to keep is answered and leaves no trace.
     rows.set('l:O1:READY', [{ pad }, { pad }]);
-    expect(await cache.listBackups('O1', ['READY'])).toHaveLength(2);
+    expect(await ports.backups.listBackups('O1', ['READY'])).toHaveLength(2);
     cache.invalidate('O2');
     const sets = [...bookkeeping(cache).values()];
     expect(sets.every((keys) => keys.size > 0)).toBe(true);
@@ -425,14 +438,14 @@ describe('CachedStore over a scripted store', () => {
     const { inner, rows, reads } = scripted();
     rows.set('a:A', account('A'));
     rows.set('a:B', account('B'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
-    await cache.getAccount('A');
-    await cache.getAccount('B');
-    expect(await cache.updateBackup('none', { statuses: ['PENDING_UPLOAD'] }, { status: 'UPLOADED' })).toBeUndefined();
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
+    await ports.accounts.getAccount('A');
+    await ports.accounts.getAccount('B');
+    expect(await ports.backups.updateBackup('none', { statuses: ['PENDING_UPLOAD'] }, { status: 'UPLOADED' })).toBeUndefined();
     rows.set('b:mine', { id: 'mine', accountId: 'A' });
-    expect(await cache.markReady('mine', { statuses: ['UPLOADED'] }, { status: 'READY' })).toEqual({ id: 'mine', accountId: 'A' });
-    await cache.getAccount('A');
-    await cache.getAccount('B');
+    expect(await ports.backups.markReady('mine', { statuses: ['UPLOADED'] }, { status: 'READY' })).toEqual({ id: 'mine', accountId: 'A' });
+    await ports.accounts.getAccount('A');
+    await ports.accounts.getAccount('B');
     expect(reads.filter((key) => key.startsWith('a:'))).toEqual(['a:A', 'a:B', 'a:A']);
     expect(cache.stats.clears).toBe(0);
   });
@@ -440,10 +453,10 @@ describe('CachedStore over a scripted store', () => {
   it("a quota change drops the account's entries", async () => {
     const { inner, rows, reads } = scripted();
     rows.set('a:A', account('A'));
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
-    await cache.getAccount('A');
-    expect(await cache.setQuota('A', 5)).toBe(true);
-    await cache.getAccount('A');
+    const { cache: _, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
+    await ports.accounts.getAccount('A');
+    expect(await ports.accounts.setQuota('A', 5)).toBe(true);
+    await ports.accounts.getAccount('A');
     expect(reads).toEqual(['a:A', 'a:A']);
   });
 
@@ -452,28 +465,28 @@ describe('CachedStore over a scripted store', () => {
     rows.set('a:A', account('A'));
     rows.set('a:B', account('B'));
     rows.set('key:k1', { id: 'k1', accountId: 'A' });
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
     const readBoth = async () => {
-      await cache.getAccount('A');
-      await cache.getAccount('B');
+      await ports.accounts.getAccount('A');
+      await ports.accounts.getAccount('B');
     };
     await readBoth();
-    expect(await cache.revokeApiKey('k1', 5)).toBe(true);
+    expect(await ports.keys.revokeApiKey('k1', 5)).toBe(true);
     await readBoth();
     expect(reads.filter((key) => key.startsWith('a:'))).toEqual(['a:A', 'a:B', 'a:A']);
     expect(cache.stats.clears).toBe(0);
 
-    expect(await cache.revokeApiKey('unknown', 5)).toBe(false);
+    expect(await ports.keys.revokeApiKey('unknown', 5)).toBe(false);
     await readBoth();
     expect(cache.stats.clears).toBe(0);
     expect(cache.size.entries).toBe(2);
 
-    expect(await cache.revokeApiKey('vanished', 5)).toBe(true); // revoked, but its row is gone when looked up
+    expect(await ports.keys.revokeApiKey('vanished', 5)).toBe(true); // revoked, but its row is gone when looked up
     expect(cache.stats.clears).toBe(1);
     expect(cache.size.entries).toBe(0);
     await readBoth();
 
-    await expect(cache.revokeApiKey('broken', 5)).rejects.toThrow('database gone');
+    await expect(ports.keys.revokeApiKey('broken', 5)).rejects.toThrow('database gone');
     expect(cache.stats.clears).toBe(2);
     expect(cache.size.entries).toBe(0);
   });
@@ -481,9 +494,9 @@ describe('CachedStore over a scripted store', () => {
   it('hands out values frozen all the way down, strings and all', async () => {
     const { inner, rows } = scripted();
     rows.set('v:A', { kdf: { salt: 'abc', limits: [1, 2] }, note: 'text', none: null });
-    const cache = new CachedStore(inner, { maxBytes: 1 << 20 });
-    await cache.getVault('A');
-    const vault = (await cache.getVault('A')) as unknown as { kdf: { salt: string; limits: number[] }; note: string };
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
+    await ports.vaults.getVault('A');
+    const vault = (await ports.vaults.getVault('A')) as unknown as { kdf: { salt: string; limits: number[] }; note: string };
     expect(vault).toEqual({ kdf: { salt: 'abc', limits: [1, 2] }, note: 'text', none: null });
     expect(Object.isFrozen(vault.kdf.limits)).toBe(true);
     expect(cache.stats.hits).toBe(1);

@@ -8,9 +8,10 @@ import path from 'node:path';
 import pg from 'pg';
 import { v7 as uuidv7 } from 'uuid';
 import { describe, expect, it } from 'vitest';
-import { SQLITE_FILE, openSqliteStore } from '../../src/store/sqlite.js';
-import { openPostgresStore, pgClientConfig } from '../../src/store/postgres.js';
-import type { Account, Store } from '../../src/store/store.js';
+import { SQLITE_FILE, openSqliteStores } from '../../src/store/sqlite.js';
+import { openPostgresStores, pgClientConfig } from '../../src/store/postgres.js';
+import type { Account } from '../../src/domain/entities.js';
+import type { Stores } from '../../src/store/ports/stores.js';
 import { createTestSchema, requirePg, skipPg } from '../helpers/pg.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -29,27 +30,27 @@ const BEFORE = (hostId: string) => [
   `delete from kysely_migration where name = '0015_fleet_plans'`,
 ];
 
-async function check(open: () => Promise<Store>, runRaw: (statements: string[]) => Promise<void>) {
+async function check(open: () => Promise<Stores>, runRaw: (statements: string[]) => Promise<void>) {
   let store = await open();
-  await store.migrate();
+  await store.database.migrate();
   const owner = account('free');
-  await store.createAccount(owner);
-  const host = await store.createAccount(account('free', owner.id));
-  await store.close();
+  await store.accounts.createAccount(owner);
+  const host = await store.accounts.createAccount(account('free', owner.id));
+  await store.database.close();
   await runRaw(BEFORE(host.id));
 
   store = await open();
   try {
-    expect(await store.getAccount(host.id)).toMatchObject({ plan: 'pro', quotaOverride: 5 });
-    expect(await store.appliedMigrations()).not.toContain('0015_fleet_plans');
-    await store.migrate();
-    const after = await store.getAccount(host.id);
+    expect(await store.accounts.getAccount(host.id)).toMatchObject({ plan: 'pro', quotaOverride: 5 });
+    expect(await store.database.appliedMigrations()).not.toContain('0015_fleet_plans');
+    await store.database.migrate();
+    const after = await store.accounts.getAccount(host.id);
     expect(after).toMatchObject({ plan: 'free', ownerAccountId: owner.id });
     expect(after).not.toHaveProperty('quotaOverride');
-    expect(await store.getAccount(owner.id)).toMatchObject({ plan: 'free' });
-    expect(await store.appliedMigrations()).toContain('0015_fleet_plans');
+    expect(await store.accounts.getAccount(owner.id)).toMatchObject({ plan: 'free' });
+    expect(await store.database.appliedMigrations()).toContain('0015_fleet_plans');
   } finally {
-    await store.close();
+    await store.database.close();
   }
 }
 
@@ -57,7 +58,7 @@ describe('migration 0015_fleet_plans', () => {
   it('SQLite: a host account made before goes on its owner plan and loses its own quota', async () => {
     const dir = tempDir('coffer-fleet-migration-');
     await check(
-      () => openSqliteStore(dir),
+      () => openSqliteStores(dir),
       async (statements) => {
         const db = new Database(path.join(dir, SQLITE_FILE));
         try {
@@ -74,7 +75,7 @@ describe('migration 0015_fleet_plans', () => {
     const schema = await createTestSchema('coffer_fleet_migration');
     try {
       await check(
-        async () => openPostgresStore(schema.url),
+        async () => openPostgresStores(schema.url),
         async (statements) => {
           const client = new pg.Client(pgClientConfig(schema.url));
           await client.connect();

@@ -7,17 +7,18 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
-import { openSqliteStore } from '../../src/store/sqlite.js';
-import type { Account, Store } from '../../src/store/store.js';
+import { openSqliteStores } from '../../src/store/sqlite.js';
+import type { Account } from '../../src/domain/entities.js';
+import type { Stores } from '../../src/store/ports/stores.js';
 import { tempDir } from '../helpers/tmp.js';
 
-const opened: Store[] = [];
+const opened: Stores[] = [];
 afterEach(async () => {
-  await Promise.all(opened.splice(0).map((store) => store.close()));
+  await Promise.all(opened.splice(0).map((store) => store.database.close()));
 });
 
-async function open(dataDir: string): Promise<Store> {
-  const store = await openSqliteStore(dataDir);
+async function open(dataDir: string): Promise<Stores> {
+  const store = await openSqliteStores(dataDir);
   opened.push(store);
   return store;
 }
@@ -50,41 +51,45 @@ function commitsInWal(dataDir: string): number {
 it('writes started in one turn of the event loop share one COMMIT; writes in turns of their own commit apart', async () => {
   const dataDir = tempDir('coffer-group-commit-');
   const store = await open(dataDir);
-  await store.migrate();
+  await store.database.migrate();
   expect(fs.existsSync(path.join(dataDir, 'coffer.sqlite-wal'))).toBe(true);
 
   const before = commitsInWal(dataDir);
-  await Promise.all([account(), account(), account(), account()].map((a) => store.createAccount(a)));
+  await Promise.all([account(), account(), account(), account()].map((a) => store.accounts.createAccount(a)));
   expect(commitsInWal(dataDir) - before).toBe(1);
 
   // The count sees every commit: one write per turn, one COMMIT each.
   const between = commitsInWal(dataDir);
-  for (let i = 0; i < 3; i++) await store.createAccount(account());
+  for (let i = 0; i < 3; i++) await store.accounts.createAccount(account());
   expect(commitsInWal(dataDir) - between).toBe(3);
 });
 
 it('answers a write only once it is committed: another connection sees it at once', async () => {
   const dataDir = tempDir('coffer-group-commit-');
   const store = await open(dataDir);
-  await store.migrate();
+  await store.database.migrate();
   const other = await open(dataDir);
   const accounts = [account(), account(), account()];
   // Started in one turn: one group, one COMMIT.
-  await Promise.all(accounts.map((a) => store.createAccount(a)));
-  for (const a of accounts) expect(await other.getAccount(a.id)).toMatchObject({ id: a.id });
+  await Promise.all(accounts.map((a) => store.accounts.createAccount(a)));
+  for (const a of accounts) expect(await other.accounts.getAccount(a.id)).toMatchObject({ id: a.id });
 });
 
 it('a write that fails in a group fails alone; the others of its turn are kept', async () => {
   const dataDir = tempDir('coffer-group-commit-');
   const store = await open(dataDir);
-  await store.migrate();
+  await store.database.migrate();
   const first = account();
-  await store.createAccount(first);
+  await store.accounts.createAccount(first);
   const kept = [account(), account()];
-  const results = await Promise.allSettled([store.createAccount(kept[0]!), store.createAccount(first), store.createAccount(kept[1]!)]);
+  const results = await Promise.allSettled([
+    store.accounts.createAccount(kept[0]!),
+    store.accounts.createAccount(first),
+    store.accounts.createAccount(kept[1]!),
+  ]);
   expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
-  await store.close();
+  await store.database.close();
   opened.splice(opened.indexOf(store), 1);
   const reopened = await open(dataDir);
-  for (const a of kept) expect(await reopened.getAccount(a.id)).toMatchObject({ id: a.id });
+  for (const a of kept) expect(await reopened.accounts.getAccount(a.id)).toMatchObject({ id: a.id });
 });

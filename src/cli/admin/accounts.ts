@@ -13,7 +13,17 @@ import { expiresIn, operator, plan, quoted, textTable, withServices } from './fr
 
 export function registerAccountCommands(admin: Command): void {
   const accounts = admin.command('accounts').description('manage accounts');
+  registerCreate(accounts);
+  registerSetPlan(accounts);
+  registerSetDeletionGrace(accounts);
+  registerSetQuota(accounts);
+  registerAddHost(accounts);
+  registerSetLabel(accounts);
+  registerList(accounts);
+}
 
+/** `accounts create --plan <plan>`. */
+function registerCreate(accounts: Command): void {
   accounts
     .command('create')
     .description('create an account')
@@ -24,7 +34,10 @@ export function registerAccountCommands(admin: Command): void {
       const account = await withServices(({ keys }) => keys.createAccount(chosen));
       emit(!!opts.json, { accountId: account.id, plan: account.plan }, () => `account ${account.id} (${account.plan})`);
     });
+}
 
+/** `accounts set-plan <accountId> <plan>`. */
+function registerSetPlan(accounts: Command): void {
   accounts
     .command('set-plan <accountId> <plan>')
     .description("change an account's plan")
@@ -35,7 +48,10 @@ export function registerAccountCommands(admin: Command): void {
       if (!changed) throw new CliError(`no account ${accountId}`);
       emit(!!opts.json, { accountId, plan: chosen }, () => `account ${accountId} is now on the ${chosen} plan`);
     });
+}
 
+/** `accounts set-deletion-grace <accountId> <days>`. */
+function registerSetDeletionGrace(accounts: Command): void {
   accounts
     .command('set-deletion-grace <accountId> <days>')
     .description(`days a deleted backup (and a replaced vault envelope) stays restorable: 0 (delete at once) to ${MAX_DELETION_GRACE_DAYS}`)
@@ -51,7 +67,10 @@ export function registerAccountCommands(admin: Command): void {
           : `account ${accountId}: deleted backups and replaced vault envelopes stay restorable for ${days} day${days === 1 ? '' : 's'}`,
       );
     });
+}
 
+/** `accounts set-quota <accountId> <quota>`: bytes, none, or plan. */
+function registerSetQuota(accounts: Command): void {
   accounts
     .command('set-quota <accountId> <quota>')
     .description("set an account's storage quota: bytes, none (no quota), or plan (its plan's, COFFER_QUOTA_<PLAN>)")
@@ -76,7 +95,10 @@ export function registerAccountCommands(admin: Command): void {
           `account ${accountId}: ${changed === null ? 'no storage quota' : `storage quota ${formatBytes(changed)} (${changed} bytes)`}${source === 'plan' ? " (its plan's)" : ''}`,
       );
     });
+}
 
+/** `accounts add-host <ownerAccountId>`: a host account with a copy of the owner's vault and an append-only key. */
+function registerAddHost(accounts: Command): void {
   accounts
     .command('add-host <ownerAccountId>')
     .description(
@@ -125,7 +147,10 @@ export function registerAccountCommands(admin: Command): void {
         ].join('\n'),
       );
     });
+}
 
+/** `accounts set-label <accountId> <label>`: the operator's name for the account. */
+function registerSetLabel(accounts: Command): void {
   accounts
     .command('set-label <accountId> <label>')
     .description(
@@ -143,7 +168,10 @@ export function registerAccountCommands(admin: Command): void {
         label === null ? `account ${accountId} has no label now` : `account ${accountId} is now labelled ${quoted(label)}`,
       );
     });
+}
 
+/** `accounts list [--search <text>]`. */
+function registerList(accounts: Command): void {
   accounts
     .command('list')
     .description('list accounts: id, label, plan, created, and for a host account its owner')

@@ -10,7 +10,23 @@ import { expiresIn, operator, plan, quoted, scopes, textTable, withServices } fr
 
 export function registerKeyCommands(admin: Command): void {
   const keysCommand = admin.command('keys').description('manage API keys');
+  registerCreate(keysCommand);
+  registerList(keysCommand);
+  registerRevoke(keysCommand);
+}
 
+interface CreateOptions {
+  account?: string;
+  plan?: string;
+  scopes: string;
+  expiresIn?: string;
+  appendOnly?: boolean;
+  label?: string;
+  json?: boolean;
+}
+
+/** `keys create`: issues a key for an account, or for a new one. */
+function registerCreate(keysCommand: Command): void {
   keysCommand
     .command('create')
     .description('issue an API key (creates an account unless --account is given)')
@@ -24,77 +40,72 @@ export function registerKeyCommands(admin: Command): void {
       `your name for the key, shown in key lists and the audit trail (e.g. "laptop"; at most ${KEY_LABEL_MAX} characters)`,
     )
     .option('--json', 'print JSON')
-    .action(
-      async (opts: {
-        account?: string;
-        plan?: string;
-        scopes: string;
-        expiresIn?: string;
-        appendOnly?: boolean;
-        label?: string;
-        json?: boolean;
-      }) => {
-        const labelProblem = opts.label === undefined ? null : keyLabelProblem(opts.label);
-        if (labelProblem !== null) throw usageError(`--label: ${labelProblem}, got ${JSON.stringify(opts.label)}`);
-        const chosenScopes = scopes(opts.scopes);
-        const lifetime = opts.expiresIn === undefined ? null : expiresIn(opts.expiresIn);
-        const chosenPlan = opts.plan === undefined ? undefined : plan(opts.plan);
-        if (opts.appendOnly === true && opts.account === undefined) {
-          // A host's key belongs to the account that holds the vault: a new account would have no vault at all.
-          throw usageError(
-            "--append-only needs --account <id>: a host's key must belong to the account whose vault it backs up into " +
-              '(coffer admin accounts list shows the ids); nothing was created',
-          );
-        }
-        let createdAccount = false;
-        const issued = await withServices(async ({ stores, keys }) => {
-          let account;
-          if (opts.account !== undefined) {
-            account = await stores.accounts.getAccount(opts.account);
-            if (!account) throw new CliError(`no account ${opts.account}`);
-            if (chosenPlan !== undefined && chosenPlan !== account.plan) {
-              throw usageError(
-                `--plan ${chosenPlan} conflicts with account ${account.id} on the ${account.plan} plan (use admin accounts set-plan)`,
-              );
-            }
-          } else {
-            account = await keys.createAccount(chosenPlan ?? 'free');
-            createdAccount = true;
-          }
-          return keys.issueKey(account, {
-            scopes: chosenScopes,
-            expiresInMs: lifetime,
-            appendOnly: opts.appendOnly === true,
-            label: opts.label ?? null,
-            by: operator(),
-          });
-        });
-        const result = {
-          accountId: issued.account.id,
-          keyId: issued.key.id,
-          apiKey: issued.apiKey,
-          plan: issued.account.plan,
-          scopes: issued.key.scopes,
-          appendOnly: issued.key.appendOnly,
-          label: issued.key.label ?? null,
-          expiresAt: isoOrNull(issued.key.expiresAt),
-        };
-        if (createdAccount) {
-          process.stderr.write(
-            `created a new account ${result.accountId} (${result.plan} plan) for this key; ` +
-              'to issue a key for an existing account, pass --account <id>\n',
-          );
-        }
-        emit(!!opts.json, result, () =>
-          [
-            `API key (shown once, store it now): ${result.apiKey}`,
-            `key ${result.keyId}${result.label ? ` ${quoted(result.label)}` : ''} for account ${result.accountId} (${result.plan} plan)`,
-            `scopes: ${result.scopes.join(', ')}${result.appendOnly ? ' (append-only: cannot delete, reset or rotate)' : ''}; expires: ${result.expiresAt ?? 'never'}`,
-          ].join('\n'),
-        );
-      },
-    );
+    .action(createKey);
+}
 
+async function createKey(opts: CreateOptions): Promise<void> {
+  const labelProblem = opts.label === undefined ? null : keyLabelProblem(opts.label);
+  if (labelProblem !== null) throw usageError(`--label: ${labelProblem}, got ${JSON.stringify(opts.label)}`);
+  const chosenScopes = scopes(opts.scopes);
+  const lifetime = opts.expiresIn === undefined ? null : expiresIn(opts.expiresIn);
+  const chosenPlan = opts.plan === undefined ? undefined : plan(opts.plan);
+  if (opts.appendOnly === true && opts.account === undefined) {
+    // A host's key belongs to the account that holds the vault: a new account would have no vault at all.
+    throw usageError(
+      "--append-only needs --account <id>: a host's key must belong to the account whose vault it backs up into " +
+        '(coffer admin accounts list shows the ids); nothing was created',
+    );
+  }
+  let createdAccount = false;
+  const issued = await withServices(async ({ stores, keys }) => {
+    let account;
+    if (opts.account !== undefined) {
+      account = await stores.accounts.getAccount(opts.account);
+      if (!account) throw new CliError(`no account ${opts.account}`);
+      if (chosenPlan !== undefined && chosenPlan !== account.plan) {
+        throw usageError(
+          `--plan ${chosenPlan} conflicts with account ${account.id} on the ${account.plan} plan (use admin accounts set-plan)`,
+        );
+      }
+    } else {
+      account = await keys.createAccount(chosenPlan ?? 'free');
+      createdAccount = true;
+    }
+    return keys.issueKey(account, {
+      scopes: chosenScopes,
+      expiresInMs: lifetime,
+      appendOnly: opts.appendOnly === true,
+      label: opts.label ?? null,
+      by: operator(),
+    });
+  });
+  const result = {
+    accountId: issued.account.id,
+    keyId: issued.key.id,
+    apiKey: issued.apiKey,
+    plan: issued.account.plan,
+    scopes: issued.key.scopes,
+    appendOnly: issued.key.appendOnly,
+    label: issued.key.label ?? null,
+    expiresAt: isoOrNull(issued.key.expiresAt),
+  };
+  if (createdAccount) {
+    process.stderr.write(
+      `created a new account ${result.accountId} (${result.plan} plan) for this key; ` +
+        'to issue a key for an existing account, pass --account <id>\n',
+    );
+  }
+  emit(!!opts.json, result, () =>
+    [
+      `API key (shown once, store it now): ${result.apiKey}`,
+      `key ${result.keyId}${result.label ? ` ${quoted(result.label)}` : ''} for account ${result.accountId} (${result.plan} plan)`,
+      `scopes: ${result.scopes.join(', ')}${result.appendOnly ? ' (append-only: cannot delete, reset or rotate)' : ''}; expires: ${result.expiresAt ?? 'never'}`,
+    ].join('\n'),
+  );
+}
+
+/** `keys list`: every key (or one account's), never a secret. */
+function registerList(keysCommand: Command): void {
   keysCommand
     .command('list')
     .description('list API keys (never their secrets)')
@@ -125,7 +136,10 @@ export function registerKeyCommands(admin: Command): void {
             ),
       );
     });
+}
 
+/** `keys revoke <keyId>`. */
+function registerRevoke(keysCommand: Command): void {
   keysCommand
     .command('revoke <keyId>')
     .description('revoke an API key')

@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { v7 as uuidv7 } from 'uuid';
 import { type ChangeFeed, type MetadataCache, cachedPorts } from '../../src/store/cached-store.js';
+import { NOT_CACHED } from '../../src/store/ports/keys.js';
 import { openSqliteStores } from '../../src/store/sqlite.js';
 import type { Account, Vault } from '../../src/domain/entities.js';
 import type { Stores } from '../../src/store/ports/stores.js';
@@ -489,6 +490,31 @@ describe('the metadata cache over scripted ports', () => {
     await expect(ports.keys.revokeApiKey('broken', 5)).rejects.toThrow('database gone');
     expect(cache.stats.clears).toBe(2);
     expect(cache.size.entries).toBe(0);
+  });
+
+  it('peeks without waiting: not cached until a read kept the answer, then that answer (a hit); a commit elsewhere empties it', async () => {
+    const { inner, rows, reads, state } = scripted({ version: true });
+    rows.set('k:h1', { id: 'key1', accountId: 'A' });
+    const { cache, ...ports } = cachedPorts(inner, { maxBytes: 1 << 20 });
+    expect(ports.keys.peekApiKeyByHash!('h1')).toBe(NOT_CACHED);
+    expect(cache.stats.hits).toBe(0);
+    expect(await ports.keys.findApiKeyByHash('h1')).toEqual({ id: 'key1', accountId: 'A' });
+    expect(ports.keys.peekApiKeyByHash!('h1')).toEqual({ id: 'key1', accountId: 'A' });
+    expect(cache.stats).toMatchObject({ hits: 1, misses: 1 });
+    expect(ports.keys.peekApiKeyByHash!('h2')).toBe(NOT_CACHED);
+    // An unknown key is answered by a read and never kept: a peek cannot tell.
+    expect(await ports.keys.findApiKeyByHash('nope')).toBeUndefined();
+    expect(ports.keys.peekApiKeyByHash!('nope')).toBe(NOT_CACHED);
+    // A missing row that is kept (a vault) peeks as undefined, and counts as a hit.
+    expect(await ports.vaults.getVault('A')).toBeUndefined();
+    expect(cache.peek('v:A')).toBeUndefined();
+    expect(cache.stats).toMatchObject({ hits: 2, misses: 3, clears: 0 });
+    // Another connection commits: a peek a millisecond later finds nothing.
+    state.version += 1;
+    now += 1;
+    expect(ports.keys.peekApiKeyByHash!('h1')).toBe(NOT_CACHED);
+    expect(cache.stats).toMatchObject({ hits: 2, clears: 1 });
+    expect(reads).toEqual(['k:h1', 'k:nope', 'v:A']);
   });
 
   it('hands out values frozen all the way down, strings and all', async () => {

@@ -47,8 +47,8 @@ export type Store = Database &
 
 /**
  * The one wide Store served by the ports (transitional: for the services that still take it, until each takes the
- * ports it names). Each method is the port's own, bound to it; a port's optional method (peekApiKeyByHash without a
- * cache) stays absent.
+ * ports it names). Each method calls the port's own at the time of the call (so a test that replaces a port's method
+ * is heard); a port's optional method (peekApiKeyByHash without a cache) stays absent.
  */
 export function storeOf(stores: Stores): Store {
   const wide: Record<string, unknown> = {};
@@ -60,8 +60,8 @@ export function storeOf(stores: Stores): Store {
     ) {
       for (const name of Object.getOwnPropertyNames(proto)) {
         if (name === 'constructor' || name in wide) continue;
-        const value = (port as Record<string, unknown>)[name];
-        wide[name] = typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(port) : value;
+        const methods = port as Record<string, (...args: unknown[]) => unknown>;
+        wide[name] = typeof methods[name] === 'function' ? (...args: unknown[]) => methods[name]!(...args) : methods[name];
       }
     }
   }

@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type AuditEvent, type AuditList } from '../api.js';
 import { shortId, When } from '../format.js';
-import { CardTable } from '../card-table.js';
+import { CardTable } from '../ui/card-table.js';
 
 const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'backup.delete': 'Deleted a backup',

@@ -7,7 +7,7 @@ import { BackupKey, BackupName, rememberKeys, sourceOf, useKnownKeys } from '../
 import { useBackup } from '../live.js';
 import type { ArchiveEntry } from '../archive-index.js';
 import { startRestore, type RestoreMessage } from '../restore-protocol.js';
-import { ConfirmAction } from '../confirm.js';
+import { ConfirmAction } from '../ui/confirm.js';
 import { BackupFiles } from './BackupFiles.js';
 import { BASE, navigate, setFlash } from '../router.js';
 import { useUnlock, VaultPassphraseForm, WorkerFailure } from '../unlock.js';

@@ -6,7 +6,7 @@ import { useEffect, useMemo, useState } from 'preact/hooks';
 import { extractFile, type ArchiveEntry } from '../archive-index.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, plural } from '../format.js';
-import { CardTable } from '../card-table.js';
+import { CardTable } from '../ui/card-table.js';
 
 /** How many rows are drawn at once (a filter narrows the rest down). */
 const SHOWN = 300;

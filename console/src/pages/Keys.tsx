@@ -17,8 +17,8 @@ import {
 import { HOST_LABEL, KEY_LABEL_MAX, keyLabelProblem } from '../../../src/domain/keys.js';
 import type { BackupRecord } from '../api.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
-import { CardTable } from '../card-table.js';
-import { ConfirmAction } from '../confirm.js';
+import { CardTable } from '../ui/card-table.js';
+import { ConfirmAction } from '../ui/confirm.js';
 import { BASE } from '../router.js';
 import { deriveRecipientInWorker } from '../recipient-protocol.js';
 import { SecretField } from '../secret-field.js';

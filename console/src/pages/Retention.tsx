@@ -6,8 +6,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, setCsrfToken, type Deletions, type VaultHistory } from '../api.js';
 import { formatBytes, plural, shortId, When } from '../format.js';
-import { CardTable } from '../card-table.js';
-import { ConfirmAction } from '../confirm.js';
+import { CardTable } from '../ui/card-table.js';
+import { ConfirmAction } from '../ui/confirm.js';
 import { SecretField } from '../secret-field.js';
 
 const asError = (caught: unknown) => (caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));

@@ -7,6 +7,7 @@ import { useBackup } from '../live.js';
 import { ConfirmAction } from '../ui/confirm.js';
 import { BASE, navigate, setFlash } from '../router.js';
 import { Restore } from './backup/Restore.js';
+import { Failure } from '../ui/alerts.js';
 
 /** What a delete does now: kept restorable for the account's deletion grace (days), or removed at once (0). */
 export function deletionWords(graceDays: number): string {
@@ -55,11 +56,7 @@ function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
         question="Confirm deletion"
         onConfirm={remove}
       />
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Failure error={error} />
     </section>
   );
 }

@@ -11,6 +11,7 @@ import { AddHost } from './keys/AddHost.js';
 import { CreateKey } from './keys/CreateKey.js';
 import { HostAccounts } from './keys/HostAccounts.js';
 import { KeyList } from './keys/KeyList.js';
+import { Failure } from '../ui/alerts.js';
 
 export function KeysPage({ session }: { session: SessionInfo }) {
   const [keys, setKeys] = useState<KeyInfo[] | null>(null);
@@ -43,11 +44,7 @@ export function KeysPage({ session }: { session: SessionInfo }) {
       <p class="visually-hidden" role="status" aria-live="polite">
         {announcement}
       </p>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Failure error={error} />
       <section class="panel" aria-labelledby="create-title">
         <h2 id="create-title">Create a key</h2>
         <CreateKey setError={setError} onCreated={load} />

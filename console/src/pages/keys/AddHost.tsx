@@ -4,6 +4,7 @@ import { shortId } from '../../format.js';
 import { SecretField } from '../../secret-field.js';
 import { useAddHost, type HostFields, type HostState } from './add-host.js';
 import { ExpirySelect } from './choices.js';
+import { Failure } from '../../ui/alerts.js';
 
 /** Copies `text`; true when the clipboard took it. */
 async function copyText(text: string): Promise<boolean> {
@@ -114,11 +115,7 @@ export function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
   return (
     <form onSubmit={submit} aria-describedby="host-help">
       <HostHelp />
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Failure error={error} />
       <ScheduleChoice schedule={fields.schedule} choose={(schedule) => edit({ schedule })} />
       {fields.schedule === 'own' && (
         <>

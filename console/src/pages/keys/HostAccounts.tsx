@@ -4,6 +4,7 @@ import { api, type BackupRecord, type HostAccountInfo } from '../../api.js';
 import { caughtText } from '../../caught.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../../format.js';
 import { BASE } from '../../router.js';
+import { Failure } from '../../ui/alerts.js';
 
 type Host = { host: HostAccountInfo; backups: BackupRecord[] };
 
@@ -62,13 +63,7 @@ export function HostAccounts({ version }: { version: number }) {
       cancelled = true;
     };
   }, [version]);
-  if (error) {
-    return (
-      <p class="error" role="alert">
-        {error}
-      </p>
-    );
-  }
+  if (error) return <Failure error={error} />;
   if (!hosts) return <p role="status">Loading host accounts…</p>;
   if (hosts.length === 0) return <p class="help">No host accounts yet: add one above with the schedule “Its own”.</p>;
   return (

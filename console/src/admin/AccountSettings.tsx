@@ -2,6 +2,7 @@
 import type { ComponentChildren } from 'preact';
 import { PLANS } from '../../../src/domain/plans.js';
 import { bytes, call, type AccountData, type Plan } from './api.js';
+import { valueOf } from '../ui/forms.js';
 
 type QuotaMode = 'plan' | 'none' | 'bytes';
 
@@ -35,8 +36,6 @@ interface FormProps {
   act: Act;
 }
 
-const value = (e: Event) => (e.target as HTMLInputElement | HTMLSelectElement).value;
-
 /** An inline form that submits without leaving the page. */
 function Inline({ submit, children }: { submit: () => void; children: ComponentChildren }) {
   return (
@@ -64,7 +63,7 @@ function LabelForm({ id, form, edit, act }: FormProps) {
     <Inline submit={submit}>
       <label>
         Label
-        <input type="text" maxLength={48} value={form.label} onInput={(e) => edit({ label: value(e) })} />
+        <input type="text" maxLength={48} value={form.label} onInput={(e) => edit({ label: valueOf(e) })} />
       </label>
       <button type="submit">Set label</button>
     </Inline>
@@ -76,7 +75,7 @@ function PlanForm({ id, form: { plan }, edit, act }: FormProps) {
     <Inline submit={() => void act(() => call('PUT /accounts/:id/plan', { params: { id }, body: { plan } }), `The plan is now ${plan}.`)}>
       <label>
         Plan
-        <select value={plan} onChange={(e) => edit({ plan: value(e) as Plan })}>
+        <select value={plan} onChange={(e) => edit({ plan: valueOf(e) as Plan })}>
           {PLANS.map((p) => (
             <option key={p} value={p}>
               {p}
@@ -99,7 +98,7 @@ function GraceForm({ id, form: { grace }, edit, act }: FormProps) {
     <Inline submit={submit}>
       <label>
         Deletion grace (days)
-        <input type="number" min="0" max="365" value={grace} onInput={(e) => edit({ grace: value(e) })} />
+        <input type="number" min="0" max="365" value={grace} onInput={(e) => edit({ grace: valueOf(e) })} />
       </label>
       <button type="submit">Set grace</button>
     </Inline>
@@ -118,7 +117,7 @@ function QuotaForm({ id, form: { quotaMode, quotaBytes }, edit, act }: FormProps
     <Inline submit={() => void act(() => call('PUT /accounts/:id/quota', { params: { id }, body: { quota } }), done)}>
       <label>
         Quota
-        <select value={quotaMode} onChange={(e) => edit({ quotaMode: value(e) as QuotaMode })}>
+        <select value={quotaMode} onChange={(e) => edit({ quotaMode: valueOf(e) as QuotaMode })}>
           <option value="plan">The plan's</option>
           <option value="none">None</option>
           <option value="bytes">Bytes</option>
@@ -127,7 +126,7 @@ function QuotaForm({ id, form: { quotaMode, quotaBytes }, edit, act }: FormProps
       {quotaMode === 'bytes' && (
         <label>
           Quota (bytes)
-          <input type="number" min="0" step="1" required value={quotaBytes} onInput={(e) => edit({ quotaBytes: value(e) })} />
+          <input type="number" min="0" step="1" required value={quotaBytes} onInput={(e) => edit({ quotaBytes: valueOf(e) })} />
         </label>
       )}
       <button type="submit">Set quota</button>

@@ -5,6 +5,7 @@ import { CardTable, type Column } from '../ui/card-table.js';
 import { quotaText, useShownAccounts, type Filters, type Row, type SortKey } from './account-rows.js';
 import { bytes, when, type OverviewData } from './api.js';
 import { Link } from './router.js';
+import { valueOf, checkedOf } from '../ui/forms.js';
 
 /** The account as an operator knows it: its label (else its id), and for a host account whose host it is. */
 function AccountName({ row, owner }: { row: Row; owner: { accountId: string; label: string | null } | undefined }) {
@@ -32,14 +33,12 @@ function AccountName({ row, owner }: { row: Row; owner: { accountId: string; lab
   );
 }
 
-const value = (e: Event) => (e.target as HTMLInputElement | HTMLSelectElement).value;
-
 function FilterControls({ filters, set }: { filters: Filters; set: (change: Partial<Filters>) => void }) {
   return (
     <div class="admin-filters">
       <label>
         Sort by
-        <select value={filters.sort} onChange={(e) => set({ sort: value(e) as SortKey })}>
+        <select value={filters.sort} onChange={(e) => set({ sort: valueOf(e) as SortKey })}>
           <option value="overdue">Overdue first</option>
           <option value="storedBytes">Stored bytes</option>
           <option value="backups">Backups</option>
@@ -52,7 +51,7 @@ function FilterControls({ filters, set }: { filters: Filters; set: (change: Part
       </label>
       <label>
         Plan
-        <select value={filters.plan} onChange={(e) => set({ plan: value(e) })}>
+        <select value={filters.plan} onChange={(e) => set({ plan: valueOf(e) })}>
           <option value="">All</option>
           {PLANS.map((p) => (
             <option key={p} value={p}>
@@ -63,14 +62,10 @@ function FilterControls({ filters, set }: { filters: Filters; set: (change: Part
       </label>
       <label>
         Search label or id
-        <input type="search" value={filters.filter} onInput={(e) => set({ filter: value(e) })} />
+        <input type="search" value={filters.filter} onInput={(e) => set({ filter: valueOf(e) })} />
       </label>
       <label class="check">
-        <input
-          type="checkbox"
-          checked={filters.overdueOnly}
-          onChange={(e) => set({ overdueOnly: (e.target as HTMLInputElement).checked })}
-        />
+        <input type="checkbox" checked={filters.overdueOnly} onChange={(e) => set({ overdueOnly: checkedOf(e) })} />
         Overdue only
       </label>
     </div>

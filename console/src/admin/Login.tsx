@@ -2,6 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { Failure } from '../ui/alerts.js';
 import { call, setCsrf, type SessionData } from './api.js';
+import { valueOf } from '../ui/forms.js';
 
 export function Login({ onSignedIn }: { onSignedIn: (session: SessionData) => void }) {
   const [error, setError] = useState<unknown>(null);
@@ -37,7 +38,7 @@ export function Login({ onSignedIn }: { onSignedIn: (session: SessionData) => vo
         }}
       >
         <label for="token">Sign-in token</label>
-        <input id="token" class="mono" autocomplete="off" value={token} onInput={(e) => setToken((e.target as HTMLInputElement).value)} />
+        <input id="token" class="mono" autocomplete="off" value={token} onInput={(e) => setToken(valueOf(e))} />
         <button type="submit">Sign in</button>
       </form>
       <Failure error={error} />

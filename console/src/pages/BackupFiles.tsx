@@ -7,6 +7,7 @@ import { extractFile, type ArchiveEntry } from '../archive-index.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, plural } from '../format.js';
 import { CardTable, type Column } from '../ui/card-table.js';
+import { valueOf } from '../ui/forms.js';
 
 /** How many rows are drawn at once (a filter narrows the rest down). */
 const SHOWN = 300;
@@ -132,7 +133,7 @@ export function BackupFiles({ archive, metadata, entries }: { archive: Blob; met
         autoComplete="off"
         spellcheck={false}
         value={filter}
-        onInput={(event) => setFilter((event.target as HTMLInputElement).value)}
+        onInput={(event) => setFilter(valueOf(event))}
       />
       <FilesStatus filter={filter} matching={matching.length} saved={saved} />
       {error && (

@@ -8,6 +8,7 @@ import { KitRefused, recoverWithKit, VaultChanged, type Recovered } from '../rec
 import { BASE } from '../router.js';
 import { SecretField } from '../secret-field.js';
 import { letStatusRender, useUnlock } from '../unlock.js';
+import { valueOf } from '../ui/forms.js';
 
 /** Why nothing was recovered, and the field it is about (focused when it is the kit). */
 interface Refusal {
@@ -104,7 +105,7 @@ function KitForm({
         autoCorrect="off"
         spellcheck={false}
         value={words}
-        onInput={(event) => edit({ words: (event.target as HTMLTextAreaElement).value })}
+        onInput={(event) => edit({ words: valueOf(event) })}
         aria-describedby="kit-help"
         aria-invalid={invalid('kit') ? 'true' : undefined}
         required

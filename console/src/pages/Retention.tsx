@@ -9,6 +9,7 @@ import { asError, useFreshAction } from '../fresh-action.js';
 import { formatBytes, plural, shortId, When } from '../format.js';
 import { CardTable } from '../ui/card-table.js';
 import { ConfirmAction } from '../ui/confirm.js';
+import { valueOf } from '../ui/forms.js';
 
 /** A section's last outcome: announced to screen readers, shown as a notice or an error. */
 function Outcome({ message, error }: { message: string; error: ApiError | null }) {
@@ -48,7 +49,7 @@ function GraceForm({
         max={data.maxDeletionGraceDays}
         step={1}
         value={grace}
-        onInput={(e) => setGrace((e.target as HTMLInputElement).value)}
+        onInput={(e) => setGrace(valueOf(e))}
       />
       <button type="submit" class="secondary" disabled={grace === String(data.deletionGraceDays)}>
         Save

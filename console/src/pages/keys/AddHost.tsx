@@ -5,6 +5,7 @@ import { SecretField } from '../../secret-field.js';
 import { useAddHost, type HostFields, type HostState } from './add-host.js';
 import { ExpirySelect } from './choices.js';
 import { Failure } from '../../ui/alerts.js';
+import { valueOf } from '../../ui/forms.js';
 
 /** Copies `text`; true when the clipboard took it. */
 async function copyText(text: string): Promise<boolean> {
@@ -127,7 +128,7 @@ export function AddHost({ onCreated }: { onCreated: () => Promise<void> }) {
             autoComplete="off"
             required
             value={fields.hostLabel}
-            onInput={(event) => edit({ hostLabel: (event.target as HTMLInputElement).value })}
+            onInput={(event) => edit({ hostLabel: valueOf(event) })}
             aria-describedby="host-label-help"
           />
           <p id="host-label-help" class="help">

@@ -6,6 +6,7 @@ import { caughtAdvice } from '../../caught.js';
 import { useFreshAction } from '../../fresh-action.js';
 import { APPEND_ONLY_HELP, ExpirySelect, SCOPE_HELP, expiresInDays } from './choices.js';
 import { NewKey } from './NewKey.js';
+import { valueOf, checkedOf } from '../../ui/forms.js';
 
 interface KeyChoice {
   label: string;
@@ -13,8 +14,6 @@ interface KeyChoice {
   appendOnly: boolean;
   expiry: string;
 }
-
-const checked = (event: Event) => (event.target as HTMLInputElement).checked;
 
 function KeyForm({
   choice,
@@ -42,7 +41,7 @@ function KeyForm({
         maxLength={KEY_LABEL_MAX}
         autoComplete="off"
         value={choice.label}
-        onInput={(event) => edit({ label: (event.target as HTMLInputElement).value })}
+        onInput={(event) => edit({ label: valueOf(event) })}
         aria-describedby="key-label-help"
       />
       <p id="key-label-help" class="help">
@@ -58,7 +57,7 @@ function KeyForm({
               name="scopes"
               value={scope}
               checked={choice.scopes.has(scope)}
-              onChange={(event) => toggle(scope, checked(event))}
+              onChange={(event) => toggle(scope, checkedOf(event))}
             />
             <label for={`scope-${scope}`}>
               <code>{scope}</code> <span class="muted">{SCOPE_HELP[scope]}</span>
@@ -72,7 +71,7 @@ function KeyForm({
           id="append-only"
           name="appendOnly"
           checked={choice.appendOnly}
-          onChange={(event) => edit({ appendOnly: checked(event) })}
+          onChange={(event) => edit({ appendOnly: checkedOf(event) })}
         />
         <label for="append-only">
           Append-only <span class="muted">{APPEND_ONLY_HELP}</span>

@@ -1,5 +1,6 @@
 /** What the key forms offer: the permissions and what each allows, the lifetimes, the append-only restriction. */
 import type { Scope } from '../../api.js';
+import { valueOf } from '../../ui/forms.js';
 
 export const SCOPE_HELP: Record<Scope, string> = {
   'backups:read': 'read the vault and list backups',
@@ -23,7 +24,7 @@ export const expiresInDays = (value: string): number | null => (value === 'never
 
 export function ExpirySelect({ id, value, onValue }: { id: string; value: string; onValue: (value: string) => void }) {
   return (
-    <select id={id} value={value} onChange={(event) => onValue((event.target as HTMLSelectElement).value)}>
+    <select id={id} value={value} onChange={(event) => onValue(valueOf(event))}>
       {EXPIRY.map((option) => (
         <option key={option.label} value={option.days === null ? 'never' : String(option.days)}>
           {option.label}

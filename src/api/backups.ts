@@ -16,6 +16,7 @@ import {
   DeleteBackupResponse,
 } from '../contract/schemas.js';
 import { iso } from '../domain/time.js';
+import type { FinalizeInput } from '../domain/vault-input.js';
 import { detailBody, outcomeBody } from '../contract/views.js';
 import { serializedList } from './serialized-list.js';
 
@@ -217,6 +218,20 @@ export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
   );
 };
 
+/** A finalize body in the backup service's terms. */
+function finalizeInputOf(body: BackupFinalizeBody): FinalizeInput {
+  return {
+    wrappedDek: body.wrappedDek,
+    wrappedDekNonce: body.wrappedDekNonce,
+    encryptedMetadata: body.encryptedMetadata,
+    encryptedMetadataNonce: body.encryptedMetadataNonce,
+    ciphertextSizeBytes: body.ciphertextSizeBytes,
+    plaintextSizeBytes: body.plaintextSizeBytes,
+    clientVersion: body.clientVersion ?? null,
+    hostappVersion: body.hostappVersion ?? null,
+  };
+}
+
 /** Routes with a JSON request body. */
 export const backupWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
   app.post<{ Body: BackupFinalizeBody }>(
@@ -232,6 +247,6 @@ export const backupWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       },
       onRequest: [ctx.requireScope('backups:write'), loadBackup(ctx)],
     },
-    async (request) => detailBody(await ctx.backups.finalize(request.backup, request.body)),
+    async (request) => detailBody(await ctx.backups.finalize(request.backup, finalizeInputOf(request.body))),
   );
 };

@@ -109,8 +109,8 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     () => parts.stores.database.queryCounts(),
     cache && (() => ({ ...cache.stats, ...cache.size })),
     {
-      usage: async () => (await parts.backups.usage()).totals.plans,
-      quotaRefusals: () => parts.backups.quotaRefusals,
+      usage: async () => (await parts.quotas.usage()).totals.plans,
+      quotaRefusals: () => parts.quotas.quotaRefusals,
       probes: { database: () => parts.stores.database.ping(), blob_store: () => parts.blobs.ping() },
       ...(parts.changeFeed ? { changeFeedLive: () => parts.changeFeed!.live } : {}),
     },
@@ -122,10 +122,12 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
   const audit = auditRequests(parts.audit);
   const ctx: RouteContext = {
     config: parts.config,
+    vault: parts.vault,
     backups: parts.backups,
+    readPolicy: parts.readPolicy,
     streams,
     requireScope: authenticator(parts.keys, sessionCredential(parts.sessions, parts.config)),
-    refuseAppendOnly: appendOnlyGuard(parts.backups, audit),
+    refuseAppendOnly: appendOnlyGuard(parts.vault, audit),
     audit,
     uploadHandshake: parts.uploadHandshake,
     metrics,

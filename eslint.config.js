@@ -61,6 +61,7 @@ function layerRule(folder, allowed) {
 const SERVICE_PORTS = {
   'audit.ts': ['audit'],
   'backups.ts': ['backups', 'accounts'],
+  'binary-fields.ts': [],
   'blob-host.ts': ['multipart', 'settings'],
   'byte-limit.ts': [],
   'keys.ts': ['database', 'accounts', 'usage', 'keys', 'vaults', 'audit'],

@@ -17,7 +17,7 @@ import {
 } from '../domain/backups.js';
 import type { Clock } from '../domain/clock.js';
 import type { Backup } from '../domain/entities.js';
-import { AppError, type ValidationIssue } from '../domain/errors.js';
+import { AppError } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
 import { PLAN_RULES, type Plan } from '../domain/plans.js';
 import { reservationFor } from '../domain/quotas.js';
@@ -25,6 +25,7 @@ import { iso } from '../domain/time.js';
 import type { FinalizeInput } from '../domain/vault-input.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { Stores } from '../store/ports/stores.js';
+import { binaryIssues } from './binary-fields.js';
 import { limited, TooLarge } from './byte-limit.js';
 import type { QuotaService } from './quotas.js';
 import { VISIBLE_STATUSES, type RetentionService } from './retention.js';
@@ -32,30 +33,6 @@ import { VISIBLE_STATUSES, type RetentionService } from './retention.js';
 export interface BackupServiceOptions {
   maxArchiveBytes: number;
   uploadWindowMs: number;
-}
-
-/** Decoded-size bounds of binary fields, in bytes (docs/api-rules.md#encoding). */
-const BINARY_BOUNDS: Record<string, [number, number]> = {
-  salt: [8, 64],
-  wrappedMasterKeyNonce: [8, 64],
-  wrappedDekNonce: [8, 64],
-  encryptedMetadataNonce: [8, 64],
-  wrappedMasterKey: [16, 4096],
-  wrappedDek: [16, 4096],
-  encryptedMetadata: [1, 65_536],
-};
-
-/** Checks decoded sizes of base64 fields (the schema already checked the alphabet and padding). */
-export function binaryIssues(fields: Record<string, string>, prefix = ''): ValidationIssue[] {
-  const issues: ValidationIssue[] = [];
-  for (const [name, value] of Object.entries(fields)) {
-    const [min, max] = BINARY_BOUNDS[name]!;
-    const bytes = Buffer.byteLength(value, 'base64');
-    if (bytes < min || bytes > max) {
-      issues.push({ path: `${prefix}${name}`, message: `must decode to ${min}–${max} bytes, got ${bytes}` });
-    }
-  }
-  return issues;
 }
 
 /** A new upload slot: PENDING_UPLOAD, nothing uploaded or sealed yet. */

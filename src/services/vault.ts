@@ -14,7 +14,7 @@ import { isUuid } from '../domain/ids.js';
 import type { VaultEnvelope } from '../domain/vault-input.js';
 import type { Stores } from '../store/ports/stores.js';
 import type { VaultKeep } from '../store/ports/vaults.js';
-import { binaryIssues } from './backups.js';
+import { binaryIssues } from './binary-fields.js';
 import { VISIBLE_STATUSES, type RetentionService } from './retention.js';
 
 /** A parsed If-Match header: "*" (any current vault) or the strong entity tags, quotes included. */

@@ -35,7 +35,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { systemClock } from '../../src/domain/clock.js';
 import { KeyService } from '../../src/services/keys.js';
-import type { Store } from '../../src/store/store.js';
+import { type Store, storesOf } from '../../src/store/store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BIN = path.join(ROOT, 'dist/cli/main.js');
@@ -78,7 +78,7 @@ export interface Backend {
 export async function issueProKeys(store: Store, n: number): Promise<{ accountId: string; apiKey: string }[]> {
   await store.migrate();
   try {
-    const keys = new KeyService(store, systemClock);
+    const keys = new KeyService(storesOf(store), systemClock);
     const out: { accountId: string; apiKey: string }[] = [];
     for (let i = 0; i < n; i++) {
       const issued = await keys.issueKey(await keys.createAccount('pro'));

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
 import { SessionService } from '../../src/services/sessions.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
+import { storesOf } from '../../src/store/store.js';
 import { api, envelope } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -69,7 +70,7 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
     try {
       await store.migrate();
       const clock = { now: () => Date.now() };
-      const keys = new KeyService(store, clock);
+      const keys = new KeyService(storesOf(store), clock);
       const account = await keys.createAccount('free');
       for (let i = 0; i < 6; i++) {
         const { apiKey, key } = await keys.issueKey(account);
@@ -78,7 +79,7 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
       const other = await keys.createAccount('free');
       const { apiKey, key } = await keys.issueKey(other);
       accountB = { apiKey, keyId: key.id, accountId: other.id };
-      loginToken = (await new SessionService(store, keys, clock).createLoginLink(account.id))!.token;
+      loginToken = (await new SessionService(storesOf(store), keys, clock).createLoginLink(account.id))!.token;
     } finally {
       await store.close();
     }

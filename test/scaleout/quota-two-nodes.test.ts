@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
+import { storesOf } from '../../src/store/store.js';
 import { api, envelope, finalizeBody, slowUpload } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -41,7 +42,7 @@ describe.skipIf(skipPg)('storage quota on two Coffer nodes sharing one PostgreSQ
     // Accounts exist before the nodes start (neither runs the first-start bootstrap).
     const store = openPostgresStore(schema.url);
     await store.migrate();
-    const service = new KeyService(store, { now: () => Date.now() });
+    const service = new KeyService(storesOf(store), { now: () => Date.now() });
     for (let i = 0; i < 4; i++) {
       const account = await service.createAccount('pro');
       accounts.push({ accountId: account.id, apiKey: (await service.issueKey(account)).apiKey });

@@ -16,6 +16,7 @@ import { loadConfig } from '../../src/config.js';
 import { composeParts, type Parts } from '../../src/server/compose.js';
 import { KeyService } from '../../src/services/keys.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
+import { storesOf } from '../../src/store/store.js';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -67,7 +68,7 @@ for (const engine of S3_ENGINES)
       // An account exists before the nodes start (so neither runs the first-start bootstrap).
       const store = openPostgresStore(schema.url);
       await store.migrate();
-      keyService = new KeyService(store, { now: () => Date.now() });
+      keyService = new KeyService(storesOf(store), { now: () => Date.now() });
       closeStore = () => store.close();
       await keyService.createAccount('pro');
       [a, b] = await Promise.all([startServeNode('a', env), startServeNode('b', env)]);

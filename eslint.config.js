@@ -32,6 +32,7 @@ const LAYERS = Object.fromEntries(ROWS.flatMap((row, i) => row.map((folder) => [
 LAYERS.domain = []; // pure: not even lib/
 LAYERS.contract = ['domain']; // shared with the browser: no config, no lib/
 LAYERS.client = ['contract', 'domain', 'lib'];
+LAYERS.services = LAYERS.services.filter((folder) => folder !== 'contract'); // the domain's types, never the wire's
 delete LAYERS.config; // a file, with its own rule below
 const FOLDERS = Object.keys(LAYERS);
 
@@ -49,6 +50,109 @@ function layerRule(folder, allowed) {
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: forbidden, message }] }] },
   };
 }
+
+/**
+ * The services (src/services/) reach persistence through its ports only (src/store/ports/: never the SQL stores, the
+ * cache, `open` or the transitional wide store.ts), and each service file through the ports it names: SERVICE_PORTS
+ * maps each file to the ports (keys of `Stores`) it may take, as `Pick<Stores, …>` and as imports of their modules
+ * (ports/stores.ts, the type of them all, is for the Pick). A new service file needs its entry; only services.ts (the
+ * `Services` type) holds every port.
+ */
+const SERVICE_PORTS = {
+  'audit.ts': ['audit'],
+  'backups.ts': ['backups', 'accounts'],
+  'binary-fields.ts': [],
+  'blob-host.ts': ['multipart', 'settings'],
+  'byte-limit.ts': [],
+  'keys.ts': ['database', 'accounts', 'usage', 'keys', 'vaults', 'audit'],
+  'operator.ts': ['accounts', 'usage', 'keys'],
+  'quotas.ts': ['accounts', 'usage'],
+  'read-policy.ts': ['accounts', 'vaults', 'backups'],
+  'retention.ts': ['backups', 'accounts'],
+  'services.ts': '*',
+  'sessions.ts': ['accounts', 'keys', 'sessions', 'operatorSessions', 'signIns'],
+  'sweeper.ts': ['database', 'backups', 'multipart'],
+  'upload-handshake.ts': [],
+  'usage.ts': ['usage'],
+  'vault.ts': ['vaults', 'accounts', 'backups'],
+};
+/** Each port (a key of `Stores`) and its module in src/store/ports/. */
+const PORT_MODULES = {
+  database: 'database',
+  accounts: 'accounts',
+  usage: 'usage',
+  keys: 'keys',
+  sessions: 'sessions',
+  operatorSessions: 'operator-sessions',
+  signIns: 'sign-ins',
+  vaults: 'vaults',
+  backups: 'backups',
+  audit: 'audit',
+  settings: 'settings',
+  multipart: 'multipart',
+};
+const servicePortsRule = {
+  meta: { type: 'problem', schema: [] },
+  create(context) {
+    const file = (context.filename ?? context.getFilename()).replace(/\\/g, '/').split('/src/services/')[1];
+    const allowed = file === undefined ? '*' : SERVICE_PORTS[file];
+    if (allowed === '*') return {};
+    const ports = allowed ?? [];
+    const modules = new Set(['stores', ...ports.map((port) => PORT_MODULES[port])]);
+    const named = `src/services/${file} names the ports ${ports.length ? ports.join(', ') : '(none)'} (SERVICE_PORTS in eslint.config.js)`;
+    const checkSource = (node) => {
+      const source = node.source && typeof node.source.value === 'string' ? node.source.value : undefined;
+      const module = source && /(?:^|\/)store\/ports\/([\w-]+)\.js$/.exec(source)?.[1];
+      if (module && !modules.has(module)) context.report({ node, message: `${named}: it may not import store/ports/${module}.js.` });
+    };
+    return {
+      Program(node) {
+        if (allowed === undefined)
+          context.report({ node, message: `src/services/${file} has no entry in SERVICE_PORTS (eslint.config.js).` });
+      },
+      ImportDeclaration: checkSource,
+      ExportNamedDeclaration: checkSource,
+      ExportAllDeclaration: checkSource,
+      ImportExpression: checkSource,
+      TSTypeReference(node) {
+        if (node.typeName.type !== 'Identifier' || node.typeName.name !== 'Stores') return;
+        const pick = node.parent?.parent;
+        const inPick = pick?.type === 'TSTypeReference' && pick.typeName.type === 'Identifier' && pick.typeName.name === 'Pick';
+        const args = inPick ? (pick.typeArguments ?? pick.typeParameters).params : [];
+        if (!inPick || args[0] !== node) {
+          context.report({ node, message: `${named}: take them as Pick<Stores, …>, not every port.` });
+          return;
+        }
+        const keys = args[1]?.type === 'TSUnionType' ? args[1].types : [args[1]];
+        for (const key of keys) {
+          const name = key?.type === 'TSLiteralType' ? key.literal.value : undefined;
+          if (typeof name !== 'string' || !ports.includes(name)) {
+            context.report({ node: key ?? node, message: `${named}: not ${typeof name === 'string' ? `'${name}'` : 'this'}.` });
+          }
+        }
+      },
+    };
+  },
+};
+
+/** The services' layer rule, with persistence through src/store/ports/ only (flat config replaces a rule's options). */
+const servicesLayerRule = (() => {
+  const layer = layerRule('services', LAYERS.services);
+  const [, options] = layer.rules['@typescript-eslint/no-restricted-imports'];
+  const ports = {
+    group: fromAnyDepth('store/*').flatMap((modules) => [modules, `!${modules.replace('*', 'ports')}`]),
+    message:
+      'src/services/ reaches persistence through its ports only: src/store/ports/ (never sql-store, cached-store, open or store.ts).',
+  };
+  return {
+    files: layer.files,
+    plugins: { coffer: { rules: { 'service-ports': servicePortsRule } } },
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', { patterns: [...options.patterns, ports] }],
+      'coffer/service-ports': 'error',
+    },
+  };
+})();
 
 /**
  * The SDK's browser side (src/client/browser.ts, the entry bundlers pick by the `browser` condition, and what it
@@ -109,8 +213,9 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   ...Object.entries(LAYERS)
-    .filter(([folder]) => folder !== 'cli') // the top imports anything, the client too
+    .filter(([folder]) => folder !== 'cli' && folder !== 'services') // the top imports anything, the client too
     .map(([folder, allowed]) => layerRule(folder, allowed)),
+  servicesLayerRule,
   browserSdkRule,
   cliOnSdkRule,
   {

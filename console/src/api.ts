@@ -35,9 +35,9 @@ import type {
   SignInBody,
   VaultHistory as VaultHistorySchema,
 } from '../../src/contract/console-schemas.js';
+import { consoleErrorText, consoleMessage } from './error-texts.js';
 import { resolveRoute, type Call, type CallArguments } from './route-map.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
-import { API_INTERNALS, consoleErrorText } from '../../src/domain/error-texts.js';
 import { SCOPES, type Scope } from '../../src/domain/scopes.js';
 
 export class ApiError extends Error {
@@ -137,8 +137,13 @@ async function request<T>(method: string, path: string, body: unknown, options: 
     const error = (parsed ?? {}) as Partial<ErrorBody>;
     if (response.status === 401 && !options.quiet401) onSignedOut();
     const code = error.code ?? 'http_error';
-    const message = error.message && !API_INTERNALS.test(error.message) ? error.message : 'The server refused this request.';
-    throw new ApiError(response.status, code, message, consoleErrorText(code, error.details ?? {}, error.resolution ?? ''), error.details);
+    throw new ApiError(
+      response.status,
+      code,
+      consoleMessage(error.message),
+      consoleErrorText(code, error.details ?? {}, error.resolution ?? ''),
+      error.details,
+    );
   }
   return parsed as T;
 }

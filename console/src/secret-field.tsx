@@ -1,5 +1,6 @@
 /** A labelled password input (passphrases, sign-in credentials): the one shape of every secret the page asks for. */
 import type { Ref } from 'preact';
+import { valueOf } from './ui/forms.js';
 
 export function SecretField(props: {
   id: string;
@@ -24,7 +25,7 @@ export function SecretField(props: {
         autoComplete={props.autoComplete}
         spellcheck={false}
         value={props.value}
-        onInput={(event) => props.onValue((event.target as HTMLInputElement).value)}
+        onInput={(event) => props.onValue(valueOf(event))}
         aria-invalid={props.invalid ? 'true' : undefined}
         aria-describedby={props.describedBy}
         required={props.required}

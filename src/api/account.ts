@@ -16,7 +16,9 @@ import {
   RotateResponse,
 } from '../contract/schemas.js';
 import { accountBody } from '../contract/views.js';
-import { type AccountView, type IfMatch, vaultEtag } from '../services/backups.js';
+import type { VaultEnvelope } from '../domain/vault-input.js';
+import { type AccountView, type IfMatch, vaultEtag } from '../services/vault.js';
+import { actorOf } from './guard.js';
 
 const tags = ['Backup account'];
 
@@ -30,6 +32,17 @@ const ETAG_HEADER = {
     description: 'Validator of the current vault material; send it back as If-Match on rotate to make the rotate conditional.',
   },
 };
+
+/** The envelope of a bootstrap or rotate body, in the vault service's terms. */
+function envelopeOf(body: BackupAccountEnvelopeBody): VaultEnvelope {
+  const { cryptoVersion, kdf, wrappedMasterKey, wrappedMasterKeyNonce } = body;
+  return {
+    cryptoVersion,
+    kdf: { salt: kdf.salt, opslimit: kdf.opslimit, memlimit: kdf.memlimit },
+    wrappedMasterKey,
+    wrappedMasterKeyNonce,
+  };
+}
 
 function withEtag(reply: FastifyReply, view: AccountView): void {
   if (view.vault) void reply.header('etag', vaultEtag(view.vault));
@@ -102,7 +115,7 @@ export const accountReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       onRequest: ctx.requireScope('backups:read'),
     },
     async (request, reply) => {
-      const view = await ctx.backups.accountView(request.principal.accountId);
+      const view = await ctx.vault.accountView(request.principal.accountId);
       withEtag(reply, view);
       const serialize = reply.getSerializationFunction('200', 'application/json');
       if (!serialize) throw new Error('GET /api/backup-account has no response serializer');
@@ -148,7 +161,7 @@ export const accountWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       onRequest: [ctx.requireScope('backups:write'), ctx.refuseAppendOnly('account.bootstrap')],
     },
     async (request, reply) => {
-      const { created, ...view } = await ctx.backups.bootstrap(request.principal.accountId, request.body);
+      const { created, ...view } = await ctx.vault.bootstrap(request.principal.accountId, envelopeOf(request.body));
       withEtag(reply, view);
       if (created) await ctx.audit(request, 'account.bootstrap');
       return { ...accountBody(view, request.principal), created };
@@ -188,10 +201,10 @@ export const accountWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
     },
     async (request, reply) => {
       const ifMatch = parseIfMatch(request.headers['if-match']);
-      const { rotated, historyDays, ...view } = await ctx.backups.rotate(
+      const { rotated, historyDays, ...view } = await ctx.vault.rotate(
         request.principal.accountId,
-        request.body,
-        request.principal.keyId,
+        envelopeOf(request.body),
+        actorOf(request.principal),
         ifMatch,
       );
       reply.header(VAULT_HISTORY_HEADER, String(historyDays));
@@ -221,7 +234,7 @@ export const accountWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       },
     },
     async (request) => {
-      const outcome = await ctx.backups.reset(request.principal.accountId, request.body.deleteBackups === true, request.principal.keyId);
+      const outcome = await ctx.vault.reset(request.principal.accountId, request.body.deleteBackups === true, actorOf(request.principal));
       const detail = `${outcome.accountDeleted ? 'vault deleted' : 'no vault'}; ${outcome.deletedBackups} backups deleted`;
       await ctx.audit(request, 'account.reset', { detail });
       return outcome;

@@ -3,7 +3,8 @@ import { Type } from '@sinclair/typebox';
 import { backupEtag } from '../domain/backups.js';
 import { rateLimitPolicy } from '../domain/plans.js';
 import { sendContent } from '../http/content-response.js';
-import type { AppPlugin } from '../http/fastify.js';
+import type { onRequestAsyncHookHandler } from 'fastify';
+import type { App, AppPlugin } from '../http/fastify.js';
 import { type RouteContext, loadBackup, loadReadableBackup } from './context.js';
 import { CREATE_CONFLICT, errorResponses, json } from './responses.js';
 import {
@@ -16,6 +17,7 @@ import {
   DeleteBackupResponse,
 } from '../contract/schemas.js';
 import { iso } from '../domain/time.js';
+import type { FinalizeInput } from '../domain/vault-input.js';
 import { detailBody, outcomeBody } from '../contract/views.js';
 import { serializedList } from './serialized-list.js';
 
@@ -29,15 +31,50 @@ const RANGE_HEADERS = {
 };
 const BINARY = { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } };
 
-/** Routes without a request body. */
-export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
-  const read = ctx.requireScope('backups:read');
-  const write = ctx.requireScope('backups:write');
-  const restore = ctx.requireScope('backups:restore');
-  const byId = loadBackup(ctx);
-  // Reading also reaches the caller's host accounts' backups (an owner credential); writing never does.
-  const readableById = loadReadableBackup(ctx);
+/** The onRequest steps of the routes without a request body. */
+interface Guards {
+  read: onRequestAsyncHookHandler;
+  write: onRequestAsyncHookHandler;
+  restore: onRequestAsyncHookHandler;
+  /** The caller's own visible backup. */
+  byId: onRequestAsyncHookHandler;
+  /** Reading also reaches the caller's host accounts' backups (an owner credential); writing never does. */
+  readableById: onRequestAsyncHookHandler;
+}
 
+/** Routes without a request body: the collection, one record, its content and its events, in this order. */
+export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
+  const guards: Guards = {
+    read: ctx.requireScope('backups:read'),
+    write: ctx.requireScope('backups:write'),
+    restore: ctx.requireScope('backups:restore'),
+    byId: loadBackup(ctx),
+    readableById: loadReadableBackup(ctx),
+  };
+  collectionRoutes(app, ctx, guards);
+  recordRoutes(app, ctx, guards);
+  contentRoutes(app, ctx, guards);
+};
+
+/** How the client uploads into a new slot, by the server's upload protocol. */
+function uploadInstruction(config: RouteContext['config'], backupId: string) {
+  return config.uploadProtocol === 'direct'
+    ? {
+        method: 'POST' as const,
+        protocol: 'direct' as const,
+        uploadUrl: `${config.publicUrl}/api/backups/upload?backupId=${backupId}`,
+        contentType: 'application/octet-stream' as const,
+      }
+    : {
+        method: 'POST' as const,
+        protocol: 'blobhost-client' as const,
+        handleUploadUrl: `${config.publicUrl}/api/backups/upload`,
+        contentType: 'application/octet-stream' as const,
+      };
+}
+
+/** GET /api/backups (list) and POST /api/backups (create). */
+function collectionRoutes(app: App, ctx: RouteContext, { read, write }: Guards): void {
   app.get(
     '/api/backups',
     {
@@ -84,20 +121,7 @@ export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
     },
     async (request, reply) => {
       const { backup, plan } = await ctx.backups.create(request.principal.accountId);
-      const upload =
-        ctx.config.uploadProtocol === 'direct'
-          ? {
-              method: 'POST' as const,
-              protocol: 'direct' as const,
-              uploadUrl: `${ctx.config.publicUrl}/api/backups/upload?backupId=${backup.id}`,
-              contentType: 'application/octet-stream' as const,
-            }
-          : {
-              method: 'POST' as const,
-              protocol: 'blobhost-client' as const,
-              handleUploadUrl: `${ctx.config.publicUrl}/api/backups/upload`,
-              contentType: 'application/octet-stream' as const,
-            };
+      const upload = uploadInstruction(ctx.config, backup.id);
       reply
         .code(201)
         .header('x-ratelimit-policy', rateLimitPolicy(plan))
@@ -111,7 +135,10 @@ export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       };
     },
   );
+}
 
+/** GET and DELETE /api/backups/{id}. */
+function recordRoutes(app: App, ctx: RouteContext, { read, write, byId, readableById }: Guards): void {
   app.get(
     '/api/backups/:id',
     {
@@ -145,7 +172,10 @@ export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       return outcomeBody(deleted);
     },
   );
+}
 
+/** GET /api/backups/{id}/content (the ciphertext) and /events (its status as Server-Sent Events). */
+function contentRoutes(app: App, ctx: RouteContext, { read, restore, readableById }: Guards): void {
   app.get(
     '/api/backups/:id/content',
     {
@@ -215,7 +245,21 @@ export const backupReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       ctx.streams.open(reply.raw, request.backup, { accountId: request.principal.accountId, address: request.ip });
     },
   );
-};
+}
+
+/** A finalize body in the backup service's terms. */
+function finalizeInputOf(body: BackupFinalizeBody): FinalizeInput {
+  return {
+    wrappedDek: body.wrappedDek,
+    wrappedDekNonce: body.wrappedDekNonce,
+    encryptedMetadata: body.encryptedMetadata,
+    encryptedMetadataNonce: body.encryptedMetadataNonce,
+    ciphertextSizeBytes: body.ciphertextSizeBytes,
+    plaintextSizeBytes: body.plaintextSizeBytes,
+    clientVersion: body.clientVersion ?? null,
+    hostappVersion: body.hostappVersion ?? null,
+  };
+}
 
 /** Routes with a JSON request body. */
 export const backupWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
@@ -232,6 +276,6 @@ export const backupWriteRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       },
       onRequest: [ctx.requireScope('backups:write'), loadBackup(ctx)],
     },
-    async (request) => detailBody(await ctx.backups.finalize(request.backup, request.body)),
+    async (request) => detailBody(await ctx.backups.finalize(request.backup, finalizeInputOf(request.body))),
   );
 };

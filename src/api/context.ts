@@ -7,8 +7,8 @@ import type { Services } from '../services/services.js';
 import type { Backup } from '../domain/entities.js';
 import type { Metrics } from '../http/metrics.js';
 
-/** What the /api routes use: three of the services, and what the app builds for them. */
-export interface RouteContext extends Pick<Services, 'config' | 'backups' | 'uploadHandshake'> {
+/** What the /api routes use: five of the services, and what the app builds for them. */
+export interface RouteContext extends Pick<Services, 'config' | 'vault' | 'backups' | 'readPolicy' | 'uploadHandshake'> {
   streams: EventStreamHub;
   requireScope: (scope: Scope) => onRequestAsyncHookHandler;
   /** After requireScope: refuses an append-only key this action (src/api/guard.ts). */
@@ -41,6 +41,6 @@ export function loadBackup(ctx: RouteContext): onRequestAsyncHookHandler {
 export function loadReadableBackup(ctx: RouteContext): onRequestAsyncHookHandler {
   return async function loadReadableBackup(request: FastifyRequest) {
     const { id } = request.params as { id: string };
-    request.backup = await ctx.backups.getReadable(request.principal, id);
+    request.backup = await ctx.readPolicy.getReadable(request.principal, id);
   };
 }

@@ -10,16 +10,21 @@ import {
   needsVaultState,
   type GuardedAction,
 } from '../domain/append-only.js';
-import type { AuditAction, AuditActor } from '../domain/audit.js';
+import type { Actor, AuditAction } from '../domain/audit.js';
 import { AppError } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
 import type { Principal } from '../http/auth.js';
 import type { AuditTrail } from '../services/audit.js';
-import type { BackupService } from '../services/backups.js';
+import type { VaultService } from '../services/vault.js';
 
-/** The audit actor of an authenticated request: its console session, else its API key. */
-export function actorOf(principal: Principal): AuditActor {
-  return principal.sessionId !== undefined ? { kind: 'session', id: principal.sessionId } : { kind: 'key', id: principal.keyId };
+/**
+ * Who an authenticated request acts as: its console session, else its API key. A session names the API key it was
+ * opened with (a session opened by a login link has none: its principal's keyId is `session:<id>`).
+ */
+export function actorOf(principal: Principal): Actor {
+  if (principal.sessionId === undefined) return { kind: 'key', id: principal.keyId };
+  const keyId = principal.keyId.startsWith('session:') ? null : principal.keyId;
+  return { kind: 'session', id: principal.sessionId, keyId };
 }
 
 /** Records `action` for the request's account, actor and address. */
@@ -41,12 +46,12 @@ export function auditRequests(audit: AuditTrail): AuditRequest {
  * 403 insufficient_scope (`details.reason: "append_only"`) before any id is looked at or anything changes, and
  * records the attempt in the audit trail.
  */
-export function appendOnlyGuard(backups: Pick<BackupService, 'accountView'>, audited: AuditRequest) {
+export function appendOnlyGuard(vault: Pick<VaultService, 'accountView'>, audited: AuditRequest) {
   return function refuseAppendOnly(action: GuardedAction): onRequestAsyncHookHandler {
     return async function appendOnly(request) {
       const principal = request.principal;
       if (!principal.appendOnly) return;
-      const vaultInitialized = needsVaultState(action) ? (await backups.accountView(principal.accountId)).vault !== undefined : true;
+      const vaultInitialized = needsVaultState(action) ? (await vault.accountView(principal.accountId)).vault !== undefined : true;
       const decision = appendOnlyDecision(action, principal, { vaultInitialized });
       if (decision.allowed) return;
       // The id in the path is the caller's text: only a well-formed one is worth keeping.

@@ -25,7 +25,7 @@ export const hostAccountRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       onRequest: read,
     },
     async (request) => {
-      const hosts = await ctx.backups.hostAccounts(request.principal);
+      const hosts = await ctx.readPolicy.hostAccounts(request.principal);
       return {
         hosts: hosts.map(({ account, vault }) => ({
           accountId: account.id,
@@ -55,7 +55,7 @@ export const hostAccountRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
     },
     async (request, reply) => {
       const { accountId } = request.params as { accountId: string };
-      const records = await ctx.backups.listHost(request.principal, accountId);
+      const records = await ctx.readPolicy.listHost(request.principal, accountId);
       const serialize = reply.getSerializationFunction('200', 'application/json');
       if (!serialize) throw new Error('GET /api/host-accounts/{accountId}/backups has no response serializer');
       void reply.type('application/json; charset=utf-8');

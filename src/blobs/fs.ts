@@ -118,8 +118,8 @@ export class FsBlobStore implements MultipartBlobStore {
 
   async get(key: string, range?: ByteRange): Promise<Readable> {
     const handle = await fsp.open(this.pathOf(key), 'r');
-    // 1 MiB reads instead of the default 64 KiB: a 50 MiB download makes 50 read and socket-write calls instead
-    // of 800, ~40% less server CPU per download (bench P2, BENCHMARKS.md).
+    // Reads of READ_CHUNK_BYTES, not the default 64 KiB: every chunk costs a read and a socket write, and those
+    // calls are much of a download's server CPU, so the chunk is large (P2 in BENCHMARKS.md).
     return handle.createReadStream({ highWaterMark: READ_CHUNK_BYTES, ...(range ? { start: range.start, end: range.end } : {}) });
   }
 

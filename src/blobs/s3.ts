@@ -181,9 +181,9 @@ export class S3BlobStore implements MultipartBlobStore {
   }
 
   /**
-   * One PutObject streaming a body of known length: nothing is buffered (lib-storage's multipart path holds
-   * (queueSize + 1) × partSize per upload: 16 concurrent 50 MiB uploads grew the server's RSS by ~300 MiB,
-   * bench P5). S3 stores nothing unless the whole body arrives.
+   * One PutObject streaming a body of known length: nothing is buffered. lib-storage's multipart path holds
+   * (queueSize + 1) × partSize per upload, so the server's memory would grow with every concurrent upload beyond what
+   * P5 in BENCHMARKS.md allows. S3 stores nothing unless the whole body arrives.
    */
   private async putKnownSize(key: string, body: Readable, size: number, signal?: AbortSignal): Promise<{ size: number }> {
     const counted = countBytes(body);

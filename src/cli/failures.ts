@@ -6,7 +6,7 @@
 import { CofferApiError, IntegrityError, NewerFormatError, RecipientFormatError, StatusStreamError } from '../client/index.js';
 import { ConfigPermissionError, ProfileError } from './agent/profiles.js';
 import { ConfigError } from '../config.js';
-import { cliErrorText } from '../domain/error-texts.js';
+import { cliErrorText } from './error-texts.js';
 import { duration, localTime } from './format.js';
 import { CliError, endLiveLines, EXIT, usageError, writeHuman } from './output.js';
 
@@ -32,7 +32,7 @@ function nextBackupAllowed(error: CofferApiError): string {
   return 'later';
 }
 
-/** A refusal of the server as what the user should do, in terms of this CLI (the CLI column of domain/error-texts.ts). */
+/** A refusal of the server as what the user should do, in terms of this CLI (./error-texts.ts). */
 export function apiErrorMessage(error: CofferApiError): string {
   const refusal = {
     details: error.details ?? {},

@@ -9,10 +9,11 @@
  * bytes and times (src/contract/admin-schemas.ts): the operator sees no file name, metadata, envelope or key material.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AuditActor } from '../domain/audit.js';
 import { AppError } from '../domain/errors.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import { jsonBodies } from '../http/bodies.js';
-import type { AppPlugin } from '../http/fastify.js';
+import type { App, AppPlugin } from '../http/fastify.js';
 import { VERSION } from '../lib/version.js';
 import { operatorActor } from '../services/audit.js';
 import type { AccountSummary } from '../services/operator.js';
@@ -78,19 +79,33 @@ const row = (summary: AccountSummary) => ({
   fleet: summary.fleet,
 });
 
+type Guard = (request: FastifyRequest) => Promise<void>;
+type ActorOf = (request: FastifyRequest) => AuditActor;
+
 export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
-  const { config, sessions, operator, keys, clock, stores, blobs } = services;
   jsonBodies(app);
 
   app.addHook('onSend', async (request, reply) => {
     if (request.url.startsWith(`${ADMIN_PATH}/api/`)) reply.header('cache-control', 'no-store');
   });
 
-  const cookieName = sessionCookieSpec(config, 'operator').name;
   // Set by requireOperator; declared up front so every request has the same shape (Fastify's decorateRequest).
   app.decorateRequest('operatorSession');
   app.decorateRequest('operatorSecret');
-  const requireOperator = async (request: FastifyRequest) => {
+  const requireOperator = operatorGuard(services);
+  const actorOf: ActorOf = (request) => operatorActor(request.operatorSession.operator ?? undefined);
+
+  adminSessionRoutes(app, services, requireOperator);
+  adminReadRoutes(app, services, requireOperator);
+  adminAccountSettings(app, services, requireOperator, actorOf);
+  adminAccountActions(app, services, requireOperator, actorOf);
+  adminPage(app);
+};
+
+/** onRequest step of /admin/api/*: the operator's session (its cookie), and for a change its CSRF token. */
+function operatorGuard({ config, sessions }: AdminServices): Guard {
+  const cookieName = sessionCookieSpec(config, 'operator').name;
+  return async (request: FastifyRequest) => {
     const secret = readCookie(request.headers.cookie, cookieName);
     const session = secret ? await sessions.authenticateOperator(secret) : undefined;
     if (!secret || !session) {
@@ -108,17 +123,19 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
     request.operatorSession = session;
     request.operatorSecret = secret;
   };
-  const actorOf = (request: FastifyRequest) => operatorActor(request.operatorSession.operator ?? undefined);
+}
 
+const sessionBody = (session: OperatorSession, secret: string) => ({
+  operator: session.operator,
+  createdAt: iso(session.createdAt),
+  expiresAt: iso(session.expiresAt),
+  csrfToken: csrfTokenFor(secret, 'operator'),
+});
+
+/** /admin/api/session: sign in with a one-time link, read the session, sign out. */
+function adminSessionRoutes(app: App, { config, sessions }: AdminServices, requireOperator: Guard): void {
   // Every attempt counts, per client address, in the database (the owners' limit, a count of its own).
   const limitSignIn = signInLimit(sessions, 'operator');
-
-  const sessionBody = (session: OperatorSession, secret: string) => ({
-    operator: session.operator,
-    createdAt: iso(session.createdAt),
-    expiresAt: iso(session.expiresAt),
-    csrfToken: csrfTokenFor(secret, 'operator'),
-  });
 
   app.post(
     `${ADMIN_PATH}/api/session`,
@@ -148,7 +165,37 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
     await sessions.signOutOperator(request.operatorSession);
     return reply.header('set-cookie', clearedSessionCookie(config, 'operator')).code(204).send();
   });
+}
 
+/** An account as the operator sees it: its row, its owner's or its hosts', its keys and its audit trail. */
+async function accountDetail(operator: AdminServices['operator'], accountId: string) {
+  const found = await operator.account(accountId);
+  if (!found) throw new AppError('not_found', `No account ${accountId}.`);
+  return {
+    account: row(found.summary),
+    owner: found.owner && row(found.owner),
+    hosts: found.hosts.map(row),
+    keys: found.keys.map((key) => ({
+      ...key,
+      createdAt: iso(key.createdAt),
+      expiresAt: isoOrNull(key.expiresAt),
+      revokedAt: isoOrNull(key.revokedAt),
+    })),
+    audit: found.audit.map((entry) => ({
+      id: entry.id,
+      at: iso(entry.at),
+      action: entry.action,
+      outcome: entry.outcome,
+      actor: entry.actor,
+      address: entry.address,
+      target: entry.target,
+      detail: entry.detail,
+    })),
+  };
+}
+
+/** /admin/api/overview (every account, the totals, the server) and /admin/api/accounts/{id}. */
+function adminReadRoutes(app: App, { operator, clock, stores, blobs }: AdminServices, requireOperator: Guard): void {
   app.get(`${ADMIN_PATH}/api/overview`, { schema: { ...hidden, response: { 200: Overview } }, onRequest: requireOperator }, async () => {
     const [{ accounts, totals }, migrations] = await Promise.all([operator.overview(), stores.database.appliedMigrations()]);
     return {
@@ -158,37 +205,16 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
     };
   });
 
-  const detail = async (accountId: string) => {
-    const found = await operator.account(accountId);
-    if (!found) throw new AppError('not_found', `No account ${accountId}.`);
-    return {
-      account: row(found.summary),
-      owner: found.owner && row(found.owner),
-      hosts: found.hosts.map(row),
-      keys: found.keys.map((key) => ({
-        ...key,
-        createdAt: iso(key.createdAt),
-        expiresAt: isoOrNull(key.expiresAt),
-        revokedAt: isoOrNull(key.revokedAt),
-      })),
-      audit: found.audit.map((entry) => ({
-        id: entry.id,
-        at: iso(entry.at),
-        action: entry.action,
-        outcome: entry.outcome,
-        actor: entry.actor,
-        address: entry.address,
-        target: entry.target,
-        detail: entry.detail,
-      })),
-    };
-  };
-
   app.get(
     `${ADMIN_PATH}/api/accounts/:id`,
     { schema: { ...hidden, params: AccountParams, response: { 200: AccountDetail } }, onRequest: requireOperator },
-    async (request) => detail(request.params.id),
+    async (request) => accountDetail(operator, request.params.id),
   );
+}
+
+/** An account's plan, deletion grace, quota and label (each answers with the account's detail). */
+function adminAccountSettings(app: App, { operator }: AdminServices, requireOperator: Guard, actorOf: ActorOf): void {
+  const detail = (accountId: string) => accountDetail(operator, accountId);
 
   app.put(
     `${ADMIN_PATH}/api/accounts/:id/plan`,
@@ -242,14 +268,17 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
       return detail(request.params.id);
     },
   );
+}
 
+/** Revoking an account's key and issuing its owner a sign-in link. */
+function adminAccountActions(app: App, { config, operator, keys }: AdminServices, requireOperator: Guard, actorOf: ActorOf): void {
   app.post(
     `${ADMIN_PATH}/api/accounts/:id/keys/:keyId/revoke`,
     { schema: { ...hidden, params: AccountKeyParams, response: { 200: AccountDetail } }, onRequest: requireOperator },
     async (request) => {
       const outcome = await keys.revoke(request.params.keyId, request.params.id, { actor: actorOf(request), address: null });
       if (!outcome) throw new AppError('not_found', `No key ${request.params.keyId} on account ${request.params.id}.`);
-      return detail(request.params.id);
+      return accountDetail(operator, request.params.id);
     },
   );
 
@@ -266,8 +295,10 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
       };
     },
   );
+}
 
-  // ---- the page: the second entry of the console's build (console/admin.html), its assets under /console/assets ----
+/** The page: the second entry of the console's build (console/admin.html), its assets under /console/assets. */
+function adminPage(app: App): void {
   const page = async (request: FastifyRequest, reply: FastifyReply) => {
     const rest = (request.params as { '*'?: string })['*'] ?? '';
     if (rest.startsWith('api/')) throw new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
@@ -277,4 +308,4 @@ export const adminRoutes: AppPlugin<AdminServices> = async (app, services) => {
   };
   app.get(ADMIN_PATH, { schema: hidden }, page);
   app.get(`${ADMIN_PATH}/*`, { schema: hidden }, page);
-};
+}

@@ -9,16 +9,16 @@ import { type ConsoleContext, hidden } from './context.js';
 import { BackupKeyList } from '../contract/console-schemas.js';
 import { sessionPrincipal } from './session-http.js';
 
-export const backupKeyRoutes: AppPlugin<ConsoleContext> = async (app, { backups, requireSession }) => {
+export const backupKeyRoutes: AppPlugin<ConsoleContext> = async (app, { backups, readPolicy, requireSession }) => {
   app.get(
     '/console/api/backup-keys',
     { schema: { ...hidden, response: { 200: BackupKeyList } }, onRequest: requireSession },
     async (request) => {
       const reader = sessionPrincipal(request.consoleSession);
-      const hosts = await backups.hostAccounts(reader);
+      const hosts = await readPolicy.hostAccounts(reader);
       const list = [
         ...(await backups.list(reader.accountId)),
-        ...(await Promise.all(hosts.map(({ account }) => backups.listHost(reader, account.id)))).flat(),
+        ...(await Promise.all(hosts.map(({ account }) => readPolicy.listHost(reader, account.id)))).flat(),
       ];
       return {
         backups: list.map(({ id, accountId, status, wrappedDek, wrappedDekNonce, encryptedMetadata, encryptedMetadataNonce }) => ({

@@ -4,7 +4,10 @@ import type { Services } from '../services/services.js';
 import type { Session } from '../domain/entities.js';
 
 /** The services the console uses. */
-export type ConsoleServices = Pick<Services, 'config' | 'sessions' | 'keys' | 'backups' | 'clock' | 'audit'>;
+export type ConsoleServices = Pick<
+  Services,
+  'config' | 'sessions' | 'keys' | 'vault' | 'retention' | 'quotas' | 'backups' | 'readPolicy' | 'clock' | 'audit'
+>;
 
 export interface ConsoleContext extends ConsoleServices {
   /** onRequest guard: a live session (cookie only), and the CSRF token on state-changing requests. */

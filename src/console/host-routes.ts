@@ -31,7 +31,7 @@ const changedBy = (request: FastifyRequest): ChangedBy => ({
   address: request.ip,
 });
 
-export const hostRoutes: AppPlugin<ConsoleContext> = async (app, { keys, backups, requireSession }) => {
+export const hostRoutes: AppPlugin<ConsoleContext> = async (app, { keys, readPolicy, requireSession }) => {
   app.post(
     '/console/api/host-accounts',
     { schema: { ...hidden, body: CreateHostAccountBody, response: { 201: CreatedHostAccount } }, onRequest: requireSession },
@@ -70,7 +70,7 @@ export const hostRoutes: AppPlugin<ConsoleContext> = async (app, { keys, backups
             ),
         },
       });
-      const hostAccounts = (await backups.hostAccounts({ accountId: session.accountId, appendOnly: false })).length;
+      const hostAccounts = (await readPolicy.hostAccounts({ accountId: session.accountId, appendOnly: false })).length;
       reply.code(201);
       return {
         accountId: issued.account.id,

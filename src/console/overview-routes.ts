@@ -2,7 +2,7 @@
 import type { AppPlugin } from '../http/fastify.js';
 import { isInFlight, isOverdue, nextAllowedAt } from '../domain/backups.js';
 import { PLAN_RULES } from '../domain/plans.js';
-import type { AccountView } from '../services/backups.js';
+import type { AccountView } from '../services/vault.js';
 import type { Backup } from '../domain/entities.js';
 import { iso, isoOrNull } from '../domain/time.js';
 import { type ConsoleContext, hidden } from './context.js';
@@ -56,11 +56,11 @@ function overviewBody({ account, vault }: AccountView, visible: Backup[], now: n
   };
 }
 
-export const overviewRoutes: AppPlugin<ConsoleContext> = async (app, { backups, clock, requireSession }) => {
+export const overviewRoutes: AppPlugin<ConsoleContext> = async (app, { vault, backups, quotas, clock, requireSession }) => {
   app.get('/console/api/overview', { schema: { ...hidden, response: { 200: Overview } }, onRequest: requireSession }, async (request) => {
     const { accountId } = request.consoleSession;
     const now = clock.now();
-    const [view, visible, storage] = await Promise.all([backups.accountView(accountId), backups.list(accountId), backups.quota(accountId)]);
+    const [view, visible, storage] = await Promise.all([vault.accountView(accountId), backups.list(accountId), quotas.quota(accountId)]);
     return overviewBody(view, visible, now, storage ?? { quota: null, usage: 0 });
   });
 };

@@ -6,7 +6,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { outcomeBody, recordBody } from '../contract/views.js';
-import type { AuditAction } from '../domain/audit.js';
+import type { Actor, AuditAction } from '../domain/audit.js';
 import { AppError } from '../domain/errors.js';
 import { FRESH_SIGN_IN_MS, MAX_DELETION_GRACE_DAYS, isFreshSignIn } from '../domain/backups.js';
 import { iso } from '../domain/time.js';
@@ -48,7 +48,7 @@ function historyBody(entry: VaultHistoryEntry) {
   };
 }
 
-export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups, clock, audit, requireSession }) => {
+export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { vault, retention, clock, audit, requireSession }) => {
   const fresh = (request: FastifyRequest) => isFreshSignIn(request.consoleSession.freshAt, clock.now());
   const requireFresh = (request: FastifyRequest, what: string) => {
     if (fresh(request)) return;
@@ -56,12 +56,13 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
       freshSignInSeconds: FRESH_SIGN_IN_MS / 1000,
     });
   };
-  const actor = (request: FastifyRequest) => `session:${request.consoleSession.id}`;
+  // The console's own routes name the session alone (the vault history shows `session:<id>`), never its sign-in key.
+  const actor = (request: FastifyRequest): Actor => ({ kind: 'session', id: request.consoleSession.id });
   const record = (request: FastifyRequest, action: AuditAction, target: string | null, detail?: string) =>
     audit.record({
       accountId: request.consoleSession.accountId,
       action,
-      actor: { kind: 'session', id: request.consoleSession.id },
+      actor: actor(request),
       address: request.ip,
       target,
       detail: detail ?? null,
@@ -69,8 +70,8 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
 
   app.get('/console/api/deletions', { schema: { ...hidden, response: { 200: Deletions } }, onRequest: requireSession }, async (request) => {
     const { accountId } = request.consoleSession;
-    const account = (await backups.accountView(accountId)).account;
-    const scheduled = await backups.listScheduled(accountId);
+    const account = (await vault.accountView(accountId)).account;
+    const scheduled = await retention.listScheduled(accountId);
     return {
       deletionGraceDays: account.deletionGraceDays ?? 0,
       maxDeletionGraceDays: MAX_DELETION_GRACE_DAYS,
@@ -86,9 +87,9 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
     { schema: { ...hidden, body: DeletionGraceBody, response: { 200: DeletionGrace } }, onRequest: requireSession },
     async (request) => {
       const { accountId } = request.consoleSession;
-      const current = (await backups.accountView(accountId)).account.deletionGraceDays ?? 0;
+      const current = (await vault.accountView(accountId)).account.deletionGraceDays ?? 0;
       if (request.body.days < current) requireFresh(request, 'shorten the deletion grace');
-      await backups.setDeletionGrace(accountId, request.body.days);
+      await retention.setDeletionGrace(accountId, request.body.days);
       await record(request, 'account.deletion-grace', null, `${current} → ${request.body.days} days`);
       return { deletionGraceDays: request.body.days };
     },
@@ -98,7 +99,7 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
     '/console/api/deletions/:id/restore',
     { schema: { ...hidden, params: RetentionParams, response: { 200: BackupOutcome } }, onRequest: requireSession },
     async (request) => {
-      const restored = await backups.undelete(request.consoleSession.accountId, request.params.id);
+      const restored = await retention.undelete(request.consoleSession.accountId, request.params.id);
       await record(request, 'backup.undelete', restored.id);
       return outcomeBody(restored);
     },
@@ -109,7 +110,7 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
     { schema: { ...hidden, params: RetentionParams, response: { 200: BackupOutcome } }, onRequest: requireSession },
     async (request) => {
       requireFresh(request, 'delete a backup for good before its grace ends');
-      const purged = await backups.purge(request.consoleSession.accountId, request.params.id);
+      const purged = await retention.purge(request.consoleSession.accountId, request.params.id);
       await record(request, 'backup.purge', purged.id);
       return outcomeBody(purged);
     },
@@ -120,11 +121,11 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
     { schema: { ...hidden, response: { 200: VaultHistory } }, onRequest: requireSession },
     async (request) => {
       const { accountId } = request.consoleSession;
-      const account = (await backups.accountView(accountId)).account;
+      const account = (await vault.accountView(accountId)).account;
       return {
         deletionGraceDays: account.deletionGraceDays ?? 0,
         freshSignIn: fresh(request),
-        entries: (await backups.vaultHistory(accountId)).map(historyBody),
+        entries: (await vault.vaultHistory(accountId)).map(historyBody),
       };
     },
   );
@@ -134,9 +135,9 @@ export const retentionRoutes: AppPlugin<ConsoleContext> = async (app, { backups,
     { schema: { ...hidden, params: RetentionParams, response: { 200: RestoredVault } }, onRequest: requireSession },
     async (request) => {
       requireFresh(request, 'restore an earlier vault envelope');
-      const vault = await backups.restoreVault(request.consoleSession.accountId, request.params.id, actor(request));
+      const restored = await vault.restoreVault(request.consoleSession.accountId, request.params.id, actor(request));
       await record(request, 'account.vault-restore', request.params.id);
-      return { restoredAt: iso(vault.updatedAt) };
+      return { restoredAt: iso(restored.updatedAt) };
     },
   );
 };

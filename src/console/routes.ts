@@ -31,7 +31,7 @@ import { checkCsrf, sessionOf } from './session-http.js';
 import { sessionRoutes } from './session-routes.js';
 
 export const consoleRoutes: AppPlugin<ConsoleServices> = async (app, services) => {
-  const { config, sessions, keys, backups, clock, audit } = services;
+  const { config, sessions, keys, vault, retention, quotas, backups, readPolicy, clock, audit } = services;
   jsonBodies(app);
 
   // Console API answers are private and never cached.
@@ -50,7 +50,7 @@ export const consoleRoutes: AppPlugin<ConsoleServices> = async (app, services) =
     request.consoleSecret = context.secret;
   };
 
-  const ctx: ConsoleContext = { config, sessions, keys, backups, clock, audit, requireSession };
+  const ctx: ConsoleContext = { config, sessions, keys, vault, retention, quotas, backups, readPolicy, clock, audit, requireSession };
   await app.register(sessionRoutes, ctx);
   await app.register(overviewRoutes, ctx);
   await app.register(keyRoutes, ctx);

@@ -89,3 +89,27 @@ export function auditEntryProblems(entry: Omit<AuditEntry, 'id'>): string[] {
   }
   return problems;
 }
+
+/**
+ * Who acted, for everything that records it (the audit trail, the vault history): an API key, a console session or an
+ * operator. A console session acting through the API also names the API key it was opened with (`keyId`; null or
+ * absent: a login link, or not known where it acted); the audit trail stores kind and id only.
+ */
+export interface Actor extends AuditActor {
+  keyId?: string | null;
+}
+
+/**
+ * How the vault history names who replaced an envelope (its stored `replacedBy`): an API key's id; for a console
+ * session, the API key it was opened with when known, else `session:<id>`; `operator` for an operator.
+ */
+export function historyActor(actor: Actor): string {
+  switch (actor.kind) {
+    case 'key':
+      return actor.id ?? 'unknown';
+    case 'session':
+      return actor.keyId ?? `session:${actor.id}`;
+    case 'operator':
+      return 'operator';
+  }
+}

@@ -93,6 +93,12 @@ export const RESOLUTION_OF: Record<ErrorCode, string> = {
   internal_error: 'Try again later; if the problem persists, contact the operator.',
 };
 
+/**
+ * Text that speaks the HTTP API (paths, verbs, headers, response fields) instead of a person's commands or page, as
+ * the resolutions above do: the CLI and the console page show a server's text to their users only when it does not.
+ */
+export const API_INTERNALS = /\/api\/|details\.|bearer|authorization|x-api-key|x-csrf-token|content-type|\b(GET|POST|PUT|PATCH|DELETE) \//i;
+
 export interface ValidationIssue {
   path: string;
   message: string;

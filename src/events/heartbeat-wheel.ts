@@ -1,9 +1,10 @@
 /**
- * One timer for many periodic members (bench P4: one `setInterval` and one `setTimeout` per open event stream
- * become one `setInterval` per hub). The period is cut into `slots` ticks; a member joins the slot of the tick
- * that fired last, so it is visited every `slots` ticks, at most one period after it joined (never later than a
- * timer of its own would have fired, less the event loop's own delay, which both share). The visits of members
- * that joined at different moments stay spread over the period, as their own timers were.
+ * One timer for many periodic members: one `setInterval` per hub, not a `setInterval` and a `setTimeout` per open
+ * event stream, whose cost to the event loop would grow with the open streams (P4 in BENCHMARKS.md). The period
+ * is cut into `slots` ticks; a member joins the slot of the tick that fired last, so it is visited every `slots`
+ * ticks, at most one period after it joined (never later than a timer of its own would have fired, less the event
+ * loop's own delay, which both share). The visits of members that joined at different moments stay spread over
+ * the period, as their own timers were.
  *
  * The timer runs only while there are members; `onTick` runs at every tick before the slot is visited (the
  * owner uses it for deadlines). A member may leave at any time, also from inside a visit.

@@ -61,8 +61,30 @@ function withRedaction(logger: FastifyServerOptions['logger']): FastifyServerOpt
 }
 
 export async function buildApp(parts: Services, options: AppOptions = {}): Promise<CofferApp> {
-  const { limits } = parts.config;
   const trust = proxyTrust(parts.config.trustProxy);
+  const app = createFastify(parts, options, trust);
+  const { streams, metrics, ctx } = apiContext(app, parts, trust);
+  hardening(app, { https: parts.config.publicUrl.startsWith('https:') });
+  requestMetrics(app, metrics);
+  await app.register(operationsRoutes, {
+    database: parts.stores.database,
+    blobs: parts.blobs,
+    metrics,
+    metricsToken: parts.config.metricsToken,
+  });
+  await registerOpenApi(app, parts);
+  answerUnknownRoutes(app);
+  await registerRoutes(app, parts, ctx);
+
+  // Open event streams are told about the shutdown before the server stops accepting work.
+  app.addHook('preClose', async () => streams.closeAll('shutdown'));
+
+  return { app, streams, metrics };
+}
+
+/** The Fastify instance with the server's limits, logging, proxy trust and framework errors. */
+function createFastify(parts: Services, options: AppOptions, trust: ReturnType<typeof proxyTrust>): App {
+  const { limits } = parts.config;
   const app: App = Fastify({
     logger: withRedaction(options.logger ?? false),
     genReqId: () => randomUUID(),
@@ -97,6 +119,15 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
 
   app.server.maxConnections = limits.maxConnections;
 
+  return app;
+}
+
+/** The event streams, the metrics and what the /api routes use (RouteContext). */
+function apiContext(
+  app: App,
+  parts: Services,
+  trust: ReturnType<typeof proxyTrust>,
+): { streams: EventStreamHub; metrics: Metrics; ctx: RouteContext } {
   const streams = new EventStreamHub(parts.bus, parts.clock, {
     intervalMs: parts.config.sseIntervalMs,
     timeoutMs: parts.config.sseTimeoutMs,
@@ -109,8 +140,8 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     () => parts.stores.database.queryCounts(),
     cache && (() => ({ ...cache.stats, ...cache.size })),
     {
-      usage: async () => (await parts.backups.usage()).totals.plans,
-      quotaRefusals: () => parts.backups.quotaRefusals,
+      usage: async () => (await parts.quotas.usage()).totals.plans,
+      quotaRefusals: () => parts.quotas.quotaRefusals,
       probes: { database: () => parts.stores.database.ping(), blob_store: () => parts.blobs.ping() },
       ...(parts.changeFeed ? { changeFeedLive: () => parts.changeFeed!.live } : {}),
     },
@@ -122,24 +153,22 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
   const audit = auditRequests(parts.audit);
   const ctx: RouteContext = {
     config: parts.config,
+    vault: parts.vault,
     backups: parts.backups,
+    readPolicy: parts.readPolicy,
     streams,
     requireScope: authenticator(parts.keys, sessionCredential(parts.sessions, parts.config)),
-    refuseAppendOnly: appendOnlyGuard(parts.backups, audit),
+    refuseAppendOnly: appendOnlyGuard(parts.vault, audit),
     audit,
     uploadHandshake: parts.uploadHandshake,
     metrics,
     fromTrustedProxy: (request) => fromTrustedProxy(request, trust),
   };
-  hardening(app, { https: parts.config.publicUrl.startsWith('https:') });
-  requestMetrics(app, metrics);
-  await app.register(operationsRoutes, {
-    database: parts.stores.database,
-    blobs: parts.blobs,
-    metrics,
-    metricsToken: parts.config.metricsToken,
-  });
+  return { streams, metrics, ctx };
+}
 
+/** The OpenAPI document (/openapi.json) and the component schemas the routes refer to. */
+async function registerOpenApi(app: App, parts: Services): Promise<void> {
   const { product } = loadContent();
   await app.register(fastifySwagger, {
     openapi: {
@@ -174,7 +203,10 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     },
   });
   for (const schema of COMPONENT_SCHEMAS) app.addSchema(schema);
+}
 
+/** A path no route has: 405 with Allow when another method has it, else 404; every other error in the API's form. */
+function answerUnknownRoutes(app: App): void {
   const knownRoutes = FindMyWay({ maxParamLength: MAX_PARAM_LENGTH });
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) {
@@ -202,7 +234,11 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
     return sendError(reply, new AppError('not_found', `No route ${request.method} ${path}.`));
   };
   app.setNotFoundHandler(notFound);
+}
 
+/** Every route, in registration order: /openapi.json, discovery, the consoles, the API by body kind, the blob host. */
+async function registerRoutes(app: App, parts: Services, ctx: RouteContext): Promise<void> {
+  const { limits } = parts.config;
   app.get('/openapi.json', { schema: { hide: true } }, async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=300').header('access-control-allow-origin', '*');
     return app.swagger();
@@ -236,9 +272,4 @@ export async function buildApp(parts: Services, options: AppOptions = {}): Promi
   // blobhost-client: Coffer is the blob host the stock @vercel/blob client uploads to (src/api/blobhost.ts).
   const blobHost = parts.blobHost;
   if (blobHost) await app.register(blobHostRoutes, { host: blobHost, limits });
-
-  // Open event streams are told about the shutdown before the server stops accepting work.
-  app.addHook('preClose', async () => streams.closeAll('shutdown'));
-
-  return { app, streams, metrics };
 }

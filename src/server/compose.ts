@@ -12,13 +12,16 @@ import type { BlobHostService } from '../services/blob-host.js';
 import { KeyService } from '../services/keys.js';
 import { SessionService } from '../services/sessions.js';
 import { OperatorService } from '../services/operator.js';
+import { QuotaService } from '../services/quotas.js';
+import { ReadPolicy } from '../services/read-policy.js';
+import { RetentionService } from '../services/retention.js';
 import type { UploadHandshake } from '../services/upload-handshake.js';
 import type { Services } from '../services/services.js';
 import { Sweeper, type SweeperOptions } from '../services/sweeper.js';
+import { VaultService } from '../services/vault.js';
 import { type ChangeFeed, type MetadataCache, cachedPorts } from '../store/cached-store.js';
 import { openStores } from '../store/open.js';
 import type { Stores } from '../store/ports/stores.js';
-import { type Store, storeOf } from '../store/store.js';
 import type { CofferApp } from './app.js';
 import { restrictFileModes } from './file-modes.js';
 
@@ -42,21 +45,29 @@ export async function openBlobStore(config: Config): Promise<MultipartBlobStore>
   return new FsBlobStore(config.dataDir);
 }
 
-/** The BackupService over its backends with the Config's limits: one construction for the server and operator commands. */
-function backupService(config: Config, store: Store, blobs: BlobStore, bus: StatusBus, clock: Clock): BackupService {
-  return new BackupService(store, blobs, bus, clock, {
+type BackupServices = Pick<Services, 'vault' | 'retention' | 'quotas' | 'backups' | 'readPolicy'>;
+
+/**
+ * The services of vaults and backups over their ports and backends, with the Config's limits: one construction for the
+ * server and operator commands.
+ */
+function backupServices(config: Config, stores: Stores, blobs: BlobStore, bus: StatusBus, clock: Clock): BackupServices {
+  const retention = new RetentionService(stores, blobs, bus, clock);
+  const quotas = new QuotaService(stores, clock, config.planQuotas);
+  const vault = new VaultService(stores, retention, clock);
+  const backups = new BackupService(stores, blobs, bus, clock, quotas, retention, {
     maxArchiveBytes: config.maxArchiveBytes,
     uploadWindowMs: config.uploadWindowMs,
-    planQuotas: config.planQuotas,
   });
+  return { vault, retention, quotas, backups, readPolicy: new ReadPolicy(stores, backups) };
 }
 
-/** The services of accounts, keys, sign-ins and the operator over a store. */
-function accountServices(config: Config, store: Store, clock: Clock): Pick<Services, 'audit' | 'keys' | 'sessions' | 'operator'> {
-  const audit = new AuditTrail(store, clock);
-  const keys = new KeyService(store, clock, audit, config.planQuotas);
-  const sessions = new SessionService(store, keys, clock, config.signInLimit);
-  const operator = new OperatorService(store, audit, sessions, clock, config.planQuotas);
+/** The services of accounts, keys, sign-ins and the operator over their ports. */
+function accountServices(config: Config, stores: Stores, clock: Clock): Pick<Services, 'audit' | 'keys' | 'sessions' | 'operator'> {
+  const audit = new AuditTrail(stores, clock);
+  const keys = new KeyService(stores, clock, audit, config.planQuotas);
+  const sessions = new SessionService(stores, keys, clock, config.signInLimit);
+  const operator = new OperatorService(stores, audit, sessions, clock, config.planQuotas);
   return { audit, keys, sessions, operator };
 }
 
@@ -102,13 +113,11 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     cache = metadata;
     stores = { ...database, ...cached };
   }
-  // TRANSITIONAL (issue 37): the services still take the one wide Store until they take the ports they name.
-  const store: Store = storeOf(stores);
-  const backups = backupService(config, store, blobs, bus, clock);
-  const { audit, keys, sessions, operator } = accountServices(config, store, clock);
+  const backupParts = backupServices(config, stores, blobs, bus, clock);
+  const { audit, keys, sessions, operator } = accountServices(config, stores, clock);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that
   // (config.orphanGraceMs: unless COFFER_ORPHAN_GRACE says otherwise, at least the upload window).
-  const sweeper = new Sweeper(store, blobs, backups, sessions, {
+  const sweeper = new Sweeper(stores, blobs, backupParts.retention, backupParts.vault, sessions, {
     orphanGraceMs: config.orphanGraceMs,
     ...options.sweeper,
   });
@@ -120,9 +129,9 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
       import('../services/blob-host.js'),
       import('../services/upload-handshake.js'),
     ]);
-    const token = await ReadWriteToken.open(store, clock);
-    blobHost = new BlobHostService(blobs, store, backups, clock, config, token);
-    uploadHandshake = new UploadHandshake(blobs, backups, clock, config, token);
+    const token = await ReadWriteToken.open(stores, clock);
+    blobHost = new BlobHostService(blobs, stores, backupParts.backups, backupParts.quotas, clock, config, token);
+    uploadHandshake = new UploadHandshake(blobs, backupParts.backups, clock, config, token);
   }
   return {
     config,
@@ -131,7 +140,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     cache,
     blobs,
     bus,
-    backups,
+    ...backupParts,
     keys,
     audit,
     sessions,
@@ -150,10 +159,11 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
 /**
  * The services of a one-shot operator command (`coffer admin …`) on the configured database, without the HTTP app:
  * no metadata cache and no LISTEN (its changes reach the servers' caches through the database's triggers), and a
- * status bus of its own. The blob store opens only for a command that needs it (`backups()`).
+ * status bus of its own. The blob store opens only for a command that needs it (`retention()`).
  */
 export interface OperatorParts extends Pick<Services, 'config' | 'clock' | 'stores' | 'audit' | 'keys' | 'sessions' | 'operator'> {
-  backups(): Promise<BackupService>;
+  /** Deletion grace and retention (`coffer admin backups undelete`), over the blob store it opens. */
+  retention(): Promise<RetentionService>;
   /**
    * The URL the server is reached at, for links: COFFER_PUBLIC_URL when this command has it, else the one the server
    * recorded at its last start (`recorded`), else the default derived from PORT (`recorded: false`).
@@ -165,14 +175,12 @@ export interface OperatorParts extends Pick<Services, 'config' | 'clock' | 'stor
 export async function composeOperatorParts(config: Config, clock: Clock = systemClock): Promise<OperatorParts> {
   restrictFileModes(config); // a one-shot process: `coffer admin` may be the first to create the database
   const stores = await openStores(config);
-  // TRANSITIONAL (issue 37): the services still take the one wide Store until they take the ports they name.
-  const store = storeOf(stores);
   return {
     config,
     clock,
     stores,
-    ...accountServices(config, store, clock),
-    backups: async () => backupService(config, store, await openBlobStore(config), new LocalStatusBus(), clock),
+    ...accountServices(config, stores, clock),
+    retention: async () => new RetentionService(stores, await openBlobStore(config), new LocalStatusBus(), clock),
     async publicUrl() {
       if (config.publicUrlGiven) return { url: config.publicUrl, recorded: true };
       const recorded = await stores.settings.getSetting(PUBLIC_URL_SETTING);

@@ -13,7 +13,7 @@ import {
   type AuditOutcome,
 } from '../domain/audit.js';
 import type { Clock } from '../domain/clock.js';
-import type { Store } from '../store/store.js';
+import type { Stores } from '../store/ports/stores.js';
 
 export interface AuditRecord {
   accountId: string;
@@ -36,7 +36,7 @@ export function operatorActor(user: string | undefined): AuditActor {
 
 export class AuditTrail {
   constructor(
-    private readonly store: Store,
+    private readonly ports: Pick<Stores, 'audit'>,
     private readonly clock: Clock,
     private readonly keep = AUDIT_MAX_ENTRIES,
   ) {}
@@ -56,12 +56,12 @@ export class AuditTrail {
     };
     const problems = auditEntryProblems(entry);
     if (problems.length > 0) throw new Error(`refusing to record an audit entry: ${problems.join('; ')}`);
-    await this.store.appendAudit(entry, this.keep);
+    await this.ports.audit.appendAudit(entry, this.keep);
     return entry;
   }
 
   /** The account's entries, newest first (everything kept: at most the bound per outcome). */
   list(accountId: string, limit = 2 * AUDIT_MAX_ENTRIES): Promise<AuditEntry[]> {
-    return this.store.listAudit(accountId, Math.max(1, Math.min(limit, 2 * AUDIT_MAX_ENTRIES)));
+    return this.ports.audit.listAudit(accountId, Math.max(1, Math.min(limit, 2 * AUDIT_MAX_ENTRIES)));
   }
 }

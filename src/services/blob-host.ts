@@ -18,8 +18,10 @@ import { AppError } from '../domain/errors.js';
 import { sameSecret } from '../lib/compare.js';
 import { backupEtag } from '../domain/backups.js';
 import { isUuid } from '../domain/ids.js';
-import type { Backup, Store } from '../store/store.js';
-import { type BackupService } from './backups.js';
+import type { Backup } from '../domain/entities.js';
+import type { Stores } from '../store/ports/stores.js';
+import type { BackupService } from './backups.js';
+import type { QuotaService } from './quotas.js';
 import { limited, TooLarge } from './byte-limit.js';
 
 export const RW_TOKEN_SETTING = 'blobhost.rw_token';
@@ -90,8 +92,8 @@ export class ReadWriteToken {
     this.clientTokenPrefix = `${CLIENT_TOKEN_PREFIX}${storeId}_`;
   }
 
-  static async open(store: Store, clock: Clock): Promise<ReadWriteToken> {
-    return new ReadWriteToken(await store.ensureSetting(RW_TOKEN_SETTING, generateReadWriteToken(), clock.now()));
+  static async open(ports: Pick<Stores, 'settings'>, clock: Clock): Promise<ReadWriteToken> {
+    return new ReadWriteToken(await ports.settings.ensureSetting(RW_TOKEN_SETTING, generateReadWriteToken(), clock.now()));
   }
 
   /** Hex HMAC-SHA256 of `data`. */
@@ -127,8 +129,9 @@ export interface BlobHostOptions {
 export class BlobHostService {
   constructor(
     private readonly blobs: MultipartBlobStore,
-    private readonly store: Store,
+    private readonly ports: Pick<Stores, 'multipart'>,
     private readonly backups: BackupService,
+    private readonly quotas: QuotaService,
     private readonly clock: Clock,
     private readonly options: BlobHostOptions,
     private readonly token: ReadWriteToken,
@@ -264,10 +267,10 @@ export class BlobHostService {
         'bad_request',
         `This backup slot already has ${this.options.maxMultipartUploadsPerSlot} multipart uploads in progress.`,
       );
-    if ((await this.store.countMultipartUploads(backup.id)) >= this.options.maxMultipartUploadsPerSlot) throw tooMany();
+    if ((await this.ports.multipart.countMultipartUploads(backup.id)) >= this.options.maxMultipartUploadsPerSlot) throw tooMany();
     const key = this.backups.newBlobKey(backup);
     const uploadId = await this.blobs.createMultipart(key);
-    if ((await this.store.addMultipartUpload(backup.id, uploadId, this.clock.now())) > this.options.maxMultipartUploadsPerSlot) {
+    if ((await this.ports.multipart.addMultipartUpload(backup.id, uploadId, this.clock.now())) > this.options.maxMultipartUploadsPerSlot) {
       await this.discard(key, uploadId);
       throw tooMany();
     }
@@ -277,7 +280,7 @@ export class BlobHostService {
   /** Aborts a multipart upload and forgets its parts. */
   private async discard(key: string, uploadId: string): Promise<void> {
     await this.blobs.abortMultipart(key, uploadId);
-    await this.store.removeMultipartUpload(uploadId);
+    await this.ports.multipart.removeMultipartUpload(uploadId);
   }
 
   private checkKey(backup: Backup, key: string | undefined, uploadId: string | undefined): { key: string; uploadId: string } {
@@ -293,14 +296,14 @@ export class BlobHostService {
    * database's count, docs/api-rules.md#quota) and `pending`, the bytes this slot's open multipart uploads hold.
    */
   private async quotaRoom(backup: Backup, pending: number): Promise<{ quota: number | null; usage: number; room: number }> {
-    const status = await this.backups.quota(backup.accountId);
+    const status = await this.quotas.quota(backup.accountId);
     const quota = status?.quota ?? null;
     const usage = (status?.usage ?? 0) + pending;
     return { quota, usage, room: quota === null ? Infinity : quota - usage };
   }
 
   private quotaRefused(quota: number, usage: number, uploadBytes?: number): BlobApiError {
-    const refused = this.backups.quotaRefused('upload', quota, usage, uploadBytes);
+    const refused = this.quotas.quotaRefused('upload', quota, usage, uploadBytes);
     return new BlobApiError(413, 'upload_exceeds_quota', refused.message, refused.details);
   }
 
@@ -325,7 +328,7 @@ export class BlobHostService {
     }
     const limit = this.limitOf(token);
     try {
-      const stored = await this.store.slotBytes(backup.id, { uploadId, partNumber });
+      const stored = await this.ports.multipart.slotBytes(backup.id, { uploadId, partNumber });
       const room = limit - stored;
       if (headers.contentLength !== undefined && headers.contentLength > room) throw new TooLarge();
       const quota = await this.quotaRoom(backup, stored);
@@ -340,7 +343,7 @@ export class BlobHostService {
         throw error;
       }
       // Parts sent at the same time (on any node) each saw room for themselves: their sum is checked once stored.
-      const total = await this.store.putPartSize(backup.id, uploadId, partNumber, part.size);
+      const total = await this.ports.multipart.putPartSize(backup.id, uploadId, partNumber, part.size);
       if (total > limit) throw new TooLarge();
       const after = quota.quota === null ? undefined : await this.quotaRoom(backup, total);
       if (after && after.room < 0) throw this.quotaRefused(after.quota!, after.usage - part.size, part.size);
@@ -376,7 +379,7 @@ export class BlobHostService {
       if (!stored) throw this.translate(error, limit);
       size = stored.size;
     }
-    await this.store.removeMultipartUpload(uploadId);
+    await this.ports.multipart.removeMultipartUpload(uploadId);
     if (size > limit) {
       await this.blobs.delete(key);
       throw this.tooLarge(limit);

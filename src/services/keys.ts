@@ -11,7 +11,9 @@ import type { Plan } from '../domain/plans.js';
 import { atQuota, effectiveQuota, type PlanQuotas } from '../domain/quotas.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
 import { iso, isoOrNull } from '../domain/time.js';
-import { type Account, type ApiKey, NOT_CACHED, type Session, type Store } from '../store/store.js';
+import type { Account, ApiKey, Session } from '../domain/entities.js';
+import { NOT_CACHED } from '../store/ports/keys.js';
+import type { Stores } from '../store/ports/stores.js';
 import type { AuditActor } from '../domain/audit.js';
 import { AuditTrail } from './audit.js';
 
@@ -69,16 +71,16 @@ export function keyView(key: ApiKey, now: number) {
 
 export class KeyService {
   constructor(
-    private readonly store: Store,
+    private readonly ports: Pick<Stores, 'database' | 'accounts' | 'usage' | 'keys' | 'vaults' | 'audit'>,
     private readonly clock: Clock,
-    private readonly audit: AuditTrail = new AuditTrail(store, clock),
+    private readonly audit: AuditTrail = new AuditTrail(ports, clock),
     /** Each plan's storage quota (COFFER_QUOTA_<PLAN>): a fleet at its owner's quota gets no new host account. */
     private readonly planQuotas: PlanQuotas = {},
   ) {}
 
   async createAccount(plan: Plan): Promise<Account> {
     const account: Account = { id: uuidv7(), plan, createdAt: this.clock.now(), lastReadyCreatedAt: null, deletionGraceDays: 0 };
-    await this.store.createAccount(account);
+    await this.ports.accounts.createAccount(account);
     return account;
   }
 
@@ -120,7 +122,7 @@ export class KeyService {
       label,
       ...(options.mintedFreshAt === undefined ? {} : { mintedFreshAt: options.mintedFreshAt }),
     };
-    await this.store.createApiKey(key, hashApiKey(apiKey));
+    await this.ports.keys.createApiKey(key, hashApiKey(apiKey));
     if (options.by) {
       await this.audit.record({ accountId: account.id, action: 'key.create', ...options.by, target: key.id, detail: keyNote(key) });
     }
@@ -138,11 +140,11 @@ export class KeyService {
     request: { scopes: Scope[]; expiresInMs: number | null; appendOnly?: boolean; label?: string | null },
     by?: ChangedBy,
   ): Promise<MintedKey> {
-    const account = await this.store.getAccount(session.accountId);
+    const account = await this.ports.accounts.getAccount(session.accountId);
     if (!account) throw new AppError('authentication_required', 'The account of this session no longer exists.');
     let credential = OWNER;
     if (session.keyId !== null) {
-      const key = await this.store.getApiKey(session.keyId);
+      const key = await this.ports.keys.getApiKey(session.keyId);
       if (!key || key.revokedAt !== null)
         throw new AppError('authentication_required', 'The key this session was opened with was revoked.');
       credential = key;
@@ -198,7 +200,9 @@ export class KeyService {
     // One addition per owner at a time (across nodes on PostgreSQL), so two at once cannot both pass the name and
     // limit checks; the section is a few inserts, so a second request waits for it rather than failing.
     for (let waited = 0; ; waited += 25) {
-      const outcome = await this.store.tryExclusive(`host-accounts:${ownerAccountId}`, () => this.addHostAlone(ownerAccountId, options));
+      const outcome = await this.ports.database.tryExclusive(`host-accounts:${ownerAccountId}`, () =>
+        this.addHostAlone(ownerAccountId, options),
+      );
       if (outcome.ran) return outcome.value;
       if (waited >= 10_000) throw new Error(`another host account of ${ownerAccountId} is still being added after 10 s`);
       await sleep(25);
@@ -209,7 +213,7 @@ export class KeyService {
     ownerAccountId: string,
     options: { label: string; expiresInMs?: number | null; by?: ChangedBy; mintedFreshAt?: number; limit?: HostAccountLimit },
   ): Promise<IssuedKey> {
-    const owner = await this.store.getAccount(ownerAccountId);
+    const owner = await this.ports.accounts.getAccount(ownerAccountId);
     if (!owner) throw new AppError('not_found', `There is no account ${ownerAccountId}.`);
     const label = options.label.trim();
     if (!HOST_LABEL.test(label)) {
@@ -222,10 +226,10 @@ export class KeyService {
         reason: 'host_account',
       });
     }
-    const vault = await this.store.getVault(owner.id);
+    const vault = await this.ports.vaults.getVault(owner.id);
     if (!vault)
       throw new AppError('vault_not_initialized', 'The owner account has no vault yet: initialize it (coffer init) before adding a host.');
-    const hosts = await this.store.listHostAccounts(owner.id);
+    const hosts = await this.ports.accounts.listHostAccounts(owner.id);
     if (hosts.some((host) => host.label === label)) {
       throw AppError.validation([{ path: 'label', message: `a host account named "${label}" already exists for this account` }]);
     }
@@ -233,7 +237,7 @@ export class KeyService {
     const now = this.clock.now();
     // One budget: a new host account would store under the owner's quota, which the fleet has used up.
     const quota = effectiveQuota(owner.plan, owner.quotaOverride, this.planQuotas);
-    const fleet = quota === null ? undefined : await this.store.fleetUsage(now, owner.id);
+    const fleet = quota === null ? undefined : await this.ports.usage.fleetUsage(now, owner.id);
     if (quota !== null && fleet && atQuota(quota, fleet.storedBytes)) {
       const stores =
         hosts.length === 0
@@ -253,9 +257,9 @@ export class KeyService {
       ownerAccountId: owner.id,
       label,
     };
-    const stored = await this.store.createAccount(account);
+    const stored = await this.ports.accounts.createAccount(account);
     const { createdAt: _created, ...envelope } = vault;
-    await this.store.createVault(account.id, { ...envelope, kdf: { ...vault.kdf }, updatedAt: now, createdAt: now });
+    await this.ports.vaults.createVault(account.id, { ...envelope, kdf: { ...vault.kdf }, updatedAt: now, createdAt: now });
     if (options.by) {
       await this.audit.record({
         accountId: owner.id,
@@ -277,7 +281,7 @@ export class KeyService {
 
   /** The keys of an account (of every account when none is given), oldest first. */
   list(accountId?: string): Promise<ApiKey[]> {
-    return this.store.listApiKeys(accountId);
+    return this.ports.keys.listApiKeys(accountId);
   }
 
   /**
@@ -285,11 +289,11 @@ export class KeyService {
    * call revoked it (false: it already was); undefined when there is no such key.
    */
   async revoke(keyId: string, accountId?: string, by?: ChangedBy): Promise<{ key: ApiKey; revoked: boolean } | undefined> {
-    const key = await this.store.getApiKey(keyId);
+    const key = await this.ports.keys.getApiKey(keyId);
     if (!key || (accountId !== undefined && key.accountId !== accountId)) return undefined;
-    const revoked = await this.store.revokeApiKey(key.id, this.clock.now());
+    const revoked = await this.ports.keys.revokeApiKey(key.id, this.clock.now());
     if (revoked && by) await this.audit.record({ accountId: key.accountId, action: 'key.revoke', ...by, target: key.id });
-    return { key: (await this.store.getApiKey(key.id)) ?? key, revoked };
+    return { key: (await this.ports.keys.getApiKey(key.id)) ?? key, revoked };
   }
 
   /** Whether the key is active, revoked or expired now. */
@@ -302,16 +306,16 @@ export class KeyService {
    * when only authenticate() can tell.
    */
   authenticateCached(apiKey: string): ApiKey | undefined | typeof NOT_CACHED {
-    if (this.store.peekApiKeyByHash === undefined) return NOT_CACHED;
+    if (this.ports.keys.peekApiKeyByHash === undefined) return NOT_CACHED;
     if (!API_KEY_PATTERN.test(apiKey)) return undefined;
-    const key = this.store.peekApiKeyByHash(hashApiKey(apiKey));
+    const key = this.ports.keys.peekApiKeyByHash(hashApiKey(apiKey));
     return key === NOT_CACHED ? NOT_CACHED : this.activeOnly(key);
   }
 
   /** The key behind a presented secret, if it is known, not revoked and not expired. */
   async authenticate(apiKey: string): Promise<ApiKey | undefined> {
     if (!API_KEY_PATTERN.test(apiKey)) return undefined;
-    return this.activeOnly(await this.store.findApiKeyByHash(hashApiKey(apiKey)));
+    return this.activeOnly(await this.ports.keys.findApiKeyByHash(hashApiKey(apiKey)));
   }
 
   private activeOnly(key: ApiKey | undefined): ApiKey | undefined {
@@ -325,8 +329,8 @@ export class KeyService {
    */
   async bootstrapFirstAccount(initialApiKey: string | null, plan: Plan, by: ChangedBy): Promise<IssuedKey | null> {
     // Several nodes may start at once on one empty PostgreSQL database: only one of them bootstraps.
-    const outcome = await this.store.tryExclusive('first-start', async () => {
-      if ((await this.store.listAccounts()).length > 0) return null;
+    const outcome = await this.ports.database.tryExclusive('first-start', async () => {
+      if ((await this.ports.accounts.listAccounts()).length > 0) return null;
       const account = await this.createAccount(plan);
       return this.issueKey(account, initialApiKey ? { apiKey: initialApiKey, by } : { by });
     });

@@ -11,7 +11,9 @@ import type { Clock } from '../domain/clock.js';
 import { atQuota, effectiveQuota, isOverdue, quotaWords, type PlanQuotas, type QuotaOverride } from '../domain/quotas.js';
 import { PLANS, type Plan } from '../domain/plans.js';
 import { keyLabelProblem, keyStatus } from '../domain/keys.js';
-import type { Account, AccountUsageRow, ApiKey, Store } from '../store/store.js';
+import type { Account, ApiKey } from '../domain/entities.js';
+import type { Stores } from '../store/ports/stores.js';
+import type { AccountUsageRow } from '../store/ports/usage.js';
 import type { AuditTrail } from './audit.js';
 import type { IssuedLoginLink, SessionService } from './sessions.js';
 import { fleets } from './usage.js';
@@ -72,7 +74,7 @@ export interface Totals {
 /** How far back "backups created recently" looks in the operator's totals. */
 const RECENT_WINDOW_MS = 24 * 3_600_000;
 
-/** The counts of Store.usage an account summary uses (the store's one source of per-account numbers). */
+/** The counts of the usage port's rows an account summary uses (the store's one source of per-account numbers). */
 type Counts = Pick<AccountUsageRow, 'backups' | 'graceBackups' | 'uploadingBackups' | 'storedBytes' | 'createdSince'>;
 
 /** A host account's plan and quota are its owner's (one budget for the fleet): they are changed on the owner. */
@@ -86,7 +88,7 @@ export function refuseHostAccount(account: Account, what: 'plan' | 'quota'): voi
 
 export class OperatorService {
   constructor(
-    private readonly store: Store,
+    private readonly ports: Pick<Stores, 'accounts' | 'usage' | 'keys'>,
     private readonly audit: AuditTrail,
     private readonly sessions: SessionService,
     private readonly clock: Clock,
@@ -133,9 +135,9 @@ export class OperatorService {
   async overview(): Promise<{ accounts: AccountSummary[]; totals: Totals }> {
     const now = this.clock.now();
     const [accounts, usage, keys] = await Promise.all([
-      this.store.listAccounts(),
-      this.store.usage(now, undefined, now - RECENT_WINDOW_MS),
-      this.store.listApiKeys(),
+      this.ports.accounts.listAccounts(),
+      this.ports.usage.usage(now, undefined, now - RECENT_WINDOW_MS),
+      this.ports.keys.listApiKeys(),
     ]);
     const byAccount = new Map(usage.map((row) => [row.accountId, row]));
     const summaries = accounts.flatMap((account) => {
@@ -166,21 +168,21 @@ export class OperatorService {
   ): Promise<
     { summary: AccountSummary; keys: OperatorKey[]; audit: AuditEntry[]; owner: AccountSummary | null; hosts: AccountSummary[] } | undefined
   > {
-    const account = await this.store.getAccount(accountId);
+    const account = await this.ports.accounts.getAccount(accountId);
     if (!account) return undefined;
     const now = this.clock.now();
     const [[own], keys, audit, hostAccounts] = await Promise.all([
-      this.store.usage(now, accountId, now - RECENT_WINDOW_MS),
-      this.store.listApiKeys(accountId),
+      this.ports.usage.usage(now, accountId, now - RECENT_WINDOW_MS),
+      this.ports.keys.listApiKeys(accountId),
       this.audit.list(accountId, 200),
-      this.store.listHostAccounts(accountId),
+      this.ports.accounts.listHostAccounts(accountId),
     ]);
     if (!own) return undefined;
-    const ownerAccount = account.ownerAccountId ? await this.store.getAccount(account.ownerAccountId) : undefined;
+    const ownerAccount = account.ownerAccountId ? await this.ports.accounts.getAccount(account.ownerAccountId) : undefined;
     const related = async (other: Account): Promise<AccountSummary | null> => {
       const [[counts], otherKeys] = await Promise.all([
-        this.store.usage(now, other.id, now - RECENT_WINDOW_MS),
-        this.store.listApiKeys(other.id),
+        this.ports.usage.usage(now, other.id, now - RECENT_WINDOW_MS),
+        this.ports.keys.listApiKeys(other.id),
       ]);
       return counts ? this.summarize(other, counts, otherKeys, now) : null;
     };
@@ -207,13 +209,13 @@ export class OperatorService {
   private async inFleet(summary: AccountSummary, now: number): Promise<AccountSummary> {
     const ownerId = summary.ownerAccountId ?? summary.accountId;
     if (summary.ownerAccountId) {
-      const owner = await this.store.getAccount(ownerId);
+      const owner = await this.ports.accounts.getAccount(ownerId);
       if (!owner) return summary;
       return { ...summary, quotaBytes: effectiveQuota(owner.plan, owner.quotaOverride, this.planQuotas), quotaSource: 'owner' };
     }
-    const hosts = await this.store.listHostAccounts(ownerId);
+    const hosts = await this.ports.accounts.listHostAccounts(ownerId);
     if (hosts.length === 0) return summary;
-    const inFleet = (await Promise.all([ownerId, ...hosts.map((host) => host.id)].map((id) => this.store.usage(now, id)))).flat();
+    const inFleet = (await Promise.all([ownerId, ...hosts.map((host) => host.id)].map((id) => this.ports.usage.usage(now, id)))).flat();
     const storedBytes = inFleet.reduce((sum, row) => sum + row.storedBytes, 0);
     return {
       ...summary,
@@ -231,9 +233,9 @@ export class OperatorService {
    * Undefined when there is no such account; refused for a host account itself.
    */
   async setPlan(accountId: string, plan: Plan, actor: AuditActor): Promise<{ before: Plan } | undefined> {
-    const before = await this.store.getAccount(accountId);
+    const before = await this.ports.accounts.getAccount(accountId);
     if (before) refuseHostAccount(before, 'plan');
-    if (!before || !(await this.store.setPlan(accountId, plan))) return undefined;
+    if (!before || !(await this.ports.accounts.setPlan(accountId, plan))) return undefined;
     if (before.plan !== plan) {
       await this.audit.record({ accountId, action: 'account.plan', actor, address: null, detail: `${before.plan} → ${plan}` });
     }
@@ -243,8 +245,8 @@ export class OperatorService {
   /** Sets the deletion grace (days, 0 to the maximum); audited. Undefined when there is no such account. */
   async setDeletionGrace(accountId: string, days: number, actor: AuditActor): Promise<{ before: number } | undefined> {
     if (!isDeletionGrace(days)) throw new RangeError('deletion grace out of range');
-    const before = await this.store.getAccount(accountId);
-    if (!before || !(await this.store.setDeletionGrace(accountId, days))) return undefined;
+    const before = await this.ports.accounts.getAccount(accountId);
+    if (!before || !(await this.ports.accounts.setDeletionGrace(accountId, days))) return undefined;
     const detail = `${before.deletionGraceDays ?? 0} → ${days} days`;
     await this.audit.record({ accountId, action: 'account.deletion-grace', actor, address: null, detail });
     return { before: before.deletionGraceDays ?? 0 };
@@ -257,9 +259,9 @@ export class OperatorService {
    */
   async setQuota(accountId: string, quota: QuotaOverride, actor: AuditActor): Promise<{ before: QuotaOverride } | undefined> {
     if (quota !== undefined && quota !== null && !(Number.isSafeInteger(quota) && quota >= 0)) throw new RangeError('quota out of range');
-    const before = await this.store.getAccount(accountId);
+    const before = await this.ports.accounts.getAccount(accountId);
     if (before) refuseHostAccount(before, 'quota');
-    if (!before || !(await this.store.setQuota(accountId, quota))) return undefined;
+    if (!before || !(await this.ports.accounts.setQuota(accountId, quota))) return undefined;
     if (before.quotaOverride !== quota) {
       const detail = `${quotaWords(before.quotaOverride)} → ${quotaWords(quota)}`;
       await this.audit.record({ accountId, action: 'account.quota', actor, address: null, detail });
@@ -275,8 +277,8 @@ export class OperatorService {
   async setLabel(accountId: string, label: string | null, actor: AuditActor): Promise<{ before: string | null } | undefined> {
     const problem = label === null ? null : keyLabelProblem(label);
     if (problem !== null) throw new RangeError(problem);
-    const before = await this.store.getAccount(accountId);
-    if (!before || !(await this.store.setOperatorLabel(accountId, label))) return undefined;
+    const before = await this.ports.accounts.getAccount(accountId);
+    if (!before || !(await this.ports.accounts.setOperatorLabel(accountId, label))) return undefined;
     const previous = before.operatorLabel ?? null;
     if (previous !== label) {
       const words = (value: string | null) => (value === null ? 'none' : JSON.stringify(value));

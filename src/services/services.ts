@@ -6,16 +6,19 @@ import type { BlobStore } from '../blobs/blob-store.js';
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import type { StatusBus } from '../events/status-bus.js';
-import type { CachedStore } from '../store/cached-store.js';
 import type { Stores } from '../store/ports/stores.js';
 import type { AuditTrail } from './audit.js';
 import type { BackupService } from './backups.js';
 import type { BlobHostService } from './blob-host.js';
 import type { KeyService } from './keys.js';
 import type { OperatorService } from './operator.js';
+import type { QuotaService } from './quotas.js';
+import type { ReadPolicy } from './read-policy.js';
+import type { RetentionService } from './retention.js';
 import type { SessionService } from './sessions.js';
 import type { Sweeper } from './sweeper.js';
 import type { UploadHandshake } from './upload-handshake.js';
+import type { VaultService } from './vault.js';
 
 export interface Services {
   config: Config;
@@ -23,10 +26,19 @@ export interface Services {
   /** Every persistence port (src/store/ports/). */
   stores: Stores;
   /** The metadata cache the cached ports read through (absent with COFFER_METADATA_CACHE_MB=0): its counters for /metrics. */
-  cache?: CachedStore;
+  cache?: MetadataCacheCounters;
   blobs: BlobStore;
   bus: StatusBus;
+  /** The vault's life: bootstrap, rotate, reset, the history of replaced envelopes. */
+  vault: VaultService;
+  /** Deletion grace and retention: deleting, scheduled deletes (undelete, purge), the grace, the sweep. */
+  retention: RetentionService;
+  /** Quotas and usage: what a fleet stores against its quota, reservations, refusals. */
+  quotas: QuotaService;
+  /** The backup's life: create, upload, finalize, content, delete. */
   backups: BackupService;
+  /** Who may read which backups: the caller's own, and an owner its host accounts'. */
+  readPolicy: ReadPolicy;
   keys: KeyService;
   /** The per-account audit trail of destructive and key-changing actions. */
   audit: AuditTrail;
@@ -40,4 +52,10 @@ export interface Services {
   uploadHandshake?: UploadHandshake;
   /** PostgreSQL: the change feed the metadata cache and other nodes' events arrive on (live: its LISTEN is up). */
   changeFeed?: { readonly live: boolean };
+}
+
+/** What the metadata cache (src/store/cached-store.ts) reports for /metrics. */
+export interface MetadataCacheCounters {
+  readonly stats: { hits: number; misses: number; clears: number };
+  readonly size: { entries: number; bytes: number };
 }

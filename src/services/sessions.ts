@@ -10,7 +10,8 @@ import type { Clock } from '../domain/clock.js';
 import { keyStatus } from '../domain/keys.js';
 import { sameSecret } from '../lib/compare.js';
 import { SCOPES, type Scope } from '../domain/scopes.js';
-import type { Account, ApiKey, LoginLink, OperatorLink, OperatorSession, Session, Store } from '../store/store.js';
+import type { Account, ApiKey, LoginLink, OperatorLink, OperatorSession, Session } from '../domain/entities.js';
+import type { Stores } from '../store/ports/stores.js';
 import type { KeyService } from './keys.js';
 
 export const LOGIN_TOKEN_PATTERN = /^cfl_[A-Za-z0-9_-]{43}$/;
@@ -91,7 +92,7 @@ const DEFAULT_SIGN_IN_LIMIT: SignInLimit = { maxAttempts: 30, windowMs: 600_000 
 
 export class SessionService {
   constructor(
-    private readonly store: Store,
+    private readonly ports: Pick<Stores, 'accounts' | 'keys' | 'sessions' | 'operatorSessions' | 'signIns'>,
     private readonly keys: KeyService,
     private readonly clock: Clock,
     private readonly signInLimit: SignInLimit = DEFAULT_SIGN_IN_LIMIT,
@@ -105,7 +106,7 @@ export class SessionService {
   async signInAttempt(address: string, realm: SessionRealm = 'owner'): Promise<{ allowed: boolean; resetSeconds: number }> {
     const now = this.clock.now();
     const key = realm === 'owner' ? address : `${realm} ${address}`;
-    const { count, windowStart } = await this.store.countSignInAttempt(key, now, this.signInLimit.windowMs);
+    const { count, windowStart } = await this.ports.signIns.countSignInAttempt(key, now, this.signInLimit.windowMs);
     return {
       allowed: count <= this.signInLimit.maxAttempts,
       resetSeconds: Math.max(1, Math.ceil((windowStart + this.signInLimit.windowMs - now) / 1000)),
@@ -115,18 +116,18 @@ export class SessionService {
   /** A new one-time link for `accountId`; undefined when there is no such account. */
   async createLoginLink(accountId: string, ttlMs = LOGIN_LINK_TTL_MS): Promise<IssuedLoginLink | undefined> {
     checkLinkLifetime(ttlMs);
-    if (!(await this.store.getAccount(accountId))) return undefined;
+    if (!(await this.ports.accounts.getAccount(accountId))) return undefined;
     const now = this.clock.now();
     const link: LoginLink = { id: uuidv7(), accountId, createdAt: now, expiresAt: now + ttlMs, usedAt: null };
     const secret = token('cfl_');
-    await this.store.createLoginLink(link, sha256(secret));
+    await this.ports.sessions.createLoginLink(link, sha256(secret));
     return { link, token: secret };
   }
 
   /** Opens a session with a login link token; undefined when it is malformed, unknown, used or expired. */
   async signInWithLink(loginToken: string): Promise<OpenedSession | undefined> {
     if (!LOGIN_TOKEN_PATTERN.test(loginToken)) return undefined;
-    const link = await this.store.consumeLoginLink(sha256(loginToken), this.clock.now());
+    const link = await this.ports.sessions.consumeLoginLink(sha256(loginToken), this.clock.now());
     if (!link) return undefined;
     return this.open(link.accountId, null);
   }
@@ -143,7 +144,7 @@ export class SessionService {
   }
 
   private async open(accountId: string, key: ApiKey | null): Promise<OpenedSession | undefined> {
-    const account = await this.store.getAccount(accountId);
+    const account = await this.ports.accounts.getAccount(accountId);
     if (!account) return undefined;
     const now = this.clock.now();
     const session: Session = {
@@ -157,18 +158,18 @@ export class SessionService {
       freshAt: Math.min(now, key?.mintedFreshAt ?? now),
     };
     const secret = token('cfs_');
-    await this.store.createSession(session, sha256(secret));
+    await this.ports.sessions.createSession(session, sha256(secret));
     return { session, account, secret, csrfToken: csrfTokenFor(secret) };
   }
 
   /** The live session behind a cookie secret: known, not signed out, not expired, and its key (if any) still valid. */
   async authenticate(secret: string): Promise<Session | undefined> {
     if (!SESSION_SECRET_PATTERN.test(secret)) return undefined;
-    const session = await this.store.findSessionByHash(sha256(secret));
+    const session = await this.ports.sessions.findSessionByHash(sha256(secret));
     const now = this.clock.now();
     if (!session || !live(session, now)) return undefined;
     if (session.keyId !== null) {
-      const key = await this.store.getApiKey(session.keyId);
+      const key = await this.ports.keys.getApiKey(session.keyId);
       if (!key || keyStatus(key, now) !== 'active') return undefined;
     }
     return session;
@@ -176,7 +177,7 @@ export class SessionService {
 
   /** The account a live session belongs to (undefined if it no longer exists). */
   account(session: Session): Promise<Account | undefined> {
-    return this.store.getAccount(session.accountId);
+    return this.ports.accounts.getAccount(session.accountId);
   }
 
   /**
@@ -185,8 +186,8 @@ export class SessionService {
    */
   async prune(): Promise<number> {
     const now = this.clock.now();
-    await this.store.pruneSignInAttempts(now - this.signInLimit.windowMs);
-    return this.store.pruneSessions(now);
+    await this.ports.signIns.pruneSignInAttempts(now - this.signInLimit.windowMs);
+    return this.ports.sessions.pruneSessions(now);
   }
 
   /** Whether `presented` is the CSRF token of the session with `secret` (constant-time). */
@@ -203,7 +204,7 @@ export class SessionService {
     const now = this.clock.now();
     const link: OperatorLink = { id: uuidv7(), operator, createdAt: now, expiresAt: now + ttlMs, usedAt: null };
     const secret = token('cfl_');
-    await this.store.createOperatorLink(link, sha256(secret));
+    await this.ports.operatorSessions.createOperatorLink(link, sha256(secret));
     return { link, token: secret };
   }
 
@@ -211,7 +212,7 @@ export class SessionService {
   async signInOperator(loginToken: string): Promise<OpenedOperatorSession | undefined> {
     if (!LOGIN_TOKEN_PATTERN.test(loginToken)) return undefined;
     const now = this.clock.now();
-    const link = await this.store.consumeOperatorLink(sha256(loginToken), now);
+    const link = await this.ports.operatorSessions.consumeOperatorLink(sha256(loginToken), now);
     if (!link) return undefined;
     const session: OperatorSession = {
       id: uuidv7(),
@@ -221,23 +222,23 @@ export class SessionService {
       revokedAt: null,
     };
     const secret = token('cfs_');
-    await this.store.createOperatorSession(session, sha256(secret));
+    await this.ports.operatorSessions.createOperatorSession(session, sha256(secret));
     return { session, secret, csrfToken: csrfTokenFor(secret, 'operator') };
   }
 
   /** The live operator session behind a cookie secret. */
   async authenticateOperator(secret: string): Promise<OperatorSession | undefined> {
     if (!SESSION_SECRET_PATTERN.test(secret)) return undefined;
-    const session = await this.store.findOperatorSessionByHash(sha256(secret));
+    const session = await this.ports.operatorSessions.findOperatorSessionByHash(sha256(secret));
     return session && live(session, this.clock.now()) ? session : undefined;
   }
 
   async signOutOperator(session: OperatorSession): Promise<void> {
-    await this.store.revokeOperatorSession(session.id, this.clock.now());
+    await this.ports.operatorSessions.revokeOperatorSession(session.id, this.clock.now());
   }
 
   /** Ends the session server-side: its cookie is worthless from now on, wherever it was copied. */
   async signOut(session: Session): Promise<void> {
-    await this.store.revokeSession(session.id, this.clock.now());
+    await this.ports.sessions.revokeSession(session.id, this.clock.now());
   }
 }

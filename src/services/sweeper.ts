@@ -15,9 +15,10 @@
  * The blob host's multipart bookkeeping of slots that take no upload any more is dropped on every sweep.
  */
 import { type BlobStore, UnsupportedOperationError } from '../blobs/blob-store.js';
-import type { Store } from '../store/store.js';
-import type { BackupService } from './backups.js';
+import type { Stores } from '../store/ports/stores.js';
+import type { RetentionService } from './retention.js';
 import type { SessionService } from './sessions.js';
+import type { VaultService } from './vault.js';
 
 export interface SweeperOptions {
   /** Minimum age of a blob or incomplete upload before it may be removed as an orphan. */
@@ -57,9 +58,10 @@ export class Sweeper {
   private readonly wallClock: () => number;
 
   constructor(
-    private readonly store: Store,
+    private readonly ports: Pick<Stores, 'database' | 'backups' | 'multipart'>,
     private readonly blobs: BlobStore,
-    private readonly backups: BackupService,
+    private readonly retention: Pick<RetentionService, 'sweep'>,
+    private readonly vault: Pick<VaultService, 'pruneVaultHistory'>,
     private readonly sessions: SessionService,
     options: SweeperOptions = {},
   ) {
@@ -70,11 +72,11 @@ export class Sweeper {
 
   /** One sweep, if no other node is sweeping. */
   async runOnce(options: { orphans?: boolean } = {}): Promise<SweepReport> {
-    const outcome = await this.store.tryExclusive('sweeper', async () => {
-      const moved = await this.backups.sweep();
+    const outcome = await this.ports.database.tryExclusive('sweeper', async () => {
+      const moved = await this.retention.sweep();
       const sessions = await this.sessions.prune();
-      const vaultHistory = await this.backups.pruneVaultHistory();
-      await this.store.pruneMultipartUploads();
+      const vaultHistory = await this.vault.pruneVaultHistory();
+      await this.ports.multipart.pruneMultipartUploads();
       const due = this.wallClock() - this.lastOrphanPass >= this.intervalMs;
       if (!(options.orphans ?? due)) return { moved, sessions, vaultHistory, orphans: 0, incomplete: 0 };
       this.lastOrphanPass = this.wallClock();
@@ -91,7 +93,7 @@ export class Sweeper {
     let orphans = 0;
     let batch: string[] = [];
     const flush = async () => {
-      const live = await this.store.liveBlobKeys(batch);
+      const live = await this.ports.backups.liveBlobKeys(batch);
       for (const key of batch) {
         if (live.has(key)) continue;
         await this.blobs.delete(key);

@@ -253,9 +253,6 @@ export class MetadataCache {
   }
 }
 
-/** TRANSITIONAL (issue 37): the name src/services/services.ts still gives the cache. */
-export type CachedStore = MetadataCache;
-
 /** API keys by hash, cached; creating or revoking a key drops its account's entries. */
 class CachedKeyStore implements KeyStore {
   constructor(

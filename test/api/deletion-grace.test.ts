@@ -226,6 +226,26 @@ for (const engine of [sqliteFs, ...S3_ENGINES.map(postgresS3)]) {
       expect((await session.send('GET', '/console/api/vault/history')).body.entries).toEqual([
         expect.objectContaining({ reason: 'restore', replacedBy: { kind: 'console-session', id: expect.any(String) } }),
       ]);
+
+      // Rotates through the API with a console session: one opened by a login link is named by its id, one opened
+      // with an API key by that key.
+      const keySession = await sessionFrom(
+        await fetch(`${server.url}/console/api/session`, {
+          method: 'POST',
+          headers: { origin: server.url, 'content-type': 'application/json' },
+          body: JSON.stringify({ apiKey }),
+        }),
+      );
+      expect((await session.send('POST', '/api/backup-account/rotate', envelope(2))).status).toBe(200);
+      expect((await keySession.send('POST', '/api/backup-account/rotate', envelope(3))).status).toBe(200);
+      const names = (await session.send('GET', '/console/api/vault/history')).body.entries.map(
+        (entry: { replacedBy: unknown }) => entry.replacedBy,
+      );
+      expect(names).toEqual([
+        { kind: 'api-key', id: keyId },
+        { kind: 'console-session', id: expect.any(String) },
+        { kind: 'console-session', id: expect.any(String) },
+      ]);
     });
 
     it('when the grace ends the sweeper removes the ciphertext and the record becomes DELETED', async () => {

@@ -125,7 +125,7 @@ for (const [name, postgres] of [
         expect(refused.stderr).not.toMatch(/at .*\.js:\d+/);
       }
       expect(await hostList(owner.call)).toEqual(['1d', '1d']);
-      expect(await fixture.server.parts.backups.quota(hosts[1]!.accountId)).toMatchObject({ quota: null });
+      expect(await fixture.server.parts.quotas.quota(hosts[1]!.accountId)).toMatchObject({ quota: null });
 
       expect((await admin(['accounts', 'set-plan', owner.accountId, 'plus'])).code).toBe(0);
       expect(await hostList(owner.call)).toEqual(['4h', '4h']);
@@ -144,6 +144,6 @@ for (const [name, postgres] of [
         expect(refused.body).toMatchObject({ code: 'upload_exceeds_quota', details: { quota: 10_000, usage: 9000, uploadBytes: 3000 } });
       }
       // What the fleet stores: the three uploads, nothing reserved is left over.
-      expect(await fixture.server.parts.backups.quota(owner.accountId)).toEqual({ quota: 10_000, usage: 9000 });
+      expect(await fixture.server.parts.quotas.quota(owner.accountId)).toEqual({ quota: 10_000, usage: 9000 });
     });
   });

@@ -18,7 +18,7 @@ describe('storage quota', () => {
     expect(over.status).toBe(413);
     expect(over.body).toMatchObject({ code: 'upload_exceeds_quota', details: { quota: 10_000, usage: 6000, uploadBytes: 5000 } });
     expect((await fx.server.parts.stores.backups.getBackup(id))!.status).toBe('PENDING_UPLOAD');
-    expect(await fx.server.parts.backups.quota(accountId)).toEqual({ quota: 10_000, usage: 6000 });
+    expect(await fx.server.parts.quotas.quota(accountId)).toEqual({ quota: 10_000, usage: 6000 });
 
     expect((await upload(call, id, bytes(4000))).status).toBe(201);
     expect((await call('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(4000) })).status).toBe(200);
@@ -29,10 +29,10 @@ describe('storage quota', () => {
     expect(refused.body.resolution).toMatch(/delete backups/);
 
     // An account's own quota replaces the plan's: none lifts it, a number sets it, undefined returns to the plan's.
-    await fx.server.parts.backups.setQuota(accountId, null);
+    await fx.server.parts.quotas.setQuota(accountId, null);
     expect((await call('POST', '/api/backups')).status).toBe(201);
-    await fx.server.parts.backups.setQuota(accountId, 10_001);
-    expect(await fx.server.parts.backups.quota(accountId)).toEqual({ quota: 10_001, usage: 10_000 });
+    await fx.server.parts.quotas.setQuota(accountId, 10_001);
+    expect(await fx.server.parts.quotas.quota(accountId)).toEqual({ quota: 10_001, usage: 10_000 });
   });
 
   it("the owners' console shows the stored bytes against the plan's quota (and the upload in progress counts)", async () => {
@@ -52,7 +52,7 @@ describe('storage quota', () => {
     const id = await createSlot(call);
     expect((await upload(call, id, bytes(2000))).status).toBe(201); // UPLOADED, not finalized: it counts
     expect((await overview()).storage).toEqual({ storedBytes: 5000, quotaBytes: 10_000 });
-    await fx.server.parts.backups.setQuota(accountId, null);
+    await fx.server.parts.quotas.setQuota(accountId, null);
     expect((await overview()).storage).toEqual({ storedBytes: 5000, quotaBytes: null });
   });
 
@@ -87,7 +87,7 @@ describe('storage quota', () => {
       expect(responses.map((r) => r.status).sort()).toEqual([201, 413]);
       expect(responses.find((r) => r.status === 413)!.body).toMatchObject({ code: 'upload_exceeds_quota', details: { usage: 6000 } });
       // The reservations ended: what counts now is the stored upload only.
-      expect(await fx.server.parts.backups.quota(accountId)).toEqual({ quota: 10_000, usage: 6000 });
+      expect(await fx.server.parts.quotas.quota(accountId)).toEqual({ quota: 10_000, usage: 6000 });
     }
   });
 });

@@ -231,7 +231,7 @@ describe('the operator console API', () => {
     const set = await put(5000);
     expect(set.status).toBe(200);
     expect(((await set.json()) as any).account).toMatchObject({ quotaBytes: 5000, quotaSource: 'account' });
-    expect((await fx.server.parts.backups.quota(id))!.quota).toBe(5000);
+    expect((await fx.server.parts.quotas.quota(id))!.quota).toBe(5000);
     const none = await put(null);
     expect(((await none.json()) as any).account).toMatchObject({ quotaBytes: null, quotaSource: 'account' });
     expect((await fx.server.parts.stores.accounts.getAccount(id))!.quotaOverride).toBeNull();

@@ -122,9 +122,9 @@ describe('console endpoint bodies', () => {
     });
 
     // Usage against the quota: the account's own quota when the operator set one, none when it returns to its plan's.
-    await server.parts.backups.setQuota(accountId, 1500);
+    await server.parts.quotas.setQuota(accountId, 1500);
     expect((await consoleCall('GET', '/console/api/overview')).body).toMatchObject({ storage: { storedBytes: 1000, quotaBytes: 1500 } });
-    await server.parts.backups.setQuota(accountId, undefined);
+    await server.parts.quotas.setQuota(accountId, undefined);
     expect((await consoleCall('GET', '/console/api/overview')).body).toMatchObject({ storage: { storedBytes: 1000, quotaBytes: null } });
 
     // Overdue: no backup reached READY within twice the interval (8 hours on plus); the slot in flight does not count.

@@ -173,18 +173,18 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     await shot('plan');
 
     // With a quota, the stored bytes against it; at the quota, a warning.
-    const stored = (await server.parts.backups.quota(accountId))!.usage;
-    await server.parts.backups.setQuota(accountId, stored * 4);
+    const stored = (await server.parts.quotas.quota(accountId))!.usage;
+    await server.parts.quotas.setQuota(accountId, stored * 4);
     await page.reload();
     await page.getByTestId('quota-text').waitFor();
     expect(await page.getByTestId('quota-text').innerText()).toMatch(/ of .+ used \(25 %\)$/);
     expect(await page.getByTestId('quota-full').count()).toBe(0);
-    await server.parts.backups.setQuota(accountId, stored);
+    await server.parts.quotas.setQuota(accountId, stored);
     await page.reload();
     await page.getByTestId('quota-full').waitFor();
     expect(await page.getByTestId('quota-text').innerText()).toContain('(100 %)');
     await shot('plan-quota');
-    await server.parts.backups.setQuota(accountId, undefined);
+    await server.parts.quotas.setQuota(accountId, undefined);
 
     await page.getByRole('link', { name: 'Vault' }).click();
     await page.getByRole('heading', { level: 1, name: 'Vault' }).waitFor();

@@ -36,7 +36,6 @@ import path from 'node:path';
 import { systemClock } from '../../src/domain/clock.js';
 import { KeyService } from '../../src/services/keys.js';
 import type { Stores } from '../../src/store/ports/stores.js';
-import { storeOf } from '../../src/store/store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BIN = path.join(ROOT, 'dist/cli/main.js');
@@ -79,8 +78,7 @@ export interface Backend {
 export async function issueProKeys(stores: Stores, n: number): Promise<{ accountId: string; apiKey: string }[]> {
   await stores.database.migrate();
   try {
-    // TRANSITIONAL (issue 37): KeyService takes the one wide Store until it takes the ports it names.
-    const keys = new KeyService(storeOf(stores), systemClock);
+    const keys = new KeyService(stores, systemClock);
     const out: { accountId: string; apiKey: string }[] = [];
     for (let i = 0; i < n; i++) {
       const issued = await keys.issueKey(await keys.createAccount('pro'));

@@ -10,7 +10,6 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
 import { openPostgresStores } from '../../src/store/postgres.js';
-import { storeOf } from '../../src/store/store.js';
 import { api, envelope } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -68,7 +67,7 @@ describe.skipIf(lacking(haveProm, 'prometheus') || skipPg)('Prometheus scraping 
     schema = await createTestSchema('coffer_prom');
     const store = openPostgresStores(schema.url);
     await store.database.migrate();
-    const keys = new KeyService(storeOf(store), { now: () => Date.now() });
+    const keys = new KeyService(store, { now: () => Date.now() });
     const { apiKey } = await keys.issueKey(await keys.createAccount('pro'));
     await store.database.close();
     node = await startServeNode('prom', { COFFER_DATABASE_URL: schema.url, COFFER_METRICS_TOKEN: TOKEN, COFFER_QUOTA_PRO: '100' });

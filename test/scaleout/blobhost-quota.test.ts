@@ -78,7 +78,7 @@ for (const store of stores)
         });
       }
 
-      const refusals = () => server.parts.backups.quotaRefusals.upload;
+      const refusals = () => server.parts.quotas.quotaRefusals.upload;
 
       it('a part whose declared length does not fit is refused before it is stored: 413 upload_exceeds_quota, upload discarded', async () => {
         const s = await slot();
@@ -98,13 +98,13 @@ for (const store of stores)
 
       it("the account's own quota applies: a part of unknown length is cut where it ends", async () => {
         const s = await slot();
-        await server.parts.backups.setQuota(s.accountId, 300 * KiB);
+        await server.parts.quotas.setQuota(s.accountId, 300 * KiB);
         expect((await s.part(1, randomBytes(200 * KiB))).status).toBe(200);
         const over = await s.part(2, chunked(200 * KiB));
         expect(over.status).toBe(413);
         expect(over.body).toMatchObject({ error: { code: 'upload_exceeds_quota', details: { quota: 300 * KiB, usage: 200 * KiB } } });
         expect(await server.parts.stores.multipart.slotBytes(s.backupId)).toBe(0);
-        await server.parts.backups.setQuota(s.accountId, undefined);
+        await server.parts.quotas.setQuota(s.accountId, undefined);
       });
 
       it('two parts at once that each fit but not together are not both kept', async () => {
@@ -121,7 +121,7 @@ for (const store of stores)
 
       it('a single PUT is held to the quota too: refused before storing by its length, cut when it has none', async () => {
         const s = await slot();
-        await server.parts.backups.setQuota(s.accountId, 100 * KiB);
+        await server.parts.quotas.setQuota(s.accountId, 100 * KiB);
         const declared = await s.put(randomBytes(101 * KiB));
         expect(declared.status).toBe(413);
         expect(declared.body).toMatchObject({
@@ -137,12 +137,12 @@ for (const store of stores)
           status: 'UPLOADED',
           ciphertextSizeBytes: 100 * KiB,
         });
-        expect((await server.parts.backups.quota(s.accountId))!.usage).toBe(100 * KiB);
+        expect((await server.parts.quotas.quota(s.accountId))!.usage).toBe(100 * KiB);
       });
 
       it('without a quota, parts are held to the archive limit only', async () => {
         const s = await slot();
-        await server.parts.backups.setQuota(s.accountId, null);
+        await server.parts.quotas.setQuota(s.accountId, null);
         for (const n of [1, 2, 3]) expect((await s.part(n, randomBytes(400 * KiB))).status).toBe(200);
         expect(await server.parts.stores.multipart.slotBytes(s.backupId)).toBe(1200 * KiB);
       });

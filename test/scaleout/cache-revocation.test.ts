@@ -15,7 +15,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
 import { SessionService } from '../../src/services/sessions.js';
 import { openPostgresStores } from '../../src/store/postgres.js';
-import { storeOf } from '../../src/store/store.js';
 import { api, envelope } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -70,7 +69,7 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
     try {
       await store.database.migrate();
       const clock = { now: () => Date.now() };
-      const keys = new KeyService(storeOf(store), clock);
+      const keys = new KeyService(store, clock);
       const account = await keys.createAccount('free');
       for (let i = 0; i < 6; i++) {
         const { apiKey, key } = await keys.issueKey(account);
@@ -79,7 +78,7 @@ describe.skipIf(skipPg)('metadata cache on two Coffer nodes sharing one PostgreS
       const other = await keys.createAccount('free');
       const { apiKey, key } = await keys.issueKey(other);
       accountB = { apiKey, keyId: key.id, accountId: other.id };
-      loginToken = (await new SessionService(storeOf(store), keys, clock).createLoginLink(account.id))!.token;
+      loginToken = (await new SessionService(store, keys, clock).createLoginLink(account.id))!.token;
     } finally {
       await store.database.close();
     }

@@ -9,7 +9,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
 import { openPostgresStores } from '../../src/store/postgres.js';
-import { storeOf } from '../../src/store/store.js';
 import { api, envelope, slowUpload } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -40,7 +39,7 @@ describe.skipIf(skipPg)('one quota for a fleet of host accounts on two Coffer no
     schema = await createTestSchema('coffer_fleet_quota');
     const owners = await withStore(async (store) => {
       await store.database.migrate();
-      const service = new KeyService(storeOf(store), { now: () => Date.now() });
+      const service = new KeyService(store, { now: () => Date.now() });
       const made = [];
       for (let round = 0; round < ROUNDS; round++) {
         const account = await service.createAccount('pro');
@@ -59,7 +58,7 @@ describe.skipIf(skipPg)('one quota for a fleet of host accounts on two Coffer no
     }
     // The host accounts, as `coffer admin accounts add-host` makes them (a copy of the owner's vault, a write-only key).
     await withStore(async (store) => {
-      const service = new KeyService(storeOf(store), { now: () => Date.now() }, undefined, { pro: QUOTA });
+      const service = new KeyService(store, { now: () => Date.now() }, undefined, { pro: QUOTA });
       for (const { ownerId } of owners) {
         const hosts = [];
         for (let i = 0; i < HOSTS; i++) {

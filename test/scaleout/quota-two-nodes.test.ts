@@ -8,7 +8,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyService } from '../../src/services/keys.js';
 import { openPostgresStores } from '../../src/store/postgres.js';
-import { storeOf } from '../../src/store/store.js';
 import { api, envelope, finalizeBody, slowUpload } from '../helpers/api.js';
 import { assertBuilt } from '../helpers/built.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -42,7 +41,7 @@ describe.skipIf(skipPg)('storage quota on two Coffer nodes sharing one PostgreSQ
     // Accounts exist before the nodes start (neither runs the first-start bootstrap).
     const store = openPostgresStores(schema.url);
     await store.database.migrate();
-    const service = new KeyService(storeOf(store), { now: () => Date.now() });
+    const service = new KeyService(store, { now: () => Date.now() });
     for (let i = 0; i < 4; i++) {
       const account = await service.createAccount('pro');
       accounts.push({ accountId: account.id, apiKey: (await service.issueKey(account)).apiKey });

@@ -16,7 +16,6 @@ import { loadConfig } from '../../src/config.js';
 import { composeParts, type Parts } from '../../src/server/compose.js';
 import { KeyService } from '../../src/services/keys.js';
 import { openPostgresStores } from '../../src/store/postgres.js';
-import { storeOf } from '../../src/store/store.js';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -68,7 +67,7 @@ for (const engine of S3_ENGINES)
       // An account exists before the nodes start (so neither runs the first-start bootstrap).
       const store = openPostgresStores(schema.url);
       await store.database.migrate();
-      keyService = new KeyService(storeOf(store), { now: () => Date.now() });
+      keyService = new KeyService(store, { now: () => Date.now() });
       closeStore = () => store.database.close();
       await keyService.createAccount('pro');
       [a, b] = await Promise.all([startServeNode('a', env), startServeNode('b', env)]);

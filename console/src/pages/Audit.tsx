@@ -2,7 +2,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type AuditEvent, type AuditList } from '../api.js';
 import { shortId, When } from '../format.js';
-import { CardTable } from '../card-table.js';
+import { CardTable } from '../ui/card-table.js';
+import { Failure } from '../ui/alerts.js';
 
 const ACTION_TEXT: Record<AuditEvent['action'], string> = {
   'backup.delete': 'Deleted a backup',
@@ -62,11 +63,7 @@ export function AuditPage() {
         Every deletion, reset, vault change, key change and plan change on this account, and every such attempt an append-only key was
         refused. No secrets are kept here.
       </p>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Failure error={error} />
       {!list && !error && <p role="status">Loading…</p>}
       {list && list.events.length === 0 && <p class="empty">Nothing recorded yet.</p>}
       {list && list.events.length > 0 && (

@@ -1,188 +1,13 @@
-/** One backup: its record (live), restore in the browser, and delete. */
-import { useEffect, useRef, useState } from 'preact/hooks';
+/** One backup: its record (live), restore in the browser (backup/Restore.tsx), and delete. */
+import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api } from '../api.js';
-import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, plural, shortId, statusText, StatusBadge, When } from '../format.js';
-import { BackupKey, BackupName, rememberKeys, sourceOf, useKnownKeys } from '../key-use.js';
+import { BackupKey, BackupName, useKnownKeys } from '../key-use.js';
 import { useBackup } from '../live.js';
-import type { ArchiveEntry } from '../archive-index.js';
-import { startRestore, type RestoreMessage } from '../restore-protocol.js';
-import { ConfirmAction } from '../confirm.js';
-import { BackupFiles } from './BackupFiles.js';
+import { ConfirmAction } from '../ui/confirm.js';
 import { BASE, navigate, setFlash } from '../router.js';
-import { useUnlock, VaultPassphraseForm, WorkerFailure } from '../unlock.js';
-
-interface Restored {
-  url: string;
-  fileName: string;
-  bytes: number;
-  metadata: BackupMetadata;
-  blob: Blob;
-  entries: ArchiveEntry[];
-}
-
-/** Why a restore did not finish: the archive failed verification (integrity), or anything else. */
-interface RestoreFailure {
-  integrity: boolean;
-  message: string;
-}
-
-const safeName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '') || 'backup';
-
-function Restore({ backupId }: { backupId: string }) {
-  const [passphrase, setPassphrase] = useState('');
-  const stop = useRef<(() => void) | null>(null);
-  const saveLink = useRef<HTMLAnchorElement>(null);
-  const passphraseInput = useRef<HTMLInputElement>(null);
-  const { state, run } = useUnlock<Restored, RestoreFailure, { done: number; total: number }>({
-    describe: (caught) =>
-      caught instanceof WorkerFailure
-        ? { integrity: caught.report.integrity ?? false, message: caught.report.message }
-        : { integrity: false, message: String(caught) },
-    focusOnError: ({ wrongPassphrase }) => (wrongPassphrase ? passphraseInput : null),
-  });
-
-  // Leaving the page stops a running restore; a saved archive's object URL is released when it is replaced.
-  useEffect(() => () => stop.current?.(), []);
-  useEffect(() => {
-    if (state.phase !== 'done') return;
-    const { url } = state.result;
-    return () => URL.revokeObjectURL(url);
-  }, [state]);
-
-  // Offer the file as soon as it is verified (the link stays for a second save).
-  useEffect(() => {
-    if (state.phase === 'done') saveLink.current?.click();
-  }, [state.phase]);
-
-  const restore = (event: Event) => {
-    event.preventDefault();
-    if (!passphrase) return;
-    let fingerprints: string[] = [];
-    void run(
-      (progress) =>
-        new Promise<Restored>((resolve, reject) => {
-          stop.current = startRestore(
-            { backupId, passphrase },
-            {
-              onMessage(message: RestoreMessage) {
-                switch (message.type) {
-                  case 'stage':
-                    if (message.stage === 'downloading') progress({ done: 0, total: 0 });
-                    break;
-                  case 'metadata':
-                    rememberKeys(
-                      fingerprints,
-                      new Map(),
-                      new Map([[backupId, { name: message.metadata.name, source: sourceOf(message.metadata) }]]),
-                    );
-                    break;
-                  case 'key':
-                    fingerprints = message.fingerprints;
-                    rememberKeys(message.fingerprints, new Map([[backupId, message.use]]));
-                    break;
-                  case 'progress':
-                    progress({ done: message.done, total: message.total });
-                    break;
-                  case 'done': {
-                    const date = message.metadata.createdAt.slice(0, 10);
-                    setPassphrase('');
-                    resolve({
-                      url: URL.createObjectURL(message.blob),
-                      fileName:
-                        message.metadata.archive === 'raw'
-                          ? message.metadata.name
-                          : `${safeName(message.metadata.name)}-${date}-${shortId(backupId)}.tar`,
-                      bytes: message.bytes,
-                      metadata: message.metadata,
-                      blob: message.blob,
-                      entries: message.entries,
-                    });
-                    break;
-                  }
-                  case 'error':
-                    reject(new WorkerFailure(message));
-                    break;
-                }
-              },
-            },
-          );
-        }),
-    );
-  };
-
-  const restored = state.phase === 'done' ? state.result : null;
-  return (
-    <section class="panel" aria-labelledby="restore-title">
-      <h2 id="restore-title">Restore files</h2>
-      <p>
-        The encrypted archive is downloaded and decrypted in this page with your passphrase, checked against its sealed SHA-256, then saved
-        as a <code>.tar</code> file. The passphrase and the files never leave this browser.
-      </p>
-      <VaultPassphraseForm
-        id="passphrase"
-        errorId="restore-error"
-        state={state}
-        passphrase={passphrase}
-        onPassphrase={setPassphrase}
-        onSubmit={restore}
-        inputRef={passphraseInput}
-      >
-        Decrypt and save
-      </VaultPassphraseForm>
-      <div aria-live="polite" role="status" class="restore-status">
-        {state.phase === 'busy' && !state.progress && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
-        {state.phase === 'busy' && state.progress && (
-          <>
-            <label for="restore-progress">Downloading and decrypting</label>
-            <progress id="restore-progress" max={state.progress.total || 1} value={state.progress.done} />
-            <p class="muted">
-              {formatBytes(state.progress.done)} of {formatBytes(state.progress.total)}
-            </p>
-          </>
-        )}
-        {restored && (
-          <div class="success">
-            <p>
-              <strong>Decrypted and verified.</strong> {formatBytes(restored.bytes)} archive of “{restored.metadata.name}”:{' '}
-              {plural(restored.metadata.fileCount, 'file')}, {plural(restored.metadata.directoryCount, 'folder')},{' '}
-              {plural(restored.metadata.symlinkCount, 'link')}, from <code>{restored.metadata.sourcePath}</code>. Final tag, size and
-              SHA-256 all match.
-            </p>
-            <p>
-              <a ref={saveLink} class="button" href={restored.url} download={restored.fileName}>
-                Save {restored.fileName}
-              </a>
-            </p>
-            <p class="help">
-              Unpack with <code>tar -xf {restored.fileName}</code>, or restore directly with{' '}
-              <code>coffer restore {backupId} ./restored</code>.
-            </p>
-          </div>
-        )}
-      </div>
-      {state.phase === 'error' && (
-        <div class="error" role="alert" id="restore-error">
-          {state.wrongPassphrase ? (
-            <p>
-              <strong>Wrong passphrase.</strong> The vault could not be unlocked with it, so nothing was downloaded or decrypted. Check the
-              passphrase (it is case-sensitive) and try again.
-            </p>
-          ) : state.failure.integrity ? (
-            <p>
-              <strong>This backup failed verification and was not saved:</strong> {state.failure.message}.
-            </p>
-          ) : (
-            <p>
-              <strong>The restore did not finish:</strong> {state.failure.message}
-            </p>
-          )}
-        </div>
-      )}
-      {restored && <BackupFiles archive={restored.blob} metadata={restored.metadata} entries={restored.entries} />}
-    </section>
-  );
-}
+import { Restore } from './backup/Restore.js';
+import { Failure } from '../ui/alerts.js';
 
 /** What a delete does now: kept restorable for the account's deletion grace (days), or removed at once (0). */
 export function deletionWords(graceDays: number): string {
@@ -231,11 +56,7 @@ function Delete({ backupId, ready }: { backupId: string; ready: boolean }) {
         question="Confirm deletion"
         onConfirm={remove}
       />
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Failure error={error} />
     </section>
   );
 }

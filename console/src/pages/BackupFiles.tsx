@@ -6,7 +6,8 @@ import { useEffect, useMemo, useState } from 'preact/hooks';
 import { extractFile, type ArchiveEntry } from '../archive-index.js';
 import type { BackupMetadata } from '../crypto/envelope.js';
 import { formatBytes, plural } from '../format.js';
-import { CardTable } from '../card-table.js';
+import { CardTable, type Column } from '../ui/card-table.js';
+import { valueOf } from '../ui/forms.js';
 
 /** How many rows are drawn at once (a filter narrows the rest down). */
 const SHOWN = 300;
@@ -30,23 +31,64 @@ const downloadName = (entryPath: string) =>
     .replace(/[^\p{L}\p{N}._ -]+/gu, '-')
     .replace(/^[.-]+/, '') || 'file';
 
-export function BackupFiles({ archive, metadata, entries }: { archive: Blob; metadata: BackupMetadata; entries: ArchiveEntry[] }) {
-  const [filter, setFilter] = useState('');
+const isFile = (entry: ArchiveEntry) => entry.type === 'file' || entry.type === 'hardlink';
+
+const COLUMNS: Column<ArchiveEntry>[] = [
+  {
+    header: 'Path',
+    class: 'mono',
+    cell: (entry) => (
+      <>
+        {entry.type === 'directory' ? `${entry.path}/` : entry.path}
+        {entry.type === 'symlink' && <span class="muted"> → {entry.linkTarget}</span>}
+      </>
+    ),
+  },
+  { header: 'Size', cell: (entry) => (entry.type === 'file' ? formatBytes(entry.size) : '—') },
+  { header: 'Mode', class: 'mono', cell: modeString },
+  { header: 'Modified', cell: (entry) => (entry.mtime ? entry.mtime.slice(0, 16).replace('T', ' ') : '—') },
+];
+
+/** What the filter shows, and the file last saved (to save again). */
+function FilesStatus({ filter, matching, saved }: { filter: string; matching: number; saved: Saved | null }) {
+  return (
+    <div aria-live="polite" role="status">
+      {matching > SHOWN ? (
+        <p class="muted">
+          Showing {SHOWN} of {plural(matching, 'matching entry', 'matching entries')}: narrow the filter to see the others.
+        </p>
+      ) : (
+        filter.trim() !== '' && <p class="muted">{plural(matching, 'matching entry', 'matching entries')}.</p>
+      )}
+      {saved && (
+        <p>
+          Saved <code>{saved.path}</code>:{' '}
+          <a href={saved.url} download={saved.name}>
+            save {saved.name} again
+          </a>
+        </p>
+      )}
+    </div>
+  );
+}
+
+interface Saved {
+  url: string;
+  name: string;
+  path: string;
+}
+
+/** Saves one file of the archive (cut out of it in the page), as a download; the last one saved, to save again. */
+function useSaveFile(archive: Blob, metadata: BackupMetadata, entries: ArchiveEntry[]) {
   const [busy, setBusy] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const [saved, setSaved] = useState<{ url: string; name: string; path: string } | null>(null);
+  const [saved, setSaved] = useState<Saved | null>(null);
 
   useEffect(() => {
     if (!saved) return;
     const { url } = saved;
     return () => URL.revokeObjectURL(url);
   }, [saved]);
-
-  const matching = useMemo(() => {
-    const needle = filter.trim().toLowerCase();
-    return needle === '' ? entries : entries.filter((e) => e.path.toLowerCase().includes(needle));
-  }, [entries, filter]);
-  const files = entries.filter((e) => e.type === 'file' || e.type === 'hardlink').length;
 
   const save = async (entry: ArchiveEntry) => {
     setBusy(entry.path);
@@ -65,6 +107,17 @@ export function BackupFiles({ archive, metadata, entries }: { archive: Blob; met
       setBusy(null);
     }
   };
+  return { busy, error, saved, save };
+}
+
+export function BackupFiles({ archive, metadata, entries }: { archive: Blob; metadata: BackupMetadata; entries: ArchiveEntry[] }) {
+  const [filter, setFilter] = useState('');
+  const { busy, error, saved, save } = useSaveFile(archive, metadata, entries);
+  const matching = useMemo(() => {
+    const needle = filter.trim().toLowerCase();
+    return needle === '' ? entries : entries.filter((e) => e.path.toLowerCase().includes(needle));
+  }, [entries, filter]);
+  const files = entries.filter(isFile).length;
 
   return (
     <section class="panel" aria-labelledby="files-title">
@@ -80,25 +133,9 @@ export function BackupFiles({ archive, metadata, entries }: { archive: Blob; met
         autoComplete="off"
         spellcheck={false}
         value={filter}
-        onInput={(event) => setFilter((event.target as HTMLInputElement).value)}
+        onInput={(event) => setFilter(valueOf(event))}
       />
-      <div aria-live="polite" role="status">
-        {matching.length > SHOWN ? (
-          <p class="muted">
-            Showing {SHOWN} of {plural(matching.length, 'matching entry', 'matching entries')}: narrow the filter to see the others.
-          </p>
-        ) : (
-          filter.trim() !== '' && <p class="muted">{plural(matching.length, 'matching entry', 'matching entries')}.</p>
-        )}
-        {saved && (
-          <p>
-            Saved <code>{saved.path}</code>:{' '}
-            <a href={saved.url} download={saved.name}>
-              save {saved.name} again
-            </a>
-          </p>
-        )}
-      </div>
+      <FilesStatus filter={filter} matching={matching.length} saved={saved} />
       {error && (
         <p class="error" role="alert">
           The file could not be saved: {error}
@@ -109,25 +146,13 @@ export function BackupFiles({ archive, metadata, entries }: { archive: Blob; met
         rows={matching.slice(0, SHOWN)}
         row={(entry) => ({ key: entry.path, 'data-path': entry.path })}
         columns={[
-          {
-            header: 'Path',
-            class: 'mono',
-            cell: (entry) => (
-              <>
-                {entry.type === 'directory' ? `${entry.path}/` : entry.path}
-                {entry.type === 'symlink' && <span class="muted"> → {entry.linkTarget}</span>}
-              </>
-            ),
-          },
-          { header: 'Size', cell: (entry) => (entry.type === 'file' ? formatBytes(entry.size) : '—') },
-          { header: 'Mode', class: 'mono', cell: modeString },
-          { header: 'Modified', cell: (entry) => (entry.mtime ? entry.mtime.slice(0, 16).replace('T', ' ') : '—') },
+          ...COLUMNS,
           {
             header: 'Actions',
             hiddenHeader: true,
             label: null,
             cell: (entry) =>
-              (entry.type === 'file' || entry.type === 'hardlink') && (
+              isFile(entry) && (
                 <button
                   type="button"
                   class="secondary"

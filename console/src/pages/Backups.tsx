@@ -1,5 +1,5 @@
 /** Backups, newest first, with live status (event streams) and new backups appearing as the CLI makes them. */
-import { CardTable } from '../card-table.js';
+import { CardTable } from '../ui/card-table.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
 import { BackupName, KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
 import { useBackups } from '../live.js';

@@ -5,6 +5,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, type SessionInfo } from '../api.js';
+import { valueOf } from '../ui/forms.js';
 
 export function LoginPage({ onSignedIn, notice }: { onSignedIn: (session: SessionInfo) => void; notice?: string | null }) {
   const [error, setError] = useState<ApiError | null>(null);
@@ -92,7 +93,7 @@ export function LoginPage({ onSignedIn, notice }: { onSignedIn: (session: Sessio
           spellcheck={false}
           placeholder="cfk_…"
           value={apiKey}
-          onInput={(event) => setApiKey((event.target as HTMLInputElement).value)}
+          onInput={(event) => setApiKey(valueOf(event))}
           aria-describedby="api-key-help"
           required
         />

@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type Overview } from '../api.js';
 import { formatBytes, plural, shortId, When } from '../format.js';
 import { BASE } from '../router.js';
+import { Failure } from '../ui/alerts.js';
 
 export function useOverview() {
   const [overview, setOverview] = useState<Overview | null>(null);
@@ -18,11 +19,7 @@ export function PlanPage() {
   return (
     <section>
       <h1 tabIndex={-1}>Plan and cadence</h1>
-      {error && (
-        <p class="error" role="alert">
-          {error.message}
-        </p>
-      )}
+      <Failure error={error} />
       {!overview && !error && <p role="status">Loading…</p>}
       {overview && (
         <>

@@ -1,6 +1,6 @@
 /** Recovery with the kit: the kit's words typed into the page set a new passphrase (the same keys, wrapped anew). */
 import { plural } from '../format.js';
-import type { ComponentChildren } from 'preact';
+import type { ComponentChildren, RefObject } from 'preact';
 import { useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api.js';
 import { forgetKeys } from '../key-use.js';
@@ -8,6 +8,7 @@ import { KitRefused, recoverWithKit, VaultChanged, type Recovered } from '../rec
 import { BASE } from '../router.js';
 import { SecretField } from '../secret-field.js';
 import { letStatusRender, useUnlock } from '../unlock.js';
+import { valueOf } from '../ui/forms.js';
 
 /** Why nothing was recovered, and the field it is about (focused when it is the kit). */
 interface Refusal {
@@ -54,10 +55,94 @@ function refusalText({ reason, opened, checked }: KitRefused): ComponentChildren
   );
 }
 
+function RecoveredNotice({ result }: { result: Recovered }) {
+  return (
+    <div class="success" role="status">
+      <p>
+        <strong>Vault recovered.</strong> The kit ({plural(result.keys, 'key')}) opened {result.opened} of{' '}
+        {plural(result.checked, 'ready backup')}. Your new passphrase now unlocks the vault; its recipient is the kit's current key (
+        <span class="mono">{result.fingerprint}</span>).
+      </p>
+      <p>
+        <a href={BASE}>Go to your backups</a>
+      </p>
+    </div>
+  );
+}
+
+/** The form's fields: the kit's words, the new passphrase twice. */
+interface KitFields {
+  words: string;
+  passphrase: string;
+  repeat: string;
+}
+
+function KitForm({
+  fields,
+  edit,
+  invalid,
+  busy,
+  kitField,
+  onSubmit,
+}: {
+  fields: KitFields;
+  edit: (change: Partial<KitFields>) => void;
+  invalid: (field: 'kit' | 'passphrase') => boolean;
+  busy: boolean;
+  kitField: RefObject<HTMLTextAreaElement>;
+  onSubmit: (event: Event) => void;
+}) {
+  const { words, passphrase, repeat } = fields;
+  return (
+    <form onSubmit={onSubmit} autoComplete="off">
+      <label for="kit-words">Recovery kit words</label>
+      <textarea
+        id="kit-words"
+        ref={kitField}
+        class="kit-words"
+        autoComplete="off"
+        autoCapitalize="off"
+        autoCorrect="off"
+        spellcheck={false}
+        value={words}
+        onInput={(event) => edit({ words: valueOf(event) })}
+        aria-describedby="kit-help"
+        aria-invalid={invalid('kit') ? 'true' : undefined}
+        required
+        disabled={busy}
+      />
+      <p class="help" id="kit-help">
+        The 24 words of each key line, the current key (key 1) first, separated by spaces or new lines. You may also paste the whole kit.
+      </p>
+      <SecretField
+        id="new-passphrase"
+        label="New passphrase"
+        value={passphrase}
+        onValue={(value) => edit({ passphrase: value })}
+        autoComplete="new-password"
+        invalid={invalid('passphrase')}
+        required
+        disabled={busy}
+      />
+      <SecretField
+        id="repeat-passphrase"
+        label="Repeat the new passphrase"
+        value={repeat}
+        onValue={(value) => edit({ repeat: value })}
+        autoComplete="new-password"
+        invalid={invalid('passphrase')}
+        required
+        disabled={busy}
+      />
+      <button type="submit" disabled={busy || !words.trim() || !passphrase || !repeat}>
+        Check the kit and set the new passphrase
+      </button>
+    </form>
+  );
+}
+
 export function RecoverPage() {
-  const [words, setWords] = useState('');
-  const [passphrase, setPassphrase] = useState('');
-  const [repeat, setRepeat] = useState('');
+  const [fields, setFields] = useState<KitFields>({ words: '', passphrase: '', repeat: '' });
   const kitField = useRef<HTMLTextAreaElement>(null);
   const { state, busy, run, refuse } = useUnlock<Recovered, Refusal>({
     describe: refusal,
@@ -66,6 +151,7 @@ export function RecoverPage() {
 
   const recover = (event: Event) => {
     event.preventDefault();
+    const { words, passphrase, repeat } = fields;
     if (!words.trim() || !passphrase) return;
     if (passphrase !== repeat) {
       refuse({ field: 'passphrase', message: 'The two new passphrases do not match.' });
@@ -74,9 +160,7 @@ export function RecoverPage() {
     void run(async () => {
       await letStatusRender();
       const result = await recoverWithKit(words, passphrase);
-      setWords('');
-      setPassphrase('');
-      setRepeat('');
+      setFields({ words: '', passphrase: '', repeat: '' });
       forgetKeys();
       return result;
     });
@@ -98,62 +182,16 @@ export function RecoverPage() {
         Whoever holds the kit can read every backup. Type it only on a device you trust, and keep the paper as safe as the passphrase.
       </p>
       {state.phase === 'done' ? (
-        <div class="success" role="status">
-          <p>
-            <strong>Vault recovered.</strong> The kit ({plural(state.result.keys, 'key')}) opened {state.result.opened} of{' '}
-            {plural(state.result.checked, 'ready backup')}. Your new passphrase now unlocks the vault; its recipient is the kit's current
-            key (<span class="mono">{state.result.fingerprint}</span>).
-          </p>
-          <p>
-            <a href={BASE}>Go to your backups</a>
-          </p>
-        </div>
+        <RecoveredNotice result={state.result} />
       ) : (
-        <form onSubmit={recover} autoComplete="off">
-          <label for="kit-words">Recovery kit words</label>
-          <textarea
-            id="kit-words"
-            ref={kitField}
-            class="kit-words"
-            autoComplete="off"
-            autoCapitalize="off"
-            autoCorrect="off"
-            spellcheck={false}
-            value={words}
-            onInput={(event) => setWords((event.target as HTMLTextAreaElement).value)}
-            aria-describedby="kit-help"
-            aria-invalid={invalid('kit') ? 'true' : undefined}
-            required
-            disabled={busy}
-          />
-          <p class="help" id="kit-help">
-            The 24 words of each key line, the current key (key 1) first, separated by spaces or new lines. You may also paste the whole
-            kit.
-          </p>
-          <SecretField
-            id="new-passphrase"
-            label="New passphrase"
-            value={passphrase}
-            onValue={setPassphrase}
-            autoComplete="new-password"
-            invalid={invalid('passphrase')}
-            required
-            disabled={busy}
-          />
-          <SecretField
-            id="repeat-passphrase"
-            label="Repeat the new passphrase"
-            value={repeat}
-            onValue={setRepeat}
-            autoComplete="new-password"
-            invalid={invalid('passphrase')}
-            required
-            disabled={busy}
-          />
-          <button type="submit" disabled={busy || !words.trim() || !passphrase || !repeat}>
-            Check the kit and set the new passphrase
-          </button>
-        </form>
+        <KitForm
+          fields={fields}
+          edit={(change) => setFields((now) => ({ ...now, ...change }))}
+          invalid={invalid}
+          busy={busy}
+          kitField={kitField}
+          onSubmit={recover}
+        />
       )}
       <div aria-live="polite" role="status">
         {busy && <p>Checking the kit against your backups, then wrapping the keys under the new passphrase (Argon2id)…</p>}

@@ -1,76 +1,15 @@
 /**
  * The deletion grace on the page: backups scheduled for deletion (undelete, or delete for good), the grace setting,
  * and the vault's kept envelopes (restore one). Actions that cannot be undone ask for a fresh sign-in first
- * (ConfirmSignIn), inside this session.
+ * (ConfirmSignIn, fresh-action.tsx), inside this session.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, api, setCsrfToken, type Deletions, type VaultHistory } from '../api.js';
+import { ApiError, api, type Deletions, type VaultHistory } from '../api.js';
+import { asError, useFreshAction } from '../fresh-action.js';
 import { formatBytes, plural, shortId, When } from '../format.js';
-import { CardTable } from '../card-table.js';
-import { ConfirmAction } from '../confirm.js';
-import { SecretField } from '../secret-field.js';
-
-const asError = (caught: unknown) => (caught instanceof ApiError ? caught : new ApiError(0, 'unknown', String(caught), ''));
-
-/** A sign-in link pasted whole, or only its token. */
-const loginTokenOf = (text: string): string | null => /cfl_[A-Za-z0-9_-]{43}/.exec(text)?.[0] ?? null;
-
-/** Confirms it is the owner: a new sign-in (link or all-scope key) for this account, then `onConfirmed`. */
-export function ConfirmSignIn({ what, onConfirmed, onCancel }: { what: string; onConfirmed: () => void; onCancel: () => void }) {
-  const [credential, setCredential] = useState('');
-  const [error, setError] = useState<ApiError | null>(null);
-  const [busy, setBusy] = useState(false);
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    const text = credential.trim();
-    const token = loginTokenOf(text);
-    setBusy(true);
-    setError(null);
-    try {
-      const session = await api('POST /console/api/session/confirm', {
-        body: token ? { loginToken: token } : { apiKey: text },
-        quiet401: true,
-      });
-      setCsrfToken(session.csrfToken);
-      setCredential('');
-      onConfirmed();
-    } catch (caught) {
-      setError(asError(caught));
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <form class="panel confirm-sign-in" onSubmit={submit} aria-labelledby="confirm-title">
-      <h3 id="confirm-title">Confirm with a fresh sign-in</h3>
-      <p>
-        To {what}, sign in again: paste a new sign-in link (<code>coffer admin login-link</code>) or an API key that holds all three
-        permissions.
-      </p>
-      <SecretField
-        id="confirm-credential"
-        label="Sign-in link or API key"
-        value={credential}
-        onValue={setCredential}
-        autoComplete="off"
-        required
-      />
-      {error && (
-        <p class="error" role="alert">
-          {error.message} {error.resolution}
-        </p>
-      )}
-      <div class="actions">
-        <button type="submit" disabled={busy || credential.trim() === ''}>
-          Confirm
-        </button>
-        <button type="button" class="secondary" onClick={onCancel}>
-          Cancel
-        </button>
-      </div>
-    </form>
-  );
-}
+import { CardTable } from '../ui/card-table.js';
+import { ConfirmAction } from '../ui/confirm.js';
+import { valueOf } from '../ui/forms.js';
 
 /** A section's last outcome: announced to screen readers, shown as a notice or an error. */
 function Outcome({ message, error }: { message: string; error: ApiError | null }) {
@@ -89,32 +28,97 @@ function Outcome({ message, error }: { message: string; error: ApiError | null }
   );
 }
 
-/** Runs `action`; when the server asks for a fresh sign-in, shows ConfirmSignIn and runs it again after. */
-export function useFreshAction() {
-  const [pending, setPending] = useState<{ what: string; run: () => Promise<void> } | null>(null);
-  const attempt = async (what: string, run: () => Promise<void>) => {
-    try {
-      await run();
-    } catch (caught) {
-      if (caught instanceof ApiError && caught.code === 'reauthentication_required') {
-        setPending({ what, run });
-        return;
-      }
-      throw caught;
-    }
-  };
-  const prompt = pending && (
-    <ConfirmSignIn
-      what={pending.what}
-      onCancel={() => setPending(null)}
-      onConfirmed={() => {
-        const { run } = pending;
-        setPending(null);
-        void run().catch(() => undefined);
-      }}
-    />
+function GraceForm({
+  data,
+  grace,
+  setGrace,
+  save,
+}: {
+  data: Deletions;
+  grace: string;
+  setGrace: (grace: string) => void;
+  save: (event: Event) => void;
+}) {
+  return (
+    <form class="grace" onSubmit={save}>
+      <label for="deletion-grace">Keep deleted backups restorable for (days)</label>
+      <input
+        id="deletion-grace"
+        type="number"
+        min={0}
+        max={data.maxDeletionGraceDays}
+        step={1}
+        value={grace}
+        onInput={(e) => setGrace(valueOf(e))}
+      />
+      <button type="submit" class="secondary" disabled={grace === String(data.deletionGraceDays)}>
+        Save
+      </button>
+      <p class="help">
+        {data.deletionGraceDays === 0
+          ? 'Now 0: a delete removes the backup at once.'
+          : `A deleted backup stays restorable here for ${data.deletionGraceDays} days, and so does the vault envelope a passphrase change or reset replaces.`}{' '}
+        Backups whose plan retention ends are removed then, grace or not. Shortening the grace asks for a fresh sign-in.
+      </p>
+    </form>
   );
-  return { attempt, prompt };
+}
+
+function ScheduledTable({
+  data,
+  undelete,
+  purge,
+}: {
+  data: Deletions;
+  undelete: (id: string) => void;
+  purge: (id: string) => Promise<void>;
+}) {
+  return (
+    <>
+      <p>
+        {plural(data.scheduled.length, 'backup')}, {formatBytes(data.scheduledCiphertextBytes)} still stored (they use storage) until
+        removed.
+      </p>
+      <CardTable
+        label="Backups scheduled for deletion"
+        rows={data.scheduled}
+        row={(backup) => ({ key: backup.id, 'data-scheduled-id': backup.id })}
+        columns={[
+          {
+            header: 'Created',
+            cell: (backup) => (
+              <>
+                <When at={backup.createdAt} /> <span class="mono muted">{shortId(backup.id)}</span>
+              </>
+            ),
+          },
+          { header: 'Deleted', cell: (backup) => <When at={backup.deletedAt} /> },
+          { header: 'Removed for good', cell: (backup) => <When at={backup.purgeAfter} /> },
+          { header: 'Size', cell: (backup) => formatBytes(backup.ciphertextSizeBytes) },
+          {
+            header: 'Actions',
+            hiddenHeader: true,
+            label: null,
+            cell: (backup) => (
+              <>
+                <button type="button" onClick={() => undelete(backup.id)} aria-label={`Undelete backup ${shortId(backup.id)}`}>
+                  Undelete
+                </button>{' '}
+                <ConfirmAction
+                  ask="Delete now"
+                  askLabel={`Delete backup ${shortId(backup.id)} now`}
+                  confirm="Delete for good"
+                  keep="Keep"
+                  question={`Confirm deleting backup ${shortId(backup.id)} for good`}
+                  onConfirm={() => purge(backup.id)}
+                />
+              </>
+            ),
+          },
+        ]}
+      />
+    </>
+  );
 }
 
 /** The Backups page's section: the grace setting and the backups scheduled for deletion. */
@@ -180,74 +184,11 @@ export function ScheduledDeletions({ onRestored, onLoaded }: { onRestored: () =>
       {prompt}
       {data && (
         <>
-          <form class="grace" onSubmit={saveGrace}>
-            <label for="deletion-grace">Keep deleted backups restorable for (days)</label>
-            <input
-              id="deletion-grace"
-              type="number"
-              min={0}
-              max={data.maxDeletionGraceDays}
-              step={1}
-              value={grace}
-              onInput={(e) => setGrace((e.target as HTMLInputElement).value)}
-            />
-            <button type="submit" class="secondary" disabled={grace === String(data.deletionGraceDays)}>
-              Save
-            </button>
-            <p class="help">
-              {data.deletionGraceDays === 0
-                ? 'Now 0: a delete removes the backup at once.'
-                : `A deleted backup stays restorable here for ${data.deletionGraceDays} days, and so does the vault envelope a passphrase change or reset replaces.`}{' '}
-              Backups whose plan retention ends are removed then, grace or not. Shortening the grace asks for a fresh sign-in.
-            </p>
-          </form>
+          <GraceForm data={data} grace={grace} setGrace={setGrace} save={saveGrace} />
           {data.scheduled.length === 0 ? (
             <p class="muted">No backup is scheduled for deletion.</p>
           ) : (
-            <>
-              <p>
-                {plural(data.scheduled.length, 'backup')}, {formatBytes(data.scheduledCiphertextBytes)} still stored (they use storage)
-                until removed.
-              </p>
-              <CardTable
-                label="Backups scheduled for deletion"
-                rows={data.scheduled}
-                row={(backup) => ({ key: backup.id, 'data-scheduled-id': backup.id })}
-                columns={[
-                  {
-                    header: 'Created',
-                    cell: (backup) => (
-                      <>
-                        <When at={backup.createdAt} /> <span class="mono muted">{shortId(backup.id)}</span>
-                      </>
-                    ),
-                  },
-                  { header: 'Deleted', cell: (backup) => <When at={backup.deletedAt} /> },
-                  { header: 'Removed for good', cell: (backup) => <When at={backup.purgeAfter} /> },
-                  { header: 'Size', cell: (backup) => formatBytes(backup.ciphertextSizeBytes) },
-                  {
-                    header: 'Actions',
-                    hiddenHeader: true,
-                    label: null,
-                    cell: (backup) => (
-                      <>
-                        <button type="button" onClick={() => void undelete(backup.id)} aria-label={`Undelete backup ${shortId(backup.id)}`}>
-                          Undelete
-                        </button>{' '}
-                        <ConfirmAction
-                          ask="Delete now"
-                          askLabel={`Delete backup ${shortId(backup.id)} now`}
-                          confirm="Delete for good"
-                          keep="Keep"
-                          question={`Confirm deleting backup ${shortId(backup.id)} for good`}
-                          onConfirm={() => purge(backup.id)}
-                        />
-                      </>
-                    ),
-                  },
-                ]}
-              />
-            </>
+            <ScheduledTable data={data} undelete={(id) => void undelete(id)} purge={purge} />
           )}
         </>
       )}

@@ -3,6 +3,7 @@ import { formatBytes, When } from '../format.js';
 import { BASE } from '../router.js';
 import { useOverview } from './Plan.js';
 import { VaultHistorySection } from './Retention.js';
+import { Failure } from '../ui/alerts.js';
 
 export function VaultPage() {
   const { overview, error } = useOverview();
@@ -14,11 +15,7 @@ export function VaultPage() {
         The vault is your master key, wrapped by a key derived from your passphrase. The server stores only the wrapped key and the
         parameters below; it cannot unwrap it.
       </p>
-      {error && (
-        <p class="error" role="alert">
-          {error.message}
-        </p>
-      )}
+      <Failure error={error} />
       {!overview && !error && <p role="status">Loading…</p>}
       {vault && !vault.initialized && (
         <div class="empty">

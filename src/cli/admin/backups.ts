@@ -13,9 +13,9 @@ export function registerBackupCommands(admin: Command): void {
     .description('return a backup scheduled for deletion (within its deletion grace) to READY')
     .option('--json', 'print JSON')
     .action(async (backupId: string, opts: { json?: boolean }) => {
-      const backup = await withServices(async ({ backups, audit }) => {
+      const backup = await withServices(async ({ retention, audit }) => {
         try {
-          const restored = await (await backups()).undelete(null, backupId);
+          const restored = await (await retention()).undelete(null, backupId);
           await audit.record({ accountId: restored.accountId, action: 'backup.undelete', ...operator(), target: restored.id });
           return restored;
         } catch (error) {

@@ -36,8 +36,8 @@ export async function openSqliteStores(dataDir: string, driver: SqliteDriverName
 }
 
 /**
- * Kysely's SQLite driver prepares every statement anew; preparing was ~15% of the CPU of a metadata read
- * (bench P3, BENCHMARKS.md). Statements are reused by SQL text instead (both drivers run them synchronously,
+ * Kysely's SQLite driver prepares every statement anew, a cost a metadata read must not pay every time (P3 in
+ * BENCHMARKS.md). Statements are reused by SQL text instead (both drivers run them synchronously,
  * so one statement is never in use twice at once; the store never streams results). Bounded: variable-length
  * IN lists make distinct texts.
  */
@@ -82,12 +82,13 @@ export async function snapshotSqlite(dataDir: string, target: string, driver: Sq
 
 /**
  * Group commit. With `synchronous = FULL` every COMMIT fsyncs the WAL, on the event loop (both drivers are
- * synchronous): with a fleet uploading at once that was most of the main thread's time (bench P8). Here the writes
- * of one turn of the event loop share one COMMIT: the first write (or transaction) opens a physical transaction
- * and schedules its COMMIT (setImmediate); each store transaction runs inside it as a savepoint (rolled back alone
- * when it fails), a single write statement as itself. Nothing is answered before it is durable: every statement
- * and transaction that ran inside the physical transaction (reads too, so none sees a row before it is committed)
- * resolves only once the COMMIT has returned, and fails if the COMMIT fails. Reads outside one run as before.
+ * synchronous): one COMMIT per write would stop the main thread once per write, as often as a fleet uploading at
+ * once writes (P8 in BENCHMARKS.md). Here the writes of one turn of the event loop share one COMMIT: the first
+ * write (or transaction) opens a physical transaction and schedules its COMMIT (setImmediate); each store
+ * transaction runs inside it as a savepoint (rolled back alone when it fails), a single write statement as itself.
+ * Nothing is answered before it is durable: every statement and transaction that ran inside the physical
+ * transaction (reads too, so none sees a row before it is committed) resolves only once the COMMIT has returned,
+ * and fails if the COMMIT fails. Reads outside one run as before.
  */
 class GroupCommitDialect extends SqliteDialect {
   constructor(private readonly database: SqliteDatabase) {

@@ -53,7 +53,7 @@ function layerRule(folder, allowed) {
 
 /**
  * The services (src/services/) reach persistence through its ports only (src/store/ports/: never the SQL stores, the
- * cache, `open` or the transitional wide store.ts), and each service file through the ports it names: SERVICE_PORTS
+ * cache or `open`), and each service file through the ports it names: SERVICE_PORTS
  * maps each file to the ports (keys of `Stores`) it may take, as `Pick<Stores, …>` and as imports of their modules
  * (ports/stores.ts, the type of them all, is for the Pick). A new service file needs its entry; only services.ts (the
  * `Services` type) holds every port.
@@ -142,7 +142,7 @@ const servicesLayerRule = (() => {
   const ports = {
     group: fromAnyDepth('store/*').flatMap((modules) => [modules, `!${modules.replace('*', 'ports')}`]),
     message:
-      'src/services/ reaches persistence through its ports only: src/store/ports/ (never sql-store, cached-store, open or store.ts).',
+      'src/services/ reaches persistence through its ports only: src/store/ports/ (never sql/, cached-store or open).',
   };
   return {
     files: layer.files,

@@ -141,8 +141,7 @@ const servicesLayerRule = (() => {
   const [, options] = layer.rules['@typescript-eslint/no-restricted-imports'];
   const ports = {
     group: fromAnyDepth('store/*').flatMap((modules) => [modules, `!${modules.replace('*', 'ports')}`]),
-    message:
-      'src/services/ reaches persistence through its ports only: src/store/ports/ (never sql/, cached-store or open).',
+    message: 'src/services/ reaches persistence through its ports only: src/store/ports/ (never sql/, cached-store or open).',
   };
   return {
     files: layer.files,

@@ -90,15 +90,8 @@ export {
 export * from './app/public.js';
 
 // ---- the history chain, selection and the rest the CLI uses: the CLI imports the SDK only through this entry ----
-export {
-  chainForProfile,
-  checkChains,
-  openChainEntries,
-  readChainHead,
-  readChainHeads,
-  type ChainEntry,
-  type ChainReport,
-} from './chain.js';
+export { checkChains, openChainEntries, type ChainEntry, type ChainReport } from './chain.js';
+export { chainForProfile, readChainHead, readChainHeads } from './chain-link.js';
 export { fsReason } from './fs-errors.js';
 export { isKdfProfile, keyMaterialOf, NewerFormatError } from './envelope.js';
 export { COMPRESSIONS, KDF_PROFILE_NAMES, WrongPassphraseError, type Compression } from './envelope-format.js';

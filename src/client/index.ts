@@ -36,16 +36,9 @@ export {
   type Recipient,
   type VaultMaterial,
 } from './envelope.js';
-export {
-  ArchiveTooLargeError,
-  DEFAULT_MAX_ARCHIVE_BYTES,
-  EmptyStreamError,
-  runBackup,
-  type BackupEvent,
-  type BackupOptions,
-  type BackupResult,
-  type StreamSource,
-} from './backup.js';
+export { runBackup, type BackupEvent, type BackupOptions, type BackupResult, type StreamSource } from './backup.js';
+export { ArchiveTooLargeError, DEFAULT_MAX_ARCHIVE_BYTES } from './archive-limit.js';
+export { EmptyStreamError } from './backup-input.js';
 export { listBackup, verifyBackup, type ListResult, type VerifyResult } from './inspect.js';
 export { defaultCompression, zstdAvailable } from './compression.js';
 export {

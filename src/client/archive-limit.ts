@@ -1,3 +1,7 @@
+/**
+ * The size limit of a backup's ciphertext: whose limit it is (the server's, its default, or this client's own), the
+ * error that names it, and the dry run (tar → compress → count) that measures a tree against it before any upload.
+ */
 import { pipeline as pipelineAsync } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import { ChunkPool, packTree } from './archive.js';

@@ -1,3 +1,7 @@
+/**
+ * What a backup reads: a scanned tree (packed as tar) or a stream (as one raw file), and the size check the slot's
+ * limit asks for before any byte is uploaded (./backup.ts runs it).
+ */
 import { ChunkPool, packTree, type PackCounts } from './archive.js';
 import { scanTree, type TreeScan } from './scan.js';
 import { compressBound } from './compression.js';
@@ -78,7 +82,12 @@ export class BackupInput {
     const { options, sources, emit } = this.run;
     const clientLimit = options.maxArchiveBytes;
     const scanSources = async () => {
-      const tree = await scanTree(sources, { exclude: options.exclude, skipUnreadable: options.skipUnreadable, signal: options.signal });
+      const tree = await scanTree(sources, {
+        exclude: options.exclude,
+        skipUnreadable: options.skipUnreadable,
+        ownerName: options.ownerName,
+        signal: options.signal,
+      });
       this.scan = tree;
       emit({ type: 'scanned', scan: tree });
       // This client's own limit is known before any slot: a tree over it opens none (unless the scan waits for one).

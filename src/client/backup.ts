@@ -1,3 +1,17 @@
+/**
+ * `coffer backup`, as a library: tar (of the entries the scan selected) → zstd or gzip → secretstream → HTTP
+ * upload body in one streamed pipeline (no plaintext temp file, bounded memory), then finalize with the wrapped
+ * DEK and sealed metadata. A stream (standard input) is backed up the same way as one raw file: no tar, no scan.
+ *
+ * Size limit (50 MiB of ciphertext by default): a bound computed from a scan of the tree decides whether the
+ * archive surely fits. When it might not, a dry run (tar → compress → byte count, stopped as soon as the limit is
+ * crossed) measures the exact ciphertext size before any slot is opened. During the real upload a byte
+ * counter still stops the stream the moment the limit is crossed (files may grow meanwhile, or the server may
+ * have a lower limit: its 413 is honoured), and the slot is deleted.
+ *
+ * The limit is ./archive-limit.ts, the input (tree or stream) ./backup-input.ts, the slot and the upload
+ * ./backup-upload.ts; this file holds the options, the finalize and runBackup, which runs the phases in order.
+ */
 import path from 'node:path';
 import { type TreeScan } from './scan.js';
 import { defaultCompression, GZIP_LEVEL } from './compression.js';
@@ -63,6 +77,8 @@ export interface BackupOptions {
   exclude?: readonly string[];
   /** Leave out (and list) what cannot be read instead of failing. */
   skipUnreadable?: boolean;
+  /** The user name archived as the owner of this user's files (the CLI passes the OS user's, USER); default none. */
+  ownerName?: string;
   /** Default: zstd where node:zlib has it, gzip otherwise. */
   compression?: Compression;
   /** Name kept in the sealed metadata (default: the source's base name). */

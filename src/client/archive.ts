@@ -198,7 +198,7 @@ class TarChunks {
  */
 export async function* packTree(scan: TreeScan, counts?: PackCounts, pool?: ChunkPool): AsyncGenerator<Buffer> {
   const out = new TarChunks(pool);
-  for (const root of scan.roots) yield* packRoot(root, out, counts);
+  for (const root of scan.roots) yield* packRoot(root, out, scan.ownerName, counts);
   for (let left = TAR_END; left > 0;) {
     if (out.room === 0) yield out.take();
     left -= out.zero(left);
@@ -206,7 +206,7 @@ export async function* packTree(scan: TreeScan, counts?: PackCounts, pool?: Chun
   if (out.pos > 0) yield out.take();
 }
 
-async function* packRoot(root: PackRoot, out: TarChunks, counts?: PackCounts): AsyncGenerator<Buffer> {
+async function* packRoot(root: PackRoot, out: TarChunks, ownerName: string, counts?: PackCounts): AsyncGenerator<Buffer> {
   const links = new Map<string, string>();
   for (const entry of root.entries) {
     const absolute = path.resolve(root.cwd, entry);
@@ -261,7 +261,7 @@ async function* packRoot(root: PackRoot, out: TarChunks, counts?: PackCounts): A
         if (!sameFile(stat, opened)) throw changedWhileRead(absolute);
       }
       const mode = tarMode(stat.mode, type === 'Directory');
-      const uname = unameOf(stat.uid);
+      const uname = unameOf(stat.uid, ownerName);
       if (out.room === 0) yield out.take();
       if (!linkpath && writePlainHeader(out.buf, out.pos, name, mode, stat, size, type === 'Directory' ? 0x35 : 0x30, uname)) {
         out.pos += BLOCK;

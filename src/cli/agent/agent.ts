@@ -65,6 +65,8 @@ export interface AgentRunInput {
   stateDir: string;
   /** The client's own bound on the archive (COFFER_MAX_ARCHIVE_BYTES); undefined: the server's. */
   maxArchiveBytes: number | undefined;
+  /** The OS user archived as the owner of this user's files (ClientConfig.ownerName); undefined: none. */
+  ownerName?: string;
   /** The plan interval to assume when the API key may not read the account (--interval). */
   interval: BackupInterval | undefined;
   signal: AbortSignal;
@@ -393,6 +395,7 @@ async function backupProfile(input: AgentRunInput, afterSlot: () => Promise<void
       exclude: profile.excludes,
       name: profile.name,
       maxArchiveBytes: input.maxArchiveBytes,
+      ownerName: input.ownerName,
       chain: chain.link,
       signal,
       afterSlot,

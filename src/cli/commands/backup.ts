@@ -201,6 +201,7 @@ export function registerBackup(program: Command): void {
             name: options.name,
             hostappVersion: options.hostappVersion,
             maxArchiveBytes: config.maxArchiveBytes ?? undefined,
+            ownerName: config.ownerName,
             chain: chain?.link,
             signal,
             onEvent,

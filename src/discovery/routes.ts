@@ -8,7 +8,9 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyPluginAsy
 import type { Services } from '../services/services.js';
 import { handleA2aRequest, JSON_RPC, type JsonRpcReply, rpcError } from './a2a.js';
 import { loadContent, type Content } from './content.js';
-import { A2A_PATH, buildSite, etagOf, MCP_PATH, type OpenApiLike, type Resource, SCALAR_ASSET_PATH, type Site } from './documents.js';
+import { etagOf } from './document-text.js';
+import { A2A_PATH, buildSite, MCP_PATH, type OpenApiLike, type Resource, type Site } from './documents.js';
+import { SCALAR_ASSET_PATH } from './html-pages.js';
 import { Knowledge } from './knowledge.js';
 import { FixedWindowLimiter, type RateLimitOptions } from '../http/rate-limit.js';
 

@@ -231,7 +231,7 @@ export interface ClientConfig {
   acceptOlderKeys: boolean;
   /** COFFER_REQUEST_TIMEOUT: one API request, its answer read to the end. */
   requestTimeoutMs: number;
-  /** COFFER_STALL_WINDOW: the window of the stall rule of uploads and downloads (src/client/sdk.ts TransferWatch). */
+  /** COFFER_STALL_WINDOW: the window of the stall rule of uploads and downloads (src/client/sdk-transfer.ts TransferWatch). */
   stallWindowMs: number;
   /** COFFER_RUN_TIMEOUT: the deadline of one agent run; null: the profile's runTimeoutMinutes. */
   runTimeoutMs: number | null;

@@ -89,7 +89,7 @@ export interface BackupOptions {
   hostappVersion?: string;
   /** The application's part of the sealed metadata (the SDK's application API, docs/crypto.md §3). */
   application?: { hostappVersion?: string; metadata?: Record<string, unknown> };
-  /** The history-chain link sealed into the metadata (src/client/chain.ts nextLink). */
+  /** The history-chain link sealed into the metadata (src/client/chain-link.ts nextLink). */
   chain?: BackupMetadata['chain'];
   signal?: AbortSignal;
   onEvent?: (event: BackupEvent) => void;

@@ -227,6 +227,21 @@ export default tseslint.config(
     },
   },
   {
+    // README.md#configuration: src/config.ts is the only reader of the environment; everything else is handed it.
+    files: ['src/**/*.ts'],
+    ignores: ['src/config.ts'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        {
+          object: 'process',
+          property: 'env',
+          message: 'Read the environment in src/config.ts and pass the value down (README.md#configuration).',
+        },
+      ],
+    },
+  },
+  {
     files: ['src/config.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [

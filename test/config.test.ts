@@ -306,6 +306,7 @@ describe('loadClientConfig', () => {
       stateDir: path.join(os.homedir(), '.local', 'state', 'coffer'),
       xdgConfigHome: null,
       xdgStateHome: null,
+      ownerName: '',
       emptySettings: [],
     };
     expect(loadClientConfig({})).toEqual(expected);
@@ -362,6 +363,7 @@ describe('loadClientConfig', () => {
         COFFER_RUN_TIMEOUT: '6h',
         XDG_CONFIG_HOME: '/etc/xdg-config',
         XDG_STATE_HOME: '/var/xdg-state',
+        USER: 'alice',
       }),
     ).toEqual({
       url: 'https://backups.example.org/coffer',
@@ -381,6 +383,7 @@ describe('loadClientConfig', () => {
       stateDir: '/var/xdg-state/coffer',
       xdgConfigHome: '/etc/xdg-config',
       xdgStateHome: '/var/xdg-state',
+      ownerName: 'alice',
       emptySettings: [],
     });
   });

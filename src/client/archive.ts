@@ -198,7 +198,7 @@ class TarChunks {
  */
 export async function* packTree(scan: TreeScan, counts?: PackCounts, pool?: ChunkPool): AsyncGenerator<Buffer> {
   const out = new TarChunks(pool);
-  for (const root of scan.roots) yield* packRoot(root, out, counts);
+  for (const root of scan.roots) yield* packRoot(root, out, scan.ownerName, counts);
   for (let left = TAR_END; left > 0;) {
     if (out.room === 0) yield out.take();
     left -= out.zero(left);
@@ -206,48 +206,12 @@ export async function* packTree(scan: TreeScan, counts?: PackCounts, pool?: Chun
   if (out.pos > 0) yield out.take();
 }
 
-async function* packRoot(root: PackRoot, out: TarChunks, counts?: PackCounts): AsyncGenerator<Buffer> {
+async function* packRoot(root: PackRoot, out: TarChunks, ownerName: string, counts?: PackCounts): AsyncGenerator<Buffer> {
   const links = new Map<string, string>();
   for (const entry of root.entries) {
-    const absolute = path.resolve(root.cwd, entry);
-    let stat: fs.Stats;
-    try {
-      stat = fs.lstatSync(absolute);
-    } catch (error) {
-      throw cannotRead(absolute, error);
-    }
-    let name = entry === '' ? './' : entry;
-    let type: 'File' | 'Link' | 'Directory' | 'SymbolicLink';
-    let linkpath: string | undefined;
-    let size = 0;
-    if (stat.isDirectory()) {
-      type = 'Directory';
-      if (!name.endsWith('/')) name += '/';
-      if (counts && name !== './') counts.directories += 1;
-    } else if (stat.isSymbolicLink()) {
-      type = 'SymbolicLink';
-      try {
-        linkpath = fs.readlinkSync(absolute);
-      } catch (error) {
-        throw cannotRead(absolute, error);
-      }
-      if (counts) counts.symlinks += 1;
-    } else if (stat.isFile()) {
-      type = 'File';
-      size = stat.size;
-      if (stat.nlink > 1) {
-        const key = `${stat.dev}:${stat.ino}`;
-        const first = links.get(key);
-        if (first === undefined) links.set(key, absolute);
-        else {
-          type = 'Link';
-          linkpath = path.relative(root.cwd, first);
-          size = 0;
-        }
-      }
-      if (counts) counts.files += 1;
-    } else continue; // it became a FIFO, socket or device since the scan: never opened, not archived
-
+    const found = entryOf(root, entry, links, counts);
+    if (found === undefined) continue; // it became a FIFO, socket or device since the scan: never opened, not archived
+    const { absolute, stat, name, type, linkpath, size } = found;
     let fd: number | undefined;
     let opened: fs.Stats | undefined;
     try {
@@ -261,44 +225,12 @@ async function* packRoot(root: PackRoot, out: TarChunks, counts?: PackCounts): A
         if (!sameFile(stat, opened)) throw changedWhileRead(absolute);
       }
       const mode = tarMode(stat.mode, type === 'Directory');
-      const uname = unameOf(stat.uid);
+      const uname = unameOf(stat.uid, ownerName);
       if (out.room === 0) yield out.take();
       if (!linkpath && writePlainHeader(out.buf, out.pos, name, mode, stat, size, type === 'Directory' ? 0x35 : 0x30, uname)) {
         out.pos += BLOCK;
       } else {
-        const header = new tar.Header({
-          path: name,
-          linkpath,
-          mode,
-          uid: stat.uid,
-          gid: stat.gid,
-          size,
-          mtime: tarTime(stat.mtime),
-          type,
-          uname,
-          atime: tarTime(stat.atime),
-          ctime: tarTime(stat.ctime),
-        });
-        const blocks: Buffer[] = [];
-        if (header.encode()) {
-          blocks.push(
-            new tar.Pax({
-              atime: header.atime,
-              ctime: header.ctime,
-              gid: header.gid,
-              mtime: header.mtime,
-              path: name,
-              linkpath,
-              size: header.size,
-              uid: header.uid,
-              uname: header.uname,
-              dev: stat.dev,
-              ino: stat.ino,
-              nlink: stat.nlink,
-            }).encode(),
-          );
-        }
-        blocks.push(header.block!);
+        const blocks = headerBlocks(name, linkpath, mode, stat, size, type, uname);
         for (const block of blocks) {
           for (let from = 0; from < block.length;) {
             if (out.room === 0) yield out.take();
@@ -329,6 +261,108 @@ async function* packRoot(root: PackRoot, out: TarChunks, counts?: PackCounts): A
       if (fd !== undefined) fs.closeSync(fd);
     }
   }
+}
+
+/** One entry of a pack root as it is archived: its type, name, link target and content size. */
+interface PackEntry {
+  absolute: string;
+  stat: fs.Stats;
+  name: string;
+  type: 'File' | 'Link' | 'Directory' | 'SymbolicLink';
+  linkpath: string | undefined;
+  size: number;
+}
+
+/**
+ * What `entry` is now (lstat), counted in `counts`; a second name of a file with several links is a hard link to the
+ * first (`links`). Undefined for what became a FIFO, socket or device since the scan.
+ */
+function entryOf(root: PackRoot, entry: string, links: Map<string, string>, counts?: PackCounts): PackEntry | undefined {
+  const absolute = path.resolve(root.cwd, entry);
+  let stat: fs.Stats;
+  try {
+    stat = fs.lstatSync(absolute);
+  } catch (error) {
+    throw cannotRead(absolute, error);
+  }
+  let name = entry === '' ? './' : entry;
+  let type: 'File' | 'Link' | 'Directory' | 'SymbolicLink';
+  let linkpath: string | undefined;
+  let size = 0;
+  if (stat.isDirectory()) {
+    type = 'Directory';
+    if (!name.endsWith('/')) name += '/';
+    if (counts && name !== './') counts.directories += 1;
+  } else if (stat.isSymbolicLink()) {
+    type = 'SymbolicLink';
+    try {
+      linkpath = fs.readlinkSync(absolute);
+    } catch (error) {
+      throw cannotRead(absolute, error);
+    }
+    if (counts) counts.symlinks += 1;
+  } else if (stat.isFile()) {
+    type = 'File';
+    size = stat.size;
+    if (stat.nlink > 1) {
+      const key = `${stat.dev}:${stat.ino}`;
+      const first = links.get(key);
+      if (first === undefined) links.set(key, absolute);
+      else {
+        type = 'Link';
+        linkpath = path.relative(root.cwd, first);
+        size = 0;
+      }
+    }
+    if (counts) counts.files += 1;
+  } else return undefined;
+  return { absolute, stat, name, type, linkpath, size };
+}
+
+/** The header blocks of an entry that the plain ustar header cannot hold: a pax header when needed, then the header. */
+function headerBlocks(
+  name: string,
+  linkpath: string | undefined,
+  mode: number,
+  stat: fs.Stats,
+  size: number,
+  type: PackEntry['type'],
+  uname: string,
+): Buffer[] {
+  const header = new tar.Header({
+    path: name,
+    linkpath,
+    mode,
+    uid: stat.uid,
+    gid: stat.gid,
+    size,
+    mtime: tarTime(stat.mtime),
+    type,
+    uname,
+    atime: tarTime(stat.atime),
+    ctime: tarTime(stat.ctime),
+  });
+  const blocks: Buffer[] = [];
+  if (header.encode()) {
+    blocks.push(
+      new tar.Pax({
+        atime: header.atime,
+        ctime: header.ctime,
+        gid: header.gid,
+        mtime: header.mtime,
+        path: name,
+        linkpath,
+        size: header.size,
+        uid: header.uid,
+        uname: header.uname,
+        dev: stat.dev,
+        ino: stat.ino,
+        nlink: stat.nlink,
+      }).encode(),
+    );
+  }
+  blocks.push(header.block!);
+  return blocks;
 }
 
 // ---- stream helpers ----

@@ -71,45 +71,6 @@ export function dekOperations<B extends Uint8Array>(p: Primitives<B>) {
     }
   }
 
-  /** The key of the ring whose recipient the DEK was sealed to (the embedded fingerprint decides). */
-  function unsealDek(material: Uint8Array, backupId: string, sealed: Uint8Array, nonce: Uint8Array, what: string): OpenedDek<B> {
-    const at = RECIPIENT.magic.length;
-    const embedded = sealed.subarray(at, at + RECIPIENT.fingerprintBytes);
-    const ciphertext = sealed.subarray(at + RECIPIENT.fingerprintBytes, SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
-    const keys = masterKeys(material);
-    let current = '';
-    for (const [keyIndex, key] of keys.entries()) {
-      const seed = recipientSeed(p, key);
-      try {
-        const own = fingerprintBytes(p, xwing.getPublicKey(seed));
-        current ||= fingerprintText(own);
-        if (!own.every((byte, i) => embedded[i] === byte)) continue;
-        let sharedSecret: Uint8Array;
-        try {
-          sharedSecret = xwing.decapsulate(ciphertext, seed);
-        } catch {
-          throw new IntegrityError(what);
-        }
-        try {
-          const box = sealed.subarray(SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
-          return {
-            dek: open(p, sharedSecret, box, nonce, AD.sealedDek(backupId, fingerprintText(own)), what, true),
-            keyIndex,
-            form: 'sealed',
-          };
-        } finally {
-          p.wipe(sharedSecret);
-        }
-      } finally {
-        p.wipe(seed);
-      }
-    }
-    const older = keys.length > 1 ? ` nor any of its ${keys.length - 1} older keys` : '';
-    throw new IntegrityError(
-      `the backup data key is sealed to another recipient ${fingerprintText(embedded)}, not this vault's ${current}${older}`,
-    );
-  }
-
   /**
    * The backup's DEK, in a secure buffer, with the index in the ring (0 = current) of the key that opened it, from
    * either form of wrappedDek: exactly 48 bytes is wrapped with a master key (each key of the ring is tried in order,
@@ -134,7 +95,7 @@ export function dekOperations<B extends Uint8Array>(p: Primitives<B>) {
       }
       throw new IntegrityError(what);
     }
-    if (isSealedDek(wrapped)) return unsealDek(masterKey, backupId, wrapped, nonce, what);
+    if (isSealedDek(wrapped)) return unsealDek(p, masterKey, backupId, wrapped, nonce, what);
     // Unauthenticated here (the server hands it over), so the message names both readings.
     const magic = magicOf(wrapped);
     if (magic !== null && magic !== RECIPIENT.magic) {
@@ -152,4 +113,50 @@ export function dekOperations<B extends Uint8Array>(p: Primitives<B>) {
   }
 
   return { wrapDek, sealDek, openDek, unwrapDek };
+}
+
+/** The key of the ring whose recipient the DEK was sealed to (the embedded fingerprint decides). */
+function unsealDek<B extends Uint8Array>(
+  p: Primitives<B>,
+  material: Uint8Array,
+  backupId: string,
+  sealed: Uint8Array,
+  nonce: Uint8Array,
+  what: string,
+): OpenedDek<B> {
+  const at = RECIPIENT.magic.length;
+  const embedded = sealed.subarray(at, at + RECIPIENT.fingerprintBytes);
+  const ciphertext = sealed.subarray(at + RECIPIENT.fingerprintBytes, SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
+  const keys = masterKeys(material);
+  let current = '';
+  for (const [keyIndex, key] of keys.entries()) {
+    const seed = recipientSeed(p, key);
+    try {
+      const own = fingerprintBytes(p, xwing.getPublicKey(seed));
+      current ||= fingerprintText(own);
+      if (!own.every((byte, i) => embedded[i] === byte)) continue;
+      let sharedSecret: Uint8Array;
+      try {
+        sharedSecret = xwing.decapsulate(ciphertext, seed);
+      } catch {
+        throw new IntegrityError(what);
+      }
+      try {
+        const box = sealed.subarray(SEALED_DEK_BYTES - WRAPPED_DEK_BYTES);
+        return {
+          dek: open(p, sharedSecret, box, nonce, AD.sealedDek(backupId, fingerprintText(own)), what, true),
+          keyIndex,
+          form: 'sealed',
+        };
+      } finally {
+        p.wipe(sharedSecret);
+      }
+    } finally {
+      p.wipe(seed);
+    }
+  }
+  const older = keys.length > 1 ? ` nor any of its ${keys.length - 1} older keys` : '';
+  throw new IntegrityError(
+    `the backup data key is sealed to another recipient ${fingerprintText(embedded)}, not this vault's ${current}${older}`,
+  );
 }

@@ -109,23 +109,7 @@ export function vaultOperations<B extends Uint8Array>(p: Primitives<B>) {
   }
 
   /** KEK = Argon2id13(NFC UTF-8 passphrase, salt, opslimit, memlimit), 32 bytes in a secure buffer. */
-  async function deriveKek(passphrase: string, kdf: KdfParams): Promise<B> {
-    checkKdf(kdf);
-    const normalized = passphrase.normalize('NFC');
-    // At most 3 UTF-8 bytes per UTF-16 code unit; the passphrase bytes never leave secure memory.
-    const password = p.secureAlloc(normalized.length * 3);
-    const kek = p.secureAlloc(KEY_BYTES);
-    try {
-      const { written } = utf8.encodeInto(normalized, password);
-      await p.argon2id(kek, password.subarray(0, written), kdf.salt, kdf.opslimit, kdf.memlimit);
-    } catch (error) {
-      p.wipe(kek);
-      throw error;
-    } finally {
-      p.wipe(password);
-    }
-    return kek;
-  }
+  const deriveKek = (passphrase: string, kdf: KdfParams): Promise<B> => deriveKekWith(p, passphrase, kdf);
 
   /** Wraps the key material (a master key or a keyring, as is) under a KEK from `passphrase` with new (or given) KDF parameters. */
   async function wrapMasterKey(
@@ -212,4 +196,23 @@ export function vaultOperations<B extends Uint8Array>(p: Primitives<B>) {
   }
 
   return { newKdfParams, deriveKek, wrapMasterKey, unwrapMasterKey, addMasterKey, keyMaterialOf, masterKeys };
+}
+
+/** KEK = Argon2id13(NFC UTF-8 passphrase, salt, opslimit, memlimit), 32 bytes in a secure buffer. */
+async function deriveKekWith<B extends Uint8Array>(p: Primitives<B>, passphrase: string, kdf: KdfParams): Promise<B> {
+  checkKdf(kdf);
+  const normalized = passphrase.normalize('NFC');
+  // At most 3 UTF-8 bytes per UTF-16 code unit; the passphrase bytes never leave secure memory.
+  const password = p.secureAlloc(normalized.length * 3);
+  const kek = p.secureAlloc(KEY_BYTES);
+  try {
+    const { written } = utf8.encodeInto(normalized, password);
+    await p.argon2id(kek, password.subarray(0, written), kdf.salt, kdf.opslimit, kdf.memlimit);
+  } catch (error) {
+    p.wipe(kek);
+    throw error;
+  } finally {
+    p.wipe(password);
+  }
+  return kek;
 }

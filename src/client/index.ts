@@ -36,16 +36,9 @@ export {
   type Recipient,
   type VaultMaterial,
 } from './envelope.js';
-export {
-  ArchiveTooLargeError,
-  DEFAULT_MAX_ARCHIVE_BYTES,
-  EmptyStreamError,
-  runBackup,
-  type BackupEvent,
-  type BackupOptions,
-  type BackupResult,
-  type StreamSource,
-} from './backup.js';
+export { runBackup, type BackupEvent, type BackupOptions, type BackupResult, type StreamSource } from './backup.js';
+export { ArchiveTooLargeError, DEFAULT_MAX_ARCHIVE_BYTES } from './archive-limit.js';
+export { EmptyStreamError } from './backup-input.js';
 export { listBackup, verifyBackup, type ListResult, type VerifyResult } from './inspect.js';
 export { defaultCompression, zstdAvailable } from './compression.js';
 export {
@@ -90,15 +83,8 @@ export {
 export * from './app/public.js';
 
 // ---- the history chain, selection and the rest the CLI uses: the CLI imports the SDK only through this entry ----
-export {
-  chainForProfile,
-  checkChains,
-  openChainEntries,
-  readChainHead,
-  readChainHeads,
-  type ChainEntry,
-  type ChainReport,
-} from './chain.js';
+export { checkChains, openChainEntries, type ChainEntry, type ChainReport } from './chain.js';
+export { chainForProfile, readChainHead, readChainHeads } from './chain-link.js';
 export { fsReason } from './fs-errors.js';
 export { isKdfProfile, keyMaterialOf, NewerFormatError } from './envelope.js';
 export { COMPRESSIONS, KDF_PROFILE_NAMES, WrongPassphraseError, type Compression } from './envelope-format.js';

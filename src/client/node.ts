@@ -14,7 +14,6 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { VERSION } from '../lib/version.js';
 import {
   apiOf,
-  applicationOf,
   Coffer,
   Vault,
   WriteOnlySession,
@@ -24,6 +23,7 @@ import {
   type CallOptions,
   type ConnectOptions,
 } from './app/coffer.js';
+import { applicationOf } from './app/pipeline.js';
 import type { ApiOptions, ByteStage, Platform } from './app/platform.js';
 import { runBackup, type BackupOptions } from './backup.js';
 import { compressor, decompressor, defaultCompression } from './compression.js';

@@ -35,9 +35,13 @@ export interface TreeScan {
   excluded: number;
   /** Entries left out: unreadable ones (with skipUnreadable) and special files (FIFOs, sockets, devices). */
   skipped: SkippedEntry[];
+  /** The user name archived as the owner of this user's files (ScanOptions.ownerName); '' for none. */
+  ownerName: string;
 }
 
 export interface ScanOptions {
+  /** The user name archived as the owner of this user's files (the CLI passes the OS user's); default none. */
+  ownerName?: string;
   /** gitignore-style patterns, relative to each backed-up directory (`--exclude`, `--exclude-file`). */
   exclude?: readonly string[];
   /** Honour `.cofferignore` files inside the tree (default true). */
@@ -92,10 +96,9 @@ function readable(file: string): unknown {
 const SCAN_SLICE = 512;
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-const ownerName = process.env.USER || '';
 const myUid = process.getuid?.() ?? 0;
-/** The user name packTree writes for an owner: this user's, or none. */
-export const unameOf = (uid: number) => (uid === myUid ? ownerName : '');
+/** The user name packTree writes for an owner: this user's (`ownerName`, TreeScan.ownerName), or none. */
+export const unameOf = (uid: number, ownerName: string) => (uid === myUid ? ownerName : '');
 
 /** A named source as it is archived: symlinks to a directory followed (like `tar -H`, `cp -H`). */
 async function resolveSource(given: string): Promise<{ absolute: string; stat: fs.Stats }> {
@@ -131,12 +134,15 @@ class Scan {
     tarBoundBytes: 0,
     excluded: 0,
     skipped: [],
+    ownerName: '',
   };
   readonly bound = new TarSizeBound();
   readonly unreadable: SkippedEntry[] = [];
   private sinceTurn = 0;
 
-  constructor(readonly options: ScanOptions) {}
+  constructor(readonly options: ScanOptions) {
+    this.result.ownerName = options.ownerName ?? '';
+  }
 
   cannot(file: string, error: unknown): void {
     this.unreadable.push({ path: file, reason: fsReason(error) });
@@ -150,7 +156,7 @@ class Scan {
   }
 
   count(entryPath: string, stat: fs.Stats): void {
-    this.bound.add(entryPath, stat, unameOf(stat.uid));
+    this.bound.add(entryPath, stat, unameOf(stat.uid, this.result.ownerName));
     if (stat.isDirectory()) this.result.directories += 1;
     else if (stat.isSymbolicLink()) this.result.symlinks += 1;
     else if (stat.isFile()) {

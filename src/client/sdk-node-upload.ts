@@ -8,17 +8,9 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Readable } from 'node:stream';
 import { CofferNetworkError, refusalOf, type CofferApiError } from './errors.js';
-import {
-  abortError,
-  causeText,
-  connectionFailure,
-  ERROR_ANSWER_BYTES,
-  notTls,
-  seconds,
-  TransferWatch,
-  type CofferClient,
-  type DirectUploadResponseBody,
-} from './sdk.js';
+import { abortError, causeText, connectionFailure, notTls } from './network-failure.js';
+import type { CofferClient, DirectUploadResponseBody } from './sdk.js';
+import { ERROR_ANSWER_BYTES, seconds, TransferWatch } from './sdk-transfer.js';
 
 /** Where probeUploadRefusal asks: a direct slot's upload address, or the blob host's with its client token. */
 export type ProbeTarget = { protocol: 'direct'; url: string } | { protocol: 'blobhost-client'; clientToken: string; blobPath: string };

@@ -6,7 +6,6 @@
  * client bundle pulls in no server code. Every non-2xx answer becomes a CofferApiError carrying the
  * ErrorResponse `code`, `resolution`, `details` and `Retry-After`.
  */
-import { EventSourceParserStream } from 'eventsource-parser/stream';
 import type {
   BackupAccountBody,
   BackupAccountEnvelopeBody,
@@ -26,6 +25,9 @@ import type {
 } from '../contract/schemas.js';
 import { CofferApiError, CofferNetworkError, refusalOf } from './errors.js';
 import { requireRequestedBackup } from './envelope-format.js';
+import { ApiTransport, DEFAULT_MAX_RETRIES, type RequestInit } from './sdk-transport.js';
+import { eventFrames } from './sdk-events.js';
+import { TransferWatch, watchedDownload } from './sdk-transfer.js';
 import { SDK_VERSION } from './sdk-version.js';
 
 export type {
@@ -97,59 +99,14 @@ export interface CofferClientOptions {
   fetch?: typeof fetch;
 }
 
-/** The retries of a request, unless CofferClientOptions.maxRetries says otherwise. */
-export const DEFAULT_MAX_RETRIES = 2;
-/** The longest wait a retry accepts (Retry-After beyond it: the refusal is the answer, e.g. a cadence's hours). */
-export const MAX_RETRY_WAIT_MS = 60_000;
-/** The first backoff without Retry-After; each further retry doubles it (with ±25% jitter), up to 8 s. */
-const FIRST_BACKOFF_MS = 500;
-
-/** The pause before retry number `attempt` (0-based) when the server names none. */
-const backoffMs = (attempt: number) => Math.min(8000, FIRST_BACKOFF_MS * 2 ** attempt) * (0.75 + Math.random() / 2);
-
-const IDEMPOTENT = new Set(['GET', 'HEAD']);
-
-/** The request deadline passed: not retried (a stalled server would stall again). */
-class DeadlineError extends CofferNetworkError {}
-
-/** Waits `ms`, or rejects with the caller's abort. */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(abortError(signal));
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortError(signal));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/** Options of one API request. */
-interface RequestInit {
-  json?: unknown;
-  /** A raw body (an upload); a stream one is sent half-duplex and never retried. */
-  body?: ReadableStream<Uint8Array> | Blob | Uint8Array;
-  headers?: Record<string, string>;
-  signal?: AbortSignal;
-  /**
-   * A public document (the API description): sent without the API key, so that a page of another origin reads it
-   * with a simple CORS request (only /api/ answers a preflight).
-   */
-  public?: boolean;
-}
+export { abortError, causeText, connectionFailure, notTls } from './network-failure.js';
+export { DEFAULT_MAX_RETRIES, MAX_RETRY_WAIT_MS } from './sdk-transport.js';
+export { ERROR_ANSWER_BYTES, MIN_TRANSFER_RATE, seconds, TransferWatch } from './sdk-transfer.js';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
 export const DEFAULT_STALL_WINDOW_MS = 60_000;
 /** Far above any answer a Coffer server gives (a listing of 100,000 backups is about 50 MB). */
 export const DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024;
-/** The slowest transfer that still counts as moving: 1 KiB/s, averaged over a stall window of waiting. */
-export const MIN_TRANSFER_RATE = 1024;
-/** Of a refusal only its JSON (or the first 200 characters) matter: read no more than this of one. */
-export const ERROR_ANSWER_BYTES = 64 * 1024;
 
 /** CofferClient.uploadSettings: what an upload on another transport needs of the client. @internal */
 export interface UploadSettings {
@@ -178,28 +135,18 @@ export interface StatusStreamFrame {
   data: unknown;
 }
 
-/** A request sent and its answer's headers in: see CofferClient.open. */
-interface Opened {
-  response: Response;
-  address: string;
-  done: () => void;
-  failure: (error: unknown) => unknown;
-}
-
 /**
  * The API client on fetch alone (no Node built-in): every call of CofferClient (./sdk.ts) but the node:http
  * uploads of the CLI (uploadDirect, putToBlobHost, probeUploadRefusal). The browser's application API uses it.
  */
 export class CofferClient {
   readonly baseUrl: string;
-  private readonly apiKey: string;
   private readonly userAgent: string;
   readonly blobApiUrl: string;
   private readonly requestTimeoutMs: number;
   private readonly stallWindowMs: number;
   private readonly maxAnswerBytes: number;
-  private readonly maxRetries: number;
-  private readonly fetch: typeof fetch;
+  private readonly transport: ApiTransport;
 
   constructor(options: CofferClientOptions) {
     const url = new URL(options.baseUrl);
@@ -207,18 +154,20 @@ export class CofferClient {
       throw new TypeError(`the server URL must be http(s), got ${url.protocol}`);
     }
     this.baseUrl = url.toString().replace(/\/+$/, '');
-    this.apiKey = options.apiKey;
     this.userAgent = options.userAgent ?? `coffer-sdk/${SDK_VERSION}`;
     this.blobApiUrl = (options.blobApiUrl ?? `${this.baseUrl}/blob`).replace(/\/+$/, '');
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.stallWindowMs = options.stallWindowMs ?? DEFAULT_STALL_WINDOW_MS;
     this.maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
-    this.maxRetries = Math.max(0, options.maxRetries ?? DEFAULT_MAX_RETRIES);
-    this.fetch = options.fetch ?? ((input, init) => fetch(input, init));
-  }
-
-  private headers(extra: Record<string, string> = {}): Record<string, string> {
-    return { authorization: `Bearer ${this.apiKey}`, 'user-agent': this.userAgent, ...extra };
+    this.transport = new ApiTransport({
+      baseUrl: this.baseUrl,
+      apiKey: options.apiKey,
+      userAgent: this.userAgent,
+      requestTimeoutMs: this.requestTimeoutMs,
+      maxAnswerBytes: this.maxAnswerBytes,
+      maxRetries: Math.max(0, options.maxRetries ?? DEFAULT_MAX_RETRIES),
+      fetch: options.fetch ?? ((input, init) => fetch(input, init)),
+    });
   }
 
   /**
@@ -227,113 +176,12 @@ export class CofferClient {
    * COFFER_PUBLIC_URL is wrong, or a hostile one) is re-rooted onto the base URL, keeping its /api/… path and query.
    */
   url(pathOrUrl: string): string {
-    if (pathOrUrl.startsWith('/')) return `${this.baseUrl}${pathOrUrl}`;
-    const announced = new URL(pathOrUrl);
-    if (announced.origin === new URL(this.baseUrl).origin) return announced.toString();
-    const at = announced.pathname.indexOf('/api/');
-    return `${this.baseUrl}${at >= 0 ? announced.pathname.slice(at) : announced.pathname}${announced.search}`;
+    return this.transport.url(pathOrUrl);
   }
 
-  /**
-   * Sends one API request under the request deadline (requestTimeoutMs, from now until `done()`): the caller reads
-   * the answer under it and then calls `done()`; a JSON call keeps it to the answer's end, a download or an event
-   * stream only to the headers (its body is then read under the stall rule). `failure(error)` is what an error
-   * thrown meanwhile means: the caller's abort as is, the deadline as CofferNetworkError, else a network failure.
-   */
-  private async open(method: string, path: string, init: RequestInit): Promise<Opened> {
-    const streamed = init.body instanceof ReadableStream;
-    for (let attempt = 0; ; attempt++) {
-      const retries = !streamed && attempt < this.maxRetries;
-      let opened: Opened;
-      try {
-        opened = await this.attempt(method, path, init);
-      } catch (error) {
-        const again = retries && IDEMPOTENT.has(method) && error instanceof CofferNetworkError && !(error instanceof DeadlineError);
-        if (!again || init.signal?.aborted) throw error;
-        await pause(backoffMs(attempt), init.signal);
-        continue;
-      }
-      const wait = retries ? this.retryWait(method, opened.response, attempt) : undefined;
-      if (wait === undefined) return opened;
-      opened.done();
-      await opened.response.body?.cancel().catch(() => undefined);
-      await pause(wait, init.signal);
-    }
-  }
-
-  /** How long to wait before sending a request again after this answer, or undefined: the answer stands. */
-  private retryWait(method: string, response: Response, attempt: number): number | undefined {
-    const status = response.status;
-    const retryable = status === 429 || status === 503 || (IDEMPOTENT.has(method) && (status === 502 || status === 504));
-    if (!retryable) return undefined;
-    const named = new CofferApiError(status, { error: '', code: '', message: '', resolution: '' }, response.headers).retryAfter;
-    const wait = named === undefined ? backoffMs(attempt) : named * 1000;
-    return wait <= MAX_RETRY_WAIT_MS ? wait : undefined;
-  }
-
-  /** One sending of a request (open's retries call it again). */
-  private async attempt(method: string, path: string, init: RequestInit): Promise<Opened> {
-    const headers = init.public ? { 'user-agent': this.userAgent, ...init.headers } : this.headers(init.headers);
-    const requestTimeoutMs = this.requestTimeoutMs;
-    let body: string | ReadableStream<Uint8Array> | Blob | Uint8Array | undefined = init.body;
-    if (init.json !== undefined) {
-      body = JSON.stringify(init.json);
-      headers['content-type'] = 'application/json';
-    }
-    const address = this.url(path);
-    const deadline = new AbortController();
-    // An upload's body takes its own time to send: a known length adds what it takes at MIN_TRANSFER_RATE; a stream
-    // restarts the deadline with each piece it gives (the deadline is then for a stall, not for the whole body).
-    const expire = () => deadline.abort(this.noAnswer(method, address));
-    let timer = setTimeout(expire, this.requestTimeoutMs + sendingAllowanceMs(body));
-    const done = () => clearTimeout(timer);
-    if (body instanceof ReadableStream) {
-      body = body.pipeThrough(
-        new TransformStream<Uint8Array, Uint8Array>({
-          transform(chunk, controller) {
-            done();
-            timer = setTimeout(expire, requestTimeoutMs);
-            controller.enqueue(chunk);
-          },
-        }),
-      );
-    }
-    const failure = (error: unknown): unknown => {
-      done();
-      if (init.signal?.aborted) return error;
-      if (deadline.signal.aborted) return deadline.signal.reason;
-      if (error instanceof CofferNetworkError) return error;
-      return new CofferNetworkError(connectionFailure(address, error), { cause: error });
-    };
-    const signal = init.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal;
-    try {
-      const duplex = body instanceof ReadableStream ? { duplex: 'half' } : {};
-      const response = await this.fetch(address, { method, headers, body: body as BodyInit | undefined, signal, ...duplex });
-      return { response, address, done, failure };
-    } catch (error) {
-      throw failure(error);
-    }
-  }
-
-  private noAnswer(method: string, address: string): CofferNetworkError {
-    const url = new URL(address);
-    return new DeadlineError(
-      `the server at ${url.origin} did not answer ${method} ${url.pathname} within ${seconds(this.requestTimeoutMs)} ` +
-        '(COFFER_REQUEST_TIMEOUT): a stalled server or proxy',
-    );
-  }
-
-  /** A request and its whole answer, all under the request deadline: the answer's text, at most maxAnswerBytes. */
-  private async call(method: string, path: string, init: RequestInit = {}): Promise<{ response: Response; text: string }> {
-    const { response, address, done, failure } = await this.open(method, path, init);
-    try {
-      const limit = response.ok ? this.maxAnswerBytes : ERROR_ANSWER_BYTES;
-      const text = await readAnswer(response, limit, `${method} ${new URL(address).pathname}`, new URL(address).origin);
-      done();
-      return { response, text };
-    } catch (error) {
-      throw failure(error);
-    }
+  /** A request and its whole answer, all under the request deadline (ApiTransport.call). */
+  private call(method: string, path: string, init: RequestInit = {}): Promise<{ response: Response; text: string }> {
+    return this.transport.call(method, path, init);
   }
 
   private async request<T>(method: string, path: string, init: RequestInit = {}): Promise<T> {
@@ -521,25 +369,13 @@ export class CofferClient {
    */
   uploadSettings(): UploadSettings {
     return {
-      headers: (extra) => this.headers(extra),
+      headers: (extra) => this.transport.headers(extra),
       userAgent: this.userAgent,
       blobApiUrl: this.blobApiUrl,
       requestTimeoutMs: this.requestTimeoutMs,
       stallWindowMs: this.stallWindowMs,
       maxAnswerBytes: this.maxAnswerBytes,
     };
-  }
-
-  /** A refusal of a streamed request (its answer read under the request deadline) as the CofferApiError it is. */
-  private async refusal(response: Response, what: string, done: () => void, failure: (error: unknown) => unknown) {
-    let text: string;
-    try {
-      text = await readAnswer(response, ERROR_ANSWER_BYTES, what, this.baseUrl);
-    } catch (error) {
-      throw failure(error);
-    }
-    done();
-    return refusalOf(response.status, text, response.headers);
   }
 
   /**
@@ -553,8 +389,8 @@ export class CofferClient {
       if (options.etag) headers['if-range'] = options.etag;
     }
     const path = `/api/backups/${encodeURIComponent(id)}/content`;
-    const { response, done, failure } = await this.open('GET', path, { headers, signal: options.signal });
-    if (!response.ok) throw await this.refusal(response, `GET ${path}`, done, failure);
+    const { response, done, failure } = await this.transport.open('GET', path, { headers, signal: options.signal });
+    if (!response.ok) throw await this.transport.refusal(response, `GET ${path}`, done, failure);
     done();
     if (!response.body) throw new CofferNetworkError('the content answer has no body');
     const etag = response.headers.get('etag') ?? undefined;
@@ -581,224 +417,10 @@ export class CofferClient {
   /** Follows GET /api/backups/{id}/events: yields each frame with its JSON data parsed, until the server closes. */
   async *statusEvents(id: string, signal?: AbortSignal): AsyncGenerator<StatusStreamFrame> {
     const path = `/api/backups/${encodeURIComponent(id)}/events`;
-    const { response, done, failure } = await this.open('GET', path, { headers: { accept: 'text/event-stream' }, signal });
-    if (!response.ok) throw await this.refusal(response, `GET ${path}`, done, failure);
+    const { response, done, failure } = await this.transport.open('GET', path, { headers: { accept: 'text/event-stream' }, signal });
+    if (!response.ok) throw await this.transport.refusal(response, `GET ${path}`, done, failure);
     done();
     if (!response.body) return;
-    // The parser keeps an unfinished frame in memory: a frame larger than maxAnswerBytes fails instead.
-    let sinceFrame = 0;
-    const limit = this.maxAnswerBytes;
-    const origin = new URL(this.baseUrl).origin;
-    const capped = new TransformStream<Uint8Array, BufferSource>({
-      transform(chunk, controller) {
-        sinceFrame += chunk.byteLength;
-        if (sinceFrame > limit) throw new CofferNetworkError(tooLargeText(origin, `GET ${path}`, limit));
-        controller.enqueue(chunk as Uint8Array<ArrayBuffer>);
-      },
-    });
-    const frames = response.body
-      .pipeThrough(capped)
-      .pipeThrough(new TextDecoderStream())
-      .pipeThrough(new EventSourceParserStream())
-      .pipeThrough(
-        new TransformStream({
-          transform(frame, controller) {
-            sinceFrame = 0;
-            controller.enqueue(frame);
-          },
-        }),
-      );
-    const reader = frames.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) return;
-        let data: unknown = value.data;
-        try {
-          data = JSON.parse(value.data);
-        } catch {
-          // leave as text
-        }
-        yield { event: value.event ?? 'message', id: value.id, data };
-      }
-    } finally {
-      await reader.cancel().catch(() => undefined);
-    }
+    yield* eventFrames(response.body, this.maxAnswerBytes, new URL(this.baseUrl).origin, `GET ${path}`);
   }
-}
-
-/** The time a body of known length may take to send at MIN_TRANSFER_RATE, on top of the request deadline. */
-function sendingAllowanceMs(body: string | ReadableStream<Uint8Array> | Blob | Uint8Array | undefined): number {
-  const size = body instanceof Blob ? body.size : body instanceof Uint8Array ? body.byteLength : 0;
-  return (size / MIN_TRANSFER_RATE) * 1000;
-}
-
-/** @internal A duration in words ("2 s", "1.5 s"). */
-export const seconds = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000} s` : `${(ms / 1000).toFixed(1)} s`);
-
-const tooLargeText = (origin: string, what: string, limit: number) =>
-  `the server at ${origin} sent more than ${Math.round(limit / 1048576) || limit} ${limit >= 1048576 ? 'MiB' : 'bytes'} ` +
-  `in answer to ${what}: stopped reading (no Coffer answer is that large; check that COFFER_URL points at a Coffer server)`;
-
-/**
- * The answer's text, read as a stream and stopped at `limit` bytes: over it, a JSON answer fails (CofferNetworkError)
- * without ever holding more than the limit; a refusal's (ERROR_ANSWER_BYTES) is cut there instead (only its start
- * matters).
- */
-async function readAnswer(response: Response, limit: number, what: string, server: string): Promise<string> {
-  if (!response.body) return '';
-  const declared = Number(response.headers.get('content-length'));
-  const cut = !response.ok;
-  if (!cut && Number.isFinite(declared) && declared > limit) {
-    await response.body.cancel().catch(() => undefined);
-    throw new CofferNetworkError(tooLargeText(new URL(server).origin, what, limit));
-  }
-  const reader = response.body.getReader();
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > limit) {
-        if (cut) {
-          parts.push(value.subarray(0, value.byteLength - (total - limit)));
-          break;
-        }
-        throw new CofferNetworkError(tooLargeText(new URL(server).origin, what, limit));
-      }
-      parts.push(value);
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  return decodeParts(parts);
-}
-
-/** The UTF-8 text of the pieces of an answer. */
-function decodeParts(parts: Uint8Array[]): string {
-  const decoder = new TextDecoder();
-  return parts.map((part) => decoder.decode(part, { stream: true })).join('') + decoder.decode();
-}
-
-/**
- * The stall rule of an upload or a download: the time spent waiting on the network is counted in windows of
- * `windowMs`, and a window in which fewer than MIN_TRANSFER_RATE bytes per second moved fails the transfer. Only
- * waiting counts: a transfer held back by this side (a slow disk, the compressor) is not stalled.
- */
-export class TransferWatch {
-  private waitedMs = 0;
-  private moved = 0;
-
-  constructor(
-    readonly windowMs: number,
-    /** What is moving, for the error: "the download from https://…". */
-    private readonly what: string,
-  ) {}
-
-  private get floor(): number {
-    return (MIN_TRANSFER_RATE * this.windowMs) / 1000;
-  }
-
-  stalled(): CofferNetworkError {
-    return new CofferNetworkError(
-      `${this.what} stalled: less than ${MIN_TRANSFER_RATE} bytes/s over ${seconds(this.windowMs)} (COFFER_STALL_WINDOW)`,
-    );
-  }
-
-  /**
-   * Waits on the network for `pending`, which resolves with the number of bytes that moved meanwhile. Rejects with
-   * stalled() when the window's waiting ends below the floor (also while `pending` has not settled).
-   */
-  async wait(pending: Promise<number>): Promise<number> {
-    for (;;) {
-      const started = Date.now();
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const windowEnd = new Promise<'window'>((resolve) => (timer = setTimeout(() => resolve('window'), this.windowMs - this.waitedMs)));
-      const outcome = await Promise.race([pending.then((bytes) => ({ bytes })), windowEnd]).finally(() => clearTimeout(timer));
-      this.waitedMs += Date.now() - started;
-      if (outcome === 'window') {
-        // A whole window of waiting ran out during this one wait: what moved before it must reach the floor.
-        if (this.moved < this.floor) throw this.stalled();
-        this.waitedMs = 0;
-        this.moved = 0;
-        continue;
-      }
-      this.moved += outcome.bytes;
-      if (this.waitedMs >= this.windowMs) {
-        if (this.moved < this.floor) throw this.stalled();
-        this.waitedMs = 0;
-        this.moved = 0;
-      }
-      return outcome.bytes;
-    }
-  }
-}
-
-/** A download body read under the stall rule (each read that waits on the network is watched). */
-function watchedDownload(source: ReadableStream<Uint8Array>, watch: TransferWatch): ReadableStream<Uint8Array> {
-  const reader = source.getReader();
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        let chunk: ReadableStreamReadResult<Uint8Array> | undefined;
-        try {
-          await watch.wait(
-            reader.read().then((read) => {
-              chunk = read;
-              return read.value?.byteLength ?? 0;
-            }),
-          );
-        } catch (error) {
-          await reader.cancel(error).catch(() => undefined);
-          throw error;
-        }
-        if (chunk!.done) controller.close();
-        else controller.enqueue(chunk!.value);
-      },
-      cancel: (reason) => reader.cancel(reason),
-    },
-    { highWaterMark: 0 },
-  );
-}
-
-export function abortError(signal: AbortSignal | undefined): Error {
-  const reason: unknown = signal?.reason;
-  return reason instanceof Error ? reason : new Error('aborted');
-}
-
-/** Whether a connection failed because the other side answered a TLS hello in plain text (a plain-HTTP server). */
-export function notTls(error: unknown): boolean {
-  for (let current = error, depth = 0; depth < 5 && current instanceof Error; depth++, current = current.cause) {
-    const code = (current as Error & { code?: string }).code;
-    if (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || code === 'ERR_SSL_PACKET_LENGTH_TOO_LONG') return true;
-    if (/wrong version number|packet length too long/.test(current.message)) return true;
-  }
-  return false;
-}
-
-/**
- * Why a connection to `address` failed, in words: OpenSSL's text for a plain-HTTP server reached over https://
- * (`ssl3_get_record:wrong version number`) says nothing a user can act on, so it is named as what it is.
- */
-export function connectionFailure(address: string, error: unknown): string {
-  const url = new URL(address);
-  if (url.protocol === 'https:' && notTls(error)) {
-    const plain = new URL(url.origin);
-    plain.protocol = 'http:';
-    return `the server at ${url.origin} does not speak HTTPS (it answered in plain HTTP); if that is right, use ${plain.origin}`;
-  }
-  return `cannot reach ${url.origin}: ${causeText(error)}`;
-}
-
-/** The innermost useful message of a fetch/socket failure (undici wraps the real cause). */
-export function causeText(error: unknown): string {
-  let current: unknown = error;
-  let text = error instanceof Error ? error.message : String(error);
-  for (let depth = 0; depth < 4 && current instanceof Error && current.cause !== undefined; depth++) {
-    current = current.cause;
-    if (current instanceof Error) text = current.message || (current as Error & { code?: string }).code || text;
-  }
-  return text;
 }

@@ -34,6 +34,15 @@ export function buildMcpServer(knowledge: Knowledge, openapi: () => unknown): Mc
     },
   );
 
+  registerResources(server, knowledge, openapi);
+  registerTools(server, knowledge);
+  registerPrompts(server, knowledge);
+  return server;
+}
+
+/** The documents as resources: each doc, the OpenAPI document, all of them in one. */
+function registerResources(server: McpServer, knowledge: Knowledge, openapi: () => unknown): void {
+  const { site } = knowledge;
   const docs = Object.keys(site.titles).filter((id) => id !== 'legal') as DocId[];
   for (const doc of docs) {
     const uri = docResourceUri(doc);
@@ -58,7 +67,11 @@ export function buildMcpServer(knowledge: Knowledge, openapi: () => unknown): Mc
     { title: 'All documentation', description: `Every doc in one file (${site.base}/llms-full.txt)`, mimeType: 'text/markdown' },
     async () => ({ contents: [{ uri: `${RESOURCE_SCHEME}llms-full.txt`, mimeType: 'text/markdown', text: site.llmsFullTxt }] }),
   );
+}
 
+/** The read-only tools: overview, pricing, CLI install, API docs, search. */
+function registerTools(server: McpServer, knowledge: Knowledge): void {
+  const { site } = knowledge;
   server.registerTool(
     'get_overview',
     {
@@ -138,7 +151,11 @@ export function buildMcpServer(knowledge: Knowledge, openapi: () => unknown): Mc
       return text(hits.map((hit) => `## ${hit.title}\nSource: ${hit.url}\n\n${hit.text}`).join('\n\n'));
     },
   );
+}
 
+/** The prompt that walks a user through a first backup. */
+function registerPrompts(server: McpServer, knowledge: Knowledge): void {
+  const { site } = knowledge;
   server.registerPrompt(
     'setup_backups',
     {
@@ -159,6 +176,4 @@ export function buildMcpServer(knowledge: Knowledge, openapi: () => unknown): Mc
       ],
     }),
   );
-
-  return server;
 }

@@ -105,6 +105,21 @@ describe('the backup tar writer', () => {
     for (const entry of [...all, source]) await fsp.lutimes(entry, ATIME, MTIME);
   });
 
+  it("archives the owner name it is given (the CLI passes USER) for this user's files, and none by default", async () => {
+    const unamesOf = async (options: { ownerName?: string }) => {
+      const scan = await scanTree(path.join(source, 'a.txt'), options);
+      const archive = await collect(packTree(scan));
+      expect(archive.length).toBeLessThanOrEqual(scan.tarBoundBytes);
+      const file = path.join(work, `owner-${options.ownerName ?? 'none'}.tar`);
+      await fsp.writeFile(file, archive);
+      const unames: (string | undefined)[] = [];
+      await tar.t({ file, onReadEntry: (entry) => void unames.push(entry.header.uname) });
+      return unames;
+    };
+    expect(await unamesOf({ ownerName: 'alice' })).toEqual(['alice']);
+    expect((await unamesOf({})).filter(Boolean)).toEqual([]);
+  });
+
   it.skipIf(noGnuTar)(
     'writes an archive GNU tar extracts as the source: modes, mtimes, empty dirs, symlinks, hard links, long names',
     async () => {

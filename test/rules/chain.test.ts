@@ -4,7 +4,8 @@
  * server: test/client/chain.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { type ChainEntry, type ChainHead, checkChains } from '../../src/client/chain.js';
+import type { ChainHead } from '../../src/client/chain-link.js';
+import { type ChainEntry, checkChains } from '../../src/client/chain.js';
 
 const DAY = 86_400_000;
 

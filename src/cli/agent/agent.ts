@@ -65,6 +65,8 @@ export interface AgentRunInput {
   stateDir: string;
   /** The client's own bound on the archive (COFFER_MAX_ARCHIVE_BYTES); undefined: the server's. */
   maxArchiveBytes: number | undefined;
+  /** The OS user archived as the owner of this user's files (ClientConfig.ownerName); undefined: none. */
+  ownerName?: string;
   /** The plan interval to assume when the API key may not read the account (--interval). */
   interval: BackupInterval | undefined;
   signal: AbortSignal;
@@ -142,12 +144,24 @@ function retryAt(error: CofferApiError, now: number): number | null {
 /** How far from now a time the server names may be before it is treated as unknown. */
 const MAX_SERVER_TIME_MS = 366 * 86_400_000;
 
+/** What a run knows before it decides whether a backup is due (planRun). */
+interface RunPlan {
+  now: number;
+  previous: RunState | null | undefined;
+  /** What fails before the decision (the server unreachable, a revoked key, a 5xx, a damaged state file). */
+  earlyFailure: unknown;
+  interval: BackupInterval | null;
+  intervalMs: number | null;
+  lastSuccess: number | null;
+  due: number | null;
+}
+
 /**
  * One agent run. Never throws for the backup's own failure: the outcome says it (with `error`), after the hooks
  * and notifications ran. Throws for what stops the run before it starts (a busy profile, interruption).
  */
 export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
-  const { profileName: name, profile, client, stateDir, signal, warn } = input;
+  const { profileName: name, stateDir, signal } = input;
   const release = await lockProfile(stateDir, name);
   // The run's work (the server's answers, `before`, the backup) stops at the deadline; what reports a failure
   // (`after`, `onFailure`, the notifications, the state file) runs after it under the CLI's signal only.
@@ -157,32 +171,75 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
   /** What stopped the work: past the deadline, whatever broke (an aborted request, a pipeline) is the deadline. */
   const cause = (error: unknown): unknown => (deadline.signal.aborted && !signal.aborted ? deadline.signal.reason : error);
   try {
-    const now = Date.now();
-    // What fails before the "is a backup due?" decision (the server unreachable, a revoked key, a 5xx, a damaged
-    // state file) is a failed run like any other: on-failure hook, notification, run state, overdue check.
-    let earlyFailure: unknown;
-    const previous = await readRunState(stateDir, name).catch((error: unknown) => void (earlyFailure = error));
-    const seen =
-      earlyFailure === undefined ? await cadenceOf(client, work).catch((error: unknown) => void (earlyFailure = cause(error))) : undefined;
-    if (signal.aborted && earlyFailure !== undefined) throw earlyFailure;
-    // The host knows its chain's head: a key that may list sees at once when the server stops listing it.
-    const head = seen ? await readChainHead(stateDir, name).catch(() => null) : null;
-    if (seen && head && !seen.listed.has(head.backupId) && Date.parse(head.createdAt) + (seen.retentionMs ?? Infinity) > now) {
-      warn(
-        `warning: the server no longer lists this profile's last backup ${head.backupId} (#${head.seq} of its history chain), ` +
-          'which has not expired: it was deleted, or the server hides it (check with coffer list --chain)',
+    const plan = await planRun(input, work, cause);
+    const run = new AgentRun(input, plan, work, cause, () => clearTimeout(deadlineTimer));
+    if (plan.earlyFailure !== undefined) return await run.failEarly(plan.earlyFailure);
+    if (plan.due !== null && plan.due > plan.now) {
+      return await run.finish(
+        run.skipped(
+          plan.due,
+          plan.intervalMs === null ? 'not due (as the server said at the last run)' : `not due (one backup per ${plan.interval})`,
+        ),
       );
     }
-    const interval: BackupInterval | null = seen?.interval ?? previous?.interval ?? input.interval ?? null;
-    const intervalMs = interval ? INTERVAL_MS[interval] : null;
-    const lastSuccess = previous?.lastSuccessAt ? Date.parse(previous.lastSuccessAt) : null;
-    const newestReady = seen ? seen.newestReady : lastSuccess;
-    // A key that may not read the account learns the next allowed time only from the server's refusals: the last
-    // one it was told still holds, so the hooks do not run just to hear it again.
-    const told = !seen && previous?.nextDueAt ? Date.parse(previous.nextDueAt) : null;
-    const due = intervalMs === null ? (told !== null && told > now ? told : null) : nextDueAt(newestReady, intervalMs);
+    return await run.backUp();
+  } finally {
+    clearTimeout(deadlineTimer);
+    release();
+  }
+}
 
-    const state: RunState = {
+/** The run state, the server's cadence and the chain's head: whether (and when) a backup is due. */
+async function planRun(input: AgentRunInput, work: AbortSignal, cause: (error: unknown) => unknown): Promise<RunPlan> {
+  const { profileName: name, client, stateDir, signal, warn } = input;
+  const now = Date.now();
+  // What fails before the "is a backup due?" decision (the server unreachable, a revoked key, a 5xx, a damaged
+  // state file) is a failed run like any other: on-failure hook, notification, run state, overdue check.
+  let earlyFailure: unknown;
+  const previous = await readRunState(stateDir, name).catch((error: unknown) => void (earlyFailure = error));
+  const seen =
+    earlyFailure === undefined ? await cadenceOf(client, work).catch((error: unknown) => void (earlyFailure = cause(error))) : undefined;
+  if (signal.aborted && earlyFailure !== undefined) throw earlyFailure;
+  // The host knows its chain's head: a key that may list sees at once when the server stops listing it.
+  const head = seen ? await readChainHead(stateDir, name).catch(() => null) : null;
+  if (seen && head && !seen.listed.has(head.backupId) && Date.parse(head.createdAt) + (seen.retentionMs ?? Infinity) > now) {
+    warn(
+      `warning: the server no longer lists this profile's last backup ${head.backupId} (#${head.seq} of its history chain), ` +
+        'which has not expired: it was deleted, or the server hides it (check with coffer list --chain)',
+    );
+  }
+  const interval: BackupInterval | null = seen?.interval ?? previous?.interval ?? input.interval ?? null;
+  const intervalMs = interval ? INTERVAL_MS[interval] : null;
+  const lastSuccess = previous?.lastSuccessAt ? Date.parse(previous.lastSuccessAt) : null;
+  const newestReady = seen ? seen.newestReady : lastSuccess;
+  // A key that may not read the account learns the next allowed time only from the server's refusals: the last
+  // one it was told still holds, so the hooks do not run just to hear it again.
+  const told = !seen && previous?.nextDueAt ? Date.parse(previous.nextDueAt) : null;
+  const due = intervalMs === null ? (told !== null && told > now ? told : null) : nextDueAt(newestReady, intervalMs);
+  return { now, previous, earlyFailure, interval, intervalMs, lastSuccess, due };
+}
+
+/** One run once planned: its state, hooks, notifications, and the backup when it is due. */
+class AgentRun {
+  readonly state: RunState;
+  private readonly name: string;
+  private readonly profile: Profile;
+  private readonly timeoutMs: number;
+  /** Once `before` ran (and did not fail), `after` runs whatever happens next: what `before` stopped must start again. */
+  private afterDue = false;
+
+  constructor(
+    private readonly input: AgentRunInput,
+    private readonly plan: RunPlan,
+    private readonly work: AbortSignal,
+    private readonly cause: (error: unknown) => unknown,
+    private readonly stopDeadline: () => void,
+  ) {
+    const { now, previous, interval, due } = plan;
+    this.name = input.profileName;
+    this.profile = input.profile;
+    this.timeoutMs = input.profile.hooks.timeoutSeconds * 1000;
+    this.state = {
       version: 1,
       interval,
       firstRunAt: previous?.firstRunAt ?? iso(now),
@@ -193,182 +250,188 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
       nextDueAt: isoOrNull(due),
       overdueNotifiedAt: previous?.overdueNotifiedAt ?? null,
     };
-    const facts = (more: Partial<RunFacts> = {}): RunFacts => ({
-      profile: name,
-      lastSuccessAt: state.lastSuccessAt,
-      nextDueAt: state.nextDueAt,
-      ...more,
-    });
-    const send = async (event: NotifyEvent, more: Partial<RunFacts> = {}) => {
-      for (const delivery of await input.notify(profile.notify, event, facts(more), signal)) {
-        if (!delivery.ok) warn(`warning: the ${event} notification to ${delivery.target} failed: ${delivery.detail}`);
-      }
-    };
-    const checkOverdue = async () => {
-      if (intervalMs === null || state.overdueNotifiedAt !== null) return;
-      if (!isOverdue(lastSuccess, Date.parse(state.firstRunAt), intervalMs, Date.now())) return;
-      await send('overdue');
-      state.overdueNotifiedAt = new Date().toISOString();
-    };
-    const finish = async (outcome: RunOutcome): Promise<RunOutcome> => {
-      state.lastOutcome = outcome.outcome;
-      state.nextDueAt = outcome.nextDueAt;
-      if (outcome.outcome !== 'success') await checkOverdue();
-      await writeRunState(stateDir, name, state);
-      return outcome;
-    };
-    const skipped = (at: number | null, why: string): RunOutcome => ({
-      outcome: 'skipped',
-      profile: name,
-      backupId: null,
-      nextDueAt: isoOrNull(at),
-      interval,
-      why,
-    });
+  }
 
-    const timeoutMs = profile.hooks.timeoutSeconds * 1000;
-    if (earlyFailure !== undefined) {
-      const failure = input.explain(earlyFailure);
-      if (profile.hooks.onFailure) {
-        const result = await input.runHook(
-          'on-failure',
-          profile.hooks.onFailure,
-          { outcome: 'failure', profile: name, error: failure.message },
-          { timeoutMs, signal },
-        );
-        if (result.output) warn(`on-failure hook: ${result.output}`);
-      }
-      await send('failure', { failure: failure.kind, exitCode: failure.exitCode });
-      return await finish({
-        outcome: 'failure',
-        profile: name,
-        backupId: null,
-        nextDueAt: null,
-        interval,
-        message: failure.message,
-        error: earlyFailure,
-      });
+  private facts(more: Partial<RunFacts> = {}): RunFacts {
+    return { profile: this.name, lastSuccessAt: this.state.lastSuccessAt, nextDueAt: this.state.nextDueAt, ...more };
+  }
+
+  private async send(event: NotifyEvent, more: Partial<RunFacts> = {}): Promise<void> {
+    for (const delivery of await this.input.notify(this.profile.notify, event, this.facts(more), this.input.signal)) {
+      if (!delivery.ok) this.input.warn(`warning: the ${event} notification to ${delivery.target} failed: ${delivery.detail}`);
     }
-    if (due !== null && due > now) {
-      return await finish(
-        skipped(due, intervalMs === null ? 'not due (as the server said at the last run)' : `not due (one backup per ${interval})`),
+  }
+
+  private async checkOverdue(): Promise<void> {
+    const { intervalMs, lastSuccess } = this.plan;
+    if (intervalMs === null || this.state.overdueNotifiedAt !== null) return;
+    if (!isOverdue(lastSuccess, Date.parse(this.state.firstRunAt), intervalMs, Date.now())) return;
+    await this.send('overdue');
+    this.state.overdueNotifiedAt = new Date().toISOString();
+  }
+
+  async finish(outcome: RunOutcome): Promise<RunOutcome> {
+    this.state.lastOutcome = outcome.outcome;
+    this.state.nextDueAt = outcome.nextDueAt;
+    if (outcome.outcome !== 'success') await this.checkOverdue();
+    await writeRunState(this.input.stateDir, this.name, this.state);
+    return outcome;
+  }
+
+  skipped(at: number | null, why: string): RunOutcome {
+    return { outcome: 'skipped', profile: this.name, backupId: null, nextDueAt: isoOrNull(at), interval: this.plan.interval, why };
+  }
+
+  /** A run that failed before the decision: the on-failure hook, the notification, the state. */
+  async failEarly(earlyFailure: unknown): Promise<RunOutcome> {
+    const failure = this.input.explain(earlyFailure);
+    if (this.profile.hooks.onFailure) {
+      const result = await this.input.runHook(
+        'on-failure',
+        this.profile.hooks.onFailure,
+        { outcome: 'failure', profile: this.name, error: failure.message },
+        { timeoutMs: this.timeoutMs, signal: this.input.signal },
       );
+      if (result.output) this.input.warn(`on-failure hook: ${result.output}`);
     }
+    await this.send('failure', { failure: failure.kind, exitCode: failure.exitCode });
+    return await this.finish({
+      outcome: 'failure',
+      profile: this.name,
+      backupId: null,
+      nextDueAt: null,
+      interval: this.plan.interval,
+      message: failure.message,
+      error: earlyFailure,
+    });
+  }
 
-    // ---- due: hooks, notifications and the backup ----
-    const hook = async (hookName: HookName, command: string | undefined, outcome: HookOutcome): Promise<string | null> => {
-      if (!command) return null;
-      const result = await input.runHook(hookName, command, outcome, { timeoutMs, signal: hookName === 'before' ? work : signal });
-      if (result.output) warn(`${hookName} hook: ${result.output}`);
-      return hookFailure(hookName, result, timeoutMs);
-    };
+  private async hook(hookName: HookName, command: string | undefined, outcome: HookOutcome): Promise<string | null> {
+    if (!command) return null;
+    const signal = hookName === 'before' ? this.work : this.input.signal;
+    const result = await this.input.runHook(hookName, command, outcome, { timeoutMs: this.timeoutMs, signal });
+    if (result.output) this.input.warn(`${hookName} hook: ${result.output}`);
+    return hookFailure(hookName, result, this.timeoutMs);
+  }
+
+  private after(outcome: HookOutcome): Promise<string | null> {
+    this.afterDue = false;
+    return this.hook('after', this.profile.hooks.after, outcome);
+  }
+
+  /** Due: hooks, notifications and the backup. */
+  async backUp(): Promise<RunOutcome> {
+    const { profile, name } = this;
     const started = Date.now();
-    // Once `before` ran (and did not fail), `after` runs whatever happens next: what `before` stopped must start again.
-    let afterDue = false;
-    const after = (outcome: HookOutcome) => {
-      afterDue = false;
-      return hook('after', profile.hooks.after, outcome);
-    };
     try {
       // Only once the server has opened the slot: a run it refuses (cadence, quota) pings nothing and stops nothing.
       const afterSlot = async () => {
-        await send('start');
-        const beforeFailed = await hook('before', profile.hooks.before, { outcome: 'pending', profile: name });
+        await this.send('start');
+        const beforeFailed = await this.hook('before', profile.hooks.before, { outcome: 'pending', profile: name });
         if (beforeFailed) throw new HookError(beforeFailed);
-        afterDue = true;
+        this.afterDue = true;
       };
-      const result = await backupProfile({ ...input, signal: work }, afterSlot);
-      clearTimeout(deadlineTimer);
-      state.lastSuccessAt = result.detail.createdAt;
-      state.lastBackupId = result.detail.id;
-      state.overdueNotifiedAt = null;
-      const next = intervalMs === null ? null : Date.parse(result.detail.createdAt) + intervalMs;
-      const afterFailed = await after({
-        outcome: 'success',
-        profile: name,
-        backupId: result.detail.id,
-        nextDueAt: isoOrNull(next) ?? undefined,
-      });
-      if (afterFailed) {
-        // The backup is READY; the run still failed (what the before hook stopped may not be running again).
-        const error = new HookError(`backup ${result.detail.id} is READY, but ${afterFailed}`);
-        await hook('on-failure', profile.hooks.onFailure, {
-          outcome: 'failure',
-          profile: name,
-          backupId: result.detail.id,
-          error: error.message,
-        });
-        await send('failure', { backupId: result.detail.id, failure: 'hook', exitCode: input.explain(error).exitCode });
-        return await finish({
-          outcome: 'failure',
-          profile: name,
-          backupId: result.detail.id,
-          nextDueAt: isoOrNull(next),
-          interval,
-          message: error.message,
-          error,
-        });
-      }
-      await send('success', {
-        backupId: result.detail.id,
-        fileCount: result.metadata.fileCount,
-        plaintextBytes: result.metadata.plaintextSizeBytes,
-        ciphertextBytes: result.detail.ciphertextSizeBytes ?? undefined,
-        durationSeconds: Math.round((Date.now() - started) / 1000),
-        nextDueAt: isoOrNull(next),
-      });
-      return await finish({
-        outcome: 'success',
-        profile: name,
-        backupId: result.detail.id,
-        nextDueAt: isoOrNull(next),
-        interval,
-        status: result.detail.status,
-        fileCount: result.metadata.fileCount,
-        plaintextBytes: result.metadata.plaintextSizeBytes,
-        ciphertextBytes: result.detail.ciphertextSizeBytes,
-      });
+      const result = await backupProfile({ ...this.input, signal: this.work }, afterSlot);
+      this.stopDeadline();
+      return await this.succeeded(result, started);
     } catch (thrown) {
-      if (signal.aborted) throw thrown;
-      const error = cause(thrown);
-      if (error instanceof CofferApiError && error.status === 429) {
-        // The server's clock, or a backup this host could not see, says not yet: nothing was opened, no hook ran.
-        const at = retryAt(error, Date.now());
-        return await finish(skipped(at, 'not due (the server refused: cadence)'));
-      }
-      const failure = input.explain(error);
-      if (afterDue) await after({ outcome: 'failure', profile: name, error: failure.message });
-      await hook('on-failure', profile.hooks.onFailure, { outcome: 'failure', profile: name, error: failure.message });
-      await send('failure', {
-        failure: failure.kind,
-        exitCode: failure.exitCode,
-        durationSeconds: Math.round((Date.now() - started) / 1000),
-      });
-      return await finish({
-        outcome: 'failure',
-        profile: name,
-        backupId: null,
-        nextDueAt: null,
-        interval,
-        message: failure.message,
-        error,
-      });
+      if (this.input.signal.aborted) throw thrown;
+      return await this.failed(this.cause(thrown), started);
     } finally {
       // Interrupted, or a failure in the failure handling itself: still `after`, without the (aborted) run's signal.
-      if (afterDue && profile.hooks.after) {
-        await input
+      if (this.afterDue && profile.hooks.after) {
+        await this.input
           .runHook(
             'after',
             profile.hooks.after,
             { outcome: 'failure', profile: name, error: 'the run stopped before it finished' },
-            { timeoutMs },
+            { timeoutMs: this.timeoutMs },
           )
           .catch(() => undefined);
       }
     }
-  } finally {
-    clearTimeout(deadlineTimer);
-    release();
+  }
+
+  /** The backup is READY: `after`, then the success (or, when `after` failed, the failure) reported. */
+  private async succeeded(result: BackupResult, started: number): Promise<RunOutcome> {
+    const { profile, name, state } = this;
+    const { intervalMs, interval } = this.plan;
+    state.lastSuccessAt = result.detail.createdAt;
+    state.lastBackupId = result.detail.id;
+    state.overdueNotifiedAt = null;
+    const next = intervalMs === null ? null : Date.parse(result.detail.createdAt) + intervalMs;
+    const afterFailed = await this.after({
+      outcome: 'success',
+      profile: name,
+      backupId: result.detail.id,
+      nextDueAt: isoOrNull(next) ?? undefined,
+    });
+    if (afterFailed) {
+      // The backup is READY; the run still failed (what the before hook stopped may not be running again).
+      const error = new HookError(`backup ${result.detail.id} is READY, but ${afterFailed}`);
+      await this.hook('on-failure', profile.hooks.onFailure, {
+        outcome: 'failure',
+        profile: name,
+        backupId: result.detail.id,
+        error: error.message,
+      });
+      await this.send('failure', { backupId: result.detail.id, failure: 'hook', exitCode: this.input.explain(error).exitCode });
+      return await this.finish({
+        outcome: 'failure',
+        profile: name,
+        backupId: result.detail.id,
+        nextDueAt: isoOrNull(next),
+        interval,
+        message: error.message,
+        error,
+      });
+    }
+    await this.send('success', {
+      backupId: result.detail.id,
+      fileCount: result.metadata.fileCount,
+      plaintextBytes: result.metadata.plaintextSizeBytes,
+      ciphertextBytes: result.detail.ciphertextSizeBytes ?? undefined,
+      durationSeconds: Math.round((Date.now() - started) / 1000),
+      nextDueAt: isoOrNull(next),
+    });
+    return await this.finish({
+      outcome: 'success',
+      profile: name,
+      backupId: result.detail.id,
+      nextDueAt: isoOrNull(next),
+      interval,
+      status: result.detail.status,
+      fileCount: result.metadata.fileCount,
+      plaintextBytes: result.metadata.plaintextSizeBytes,
+      ciphertextBytes: result.detail.ciphertextSizeBytes,
+    });
+  }
+
+  /** The backup failed (`error`, the deadline's when it passed): a cadence refusal is a skip, else the failure reported. */
+  private async failed(error: unknown, started: number): Promise<RunOutcome> {
+    const { profile, name } = this;
+    if (error instanceof CofferApiError && error.status === 429) {
+      // The server's clock, or a backup this host could not see, says not yet: nothing was opened, no hook ran.
+      const at = retryAt(error, Date.now());
+      return await this.finish(this.skipped(at, 'not due (the server refused: cadence)'));
+    }
+    const failure = this.input.explain(error);
+    if (this.afterDue) await this.after({ outcome: 'failure', profile: name, error: failure.message });
+    await this.hook('on-failure', profile.hooks.onFailure, { outcome: 'failure', profile: name, error: failure.message });
+    await this.send('failure', {
+      failure: failure.kind,
+      exitCode: failure.exitCode,
+      durationSeconds: Math.round((Date.now() - started) / 1000),
+    });
+    return await this.finish({
+      outcome: 'failure',
+      profile: name,
+      backupId: null,
+      nextDueAt: null,
+      interval: this.plan.interval,
+      message: failure.message,
+      error,
+    });
   }
 }
 
@@ -393,6 +456,7 @@ async function backupProfile(input: AgentRunInput, afterSlot: () => Promise<void
       exclude: profile.excludes,
       name: profile.name,
       maxArchiveBytes: input.maxArchiveBytes,
+      ownerName: input.ownerName,
       chain: chain.link,
       signal,
       afterSlot,

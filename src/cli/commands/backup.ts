@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import fsp from 'node:fs/promises';
 import {
   type BackupEvent,
+  type BackupResult,
   chainForProfile,
   type Compression,
   COMPRESSIONS,
@@ -150,19 +151,7 @@ export function registerBackup(program: Command): void {
         const recipient = recipientFor(options.recipient, config);
         const sealedFrom = options.recipient !== undefined ? '--recipient' : (recipientFrom ?? 'COFFER_RECIPIENT');
         const compression = compressionOf(options.compression);
-        const streaming = !!options.stdin || !!options.stdinFromCommand;
-        if (options.stdin && options.stdinFromCommand) throw usageError('--stdin and --stdin-from-command exclude each other');
-        if (options.stdinName !== undefined && !streaming) throw usageError('--stdin-name goes with --stdin or --stdin-from-command');
-        if (options.stdin && paths.length > 0) throw usageError('--stdin backs up standard input: give no paths with it');
-        if (!streaming && paths.length === 0) throw usageError('nothing to back up: give one or more paths, or --stdin');
-        const exclude = streaming ? [] : await excludePatterns(options);
-        if (!streaming) {
-          for (const source of paths) {
-            await fsp.lstat(source).catch((error: unknown) => {
-              throw usageError(`cannot back up ${source}: ${fsReason(error)}`);
-            });
-          }
-        }
+        const { streaming, exclude } = await whatToBackUp(paths, options);
         const client = clientFor(config);
         let masterKey: Buffer | undefined;
         if (recipient) {
@@ -182,14 +171,7 @@ export function registerBackup(program: Command): void {
         }
         const stream = streaming ? streamSource(options, paths) : undefined;
         const bar = progressBar(stream ? 'reading + encrypting + uploading' : 'encrypting + uploading', !!options.json);
-        const onEvent = (event: BackupEvent) => {
-          if (event.type === 'progress') bar.update(event.plaintextBytes, stream ? undefined : event.estimatedPlaintextBytes);
-          else if (event.type === 'uploaded') bar.complete();
-          else if (event.type === 'measuring' && !options.json) note(`${event.reason}…`);
-          else if (event.type === 'slot' && event.reused) note(`resuming the open upload slot ${event.backupId}`);
-          else if (event.type === 'replaced') note(`deleted the unfinished upload ${event.backupId} (it can never be finalized)`);
-          else if (event.type === 'slot-deleted') note(`deleted the upload slot ${event.backupId}`);
-        };
+        const onEvent = backupEvents(bar, !!stream, !!options.json);
         try {
           // With a profile, the backup is the next link of its history chain (docs/crypto.md §3a).
           const chain = profile ? await chainForProfile(config.stateDir, profile.name) : undefined;
@@ -201,6 +183,7 @@ export function registerBackup(program: Command): void {
             name: options.name,
             hostappVersion: options.hostappVersion,
             maxArchiveBytes: config.maxArchiveBytes ?? undefined,
+            ownerName: config.ownerName,
             chain: chain?.link,
             signal,
             onEvent,
@@ -220,31 +203,67 @@ export function registerBackup(program: Command): void {
           });
           const skewWarning = await chain?.record(result);
           if (skewWarning) process.stderr.write(`${skewWarning}\n`);
-          const { detail, metadata, skipped } = result;
           bar.stop();
-          if (options.json) {
-            return printJson({
-              ...detail,
-              ...(recipient ? { recipientFingerprint: recipient.fingerprint } : {}),
-              ...(skipped.length > 0 ? { skipped } : {}),
-            });
-          }
-          for (const entry of skipped) note(`skipped ${entry.path}: ${entry.reason}`);
-          const what =
-            metadata.archive === 'raw'
-              ? `"${metadata.name}" from ${options.stdin ? 'standard input' : 'the command'}`
-              : plural(metadata.fileCount, 'file');
-          print(
-            `backup ${detail.id} ${detail.status}: ${what}, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
-              `${bytes(detail.ciphertextSizeBytes)} encrypted (${metadata.compression}); kept until ${localTime(detail.expiresAt)}`,
-          );
-          if (skipped.length > 0)
-            print(`${plural(skipped.length, 'entry was', 'entries were')} left out (listed above and in the backup's sealed metadata)`);
-          if (recipient) print(`sealed to recipient ${recipient.fingerprint}`);
+          reportBackup(result, options, recipient);
         } finally {
           bar.stop();
           wipe(masterKey);
         }
       }),
     );
+}
+
+/** The arguments checked (streaming or paths, never both; every path there) and the exclude patterns read. */
+async function whatToBackUp(paths: string[], options: BackupOptions): Promise<{ streaming: boolean; exclude: string[] }> {
+  const streaming = !!options.stdin || !!options.stdinFromCommand;
+  if (options.stdin && options.stdinFromCommand) throw usageError('--stdin and --stdin-from-command exclude each other');
+  if (options.stdinName !== undefined && !streaming) throw usageError('--stdin-name goes with --stdin or --stdin-from-command');
+  if (options.stdin && paths.length > 0) throw usageError('--stdin backs up standard input: give no paths with it');
+  if (!streaming && paths.length === 0) throw usageError('nothing to back up: give one or more paths, or --stdin');
+  const exclude = streaming ? [] : await excludePatterns(options);
+  if (!streaming) {
+    for (const source of paths) {
+      await fsp.lstat(source).catch((error: unknown) => {
+        throw usageError(`cannot back up ${source}: ${fsReason(error)}`);
+      });
+    }
+  }
+  return { streaming, exclude };
+}
+
+/** What the backup's events show: the progress bar, and a note for each step that is not the usual. */
+function backupEvents(bar: ReturnType<typeof progressBar>, streamed: boolean, json: boolean): (event: BackupEvent) => void {
+  return (event) => {
+    if (event.type === 'progress') bar.update(event.plaintextBytes, streamed ? undefined : event.estimatedPlaintextBytes);
+    else if (event.type === 'uploaded') bar.complete();
+    else if (event.type === 'measuring' && !json) note(`${event.reason}…`);
+    else if (event.type === 'slot' && event.reused) note(`resuming the open upload slot ${event.backupId}`);
+    else if (event.type === 'replaced') note(`deleted the unfinished upload ${event.backupId} (it can never be finalized)`);
+    else if (event.type === 'slot-deleted') note(`deleted the upload slot ${event.backupId}`);
+  };
+}
+
+/** The READY backup, as JSON or in words (with what was left out, and the recipient it is sealed to). */
+function reportBackup(result: BackupResult, options: BackupOptions, recipient: ReturnType<typeof recipientFor>): void {
+  const { detail, metadata, skipped } = result;
+  if (options.json) {
+    printJson({
+      ...detail,
+      ...(recipient ? { recipientFingerprint: recipient.fingerprint } : {}),
+      ...(skipped.length > 0 ? { skipped } : {}),
+    });
+    return;
+  }
+  for (const entry of skipped) note(`skipped ${entry.path}: ${entry.reason}`);
+  const what =
+    metadata.archive === 'raw'
+      ? `"${metadata.name}" from ${options.stdin ? 'standard input' : 'the command'}`
+      : plural(metadata.fileCount, 'file');
+  print(
+    `backup ${detail.id} ${detail.status}: ${what}, ${bytes(metadata.plaintextSizeBytes)} archived, ` +
+      `${bytes(detail.ciphertextSizeBytes)} encrypted (${metadata.compression}); kept until ${localTime(detail.expiresAt)}`,
+  );
+  if (skipped.length > 0)
+    print(`${plural(skipped.length, 'entry was', 'entries were')} left out (listed above and in the backup's sealed metadata)`);
+  if (recipient) print(`sealed to recipient ${recipient.fingerprint}`);
 }

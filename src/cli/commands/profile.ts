@@ -68,7 +68,14 @@ export function registerProfile(program: Command): void {
   const profile = program
     .command('profile')
     .description('manage the profiles of the config file (server, key source, paths, hooks, notifications)');
+  registerProfileAdd(profile);
+  registerProfileList(profile);
+  registerProfileShow(profile);
+  registerProfileRemove(profile);
+}
 
+/** `coffer profile add <name>`. */
+function registerProfileAdd(profile: Command): void {
   profile
     .command('add <name>')
     .description('add (or with --force replace) a profile')
@@ -160,7 +167,10 @@ export function registerProfile(program: Command): void {
         print(`profile ${name} saved in ${file}${data.default === name ? ' (the default profile)' : ''}`);
       }),
     );
+}
 
+/** `coffer profile list`. */
+function registerProfileList(profile: Command): void {
   profile
     .command('list')
     .description('list the profiles')
@@ -177,7 +187,10 @@ export function registerProfile(program: Command): void {
         }
       }),
     );
+}
 
+/** `coffer profile show <name>`. */
+function registerProfileShow(profile: Command): void {
   profile
     .command('show <name>')
     .description('show one profile (the key source, never the key)')
@@ -204,7 +217,10 @@ export function registerProfile(program: Command): void {
         );
       }),
     );
+}
 
+/** `coffer profile remove <name>`. */
+function registerProfileRemove(profile: Command): void {
   profile
     .command('remove <name>')
     .description('remove a profile (and the key file --api-key-stdin made for it); its chain state is kept')

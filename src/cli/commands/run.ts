@@ -79,6 +79,7 @@ export async function runProfile(context: CommandContext, options: RunOptions): 
     client,
     stateDir: config.stateDir,
     maxArchiveBytes: config.maxArchiveBytes ?? undefined,
+    ownerName: config.ownerName,
     interval,
     signal,
     deadlineMs: config.runTimeoutMs ?? profile.runTimeoutMinutes * 60_000,

@@ -165,7 +165,13 @@ async function cronStatus(
 
 export function registerSchedule(program: Command): void {
   const schedule = program.command('schedule').description('run a profile on a timer: a systemd user service + timer, or a crontab line');
+  registerScheduleInstall(schedule);
+  registerScheduleStatus(schedule);
+  registerScheduleRemove(schedule);
+}
 
+/** `coffer schedule install`. */
+function registerScheduleInstall(schedule: Command): void {
   schedule
     .command('install')
     .description("write a systemd user service and timer that run `coffer run` every quarter of the plan's interval, and start the timer")
@@ -237,7 +243,10 @@ export function registerSchedule(program: Command): void {
         note('user timers run only while you are logged in, unless: loginctl enable-linger "$(id -un)"');
       }),
     );
+}
 
+/** `coffer schedule status`. */
+function registerScheduleStatus(schedule: Command): void {
   schedule
     .command('status')
     .description("the profile's units, timer state and last run")
@@ -285,7 +294,10 @@ export function registerSchedule(program: Command): void {
         print(`next due:   ${next.at ? localTime(next.at) : next.why}`);
       }),
     );
+}
 
+/** `coffer schedule remove`. */
+function registerScheduleRemove(schedule: Command): void {
   schedule
     .command('remove')
     .description("stop the profile's timer and delete its units")

@@ -68,9 +68,9 @@ const plainSeconds = (ms: number): number | undefined => {
 /**
  * The header node-tar's Header.encode writes for a file or directory whose name is short ASCII and whose numbers
  * fit (the case of nearly every entry), written in place: node-tar's encoder (path.parse of every name, padded
- * strings, a new 512-byte buffer per header) was a quarter of the pack's CPU time for the P6 tree's 3,000 files
- * (0.12 s → 0.09 s, bench P6). Returns false for anything else (node-tar's encoder then writes it, with a pax
- * header where one is needed). pack.test.ts checks that both write the same bytes.
+ * strings, a new 512-byte buffer per header) is work per entry, which a tree of small files pays thousands of times.
+ * Returns false for anything else (node-tar's encoder then writes it, with a pax header where one is needed).
+ * pack.test.ts checks that both write the same bytes.
  */
 function writePlainHeader(
   buf: Buffer,
@@ -113,9 +113,9 @@ function writePlainHeader(
 /**
  * The tar stream's chunks, recycled: the stage that is done with a chunk (the compressor, once it has consumed it)
  * gives it back with release(), and the writer fills it again. A backup then holds a few chunks instead of
- * allocating one per MiB of archive, each held until the next garbage collection (bench P9: 32–47 MiB of them at the
- * peak). Only chunks this pool handed out and not yet got back are taken (anything else, or a second release of the
- * same chunk, is ignored), and a chunk is never handed out while it is out.
+ * allocating one per MiB of archive, each held until the next garbage collection: its memory is bounded by its
+ * pipeline, not by the collector's pace. Only chunks this pool handed out and not yet got back are taken (anything
+ * else, or a second release of the same chunk, is ignored), and a chunk is never handed out while it is out.
  */
 export class ChunkPool {
   private readonly free: ArrayBuffer[] = [];
@@ -182,12 +182,11 @@ class TarChunks {
  * archive. The bytes are those node-tar's packer wrote before (the same header fields, node-tar's Pax encoder,
  * hard links as Link entries to the first path of an inode within a run, two zero blocks at the end; only a time
  * before 1970 with a fraction of a second differs: node-tar could not write it at all), written by this loop
- * instead: node-tar's packer took 0.6–0.8 s of CPU for the 45 MiB P6 tree, mostly per-file machinery (a stream,
- * callbacks and 4–5 thread-pool trips per file), and the packers of tar-fs/tar-stream and modern-tar as much
- * (bench P6); this writes each header and file straight into 1 MiB
- * chunks, reads under 256 KiB synchronous (small files, from the page cache), larger ones through the thread
- * pool, at most 1 MiB at a time and only when the consumer asks for more (the upload's backpressure reaches the
- * reads).
+ * instead: node-tar's packer spends most of its CPU on per-file machinery (a stream, callbacks and several
+ * thread-pool trips per file), and the packers of tar-fs/tar-stream and modern-tar as much, which for a tree of
+ * small files outweighs its bytes. This writes each header and file straight into 1 MiB chunks, reads under
+ * 256 KiB synchronous (small files, from the page cache), larger ones through the thread pool, at most 1 MiB at a
+ * time and only when the consumer asks for more (the upload's backpressure reaches the reads).
  *
  * An entry that cannot be read now fails the backup (strict) rather than vanish from it, with the file named and
  * the reason in words. A file that changes while it is read fails it too: the header holds the size seen before

@@ -80,11 +80,11 @@ const COLLECT_EVERY = 4 * 1024 * 1024;
 
 /**
  * A minor garbage collection (a scavenge of V8's young generation), run by the upload every COLLECT_EVERY bytes of
- * plaintext. The compressor's and the encryptor's 1 MiB output buffers die young, but V8 scavenged only when its young
- * generation filled, 20–35 MiB of them later, and the memory they held stayed resident (bench P9: peak RSS of the P6
- * backup 136 → 115 MiB on Node 20, 154 → 121 MiB on Node 24, no more CPU). A process reaches V8's gc() only through
- * a context made while --expose-gc is on: the flag is on for that one context, so the program's own global scope
- * never has a gc. Undefined where the runtime does not allow it.
+ * plaintext. The compressor's and the encryptor's 1 MiB output buffers die young, but V8 scavenges only when its
+ * young generation fills, many of them later, and the memory they held stays resident: collecting as they go keeps
+ * a backup's peak memory to its pipeline, for no measurable CPU (P9 in BENCHMARKS.md). A process reaches V8's gc()
+ * only through a context made while --expose-gc is on: the flag is on for that one context, so the program's own
+ * global scope never has a gc. Undefined where the runtime does not allow it.
  */
 function youngCollector(): (() => void) | undefined {
   try {

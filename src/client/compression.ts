@@ -31,14 +31,14 @@ export const defaultCompression = (): Compression => (zstdAvailable() ? 'zstd' :
 
 /**
  * gzip's level when none is given: 1, not zlib's 6. gzip is the default only where node:zlib has no zstd (Node 20,
- * past its end of life), and there level 6 was most of a backup: 2.1 s of CPU for the 45 MiB P6 tree against
- * 0.65 s at level 1, for an archive 6% larger (28% on its text, nothing on the incompressible rest; bench P6).
+ * past its end of life), and there level 6 makes compression most of a backup's CPU for an archive only slightly
+ * smaller (the incompressible part of a tree gains nothing): a backup's time counts more than a few percent of bytes.
  */
 export const GZIP_LEVEL = 1;
 
 /**
- * How much the compressor emits per turn of the thread pool: zlib's default of 16 KiB made zstd take 1,800 trips
- * (and main-thread callbacks) for the P6 tree and 0.65 s; 1 MiB takes 0.17 s, the same bytes (bench P6).
+ * How much the compressor emits per turn of the thread pool: each turn is a thread-pool trip and a main-thread
+ * callback, which at zlib's default of 16 KiB cost more than the compression itself; the bytes are the same.
  */
 const COMPRESS_CHUNK = 1024 * 1024;
 
@@ -107,7 +107,8 @@ const INCOMPRESSIBLE = 0.97;
  * One gzip member (RFC 1952) compressed on several threads, as pigz does: the input is cut into GZIP_BLOCK pieces,
  * each deflated on its own in the thread pool, ending in a sync flush (an empty stored block) so the next one's
  * blocks follow on, the last one with the final block; the header is node:zlib's own, the trailer the CRC-32 and
- * size of the whole input. Any gzip reader reads it as one member (bench P6: gzip was one core's work on Node 20).
+ * size of the whole input. Any gzip reader reads it as one member. Where gzip is the compressor (Node 20), one
+ * deflate stream would hold a backup to one core (P6 in BENCHMARKS.md).
  */
 class ParallelGzip extends Transform {
   /** The block being gathered (when the input does not come in whole blocks), and how much of it is filled. */
@@ -186,7 +187,7 @@ class ParallelGzip extends Transform {
 
   /**
    * Deflates one block, stored as it is (level 0) when three samples of it do not compress: media and encrypted files
-   * cost deflate a full search for nothing (bench P9: two thirds of the P6 tree, 0.4 s of a Node 20 backup's CPU).
+   * cost deflate a full search for nothing, and they can be most of a tree.
    */
   private async deflateBlock(block: Buffer, last = false): Promise<Buffer> {
     const options = { finishFlush: last ? zlib.constants.Z_FINISH : zlib.constants.Z_SYNC_FLUSH };

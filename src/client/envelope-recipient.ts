@@ -35,7 +35,7 @@ export interface Encapsulation {
 /**
  * The encapsulation parseRecipient made to check a recipient (with fresh random coins, like any other), kept for the
  * first DEK sealed to it: a backup host then runs X-Wing once per backup, not twice (the pure-JavaScript ML-KEM part
- * is a few tens of milliseconds of CPU, and the most code the host runs cold; bench P9). Taken once, at most.
+ * is the costliest code a backup host runs cold). Taken once, at most.
  */
 const checkedEncapsulations = new WeakMap<Recipient, { publicKey: Uint8Array; encapsulation: Encapsulation }>();
 /**

@@ -56,10 +56,10 @@ const emptyBatch = (): Pending => ({ items: [], chunks: [], bytes: 0, entries: 0
 let spareWorkers: { worker: Worker; failed: boolean }[] = [];
 
 /**
- * Starts `count` extraction workers now, so that a thread's start (some 30–60 ms of a core: a new isolate and
- * Node's bootstrap) is spent while the restore waits for its key rather than when the first files arrive. They do
- * nothing until a WorkerLanes takes them (its place comes as their first message); they do not keep the process
- * alive; dropSpareWorkers() stops those left.
+ * Starts `count` extraction workers now, so that a thread's start (a new isolate and Node's bootstrap) is spent
+ * while the restore waits for its key rather than when the first files arrive. They do nothing until a WorkerLanes
+ * takes them (its place comes as their first message); they do not keep the process alive; dropSpareWorkers() stops
+ * those left.
  */
 export function prestartWorkers(count: number): void {
   while (spareWorkers.length < count) {

@@ -14,11 +14,10 @@
  *            archive and checked its size and SHA-256 (placeTree), so a failed restore writes nothing; the
  *            move and the attribute pass never enter a symlink of the target.
  *
- * Speed: creating a file costs the kernel far more than anything the extractor does (0.3–0.9 ms per create on
- * ext4 in a VM, where the whole P6 restore's own work is ~0.1 ms per file), and creates in one directory are
- * serialized by its lock while creates in different directories run side by side. So the checks run on the
- * main thread in archive order, and the file-system work runs as asynchronous jobs (libuv's thread pool), one
- * lane per directory: jobs in a directory one after another, different directories at the same time.
+ * Speed: creating a file costs the kernel far more than anything the extractor does for it, and creates in one
+ * directory are serialized by its lock while creates in different directories run side by side. So the checks run
+ * on the main thread in archive order, and the file-system work runs as asynchronous jobs (libuv's thread pool),
+ * one lane per directory: jobs in a directory one after another, different directories at the same time.
  */
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';

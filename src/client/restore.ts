@@ -171,8 +171,8 @@ export async function openBackup(
 /**
  * Opening the data key, once the master key is there, runs X-Wing in pure JavaScript (noble): the recipient's key
  * pair expanded from its seed (once for the key-pin check, once in unwrapDek) and a decapsulation. The first run in a
- * process is several times slower than the next (the JIT compiles it, the base point's tables are built): 110–300 ms
- * against 20–50 ms on the P6 machine. So while Argon2id runs (in libsodium's thread, the main thread mostly idle), the
+ * process is several times slower than the next (the JIT compiles it, the base point's tables are built), time the
+ * restore should not spend waiting. So while Argon2id runs (in libsodium's thread, the main thread mostly idle), the
  * same code runs once on a throwaway key, sealed and opened, which leaves nothing but compiled code and those tables.
  * It waits for the backup's record (the account was asked first, so its answer has started the derivation by then)
  * and is skipped when the key came first.

@@ -273,8 +273,8 @@ class Scan {
  * its base name); several are archived side by side under their base names, which must differ.
  *
  * The system calls are synchronous: from the page cache an lstat or an open takes microseconds, a trip through
- * libuv's thread pool (fs.promises) ten to a hundred times that, so 3,000 files took 0.3–0.45 s awaited one by
- * one and take 20 ms this way (bench P6). The event loop gets a turn every SCAN_SLICE entries.
+ * libuv's thread pool (fs.promises) ten to a hundred times that, so a scan that awaited each call would spend its
+ * time in the trips, not in the calls. The event loop gets a turn every SCAN_SLICE entries.
  */
 export async function scanTree(source: string | readonly string[], options: ScanOptions = {}): Promise<TreeScan> {
   const sources = typeof source === 'string' ? [source] : [...source];

@@ -23,9 +23,8 @@ export class TarSizeBound {
   add(entryPath: string, stat: fs.Stats, uname: string): void {
     // One header block. A pax header (3 blocks + the names it carries) is possible only for long or non-ASCII
     // names, hard links (their target's name), symlinks (their target may be long), and numbers or a user name
-    // the ustar fields cannot hold. The bound used to count one for every entry: 12% over the real tar of 3,000
-    // small files, which made a 45 MiB tree (27 MiB compressed) look as if it might exceed 50 MiB and cost a
-    // second tar+gzip pass (bench P6).
+    // the ustar fields cannot hold. The bound stays close to the real tar: a tree whose bound passes the size limit
+    // costs a dry run (a second tar and compression pass) even when it fits.
     const plainHeader =
       (stat.isDirectory() || (stat.isFile() && stat.nlink === 1)) &&
       /^[\x20-\x7e]{0,99}$/.test(entryPath) &&

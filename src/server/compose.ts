@@ -80,7 +80,7 @@ export interface ComposeOptions {
 }
 
 export async function composeParts(config: Config, clock: Clock = systemClock, options: ComposeOptions = {}): Promise<Parts> {
-  const database = await openStores(config);
+  const uncached = await openStores(config);
   const blobs = await openBlobStore(config);
   let bus: StatusBus;
   let changes: ChangeFeed | undefined;
@@ -88,12 +88,12 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     // Several nodes share the database: status changes travel between them on LISTEN/NOTIFY, and so do the
     // changes the metadata cache must hear of.
     const { PgStatusBus } = await import('../events/pg-bus.js');
-    const pgBus = new PgStatusBus({ connectionString: config.databaseUrl, load: (id) => database.backups.getBackup(id), log: options.log });
+    const pgBus = new PgStatusBus({ connectionString: config.databaseUrl, load: (id) => uncached.backups.getBackup(id), log: options.log });
     try {
       await pgBus.start();
     } catch (error) {
       await pgBus.close();
-      await database.database.close();
+      await uncached.database.close();
       throw error;
     }
     bus = pgBus;
@@ -104,14 +104,14 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
   // Everything below reads and writes the cached ports through the cache, so every write of this process invalidates
   // it; the other ports change no cached row and are wired straight through.
   let cache: MetadataCache | undefined;
-  let stores: Stores = database;
+  let stores: Stores = uncached;
   if (config.metadataCache.maxBytes > 0) {
-    const { cache: metadata, ...cached } = cachedPorts(database, {
+    const { cache: metadata, ...cached } = cachedPorts(uncached, {
       maxBytes: config.metadataCache.maxBytes,
       ...(changes ? { changes, ttlMs: config.metadataCache.ttlMs } : {}),
     });
     cache = metadata;
-    stores = { ...database, ...cached };
+    stores = { ...uncached, ...cached };
   }
   const backupParts = backupServices(config, stores, blobs, bus, clock);
   const { audit, keys, sessions, operator } = accountServices(config, stores, clock);

@@ -81,6 +81,18 @@ export const SERVER_SETTINGS = settings({
     default: null,
     about: 'file holding COFFER_S3_SECRET_ACCESS_KEY (a secret file; not with COFFER_S3_SECRET_ACCESS_KEY)',
   },
+  COFFER_S3_PRESIGNED: {
+    default: 'off',
+    values: ['off', 'on'],
+    about:
+      'S3 store: clients that ask move archive bytes to and from the bucket themselves, under short-lived presigned URLs ' +
+      '(docs/upload-protocols.md); the bucket must be reachable from clients at COFFER_S3_PUBLIC_ENDPOINT',
+  },
+  COFFER_S3_PUBLIC_ENDPOINT: {
+    default: null,
+    about: 'the S3 endpoint as clients reach it, for presigned URLs (unset: COFFER_S3_ENDPOINT)',
+  },
+  COFFER_S3_URL_LIFETIME: { default: '15m', about: 'how long a presigned S3 URL is valid (1s to 7d)' },
   COFFER_UPLOAD_PROTOCOL: {
     default: 'direct',
     values: ['direct', 'blobhost-client'],

@@ -74,6 +74,12 @@ interface ConfigFields {
     region: string;
     accessKeyId: string | null;
     secretAccessKey: string | null;
+    /** COFFER_S3_PRESIGNED: clients may move the bytes themselves under presigned URLs (docs/upload-protocols.md). */
+    presigned: boolean;
+    /** COFFER_S3_PUBLIC_ENDPOINT: the endpoint presigned URLs name (null: `endpoint`). */
+    publicEndpoint: string | null;
+    /** COFFER_S3_URL_LIFETIME: how long a presigned URL is valid. */
+    urlLifetimeMs: number;
   };
   uploadProtocol: 'direct' | 'blobhost-client';
   maxArchiveBytes: number;
@@ -130,7 +136,12 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     region: text(env, S.COFFER_S3_REGION),
     accessKeyId: text(env, S.COFFER_S3_ACCESS_KEY_ID),
     secretAccessKey: secret(env, S.COFFER_S3_SECRET_ACCESS_KEY, S.COFFER_S3_SECRET_ACCESS_KEY_FILE),
+    presigned: oneOf(env, S.COFFER_S3_PRESIGNED) === 'on',
+    publicEndpoint: url(env, S.COFFER_S3_PUBLIC_ENDPOINT),
+    urlLifetimeMs: duration(env, S.COFFER_S3_URL_LIFETIME, 1000),
   };
+  if (s3.urlLifetimeMs > 7 * 24 * 3600_000) throw new ConfigError(S.COFFER_S3_URL_LIFETIME.name, 'must be at most 7d (S3 refuses longer)');
+  if (s3.presigned && blobStore !== 's3') throw new ConfigError(S.COFFER_S3_PRESIGNED.name, 'works only with COFFER_BLOB_STORE=s3');
   if (blobStore === 's3' && s3.bucket === null) {
     throw new ConfigError(S.COFFER_S3_BUCKET.name, 'is required when COFFER_BLOB_STORE=s3');
   }

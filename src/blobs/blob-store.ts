@@ -151,3 +151,22 @@ export interface MultipartBlobStore extends BlobStore {
   /** Discards a multipart upload and its parts; an unknown upload is not an error. */
   abortMultipart(key: string, uploadId: string): Promise<void>;
 }
+
+/** A request the client makes itself, straight to the store: valid until `expiresAt` (epoch ms), never logged. */
+export interface PresignedRequest {
+  method: 'PUT' | 'GET';
+  url: string;
+  /** Headers the signature covers, which the client must send as given (the exact Content-Length of an upload). */
+  headers: Record<string, string>;
+  expiresAt: number;
+}
+
+/**
+ * A store whose clients may move the bytes themselves (S3 with COFFER_S3_PRESIGNED): presigned requests for one
+ * object's PUT of exactly `size` bytes, one part of a multipart upload of exactly `size` bytes, and a GET.
+ */
+export interface DirectTransfers {
+  presignPut(key: string, size: number): Promise<PresignedRequest>;
+  presignPart(key: string, uploadId: string, partNumber: number, size: number): Promise<PresignedRequest>;
+  presignGet(key: string): Promise<PresignedRequest>;
+}

@@ -2,7 +2,7 @@
 import net from 'node:net';
 import type { FastifyServerOptions } from 'fastify';
 import type { Config } from '../config.js';
-import type { BlobStore, MultipartBlobStore } from '../blobs/blob-store.js';
+import type { BlobStore, DirectTransfers, MultipartBlobStore } from '../blobs/blob-store.js';
 import { FsBlobStore } from '../blobs/fs.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
@@ -45,6 +45,21 @@ export async function openBlobStore(config: Config): Promise<MultipartBlobStore>
   return new FsBlobStore(config.dataDir);
 }
 
+/** Presigned transfers, where the operator turned them on (COFFER_S3_PRESIGNED=on, S3 store only). */
+export async function openDirectTransfers(config: Config): Promise<DirectTransfers | undefined> {
+  if (!config.s3.presigned) return undefined;
+  const { S3Presigner } = await import('../blobs/s3-presign.js');
+  return new S3Presigner({
+    bucket: config.s3.bucket!,
+    endpoint: config.s3.endpoint,
+    publicEndpoint: config.s3.publicEndpoint,
+    region: config.s3.region,
+    accessKeyId: config.s3.accessKeyId,
+    secretAccessKey: config.s3.secretAccessKey,
+    lifetimeMs: config.s3.urlLifetimeMs,
+  });
+}
+
 type BackupServices = Pick<Services, 'vault' | 'retention' | 'quotas' | 'backups' | 'readPolicy'>;
 
 /**
@@ -82,6 +97,7 @@ export interface ComposeOptions {
 export async function composeParts(config: Config, clock: Clock = systemClock, options: ComposeOptions = {}): Promise<Parts> {
   const uncached = await openStores(config);
   const blobs = await openBlobStore(config);
+  const transfers = await openDirectTransfers(config);
   let bus: StatusBus;
   let changes: ChangeFeed | undefined;
   if (config.databaseUrl !== null) {
@@ -139,6 +155,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     stores,
     cache,
     blobs,
+    transfers,
     bus,
     ...backupParts,
     keys,

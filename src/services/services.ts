@@ -2,7 +2,7 @@
  * Everything the composition root (src/server/compose.ts) builds once for a Config. The app and its route plugins
  * take it whole or as much of it as they use (a Pick<Services, …>); nothing else assembles these parts.
  */
-import type { BlobStore } from '../blobs/blob-store.js';
+import type { BlobStore, DirectTransfers } from '../blobs/blob-store.js';
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import type { StatusBus } from '../events/status-bus.js';
@@ -28,6 +28,8 @@ export interface Services {
   /** The metadata cache the cached ports read through (absent with COFFER_METADATA_CACHE_MB=0): its counters for /metrics. */
   cache?: MetadataCacheCounters;
   blobs: BlobStore;
+  /** Presigned requests straight to the object store (COFFER_S3_PRESIGNED=on); absent: every byte goes through Coffer. */
+  transfers?: DirectTransfers;
   bus: StatusBus;
   /** The vault's life: bootstrap, rotate, reset, the history of replaced envelopes. */
   vault: VaultService;

@@ -56,7 +56,16 @@ describe('loadConfig', () => {
       sqliteDriver: null,
       blobStore: 'fs',
       accelRedirect: null,
-      s3: { endpoint: null, bucket: null, region: 'us-east-1', accessKeyId: null, secretAccessKey: null },
+      s3: {
+        endpoint: null,
+        bucket: null,
+        region: 'us-east-1',
+        accessKeyId: null,
+        secretAccessKey: null,
+        presigned: false,
+        publicEndpoint: null,
+        urlLifetimeMs: 900_000,
+      },
       uploadProtocol: 'direct',
       maxArchiveBytes: 52_428_800,
       planQuotas: {},
@@ -143,6 +152,11 @@ describe('loadConfig', () => {
       initialPlan: 'free',
     });
     expect(loadConfig({ PORT: '9000' }).publicUrl).toBe('http://localhost:9000');
+    const s3 = { COFFER_BLOB_STORE: 's3', COFFER_S3_BUCKET: 'b', COFFER_S3_ENDPOINT: 'http://127.0.0.1:7480' };
+    expect(
+      loadConfig({ ...s3, COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: 'https://s3.example.com/', COFFER_S3_URL_LIFETIME: '7d' })
+        .s3,
+    ).toMatchObject({ presigned: true, publicEndpoint: 'https://s3.example.com', urlLifetimeMs: 7 * 86_400_000 });
     expect(loadConfig({ COFFER_ACCEL_REDIRECT: ' /internal/coffer-blobs ' }).accelRedirect).toBe('/internal/coffer-blobs');
   });
 
@@ -170,6 +184,11 @@ describe('loadConfig', () => {
         'COFFER_ACCEL_REDIRECT',
         'works only with COFFER_BLOB_STORE=fs (nginx serves the files of COFFER_DATA_DIR/blobs)',
       ],
+      [{ COFFER_S3_PRESIGNED: 'on' }, 'COFFER_S3_PRESIGNED', 'works only with COFFER_BLOB_STORE=s3'],
+      [{ COFFER_S3_PRESIGNED: 'yes' }, 'COFFER_S3_PRESIGNED', 'must be one of off, on, got "yes"'],
+      [{ COFFER_S3_PUBLIC_ENDPOINT: 's3.example.com' }, 'COFFER_S3_PUBLIC_ENDPOINT', 'expected an http(s) URL, got "s3.example.com"'],
+      [{ COFFER_S3_URL_LIFETIME: '500ms' }, 'COFFER_S3_URL_LIFETIME', duration('500ms')],
+      [{ COFFER_S3_URL_LIFETIME: '8d' }, 'COFFER_S3_URL_LIFETIME', 'must be at most 7d (S3 refuses longer)'],
       [{ COFFER_UPLOAD_PROTOCOL: 'tus' }, 'COFFER_UPLOAD_PROTOCOL', 'must be one of direct, blobhost-client, got "tus"'],
       [{ COFFER_MAX_ARCHIVE_BYTES: '50MiB' }, 'COFFER_MAX_ARCHIVE_BYTES', 'expected a whole number, got "50MiB"'],
       [{ COFFER_MAX_ARCHIVE_BYTES: '0' }, 'COFFER_MAX_ARCHIVE_BYTES', `must be between 1 and ${Number.MAX_SAFE_INTEGER}, got 0`],

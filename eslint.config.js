@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint';
 
 /**
  * The layers of src/ (README "Layout"), top to bottom: a folder imports only from the rows below its own, so
- * the arrows run one way. `config` is src/config.ts. `contract` is the wire contract (TypeBox schemas, body types,
+ * the arrows run one way. `config` is src/config.ts with the two files it is made of (config-settings.ts, config-readers.ts). `contract` is the wire contract (TypeBox schemas, body types,
  * the views that build bodies): every layer, the client and the console page may import it, and it imports only
  * domain/ (and TypeBox). The client stands apart: packed alone as the CLI package, it shares only the domain and
  * the contract with the server. It is the SDK (the coffer-sdk package, scripts/pack-sdk.mjs): the CLI-only modules
@@ -44,7 +44,7 @@ function fromAnyDepth(target) {
 function layerRule(folder, allowed) {
   const message = `src/${folder}/ may import only from ${allowed.length ? allowed.join(', ') : 'itself'} (layers: README "Layout").`;
   const forbidden = FOLDERS.filter((other) => other !== folder && !allowed.includes(other)).flatMap((other) => fromAnyDepth(`${other}/*`));
-  if (!allowed.includes('config')) forbidden.push(...fromAnyDepth('config.js'));
+  if (!allowed.includes('config')) forbidden.push(...['config.js', 'config-settings.js', 'config-readers.js'].flatMap(fromAnyDepth));
   return {
     files: [`src/${folder}/**/*.ts`],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group: forbidden, message }] }] },

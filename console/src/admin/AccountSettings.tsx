@@ -1,8 +1,8 @@
 /** An account's label, plan, deletion grace and quota: one small form each, the values the account has until edited. */
 import type { ComponentChildren } from 'preact';
-import { PLANS } from '../../../src/domain/plans.js';
 import { bytes, call, type AccountData, type Plan } from './api.js';
 import { valueOf } from '../ui/forms.js';
+import { PlanOptions } from './PlanOptions.js';
 
 type QuotaMode = 'plan' | 'none' | 'bytes';
 
@@ -76,11 +76,7 @@ function PlanForm({ id, form: { plan }, edit, act }: FormProps) {
       <label>
         Plan
         <select value={plan} onChange={(e) => edit({ plan: valueOf(e) as Plan })}>
-          {PLANS.map((p) => (
-            <option key={p} value={p}>
-              {p}
-            </option>
-          ))}
+          <PlanOptions />
         </select>
       </label>
       <button type="submit">Change plan</button>

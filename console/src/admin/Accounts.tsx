@@ -1,11 +1,11 @@
 /** The overview's list of accounts: filters above, one row per account, host accounts under their owner. */
 import { useState } from 'preact/hooks';
-import { PLANS } from '../../../src/domain/plans.js';
 import { CardTable, type Column } from '../ui/card-table.js';
 import { quotaText, useShownAccounts, type Filters, type Row, type SortKey } from './account-rows.js';
 import { bytes, when, type OverviewData } from './api.js';
 import { Link } from './router.js';
 import { valueOf, checkedOf } from '../ui/forms.js';
+import { PlanOptions } from './PlanOptions.js';
 
 /** The account as an operator knows it: its label (else its id), and for a host account whose host it is. */
 function AccountName({ row, owner }: { row: Row; owner: { accountId: string; label: string | null } | undefined }) {
@@ -53,11 +53,7 @@ function FilterControls({ filters, set }: { filters: Filters; set: (change: Part
         Plan
         <select value={filters.plan} onChange={(e) => set({ plan: valueOf(e) })}>
           <option value="">All</option>
-          {PLANS.map((p) => (
-            <option key={p} value={p}>
-              {p}
-            </option>
-          ))}
+          <PlanOptions />
         </select>
       </label>
       <label>

@@ -77,35 +77,26 @@ function HostHelp() {
 }
 
 function ScheduleChoice({ schedule, choose }: { schedule: HostFields['schedule']; choose: (schedule: HostFields['schedule']) => void }) {
+  const option = (value: HostFields['schedule'], name: string, about: string) => (
+    <div class="check">
+      <input
+        type="radio"
+        id={`host-schedule-${value}`}
+        name="host-schedule"
+        value={value}
+        checked={schedule === value}
+        onChange={() => choose(value)}
+      />
+      <label for={`host-schedule-${value}`}>
+        {name} <span class="muted">{about}</span>
+      </label>
+    </div>
+  );
   return (
     <fieldset>
       <legend>Schedule</legend>
-      <div class="check">
-        <input
-          type="radio"
-          id="host-schedule-shared"
-          name="host-schedule"
-          value="shared"
-          checked={schedule === 'shared'}
-          onChange={() => choose('shared')}
-        />
-        <label for="host-schedule-shared">
-          This account's <span class="muted">a key of this account: the host waits while another backup of the account is recent</span>
-        </label>
-      </div>
-      <div class="check">
-        <input
-          type="radio"
-          id="host-schedule-own"
-          name="host-schedule"
-          value="own"
-          checked={schedule === 'own'}
-          onChange={() => choose('own')}
-        />
-        <label for="host-schedule-own">
-          Its own <span class="muted">a host account on your plan with the same vault: your passphrase and recipient restore it</span>
-        </label>
-      </div>
+      {option('shared', "This account's", 'a key of this account: the host waits while another backup of the account is recent')}
+      {option('own', 'Its own', 'a host account on your plan with the same vault: your passphrase and recipient restore it')}
     </fieldset>
   );
 }

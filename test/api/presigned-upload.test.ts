@@ -7,8 +7,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
+import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -262,6 +264,116 @@ for (const engine of S3_ENGINES) {
       expect(log).toContain('/api/backups/upload');
       expect(log).not.toContain(signature!);
       expect(log).not.toContain('X-Amz-');
+    });
+  });
+}
+
+for (const engine of S3_ENGINES) {
+  describe.skipIf(skipPg || skipEngine(engine))(`s3-presigned: expiry, the upload window, the sweeper (postgres + ${engine})`, () => {
+    const clock = new ManualClock(Date.now());
+    const WINDOW = 3_600_000;
+    let s3: TestS3;
+    let schema: TestSchema;
+    let server: TestServer;
+
+    beforeAll(async () => {
+      requirePg();
+      s3 = await startS3(engine);
+      schema = await createTestSchema('coffer_presigned_expiry');
+      server = await startTestServer({
+        clock,
+        env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_S3_URL_LIFETIME: '1s' },
+      });
+    });
+    afterAll(async () => {
+      await server?.stop();
+      await s3?.close();
+      await schema?.drop();
+    });
+
+    async function slot() {
+      const { apiKey, accountId } = await server.newKey({ plan: 'pro' });
+      const call = api(server.url, apiKey);
+      expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      const created = await call('POST', '/api/backups');
+      expect(created.status).toBe(201);
+      const backupId = created.body.backupId as string;
+      const negotiate = (type: string, payload: Record<string, unknown>) =>
+        call('POST', '/api/backups/upload', { json: { type: `s3-presigned.${type}`, payload: { backupId, ...payload } } });
+      const usage = async () => (await server.parts.quotas.quota(accountId))!.usage;
+      return { call, backupId, blobPath: created.body.blobPath as string, negotiate, usage };
+    }
+    const put = (request: { url: string; headers: Record<string, string> }, body: Buffer) =>
+      fetch(request.url, { method: 'PUT', headers: request.headers, body: new Uint8Array(body) });
+
+    it('an expired URL is refused by the store; the part signed again (or a new start) works, counted once', async () => {
+      const s = await slot();
+      const data = randomBytes(PART + 100);
+      const { uploadKey, uploadId } = (await s.negotiate('start', {})).body;
+      const first = await s.negotiate('part', { uploadKey, uploadId, partNumber: 1, size: PART });
+      const single = await s.negotiate('start', { size: 100 });
+      // Real time: the store judges the URL by its own clock.
+      await sleep(2500);
+      expect((await put(first.body.request, data.subarray(0, PART))).status).toBe(403);
+      expect((await put(single.body.request, data.subarray(0, 100))).status).toBe(403);
+      expect((await s.negotiate('abort', { uploadKey: single.body.uploadKey })).status).toBe(200);
+      const parts = [];
+      for (const [partNumber, chunk] of [
+        [1, data.subarray(0, PART)],
+        [2, data.subarray(PART)],
+      ] as const) {
+        const signed = await s.negotiate('part', { uploadKey, uploadId, partNumber, size: chunk.length });
+        const stored = await put(signed.body.request, chunk);
+        expect(stored.status).toBe(200);
+        parts.push({ partNumber, etag: stored.headers.get('etag')! });
+      }
+      expect(await s.usage()).toBe(data.length);
+      const complete = await s.negotiate('complete', { uploadKey, uploadId, parts, size: data.length });
+      expect(complete.status).toBe(200);
+      expect(await s.usage()).toBe(data.length);
+    });
+
+    it('an abandoned upload (object never completed, multipart never completed) is swept as an orphan', async () => {
+      const s = await slot();
+      const data = randomBytes(1000);
+      const start = await s.negotiate('start', { size: data.length });
+      expect((await put(start.body.request, data)).status).toBe(200);
+      const multi = (await s.negotiate('start', {})).body;
+      const part = await s.negotiate('part', { uploadKey: multi.uploadKey, uploadId: multi.uploadId, partNumber: 1, size: 10 });
+      expect((await put(part.body.request, randomBytes(10))).status).toBe(200);
+      expect(await s3.has(start.body.uploadKey)).toBe(true);
+      expect(await s3.incompleteUploads()).toContain(multi.uploadId);
+      // Within the grace nothing goes; past it (grace 0 here), both do.
+      await server.parts.sweeper.removeOrphans();
+      expect(await s3.has(start.body.uploadKey)).toBe(true);
+      const swept = await server.parts.sweeper.removeOrphans(0);
+      expect(swept.orphans).toBeGreaterThanOrEqual(1);
+      expect(await s3.has(start.body.uploadKey)).toBe(false);
+      expect(await s3.incompleteUploads()).not.toContain(multi.uploadId);
+      // The slot can still be uploaded to, from a new start.
+      const again = await s.negotiate('start', { size: data.length });
+      expect((await put(again.body.request, data)).status).toBe(200);
+      expect((await s.negotiate('complete', { uploadKey: again.body.uploadKey, size: data.length })).status).toBe(200);
+    });
+
+    it('past the upload window the slot takes no start, part or complete; its reservation stops counting', async () => {
+      const s = await slot();
+      const data = randomBytes(1000);
+      const start = await s.negotiate('start', { size: data.length });
+      expect((await put(start.body.request, data)).status).toBe(200);
+      const multi = (await s.negotiate('start', {})).body;
+      expect(await s.usage()).toBe(1000);
+      // (The last test of this server: its clock stays an hour ahead.)
+      clock.advance(WINDOW + 1000);
+      expect(await s.usage()).toBe(0);
+      const late = await s.negotiate('start', { size: 10 });
+      expect(late.status).toBe(400);
+      expect(late.body.details.issues[0].path).toBe('payload.backupId');
+      const part = await s.negotiate('part', { uploadKey: multi.uploadKey, uploadId: multi.uploadId, partNumber: 1, size: 10 });
+      expect(part.status).toBe(400);
+      const complete = await s.negotiate('complete', { uploadKey: start.body.uploadKey, size: data.length });
+      expect(complete.status).toBe(400);
+      expect(await s.usage()).toBe(0);
     });
   });
 }

@@ -282,7 +282,7 @@ for (const engine of S3_ENGINES) {
       schema = await createTestSchema('coffer_presigned_expiry');
       server = await startTestServer({
         clock,
-        env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_S3_URL_LIFETIME: '1s' },
+        env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_S3_URL_LIFETIME: '3s' },
       });
     });
     afterAll(async () => {
@@ -312,8 +312,8 @@ for (const engine of S3_ENGINES) {
       const { uploadKey, uploadId } = (await s.negotiate('start', {})).body;
       const first = await s.negotiate('part', { uploadKey, uploadId, partNumber: 1, size: PART });
       const single = await s.negotiate('start', { size: 100 });
-      // Real time: the store judges the URL by its own clock.
-      await sleep(2500);
+      // Real time: the store judges the URL by its own clock (a URL is dated to the second: it lives 2 to 3 s).
+      await sleep(4000);
       expect((await put(first.body.request, data.subarray(0, PART))).status).toBe(403);
       expect((await put(single.body.request, data.subarray(0, 100))).status).toBe(403);
       expect((await s.negotiate('abort', { uploadKey: single.body.uploadKey })).status).toBe(200);

@@ -238,7 +238,9 @@ function contentRoutes(app: App, ctx: RouteContext, { read, restore, readableByI
           etag: backupEtag(id, size),
           filename: `backup-${id}.bin`,
           open: async (range) => (await ctx.backups.openContent(request.backup.accountId, id, range)).stream,
-          locate: async () => (await ctx.backups.locateContent(request.backup.accountId, id)).blobKey,
+          ...(ctx.config.blobStore === 's3'
+            ? { locateInStore: async () => (await ctx.backups.locateContentInStore(request.backup.accountId, id)).pathAndQuery }
+            : { locate: async () => (await ctx.backups.locateContent(request.backup.accountId, id)).blobKey }),
         },
         // Only nginx acts on an X-Accel-Redirect: a request that did not come through a trusted proxy gets the bytes.
         ctx.fromTrustedProxy(request) ? ctx.config.accelRedirect : null,

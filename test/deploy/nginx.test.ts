@@ -648,6 +648,9 @@ for (const engine of S3_ENGINES) {
               COFFER_ACCEL_REDIRECT: '/_coffer_s3',
               COFFER_TRUST_PROXY: '127.0.0.1',
               COFFER_S3_URL_LIFETIME: `${LIFETIME_MS / 1000}s`,
+              // Clients' presigned URLs name another address; nginx's redirect names the store's own.
+              COFFER_S3_PRESIGNED: 'on',
+              COFFER_S3_PUBLIC_ENDPOINT: 'http://s3.public.invalid',
             },
           });
           const certDir = nginxDir();

@@ -313,13 +313,15 @@ export class BackupService {
   }
 
   /**
-   * What locateContent checks, then a GET of the blob presigned for the store's own endpoint: the path and query
-   * nginx proxies to it (COFFER_ACCEL_REDIRECT with the S3 store, docs/deploy.md#downloads-served-by-nginx).
+   * The checks of openContent, then a GET of the blob presigned for the store's own endpoint: the path and query
+   * nginx proxies to it (COFFER_ACCEL_REDIRECT with the S3 store, docs/deploy.md#downloads-served-by-nginx). The
+   * blob's existence is not checked first: the store answers for it (a HEAD would add a round trip to every
+   * download, bench P2-S3).
    */
   async locateContentInStore(accountId: string, id: string): Promise<{ pathAndQuery: string }> {
     const transfers = this.options.internalTransfers;
     if (!transfers) throw new Error('no presigner for the store’s own endpoint (COFFER_ACCEL_REDIRECT with S3)');
-    const { blobKey } = await this.locateContent(accountId, id);
+    const { blobKey } = await this.readyForContent(accountId, id);
     const url = new URL((await transfers.presignGet(blobKey)).url);
     return { pathAndQuery: `${url.pathname}${url.search}` };
   }

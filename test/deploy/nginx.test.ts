@@ -805,6 +805,29 @@ for (const engine of S3_ENGINES) {
         for (const reply of [stranger, anonymous]) expect(reply.body.includes(data.subarray(0, 64))).toBe(false);
       });
 
+      it('a READY backup whose object is gone from the store: the store’s 404 (Coffer does not ask the store first)', async () => {
+        const created = await request('POST', '/api/backups', { headers: auth });
+        // The cadence allows one backup per interval: a second account.
+        const { apiKey } = await server.newKey({ plan: 'pro' });
+        const other = { authorization: `Bearer ${apiKey}` };
+        expect(
+          (
+            await request('POST', '/api/backup-account/bootstrap', {
+              headers: { ...other, 'content-type': 'application/json' },
+              body: Buffer.from(JSON.stringify(envelope())),
+            })
+          ).status,
+        ).toBe(200);
+        expect(created.status).toBe(429);
+        const slot = JSON.parse((await request('POST', '/api/backups', { headers: other })).body.toString()).backupId as string;
+        await uploadAndFinalize(request, other, slot, data.subarray(0, 1000));
+        const { blobKey } = (await server.parts.stores.backups.getBackup(slot))!;
+        await s3.store().delete(blobKey!);
+        const gone = await request('GET', `/api/backups/${slot}/content`, { headers: other });
+        expect(gone.status).toBe(404);
+        expect(gone.headers.etag).toBeUndefined();
+      });
+
       it('the internal location answers 404 from outside; the redirect’s URL stops working at the store once it expires', async () => {
         const target = (await fetch(`${server.url}${content()}`, { headers: auth })).headers.get('x-accel-redirect')!;
         const storeUrl = `${new URL(s3.endpoint).origin}${target.slice(target.indexOf('/', '/_coffer_s3/'.length))}`;

@@ -158,6 +158,10 @@ describe('loadConfig', () => {
         .s3,
     ).toMatchObject({ presigned: true, publicEndpoint: 'https://s3.example.com', urlLifetimeMs: 7 * 86_400_000 });
     expect(loadConfig({ COFFER_ACCEL_REDIRECT: ' /internal/coffer-blobs ' }).accelRedirect).toBe('/internal/coffer-blobs');
+    // With the S3 store too: nginx proxies the object store (docs/deploy.md#downloads-served-by-nginx).
+    expect(loadConfig({ COFFER_ACCEL_REDIRECT: '/_coffer_s3', COFFER_BLOB_STORE: 's3', COFFER_S3_BUCKET: 'b' }).accelRedirect).toBe(
+      '/_coffer_s3',
+    );
   });
 
   it('an invalid value stops with one line naming the variable', () => {
@@ -179,11 +183,6 @@ describe('loadConfig', () => {
           `expected a location path like /_coffer_blobs (no trailing slash), got "${text}"`,
         ],
       ),
-      [
-        { COFFER_ACCEL_REDIRECT: '/_coffer_blobs', COFFER_BLOB_STORE: 's3', COFFER_S3_BUCKET: 'b' },
-        'COFFER_ACCEL_REDIRECT',
-        'works only with COFFER_BLOB_STORE=fs (nginx serves the files of COFFER_DATA_DIR/blobs)',
-      ],
       [{ COFFER_S3_PRESIGNED: 'on' }, 'COFFER_S3_PRESIGNED', 'works only with COFFER_BLOB_STORE=s3'],
       [{ COFFER_S3_PRESIGNED: 'yes' }, 'COFFER_S3_PRESIGNED', 'must be one of off, on, got "yes"'],
       [{ COFFER_S3_PUBLIC_ENDPOINT: 's3.example.com' }, 'COFFER_S3_PUBLIC_ENDPOINT', 'expected an http(s) URL, got "s3.example.com"'],

@@ -309,7 +309,7 @@ export async function main() {
     id: 'p2',
     name: 'p2-download',
     title: 'P2 — 50 MiB download',
-    target: `≥ ${TARGET}× nginx serving the same file (fs: Coffer behind nginx in accel mode); direct path ≥ ${NODE_TARGET}× a bare Node file stream`,
+    target: `≥ ${TARGET}× nginx serving the same file (fs: Coffer behind nginx in accel mode); direct path ≥ ${NODE_TARGET}× a bare Node file stream; P2-S3 (Ceph): ≥ ${TARGET}× a straight GET from the gateway`,
     command: commandLine('p2-download.js'),
     durationS: round((Date.now() - started) / 1000, 0),
     tables: [

@@ -112,6 +112,12 @@ function collectionRoutes(app: App, ctx: RouteContext, { read, write }: Guards):
                 'The largest encrypted archive this server accepts, in bytes (its COFFER_MAX_ARCHIVE_BYTES): ' +
                 'a larger upload is refused with 413 payload_too_large.',
             },
+            'Coffer-Extensions': {
+              type: 'string',
+              description:
+                'Extensions of the upload protocol this server offers, comma-separated: `s3-presigned-upload` ' +
+                '(the client may upload straight to the object store, docs/upload-protocols.md#s3-presigned).',
+            },
           }),
           ...errorResponses(401, 403, 409, 429, 500),
           409: { ...errorResponses(409)[409], description: CREATE_CONFLICT },
@@ -126,6 +132,7 @@ function collectionRoutes(app: App, ctx: RouteContext, { read, write }: Guards):
         .code(201)
         .header('x-ratelimit-policy', rateLimitPolicy(plan))
         .header('coffer-max-archive-bytes', String(ctx.config.maxArchiveBytes));
+      if (ctx.presignedUploads) reply.header('coffer-extensions', 's3-presigned-upload');
       return {
         backupId: backup.id,
         blobPath: backup.blobPath,

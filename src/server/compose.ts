@@ -9,6 +9,7 @@ import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
 import { AuditTrail } from '../services/audit.js';
 import { BackupService } from '../services/backups.js';
 import type { BlobHostService } from '../services/blob-host.js';
+import type { PresignedUploadService } from '../services/presigned-upload.js';
 import { KeyService } from '../services/keys.js';
 import { SessionService } from '../services/sessions.js';
 import { OperatorService } from '../services/operator.js';
@@ -149,6 +150,11 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     blobHost = new BlobHostService(blobs, stores, backupParts.backups, backupParts.quotas, clock, config, token);
     uploadHandshake = new UploadHandshake(blobs, backupParts.backups, clock, config, token);
   }
+  let presignedUploads: PresignedUploadService | undefined;
+  if (transfers) {
+    const { PresignedUploadService } = await import('../services/presigned-upload.js');
+    presignedUploads = new PresignedUploadService(blobs, transfers, stores, backupParts.backups, backupParts.quotas, clock, config);
+  }
   return {
     config,
     clock,
@@ -165,6 +171,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     sweeper,
     blobHost,
     uploadHandshake,
+    presignedUploads,
     ...(changes ? { changeFeed: changes } : {}),
     async close() {
       await bus.close();

@@ -21,6 +21,7 @@ import {
   BENCH_DIR,
   MiB,
   cpuSecondsOf,
+  cpuTimeOf,
   logFile,
   commandLine,
   list,
@@ -200,7 +201,7 @@ export async function main() {
  * Per backend in --s3-backends (a fresh Ceph cluster each, Coffer with COFFER_S3_PRESIGNED=on and the gateway as its
  * public endpoint): rounds interleaved (A B C, C B A, …) of the AWS SDK PutObject (baseline), Coffer single (start
  * with the size, one PUT) and, with --part-mib, Coffer multipart (--part-mib parts, --part-concurrency in flight).
- * Server CPU per upload: Coffer's utime+stime from /proc around the timed upload (Ceph's daemons not counted).
+ * Server CPU per upload: Coffer's CPU time (/proc schedstat) around the timed upload (Ceph's daemons not counted).
  */
 async function s3Rows(opts, { size, bodyFile, hasPg }) {
   const out = { rows: [], verdicts: [], notes: [], raw: {} };
@@ -243,7 +244,7 @@ async function s3Rows(opts, { size, bodyFile, hasPg }) {
           await store.client.send(new DeleteObjectCommand({ Bucket: store.bucket, Key: key }));
           return seconds;
         }
-        const cpu0 = cpuSecondsOf(coffer.pid);
+        const cpu0 = cpuTimeOf(coffer.pid);
         const t0 = performance.now();
         const id = await createSlot(account.call);
         const done = await presignedUpload(account.call, id, size, source, {
@@ -251,7 +252,7 @@ async function s3Rows(opts, { size, bodyFile, hasPg }) {
           concurrency: opts['part-concurrency'],
         });
         const seconds = (performance.now() - t0) / 1000;
-        cpu[who].push(cpuSecondsOf(coffer.pid) - cpu0);
+        cpu[who].push(cpuTimeOf(coffer.pid) - cpu0);
         if (done.size !== size) throw new Error(`P1-S3 ${backend}: complete answered size ${done.size}, sent ${size}`);
         await account.call('DELETE', `/api/backups/${id}`, { expect: 200 });
         return seconds;
@@ -264,7 +265,7 @@ async function s3Rows(opts, { size, bodyFile, hasPg }) {
         for (const who of r % 2 === 0 ? kinds : [...kinds].reverse()) samples[who].push(size / MiB / (await once(who)));
       }
       const mibps = Object.fromEntries(kinds.map((who) => [who, median(samples[who])]));
-      const cpuMs = Object.fromEntries(kinds.map((who) => [who, median(cpu[who]) * 1000]));
+      const cpuMs = Object.fromEntries(kinds.map((who) => [who, (cpu[who].reduce((a, b) => a + b, 0) / cpu[who].length) * 1000]));
       out.raw[`s3:${backend}`] = { samples, cpuSeconds: cpu };
       log(
         `P1-S3 ${backend}: SDK PUT ${mibps.sdk.toFixed(0)} MiB/s, Coffer single ${mibps.single.toFixed(0)} MiB/s (${fmtRatio(ratio(mibps.single, mibps.sdk))}, ` +
@@ -287,7 +288,7 @@ async function s3Rows(opts, { size, bodyFile, hasPg }) {
       "Coffer's time runs from POST /api/backups to complete's answer: create, s3-presigned.start (with the size: single mode), the PUT of the file to the presigned URL (node:http, exactly the signed headers), s3-presigned.complete (the server HEADs the object and records the upload); " +
       `multipart: start without a size, then per ${opts['part-mib']} MiB part a s3-presigned.part and its PUT, ${opts['part-concurrency']} parts in flight, then complete (the server completes the multipart upload, then HEADs). ` +
       'Baseline: PutObjectCommand of a read stream of the same file with its ContentLength, the AWS SDK configured as Coffer configures its own (path style, checksums when required), no Coffer involved. ' +
-      "Server CPU: Coffer's utime+stime from /proc over one upload, median; Ceph's daemons are not counted.",
+      "Server CPU: Coffer's CPU time over each upload (/proc schedstat of all its threads, to the nanosecond), the mean over the rounds; Ceph's daemons are not counted.",
   );
   return out;
 }

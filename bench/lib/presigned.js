@@ -23,7 +23,7 @@ export function offersPresignedUpload(headers) {
 }
 
 /** One negotiation step: POST /api/backups/upload {type, payload} → its 200 answer's body. */
-async function negotiate(call, type, payload) {
+export async function negotiate(call, type, payload) {
   const answer = await call('POST', '/api/backups/upload', { json: { type, payload } });
   if (answer.status !== 200 || answer.body?.type !== type) {
     throw Object.assign(new Error(`${type} answered ${answer.status} ${JSON.stringify(answer.body).slice(0, 300)}`), {

@@ -184,7 +184,9 @@ export async function fleetOn(generator, backend, nodeCount, settings) {
       nodes.push(
         await startCoffer(prepared, {
           env,
-          logFile: logFile(`p8-fleet-coffer-${backend}${nodeCount > 1 ? `-node-${NODE_NAMES[i]}` : ''}.log`),
+          logFile: logFile(
+            `p8-fleet-coffer-${backend}${settings.transfer === 'presigned' ? '-presigned' : ''}${nodeCount > 1 ? `-node-${NODE_NAMES[i]}` : ''}.log`,
+          ),
         }),
       );
     }

@@ -8,6 +8,7 @@
  */
 import fs from 'node:fs';
 import http from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { createS3Client } from '../../dist/blobs/s3.js';
 
@@ -61,13 +62,16 @@ export function putPresigned(request, body, agent) {
  * The whole negotiated upload of one backup's archive, as a client does it: `single` (start with the size, one PUT,
  * complete) when `partBytes` is 0 or the archive fits one part, else multipart (start without size, then per part: sign,
  * PUT; `concurrency` parts in flight; complete with the parts' ETags). `source(offset, length)` gives a part's body (see
- * putPresigned). Resolves complete's answer ({type, pathname, size}).
+ * putPresigned). Resolves complete's answer ({type, pathname, size}). `timings`, when given, gets `transferMs`: the
+ * wall time from the first byte's PUT to the last part's ETag (multipart: the part signatures in between included).
  */
-export async function presignedUpload(call, backupId, size, source, { partBytes = 0, concurrency = 1, agent } = {}) {
+export async function presignedUpload(call, backupId, size, source, { partBytes = 0, concurrency = 1, agent, timings } = {}) {
   if (!partBytes || size <= partBytes) {
     const start = await negotiate(call, 's3-presigned.start', { backupId, size });
     if (start.mode !== 'single') throw new Error(`s3-presigned.start with a size answered mode ${start.mode}`);
+    const t0 = performance.now();
     await putPresigned(start.request, source(0, size), agent);
+    if (timings) timings.transferMs = performance.now() - t0;
     return negotiate(call, 's3-presigned.complete', { backupId, uploadKey: start.uploadKey, size });
   }
   const start = await negotiate(call, 's3-presigned.start', { backupId });
@@ -87,8 +91,10 @@ export async function presignedUpload(call, backupId, size, source, { partBytes 
       parts[index] = { partNumber, etag };
     }
   };
+  const t0 = performance.now();
   try {
     await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+    if (timings) timings.transferMs = performance.now() - t0;
   } catch (error) {
     await negotiate(call, 's3-presigned.abort', { backupId, uploadKey, uploadId }).catch(() => undefined);
     throw error;

@@ -3,7 +3,8 @@
  * and PUTs the bytes to the presigned URLs itself with fetch. Single PUT and multipart happy paths (then finalize and
  * download give the same bytes), bodies of another length than signed, complete with a missing or wrong-sized object
  * (refused, the object removed, the reservation released), the archive limit and the quota at start and per part,
- * a complete repeated, abort, and presigned off. On PostgreSQL + S3, via s3rver and via Ceph's RADOS Gateway.
+ * a complete repeated, abort, expired URLs, the upload window, abandoned uploads swept, presigned off, and beside
+ * blobhost-client. On PostgreSQL + S3, via s3rver and via Ceph's RADOS Gateway.
  */
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
@@ -282,7 +283,7 @@ for (const engine of S3_ENGINES) {
       schema = await createTestSchema('coffer_presigned_expiry');
       server = await startTestServer({
         clock,
-        env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_S3_URL_LIFETIME: '1s' },
+        env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_S3_URL_LIFETIME: '3s' },
       });
     });
     afterAll(async () => {
@@ -312,8 +313,8 @@ for (const engine of S3_ENGINES) {
       const { uploadKey, uploadId } = (await s.negotiate('start', {})).body;
       const first = await s.negotiate('part', { uploadKey, uploadId, partNumber: 1, size: PART });
       const single = await s.negotiate('start', { size: 100 });
-      // Real time: the store judges the URL by its own clock.
-      await sleep(2500);
+      // Real time: the store judges the URL by its own clock (a URL is dated to the second: it lives 2 to 3 s).
+      await sleep(4000);
       expect((await put(first.body.request, data.subarray(0, PART))).status).toBe(403);
       expect((await put(single.body.request, data.subarray(0, 100))).status).toBe(403);
       expect((await s.negotiate('abort', { uploadKey: single.body.uploadKey })).status).toBe(200);
@@ -378,6 +379,53 @@ for (const engine of S3_ENGINES) {
   });
 }
 
+for (const engine of S3_ENGINES) {
+  describe.skipIf(skipPg || skipEngine(engine))(`s3-presigned with COFFER_S3_PUBLIC_ENDPOINT (postgres + ${engine})`, () => {
+    let s3: TestS3;
+    let schema: TestSchema;
+    let server: TestServer;
+    let publicEndpoint: string;
+
+    beforeAll(async () => {
+      requirePg();
+      s3 = await startS3(engine);
+      schema = await createTestSchema('coffer_presigned_public');
+      // Another name of the same store: the address clients use, not the server's own.
+      publicEndpoint = s3.endpoint.replace('127.0.0.1', 'localhost');
+      expect(publicEndpoint).not.toBe(s3.endpoint);
+      server = await startTestServer({
+        env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: publicEndpoint },
+      });
+    });
+    afterAll(async () => {
+      await server?.stop();
+      await s3?.close();
+      await schema?.drop();
+    });
+
+    it('URLs name the public endpoint; the upload through it completes', async () => {
+      const { apiKey } = await server.newKey({ plan: 'pro' });
+      const call = api(server.url, apiKey);
+      expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      const { backupId } = (await call('POST', '/api/backups')).body;
+      const data = randomBytes(5000);
+      const negotiate = (type: string, payload: Record<string, unknown>) =>
+        call('POST', '/api/backups/upload', { json: { type: `s3-presigned.${type}`, payload: { backupId, ...payload } } });
+      const start = await negotiate('start', { size: data.length });
+      expect(new URL(start.body.request.url).origin).toBe(new URL(publicEndpoint).origin);
+      const stored = await fetch(start.body.request.url, {
+        method: 'PUT',
+        headers: start.body.request.headers,
+        body: new Uint8Array(data),
+      });
+      expect(stored.status).toBe(200);
+      const complete = await negotiate('complete', { uploadKey: start.body.uploadKey, size: data.length });
+      expect(complete.status).toBe(200);
+      expect(complete.body.size).toBe(data.length);
+    });
+  });
+}
+
 describe.skipIf(skipPg)('s3-presigned where it is not offered', () => {
   let s3: TestS3;
   let schema: TestSchema;
@@ -408,5 +456,56 @@ describe.skipIf(skipPg)('s3-presigned where it is not offered', () => {
     expect(start.body.details.issues[0].path).toBe('type');
     const other = await call('POST', '/api/backups/upload', { json: { type: 'blob.generate-client-token' } });
     expect(other.status).toBe(415);
+  });
+});
+
+describe.skipIf(skipPg)('s3-presigned beside blobhost-client', () => {
+  let s3: TestS3;
+  let schema: TestSchema;
+  let server: TestServer;
+
+  beforeAll(async () => {
+    requirePg();
+    s3 = await startS3('s3rver');
+    schema = await createTestSchema('coffer_presigned_blobhost');
+    server = await startTestServer({
+      env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_UPLOAD_PROTOCOL: 'blobhost-client' },
+    });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await s3?.close();
+    await schema?.drop();
+  });
+
+  it('the negotiation works in blobhost-client mode too, and the handshake still does', async () => {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const call = api(server.url, apiKey);
+    expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+    const created = await call('POST', '/api/backups');
+    expect(created.body.upload.protocol).toBe('blobhost-client');
+    expect(created.headers.get('coffer-extensions')).toBe('s3-presigned-upload');
+    const { backupId, blobPath } = created.body;
+    const data = randomBytes(2000);
+    const start = await call('POST', '/api/backups/upload', {
+      json: { type: 's3-presigned.start', payload: { backupId, size: data.length } },
+    });
+    expect(start.status).toBe(200);
+    expect(start.body.mode).toBe('single');
+    const token = await call('POST', '/api/backups/upload', {
+      json: { type: 'blob.generate-client-token', payload: { pathname: blobPath, clientPayload: null, multipart: false } },
+    });
+    expect(token.status).toBe(200);
+    expect(token.body.type).toBe('blob.generate-client-token');
+    const stored = await fetch(start.body.request.url, { method: 'PUT', headers: start.body.request.headers, body: new Uint8Array(data) });
+    expect(stored.status).toBe(200);
+    const complete = await call('POST', '/api/backups/upload', {
+      json: { type: 's3-presigned.complete', payload: { backupId, uploadKey: start.body.uploadKey, size: data.length } },
+    });
+    expect(complete.status).toBe(200);
+    expect(complete.body).toEqual({ type: 's3-presigned.complete', pathname: blobPath, size: data.length });
+    // Without a key, a negotiation is refused before its body is looked at.
+    const anonymous = await api(server.url)('POST', '/api/backups/upload', { json: { type: 's3-presigned.start', payload: { backupId } } });
+    expect(anonymous.status).toBe(401);
   });
 });

@@ -7,6 +7,10 @@
  * concurrent clients. Target: cycles/s ≥ 0.5× nginx's PUT/s on sqlite+fs. On PostgreSQL the fleet also runs over
  * 2 nodes (two Coffer processes on one schema and one bucket, the hosts split between them): the scaling table.
  * PostgreSQL's blobs go to a real S3, Ceph's RADOS Gateway (postgres+ceph), where Ceph is installed; else to s3rver.
+ * On an S3 store the fleet runs twice in each round (issue 38): with today's direct upload (the bytes through Coffer,
+ * presigned transfers off) and with the presigned upload (COFFER_S3_PRESIGNED=on, the gateway as the public endpoint:
+ * start with the size, the body PUT to the store, complete). Targets on postgres+ceph: Coffer's CPU per cycle ≤ 5 ms
+ * (presigned) and cycles/s (presigned) ≥ 2× cycles/s (direct, same run).
  *
  * The clients (the hosts, the nginx PUTs) run in a load generator of their own, bench/lib/fleet-gen.js, one process
  * that drives both servers in turn; its CPU per cycle (per PUT) is reported beside the servers'.
@@ -17,7 +21,9 @@
  *
  *   node bench/p8-fleet.js [--hosts 64] [--duration 20] [--warmup 3] [--rounds 2] [--size-mib 1]
  *                          [--backends sqlite+fs,postgres+ceph] [--nodes 1,2] (node counts for PostgreSQL backends)
+ *                          [--transfers direct,presigned] (upload paths on S3 stores; fs always runs direct)
  *                          [--profile /tmp/p8.cpuprofile] (CPU profile of the first round's first server, measured window)
+ *                          [--profile-of 'postgres+ceph (presigned)'] (which configuration --profile profiles: its name)
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -46,6 +52,9 @@ import { startNginx } from './lib/nginx.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
 export const TARGET = 0.5;
+/** Issue 38, postgres+ceph: Coffer's CPU per cycle with the presigned upload, and its cycles/s over the direct path's. */
+export const CPU_TARGET_MS = 5;
+export const PRESIGNED_SPEEDUP = 2;
 const STEP_LABELS = {
   slot: 'slot',
   upload: 'upload',
@@ -110,10 +119,10 @@ export async function startGenerator() {
  * Cycles that end inside the measured window count; their step times are the samples. Per node: CPU seconds and
  * peak RSS over the measured window; the generator's CPU per cycle beside them.
  */
-export async function runFleet(generator, nodes, hosts, { bodyFile, warmupS, durationS, profile }) {
+export async function runFleet(generator, nodes, hosts, { bodyFile, warmupS, durationS, profile, transfer = 'direct' }) {
   const servers = nodes.map((node) => ({ pid: node.pid, pids: [node.pid] }));
   const run = await generator.measure(
-    { type: 'start', mode: 'fleet', hosts, bodyFile, nodeCount: nodes.length },
+    { type: 'start', mode: 'fleet', hosts, bodyFile, nodeCount: nodes.length, transfer },
     { servers, clockNodes: nodes, warmupS, durationS, profile },
   );
   const { seconds, cycles, cpu } = run;
@@ -166,12 +175,18 @@ export async function fleetOn(generator, backend, nodeCount, settings) {
   try {
     // Every event stream comes from this one process (one address): room for one per host.
     const env = { COFFER_SSE_MAX_PER_ADDRESS: String(Math.max(500, settings.hosts * 2)), COFFER_UPLOAD_WINDOW: UPLOAD_WINDOW };
+    // The presigned upload (issue 38): the load generator reaches the gateway where Coffer does.
+    if (settings.transfer === 'presigned') {
+      Object.assign(env, { COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: prepared.env.COFFER_S3_ENDPOINT });
+    }
     // One after the other: the first applies the migrations.
     for (let i = 0; i < nodeCount; i++) {
       nodes.push(
         await startCoffer(prepared, {
           env,
-          logFile: logFile(`p8-fleet-coffer-${backend}${nodeCount > 1 ? `-node-${NODE_NAMES[i]}` : ''}.log`),
+          logFile: logFile(
+            `p8-fleet-coffer-${backend}${settings.transfer === 'presigned' ? '-presigned' : ''}${nodeCount > 1 ? `-node-${NODE_NAMES[i]}` : ''}.log`,
+          ),
         }),
       );
     }
@@ -196,7 +211,9 @@ export async function main() {
     'size-mib': 1,
     backends: '',
     nodes: '1,2',
+    transfers: 'direct,presigned',
     profile: '',
+    'profile-of': '',
   });
   requireBuild();
   const started = Date.now();
@@ -211,17 +228,25 @@ export async function main() {
     if (!ceph)
       notes.push('postgres+ceph: Ceph is not installed (apt-get install ceph-mon ceph-osd radosgw ceph-common); s3rver stands in for S3');
   }
+  const transfers = list(opts.transfers);
+  if (transfers.length === 0 || transfers.some((t) => !['direct', 'presigned'].includes(t)))
+    throw new Error(`--transfers takes direct and/or presigned, got ${opts.transfers}`);
   const configs = [];
   for (const backend of list(opts.backends)) {
+    // The presigned upload exists on S3 stores only; fs runs the direct path whatever --transfers says.
+    const paths = backend.endsWith('+fs') ? ['direct'] : transfers;
     if (backend.startsWith('postgres')) {
       if (!hasPg) notes.push(`${backend}: skipped, PostgreSQL is not reachable`);
-      else for (const nodes of nodeCounts) configs.push({ backend, nodes });
+      else for (const transfer of paths) for (const nodes of nodeCounts) configs.push({ backend, nodes, transfer });
     } else {
       // Several nodes share their metadata only through PostgreSQL.
-      configs.push({ backend, nodes: 1 });
+      for (const transfer of paths) configs.push({ backend, nodes: 1, transfer });
     }
   }
-  const key = (config) => `${config.backend}${config.nodes > 1 ? ` × ${config.nodes} nodes` : ''}`;
+  const key = (config) =>
+    `${config.backend}${config.transfer === 'presigned' ? ' (presigned)' : ''}${config.nodes > 1 ? ` × ${config.nodes} nodes` : ''}`;
+  const profiled = opts['profile-of'] ? configs.find((config) => key(config) === opts['profile-of']) : configs[0];
+  if (opts.profile && !profiled) throw new Error(`--profile-of names no configuration (known: ${configs.map(key).join(', ')})`);
   const davRoot = tempDir('coffer-bench-p8-dav-');
   // The same random body for every request of both servers; the generator reads it from this file.
   const bodyFile = path.join(davRoot, 'body.bin');
@@ -248,8 +273,8 @@ export async function main() {
           );
           results.nginx.push(run);
         } else {
-          const profile = opts.profile && r === 0 && what === configs[0] ? opts.profile : null;
-          const run = await fleetOn(generator, what.backend, what.nodes, { ...settings, profile });
+          const profile = opts.profile && r === 0 && what === profiled ? opts.profile : null;
+          const run = await fleetOn(generator, what.backend, what.nodes, { ...settings, profile, transfer: what.transfer });
           const { cadence, inProgress, stream } = run.refusals;
           log(
             `P8 ${key(what)} round ${r + 1}: ${run.cycles} cycles, ${run.cyclesPerSecond.toFixed(1)} cycles/s, cycle p99 ${run.steps.cycle.p99.toFixed(1)} ms, ` +
@@ -279,6 +304,7 @@ export async function main() {
     const sum = (pick) => runs.reduce((n, x) => n + pick(x), 0);
     return {
       backend: config.backend,
+      transfer: config.transfer,
       nodeCount: config.nodes,
       name: key(config),
       cyclesPerSecond: med(runs, (x) => x.cyclesPerSecond),
@@ -334,10 +360,11 @@ export async function main() {
     0,
   ]);
   const scaling = summary.filter((s) => s.backend.startsWith('postgres'));
+  const oneNode = (s) => scaling.find((x) => x.backend === s.backend && x.transfer === s.transfer && x.nodeCount === 1);
   const scalingRows = scaling.map((s) => {
-    const one = scaling.find((x) => x.backend === s.backend && x.nodeCount === 1);
+    const one = oneNode(s);
     return [
-      s.backend,
+      `${s.backend}${s.transfer === 'presigned' ? ' (presigned)' : ''}`,
       s.nodeCount,
       round(s.cyclesPerSecond, 1),
       one ? fmtRatio(ratio(s.cyclesPerSecond, one.cyclesPerSecond)) : 'n/a',
@@ -355,16 +382,16 @@ export async function main() {
     verdicts.push({
       what: onTarget
         ? `P8 ${s.backend}: fleet cycles/s ≥ ${TARGET}× nginx PUT/s`
-        : `P8 ${s.backend}: fleet cycles/s vs nginx PUT/s (information)`,
+        : `P8 ${s.name}: fleet cycles/s vs nginx PUT/s (information)`,
       value: `${fmtRatio(r)} (${round(s.cyclesPerSecond, 1)} cycles/s vs ${round(base.putsPerSecond, 1)} PUT/s; refused ${refused(s)}, errors ${s.errors})`,
       target: onTarget ? `≥ ${TARGET}×, no refusals` : 'n/a (the target is defined for sqlite+fs)',
       met: onTarget ? r >= TARGET && s.refusals.cadence + s.refusals.inProgress + s.refusals.stream === 0 && s.errors === 0 : null,
     });
   }
   for (const s of scaling.filter((x) => x.nodeCount > 1)) {
-    const one = scaling.find((x) => x.backend === s.backend && x.nodeCount === 1);
+    const one = oneNode(s);
     verdicts.push({
-      what: `P8 ${s.backend}: ${s.nodeCount} nodes vs 1 node (information)`,
+      what: `P8 ${s.name.replace(/ × \d+ nodes$/, '')}: ${s.nodeCount} nodes vs 1 node (information)`,
       value: one
         ? `${fmtRatio(ratio(s.cyclesPerSecond, one.cyclesPerSecond))} cycles/s (${round(one.cyclesPerSecond, 1)} → ${round(s.cyclesPerSecond, 1)}), cycle p99 ${ms(one.steps.cycle.p99)} → ${ms(s.steps.cycle.p99)} ms`
         : `${round(s.cyclesPerSecond, 1)} cycles/s`,
@@ -372,9 +399,29 @@ export async function main() {
       met: null,
     });
   }
+  // Issue 38: the presigned upload on an S3 store against today's direct path, both measured in this run.
+  for (const presigned of summary.filter((x) => x.transfer === 'presigned' && x.nodeCount === 1)) {
+    const direct = summary.find((x) => x.backend === presigned.backend && x.transfer === 'direct' && x.nodeCount === 1);
+    const clean = (s) => s.refusals.cadence + s.refusals.inProgress + s.refusals.stream === 0 && s.errors === 0;
+    verdicts.push({
+      what: `P8 ${presigned.backend}: Coffer CPU per cycle ≤ ${CPU_TARGET_MS} ms`,
+      value: `${round(presigned.cpuMsPerCycle, 2)} ms (presigned)${direct ? `; direct path, same run: ${round(direct.cpuMsPerCycle, 2)} ms` : ''}`,
+      target: `≤ ${CPU_TARGET_MS} ms, no errors`,
+      met: presigned.cpuMsPerCycle <= CPU_TARGET_MS && presigned.errors === 0,
+    });
+    if (direct) {
+      const r = ratio(presigned.cyclesPerSecond, direct.cyclesPerSecond);
+      verdicts.push({
+        what: `P8 ${presigned.backend}: cycles/s (presigned) ≥ ${PRESIGNED_SPEEDUP}× cycles/s (direct, same run)`,
+        value: `${fmtRatio(r)} (${round(presigned.cyclesPerSecond, 1)} vs ${round(direct.cyclesPerSecond, 1)} cycles/s; refused ${refused(presigned)}, errors ${presigned.errors})`,
+        target: `≥ ${PRESIGNED_SPEEDUP}×, no refusals`,
+        met: r >= PRESIGNED_SPEEDUP && clean(presigned) && clean(direct),
+      });
+    }
+  }
   notes.push(
     `Each host is its own pro account (one backup per 30 minutes): the load generator moves every node's clock (through the harness) by the same amount when a host's backup is finalized, to a few minutes past where its next create is allowed (so one advance serves every host that created meanwhile), never so far that a slot in flight nears its upload window (raised from 1 hour to ${UPLOAD_WINDOW}, so hosts a few cycles behind the others do not hold the clock back; it only sets the slots' expiresAt) (${summary.map((s) => `${s.name}: ${s.clockAdvances} advances per round, a host's wait for one before its create p99 ${ms(s.clockWaitP99)} ms`).join('; ')}). "refused" counts 429 (cadence) / 409 (upload in progress) / event streams over the cap; none of them is a cycle. Every finalized backup stays READY (pro retention: 90 days of server time), so each host's list grows by one entry per cycle.`,
-    'Cycle: POST /api/backups → event stream opened at once (fetch + eventsource-parser, as `coffer watch` reads it) → direct upload of the archive (node:http on a kept-alive connection, the same call that PUTs the body to nginx) → finalize → GET /api/backups → READY on the stream. "finalize sent → READY on the stream" runs from the finalize request to the READY frame on the stream opened at the start (it includes the finalize itself, as P4 measures its delay). Cycles that end inside the measured window count; cycles/s = those / the window.',
+    'Cycle: POST /api/backups → event stream opened at once (fetch + eventsource-parser, as `coffer watch` reads it) → direct upload of the archive (node:http on a kept-alive connection, the same call that PUTs the body to nginx) → finalize → GET /api/backups → READY on the stream. "(presigned)": the upload step is instead s3-presigned.start with the size → PUT of the body to the presigned URL on the gateway (node:http, kept-alive, exactly the signed headers) → s3-presigned.complete (Coffer HEADs the object), with COFFER_S3_PRESIGNED=on; the rows without it run today\'s direct path, presigned transfers off, in the same rounds. "finalize sent → READY on the stream" runs from the finalize request to the READY frame on the stream opened at the start (it includes the finalize itself, as P4 measures its delay). Cycles that end inside the measured window count; cycles/s = those / the window.',
     "Server CPU is user + system time from /proc of the Coffer process(es) over the measured window, divided by the cycles completed (per node: its own hosts' cycles); PostgreSQL and the S3 server (Ceph's daemons, s3rver) are not counted. nginx: master + worker per PUT. All clients (the fleet, the nginx PUTs) run in one load generator process of their own (bench/lib/fleet-gen.js, apart from the harness's bookkeeping), the same one for both servers, sharing the machine's cores with them; its CPU (process.cpuUsage over the window) per cycle or PUT is the load generator column.",
     'nginx-light, one worker, `dav_methods PUT; create_full_put_path on;` — each client PUTs the same body to a file of its own (replaced each time), no authentication, no database.',
   );

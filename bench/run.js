@@ -19,7 +19,11 @@ import { updateSection, writeSummary } from './lib/report.js';
 
 /** `args` always, then `quick` with --quick; `group` is what --only also selects it by; `node` runs it on another Node. */
 const TARGETS = [
-  { id: 'p1', script: 'p1-upload.js', quick: ['--rounds', '2', '--backends', 'sqlite+fs,postgres+fs'] },
+  {
+    id: 'p1',
+    script: 'p1-upload.js',
+    quick: ['--rounds', '2', '--backends', 'sqlite+fs,postgres+fs', '--s3-backends', 'postgres+ceph', '--part-mib', '0'],
+  },
   { id: 'p2', script: 'p2-download.js', quick: ['--rounds', '2', '--per-round', '2', '--backends', 'sqlite+fs,postgres+fs'] },
   { id: 'p3', script: 'p3-metadata.js', quick: ['--rounds', '1', '--duration', '2'] },
   { id: 'p4', script: 'p4-events.js', quick: ['--rounds', '1', '--streams', '2000', '--backups', '20', '--window', '2'] },

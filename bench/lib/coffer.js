@@ -142,7 +142,11 @@ export function api(baseUrl, apiKey) {
     if (expect !== undefined && response.status !== expect) {
       throw new Error(`${method} ${urlPath}: expected ${expect}, got ${response.status} ${text.slice(0, 300)}`);
     }
-    return { status: response.status, body: text && response.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text };
+    return {
+      status: response.status,
+      body: text && response.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text,
+      headers: response.headers,
+    };
   };
 }
 

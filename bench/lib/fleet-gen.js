@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { api, finalizeBody } from './coffer.js';
 import { percentile, serveParent, sleep } from './common.js';
+import { offersPresignedUpload, presignedUpload } from './presigned.js';
 
 export const PRO_INTERVAL_MS = 30 * 60_000;
 /**
@@ -160,6 +161,26 @@ function sendBody(url, method, body, headers = {}) {
   });
 }
 
+/** Kept-alive connections to the object store, for the presigned PUTs (transfer `presigned`). */
+const storeAgent = new http.Agent({ keepAlive: true });
+
+/**
+ * The upload step of a cycle: `direct` (today's path: the body POSTed to Coffer) or `presigned` (issue 38: start with
+ * the size, the body PUT to the presigned URL on the store, complete), as the create answer allows.
+ */
+async function uploadArchive(host, id, body, created) {
+  if (host.transfer === 'presigned') {
+    if (!offersPresignedUpload(created.headers)) throw new Error('the create answer does not announce s3-presigned-upload');
+    const done = await presignedUpload(host.call, id, body.length, () => body, { agent: storeAgent });
+    if (done.size !== body.length) throw new Error(`s3-presigned.complete answered size ${done.size}, sent ${body.length}`);
+    return;
+  }
+  const uploaded = await sendBody(`${host.url}/api/backups/upload?backupId=${id}`, 'POST', body, {
+    authorization: `Bearer ${host.apiKey}`,
+  });
+  if (uploaded !== 201) throw new Error(`upload answered ${uploaded}`);
+}
+
 /** The window and the loops of the run under way (one at a time). */
 let current = null;
 
@@ -191,7 +212,7 @@ function newRun(loopBodies) {
 }
 
 /** The fleet: every host loops over the cycle. Cycles that end inside the measured window count. */
-function startFleet({ hosts, bodyFile, nodeCount }) {
+function startFleet({ hosts, bodyFile, nodeCount, transfer = 'direct' }) {
   const body = fs.readFileSync(bodyFile);
   const clock = fleetClock();
   const samples = Object.fromEntries(STEPS.map((step) => [step, []]));
@@ -227,10 +248,7 @@ function startFleet({ hosts, bodyFile, nodeCount }) {
       const t1 = performance.now();
       // Opened as soon as the slot exists, as a host following its backup would; it runs beside the upload.
       stream = watchUntilReady(`${host.url}/api/backups/${id}/events`, host.apiKey);
-      const uploaded = await sendBody(`${host.url}/api/backups/upload?backupId=${id}`, 'POST', body, {
-        authorization: `Bearer ${host.apiKey}`,
-      });
-      if (uploaded !== 201) throw new Error(`upload answered ${uploaded}`);
+      await uploadArchive(host, id, body, created);
       const t2 = performance.now();
       await host.call('POST', `/api/backups/${id}/finalize`, { json: finalizeBody(body.length), expect: 200 });
       const t3 = performance.now();
@@ -262,7 +280,7 @@ function startFleet({ hosts, bodyFile, nodeCount }) {
       clock.end(host);
     }
   };
-  const fleet = hosts.map((host) => ({ ...host, call: api(host.url, host.apiKey), lastCreate: -Infinity }));
+  const fleet = hosts.map((host) => ({ ...host, transfer, call: api(host.url, host.apiKey), lastCreate: -Infinity }));
   run = newRun(fleet.map((host) => () => cycle(host)));
   run.results = () => {
     const cycles = cyclesPerNode.reduce((a, b) => a + b, 0);

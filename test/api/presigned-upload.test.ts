@@ -379,6 +379,53 @@ for (const engine of S3_ENGINES) {
   });
 }
 
+for (const engine of S3_ENGINES) {
+  describe.skipIf(skipPg || skipEngine(engine))(`s3-presigned with COFFER_S3_PUBLIC_ENDPOINT (postgres + ${engine})`, () => {
+    let s3: TestS3;
+    let schema: TestSchema;
+    let server: TestServer;
+    let publicEndpoint: string;
+
+    beforeAll(async () => {
+      requirePg();
+      s3 = await startS3(engine);
+      schema = await createTestSchema('coffer_presigned_public');
+      // Another name of the same store: the address clients use, not the server's own.
+      publicEndpoint = s3.endpoint.replace('127.0.0.1', 'localhost');
+      expect(publicEndpoint).not.toBe(s3.endpoint);
+      server = await startTestServer({
+        env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: publicEndpoint },
+      });
+    });
+    afterAll(async () => {
+      await server?.stop();
+      await s3?.close();
+      await schema?.drop();
+    });
+
+    it('URLs name the public endpoint; the upload through it completes', async () => {
+      const { apiKey } = await server.newKey({ plan: 'pro' });
+      const call = api(server.url, apiKey);
+      expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      const { backupId } = (await call('POST', '/api/backups')).body;
+      const data = randomBytes(5000);
+      const negotiate = (type: string, payload: Record<string, unknown>) =>
+        call('POST', '/api/backups/upload', { json: { type: `s3-presigned.${type}`, payload: { backupId, ...payload } } });
+      const start = await negotiate('start', { size: data.length });
+      expect(new URL(start.body.request.url).origin).toBe(new URL(publicEndpoint).origin);
+      const stored = await fetch(start.body.request.url, {
+        method: 'PUT',
+        headers: start.body.request.headers,
+        body: new Uint8Array(data),
+      });
+      expect(stored.status).toBe(200);
+      const complete = await negotiate('complete', { uploadKey: start.body.uploadKey, size: data.length });
+      expect(complete.status).toBe(200);
+      expect(complete.body.size).toBe(data.length);
+    });
+  });
+}
+
 describe.skipIf(skipPg)('s3-presigned where it is not offered', () => {
   let s3: TestS3;
   let schema: TestSchema;

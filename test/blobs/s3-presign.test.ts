@@ -1,5 +1,6 @@
 /**
- * S3Presigner signs URLs itself (SigV4 query signing) where Coffer has an endpoint and static credentials: each URL
+ * S3Presigner builds the request itself and signs it with the SDK's SigV4 signer where Coffer has an endpoint and static
+ * credentials: each URL
  * must be exactly the one the AWS SDK's getSignedUrl makes for the same request at the same instant (same path,
  * same parameters, same signature), for every request Coffer presigns and for keys that need encoding. The stores
  * accepting these URLs (and refusing another Content-Length) is tested end to end on s3rver and Ceph in

@@ -14,7 +14,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BENCH_DIR, ROOT, commandExists, commandLine, list, log, machine, options, round, run } from './lib/common.js';
-import { findZstdNode } from './lib/nodes.js';
+import { fetchNode, findZstdNode } from './lib/nodes.js';
 import { updateSection, writeSummary } from './lib/report.js';
 
 /** `args` always, then `quick` with --quick; `group` is what --only also selects it by; `node` runs it on another Node. */
@@ -35,7 +35,7 @@ const TARGETS = [
     quick: ['--rounds', '1', '--streams', '2000', '--backups', '20', '--window', '2', '--baseline=false'],
   },
   { id: 'p5', script: 'p5-memory.js', quick: ['--rounds', '1', '--backends', 'sqlite+fs'] },
-  { id: 'p6', script: 'p6-client.js', quick: ['--rounds', '1'] },
+  { id: 'p6', script: 'p6-client.js', quick: ['--rounds', '1', '--trees', 'usr'] },
   { id: 'p6-stages', group: 'p6', script: 'p6-stages.js', quick: ['--rounds', '1'] },
   { id: 'p7', script: 'p7-recipient.js', quick: ['--rounds', '1'] },
   { id: 'p8', script: 'p8-fleet.js', quick: ['--rounds', '1', '--hosts', '16', '--duration', '5', '--warmup', '2'] },
@@ -44,15 +44,25 @@ const TARGETS = [
   { id: 'sdk', script: 'sdk.js', quick: ['--rounds', '1'] },
 ];
 
-// P6 once more with the client on a Node that compresses with zstd (22.15+), when one is installed beside this one:
-// this Node's `coffer` uses gzip.
-const zstdNode = findZstdNode(process.env.COFFER_BENCH_ZSTD_NODE);
-if (zstdNode && zstdNode.node !== process.execPath) {
-  TARGETS.push(
-    { id: 'p6-zstd', group: 'p6', script: 'p6-client.js', args: ['--node', zstdNode.node], quick: ['--rounds', '1'] },
-    { id: 'p6-stages-zstd', group: 'p6', node: zstdNode.node, script: 'p6-stages.js', quick: ['--rounds', '1'] },
-  );
-}
+// P6 runs the CLI on Node 20, 22 and 24 itself (bench/p6-client.js --nodes, Nodes from the npm registry), on bench's
+// tree and a /usr-like one. The stage breakdown once more on a Node that compresses with zstd (22.15+): one installed
+// beside this one, else Node 24 from the registry (fetched only when p6 runs); this Node's `coffer` uses gzip.
+TARGETS.push({
+  id: 'p6-stages-zstd',
+  group: 'p6',
+  node: () => {
+    const found = findZstdNode(process.env.COFFER_BENCH_ZSTD_NODE);
+    if (found) return found.node;
+    try {
+      return fetchNode(24);
+    } catch (error) {
+      log(`p6-stages-zstd skipped: no Node with zstd (${error.message})`);
+      return null;
+    }
+  },
+  script: 'p6-stages.js',
+  quick: ['--rounds', '1'],
+});
 
 const opts = options({ only: TARGETS.map((t) => t.id).join(','), quick: false, 'no-build': false });
 const chosen = new Set(list(opts.only));
@@ -77,7 +87,10 @@ for (const target of TARGETS.filter((t) => chosen.has(t.id) || chosen.has(t.grou
   log(`── ${target.id}: node bench/${target.script} ${extra.join(' ')}`);
   // Each script makes a HOME of its own (bench/lib/common.js), as when it runs alone; an undefined variable is not passed.
   const env = { ...process.env, COFFER_BENCH_HOME: undefined, ...(opts.quick ? { BENCH_SCRATCH: '1' } : {}) };
-  const result = spawnSync(target.node ?? process.execPath, args, { cwd: ROOT, stdio: 'inherit', env });
+  const node = typeof target.node === 'function' ? target.node() : (target.node ?? process.execPath);
+  if (node === null) continue;
+  if (node === process.execPath && target.id === 'p6-stages-zstd') continue; // this Node has zstd: p6-stages measured it
+  const result = spawnSync(node, args, { cwd: ROOT, stdio: 'inherit', env });
   if (result.status !== 0) failed.push(target.id);
 }
 

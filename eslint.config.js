@@ -66,6 +66,7 @@ const SERVICE_PORTS = {
   'byte-limit.ts': [],
   'keys.ts': ['database', 'accounts', 'usage', 'keys', 'vaults', 'audit'],
   'operator.ts': ['accounts', 'usage', 'keys'],
+  'presigned-upload.ts': ['multipart'],
   'quotas.ts': ['accounts', 'usage'],
   'read-policy.ts': ['accounts', 'vaults', 'backups'],
   'retention.ts': ['backups', 'accounts'],

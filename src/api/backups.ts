@@ -16,6 +16,7 @@ import {
   CreateBackupResponse,
   DeleteBackupResponse,
 } from '../contract/schemas.js';
+import { AppError } from '../domain/errors.js';
 import { iso } from '../domain/time.js';
 import type { FinalizeInput } from '../domain/vault-input.js';
 import { detailBody, outcomeBody } from '../contract/views.js';
@@ -29,6 +30,17 @@ const RANGE_HEADERS = {
   ETag: { type: 'string' },
   'Accept-Ranges': { type: 'string', const: 'bytes' },
 };
+/** The Coffer-Extensions token of GET /api/backups/{id} when content-url is offered. */
+const EXTENSION_PRESIGNED_DOWNLOAD = 's3-presigned-download';
+/** Extension s3-presigned-download: the answer of GET /api/backups/{id}/content-url. */
+const ContentUrl = Type.Object(
+  {
+    url: Type.String({ description: 'GET it (a Range header is allowed) before expiresAt; never log it.' }),
+    expiresAt: Type.String({ format: 'date-time' }),
+    size: Type.Integer({ minimum: 0, description: 'The ciphertext size in bytes (ciphertextSizeBytes).' }),
+  },
+  { additionalProperties: false },
+);
 const BINARY = { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } };
 
 /** The onRequest steps of the routes without a request body. */
@@ -112,6 +124,12 @@ function collectionRoutes(app: App, ctx: RouteContext, { read, write }: Guards):
                 'The largest encrypted archive this server accepts, in bytes (its COFFER_MAX_ARCHIVE_BYTES): ' +
                 'a larger upload is refused with 413 payload_too_large.',
             },
+            'Coffer-Extensions': {
+              type: 'string',
+              description:
+                'Extensions of the upload protocol this server offers, comma-separated: `s3-presigned-upload` ' +
+                '(the client may upload straight to the object store, docs/upload-protocols.md#s3-presigned).',
+            },
           }),
           ...errorResponses(401, 403, 409, 429, 500),
           409: { ...errorResponses(409)[409], description: CREATE_CONFLICT },
@@ -126,6 +144,7 @@ function collectionRoutes(app: App, ctx: RouteContext, { read, write }: Guards):
         .code(201)
         .header('x-ratelimit-policy', rateLimitPolicy(plan))
         .header('coffer-max-archive-bytes', String(ctx.config.maxArchiveBytes));
+      if (ctx.presignedUploads) reply.header('coffer-extensions', 's3-presigned-upload');
       return {
         backupId: backup.id,
         blobPath: backup.blobPath,
@@ -147,11 +166,24 @@ function recordRoutes(app: App, ctx: RouteContext, { read, write, byId, readable
         summary: 'Read one backup',
         tags,
         params: BackupIdParams,
-        response: { 200: json(Type.Ref(BackupDetail), 'The backup.'), ...errorResponses(401, 403, 404, 500) },
+        response: {
+          200: json(Type.Ref(BackupDetail), 'The backup.', {
+            'Coffer-Extensions': {
+              type: 'string',
+              description:
+                'Extensions this server offers for the backup, comma-separated: `s3-presigned-download` when ' +
+                '`GET /api/backups/{id}/content-url` is available (docs/api-rules.md#s3-presigned-download).',
+            },
+          }),
+          ...errorResponses(401, 403, 404, 500),
+        },
       },
       onRequest: [read, readableById],
     },
-    async (request) => detailBody(request.backup),
+    async (request, reply) => {
+      if (ctx.backups.offersPresignedDownload) reply.header('coffer-extensions', EXTENSION_PRESIGNED_DOWNLOAD);
+      return detailBody(request.backup);
+    },
   );
 
   app.delete(
@@ -176,6 +208,12 @@ function recordRoutes(app: App, ctx: RouteContext, { read, write, byId, readable
 
 /** GET /api/backups/{id}/content (the ciphertext) and /events (its status as Server-Sent Events). */
 function contentRoutes(app: App, ctx: RouteContext, { read, restore, readableById }: Guards): void {
+  /** Before any other check: a server that does not offer presigned downloads answers as for an unknown route. */
+  const offeredOnly: onRequestAsyncHookHandler = async (request) => {
+    if (!ctx.backups.offersPresignedDownload) {
+      throw new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]!}.`);
+    }
+  };
   app.get(
     '/api/backups/:id/content',
     {
@@ -212,6 +250,39 @@ function contentRoutes(app: App, ctx: RouteContext, { read, restore, readableByI
         // Only nginx acts on an X-Accel-Redirect: a request that did not come through a trusted proxy gets the bytes.
         ctx.fromTrustedProxy(request) ? ctx.config.accelRedirect : null,
       );
+    },
+  );
+
+  // Extension s3-presigned-download (docs/api-rules.md#s3-presigned-download): the same checks as the content, then a
+  // short-lived URL of the object in the store instead of the bytes. Not offered: answered as an unknown route.
+  app.get(
+    '/api/backups/:id/content-url',
+    {
+      schema: {
+        operationId: 'getBackupContentUrl',
+        summary: 'A short-lived URL of the ciphertext in the object store (extension s3-presigned-download)',
+        description:
+          'Extension, offered when `GET /api/backups/{id}` carries `Coffer-Extensions: s3-presigned-download` (S3 store ' +
+          'with `COFFER_S3_PRESIGNED=on`); otherwise `404 not_found` as for an unknown route, before any other check. The ' +
+          'same checks and answers as `getBackupContent` (a `READY` backup the caller may read, else `404`), then instead ' +
+          'of the bytes a GET presigned for the object store (`COFFER_S3_PUBLIC_ENDPOINT`), valid until `expiresAt` ' +
+          '(`COFFER_S3_URL_LIFETIME`): the client fetches it (a `Range` header is allowed), checks `size`, decrypts as ' +
+          'usual. Needs `backups:restore`.',
+        tags,
+        params: BackupIdParams,
+        response: {
+          200: json(ContentUrl, 'A presigned GET of the ciphertext; the URL is a secret until expiresAt.', {
+            'Cache-Control': { type: 'string', const: 'no-store' },
+          }),
+          ...errorResponses(401, 403, 404, 500),
+        },
+      },
+      onRequest: [offeredOnly, restore, readableById],
+    },
+    async (request, reply) => {
+      const { request: get, size } = await ctx.backups.presignContent(request.backup.accountId, request.backup.id);
+      reply.header('cache-control', 'no-store');
+      return { url: get.url, expiresAt: iso(get.expiresAt), size };
     },
   );
 

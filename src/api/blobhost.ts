@@ -134,6 +134,13 @@ function safeDecode(value: string | undefined): string | undefined {
   }
 }
 
+/** A JSON object whose `type` names an s3-presigned negotiation step. */
+export function isPresignedBody(body: unknown): body is { type: string } {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
+  const { type } = body as { type?: unknown };
+  return typeof type === 'string' && type.startsWith('s3-presigned.');
+}
+
 /**
  * The JSON branch of POST /api/backups/upload in blobhost-client mode. Returns the negotiation response
  * (200). `blob.generate-client-token` needs the caller's API key (checked before); a request carrying
@@ -145,6 +152,8 @@ export async function negotiateUpload(
   handshake: UploadHandshake,
   request: FastifyRequest,
   authenticate: () => Promise<unknown>,
+  /** An `s3-presigned.*` body (of an authenticated caller) goes there. */
+  presigned?: (body: { type?: unknown }) => Promise<Record<string, unknown>>,
 ): Promise<Record<string, unknown>> {
   const signature = header(request, 'x-vercel-signature');
   let text: string;
@@ -168,6 +177,7 @@ export async function negotiateUpload(
   if (!parsed) throw new AppError('invalid_json', 'The request body is not valid JSON.');
   checkBody(JsonObject, body);
   if (signature !== undefined) return handshake.uploadCompleted(body);
+  if (presigned && isPresignedBody(body)) return presigned(body);
   const { type } = body as { type?: unknown };
   if (type === 'blob.generate-client-token') {
     const { backupId } = request.query as { backupId?: string };

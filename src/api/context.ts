@@ -7,8 +7,11 @@ import type { Services } from '../services/services.js';
 import type { Backup } from '../domain/entities.js';
 import type { Metrics } from '../http/metrics.js';
 
-/** What the /api routes use: five of the services, and what the app builds for them. */
-export interface RouteContext extends Pick<Services, 'config' | 'vault' | 'backups' | 'readPolicy' | 'uploadHandshake'> {
+/** What the /api routes use: six of the services, and what the app builds for them. */
+export interface RouteContext extends Pick<
+  Services,
+  'config' | 'vault' | 'backups' | 'readPolicy' | 'uploadHandshake' | 'presignedUploads'
+> {
   streams: EventStreamHub;
   requireScope: (scope: Scope) => onRequestAsyncHookHandler;
   /** After requireScope: refuses an append-only key this action (src/api/guard.ts). */

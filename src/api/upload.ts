@@ -4,7 +4,8 @@ import type { FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.js';
 import { mediaType } from '../http/bodies.js';
 import { guardBodyRate } from '../http/slow-client.js';
-import { negotiateUpload } from './blobhost.js';
+import { isPresignedBody, negotiateUpload, readText } from './blobhost.js';
+import { JSON_BODY_LIMIT } from '../http/bodies.js';
 import type { AppPlugin } from '../http/fastify.js';
 import type { RouteContext } from './context.js';
 import { errorResponses, json } from './responses.js';
@@ -21,13 +22,13 @@ export const uploadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
     {
       schema: {
         operationId: 'uploadBackup',
-        summary: 'Upload the encrypted archive (direct) or negotiate a client upload (blobhost-client)',
+        summary: 'Upload the encrypted archive (direct) or negotiate a client upload (blobhost-client, s3-presigned)',
         tags: ['Backups'],
         querystring: Type.Object({
           backupId: Type.Optional(Type.String({ description: 'The slot to upload into; required for direct uploads.' })),
         }),
         response: {
-          200: json(Type.Ref(ClientUploadResponse), 'Client-negotiation response (blobhost-client mode).'),
+          200: json(Type.Ref(ClientUploadResponse), 'Client-negotiation response (blobhost-client mode, or s3-presigned).'),
           201: json(Type.Ref(DirectUploadResponse), 'The archive is stored; the backup is UPLOADED.'),
           ...errorResponses(400, 401, 403, 409, 413, 415, 500),
         },
@@ -41,13 +42,21 @@ export const uploadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
       const { minUploadBytesPerSecond, uploadRateWindowMs } = ctx.config.limits;
       guardBodyRate(request.raw, minUploadBytesPerSecond, uploadRateWindowMs);
       const type = mediaType(request.headers['content-type']);
+      const presigned = (body: { type?: unknown }) => negotiatePresigned(ctx, request.principal.accountId, body);
       if (type === 'application/json' && ctx.uploadHandshake) {
-        return reply.code(200).send(await negotiateUpload(ctx.uploadHandshake, request, async () => write.call(this, request, reply)));
+        return reply
+          .code(200)
+          .send(await negotiateUpload(ctx.uploadHandshake, request, async () => write.call(this, request, reply), presigned));
       }
       if (type === 'application/json') {
-        throw new AppError('unsupported_media_type', 'This server uses direct uploads: send the ciphertext as application/octet-stream.', {
-          uploadProtocol: ctx.config.uploadProtocol,
-        });
+        // Direct mode: a JSON body is only ever an s3-presigned negotiation.
+        const directOnly = () =>
+          new AppError('unsupported_media_type', 'This server uses direct uploads: send the ciphertext as application/octet-stream.', {
+            uploadProtocol: ctx.config.uploadProtocol,
+          });
+        const body = await readNegotiation(request, directOnly);
+        if (body === undefined) throw directOnly();
+        return reply.code(200).send(await presigned(body));
       }
       if (type !== 'application/octet-stream') {
         throw new AppError('unsupported_media_type', 'Send the ciphertext as application/octet-stream.');
@@ -60,6 +69,26 @@ export const uploadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
     },
   );
 };
+
+/** The `s3-presigned.*` negotiation (docs/upload-protocols.md#s3-presigned); 400 on `type` where it is not offered. */
+function negotiatePresigned(ctx: RouteContext, accountId: string, body: { type?: unknown }): Promise<Record<string, unknown>> {
+  if (!ctx.presignedUploads) {
+    throw AppError.validation([{ path: 'type', message: 'this server does not offer s3-presigned uploads (COFFER_S3_PRESIGNED)' }]);
+  }
+  return ctx.presignedUploads.negotiate(accountId, body);
+}
+
+/** A JSON body that is an s3-presigned negotiation, or undefined; a body too large to be one fails with `otherwise()`. */
+async function readNegotiation(request: FastifyRequest, otherwise: () => Error): Promise<{ type?: unknown } | undefined> {
+  const text = await readText(request.raw, JSON_BODY_LIMIT, otherwise);
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  return isPresignedBody(body) ? body : undefined;
+}
 
 /**
  * In blobhost-client mode a JSON body with `x-vercel-signature` may be a `blob.upload-completed` callback from a
@@ -80,7 +109,11 @@ export const UPLOAD_REQUEST_BODY = {
       schema: { type: 'string', contentMediaType: 'application/octet-stream', description: 'Direct mode: the ciphertext.' },
     },
     'application/json': {
-      schema: { type: 'object', additionalProperties: true, description: 'blobhost-client mode: a negotiation object.' },
+      schema: {
+        type: 'object',
+        additionalProperties: true,
+        description: 'A negotiation object: blobhost-client mode, or s3-presigned where offered.',
+      },
     },
   },
 };

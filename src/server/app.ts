@@ -161,6 +161,7 @@ function apiContext(
     refuseAppendOnly: appendOnlyGuard(parts.vault, audit),
     audit,
     uploadHandshake: parts.uploadHandshake,
+    presignedUploads: parts.presignedUploads,
     metrics,
     fromTrustedProxy: (request) => fromTrustedProxy(request, trust),
   };

@@ -9,6 +9,7 @@ import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
 import { AuditTrail } from '../services/audit.js';
 import { BackupService } from '../services/backups.js';
 import type { BlobHostService } from '../services/blob-host.js';
+import type { PresignedUploadService } from '../services/presigned-upload.js';
 import { KeyService } from '../services/keys.js';
 import { SessionService } from '../services/sessions.js';
 import { OperatorService } from '../services/operator.js';
@@ -60,19 +61,45 @@ export async function openDirectTransfers(config: Config): Promise<DirectTransfe
   });
 }
 
+/**
+ * GETs presigned for the store's own endpoint (COFFER_S3_ENDPOINT), which nginx proxies: COFFER_ACCEL_REDIRECT with
+ * the S3 store (docs/deploy.md#downloads-served-by-nginx).
+ */
+export async function openInternalTransfers(config: Config): Promise<DirectTransfers | undefined> {
+  if (config.accelRedirect === null || config.blobStore !== 's3') return undefined;
+  const { S3Presigner } = await import('../blobs/s3-presign.js');
+  return new S3Presigner({
+    bucket: config.s3.bucket!,
+    endpoint: config.s3.endpoint,
+    publicEndpoint: null,
+    region: config.s3.region,
+    accessKeyId: config.s3.accessKeyId,
+    secretAccessKey: config.s3.secretAccessKey,
+    lifetimeMs: config.s3.urlLifetimeMs,
+  });
+}
+
 type BackupServices = Pick<Services, 'vault' | 'retention' | 'quotas' | 'backups' | 'readPolicy'>;
 
 /**
  * The services of vaults and backups over their ports and backends, with the Config's limits: one construction for the
  * server and operator commands.
  */
-function backupServices(config: Config, stores: Stores, blobs: BlobStore, bus: StatusBus, clock: Clock): BackupServices {
+function backupServices(
+  config: Config,
+  stores: Stores,
+  blobs: BlobStore,
+  bus: StatusBus,
+  clock: Clock,
+  presigners: { transfers?: DirectTransfers; internalTransfers?: DirectTransfers } = {},
+): BackupServices {
   const retention = new RetentionService(stores, blobs, bus, clock);
   const quotas = new QuotaService(stores, clock, config.planQuotas);
   const vault = new VaultService(stores, retention, clock);
   const backups = new BackupService(stores, blobs, bus, clock, quotas, retention, {
     maxArchiveBytes: config.maxArchiveBytes,
     uploadWindowMs: config.uploadWindowMs,
+    ...presigners,
   });
   return { vault, retention, quotas, backups, readPolicy: new ReadPolicy(stores, backups) };
 }
@@ -129,7 +156,10 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     cache = metadata;
     stores = { ...uncached, ...cached };
   }
-  const backupParts = backupServices(config, stores, blobs, bus, clock);
+  const backupParts = backupServices(config, stores, blobs, bus, clock, {
+    transfers,
+    internalTransfers: await openInternalTransfers(config),
+  });
   const { audit, keys, sessions, operator } = accountServices(config, stores, clock);
   // An upload may run as long as its slot is open: never take its parts or fresh blob for orphans before that
   // (config.orphanGraceMs: unless COFFER_ORPHAN_GRACE says otherwise, at least the upload window).
@@ -149,6 +179,11 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     blobHost = new BlobHostService(blobs, stores, backupParts.backups, backupParts.quotas, clock, config, token);
     uploadHandshake = new UploadHandshake(blobs, backupParts.backups, clock, config, token);
   }
+  let presignedUploads: PresignedUploadService | undefined;
+  if (transfers) {
+    const { PresignedUploadService } = await import('../services/presigned-upload.js');
+    presignedUploads = new PresignedUploadService(blobs, transfers, stores, backupParts.backups, backupParts.quotas, clock, config);
+  }
   return {
     config,
     clock,
@@ -165,6 +200,7 @@ export async function composeParts(config: Config, clock: Clock = systemClock, o
     sweeper,
     blobHost,
     uploadHandshake,
+    presignedUploads,
     ...(changes ? { changeFeed: changes } : {}),
     async close() {
       await bus.close();

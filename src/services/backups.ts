@@ -5,7 +5,7 @@
  */
 import type { Readable } from 'node:stream';
 import { v7 as uuidv7 } from 'uuid';
-import type { BlobStore, ByteRange } from '../blobs/blob-store.js';
+import type { BlobStore, ByteRange, DirectTransfers, PresignedRequest } from '../blobs/blob-store.js';
 import {
   decideCreate,
   isVisible,
@@ -33,6 +33,10 @@ import { VISIBLE_STATUSES, type RetentionService } from './retention.js';
 export interface BackupServiceOptions {
   maxArchiveBytes: number;
   uploadWindowMs: number;
+  /** Presigned GETs for clients (COFFER_S3_PRESIGNED=on): the extension s3-presigned-download. */
+  transfers?: DirectTransfers;
+  /** Presigned GETs for the store's own endpoint, which nginx proxies (COFFER_ACCEL_REDIRECT with the S3 store). */
+  internalTransfers?: DirectTransfers;
 }
 
 /** A new upload slot: PENDING_UPLOAD, nothing uploaded or sealed yet. */
@@ -290,6 +294,34 @@ export class BackupService {
     const backup = await this.readyForContent(accountId, id);
     if ((await this.blobs.stat(backup.blobKey)) === null) throw new Error(`the blob of backup ${backup.id} is missing`);
     return { blobKey: backup.blobKey };
+  }
+
+  /** Whether clients may fetch a READY backup's ciphertext from the store themselves (presignContent). */
+  get offersPresignedDownload(): boolean {
+    return this.options.transfers !== undefined;
+  }
+
+  /**
+   * A short-lived GET of a READY backup's ciphertext straight from the object store, for the client
+   * (extension s3-presigned-download, docs/api-rules.md#s3-presigned-download): the same checks as openContent.
+   */
+  async presignContent(accountId: string, id: string): Promise<{ request: PresignedRequest; size: number }> {
+    const transfers = this.options.transfers;
+    if (!transfers) throw new Error('presigned downloads are off (COFFER_S3_PRESIGNED)');
+    const backup = await this.readyForContent(accountId, id);
+    return { request: await transfers.presignGet(backup.blobKey), size: backup.ciphertextSizeBytes };
+  }
+
+  /**
+   * What locateContent checks, then a GET of the blob presigned for the store's own endpoint: the path and query
+   * nginx proxies to it (COFFER_ACCEL_REDIRECT with the S3 store, docs/deploy.md#downloads-served-by-nginx).
+   */
+  async locateContentInStore(accountId: string, id: string): Promise<{ pathAndQuery: string }> {
+    const transfers = this.options.internalTransfers;
+    if (!transfers) throw new Error('no presigner for the store’s own endpoint (COFFER_ACCEL_REDIRECT with S3)');
+    const { blobKey } = await this.locateContent(accountId, id);
+    const url = new URL((await transfers.presignGet(blobKey)).url);
+    return { pathAndQuery: `${url.pathname}${url.search}` };
   }
 
   private async readyForContent(accountId: string, id: string): Promise<Backup & { blobKey: string; ciphertextSizeBytes: number }> {

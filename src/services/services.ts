@@ -12,6 +12,7 @@ import type { BackupService } from './backups.js';
 import type { BlobHostService } from './blob-host.js';
 import type { KeyService } from './keys.js';
 import type { OperatorService } from './operator.js';
+import type { PresignedUploadService } from './presigned-upload.js';
 import type { QuotaService } from './quotas.js';
 import type { ReadPolicy } from './read-policy.js';
 import type { RetentionService } from './retention.js';
@@ -52,6 +53,8 @@ export interface Services {
   /** COFFER_UPLOAD_PROTOCOL=blobhost-client only: the /blob host and the handshake of POST /api/backups/upload. */
   blobHost?: BlobHostService;
   uploadHandshake?: UploadHandshake;
+  /** COFFER_S3_PRESIGNED=on (S3 store): the `s3-presigned` negotiation of POST /api/backups/upload. */
+  presignedUploads?: PresignedUploadService;
   /** PostgreSQL: the change feed the metadata cache and other nodes' events arrive on (live: its LISTEN is up). */
   changeFeed?: { readonly live: boolean };
 }

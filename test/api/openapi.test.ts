@@ -29,6 +29,8 @@ const DECLARED_STATUSES: Record<string, number[]> = {
   // 206 is the one stated extension (docs/api-rules.md#download) (resumable restore).
   'GET /api/backups/{id}/content': [200, 206, 401, 403, 404, 500],
   'GET /api/backups/{id}/events': [200, 401, 403, 404, 500],
+  // Extension s3-presigned-download (docs/api-rules.md#s3-presigned-download): a new operation.
+  'GET /api/backups/{id}/content-url': [200, 401, 403, 404, 500],
 };
 
 describe('/openapi.json', () => {

@@ -1,4 +1,7 @@
-/** The blob host's multipart uploads (src/services/blob-host.ts), counted here instead of listed in storage. */
+/**
+ * The blob host's multipart uploads (src/services/blob-host.ts) and the presigned uploads with their signed sizes
+ * (src/services/presigned-upload.ts), counted here instead of listed in storage.
+ */
 export interface MultipartStore {
   /** Records an open multipart upload of a slot; returns how many the slot now has open. */
   addMultipartUpload(backupId: string, uploadId: string, now: number): Promise<number>;
@@ -8,6 +11,11 @@ export interface MultipartStore {
   putPartSize(backupId: string, uploadId: string, partNumber: number, size: number): Promise<number>;
   /** Bytes the slot's open uploads hold together, leaving out one part (the one about to be replaced). */
   slotBytes(backupId: string, except?: { uploadId: string; partNumber: number }): Promise<number>;
+  /**
+   * Bytes one open upload holds (the sum of its parts' sizes), leaving out part `exceptPart`; undefined when no such
+   * upload is open (never recorded, or removed).
+   */
+  uploadBytes(uploadId: string, exceptPart?: number): Promise<number | undefined>;
   /** Forgets a multipart upload and its parts (completed or aborted). */
   removeMultipartUpload(uploadId: string): Promise<void>;
   /** Forgets the uploads of slots that take no upload any more (no longer PENDING_UPLOAD); returns how many. */

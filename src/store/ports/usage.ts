@@ -68,6 +68,9 @@ export interface UsageStore {
     size: (quota: number | null, usage: number) => number | null,
     quotaOf: (account: Account) => number | null,
   ): Promise<ReserveResult>;
-  /** Ends an upload's reservation (its bytes are now the backup's, or were never stored). */
+  /**
+   * Ends an upload's reservation (its bytes are now the backup's, or were never stored), and those grouped under it:
+   * ids `<id>.<anything>` (a presigned multipart upload's parts).
+   */
   releaseUpload(id: string): Promise<void>;
 }

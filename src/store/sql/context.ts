@@ -138,8 +138,14 @@ export class SqlContext {
     return toAccount(row);
   }
 
-  /** Ends an upload reservation, on `db` (the store's, or the transaction of the change that ends it). */
+  /**
+   * Ends an upload reservation and the reservations grouped under it (ids `<id>.<anything>`: a presigned multipart
+   * upload's per-part reservations), on `db` (the store's, or the transaction of the change that ends it).
+   */
   deleteReservation(db: Kysely<Schema>, id: string): Promise<unknown[]> {
-    return this.cached(db, 'writes', 'deleteReservation', [id], (db) => db.deleteFrom('upload_reservations').where('id', '=', id));
+    const group = `${id}.%`;
+    return this.cached(db, 'writes', 'deleteReservation', [id, group], (db) =>
+      db.deleteFrom('upload_reservations').where((eb) => eb.or([eb('id', '=', id), eb('id', 'like', group)])),
+    );
   }
 }

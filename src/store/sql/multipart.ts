@@ -40,6 +40,18 @@ export class SqlMultipartStore implements MultipartStore {
     return Number(row.total ?? 0);
   }
 
+  async uploadBytes(uploadId: string, exceptPart?: number): Promise<number | undefined> {
+    const open = await this.ctx.db.selectFrom('blobhost_uploads').select('upload_id').where('upload_id', '=', uploadId).executeTakeFirst();
+    if (!open) return undefined;
+    let query = this.ctx.db
+      .selectFrom('blobhost_parts')
+      .select((eb) => eb.fn.sum<number | string | null>('size').as('total'))
+      .where('upload_id', '=', uploadId);
+    if (exceptPart !== undefined) query = query.where('part_number', '!=', exceptPart);
+    const row = await query.executeTakeFirstOrThrow();
+    return Number(row.total ?? 0);
+  }
+
   async removeMultipartUpload(uploadId: string): Promise<void> {
     await this.ctx.transaction(async (trx) => {
       await trx.deleteFrom('blobhost_parts').where('upload_id', '=', uploadId).execute();

@@ -12,6 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import path from 'node:path';
@@ -258,6 +259,47 @@ describe.skipIf(skipPg)(
       expect(proxy.events).toContain('held 1');
       expect(run.backupStderr).toBe('');
       expect((await moved(server)).uploadBytes).toBe(0);
+    });
+
+    it('a store that answers no ETag, or only 500s: a clear error after a bounded number of sendings, the slot freed', async () => {
+      let mode: 'no-etag' | 'error' = 'no-etag';
+      const puts: string[] = [];
+      const store = http.createServer((request, response) => {
+        request.resume();
+        request.on('end', () => {
+          puts.push(`${request.method} ${request.headers['content-length']}`);
+          if (mode === 'no-etag') response.writeHead(200).end();
+          else response.writeHead(500, { 'content-type': 'application/xml' }).end('<Error><Code>InternalError</Code></Error>');
+        });
+      });
+      await new Promise<void>((resolve) => store.listen(0, '127.0.0.1', resolve));
+      closers.push(() => new Promise<void>((resolve) => store.close(() => resolve())));
+      const endpoint = `http://127.0.0.1:${(store.address() as AddressInfo).port}`;
+      const server = await serve({ COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: endpoint });
+      for (const [which, size] of [
+        ['no-etag', 20 * MiB],
+        ['error', 20 * MiB],
+        ['error', 100_000],
+      ] as const) {
+        mode = which;
+        puts.length = 0;
+        const { cli } = await account(server);
+        const result = await cli(['backup', tree(work, `hostile-${which}-${size}`, size)]);
+        expect(result.code).toBe(1);
+        if (which === 'no-etag') expect(result.stderr).toMatch(new RegExp(`the store at ${endpoint} took part \\d+ but answered no ETag`));
+        else
+          expect(result.stderr).toMatch(
+            new RegExp(`the store at ${endpoint} refused (part \\d+|the upload) with HTTP 500 \\(InternalError\\)`),
+          );
+        expect(result.stderr).not.toContain('X-Amz-');
+        expect(result.stderr).toMatch(/deleted the upload slot/);
+        // Never more than every part in flight sent its attempts: no endless loop.
+        expect(puts.length).toBeGreaterThan(0);
+        expect(puts.length).toBeLessThanOrEqual(3 * 5);
+        const listed = json(await cli(['list', '--json']));
+        expect(listed.backups).toEqual([]);
+      }
+      expect(await s3.incompleteUploads()).toEqual([]);
     });
 
     it('an upload over the quota: the server refusal (upload_exceeds_quota) as on the direct path, nothing stored', async () => {

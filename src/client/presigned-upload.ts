@@ -17,10 +17,13 @@ import { abortError } from './network-failure.js';
 import { StoreRefusalError, StoreUnreachableError, type SignedRequest } from './presigned.js';
 import { putToStore } from './sdk-node-upload.js';
 
-/** A part's size: a few encryptor buffers, small enough that PARTS_IN_FLIGHT + 1 of them keep a backup under P9's bound. */
-export const PART_BYTES = 8 * 1024 * 1024;
-/** Parts sent at once: enough to keep a link busy while each part's answer and the next signing come back. */
-export const PARTS_IN_FLIGHT = 3;
+/**
+ * A part's size: just above S3's smallest (5 MiB), as every part is held whole (a part sent again is sent from
+ * memory): PARTS_IN_FLIGHT + 1 of them are 18 MiB, what a backup's peak memory can spare (P9).
+ */
+export const PART_BYTES = 6 * 1024 * 1024;
+/** Parts sent at once (while the next one is read): one part's answer and the next signing overlap a part's sending. */
+export const PARTS_IN_FLIGHT = 2;
 /** The largest part this client holds in memory, whatever the server asks for. */
 const MAX_CLIENT_PART_BYTES = 64 * 1024 * 1024;
 /** Sendings of one part (each with a new signature) before its failure is the upload's. */
@@ -127,7 +130,8 @@ export async function uploadPresigned(
   const first: Part = { chunks: [], bytes: 0 };
   await reader.fill(first, PART_BYTES);
   if (reader.ended) return uploadWhole(client, backupId, reader, first, options.signal);
-  return uploadParts(client, backupId, reader, first, options);
+  // Handed over in an array that uploadParts empties: a parameter would hold the first part for the whole upload.
+  return uploadParts(client, backupId, reader, [first], options);
 }
 
 /** Aborts an upload, best effort: its object and parts go, its reservation is released (the sweeper would do it later). */
@@ -190,7 +194,7 @@ async function uploadParts(
   client: CofferClient,
   backupId: string,
   reader: PartReader,
-  first: Part,
+  firstOne: Part[],
   options: PresignedUploadOptions,
 ): Promise<PresignedOutcome> {
   const { signal } = options;
@@ -206,10 +210,32 @@ async function uploadParts(
   let failure: unknown;
   let total = 0;
 
+  /**
+   * Each part is signed for a whole part's size as soon as its first byte is read, so that the signing overlaps its
+   * reading instead of delaying its sending. A part that ends shorter (the last) is signed again for its size before
+   * it is sent (the server then counts that one); an early signing that failed (a refusal of the whole part's size
+   * near the quota, a broken connection) is simply done again for the real size, whose answer stands.
+   */
+  const early = new Map<number, Promise<SignedRequest | undefined>>();
+  const signEarly = (partNumber: number, size: number) =>
+    early.set(
+      partNumber,
+      client.presignPart(upload, partNumber, size, partSignal).catch(() => undefined),
+    );
+  const earlyRequest = async (partNumber: number, size: number): Promise<SignedRequest | undefined> => {
+    const signed = early.get(partNumber);
+    early.delete(partNumber);
+    // Awaited even when unusable: a late answer must not follow (and replace) the signing of the real size.
+    const request = await signed;
+    return request && request.headers['content-length'] === String(size) ? request : undefined;
+  };
+
   const sendPart = async (partNumber: number, part: Part): Promise<string> => {
     for (let attempt = 1; ; attempt++) {
       try {
-        const request: SignedRequest = await client.presignPart(upload, partNumber, part.bytes, partSignal);
+        const request: SignedRequest =
+          (attempt === 1 ? await earlyRequest(partNumber, part.bytes) : undefined) ??
+          (await client.presignPart(upload, partNumber, part.bytes, partSignal));
         const etag = await putToStore(client, request, part.chunks, { partNumber, signal: partSignal });
         return etag!;
       } catch (error) {
@@ -229,7 +255,8 @@ async function uploadParts(
         `the server asks for parts of ${partSize} bytes for this upload; this client sends parts of at most ${MAX_CLIENT_PART_BYTES}`,
       );
     }
-    let part = first;
+    let part = firstOne.pop()!;
+    signEarly(1, partSize);
     await reader.fill(part, partSize);
     for (let partNumber = 1; ; partNumber++) {
       if (partNumber > started.maxParts)
@@ -253,9 +280,11 @@ async function uploadParts(
       while (inFlight.size >= PARTS_IN_FLIGHT && failure === undefined) await Promise.race(inFlight);
       if (failure !== undefined || reader.ended) break;
       part = { chunks: [], bytes: 0 };
-      await reader.fill(part, partSize);
-      // A stream that ends on a part's boundary leaves an empty part: it is not sent.
+      await reader.fill(part, 1);
+      // A stream that ends on a part's boundary leaves an empty part: it is neither signed nor sent.
       if (part.bytes === 0) break;
+      signEarly(partNumber + 1, partSize);
+      await reader.fill(part, partSize);
     }
     while (inFlight.size > 0) await Promise.race(inFlight);
     if (failure !== undefined) throw failure;
@@ -264,7 +293,7 @@ async function uploadParts(
     return { uploaded: true, size: total };
   } catch (error) {
     stop.abort();
-    await Promise.allSettled(inFlight);
+    await Promise.allSettled([...inFlight, ...early.values()]);
     await abandon(client, upload);
     if (error instanceof StoreUnreachableError && etags.size === 0 && !signal?.aborted) {
       return { uploaded: false, reason: error, rest: reader.rest(held) };

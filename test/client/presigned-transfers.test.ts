@@ -16,7 +16,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_PART_ATTEMPTS, PART_BYTES, PARTS_IN_FLIGHT, uploadPresigned } from '../../src/client/presigned-upload.js';
+import { CofferClient } from '../../src/client/sdk.js';
+import { envelope } from '../helpers/api.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -157,11 +161,11 @@ for (const engine of S3_ENGINES) {
       await schema?.drop();
     });
 
-    it('backs up (3 parts in parallel; one PUT) and restores through the store: Coffer moves no archive byte', async () => {
+    it('backs up (parts in parallel; one PUT) and restores through the store: Coffer moves no archive byte', async () => {
       const before = await moved(server);
       const { cli } = await account(server);
       const big = await roundTrip(cli, tree(work, 'big', 20 * MiB), work);
-      expect(big.detail.ciphertextSizeBytes).toBeGreaterThan(16 * MiB); // more than two parts of 8 MiB
+      expect(big.detail.ciphertextSizeBytes).toBeGreaterThan(3 * PART_BYTES); // more parts than are sent at once
       const small = await roundTrip((await account(server)).cli, tree(work, 'small', 100_000), work);
       expect(small.detail.ciphertextSizeBytes).toBeLessThan(MiB);
       for (const run of [big, small]) expect(run.backupStderr + run.restoreStderr).toBe('');
@@ -236,7 +240,7 @@ describe.skipIf(skipPg)(
 
     it('a part whose connection breaks mid-body is signed and sent again; the backup completes through the store', async () => {
       const port = Number(new URL(s3.endpoint).port);
-      // The second connection to the store is cut after 3 MiB went up: in the middle of a part (8 MiB).
+      // The second connection to the store is cut after 3 MiB went up: in the middle of a part (PART_BYTES).
       const proxy = await storeProxy(port, (n) => (n === 2 ? { cutAfter: 3 * MiB } : {}));
       closers.push(proxy.close);
       const server = await serve({ COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: proxy.endpoint });
@@ -295,9 +299,28 @@ describe.skipIf(skipPg)(
         expect(result.stderr).toMatch(/deleted the upload slot/);
         // Never more than every part in flight sent its attempts: no endless loop.
         expect(puts.length).toBeGreaterThan(0);
-        expect(puts.length).toBeLessThanOrEqual(3 * 5);
+        expect(puts.length).toBeLessThanOrEqual(PARTS_IN_FLIGHT * MAX_PART_ATTEMPTS);
         const listed = json(await cli(['list', '--json']));
         expect(listed.backups).toEqual([]);
+      }
+      expect(await s3.incompleteUploads()).toEqual([]);
+    });
+
+    it('the SDK: a stream of one byte, of exactly one or two parts, or one byte over, is stored whole (no empty part signed)', async () => {
+      const server = await serve({ COFFER_S3_PRESIGNED: 'on' });
+      for (const size of [1, PART_BYTES, PART_BYTES + 1, 2 * PART_BYTES]) {
+        const { apiKey } = await server.newKey({ plan: 'pro' });
+        const client = new CofferClient({ baseUrl: server.url, apiKey });
+        await client.bootstrap(envelope() as Parameters<CofferClient['bootstrap']>[0]);
+        const { slot, presignedUpload } = await client.openSlot();
+        expect(presignedUpload).toBe(true);
+        const bytes = randomBytes(size);
+        // Pieces of an odd size, so that part boundaries fall inside them.
+        const pieces = Array.from({ length: Math.ceil(size / 1_000_003) }, (_, i) => bytes.subarray(i * 1_000_003, (i + 1) * 1_000_003));
+        const outcome = await uploadPresigned(client, slot.backupId, Readable.from(pieces), { maxBytes: 64 * MiB });
+        expect(outcome).toEqual({ uploaded: true, size });
+        const detail = await client.getBackup(slot.backupId);
+        expect(detail.status).toBe('UPLOADED');
       }
       expect(await s3.incompleteUploads()).toEqual([]);
     });

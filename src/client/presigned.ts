@@ -36,7 +36,9 @@ export function extensionsOf(headers: Headers): ReadonlySet<string> {
 /** One request the client sends to the store as given: its method, URL and the headers the signature covers. */
 export interface SignedRequest {
   method: 'PUT' | 'GET';
+  /** The store's URL with its signature in the query: a bearer credential until it expires (never logged). */
   url: string;
+  /** The headers the signature covers, sent exactly so (an upload's Content-Length). */
   headers: Record<string, string>;
   /** Milliseconds since the epoch. */
   expiresAt: number;
@@ -49,14 +51,19 @@ export type PresignedStart =
 
 /** What `s3-presigned.complete` answers: the slot is UPLOADED with `size` bytes at `pathname`. */
 export interface PresignedComplete {
+  /** The slot's blob path. */
   pathname: string;
+  /** The ciphertext's size as stored. */
   size: number;
 }
 
 /** What `GET /api/backups/{id}/content-url` answers. */
 export interface ContentUrl {
+  /** A presigned GET of the ciphertext in the store (a bearer credential until it expires: never logged). */
   url: string;
+  /** Milliseconds since the epoch. */
   expiresAt: number;
+  /** The backup's ciphertextSizeBytes. */
   size: number;
 }
 

@@ -83,7 +83,8 @@ async function roundTrip(cli: Awaited<ReturnType<typeof account>>['cli'], dir: s
  * A TCP proxy in front of the store: `connection(n)` (n from 1) says what to do with each connection: forward it,
  * hold it `delayMs` before forwarding anything, or cut it once `cutAfter` bytes went upstream.
  */
-async function storeProxy(port: number, connection: (n: number) => { delayMs?: number; cutAfter?: number }) {
+async function storeProxy(port: number, connection: (n: number) => { delayMs?: number; cutAfter?: number }, cutDownloadAfter?: number) {
+  let downloadCut = false;
   const sockets = new Set<net.Socket>();
   let count = 0;
   const events: string[] = [];
@@ -102,6 +103,7 @@ async function storeProxy(port: number, connection: (n: number) => { delayMs?: n
     let carried = 0;
     client.on('data', (chunk: Buffer) => {
       carried += chunk.length;
+      if (/\r\nrange: bytes=[1-9]/i.test(chunk.toString('latin1'))) events.push(`range ${number}`);
       if (plan.cutAfter !== undefined && carried > plan.cutAfter) {
         events.push(`cut ${number}`);
         client.resetAndDestroy();
@@ -113,7 +115,21 @@ async function storeProxy(port: number, connection: (n: number) => { delayMs?: n
         upstream.once('drain', () => client.resume());
       }
     });
-    upstream.pipe(client);
+    let down = 0;
+    upstream.on('data', (chunk: Buffer) => {
+      down += chunk.length;
+      if (cutDownloadAfter !== undefined && !downloadCut && down > cutDownloadAfter) {
+        downloadCut = true;
+        events.push(`cut download ${number}`);
+        client.resetAndDestroy();
+        upstream.destroy();
+        return;
+      }
+      if (!client.write(chunk)) {
+        upstream.pause();
+        client.once('drain', () => upstream.resume());
+      }
+    });
     if (plan.delayMs) events.push(`held ${number}`);
     setTimeout(() => client.resume(), plan.delayMs ?? 0);
   });
@@ -250,6 +266,21 @@ describe.skipIf(skipPg)(
       expect(run.backupStderr).toBe('');
       expect((await moved(server)).uploadBytes).toBe(0);
       expect(await s3.incompleteUploads()).toEqual([]);
+    });
+
+    it('a download from the store that breaks off is resumed there with Range (no byte through Coffer)', async () => {
+      const port = Number(new URL(s3.endpoint).port);
+      const proxy = await storeProxy(port, () => ({}), 5 * MiB);
+      closers.push(proxy.close);
+      const server = await serve({ COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: proxy.endpoint });
+      const { cli } = await account(server);
+      const run = await roundTrip(cli, tree(work, 'resumed', 12 * MiB), work);
+      expect(proxy.events.some((event) => event.startsWith('cut download'))).toBe(true);
+      expect(proxy.events.some((event) => event.startsWith('range'))).toBe(true); // the rest asked of the store
+      expect(run.restoreStderr).toMatch(/connection lost; resuming at byte \d+/);
+      const after = await moved(server);
+      expect(after.uploadBytes).toBe(0);
+      expect(after.requests('/api/backups/:id/content')).toBe(0);
     });
 
     it('an expired URL (COFFER_S3_URL_LIFETIME=1s, the store reached 2.5 s later) is signed again', async () => {

@@ -1,4 +1,4 @@
-/* global URL, fetch */
+/* global URL, fetch, process */
 /**
  * P2 — 50 MiB download: Coffer's GET /api/backups/{id}/content vs nginx serving the same file (target ≥ 0.8×).
  * fs backends: the target is judged on Coffer behind nginx in X-Accel-Redirect mode (a second Coffer server with
@@ -9,7 +9,15 @@
  * side; each round downloads `--per-round` times from each side (interleaved) and keeps the round's mean; the
  * table shows the median of the rounds.
  *
- *   node bench/p2-download.js [--rounds 5] [--per-round 3] [--backends sqlite+fs,postgres+fs,sqlite+s3,postgres+s3]
+ * P2-S3, the `+ceph` backends (Ceph's RADOS Gateway, where Ceph is installed): the baseline is a straight GET of the
+ * same object from the gateway (curl, a presigned URL made beforehand); Coffer is measured the way the SDK and CLI
+ * fetch with the extension s3-presigned-download (GET /api/backups/{id}/content-url, then curl GETs the URL: both
+ * timed together), behind nginx (COFFER_ACCEL_REDIRECT=/_coffer_s3: nginx proxies a GET presigned for the gateway,
+ * deploy/nginx.conf's S3 locations), and direct (/content streamed through Node), all against one server (it trusts
+ * only 127.0.0.1, nginx's address; the direct requests come from 127.0.0.2). Target: ≥ 0.8× the gateway.
+ *
+ *   node bench/p2-download.js [--rounds 5] [--per-round 3]
+ *                             [--backends sqlite+fs,postgres+fs,sqlite+s3,postgres+s3,sqlite+ceph,postgres+ceph]
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -30,15 +38,18 @@ import {
   tempDir,
   runWhenMain,
 } from './lib/common.js';
-import { accounts, createSlot, finalize, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
+import { accounts, cephInstalled, createSlot, finalize, pgAvailable, prepareBackend, startCoffer } from './lib/coffer.js';
 import { curl } from './lib/curl.js';
-import { accelSite, startNginx } from './lib/nginx.js';
+import { accelS3Site, accelSite, startNginx } from './lib/nginx.js';
 import { fmtRatio, ratio, writeResult } from './lib/report.js';
 
 export const TARGET = 0.8;
 /** The direct path (no nginx in front) against a bare node:http file stream: what Node itself allows. */
 export const NODE_TARGET = 0.9;
 const ACCEL_PREFIX = '/_coffer_blobs';
+const S3_ACCEL_PREFIX = '/_coffer_s3';
+/** A local address that is not the trusted proxy's (127.0.0.1): Coffer streams its answer itself. */
+const NOT_THE_PROXY = '127.0.0.2';
 
 function findFiles(dir) {
   return fs
@@ -47,8 +58,100 @@ function findFiles(dir) {
     .map((entry) => path.join(entry.parentPath, entry.name));
 }
 
+/**
+ * P2-S3 on one `+ceph` backend: the gateway baseline, Coffer by content-url + GET, behind nginx (accel to the
+ * gateway) and direct, interleaved. `serve(env, what)` starts Coffer with one READY backup of the body.
+ */
+async function measureCeph({ backend, opts, size, serve, stops }) {
+  const side = await serve(
+    {
+      COFFER_S3_PRESIGNED: 'on',
+      COFFER_ACCEL_REDIRECT: S3_ACCEL_PREFIX,
+      COFFER_TRUST_PROXY: '127.0.0.1',
+      // Long enough for the baseline's URL to outlive the whole measurement.
+      COFFER_S3_URL_LIFETIME: '2h',
+    },
+    'coffer-s3',
+  );
+  const auth = { authorization: `Bearer ${side.apiKey}` };
+  const api = (what) => `${side.coffer.url}/api/backups/${side.id}/${what}`;
+  // Coffer's redirect names the object in the gateway: the baseline GETs that very URL straight from it.
+  const asked = await fetch(api('content'), { headers: auth });
+  const target = asked.headers.get('x-accel-redirect');
+  await asked.arrayBuffer();
+  if (!target?.startsWith(`${S3_ACCEL_PREFIX}/`)) throw new Error(`Coffer answered ${asked.status} without an S3 X-Accel-Redirect`);
+  const storeOrigin = new URL(side.storeEndpoint).origin;
+  const gatewayUrl = storeOrigin + target.slice(target.indexOf('/', S3_ACCEL_PREFIX.length + 1));
+  const front = await startNginx(null, { site: accelS3Site({ upstream: new URL(side.coffer.url).host, storeOrigin }) });
+  stops.push(() => front.stop());
+
+  const sides = ['gateway', 'url', 'accel', 'coffer'];
+  const pids = { gateway: [], url: [side.coffer.pid], accel: [side.coffer.pid, front.workerPid ?? front.pid], coffer: [side.coffer.pid] };
+  const cpu = Object.fromEntries(sides.map((who) => [who, []]));
+  const cpuNow = (who) => pids[who].map(cpuTimeOf);
+  const get = async (who) => {
+    const cpu0 = cpuNow(who);
+    let seconds;
+    let result;
+    if (who === 'url') {
+      // As the SDK and CLI do it: the API request, then the GET of the answered URL.
+      const t0 = process.hrtime.bigint();
+      const answer = await fetch(api('content-url'), { headers: auth });
+      const { url, size: announced } = await answer.json();
+      if (answer.status !== 200 || announced !== size) throw new Error(`content-url answered ${answer.status}`);
+      const apiSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
+      result = await curl(url);
+      seconds = apiSeconds + result.seconds;
+    } else {
+      result =
+        who === 'gateway'
+          ? await curl(gatewayUrl)
+          : who === 'accel'
+            ? await curl(front.url + `/api/backups/${side.id}/content`, { headers: auth })
+            : await curl(api('content'), { headers: auth, from: NOT_THE_PROXY });
+      seconds = result.seconds;
+    }
+    if (result.status !== 200 || result.bytes !== size) throw new Error(`${who} download: ${result.status}, ${result.bytes} bytes`);
+    cpu[who].push(cpuNow(who).map((value, i) => value - cpu0[i]));
+    return seconds;
+  };
+  for (const who of sides) await get(who); // warm-up
+  for (const who of sides) cpu[who].length = 0;
+  const samples = Object.fromEntries(sides.map((who) => [who, []]));
+  for (let r = 0; r < opts.rounds; r++) {
+    const times = Object.fromEntries(sides.map((who) => [who, []]));
+    for (let i = 0; i < opts['per-round']; i++) {
+      for (const who of (r + i) % 2 === 0 ? sides : [...sides].reverse()) times[who].push(await get(who));
+    }
+    for (const who of sides) samples[who].push(size / MiB / (times[who].reduce((a, b) => a + b, 0) / times[who].length));
+  }
+  const meanMs = (who, i = 0) => (cpu[who].reduce((sum, each) => sum + each[i], 0) / cpu[who].length) * 1000;
+  const row = {
+    backend,
+    ceph: true,
+    gateway: median(samples.gateway),
+    url: median(samples.url),
+    accel: median(samples.accel),
+    coffer: median(samples.coffer),
+    cpuMs: { url: meanMs('url'), accelCoffer: meanMs('accel', 0), accelNginx: meanMs('accel', 1), coffer: meanMs('coffer') },
+    raw: { ...samples, cpuSeconds: cpu },
+  };
+  log(
+    `P2-S3 ${backend}: gateway ${row.gateway.toFixed(0)} MiB/s, content-url + GET ${row.url.toFixed(0)} MiB/s ` +
+      `(${fmtRatio(ratio(row.url, row.gateway))}), behind nginx ${row.accel.toFixed(0)} MiB/s (${fmtRatio(ratio(row.accel, row.gateway))}), ` +
+      `direct ${row.coffer.toFixed(0)} MiB/s (${fmtRatio(ratio(row.coffer, row.gateway))})`,
+  );
+  return row;
+}
+
 export async function main() {
-  const opts = options({ rounds: 5, 'per-round': 3, backends: 'sqlite+fs,postgres+fs,sqlite+s3,postgres+s3', 'size-mib': 50 });
+  const ceph = cephInstalled();
+  const opts = options({
+    rounds: 5,
+    'per-round': 3,
+    backends: `sqlite+fs,postgres+fs,sqlite+s3,postgres+s3${ceph ? ',sqlite+ceph,postgres+ceph' : ''}`,
+    'size-mib': 50,
+  });
   requireBuild();
   const started = Date.now();
   const size = opts['size-mib'] * MiB;
@@ -69,7 +172,9 @@ export async function main() {
     'The reference column is a bare node:http server streaming the same file with 1 MiB reads: Node has no sendfile(2) path for HTTP responses, so it copies every byte file → user space → socket, which nginx does not.',
     `Accel column (fs only): a second Coffer server with COFFER_ACCEL_REDIRECT=${ACCEL_PREFIX} and COFFER_TRUST_PROXY=loopback (only a request through a trusted proxy gets the redirect) on its own data directory (the same 50 MiB uploaded to it), behind an nginx with deploy/nginx.conf's upstream (keepalive), proxy settings and its \`internal\` location uncommented, plain HTTP like the baseline; curl asks nginx, nginx asks Coffer, Coffer answers with the redirect and nginx sends the file with sendfile. Its CPU is Coffer's + that nginx worker's. The nginx baseline serves that very blob file.`,
     'Direct Coffer / nginx stays in the table and the summary as information (met: n/a) on fs: deployed behind nginx the ≥ 0.8× target is judged on the accel column, and the direct path (Node, no sendfile) is judged against bare Node; on S3 (no accel mode) it is still the target.',
+    `P2-S3 (Ceph backends): one Coffer server with COFFER_S3_PRESIGNED=on, COFFER_ACCEL_REDIRECT=${S3_ACCEL_PREFIX} and COFFER_TRUST_PROXY=127.0.0.1 over one Ceph cluster (one monitor, one OSD on memstore, its RADOS Gateway; test/helpers/ceph.ts). Gateway baseline: curl GETs the object with a URL presigned beforehand (the one Coffer's redirect names). content-url + GET: the API request (fetch, keep-alive, as the SDK) plus curl's GET of the answered URL, timed together. Behind nginx: curl asks an nginx with deploy/nginx.conf's upstream, proxy settings and S3 locations, Coffer redirects, nginx proxies the gateway. Direct: curl from ${NOT_THE_PROXY}, Coffer streams the object through Node.`,
   ];
+  if (!ceph) notes.push('P2-S3: Ceph is not installed (apt-get install ceph-mon ceph-osd radosgw ceph-common): no Ceph rows.');
   try {
     for (const backend of list(opts.backends)) {
       if (backend.startsWith('postgres') && !hasPg) {
@@ -96,9 +201,22 @@ export async function main() {
           if (uploaded.status !== 201) throw new Error(`${what} upload answered ${uploaded.status}`);
           await finalize(account.call, id, size);
           const blob = prepared.blobs === 'fs' ? findFiles(path.join(prepared.dataDir, 'blobs'))[0] : null;
-          return { coffer, apiKey: account.apiKey, id, blob, blobsDir: path.join(prepared.dataDir, 'blobs') };
+          return {
+            coffer,
+            apiKey: account.apiKey,
+            id,
+            blob,
+            blobsDir: path.join(prepared.dataDir, 'blobs'),
+            storeEndpoint: prepared.env.COFFER_S3_ENDPOINT,
+          };
         };
         const content = (side) => [`/api/backups/${side.id}/content`, { headers: { authorization: `Bearer ${side.apiKey}` } }];
+        if (backend.endsWith('+ceph')) {
+          const row = await measureCeph({ backend, opts, size, serve, stops });
+          raw[backend] = row.raw;
+          rows.push(row);
+          continue;
+        }
         const direct = await serve({}, 'coffer');
         const accel = backend.endsWith('+fs')
           ? await serve({ COFFER_ACCEL_REDIRECT: ACCEL_PREFIX, COFFER_TRUST_PROXY: 'loopback' }, 'coffer-accel')
@@ -185,11 +303,13 @@ export async function main() {
     fs.rmSync(work, { recursive: true, force: true });
   }
 
+  const fileRows = rows.filter((row) => !row.ceph);
+  const cephRows = rows.filter((row) => row.ceph);
   return writeResult({
     id: 'p2',
     name: 'p2-download',
     title: 'P2 — 50 MiB download',
-    target: `≥ ${TARGET}× nginx serving the same file (fs: Coffer behind nginx in accel mode); direct path ≥ ${NODE_TARGET}× a bare Node file stream`,
+    target: `≥ ${TARGET}× nginx serving the same file (fs: Coffer behind nginx in accel mode); direct path ≥ ${NODE_TARGET}× a bare Node file stream; P2-S3 (Ceph): ≥ ${TARGET}× a straight GET from the gateway`,
     command: commandLine('p2-download.js'),
     durationS: round((Date.now() - started) / 1000, 0),
     tables: [
@@ -206,7 +326,7 @@ export async function main() {
           'direct / nginx',
           'bare node / nginx',
         ],
-        rows: rows.map((row) => [
+        rows: fileRows.map((row) => [
           row.backend,
           round(row.coffer, 0),
           Number.isFinite(row.accel) ? round(row.accel, 0) : '— (fs only)',
@@ -229,7 +349,7 @@ export async function main() {
           'nginx serving the file',
           'bare node:http',
         ],
-        rows: rows.map((row) => [
+        rows: fileRows.map((row) => [
           row.backend,
           round(row.cpuMs.coffer, 0),
           Number.isFinite(row.cpuMs.accelCoffer) ? round(row.cpuMs.accelCoffer, 1) : '—',
@@ -238,37 +358,96 @@ export async function main() {
           round(row.cpuMs.node, 0),
         ]),
       },
+      ...(cephRows.length === 0
+        ? []
+        : [
+            {
+              title: `P2-S3: download throughput from Ceph's RADOS Gateway, ${opts['size-mib']} MiB, curl over loopback, median of ${opts.rounds} rounds × ${opts['per-round']} downloads (MiB/s)`,
+              columns: [
+                'backend',
+                'straight GET from the gateway (baseline)',
+                'Coffer: content-url + GET (SDK/CLI)',
+                'Coffer behind nginx (accel to the gateway)',
+                'Coffer direct (through Node)',
+                'content-url / gateway',
+                'behind nginx / gateway',
+                'direct / gateway',
+              ],
+              rows: cephRows.map((row) => [
+                row.backend,
+                round(row.gateway, 0),
+                round(row.url, 0),
+                round(row.accel, 0),
+                round(row.coffer, 0),
+                fmtRatio(ratio(row.url, row.gateway)),
+                fmtRatio(ratio(row.accel, row.gateway)),
+                fmtRatio(ratio(row.coffer, row.gateway)),
+              ]),
+            },
+            {
+              title: "P2-S3: Coffer's CPU per download (ms, all threads' run time from /proc, mean over the measured downloads)",
+              columns: ['backend', 'content-url (the API request)', 'behind nginx: Coffer', 'behind nginx: its nginx worker', 'direct'],
+              rows: cephRows.map((row) => [
+                row.backend,
+                round(row.cpuMs.url, 1),
+                round(row.cpuMs.accelCoffer, 1),
+                round(row.cpuMs.accelNginx, 1),
+                round(row.cpuMs.coffer, 0),
+              ]),
+            },
+          ]),
     ],
     verdicts: rows.flatMap((row) =>
-      row.backend.endsWith('+fs')
+      row.ceph
         ? [
             {
-              what: `P2 ${row.backend}: Coffer behind nginx (X-Accel-Redirect) ≥ ${TARGET}× nginx serving the same file`,
-              value: fmtRatio(ratio(row.accel, row.nginx)),
+              what: `P2 ${row.backend}: download ≥ ${TARGET}× a straight GET from the gateway`,
+              value: fmtRatio(ratio(row.url, row.gateway)),
               target: `≥ ${TARGET}×`,
-              met: ratio(row.accel, row.nginx) >= TARGET,
+              met: ratio(row.url, row.gateway) >= TARGET,
             },
             {
-              what: `P2 ${row.backend}: direct download ≥ ${NODE_TARGET}× a bare Node file stream (Node has no sendfile)`,
-              value: fmtRatio(ratio(row.coffer, row.node)),
-              target: `≥ ${NODE_TARGET}×`,
-              met: ratio(row.coffer, row.node) >= NODE_TARGET,
+              what: `P2 ${row.backend}: download behind nginx (X-Accel-Redirect to the gateway) ≥ ${TARGET}× a straight GET from the gateway`,
+              value: fmtRatio(ratio(row.accel, row.gateway)),
+              target: `≥ ${TARGET}×`,
+              met: ratio(row.accel, row.gateway) >= TARGET,
             },
             {
-              what: `P2 ${row.backend}: direct download vs nginx (information; the target is judged on accel mode)`,
-              value: fmtRatio(ratio(row.coffer, row.nginx)),
-              target: `≥ ${TARGET}× behind nginx`,
+              what: `P2 ${row.backend}: direct download (through Node) vs a straight GET from the gateway (information)`,
+              value: fmtRatio(ratio(row.coffer, row.gateway)),
+              target: 'n/a',
               met: null,
             },
           ]
-        : [
-            {
-              what: `P2 ${row.backend}: download ≥ ${TARGET}× nginx`,
-              value: fmtRatio(ratio(row.coffer, row.nginx)),
-              target: `≥ ${TARGET}×`,
-              met: ratio(row.coffer, row.nginx) >= TARGET,
-            },
-          ],
+        : row.backend.endsWith('+fs')
+          ? [
+              {
+                what: `P2 ${row.backend}: Coffer behind nginx (X-Accel-Redirect) ≥ ${TARGET}× nginx serving the same file`,
+                value: fmtRatio(ratio(row.accel, row.nginx)),
+                target: `≥ ${TARGET}×`,
+                met: ratio(row.accel, row.nginx) >= TARGET,
+              },
+              {
+                what: `P2 ${row.backend}: direct download ≥ ${NODE_TARGET}× a bare Node file stream (Node has no sendfile)`,
+                value: fmtRatio(ratio(row.coffer, row.node)),
+                target: `≥ ${NODE_TARGET}×`,
+                met: ratio(row.coffer, row.node) >= NODE_TARGET,
+              },
+              {
+                what: `P2 ${row.backend}: direct download vs nginx (information; the target is judged on accel mode)`,
+                value: fmtRatio(ratio(row.coffer, row.nginx)),
+                target: `≥ ${TARGET}× behind nginx`,
+                met: null,
+              },
+            ]
+          : [
+              {
+                what: `P2 ${row.backend}: download ≥ ${TARGET}× nginx`,
+                value: fmtRatio(ratio(row.coffer, row.nginx)),
+                target: `≥ ${TARGET}×`,
+                met: ratio(row.coffer, row.nginx) >= TARGET,
+              },
+            ],
     ),
     notes,
     chart: {
@@ -276,7 +455,7 @@ export async function main() {
       subtitle: `median of ${opts.rounds} rounds; note = accel / nginx (fs), Coffer / nginx (S3)`,
       unit: 'MiB/s',
       series: ['Coffer', 'Coffer via nginx accel', 'nginx', 'bare node:http'],
-      groups: rows.map((row) => ({
+      groups: fileRows.map((row) => ({
         label: row.backend,
         note: fmtRatio(Number.isFinite(row.accel) ? ratio(row.accel, row.nginx) : ratio(row.coffer, row.nginx)),
         values: [row.coffer, row.accel, row.nginx, row.node],

@@ -70,7 +70,7 @@ export const SERVER_SETTINGS = settings({
   COFFER_ACCEL_REDIRECT: {
     default: null,
     about:
-      "behind nginx, fs store: nginx's internal location of COFFER_DATA_DIR/blobs, e.g. /_coffer_blobs; downloads through a COFFER_TRUST_PROXY proxy then use X-Accel-Redirect (unset: off)",
+      "behind nginx: nginx's internal location of COFFER_DATA_DIR/blobs (fs store) or proxying COFFER_S3_ENDPOINT (S3 store), e.g. /_coffer_blobs; downloads through a COFFER_TRUST_PROXY proxy then use X-Accel-Redirect (unset: off)",
   },
   COFFER_S3_ENDPOINT: { default: null, about: 'S3-compatible endpoint, path-style (unset: AWS S3)' },
   COFFER_S3_BUCKET: { default: null, about: 'bucket of the archives (required with COFFER_BLOB_STORE=s3)' },

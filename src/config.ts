@@ -62,8 +62,9 @@ interface ConfigFields {
   sqliteDriver: 'node' | 'better-sqlite3' | null;
   blobStore: 'fs' | 's3';
   /**
-   * COFFER_ACCEL_REDIRECT: the prefix of nginx's `internal` location that serves `COFFER_DATA_DIR/blobs/`; set,
-   * downloads that come through a COFFER_TRUST_PROXY proxy are answered with `X-Accel-Redirect: <prefix>/<blob key>`
+   * COFFER_ACCEL_REDIRECT: the prefix of nginx's `internal` location that serves `COFFER_DATA_DIR/blobs/` (fs store)
+   * or proxies the object store (S3 store); set, downloads that come through a COFFER_TRUST_PROXY proxy are answered
+   * with `X-Accel-Redirect: <prefix>/<blob key>` (fs) or `<prefix>/<ETag>/<bucket>/<key>?<presigned query>` (S3)
    * and nginx sends the bytes (docs/deploy.md#downloads-served-by-nginx); Coffer streams any other itself. Null:
    * Coffer streams them all.
    */
@@ -151,12 +152,6 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       throw new ConfigError(
         S.COFFER_ACCEL_REDIRECT.name,
         `expected a location path like /_coffer_blobs (no trailing slash), got "${accelRedirect}"`,
-      );
-    }
-    if (blobStore !== 'fs') {
-      throw new ConfigError(
-        S.COFFER_ACCEL_REDIRECT.name,
-        'works only with COFFER_BLOB_STORE=fs (nginx serves the files of COFFER_DATA_DIR/blobs)',
       );
     }
   }

@@ -144,6 +144,10 @@ describe('loadConfig', () => {
     });
     expect(loadConfig({ PORT: '9000' }).publicUrl).toBe('http://localhost:9000');
     expect(loadConfig({ COFFER_ACCEL_REDIRECT: ' /internal/coffer-blobs ' }).accelRedirect).toBe('/internal/coffer-blobs');
+    // With the S3 store too: nginx proxies the object store (docs/deploy.md#downloads-served-by-nginx).
+    expect(loadConfig({ COFFER_ACCEL_REDIRECT: '/_coffer_s3', COFFER_BLOB_STORE: 's3', COFFER_S3_BUCKET: 'b' }).accelRedirect).toBe(
+      '/_coffer_s3',
+    );
   });
 
   it('an invalid value stops with one line naming the variable', () => {
@@ -165,11 +169,6 @@ describe('loadConfig', () => {
           `expected a location path like /_coffer_blobs (no trailing slash), got "${text}"`,
         ],
       ),
-      [
-        { COFFER_ACCEL_REDIRECT: '/_coffer_blobs', COFFER_BLOB_STORE: 's3', COFFER_S3_BUCKET: 'b' },
-        'COFFER_ACCEL_REDIRECT',
-        'works only with COFFER_BLOB_STORE=fs (nginx serves the files of COFFER_DATA_DIR/blobs)',
-      ],
       [{ COFFER_UPLOAD_PROTOCOL: 'tus' }, 'COFFER_UPLOAD_PROTOCOL', 'must be one of direct, blobhost-client, got "tus"'],
       [{ COFFER_MAX_ARCHIVE_BYTES: '50MiB' }, 'COFFER_MAX_ARCHIVE_BYTES', 'expected a whole number, got "50MiB"'],
       [{ COFFER_MAX_ARCHIVE_BYTES: '0' }, 'COFFER_MAX_ARCHIVE_BYTES', `must be between 1 and ${Number.MAX_SAFE_INTEGER}, got 0`],

@@ -4,9 +4,13 @@
  */
 import { execFile } from 'node:child_process';
 
-/** { status, seconds, bytes } for one request; `upload` is a file path sent as the body. */
-export function curl(url, { method = 'GET', upload, headers = {} } = {}) {
+/**
+ * { status, seconds, bytes } for one request; `upload` is a file path sent as the body; `from` the local address to
+ * connect from (e.g. 127.0.0.2: not a trusted proxy's).
+ */
+export function curl(url, { method = 'GET', upload, headers = {}, from } = {}) {
   const args = ['-s', '-o', '/dev/null', '-w', '%{http_code} %{time_total} %{size_download} %{size_upload}', '-X', method, '-H', 'Expect:'];
+  if (from) args.push('--interface', from);
   for (const [name, value] of Object.entries(headers)) args.push('-H', `${name}: ${value}`);
   if (upload) args.push('--data-binary', `@${upload}`);
   args.push(url);

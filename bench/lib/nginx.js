@@ -45,6 +45,23 @@ ${internal}    location / {
   };
 }
 
+/**
+ * The same for the S3 store (COFFER_ACCEL_REDIRECT=/_coffer_s3): deploy/nginx.conf's commented S3 locations
+ * (uncommented, proxy_pass pointed at `storeOrigin`, the gateway as Coffer reaches it).
+ */
+export function accelS3Site({ upstream, storeOrigin }) {
+  const doc = fs.readFileSync(path.join(ROOT, 'deploy', 'nginx.conf'), 'utf8');
+  const block =
+    /^ {2}#location ~ \^\/_coffer_s3\/.*\n(?: {2}#.*\n)*? {2}#\}\n {2}#location @coffer_s3_failed \{\n(?: {2}#.*\n)*? {2}#\}\n/m.exec(doc);
+  if (!block) throw new Error('deploy/nginx.conf: the commented `location ~ ^/_coffer_s3/` blocks were not found');
+  const proxy = 'proxy_pass http://127.0.0.1:7480$coffer_object';
+  if (!block[0].includes(proxy)) throw new Error(`deploy/nginx.conf: the S3 location has no \`${proxy}\``);
+  const internal = block[0].replace(/^ {2}#/gm, '    ').replace(proxy, `proxy_pass ${storeOrigin}$coffer_object`);
+  const front = accelSite({ upstream, blobsDir: '/nonexistent' });
+  // The fs site's front (upstream, proxy settings, location /) with the S3 locations instead of the fs one.
+  return { http: front.http, server: front.server.replace(/ {4}location \/_coffer_blobs\/ \{\n(?: {4}.*\n)*? {4}\}\n/, internal) };
+}
+
 async function freePort() {
   const server = net.createServer();
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -245,7 +245,9 @@ function contentRoutes(app: App, ctx: RouteContext, { read, restore, readableByI
           etag: backupEtag(id, size),
           filename: `backup-${id}.bin`,
           open: async (range) => (await ctx.backups.openContent(request.backup.accountId, id, range)).stream,
-          locate: async () => (await ctx.backups.locateContent(request.backup.accountId, id)).blobKey,
+          ...(ctx.config.blobStore === 's3'
+            ? { locateInStore: async () => (await ctx.backups.locateContentInStore(request.backup)).pathAndQuery }
+            : { locate: async () => (await ctx.backups.locateContent(request.backup.accountId, id)).blobKey }),
         },
         // Only nginx acts on an X-Accel-Redirect: a request that did not come through a trusted proxy gets the bytes.
         ctx.fromTrustedProxy(request) ? ctx.config.accelRedirect : null,
@@ -280,7 +282,7 @@ function contentRoutes(app: App, ctx: RouteContext, { read, restore, readableByI
       onRequest: [offeredOnly, restore, readableById],
     },
     async (request, reply) => {
-      const { request: get, size } = await ctx.backups.presignContent(request.backup.accountId, request.backup.id);
+      const { request: get, size } = await ctx.backups.presignContent(request.backup);
       reply.header('cache-control', 'no-store');
       return { url: get.url, expiresAt: iso(get.expiresAt), size };
     },

@@ -52,6 +52,7 @@ export class S3Presigner implements DirectTransfers {
 
   private request(method: 'PUT' | 'GET', url: string, issuedAt: number, size?: number): PresignedRequest {
     const headers: Record<string, string> = size === undefined ? {} : { 'content-length': String(size) };
-    return { method, url, headers, expiresAt: issuedAt + this.seconds * 1000 };
+    // X-Amz-Date is to the second: the URL expires `seconds` after the second it was issued in.
+    return { method, url, headers, expiresAt: Math.floor(issuedAt / 1000) * 1000 + this.seconds * 1000 };
   }
 }

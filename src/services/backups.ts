@@ -304,28 +304,35 @@ export class BackupService {
   /**
    * A short-lived GET of a READY backup's ciphertext straight from the object store, for the client
    * (extension s3-presigned-download, docs/api-rules.md#s3-presigned-download): the same checks as openContent.
+   * `backup`: a backup the caller may read, as the request's onRequest step read it; not read again (bench P2-S3).
    */
-  async presignContent(accountId: string, id: string): Promise<{ request: PresignedRequest; size: number }> {
+  async presignContent(backup: Backup): Promise<{ request: PresignedRequest; size: number }> {
     const transfers = this.options.transfers;
     if (!transfers) throw new Error('presigned downloads are off (COFFER_S3_PRESIGNED)');
-    const backup = await this.readyForContent(accountId, id);
-    return { request: await transfers.presignGet(backup.blobKey), size: backup.ciphertextSizeBytes };
+    const ready = this.withContent(backup);
+    return { request: await transfers.presignGet(ready.blobKey), size: ready.ciphertextSizeBytes };
   }
 
   /**
-   * What locateContent checks, then a GET of the blob presigned for the store's own endpoint: the path and query
-   * nginx proxies to it (COFFER_ACCEL_REDIRECT with the S3 store, docs/deploy.md#downloads-served-by-nginx).
+   * The checks of openContent, then a GET of the blob presigned for the store's own endpoint: the path and query
+   * nginx proxies to it (COFFER_ACCEL_REDIRECT with the S3 store, docs/deploy.md#downloads-served-by-nginx). The
+   * blob's existence is not checked first: the store answers for it (a HEAD would add a round trip to every
+   * download, bench P2-S3). `backup`: as for presignContent.
    */
-  async locateContentInStore(accountId: string, id: string): Promise<{ pathAndQuery: string }> {
+  async locateContentInStore(backup: Backup): Promise<{ pathAndQuery: string }> {
     const transfers = this.options.internalTransfers;
     if (!transfers) throw new Error('no presigner for the store’s own endpoint (COFFER_ACCEL_REDIRECT with S3)');
-    const { blobKey } = await this.locateContent(accountId, id);
+    const { blobKey } = this.withContent(backup);
     const url = new URL((await transfers.presignGet(blobKey)).url);
     return { pathAndQuery: `${url.pathname}${url.search}` };
   }
 
   private async readyForContent(accountId: string, id: string): Promise<Backup & { blobKey: string; ciphertextSizeBytes: number }> {
-    const backup = await this.getVisible(accountId, id);
+    return this.withContent(await this.getVisible(accountId, id));
+  }
+
+  /** The backup, if it is READY with its content; else backup_content_unavailable. */
+  private withContent(backup: Backup): Backup & { blobKey: string; ciphertextSizeBytes: number } {
     if (backup.status !== 'READY' || backup.blobKey === null || backup.ciphertextSizeBytes === null) {
       throw new AppError('backup_content_unavailable', `The backup is ${backup.status}; only READY backups have content.`);
     }

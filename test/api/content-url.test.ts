@@ -6,6 +6,7 @@
  * and is refused by the store once COFFER_S3_URL_LIFETIME is over; no URL reaches the server's log. Off (the
  * default, or the fs store): the route answers as an unknown route.
  */
+import net from 'node:net';
 import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -184,6 +185,57 @@ for (const engine of S3_ENGINES) {
       expect(late.body.includes(data.subarray(0, 64))).toBe(false);
       const fresh = await call('GET', `/api/backups/${id}/content-url`);
       expect((await fetchBytes(fresh.body.url)).body.equals(data)).toBe(true);
+    });
+  });
+}
+
+/** A TCP relay on its own loopback port to `target`: the store as clients reach it, at another address. */
+async function relay(target: URL): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => socket.destroy());
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+for (const engine of S3_ENGINES) {
+  describe.skipIf(skipEngine(engine))(`content-url with a COFFER_S3_PUBLIC_ENDPOINT other than the server's own on ${engine}`, () => {
+    let s3: TestS3;
+    let publicEndpoint: Awaited<ReturnType<typeof relay>>;
+    let setup: Awaited<ReturnType<typeof serve>>;
+    beforeAll(async () => {
+      s3 = await startS3(engine);
+      publicEndpoint = await relay(new URL(s3.endpoint));
+      setup = await serve(s3, { COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: publicEndpoint.url });
+    });
+    afterAll(async () => {
+      await setup?.server.stop();
+      await publicEndpoint?.close();
+      await s3?.close();
+    });
+
+    it('the URL names the public endpoint, is signed for it, and works there', async () => {
+      const { call } = await setup.account();
+      const { id, data } = await readyBackup(call, 4000);
+      const answer = await call('GET', `/api/backups/${id}/content-url`);
+      expect(new URL(answer.body.url).origin).toBe(publicEndpoint.url);
+      const fetched = await fetchBytes(answer.body.url);
+      expect(fetched.status).toBe(200);
+      expect(fetched.body.equals(data)).toBe(true);
     });
   });
 }

@@ -3,12 +3,15 @@
  * and PUTs the bytes to the presigned URLs itself with fetch. Single PUT and multipart happy paths (then finalize and
  * download give the same bytes), bodies of another length than signed, complete with a missing or wrong-sized object
  * (refused, the object removed, the reservation released), the archive limit and the quota at start and per part,
- * a complete repeated, abort, and presigned off. On PostgreSQL + S3, via s3rver and via Ceph's RADOS Gateway.
+ * a complete repeated, abort, expired URLs, the upload window, abandoned uploads swept, presigned off, and beside
+ * blobhost-client. On PostgreSQL + S3, via s3rver and via Ceph's RADOS Gateway.
  */
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
+import { ManualClock } from '../helpers/clock.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
 import { S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -266,6 +269,163 @@ for (const engine of S3_ENGINES) {
   });
 }
 
+for (const engine of S3_ENGINES) {
+  describe.skipIf(skipPg || skipEngine(engine))(`s3-presigned: expiry, the upload window, the sweeper (postgres + ${engine})`, () => {
+    const clock = new ManualClock(Date.now());
+    const WINDOW = 3_600_000;
+    let s3: TestS3;
+    let schema: TestSchema;
+    let server: TestServer;
+
+    beforeAll(async () => {
+      requirePg();
+      s3 = await startS3(engine);
+      schema = await createTestSchema('coffer_presigned_expiry');
+      server = await startTestServer({
+        clock,
+        env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_S3_URL_LIFETIME: '3s' },
+      });
+    });
+    afterAll(async () => {
+      await server?.stop();
+      await s3?.close();
+      await schema?.drop();
+    });
+
+    async function slot() {
+      const { apiKey, accountId } = await server.newKey({ plan: 'pro' });
+      const call = api(server.url, apiKey);
+      expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      const created = await call('POST', '/api/backups');
+      expect(created.status).toBe(201);
+      const backupId = created.body.backupId as string;
+      const negotiate = (type: string, payload: Record<string, unknown>) =>
+        call('POST', '/api/backups/upload', { json: { type: `s3-presigned.${type}`, payload: { backupId, ...payload } } });
+      const usage = async () => (await server.parts.quotas.quota(accountId))!.usage;
+      return { call, backupId, blobPath: created.body.blobPath as string, negotiate, usage };
+    }
+    const put = (request: { url: string; headers: Record<string, string> }, body: Buffer) =>
+      fetch(request.url, { method: 'PUT', headers: request.headers, body: new Uint8Array(body) });
+
+    it('an expired URL is refused by the store; the part signed again (or a new start) works, counted once', async () => {
+      const s = await slot();
+      const data = randomBytes(PART + 100);
+      const { uploadKey, uploadId } = (await s.negotiate('start', {})).body;
+      const first = await s.negotiate('part', { uploadKey, uploadId, partNumber: 1, size: PART });
+      const single = await s.negotiate('start', { size: 100 });
+      // Real time: the store judges the URL by its own clock (a URL is dated to the second: it lives 2 to 3 s).
+      await sleep(4000);
+      expect((await put(first.body.request, data.subarray(0, PART))).status).toBe(403);
+      expect((await put(single.body.request, data.subarray(0, 100))).status).toBe(403);
+      expect((await s.negotiate('abort', { uploadKey: single.body.uploadKey })).status).toBe(200);
+      const parts = [];
+      for (const [partNumber, chunk] of [
+        [1, data.subarray(0, PART)],
+        [2, data.subarray(PART)],
+      ] as const) {
+        const signed = await s.negotiate('part', { uploadKey, uploadId, partNumber, size: chunk.length });
+        const stored = await put(signed.body.request, chunk);
+        expect(stored.status).toBe(200);
+        parts.push({ partNumber, etag: stored.headers.get('etag')! });
+      }
+      expect(await s.usage()).toBe(data.length);
+      const complete = await s.negotiate('complete', { uploadKey, uploadId, parts, size: data.length });
+      expect(complete.status).toBe(200);
+      expect(await s.usage()).toBe(data.length);
+    });
+
+    it('an abandoned upload (object never completed, multipart never completed) is swept as an orphan', async () => {
+      const s = await slot();
+      const data = randomBytes(1000);
+      const start = await s.negotiate('start', { size: data.length });
+      expect((await put(start.body.request, data)).status).toBe(200);
+      const multi = (await s.negotiate('start', {})).body;
+      const part = await s.negotiate('part', { uploadKey: multi.uploadKey, uploadId: multi.uploadId, partNumber: 1, size: 10 });
+      expect((await put(part.body.request, randomBytes(10))).status).toBe(200);
+      expect(await s3.has(start.body.uploadKey)).toBe(true);
+      expect(await s3.incompleteUploads()).toContain(multi.uploadId);
+      // Within the grace nothing goes; past it (grace 0 here), both do.
+      await server.parts.sweeper.removeOrphans();
+      expect(await s3.has(start.body.uploadKey)).toBe(true);
+      const swept = await server.parts.sweeper.removeOrphans(0);
+      expect(swept.orphans).toBeGreaterThanOrEqual(1);
+      expect(await s3.has(start.body.uploadKey)).toBe(false);
+      expect(await s3.incompleteUploads()).not.toContain(multi.uploadId);
+      // The slot can still be uploaded to, from a new start.
+      const again = await s.negotiate('start', { size: data.length });
+      expect((await put(again.body.request, data)).status).toBe(200);
+      expect((await s.negotiate('complete', { uploadKey: again.body.uploadKey, size: data.length })).status).toBe(200);
+    });
+
+    it('past the upload window the slot takes no start, part or complete; its reservation stops counting', async () => {
+      const s = await slot();
+      const data = randomBytes(1000);
+      const start = await s.negotiate('start', { size: data.length });
+      expect((await put(start.body.request, data)).status).toBe(200);
+      const multi = (await s.negotiate('start', {})).body;
+      expect(await s.usage()).toBe(1000);
+      // (The last test of this server: its clock stays an hour ahead.)
+      clock.advance(WINDOW + 1000);
+      expect(await s.usage()).toBe(0);
+      const late = await s.negotiate('start', { size: 10 });
+      expect(late.status).toBe(400);
+      expect(late.body.details.issues[0].path).toBe('payload.backupId');
+      const part = await s.negotiate('part', { uploadKey: multi.uploadKey, uploadId: multi.uploadId, partNumber: 1, size: 10 });
+      expect(part.status).toBe(400);
+      const complete = await s.negotiate('complete', { uploadKey: start.body.uploadKey, size: data.length });
+      expect(complete.status).toBe(400);
+      expect(await s.usage()).toBe(0);
+    });
+  });
+}
+
+for (const engine of S3_ENGINES) {
+  describe.skipIf(skipPg || skipEngine(engine))(`s3-presigned with COFFER_S3_PUBLIC_ENDPOINT (postgres + ${engine})`, () => {
+    let s3: TestS3;
+    let schema: TestSchema;
+    let server: TestServer;
+    let publicEndpoint: string;
+
+    beforeAll(async () => {
+      requirePg();
+      s3 = await startS3(engine);
+      schema = await createTestSchema('coffer_presigned_public');
+      // Another name of the same store: the address clients use, not the server's own.
+      publicEndpoint = s3.endpoint.replace('127.0.0.1', 'localhost');
+      expect(publicEndpoint).not.toBe(s3.endpoint);
+      server = await startTestServer({
+        env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: publicEndpoint },
+      });
+    });
+    afterAll(async () => {
+      await server?.stop();
+      await s3?.close();
+      await schema?.drop();
+    });
+
+    it('URLs name the public endpoint; the upload through it completes', async () => {
+      const { apiKey } = await server.newKey({ plan: 'pro' });
+      const call = api(server.url, apiKey);
+      expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+      const { backupId } = (await call('POST', '/api/backups')).body;
+      const data = randomBytes(5000);
+      const negotiate = (type: string, payload: Record<string, unknown>) =>
+        call('POST', '/api/backups/upload', { json: { type: `s3-presigned.${type}`, payload: { backupId, ...payload } } });
+      const start = await negotiate('start', { size: data.length });
+      expect(new URL(start.body.request.url).origin).toBe(new URL(publicEndpoint).origin);
+      const stored = await fetch(start.body.request.url, {
+        method: 'PUT',
+        headers: start.body.request.headers,
+        body: new Uint8Array(data),
+      });
+      expect(stored.status).toBe(200);
+      const complete = await negotiate('complete', { uploadKey: start.body.uploadKey, size: data.length });
+      expect(complete.status).toBe(200);
+      expect(complete.body.size).toBe(data.length);
+    });
+  });
+}
+
 describe.skipIf(skipPg)('s3-presigned where it is not offered', () => {
   let s3: TestS3;
   let schema: TestSchema;
@@ -296,5 +456,56 @@ describe.skipIf(skipPg)('s3-presigned where it is not offered', () => {
     expect(start.body.details.issues[0].path).toBe('type');
     const other = await call('POST', '/api/backups/upload', { json: { type: 'blob.generate-client-token' } });
     expect(other.status).toBe(415);
+  });
+});
+
+describe.skipIf(skipPg)('s3-presigned beside blobhost-client', () => {
+  let s3: TestS3;
+  let schema: TestSchema;
+  let server: TestServer;
+
+  beforeAll(async () => {
+    requirePg();
+    s3 = await startS3('s3rver');
+    schema = await createTestSchema('coffer_presigned_blobhost');
+    server = await startTestServer({
+      env: { ...s3.env, COFFER_DATABASE_URL: schema.url, COFFER_S3_PRESIGNED: 'on', COFFER_UPLOAD_PROTOCOL: 'blobhost-client' },
+    });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await s3?.close();
+    await schema?.drop();
+  });
+
+  it('the negotiation works in blobhost-client mode too, and the handshake still does', async () => {
+    const { apiKey } = await server.newKey({ plan: 'pro' });
+    const call = api(server.url, apiKey);
+    expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
+    const created = await call('POST', '/api/backups');
+    expect(created.body.upload.protocol).toBe('blobhost-client');
+    expect(created.headers.get('coffer-extensions')).toBe('s3-presigned-upload');
+    const { backupId, blobPath } = created.body;
+    const data = randomBytes(2000);
+    const start = await call('POST', '/api/backups/upload', {
+      json: { type: 's3-presigned.start', payload: { backupId, size: data.length } },
+    });
+    expect(start.status).toBe(200);
+    expect(start.body.mode).toBe('single');
+    const token = await call('POST', '/api/backups/upload', {
+      json: { type: 'blob.generate-client-token', payload: { pathname: blobPath, clientPayload: null, multipart: false } },
+    });
+    expect(token.status).toBe(200);
+    expect(token.body.type).toBe('blob.generate-client-token');
+    const stored = await fetch(start.body.request.url, { method: 'PUT', headers: start.body.request.headers, body: new Uint8Array(data) });
+    expect(stored.status).toBe(200);
+    const complete = await call('POST', '/api/backups/upload', {
+      json: { type: 's3-presigned.complete', payload: { backupId, uploadKey: start.body.uploadKey, size: data.length } },
+    });
+    expect(complete.status).toBe(200);
+    expect(complete.body).toEqual({ type: 's3-presigned.complete', pathname: blobPath, size: data.length });
+    // Without a key, a negotiation is refused before its body is looked at.
+    const anonymous = await api(server.url)('POST', '/api/backups/upload', { json: { type: 's3-presigned.start', payload: { backupId } } });
+    expect(anonymous.status).toBe(401);
   });
 });

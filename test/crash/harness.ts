@@ -69,6 +69,11 @@ export interface Backend {
   integrity(): Promise<string[]>;
   /** `n` pro accounts with an all-scope key each, created before the first start. */
   createKeys(n: number): Promise<{ accountId: string; apiKey: string }[]>;
+  /**
+   * The server offers s3-presigned uploads (COFFER_S3_PRESIGNED=on in `env`): some uploads then go straight to the
+   * store under presigned URLs (single PUT, multipart, abandoned, or with a body of another length than signed).
+   */
+  presigned?: boolean;
 }
 
 /**
@@ -203,6 +208,8 @@ export interface Tally {
   startMs: number[];
   /** Wall time spent per phase over the whole loop. */
   phaseMs: { start: number; sweep: number; check: number; workload: number };
+  /** s3-presigned uploads (Backend.presigned): acknowledged completes, abandoned ones, short bodies refused. */
+  presigned: { completed: number; abandoned: number; refused: number };
   /** Damage found on the data right after the kills, before a restart repaired it. */
   found: { orphanBlobs: number; leftovers: number; deleting: number; expiredInFlight: number; failed: number };
 }
@@ -294,6 +301,22 @@ class Client {
     });
   }
 
+  /**
+   * A PUT to a presigned URL, straight to the store (not the server: it goes on when the server is killed). `lie`:
+   * a body one byte short, sent without the signed length (the store must refuse it, or complete must).
+   */
+  async presignedPut(request: { url: string; headers: Record<string, string> }, body: Buffer, lie = false): Promise<globalThis.Response> {
+    this.tally.requests += 1;
+    const response = await fetch(request.url, {
+      method: 'PUT',
+      headers: lie ? {} : request.headers,
+      body: new Uint8Array(lie ? body.subarray(1) : body),
+    });
+    await response.arrayBuffer();
+    if (response.status >= 500) throw new Error(`the store answered a presigned PUT with ${response.status}`);
+    return response;
+  }
+
   /** Follows an event stream until it closes (or the server dies); returns the statuses seen. */
   async watch(account: AccountFacts, id: string, signal: AbortSignal): Promise<string[]> {
     const statuses: string[] = [];
@@ -339,6 +362,8 @@ const UPLOAD_WINDOW = '2s';
 const FINALIZES_PER_ROUND = 10;
 // 6 MB crosses the S3 store's 5 MiB part size: a kill mid-upload leaves an incomplete multipart upload to sweep.
 const SIZES = [0, 1, 1000, 65_536, 400_000, 1_500_000, 6_000_000];
+/** Parts of a presigned multipart upload (S3's smallest but the last): 6 MB goes in two. */
+const PRESIGNED_PART = 5 * 1024 * 1024;
 
 function material(): Record<string, unknown> {
   return {
@@ -403,6 +428,7 @@ export class CrashLoop {
     contentChecks: 0,
     startMs: [],
     phaseMs: { start: 0, sweep: 0, check: 0, workload: 0 },
+    presigned: { completed: 0, abandoned: 0, refused: 0 },
     found: { orphanBlobs: 0, leftovers: 0, deleting: 0, expiredInFlight: 0, failed: 0 },
   };
   private readonly accounts: AccountFacts[] = [];
@@ -429,13 +455,15 @@ export class CrashLoop {
    * only after one), kills that caught an upload half-way in storage (every third round aims for one), and READY
    * backups whose content the checks downloaded and compared.
    */
-  get minimums(): { finalizes: number; midUploadKills: number; contentChecks: number } {
+  get minimums(): { finalizes: number; midUploadKills: number; contentChecks: number; presigned: number } {
     const { rounds } = this.options;
     const targeted = Math.floor(rounds / 3);
     return {
       finalizes: rounds - targeted,
       midUploadKills: Math.ceil(targeted / 2),
       contentChecks: Math.ceil(((rounds - targeted) * 3) / 4),
+      // About half the uploads are presigned where offered: at least one completed every third round.
+      presigned: this.backend.presigned ? Math.ceil(rounds / 3) : 0,
     };
   }
 
@@ -461,11 +489,12 @@ export class CrashLoop {
     }
     const t = this.tally;
     const short: string[] = [];
-    const { finalizes, midUploadKills, contentChecks } = this.minimums;
+    const { finalizes, midUploadKills, contentChecks, presigned } = this.minimums;
     if ((t.acknowledged.finalize ?? 0) < finalizes)
       short.push(`${t.acknowledged.finalize ?? 0} acknowledged finalizes (at least ${finalizes})`);
     if (t.midUploadKills < midUploadKills) short.push(`${t.midUploadKills} kills mid-upload (at least ${midUploadKills})`);
     if (t.contentChecks < contentChecks) short.push(`${t.contentChecks} READY contents verified (at least ${contentChecks})`);
+    if (t.presigned.completed < presigned) short.push(`${t.presigned.completed} presigned uploads completed (at least ${presigned})`);
     if (short.length > 0) {
       throw new Error(
         `crash loop ${this.backend.name} exercised too little: ${short.join(', ')}; seed ${CRASH_SEED} (COFFER_CRASH_SEED=${CRASH_SEED})`,
@@ -658,6 +687,7 @@ export class CrashLoop {
       const size = (this.bigUploads ? SIZES.at(-1)! : SIZES[pick(SIZES.length)]!) + facts.sentWhole.size;
       const data = randomBytes(size);
       const chunked = this.bigUploads || chance() < 0.3;
+      if (this.backend.presigned && chance() < 0.5) return this.presignedUpload(client, account, facts, data, roll < 0.3);
       if (roll < 0.3 && size > 1) {
         this.tally.abortedUploads += 1;
         await client.upload(account, slot.id, data, pick(1, size), chunked).catch((error) => {
@@ -704,6 +734,76 @@ export class CrashLoop {
     }
     expectStatus(response, [404, 409], 'finalize');
     return this.refresh(client, account, slot.id);
+  }
+
+  /**
+   * An s3-presigned upload of `data` into the account's slot: one PUT up to PRESIGNED_PART bytes, parts above;
+   * `abandon`: stored in part (or not at all) and never completed, sometimes aborted; now and then a single PUT
+   * whose body is one byte short of what was signed, which must never become the slot's content.
+   */
+  private async presignedUpload(
+    client: Client,
+    account: AccountFacts,
+    facts: BackupFacts,
+    data: Buffer,
+    abandon: boolean,
+  ): Promise<'stay' | 'move'> {
+    const negotiate = (type: string, payload: Record<string, unknown>) =>
+      client.call(account, 'POST', '/api/backups/upload', { type: `s3-presigned.${type}`, payload: { backupId: facts.id, ...payload } });
+    const multipart = data.length > PRESIGNED_PART;
+    const start = await negotiate('start', multipart ? {} : { size: data.length });
+    if (start.status !== 200) {
+      // The slot expired, was deleted, or an unacknowledged attempt got there.
+      expectStatus(start, [400, 409], 'presigned start');
+      return this.refresh(client, account, facts.id);
+    }
+    const { uploadKey, uploadId } = start.body;
+    const chunks: Buffer[] = [];
+    for (let at = 0; at < data.length || chunks.length === 0; at += PRESIGNED_PART) chunks.push(data.subarray(at, at + PRESIGNED_PART));
+    if (abandon) {
+      this.tally.abortedUploads += 1;
+      this.tally.presigned.abandoned += 1;
+      if (!multipart && chance() < 0.5) await client.presignedPut(start.body.request, data);
+      if (multipart) {
+        const part = await negotiate('part', { uploadKey, uploadId, partNumber: 1, size: chunks[0]!.length });
+        expectStatus(part, [200, 400, 409], 'presigned part');
+        if (part.status === 200) await client.presignedPut(part.body.request, chunks[0]!);
+      }
+      if (chance() < 0.3) expectStatus(await negotiate('abort', { uploadKey, uploadId }), [200, 400, 409], 'presigned abort');
+      return 'stay';
+    }
+    const lie = !multipart && data.length > 1 && chance() < 0.15;
+    const parts: { partNumber: number; etag: string }[] = [];
+    if (multipart) {
+      for (const [index, chunk] of chunks.entries()) {
+        const signed = await negotiate('part', { uploadKey, uploadId, partNumber: index + 1, size: chunk.length });
+        if (signed.status !== 200) {
+          expectStatus(signed, [400, 409], 'presigned part');
+          return this.refresh(client, account, facts.id);
+        }
+        const stored = await client.presignedPut(signed.body.request, chunk);
+        if (stored.status !== 200) throw new Error(`the store refused a presigned part: ${stored.status}`);
+        parts.push({ partNumber: index + 1, etag: stored.headers.get('etag')! });
+      }
+    } else {
+      const stored = await client.presignedPut(start.body.request, data, lie);
+      if (!lie && stored.status !== 200) throw new Error(`the store refused a presigned PUT: ${stored.status}`);
+    }
+    if (!lie) facts.sentWhole.set(data.length, sha(data));
+    const complete = await negotiate('complete', { uploadKey, size: data.length, ...(multipart ? { uploadId, parts } : {}) });
+    if (complete.status === 200) {
+      if (lie) throw new Error(`complete accepted a body one byte short of the ${data.length} signed (${uploadKey})`);
+      facts.uploadAcked = data.length;
+      account.slot = { id: facts.id, status: 'UPLOADED' };
+      this.ack('upload');
+      this.tally.presigned.completed += 1;
+      return 'stay';
+    }
+    if (lie) this.tally.presigned.refused += 1;
+    expectStatus(complete, [400, 409], 'presigned complete');
+    if (!lie && complete.body.code === 'ciphertext_size_mismatch')
+      throw new Error(`complete refused a whole upload: ${JSON.stringify(complete.body)}`);
+    return this.refresh(client, account, facts.id);
   }
 
   /** Re-reads a slot whose state the client got wrong (expiry, or an unacknowledged attempt that landed). */

@@ -3,6 +3,8 @@
  * harness.ts for the loop and its invariants. On s3rver the harness ages orphans by moving s3rver's file times;
  * a real store's timestamps cannot be moved, so on Ceph the server runs with COFFER_ORPHAN_GRACE=0s instead
  * (every orphan is old enough at the start-up sweep, which runs before the round's workload). Each run gets its own database (dropped after), so amcheck can verify its indexes.
+ * The server offers s3-presigned uploads: about half the uploads go straight to the store under presigned URLs
+ * (single PUT, multipart, abandoned, or one byte short of what was signed), killed at any step of them.
  * Skipped when PostgreSQL is unreachable, unless COFFER_REQUIRE_PG=1 (then it fails).
  * COFFER_CRASH_ROUNDS (default 30) rounds.
  */
@@ -33,7 +35,14 @@ function postgresS3Backend(url: string, s3: TestS3, dataDir: string): Backend {
   const movable = s3.directory !== undefined;
   return {
     name: `postgres+s3 (${s3.engine})`,
-    env: { ...s3.env, COFFER_DATABASE_URL: url, COFFER_DATA_DIR: dataDir, ...(movable ? {} : { COFFER_ORPHAN_GRACE: '0s' }) },
+    env: {
+      ...s3.env,
+      COFFER_DATABASE_URL: url,
+      COFFER_DATA_DIR: dataDir,
+      COFFER_S3_PRESIGNED: 'on',
+      ...(movable ? {} : { COFFER_ORPHAN_GRACE: '0s' }),
+    },
+    presigned: true,
     async rows() {
       return (await query('select id, account_id, status, expires_at, blob_key, ciphertext_size_bytes from backups')).map((r): Row => ({
         id: r.id,
@@ -118,6 +127,7 @@ for (const engine of S3_ENGINES)
       console.log(
         `crash loop postgres+s3 (${engine}): ${t.rounds} rounds, ${t.kills} SIGKILLs (${t.midUploadKills} timed mid-upload), ${t.requests} requests, acknowledged ${JSON.stringify(t.acknowledged)}, ` +
           `${t.inDoubt} in doubt at a kill, ${t.abortedUploads} uploads cut off, ${t.streams} event streams, ${t.contentChecks} READY contents verified, ` +
+          `presigned ${JSON.stringify(t.presigned)}, ` +
           `found after the kills and repaired by the restart ${JSON.stringify(t.found)}, ` +
           `start-up median ${t.startMs.sort((a, b) => a - b)[t.startMs.length >> 1]} ms, ${((Date.now() - started) / 1000).toFixed(1)} s in all ` +
           `(phases ms ${JSON.stringify(t.phaseMs)}); nothing lost`,

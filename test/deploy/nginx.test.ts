@@ -18,6 +18,7 @@ import { bytes } from '../helpers/fixture.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { isRoot, lacking } from '../helpers/required.js';
+import { S3_ENGINES, skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const DOC_CONF = fs.readFileSync(path.join(ROOT, 'deploy/nginx.conf'), 'utf8');
@@ -615,3 +616,241 @@ describe.skipIf(lacking(NGINX !== undefined, 'nginx'))('Coffer behind nginx with
     expect((await request('GET', redirect, { headers: auth })).status).toBe(404);
   });
 });
+
+/**
+ * The S3 store behind nginx (docs/deploy.md#downloads-served-by-nginx): Coffer authorizes and decides, then redirects
+ * to `/_coffer_s3/<ETag>/<bucket>/<key>?<query presigned for the store's own endpoint>`, and the documented location
+ * proxies that to the gateway. The client sees exactly Coffer's own answer. On s3rver and on Ceph's RADOS Gateway.
+ */
+for (const engine of S3_ENGINES) {
+  describe.skipIf(lacking(NGINX !== undefined, 'nginx') || skipEngine(engine))(
+    `Coffer behind nginx with COFFER_ACCEL_REDIRECT and the S3 store (${engine}): nginx fetches the downloads from the store`,
+    () => {
+      let s3: TestS3;
+      let server: TestServer;
+      let nginx: Nginx;
+      let port: number;
+      const request = (method: string, urlPath: string, options?: RequestOptions) => nginx.request(port, method, urlPath, options);
+      const data = bytes(6 * MiB + 321, 5);
+      let auth: Record<string, string>;
+      let id: string;
+      const LIFETIME_MS = 2000;
+
+      beforeAll(async () => {
+        if (!NGINX) throw new Error('nginx is not installed (the run requires it); apt-get install nginx-light');
+        s3 = await startS3(engine);
+        await onFreePorts(1, async (ports) => {
+          port = ports[0]!;
+          server = await startTestServer({
+            env: {
+              ...s3.env,
+              COFFER_PUBLIC_URL: `https://127.0.0.1:${port}`,
+              COFFER_ACCEL_REDIRECT: '/_coffer_s3',
+              COFFER_TRUST_PROXY: '127.0.0.1',
+              COFFER_S3_URL_LIFETIME: `${LIFETIME_MS / 1000}s`,
+              // Clients' presigned URLs name another address; nginx's redirect names the store's own.
+              COFFER_S3_PRESIGNED: 'on',
+              COFFER_S3_PUBLIC_ENDPOINT: 'http://s3.public.invalid',
+            },
+          });
+          const certDir = nginxDir();
+          // The documented file with its commented S3 locations turned on and pointed at this gateway.
+          const block =
+            /^ {2}#location ~ \^\/_coffer_s3\/.*\n(?: {2}#.*\n)*? {2}#\}\n {2}#location @coffer_s3_failed \{\n(?: {2}#.*\n)*? {2}#\}\n/m;
+          const rendered = renderConf({ listenPort: port, upstream: new URL(server.url).host, certDir });
+          expect(rendered).toMatch(block);
+          const conf = rendered
+            .replace(block, (text) => text.replace(/^ {2}#/gm, '  '))
+            .replace('proxy_pass http://127.0.0.1:7480$coffer_object', `proxy_pass ${new URL(s3.endpoint).origin}$coffer_object`);
+          expect(conf).toContain(`proxy_pass ${new URL(s3.endpoint).origin}$coffer_object`);
+          try {
+            nginx = await startNginx(certDir, [conf]);
+          } catch (error) {
+            await server.stop();
+            throw error;
+          }
+        });
+        const { apiKey } = await server.newKey({ plan: 'pro' });
+        auth = { authorization: `Bearer ${apiKey}` };
+        const bootstrapped = await request('POST', '/api/backup-account/bootstrap', {
+          headers: { ...auth, 'content-type': 'application/json' },
+          body: Buffer.from(JSON.stringify(envelope())),
+        });
+        expect(bootstrapped.status).toBe(200);
+        const created = await request('POST', '/api/backups', { headers: auth });
+        expect(created.status).toBe(201);
+        id = JSON.parse(created.body.toString()).backupId as string;
+        await uploadAndFinalize(request, auth, id, data);
+      });
+      afterAll(async () => {
+        await nginx?.stop();
+        await server?.stop();
+        await s3?.close();
+      });
+
+      const etag = () => `"${id}-${data.length}"`;
+      const content = () => `/api/backups/${id}/content`;
+      const coffersOwnReads = async (run: () => Promise<void>): Promise<number> => {
+        const spy = vi.spyOn(server.parts.backups, 'openContent');
+        try {
+          await run();
+          return spy.mock.calls.length;
+        } finally {
+          spy.mockRestore();
+        }
+      };
+      /** Coffer's own answer (a client reaching it directly, not through the proxy). */
+      const coffersOwn = (headers: Record<string, string>) =>
+        new Promise<Reply>((resolve, reject) => {
+          const sent = http.get(
+            new URL(content(), server.url),
+            { headers: { ...auth, ...headers }, localAddress: '127.0.0.2', agent: false },
+            (response) => {
+              const chunks: Buffer[] = [];
+              response.on('data', (chunk: Buffer) => chunks.push(chunk));
+              response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body: Buffer.concat(chunks) }));
+              response.on('error', reject);
+            },
+          );
+          sent.on('error', reject);
+        });
+      /** The headers of an answer but the connection's, the date and the server's name (and Coffer's request id). */
+      const specHeaders = (reply: Reply) => {
+        const own = new Set(['date', 'server', 'connection', 'keep-alive', 'x-request-id']);
+        return Object.fromEntries(Object.entries(reply.headers).filter(([name]) => !own.has(name)));
+      };
+
+      it('Coffer answers the proxy’s address with an X-Accel-Redirect to a presigned GET of the store and no body', async () => {
+        const direct = await fetch(`${server.url}${content()}`, { headers: auth });
+        expect(direct.status).toBe(200);
+        const target = direct.headers.get('x-accel-redirect')!;
+        expect(target).toMatch(
+          new RegExp(
+            `^/_coffer_s3/${id}-${data.length}/${s3.bucket}/backups/[0-9a-f-]+/${id}/[A-Za-z0-9._-]+\\?.*X-Amz-Signature=[0-9a-f]{64}`,
+          ),
+        );
+        expect(direct.headers.get('etag')).toBe(etag());
+        expect((await direct.arrayBuffer()).byteLength).toBe(0);
+      });
+
+      it('a whole download through nginx is byte-exact with exactly Coffer’s own headers, and Coffer read nothing', async () => {
+        let whole!: Reply;
+        expect(await coffersOwnReads(async () => void (whole = await request('GET', content(), { headers: auth })))).toBe(0);
+        expect(whole.status).toBe(200);
+        expect(whole.body.equals(data)).toBe(true);
+        const own = await coffersOwn({});
+        expect(own.body.equals(data)).toBe(true);
+        expect(specHeaders(whole)).toEqual(specHeaders(own));
+        expect(whole.headers).toMatchObject({
+          'content-type': 'application/octet-stream',
+          'content-length': String(data.length),
+          'content-disposition': `attachment; filename="backup-${id}.bin"`,
+          etag: etag(),
+          'cache-control': 'private, no-store',
+          'accept-ranges': 'bytes',
+        });
+      });
+
+      it('a Range download is 206 and byte-exact, headers as Coffer’s own (also a matching If-Range, a suffix, an open end)', async () => {
+        const start = 4 * MiB + 17;
+        const end = start + MiB;
+        for (const headers of [
+          { range: `bytes=${start}-${end}` },
+          { range: `bytes=${start}-${end}`, 'if-range': etag() },
+          // s3rver reads a suffix range as 0-1000 (S3 and Ceph do not).
+          ...(engine === 'ceph' ? [{ range: 'bytes=-1000' }] : []),
+          { range: `bytes=${data.length - 10}-` },
+          { range: `bytes=0-${data.length + 1000}` },
+        ] as Record<string, string>[]) {
+          let part!: Reply;
+          expect(
+            await coffersOwnReads(async () => void (part = await request('GET', content(), { headers: { ...auth, ...headers } }))),
+          ).toBe(0);
+          const own = await coffersOwn(headers);
+          expect(part.status, JSON.stringify(headers)).toBe(206);
+          expect(specHeaders(part), JSON.stringify(headers)).toEqual(specHeaders(own));
+          expect(part.body.equals(own.body)).toBe(true);
+        }
+        const part = await request('GET', content(), { headers: { ...auth, range: `bytes=${start}-${end}` } });
+        expect(part.headers['content-range']).toBe(`bytes ${start}-${end}/${data.length}`);
+        expect(part.body.equals(data.subarray(start, end + 1))).toBe(true);
+      });
+
+      it('what the store would read differently (a stale If-Range, unsatisfiable, several or malformed ranges) Coffer sends itself: 200, the whole body', async () => {
+        for (const headers of [
+          { range: 'bytes=0-99', 'if-range': `"${id}-1"` },
+          { range: 'bytes=0-99', 'if-range': new Date().toUTCString() },
+          { range: `bytes=${data.length}-` },
+          { range: 'bytes=0-9,20-29' },
+          { range: 'bytes=0-9x' },
+          { range: 'bytes=-0' },
+        ] as Record<string, string>[]) {
+          let reply!: Reply;
+          expect(
+            await coffersOwnReads(async () => void (reply = await request('GET', content(), { headers: { ...auth, ...headers } }))),
+          ).toBe(1);
+          expect(reply.status, JSON.stringify(headers)).toBe(200);
+          expect(reply.body.equals(data)).toBe(true);
+          expect(specHeaders(reply)).toEqual(specHeaders(await coffersOwn(headers)));
+        }
+      });
+
+      it('another account’s backup: 404; no key: 401; no byte of the content either way', async () => {
+        const { apiKey } = await server.newKey({ plan: 'pro' });
+        const stranger = await request('GET', content(), { headers: { authorization: `Bearer ${apiKey}` } });
+        expect(stranger.status).toBe(404);
+        expect(JSON.parse(stranger.body.toString()).code).toBe('backup_not_found');
+        const anonymous = await request('GET', content(), { headers: { range: 'bytes=0-99' } });
+        expect(anonymous.status).toBe(401);
+        for (const reply of [stranger, anonymous]) expect(reply.body.includes(data.subarray(0, 64))).toBe(false);
+      });
+
+      it('a READY backup whose object is gone from the store: the store’s 404 (Coffer does not ask the store first)', async () => {
+        const created = await request('POST', '/api/backups', { headers: auth });
+        // The cadence allows one backup per interval: a second account.
+        const { apiKey } = await server.newKey({ plan: 'pro' });
+        const other = { authorization: `Bearer ${apiKey}` };
+        expect(
+          (
+            await request('POST', '/api/backup-account/bootstrap', {
+              headers: { ...other, 'content-type': 'application/json' },
+              body: Buffer.from(JSON.stringify(envelope())),
+            })
+          ).status,
+        ).toBe(200);
+        expect(created.status).toBe(429);
+        const slot = JSON.parse((await request('POST', '/api/backups', { headers: other })).body.toString()).backupId as string;
+        await uploadAndFinalize(request, other, slot, data.subarray(0, 1000));
+        const { blobKey } = (await server.parts.stores.backups.getBackup(slot))!;
+        await s3.store().delete(blobKey!);
+        const gone = await request('GET', `/api/backups/${slot}/content`, { headers: other });
+        expect(gone.status).toBe(404);
+        expect(gone.headers.etag).toBeUndefined();
+      });
+
+      it('the internal location answers 404 from outside; the redirect’s URL stops working at the store once it expires', async () => {
+        const target = (await fetch(`${server.url}${content()}`, { headers: auth })).headers.get('x-accel-redirect')!;
+        const storeUrl = `${new URL(s3.endpoint).origin}${target.slice(target.indexOf('/', '/_coffer_s3/'.length))}`;
+        // A real URL of the store, signed for its own endpoint (the Host nginx sends).
+        const fresh = await fetch(storeUrl);
+        expect(fresh.status).toBe(200);
+        expect(Buffer.from(await fresh.arrayBuffer()).equals(data)).toBe(true);
+        for (const urlPath of [target, '/_coffer_s3/', `/_coffer_s3%2F${target.slice('/_coffer_s3/'.length)}`]) {
+          const reply = await request('GET', urlPath, { headers: auth });
+          expect(reply.status, urlPath).not.toBe(200);
+          expect(reply.body.includes(data.subarray(0, 64))).toBe(false);
+        }
+        expect((await request('GET', target, { headers: auth })).status).toBe(404);
+        // S3 compares whole seconds: well past COFFER_S3_URL_LIFETIME.
+        await new Promise((resolve) => setTimeout(resolve, LIFETIME_MS + 1500));
+        const late = await fetch(storeUrl);
+        expect(late.status).toBe(403);
+        expect(Buffer.from(await late.arrayBuffer()).includes(data.subarray(0, 64))).toBe(false);
+        // A download through nginx gets a fresh URL.
+        const again = await request('GET', content(), { headers: { ...auth, range: 'bytes=0-99' } });
+        expect(again.status).toBe(206);
+        expect(again.body.equals(data.subarray(0, 100))).toBe(true);
+      });
+    },
+  );
+}

@@ -180,8 +180,8 @@ for (const engine of S3_ENGINES) {
     it('backs up (parts in parallel; one PUT) and restores through the store: Coffer moves no archive byte', async () => {
       const before = await moved(server);
       const { cli } = await account(server);
-      const big = await roundTrip(cli, tree(work, 'big', 20 * MiB), work);
-      expect(big.detail.ciphertextSizeBytes).toBeGreaterThan(3 * PART_BYTES); // more parts than are sent at once
+      const big = await roundTrip(cli, tree(work, 'big', 30 * MiB), work);
+      expect(big.detail.ciphertextSizeBytes).toBeGreaterThan(PARTS_IN_FLIGHT * PART_BYTES); // more parts than are sent at once
       const small = await roundTrip((await account(server)).cli, tree(work, 'small', 100_000), work);
       expect(small.detail.ciphertextSizeBytes).toBeLessThan(MiB);
       for (const run of [big, small]) expect(run.backupStderr + run.restoreStderr).toBe('');
@@ -290,7 +290,7 @@ describe.skipIf(skipPg)(
       closers.push(proxy.close);
       const server = await serve({ COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: proxy.endpoint, COFFER_S3_URL_LIFETIME: '1s' });
       const { cli } = await account(server);
-      const run = await roundTrip(cli, tree(work, 'expired', 10 * MiB), work);
+      const run = await roundTrip(cli, tree(work, 'expired', 20 * MiB), work);
       expect(proxy.events).toContain('held 1');
       expect(run.backupStderr).toBe('');
       expect((await moved(server)).uploadBytes).toBe(0);

@@ -2,7 +2,7 @@
  * The slot of a backup and its upload: a slot opened (or a stuck one reused or replaced), and the input streamed
  * through the compressor and the encryptor into it by the slot's protocol, held to the archive limit.
  */
-import { pipeline } from 'node:stream';
+import { pipeline, Readable } from 'node:stream';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Meter } from './archive.js';
@@ -10,6 +10,7 @@ import { compressor } from './compression.js';
 import { EncryptStream } from './envelope.js';
 import { CofferApiError, CofferNetworkError, UploadTooLargeError, type CofferClient } from './sdk.js';
 import { probeUploadRefusal, putToBlobHost, uploadDirect, type ProbeTarget } from './sdk-node-upload.js';
+import { uploadPresigned } from './presigned-upload.js';
 import { HostWithoutVaultError } from './vault.js';
 import type { BackupEvent, BackupRun } from './backup.js';
 import type { BackupInput } from './backup-input.js';
@@ -20,6 +21,8 @@ export interface Slot {
   upload: { protocol: 'direct'; url: string } | { protocol: 'blobhost-client'; handleUploadUrl: string; blobPath: string };
   /** The server's archive limit, when its create answer announced one (a reused slot has none). */
   maxArchiveBytes: number | undefined;
+  /** The create answer offered the upload straight to the store (`s3-presigned-upload`; a reused slot has none). */
+  presigned?: boolean;
 }
 
 /**
@@ -35,7 +38,11 @@ export async function acquireSlot(
 ): Promise<Slot> {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      const { slot: created, maxArchiveBytes } = await client.openSlot(signal).catch((error: unknown) => {
+      const {
+        slot: created,
+        maxArchiveBytes,
+        presignedUpload,
+      } = await client.openSlot(signal).catch((error: unknown) => {
         // A host sealing to a recipient never initializes a vault: no vault means the key's account is the wrong one.
         if (sealed && error instanceof CofferApiError && error.code === 'vault_not_initialized') throw new HostWithoutVaultError();
         throw error;
@@ -44,6 +51,7 @@ export async function acquireSlot(
       const { upload } = created;
       return {
         maxArchiveBytes,
+        presigned: presignedUpload,
         backupId: created.backupId,
         upload:
           upload.protocol === 'direct'
@@ -158,13 +166,26 @@ export async function upload(run: BackupRun, slot: Slot, limit: ArchiveLimit, in
   });
   let probeTarget: ProbeTarget | undefined;
   try {
-    if (slot.upload.protocol === 'direct') {
-      probeTarget = slot.upload;
-      const uploaded = await uploadDirect(client, slot.upload.url, cipher, { signal });
+    // The store itself where the server offers it; the server's way for a store it cannot reach (once).
+    let body: Readable = cipher;
+    let direct = slot.upload.protocol === 'direct' ? slot.upload : undefined;
+    if (slot.presigned) {
+      const outcome = await uploadPresigned(client, slot.backupId, cipher, { signal, maxBytes: limit.bytes });
+      if (outcome.uploaded) {
+        if (outcome.size !== cipher.bytes) throw new Error(`the store holds ${outcome.size} bytes but ${cipher.bytes} were sent`);
+        return { plain, cipher };
+      }
+      emit({ type: 'store-unreachable', reason: outcome.reason.message });
+      body = Readable.from(outcome.rest, { objectMode: false });
+      direct = { protocol: 'direct', url: client.directUploadUrl(slot.backupId) };
+    }
+    if (direct) {
+      probeTarget = direct;
+      const uploaded = await uploadDirect(client, direct.url, body, { signal });
       if (uploaded.size !== cipher.bytes) {
         throw new Error(`the server stored ${uploaded.size} bytes but ${cipher.bytes} were sent`);
       }
-    } else {
+    } else if (slot.upload.protocol === 'blobhost-client') {
       const { handleUploadUrl, blobPath } = slot.upload;
       const clientToken = await client.negotiateBlobUpload(handleUploadUrl, blobPath, signal);
       probeTarget = { protocol: 'blobhost-client', clientToken, blobPath };

@@ -45,6 +45,8 @@ export type BackupEvent =
   | { type: 'replaced'; backupId: string }
   | { type: 'progress'; plaintextBytes: number; ciphertextBytes: number; estimatedPlaintextBytes: number }
   | { type: 'uploaded'; ciphertextBytes: number }
+  /** The server offered the upload straight to its store, which this client could not reach: the server's way instead. */
+  | { type: 'store-unreachable'; reason: string }
   | { type: 'slot-deleted'; backupId: string };
 
 /** A stream backed up as one file (`coffer backup --stdin`, `--stdin-from-command`). */
@@ -198,8 +200,9 @@ export async function runBackup(options: BackupOptions): Promise<BackupResult> {
     await options.stream?.ended?.();
     return await finalize(run, slot, input, dek, uploaded);
   } catch (error) {
-    // Someone else moved the slot on (409): it is theirs now. Anything else: free it for the next attempt.
-    const movedByOthers = error instanceof CofferApiError && error.status === 409;
+    // Someone else moved the slot on (409): it is theirs now. Anything else (also a store that holds another size than
+    // was sent, 409 ciphertext_size_mismatch: the slot is still this client's): free it for the next attempt.
+    const movedByOthers = error instanceof CofferApiError && error.status === 409 && error.code !== 'ciphertext_size_mismatch';
     if (!movedByOthers) {
       // After Ctrl-C the slot is still freed, but a slow server may not hold up the exit.
       const cleanup = signal?.aborted ? AbortSignal.timeout(CLEANUP_TIMEOUT_MS) : undefined;

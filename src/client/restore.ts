@@ -74,7 +74,7 @@ export async function* downloadCiphertext(client: CofferClient, backupId: string
     if (resuming) options.onResume?.(received);
     let response;
     try {
-      response = await client.openContent(backupId, { from: received, etag, signal });
+      response = await client.openBackupContent(backupId, { from: received, etag, signal });
     } catch (error) {
       if (!(error instanceof CofferNetworkError)) throw error;
       await failed(error);

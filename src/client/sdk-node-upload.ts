@@ -6,9 +6,10 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { CofferNetworkError, refusalOf, type CofferApiError } from './errors.js';
 import { abortError, causeText, connectionFailure, notTls } from './network-failure.js';
+import { partEtag, StoreRefusalError, storeErrorCode, StoreUnreachableError, type SignedRequest } from './presigned.js';
 import type { CofferClient, DirectUploadResponseBody } from './sdk.js';
 import { ERROR_ANSWER_BYTES, seconds, TransferWatch } from './sdk-transfer.js';
 
@@ -53,6 +54,32 @@ export function putToBlobHost(
       'content-type': 'application/octet-stream',
       'x-content-type': 'application/octet-stream',
       'x-api-version': '11',
+    },
+  });
+}
+
+/**
+ * PUTs `chunks` (exactly the signed Content-Length of `request`) to the store under a presigned URL, on node:http(s)
+ * with the stall rule; the API key does not go there. Resolves with the store's ETag (checked: partEtag) for a part,
+ * or undefined for a whole object. A refusal is a StoreRefusalError (an expired URL is S3's 403); a connection that
+ * never opened a StoreUnreachableError; no message names more of the URL than its origin.
+ */
+export function putToStore(
+  client: CofferClient,
+  request: SignedRequest,
+  chunks: readonly Buffer[],
+  options: { partNumber?: number; signal?: AbortSignal } = {},
+): Promise<string | undefined> {
+  const { userAgent } = client.uploadSettings();
+  const origin = new URL(request.url).origin;
+  const what = options.partNumber === undefined ? 'the upload' : `part ${options.partNumber}`;
+  return streamRequest<string | undefined>(client, 'PUT', request.url, Readable.from(chunks), {
+    signal: options.signal,
+    headers: { 'user-agent': userAgent, ...request.headers },
+    store: true,
+    answer: (status, headers, text) => {
+      if (status < 200 || status >= 300) throw new StoreRefusalError(origin, what, status, storeErrorCode(text));
+      return options.partNumber === undefined ? undefined : partEtag(headers.etag, options.partNumber, origin);
     },
   });
 }
@@ -111,7 +138,15 @@ function streamRequest<T>(
   method: 'POST' | 'PUT',
   address: string,
   body: Readable,
-  options: { contentLength?: number; signal?: AbortSignal; headers: Record<string, string> },
+  options: {
+    contentLength?: number;
+    signal?: AbortSignal;
+    headers: Record<string, string>;
+    /** The store, not Coffer: a connection that never opened is a StoreUnreachableError. */
+    store?: boolean;
+    /** What the answer means (default: a JSON body, or the refusal it is); a throw is the request's failure. */
+    answer?: (status: number, headers: http.IncomingHttpHeaders, text: string) => T;
+  },
 ): Promise<T> {
   const url = new URL(address);
   const transport = url.protocol === 'https:' ? https : http;
@@ -137,6 +172,11 @@ function streamRequest<T>(
     const headers = { ...options.headers };
     if (options.contentLength !== undefined) headers['content-length'] = String(options.contentLength);
     const request = transport.request(url, { method, headers });
+    let connected = false;
+    request.on('socket', (socket) => {
+      if (!socket.connecting) connected = true;
+      else socket.once('connect', () => (connected = true));
+    });
     // From the body's end (or an early answer) the answer is read under the request deadline.
     const answerDeadline = () => {
       answerTimer ??= setTimeout(() => {
@@ -155,6 +195,13 @@ function streamRequest<T>(
       const ok = status >= 200 && status < 300;
       readCapped(response, ok ? maxAnswerBytes : ERROR_ANSWER_BYTES, !ok).then(
         (text) => {
+          if (options.answer) {
+            try {
+              return settle(undefined, options.answer(status, response.headers, text));
+            } catch (error) {
+              return settle(error instanceof Error ? error : new Error(String(error)));
+            }
+          }
           if (!ok) return settle(refusalOf(status, text, response.headers));
           try {
             settle(undefined, JSON.parse(text) as T);
@@ -170,6 +217,10 @@ function streamRequest<T>(
       // The server may have answered (e.g. 413) and closed while we were still sending: let the answer win.
       setTimeout(() => {
         if (!answered) {
+          if (options.store && !connected) {
+            settle(new StoreUnreachableError(`cannot reach the store at ${url.origin}: ${causeText(error)}`, { cause: error }));
+            return;
+          }
           const reason = notTls(error) ? connectionFailure(address, error) : `upload to ${url.origin} failed: ${causeText(error)}`;
           settle(new CofferNetworkError(reason, { cause: error }));
         }

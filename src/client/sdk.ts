@@ -29,6 +29,21 @@ import { ApiTransport, DEFAULT_MAX_RETRIES, type RequestInit } from './sdk-trans
 import { eventFrames } from './sdk-events.js';
 import { TransferWatch, watchedDownload } from './sdk-transfer.js';
 import { SDK_VERSION } from './sdk-version.js';
+import {
+  extensionsOf,
+  parseComplete,
+  parseContentUrl,
+  parsePart,
+  parseStart,
+  PRESIGNED_DOWNLOAD,
+  PRESIGNED_UPLOAD,
+  StoreUnreachableError,
+  type ContentUrl,
+  type PresignedComplete,
+  type PresignedStart,
+  type SignedRequest,
+} from './presigned.js';
+import { openStoreContent, type StoreContent } from './presigned-download.js';
 
 export type {
   BackupAccountBody,
@@ -99,6 +114,17 @@ export interface CofferClientOptions {
   fetch?: typeof fetch;
 }
 
+export {
+  type ContentUrl,
+  type PresignedComplete,
+  type PresignedStart,
+  type SignedRequest,
+  PresignedAnswerError,
+  StoreRefusalError,
+  StoreUnreachableError,
+  PRESIGNED_DOWNLOAD,
+  PRESIGNED_UPLOAD,
+} from './presigned.js';
 export { abortError, causeText, connectionFailure, notTls } from './network-failure.js';
 export { DEFAULT_MAX_RETRIES, MAX_RETRY_WAIT_MS } from './sdk-transport.js';
 export { ERROR_ANSWER_BYTES, MIN_TRANSFER_RATE, seconds, TransferWatch } from './sdk-transfer.js';
@@ -129,6 +155,24 @@ export interface ContentResponse {
   body: ReadableStream<Uint8Array>;
 }
 
+/** A backup's record and whether its answer announced PRESIGNED_DOWNLOAD. */
+interface BackupRecordAnswer {
+  detail: BackupDetailBody;
+  offered: boolean;
+}
+
+/** A content URL is not used for a new request this close to its expiry. */
+const URL_MARGIN_MS = 5000;
+/** How many backups a client remembers download offers and content URLs of. */
+const MEMO_ENTRIES = 256;
+
+/** Sets `key` in a memo of at most MEMO_ENTRIES entries (the oldest goes first). */
+function remember<V>(memo: Map<string, V>, key: string, value: V): void {
+  memo.delete(key);
+  memo.set(key, value);
+  if (memo.size > MEMO_ENTRIES) memo.delete(memo.keys().next().value!);
+}
+
 export interface StatusStreamFrame {
   event: 'backup.status' | 'backup.stream.closed' | 'backup.stream.error' | string;
   id: string | undefined;
@@ -147,6 +191,15 @@ export class CofferClient {
   private readonly stallWindowMs: number;
   private readonly maxAnswerBytes: number;
   private readonly transport: ApiTransport;
+  private readonly fetchImpl: typeof fetch;
+  /** Whether each backup's last record announced PRESIGNED_DOWNLOAD (at most MEMO_ENTRIES kept). */
+  private readonly downloadOffers = new Map<string, boolean>();
+  /** A record request in flight: a restore's download and its key opening ask for the record at once, and share it. */
+  private readonly recordsInFlight = new Map<string, { signal: AbortSignal | undefined; answer: Promise<BackupRecordAnswer> }>();
+  /** The content URL of each backup being downloaded from the store, reused until it expires. */
+  private readonly contentUrls = new Map<string, ContentUrl>();
+  /** Backups whose store could not be reached before any byte came: their download goes through /content. */
+  private readonly storeUnreachable = new Set<string>();
 
   constructor(options: CofferClientOptions) {
     const url = new URL(options.baseUrl);
@@ -168,6 +221,7 @@ export class CofferClient {
       maxRetries: Math.max(0, options.maxRetries ?? DEFAULT_MAX_RETRIES),
       fetch: options.fetch ?? ((input, init) => fetch(input, init)),
     });
+    this.fetchImpl = options.fetch ?? ((input, init) => fetch(input, init));
   }
 
   /**
@@ -282,19 +336,48 @@ export class CofferClient {
 
   /**
    * `POST /api/backups`, with the largest archive the server accepts when it announces one (the
-   * `Coffer-Max-Archive-Bytes` header of the 201; undefined from a server that does not).
+   * `Coffer-Max-Archive-Bytes` header of the 201; undefined from a server that does not), and whether it offers the
+   * slot's upload straight to its store (`Coffer-Extensions: s3-presigned-upload`).
    */
-  async openSlot(signal?: AbortSignal): Promise<{ slot: CreateBackupResponseBody; maxArchiveBytes: number | undefined }> {
+  async openSlot(
+    signal?: AbortSignal,
+  ): Promise<{ slot: CreateBackupResponseBody; maxArchiveBytes: number | undefined; presignedUpload: boolean }> {
     const { response, text } = await this.call('POST', '/api/backups', { signal });
     const slot = this.parse<CreateBackupResponseBody>(response, text);
     const announced = response.headers.get('coffer-max-archive-bytes');
     const max = announced !== null && /^\d{1,16}$/.test(announced.trim()) ? Number(announced) : NaN;
-    return { slot, maxArchiveBytes: Number.isSafeInteger(max) && max > 0 ? max : undefined };
+    return {
+      slot,
+      maxArchiveBytes: Number.isSafeInteger(max) && max > 0 ? max : undefined,
+      presignedUpload: extensionsOf(response.headers).has(PRESIGNED_UPLOAD),
+    };
   }
 
   /** The backup asked for; an answer about another backup is an IntegrityError (requireRequestedBackup). */
   async getBackup(id: string, signal?: AbortSignal): Promise<BackupDetailBody> {
-    return requireRequestedBackup(id, await this.request<BackupDetailBody>('GET', `/api/backups/${encodeURIComponent(id)}`, { signal }));
+    return (await this.backupRecord(id, signal)).detail;
+  }
+
+  /**
+   * The backup's record and whether the server offers its download from the store (PRESIGNED_DOWNLOAD). A request
+   * for the same record with the same signal while one is in flight shares its answer.
+   */
+  private backupRecord(id: string, signal: AbortSignal | undefined): Promise<BackupRecordAnswer> {
+    const pending = this.recordsInFlight.get(id);
+    if (pending && pending.signal === signal) return pending.answer;
+    const answer = (async () => {
+      const { response, text } = await this.call('GET', `/api/backups/${encodeURIComponent(id)}`, { signal });
+      const detail = requireRequestedBackup(id, this.parse<BackupDetailBody>(response, text));
+      const offered = extensionsOf(response.headers).has(PRESIGNED_DOWNLOAD);
+      remember(this.downloadOffers, id, offered);
+      return { detail, offered };
+    })();
+    this.recordsInFlight.set(id, { signal, answer });
+    const forget = () => {
+      if (this.recordsInFlight.get(id)?.answer === answer) this.recordsInFlight.delete(id);
+    };
+    answer.then(forget, forget);
+    return answer;
   }
 
   deleteBackup(id: string, signal?: AbortSignal): Promise<DeleteBackupResponseBody> {
@@ -412,6 +495,121 @@ export class CofferClient {
       etag,
       body,
     };
+  }
+
+  /**
+   * Opens the ciphertext of a READY backup as openContent does, from the store under a presigned URL where the
+   * backup's record announces PRESIGNED_DOWNLOAD (GET /api/backups/{id}/content-url), else from the server. A store
+   * that cannot be reached before any byte came (`from` 0), or a server without content-url (404), sends this and
+   * every later read of the backup to /content. An expired URL is asked for again once. `source` says which answered;
+   * a resumed read goes to the same one (its `etag` is that source's).
+   */
+  async openBackupContent(
+    id: string,
+    options: { from?: number; etag?: string; signal?: AbortSignal } = {},
+  ): Promise<ContentResponse & { source: 'store' | 'server' }> {
+    if (!this.storeUnreachable.has(id)) {
+      const offered = this.downloadOffers.get(id) ?? (await this.backupRecord(id, options.signal)).offered;
+      if (offered) {
+        const opened = await this.openFromStore(id, options);
+        if (opened) return { ...opened, source: 'store' };
+      }
+    }
+    return { ...(await this.openContent(id, options)), source: 'server' };
+  }
+
+  /** The store's answer for openBackupContent, or undefined: the server's way instead. */
+  private async openFromStore(id: string, options: { from?: number; etag?: string; signal?: AbortSignal }) {
+    for (let asked = 0; ; asked++) {
+      let link = this.contentUrls.get(id);
+      // A URL about to expire is not used for a new request: the store checks the expiry when the request comes.
+      if (!link || link.expiresAt - Date.now() < URL_MARGIN_MS) {
+        link = await this.contentUrl(id, options.signal);
+        if (!link) {
+          remember(this.downloadOffers, id, false);
+          return undefined;
+        }
+        remember(this.contentUrls, id, link);
+      }
+      const settings = {
+        ...options,
+        userAgent: this.userAgent,
+        requestTimeoutMs: this.requestTimeoutMs,
+        stallWindowMs: this.stallWindowMs,
+      };
+      let opened: StoreContent;
+      try {
+        opened = await openStoreContent(this.fetchImpl, link, settings);
+      } catch (error) {
+        if (error instanceof StoreUnreachableError && !options.from && !options.signal?.aborted) {
+          this.storeUnreachable.add(id);
+          return undefined;
+        }
+        throw error;
+      }
+      if (opened.status !== 'expired') return opened;
+      this.contentUrls.delete(id);
+      if (asked > 0) {
+        throw new CofferNetworkError(`the store at ${new URL(link.url).origin} refused a fresh download URL (HTTP 403)`);
+      }
+    }
+  }
+
+  /**
+   * `GET /api/backups/{id}/content-url`: a short-lived URL of the backup's ciphertext in the store, or undefined
+   * from a server that offers none (404 not_found, as for an unknown route).
+   */
+  async contentUrl(id: string, signal?: AbortSignal): Promise<ContentUrl | undefined> {
+    const { response, text } = await this.call('GET', `/api/backups/${encodeURIComponent(id)}/content-url`, { signal });
+    if (response.status === 404) {
+      const refusal = refusalOf(response.status, text, response.headers, response.url);
+      if (refusal.code === 'not_found') return undefined;
+      throw refusal;
+    }
+    return parseContentUrl(this.parse<unknown>(response, text));
+  }
+
+  // ---- presigned uploads (docs/upload-protocols.md, s3-presigned): the negotiation, on the API key ----
+
+  /**
+   * `s3-presigned.start`: with `size`, one signed PUT of exactly that many bytes (reserved against the quota now);
+   * without, a multipart upload whose parts are signed one by one (presignPart). @internal
+   */
+  async presignStart(backupId: string, size: number | undefined, signal?: AbortSignal): Promise<PresignedStart> {
+    const payload = size === undefined ? { backupId } : { backupId, size };
+    return parseStart(await this.negotiate('s3-presigned.start', payload, signal), size);
+  }
+
+  /** `s3-presigned.part`: a signed PUT of part `partNumber`, exactly `size` bytes (the reservation grows). @internal */
+  async presignPart(
+    upload: { backupId: string; uploadKey: string; uploadId: string },
+    partNumber: number,
+    size: number,
+    signal?: AbortSignal,
+  ): Promise<SignedRequest> {
+    const payload = { backupId: upload.backupId, uploadKey: upload.uploadKey, uploadId: upload.uploadId, partNumber, size };
+    return parsePart(await this.negotiate('s3-presigned.part', payload, signal), partNumber, size);
+  }
+
+  /**
+   * `s3-presigned.complete`: the server completes a multipart upload with `parts`, checks the stored object's size
+   * and marks the slot UPLOADED. Sent again after a lost answer, it answers the same. @internal
+   */
+  async presignComplete(
+    upload: { backupId: string; uploadKey: string; uploadId?: string; parts?: { partNumber: number; etag: string }[] },
+    size: number,
+    signal?: AbortSignal,
+  ): Promise<PresignedComplete> {
+    return parseComplete(await this.negotiate('s3-presigned.complete', { ...upload, size }, signal), size);
+  }
+
+  /** `s3-presigned.abort`: the upload's object and parts are removed, its reservation released. @internal */
+  async presignAbort(upload: { backupId: string; uploadKey: string; uploadId?: string }, signal?: AbortSignal): Promise<void> {
+    await this.negotiate('s3-presigned.abort', upload, signal);
+  }
+
+  private negotiate(type: string, payload: Record<string, unknown>, signal: AbortSignal | undefined): Promise<unknown> {
+    return this.request<unknown>('POST', '/api/backups/upload', { json: { type, payload }, signal });
   }
 
   /** Follows GET /api/backups/{id}/events: yields each frame with its JSON data parsed, until the server closes. */

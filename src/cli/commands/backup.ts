@@ -240,6 +240,7 @@ function backupEvents(bar: ReturnType<typeof progressBar>, streamed: boolean, js
     else if (event.type === 'slot' && event.reused) note(`resuming the open upload slot ${event.backupId}`);
     else if (event.type === 'replaced') note(`deleted the unfinished upload ${event.backupId} (it can never be finalized)`);
     else if (event.type === 'slot-deleted') note(`deleted the upload slot ${event.backupId}`);
+    else if (event.type === 'store-unreachable') note(`${event.reason}: uploading through the server instead`);
   };
 }
 

@@ -132,12 +132,14 @@ async function runOneCase(spec: RequestSpec): Promise<void> {
 describe('contract fuzzing of every /api operation', () => {
   // The owner's read of its host accounts (docs/api-rules.md#host-accounts) is not in this fuzzer's model yet (its
   // oracle knows one account per key); test/api/host-accounts.test.ts checks who may read them.
-  const NOT_MODELLED = ['GET /api/host-accounts', 'GET /api/host-accounts/{accountId}/backups'];
+  // Neither is the s3-presigned-download extension (GET …/content-url): this server's fs store does not offer it, so it
+  // answers as an unknown route before any check; test/api/content-url.test.ts checks its order of checks on S3.
+  const NOT_MODELLED = ['GET /api/host-accounts', 'GET /api/host-accounts/{accountId}/backups', 'GET /api/backups/{id}/content-url'];
   const fuzzed = () => operations.filter((op) => !NOT_MODELLED.includes(`${op.method} ${op.template}`));
 
-  it('the document has the 13 operations of the API and the 2 of host accounts', () => {
+  it('the document has the 13 operations of the API, the 2 of host accounts and the content-url extension', () => {
     expect(fuzzed()).toHaveLength(13);
-    expect(operations).toHaveLength(15);
+    expect(operations).toHaveLength(16);
   });
 
   const names = [

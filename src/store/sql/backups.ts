@@ -134,12 +134,19 @@ export class SqlBackupStore implements BackupStore {
     return rows.map(toBackup);
   }
 
-  updateBackup(id: string, condition: BackupCondition, patch: BackupPatch, releaseUpload?: string): Promise<Backup | undefined> {
-    if (releaseUpload === undefined) return this.conditionalUpdate(this.ctx.db, id, condition, patch);
-    // One commit for both (SQLite: one WAL fsync on the event loop instead of two; bench P8).
+  updateBackup(
+    id: string,
+    condition: BackupCondition,
+    patch: BackupPatch,
+    releaseUpload?: string,
+    forgetOpenUpload?: string,
+  ): Promise<Backup | undefined> {
+    if (releaseUpload === undefined && forgetOpenUpload === undefined) return this.conditionalUpdate(this.ctx.db, id, condition, patch);
+    // One commit for all (SQLite: one WAL fsync on the event loop instead of two; bench P8).
     return this.ctx.transaction(async (trx) => {
       const backup = await this.conditionalUpdate(trx, id, condition, patch);
-      await this.ctx.deleteReservation(trx, releaseUpload);
+      if (releaseUpload !== undefined) await this.ctx.deleteReservation(trx, releaseUpload);
+      if (forgetOpenUpload !== undefined) await this.ctx.deleteOpenUpload(trx, forgetOpenUpload);
       return backup;
     });
   }

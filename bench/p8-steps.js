@@ -8,6 +8,10 @@
  * CPU-per-cycle miss comes from. The load generator's own work never counts (another process).
  *
  *   node bench/p8-steps.js [--backend postgres+ceph] [--transfers direct,presigned] [--cycles 200] [--size-mib 1]
+ *                          [--cpu-prof <dir>]
+ *
+ * --cpu-prof writes the server's V8 CPU profile (node --cpu-prof) into <dir>, one per transfer, for
+ * bench/profile-top.js (the warm-up cycles are in it too).
  */
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -60,14 +64,15 @@ async function openStream(url, apiKey) {
   };
 }
 
-async function stepsOn(backend, transfer, { cycles, size }) {
+async function stepsOn(backend, transfer, { cycles, size, cpuProf }) {
   const prepared = await prepareBackend(backend);
   let coffer = null;
   try {
     const env = { COFFER_UPLOAD_WINDOW: '24h' };
     if (transfer === 'presigned')
       Object.assign(env, { COFFER_S3_PRESIGNED: 'on', COFFER_S3_PUBLIC_ENDPOINT: prepared.env.COFFER_S3_ENDPOINT });
-    coffer = await startCoffer(prepared, { env, logFile: logFile(`p8-steps-coffer-${backend}-${transfer}.log`) });
+    const nodeArgs = cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`] : [];
+    coffer = await startCoffer(prepared, { env, nodeArgs, logFile: logFile(`p8-steps-coffer-${backend}-${transfer}.log`) });
     const [host] = await accounts(coffer, 1);
     const body = crypto.randomBytes(size);
     const agent = new http.Agent({ keepAlive: true });
@@ -131,11 +136,15 @@ async function stepsOn(backend, transfer, { cycles, size }) {
 }
 
 export async function main() {
-  const opts = options({ backend: 'postgres+ceph', transfers: 'direct,presigned', cycles: 200, 'size-mib': 1 });
+  const opts = options({ backend: 'postgres+ceph', transfers: 'direct,presigned', cycles: 200, 'size-mib': 1, 'cpu-prof': '' });
   requireBuild();
   const results = {};
   for (const transfer of list(opts.transfers)) {
-    const steps = await stepsOn(opts.backend, transfer, { cycles: opts.cycles, size: Math.round(opts['size-mib'] * MiB) });
+    const steps = await stepsOn(opts.backend, transfer, {
+      cycles: opts.cycles,
+      size: Math.round(opts['size-mib'] * MiB),
+      cpuProf: opts['cpu-prof'],
+    });
     const total = Object.values(steps).reduce((sum, s) => sum + s.cpuMs, 0);
     results[transfer] = steps;
     log(

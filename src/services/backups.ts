@@ -211,14 +211,16 @@ export class BackupService {
   /**
    * Records that `blobKey` holds the slot's whole ciphertext: PENDING_UPLOAD → UPLOADED (any upload protocol).
    * When another upload, a delete or expiry got there first, this attempt's bytes are removed and the
-   * current state is reported as invalid_backup_state.
+   * current state is reported as invalid_backup_state. `reservationId` ends and the open upload `openUploadId`
+   * (multipart port) is forgotten in the same commit, whether or not the update applies.
    */
-  async recordUpload(backup: Backup, blobKey: string, size: number, reservationId?: string): Promise<Backup> {
+  async recordUpload(backup: Backup, blobKey: string, size: number, reservationId?: string, openUploadId?: string): Promise<Backup> {
     const uploaded = await this.ports.backups.updateBackup(
       backup.id,
       { statuses: ['PENDING_UPLOAD'] },
       { status: 'UPLOADED', blobKey, ciphertextSizeBytes: size, updatedAt: this.clock.now() },
       reservationId,
+      openUploadId,
     );
     if (!uploaded) {
       await this.blobs.delete(blobKey);

@@ -156,18 +156,18 @@ export class PresignedUploadService {
     return new AppError('payload_too_large', `The encrypted archive is larger than ${max} bytes.`, { maxBytes: max });
   }
 
-  /** Records the attempt `u` as open in the slot; refuses when the slot has too many open (on any node). */
-  private async open(backup: Backup, attempt: string, undo: () => Promise<void>): Promise<void> {
+  /**
+   * Records the attempt `u` as open in the slot (a single PUT: with its size as part 1); refuses when the slot has
+   * too many open (on any node). Counted once, after the record: one statement fewer than a count before it (bench P8).
+   */
+  private async open(backup: Backup, attempt: string, size: number | undefined, undo: () => Promise<void>): Promise<void> {
     const max = this.options.maxMultipartUploadsPerSlot;
-    const refused = () =>
-      AppError.validation([
-        { path: 'payload.backupId', message: `this backup already has ${max} uploads in progress: complete or abort one first` },
-      ]);
-    if ((await this.ports.multipart.countMultipartUploads(backup.id)) >= max) throw refused();
-    if ((await this.ports.multipart.addMultipartUpload(backup.id, attempt, this.clock.now())) > max) {
+    if ((await this.ports.multipart.addMultipartUpload(backup.id, attempt, this.clock.now(), size)) > max) {
       await this.ports.multipart.removeMultipartUpload(attempt);
       await undo();
-      throw refused();
+      throw AppError.validation([
+        { path: 'payload.backupId', message: `this backup already has ${max} uploads in progress: complete or abort one first` },
+      ]);
     }
   }
 
@@ -186,7 +186,7 @@ export class PresignedUploadService {
     const attempt = this.attemptOf(backup, key);
     if (input.size === undefined) {
       const uploadId = await this.blobs.createMultipart(key);
-      await this.open(backup, attempt, () => this.blobs.abortMultipart(key, uploadId));
+      await this.open(backup, attempt, undefined, () => this.blobs.abortMultipart(key, uploadId));
       return {
         type: 's3-presigned.start',
         mode: 'multipart',
@@ -198,10 +198,9 @@ export class PresignedUploadService {
     }
     const { size } = input;
     if (size > this.options.maxArchiveBytes) throw this.tooLarge();
-    await this.open(backup, attempt, async () => {});
+    await this.open(backup, attempt, size, async () => {});
     try {
       await this.reserve(backup, attempt, size);
-      await this.ports.multipart.putPartSize(backup.id, attempt, 1, size);
     } catch (error) {
       await this.quotas.releaseUpload(attempt);
       await this.ports.multipart.removeMultipartUpload(attempt);
@@ -228,7 +227,7 @@ export class PresignedUploadService {
     await this.quotas.releaseUpload(id);
     const withdraw = async () => {
       await this.quotas.releaseUpload(id);
-      await this.ports.multipart.putPartSize(backup.id, attempt, partNumber, 0);
+      await this.ports.multipart.setPartSize(backup.id, attempt, partNumber, 0);
     };
     try {
       await this.reserve(backup, id, size);
@@ -236,7 +235,7 @@ export class PresignedUploadService {
       await withdraw();
       throw error;
     }
-    await this.ports.multipart.putPartSize(backup.id, attempt, partNumber, size);
+    await this.ports.multipart.setPartSize(backup.id, attempt, partNumber, size);
     const total = await this.ports.multipart.uploadBytes(attempt);
     if (total === undefined || total > this.options.maxArchiveBytes) {
       await withdraw();
@@ -291,12 +290,9 @@ export class PresignedUploadService {
         { uploadedSizeBytes: stored.size, signedSizeBytes: signed },
       );
     }
-    try {
-      // UPLOADED now counts the stored bytes: the reservations end in the same commit as the record's update.
-      await this.backups.recordUpload(backup, key, stored.size, attempt);
-    } finally {
-      await this.ports.multipart.removeMultipartUpload(attempt);
-    }
+    // UPLOADED now counts the stored bytes: the reservations end and the open upload is forgotten in the same commit
+    // as the record's update (also when another change got there first).
+    await this.backups.recordUpload(backup, key, stored.size, attempt, attempt);
     return answer(stored.size);
   }
 

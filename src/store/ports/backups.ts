@@ -28,9 +28,15 @@ export interface BackupStore {
   /**
    * Compare-and-set: applies `patch` only when the record matches `condition`; returns the new record. With
    * `releaseUpload`, that upload reservation also ends (releaseUpload) in the same commit, whether or not the update
-   * applies.
+   * applies; with `forgetOpenUpload`, so does that open upload of the multipart port (removeMultipartUpload).
    */
-  updateBackup(id: string, condition: BackupCondition, patch: BackupPatch, releaseUpload?: string): Promise<Backup | undefined>;
+  updateBackup(
+    id: string,
+    condition: BackupCondition,
+    patch: BackupPatch,
+    releaseUpload?: string,
+    forgetOpenUpload?: string,
+  ): Promise<Backup | undefined>;
   /** Like updateBackup to READY, and records the backup's createdAt as the account's last READY (cadence). */
   markReady(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined>;
   /** Records needing sweeper action at `now` (expired in-flight, FAILED, expired READY, DELETING not in grace at `now`). */

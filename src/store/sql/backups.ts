@@ -1,5 +1,5 @@
 /** BackupStore on SQL: backup records, their creation under the cadence and quota rules, compare-and-set changes. */
-import type { Kysely, Selectable } from 'kysely';
+import { type Compilable, CompiledQuery, type Kysely, type Selectable } from 'kysely';
 import { IN_FLIGHT_STATUSES, type BackupStatus, type CreateDecision, type CreateSnapshot } from '../../domain/backups.js';
 import type { Backup } from '../../domain/entities.js';
 import type { BackupCondition, BackupPatch, BackupStore } from '../ports/backups.js';
@@ -134,17 +134,30 @@ export class SqlBackupStore implements BackupStore {
     return rows.map(toBackup);
   }
 
-  updateBackup(id: string, condition: BackupCondition, patch: BackupPatch, releaseUpload?: string): Promise<Backup | undefined> {
-    if (releaseUpload === undefined) return this.conditionalUpdate(this.ctx.db, id, condition, patch);
-    // One commit for both (SQLite: one WAL fsync on the event loop instead of two; bench P8).
+  updateBackup(
+    id: string,
+    condition: BackupCondition,
+    patch: BackupPatch,
+    releaseUpload?: string,
+    forgetOpenUpload?: string,
+  ): Promise<Backup | undefined> {
+    if (releaseUpload === undefined && forgetOpenUpload === undefined) return this.conditionalUpdate(this.ctx.db, id, condition, patch);
+    // PostgreSQL: one statement (the deletes as WITH parts of the update: atomic without BEGIN/COMMIT; bench P8).
+    if (this.ctx.kind === 'postgres') return this.conditionalUpdate(this.ctx.db, id, condition, patch, { releaseUpload, forgetOpenUpload });
+    // One commit for all (SQLite: one WAL fsync on the event loop instead of two; bench P8).
     return this.ctx.transaction(async (trx) => {
       const backup = await this.conditionalUpdate(trx, id, condition, patch);
-      await this.ctx.deleteReservation(trx, releaseUpload);
+      if (releaseUpload !== undefined) await this.ctx.deleteReservation(trx, releaseUpload);
+      if (forgetOpenUpload !== undefined) await this.ctx.deleteOpenUpload(trx, forgetOpenUpload);
       return backup;
     });
   }
 
   markReady(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined> {
+    // PostgreSQL: one statement, the account's update a WITH part reading the updated record (bench P8).
+    if (this.ctx.kind === 'postgres') {
+      return this.conditionalUpdate(this.ctx.db, id, condition, { ...patch, status: 'READY' }, { lastReady: true });
+    }
     return this.ctx.transaction(async (trx) => {
       const backup = await this.conditionalUpdate(trx, id, condition, { ...patch, status: 'READY' });
       if (backup) {
@@ -166,6 +179,7 @@ export class SqlBackupStore implements BackupStore {
     id: string,
     condition: BackupCondition,
     patch: BackupPatch,
+    ends?: { releaseUpload?: string | undefined; forgetOpenUpload?: string | undefined; lastReady?: boolean },
   ): Promise<Backup | undefined> {
     const set = backupPatchRow(patch);
     const { statuses, ciphertextSizeBytes, scheduled } = condition;
@@ -180,7 +194,28 @@ export class SqlBackupStore implements BackupStore {
       if (scheduled.dueAfter !== undefined) parameters.push(scheduled.dueAfter);
       if (scheduled.dueBy !== undefined) parameters.push(scheduled.dueBy);
     }
-    const [row] = await this.ctx.cached(db, 'writes', key, parameters, (db) => {
+    // PostgreSQL only (SQLite has no DELETE in a WITH): the upload reservation (and those grouped under it, as
+    // SqlContext.deleteReservation) ends and the open upload (SqlContext.deleteOpenUpload) is forgotten in the
+    // update's own statement, whether or not the update applies. Their parameters follow the update's.
+    const cte: string[] = [];
+    const extra: unknown[] = [];
+    const at = () => `$${parameters.length + extra.length + 1}`;
+    if (ends?.releaseUpload !== undefined) {
+      key += '/releaseUpload';
+      const id = at();
+      extra.push(ends.releaseUpload);
+      const group = at();
+      extra.push(`${ends.releaseUpload}.%`);
+      cte.push(`ended_reservations as (delete from upload_reservations where id = ${id} or id like ${group})`);
+    }
+    if (ends?.forgetOpenUpload !== undefined) {
+      key += '/forgetOpenUpload';
+      const upload = at();
+      extra.push(ends.forgetOpenUpload);
+      cte.push(`forgotten_parts as (delete from blobhost_parts where upload_id = ${upload})`);
+      cte.push(`forgotten_uploads as (delete from blobhost_uploads where upload_id = ${upload})`);
+    }
+    const build = (db: Kysely<Schema>) => {
       let query = db.updateTable('backups').set(set).where('id', '=', id).where('status', 'in', statuses);
       if (ciphertextSizeBytes !== undefined) query = query.where('ciphertext_size_bytes', '=', ciphertextSizeBytes);
       if (scheduled !== undefined) {
@@ -190,6 +225,12 @@ export class SqlBackupStore implements BackupStore {
         if (dueBy !== undefined) query = query.where('purge_after', '<=', dueBy);
       }
       return query.returningAll();
+    };
+    if (ends?.lastReady === true) key += '/lastReady';
+    const [row] = await this.ctx.cached(db, 'writes', key, [...parameters, ...extra], (db) => {
+      // The account's last READY (markReady), from the updated record: no row updated, no change to the account.
+      if (ends?.lastReady === true) return wrapped(build(db), 'with ready as (', LAST_READY);
+      return cte.length === 0 ? build(db) : wrapped(build(db), `with ${cte.join(', ')} `, '', extra);
     });
     return row && toBackup(row);
   }
@@ -225,4 +266,22 @@ export class SqlBackupStore implements BackupStore {
     }
     return live;
   }
+}
+
+/** markReady's account update on PostgreSQL, after `with ready as (<the record's update>`. */
+const LAST_READY =
+  '), last_ready as (update accounts set last_ready_created_at = ready.created_at from ready where accounts.id = ready.account_id' +
+  ' and (accounts.last_ready_created_at is null or accounts.last_ready_created_at < ready.created_at)) select * from ready';
+
+/**
+ * `query` between `prefix` and `suffix` (SQL naming its own placeholders, numbered after the query's), with `extra`
+ * bound after the query's parameters.
+ */
+function wrapped<R>(query: Compilable<R>, prefix: string, suffix: string, extra: unknown[] = []): Compilable<R> {
+  return {
+    compile: () => {
+      const compiled = query.compile();
+      return CompiledQuery.raw(prefix + compiled.sql + suffix, [...compiled.parameters, ...extra]) as CompiledQuery<R>;
+    },
+  };
 }

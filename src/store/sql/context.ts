@@ -11,6 +11,7 @@ import {
   type PluginTransformQueryArgs,
   type PluginTransformResultArgs,
   type QueryResult,
+  type RawBuilder,
   type RootOperationNode,
   type Transaction,
   type UnknownRow,
@@ -142,10 +143,38 @@ export class SqlContext {
    * Ends an upload reservation and the reservations grouped under it (ids `<id>.<anything>`: a presigned multipart
    * upload's per-part reservations), on `db` (the store's, or the transaction of the change that ends it).
    */
+  /**
+   * Forgets an open upload of the multipart port and its parts' sizes (completed, aborted or refused), on `db` (the
+   * store's, or the transaction of the change that ends it). PostgreSQL: one statement; SQLite (no DELETE in a WITH):
+   * two, in `db`'s transaction when it is one.
+   */
+  async deleteOpenUpload(db: Kysely<Schema>, uploadId: string): Promise<void> {
+    if (this.kind === 'postgres') {
+      await this.cached(db, 'writes', 'deleteOpenUpload', [uploadId, uploadId], (db) =>
+        precompiled(
+          db,
+          sql`with parts as (delete from blobhost_parts where upload_id = ${uploadId}) delete from blobhost_uploads where upload_id = ${uploadId}`,
+        ),
+      );
+      return;
+    }
+    await this.cached(db, 'writes', 'deleteOpenUpload/parts', [uploadId], (db) =>
+      db.deleteFrom('blobhost_parts').where('upload_id', '=', uploadId),
+    );
+    await this.cached(db, 'writes', 'deleteOpenUpload/upload', [uploadId], (db) =>
+      db.deleteFrom('blobhost_uploads').where('upload_id', '=', uploadId),
+    );
+  }
+
   deleteReservation(db: Kysely<Schema>, id: string): Promise<unknown[]> {
     const group = `${id}.%`;
     return this.cached(db, 'writes', 'deleteReservation', [id, group], (db) =>
       db.deleteFrom('upload_reservations').where((eb) => eb.or([eb('id', '=', id), eb('id', 'like', group)])),
     );
   }
+}
+
+/** A raw statement as a Compilable on `db`'s dialect (for SqlContext.cached). */
+export function precompiled<R>(db: Kysely<Schema>, statement: RawBuilder<R>): Compilable<R> {
+  return { compile: () => statement.compile(db) };
 }

@@ -5,22 +5,14 @@
  * and the API key never goes there.
  */
 import { CofferNetworkError } from './errors.js';
+import type { ContentResponse } from './sdk.js';
 import { IntegrityError } from './envelope-format.js';
 import { causeText } from './network-failure.js';
 import { StoreRefusalError, storeErrorCode, StoreUnreachableError, type ContentUrl } from './presigned.js';
 import { readAnswer, seconds, TransferWatch, watchedDownload, ERROR_ANSWER_BYTES } from './sdk-transfer.js';
 
 /** What the store answered a GET of a content URL (the shape of CofferClient.openContent's answer), or `expired`. */
-export type StoreContent =
-  | {
-      status: 200 | 206;
-      headers: Headers;
-      totalBytes: number;
-      start: number;
-      etag: string | undefined;
-      body: ReadableStream<Uint8Array>;
-    }
-  | { status: 'expired' };
+export type StoreContent = ContentResponse | { status: 'expired' };
 
 export interface StoreGet {
   from?: number;

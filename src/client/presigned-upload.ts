@@ -13,7 +13,7 @@
  */
 import type { CofferClient } from './sdk.js';
 import { CofferNetworkError } from './errors.js';
-import { abortError } from './network-failure.js';
+import { pause } from './network-failure.js';
 import { StoreRefusalError, StoreUnreachableError, type SignedRequest } from './presigned.js';
 import { putToStore } from './sdk-node-upload.js';
 
@@ -88,21 +88,6 @@ class PartReader {
 
 /** The pause before sending a part again (attempt counts from 1). */
 const backoffMs = (attempt: number) => Math.min(4000, 250 * 2 ** (attempt - 1));
-
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(abortError(signal));
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortError(signal));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
 
 /**
  * Whether a failed sending of a part (or of its signing) may be tried again: the store's transient answers and an

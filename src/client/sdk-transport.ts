@@ -4,7 +4,7 @@
  * CofferClient (./sdk.ts) speaks the API through it. Platform-neutral (no Node built-in).
  */
 import { CofferApiError, CofferNetworkError, refusalOf } from './errors.js';
-import { abortError, connectionFailure } from './network-failure.js';
+import { connectionFailure, pause } from './network-failure.js';
 import { ERROR_ANSWER_BYTES, readAnswer, seconds, sendingAllowanceMs } from './sdk-transfer.js';
 
 /** The retries of a request, unless CofferClientOptions.maxRetries says otherwise. */
@@ -21,22 +21,6 @@ const IDEMPOTENT = new Set(['GET', 'HEAD']);
 
 /** The request deadline passed: not retried (a stalled server would stall again). */
 class DeadlineError extends CofferNetworkError {}
-
-/** Waits `ms`, or rejects with the caller's abort. */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(abortError(signal));
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortError(signal));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
 
 /** Options of one API request. */
 export interface RequestInit {

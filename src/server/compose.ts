@@ -31,17 +31,17 @@ export interface Parts extends Services {
   close(): Promise<void>;
 }
 
+/** The bucket and the credentials of the S3 store, as configured. */
+function s3Options(config: Config) {
+  const { bucket, endpoint, region, accessKeyId, secretAccessKey } = config.s3;
+  return { bucket: bucket!, endpoint, region, accessKeyId, secretAccessKey };
+}
+
 /** The configured blob store; both have the multipart capability, which the blob host needs. */
 export async function openBlobStore(config: Config): Promise<MultipartBlobStore> {
   if (config.blobStore === 's3') {
     const { S3BlobStore } = await import('../blobs/s3.js');
-    return new S3BlobStore({
-      bucket: config.s3.bucket!,
-      endpoint: config.s3.endpoint,
-      region: config.s3.region,
-      accessKeyId: config.s3.accessKeyId,
-      secretAccessKey: config.s3.secretAccessKey,
-    });
+    return new S3BlobStore(s3Options(config));
   }
   return new FsBlobStore(config.dataDir);
 }
@@ -50,15 +50,7 @@ export async function openBlobStore(config: Config): Promise<MultipartBlobStore>
 export async function openDirectTransfers(config: Config): Promise<DirectTransfers | undefined> {
   if (!config.s3.presigned) return undefined;
   const { S3Presigner } = await import('../blobs/s3-presign.js');
-  return new S3Presigner({
-    bucket: config.s3.bucket!,
-    endpoint: config.s3.endpoint,
-    publicEndpoint: config.s3.publicEndpoint,
-    region: config.s3.region,
-    accessKeyId: config.s3.accessKeyId,
-    secretAccessKey: config.s3.secretAccessKey,
-    lifetimeMs: config.s3.urlLifetimeMs,
-  });
+  return new S3Presigner({ ...s3Options(config), publicEndpoint: config.s3.publicEndpoint, lifetimeMs: config.s3.urlLifetimeMs });
 }
 
 /**
@@ -68,15 +60,7 @@ export async function openDirectTransfers(config: Config): Promise<DirectTransfe
 export async function openInternalTransfers(config: Config): Promise<DirectTransfers | undefined> {
   if (config.accelRedirect === null || config.blobStore !== 's3') return undefined;
   const { S3Presigner } = await import('../blobs/s3-presign.js');
-  return new S3Presigner({
-    bucket: config.s3.bucket!,
-    endpoint: config.s3.endpoint,
-    publicEndpoint: null,
-    region: config.s3.region,
-    accessKeyId: config.s3.accessKeyId,
-    secretAccessKey: config.s3.secretAccessKey,
-    lifetimeMs: config.s3.urlLifetimeMs,
-  });
+  return new S3Presigner({ ...s3Options(config), publicEndpoint: null, lifetimeMs: config.s3.urlLifetimeMs });
 }
 
 type BackupServices = Pick<Services, 'vault' | 'retention' | 'quotas' | 'backups' | 'readPolicy'>;

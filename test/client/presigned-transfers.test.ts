@@ -19,6 +19,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PART_ATTEMPTS, PART_BYTES, PARTS_IN_FLIGHT, uploadPresigned } from '../../src/client/presigned-upload.js';
+import { connect } from '../../src/client/index.js';
 import { CofferClient } from '../../src/client/sdk.js';
 import { envelope } from '../helpers/api.js';
 import { createTestSchema, requirePg, skipPg, type TestSchema } from '../helpers/pg.js';
@@ -61,7 +62,7 @@ async function account(server: TestServer, extra: Record<string, string> = {}) {
   const cli = cliFor(server.url, apiKey, PASSPHRASE, extra);
   const init = await cli(['init']);
   expect(init.code, init.stderr).toBe(0);
-  return { cli, accountId };
+  return { cli, accountId, apiKey };
 }
 
 /** Backs up `dir`, restores it into a new directory, verifies it: the tree comes back the same. */
@@ -179,7 +180,7 @@ for (const engine of S3_ENGINES) {
 
     it('backs up (parts in parallel; one PUT) and restores through the store: Coffer moves no archive byte', async () => {
       const before = await moved(server);
-      const { cli } = await account(server);
+      const { cli, apiKey } = await account(server);
       const big = await roundTrip(cli, tree(work, 'big', 30 * MiB), work);
       expect(big.detail.ciphertextSizeBytes).toBeGreaterThan(PARTS_IN_FLIGHT * PART_BYTES); // more parts than are sent at once
       const small = await roundTrip((await account(server)).cli, tree(work, 'small', 100_000), work);
@@ -190,6 +191,13 @@ for (const engine of S3_ENGINES) {
       expect(after.requests('/api/backups/:id/content')).toBe(before.requests('/api/backups/:id/content'));
       // restore and verify of each: from the store, each under a URL of its own
       expect(after.requests('/api/backups/:id/content-url') - before.requests('/api/backups/:id/content-url')).toBe(4);
+      // The SDK's application API reads from the store as well.
+      const vault = await connect({ url: server.url, apiKey }).unlock({ passphrase: PASSPHRASE });
+      expect((await vault.verify(big.detail.id as string)).id).toBe(big.detail.id);
+      vault.close();
+      const read = await moved(server);
+      expect(read.requests('/api/backups/:id/content')).toBe(after.requests('/api/backups/:id/content'));
+      expect(read.requests('/api/backups/:id/content-url') - after.requests('/api/backups/:id/content-url')).toBe(1);
       expect(await s3.incompleteUploads()).toEqual([]);
     });
   });

@@ -400,7 +400,7 @@ export class Vault extends BackupSession {
       envelope.wipe(dek);
       throw error;
     }
-    const content = await api.openContent(id, { signal: options.signal });
+    const content = await (api.openBackupContent ?? api.openContent).call(api, id, { signal: options.signal });
     const plaintext = content.body
       .pipeThrough(decryptor(platform, dek), { signal: options.signal })
       .pipeThrough(platform.decompress(metadata.compression, metadata.plaintextSizeBytes))

@@ -63,6 +63,8 @@ export interface CofferApi {
   openSlot(signal?: AbortSignal): Promise<{ slot: CreateBackupResponseBody; maxArchiveBytes: number | undefined }>;
   finalizeBackup(id: string, body: BackupFinalizeBody, signal?: AbortSignal): Promise<BackupDetailBody>;
   openContent(id: string, options?: { from?: number; etag?: string; signal?: AbortSignal }): Promise<ContentResponse>;
+  /** openContent from the object store where the backup's record offers it (s3-presigned-download), else the server. */
+  openBackupContent?(id: string, options?: { from?: number; etag?: string; signal?: AbortSignal }): Promise<ContentResponse>;
   statusEvents(id: string, signal?: AbortSignal): AsyncGenerator<StatusStreamFrame>;
   /** POSTs `upload.body` to a slot's direct-upload URL (announced by the server, kept on the configured origin). */
   uploadBody(uploadUrl: string, upload: UploadBody, options?: { signal?: AbortSignal }): Promise<DirectUploadResponseBody>;

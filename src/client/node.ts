@@ -29,6 +29,7 @@ import { runBackup, type BackupOptions } from './backup.js';
 import { compressor, decompressor, defaultCompression } from './compression.js';
 import { nodePrimitives, type Recipient } from './envelope.js';
 import { runRestore, type RestoreResult } from './restore.js';
+import { uploadPresigned } from './presigned-upload.js';
 import { CofferClient } from './sdk.js';
 
 /** A Node stream as a web stream stage. */
@@ -46,6 +47,12 @@ export const nodePlatform: Platform = {
     return { update: (bytes) => void hash.update(bytes), hexDigest: () => hash.digest('hex') };
   },
   uploadBody: (ciphertext) => Promise.resolve({ body: ciphertext }),
+  async uploadToStore(api, backupId, ciphertext, options) {
+    const chunks = Readable.fromWeb(ciphertext as NodeReadableStream<Uint8Array>);
+    const outcome = await uploadPresigned(api as CofferClient, backupId, chunks, options);
+    if (outcome.uploaded) return outcome;
+    return { uploaded: false, rest: Readable.toWeb(Readable.from(outcome.rest)) as unknown as ReadableStream<Uint8Array> };
+  },
   api: (options: ApiOptions) =>
     new CofferClient({
       baseUrl: options.url,

@@ -191,13 +191,21 @@ for (const engine of S3_ENGINES) {
       expect(after.requests('/api/backups/:id/content')).toBe(before.requests('/api/backups/:id/content'));
       // restore and verify of each: from the store, each under a URL of its own
       expect(after.requests('/api/backups/:id/content-url') - before.requests('/api/backups/:id/content-url')).toBe(4);
-      // The SDK's application API reads from the store as well.
+      // The SDK's application API reads from the store as well, and writes to it.
       const vault = await connect({ url: server.url, apiKey }).unlock({ passphrase: PASSPHRASE });
       expect((await vault.verify(big.detail.id as string)).id).toBe(big.detail.id);
-      vault.close();
       const read = await moved(server);
       expect(read.requests('/api/backups/:id/content')).toBe(after.requests('/api/backups/:id/content'));
       expect(read.requests('/api/backups/:id/content-url') - after.requests('/api/backups/:id/content-url')).toBe(1);
+      vault.close();
+      const writer = await connect({ url: server.url, apiKey: (await account(server)).apiKey }).unlock({ passphrase: PASSPHRASE });
+      const bytes = randomBytes(3 * PART_BYTES + 12_345);
+      const written = await writer.backup(bytes, { name: 'dump.bin' });
+      expect((await writer.verify(written.id)).plaintextBytes).toBe(bytes.length);
+      writer.close();
+      const wrote = await moved(server);
+      expect(wrote.uploadBytes).toBe(before.uploadBytes);
+      expect(wrote.requests('/api/backups/:id/content')).toBe(before.requests('/api/backups/:id/content'));
       expect(await s3.incompleteUploads()).toEqual([]);
     });
   });

@@ -11,13 +11,7 @@ import { createEnvelope } from '../envelope-core.js';
 import type { Recipient } from '../envelope-recipient.js';
 import { createKit } from '../kit-core.js';
 import { CofferNetworkError, VaultStateError } from '../errors.js';
-import type {
-  BackupDetailBody,
-  BackupRecordBody,
-  BackupStatusEventBody,
-  CreateBackupResponseBody,
-  DeleteBackupResponseBody,
-} from '../sdk.js';
+import type { BackupDetailBody, BackupRecordBody, BackupStatusEventBody, DeleteBackupResponseBody } from '../sdk.js';
 import { readEntries, type ArchiveEntry, type NamedEntry } from './entries.js';
 import type { CofferApi, Platform } from './platform.js';
 import { requireSpokenVersion } from './version.js';
@@ -259,17 +253,42 @@ abstract class BackupSession {
     const coffer = this.coffer;
     await coffer.checkServer(options);
     const plan = planBackup(source, options);
-    const { slot } = await coffer.api.openSlot(options.signal);
+    const opened = await coffer.api.openSlot(options.signal);
+    const { slot } = opened;
     try {
-      return await this.upload(slot, plan, options);
+      return await this.upload(opened, plan, options);
     } catch (error) {
       await coffer.api.deleteBackup(slot.backupId).catch(() => undefined);
       throw error;
     }
   }
 
-  private async upload(slot: CreateBackupResponseBody, plan: BackupPlan, options: AppBackupOptions): Promise<AppBackupResult> {
+  /** The ciphertext to the store where the server offers it and the platform can, else (or if unreachable) to the server. */
+  private async send(
+    opened: Awaited<ReturnType<CofferApi['openSlot']>>,
+    ciphertext: ReadableStream<Uint8Array>,
+    signal: AbortSignal | undefined,
+  ): Promise<{ size: number }> {
+    const { api, platform } = this.coffer;
+    const { slot } = opened;
+    let body = ciphertext;
+    if (opened.presignedUpload && platform.uploadToStore) {
+      const maxBytes = opened.maxArchiveBytes ?? Number.MAX_SAFE_INTEGER;
+      const outcome = await platform.uploadToStore(api, slot.backupId, ciphertext, { signal, maxBytes });
+      if (outcome.uploaded) return outcome;
+      body = outcome.rest;
+    }
+    if (slot.upload.protocol !== 'direct') throw new Error('the application API uploads with "direct"');
+    return api.uploadBody(slot.upload.uploadUrl, await platform.uploadBody(body, signal), { signal });
+  }
+
+  private async upload(
+    opened: Awaited<ReturnType<CofferApi['openSlot']>>,
+    plan: BackupPlan,
+    options: AppBackupOptions,
+  ): Promise<AppBackupResult> {
     const { api, platform, envelope } = this.coffer;
+    const { slot } = opened;
     const upload = slot.upload;
     if (upload.protocol !== 'direct') {
       throw new Error(`the server offers the ${upload.protocol} upload protocol; the application API uploads with "direct"`);
@@ -291,12 +310,9 @@ abstract class BackupSession {
         .pipeThrough(meter((n) => ((progress.ciphertextBytes += n), report())));
       // A source that fails mid-upload (a dump command that exits non-zero) breaks the request: its own error is the
       // cause to report, not the broken connection it shows up as.
-      const uploaded = await platform
-        .uploadBody(ciphertext, options.signal)
-        .then((body) => api.uploadBody(upload.uploadUrl, body, { signal: options.signal }))
-        .catch((error: unknown) => {
-          throw 'failure' in source && !options.signal?.aborted ? source.failure : error;
-        });
+      const uploaded = await this.send(opened, ciphertext, options.signal).catch((error: unknown) => {
+        throw 'failure' in source && !options.signal?.aborted ? source.failure : error;
+      });
       if (uploaded.size !== progress.ciphertextBytes) {
         throw new Error(`the server stored ${uploaded.size} bytes but ${progress.ciphertextBytes} were sent`);
       }

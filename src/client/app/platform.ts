@@ -60,7 +60,9 @@ export interface CofferApi {
   listBackups(signal?: AbortSignal): Promise<BackupListBody>;
   getBackup(id: string, signal?: AbortSignal): Promise<BackupDetailBody>;
   deleteBackup(id: string, signal?: AbortSignal): Promise<DeleteBackupResponseBody>;
-  openSlot(signal?: AbortSignal): Promise<{ slot: CreateBackupResponseBody; maxArchiveBytes: number | undefined }>;
+  openSlot(
+    signal?: AbortSignal,
+  ): Promise<{ slot: CreateBackupResponseBody; maxArchiveBytes: number | undefined; presignedUpload?: boolean }>;
   finalizeBackup(id: string, body: BackupFinalizeBody, signal?: AbortSignal): Promise<BackupDetailBody>;
   openContent(id: string, options?: { from?: number; etag?: string; signal?: AbortSignal }): Promise<ContentResponse>;
   /** openContent from the object store where the backup's record offers it (s3-presigned-download), else the server. */
@@ -106,6 +108,16 @@ export interface Platform {
    * of a backup is bounded by the server's archive limit).
    */
   uploadBody(ciphertext: ReadableStream<Uint8Array>, signal?: AbortSignal): Promise<UploadBody>;
+  /**
+   * Uploads the ciphertext straight to the object store where the slot's server offers it (s3-presigned-upload), or
+   * gives it back whole (`rest`, from its first byte) when the store cannot be reached. Absent: always the server.
+   */
+  uploadToStore?(
+    api: CofferApi,
+    backupId: string,
+    ciphertext: ReadableStream<Uint8Array>,
+    options: { signal?: AbortSignal; maxBytes: number },
+  ): Promise<{ uploaded: true; size: number } | { uploaded: false; rest: ReadableStream<Uint8Array> }>;
   /** The API client of this runtime. */
   api(options: ApiOptions): CofferApi;
 }

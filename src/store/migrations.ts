@@ -19,6 +19,8 @@ import { up as m0012 } from './migrations/0012-signin-attempts.js';
 import { up as m0013 } from './migrations/0013-operator-sessions.js';
 import { up as m0014 } from './migrations/0014-account-operator-labels.js';
 import { up as m0015 } from './migrations/0015-fleet-plans.js';
+import { up as m0016 } from './migrations/0016-object-lock.js';
+import { up as m0017 } from './migrations/0017-restore-attestations.js';
 
 export { CHANGE_CHANNEL } from './migrations/0006-change-notifications.js';
 
@@ -44,6 +46,8 @@ export const MIGRATIONS: Record<string, (db: Kysely<unknown>, kind: Dialect) => 
   '0013_operator_sessions': m0013,
   '0014_account_operator_labels': m0014,
   '0015_fleet_plans': m0015,
+  '0016_object_lock': m0016,
+  '0017_restore_attestations': m0017,
 };
 
 const migrations = (kind: Dialect): Record<string, Migration> =>

@@ -69,6 +69,10 @@ export interface BackupsTable {
   deleted_at: number | null;
   /** Migration 0005: DELETING in its grace until then. */
   purge_after: number | null;
+  /** Migration 0016: the store refuses to remove the object before then (S3 Object Lock); null: not locked. */
+  locked_until: number | null;
+  /** Migration 0016: the version of the object Coffer wrote (versioned buckets); null: unversioned. */
+  blob_version: string | null;
 }
 
 export interface SettingsTable {
@@ -186,6 +190,26 @@ export interface SignInAttemptsTable {
   count: number;
 }
 
+/** Migration 0017: restore drills' attestations, stored as their clients authenticated them. */
+export interface RestoreAttestationsTable {
+  id: string;
+  /** The account that holds the backup (a host account's backup: the host account). */
+  account_id: string;
+  backup_id: string;
+  /** The server's clock when it was recorded. */
+  recorded_at: number;
+  /** The API key that recorded it. */
+  recorded_by: string;
+  /** Read from the payload (the drilling machine's clock); not checked by the server. */
+  checked_at: number;
+  /** Read from the payload: 'passed' or 'failed'; not checked by the server. */
+  result: string;
+  /** Base64 of the payload bytes, as sent. */
+  payload: string;
+  /** Base64 of the 32-byte HMAC, as sent. */
+  mac: string;
+}
+
 export interface Database {
   settings: SettingsTable;
   accounts: AccountsTable;
@@ -202,4 +226,5 @@ export interface Database {
   blobhost_parts: BlobhostPartsTable;
   upload_reservations: UploadReservationsTable;
   signin_attempts: SignInAttemptsTable;
+  restore_attestations: RestoreAttestationsTable;
 }

@@ -11,7 +11,7 @@ export async function readAttestations(): Promise<ShownAttestations> {
       api('GET /console/api/session'),
     ]);
     if (!Array.isArray(attestations)) return { failure: 'the server answered something that is not a list of attestations' };
-    return { attestations: attestations.filter(isRecord), accountId: session.accountId };
+    return { attestations: attestations.slice(0, MAX_SHOWN).filter(isRecord), accountId: session.accountId };
   } catch (caught) {
     if (!(caught instanceof ApiError)) throw caught;
     return { failure: `${caught.message} ${caught.resolution}`.trim() };

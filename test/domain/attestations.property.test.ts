@@ -6,10 +6,18 @@
  * validation_failed naming a member: never another error, never a value outside those rules.
  */
 import { randomBytes } from 'node:crypto';
+import { FormatRegistry } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { attestationPayloadIssue } from '../../src/api/attestations.js';
-import { ATTESTATION_MAC_BYTES, DRILL_CHECKS, DRILL_RESULTS, MAX_ATTESTATION_PAYLOAD_BYTES } from '../../src/contract/attestation.js';
+import {
+  ATTESTATION_MAC_BYTES,
+  AttestationPayload,
+  DRILL_CHECKS,
+  DRILL_RESULTS,
+  MAX_ATTESTATION_PAYLOAD_BYTES,
+} from '../../src/contract/attestation.js';
 import {
   ATTESTATION_RESULTS,
   type CheckedAttestation,
@@ -24,6 +32,13 @@ import { AppError } from '../../src/domain/errors.js';
 
 const BACKUP = { id: '0190a3c4-5e6f-7a8b-9c0d-1e2f3a4b5c6d', accountId: '0190a3c4-0000-7000-8000-00000000abcd' };
 const RUNS = 400;
+
+// The oracle: the contract's schema with its formats, checked by TypeBox itself (this process only; the server
+// leaves formats to the domain's own rules).
+if (!FormatRegistry.Has('uuid'))
+  FormatRegistry.Set('uuid', (v) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v));
+if (!FormatRegistry.Has('date-time'))
+  FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/.test(v));
 
 const check = (body: unknown) => checkAttestationRequest(body, BACKUP, attestationPayloadIssue);
 
@@ -54,6 +69,7 @@ function expectStorable(checked: CheckedAttestation, body: { payload: string; ma
   expect(bytes.toString('base64')).toBe(checked.payload);
   expect(bytes.length).toBeLessThanOrEqual(MAX_PAYLOAD_BYTES);
   const payload = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes));
+  expect(Value.Check(AttestationPayload, payload)).toBe(true);
   expect(payload.backupId).toBe(BACKUP.id);
   expect(payload.accountId).toBe(BACKUP.accountId);
   expect(checked).toMatchObject({ backupId: BACKUP.id, accountId: BACKUP.accountId, result: payload.result });
@@ -135,6 +151,29 @@ const hostileBody = fc.oneof(
     const bytes = Buffer.from(JSON.stringify(payload));
     bytes[at % bytes.length] = byte;
     return { payload: bytes.toString('base64'), mac: randomBytes(32).toString('base64') };
+  }),
+  // A valid payload naming another backup or account (any UUID, or this backup's ids swapped or in capitals).
+  fc
+    .tuple(
+      validPayload,
+      fc.constantFrom('accountId', 'backupId'),
+      fc.oneof(fc.uuid(), fc.constantFrom(BACKUP.id, BACKUP.accountId, BACKUP.id.toUpperCase(), BACKUP.accountId.toUpperCase())),
+    )
+    .map(([payload, key, id]) => encodeBody({ ...payload, [key]: id })),
+  // A valid payload padded with JSON whitespace to around the size limit.
+  fc.tuple(validPayload, fc.integer({ min: MAX_PAYLOAD_BYTES - 8, max: MAX_PAYLOAD_BYTES + 8 })).map(([payload, size]) => ({
+    payload: Buffer.from(JSON.stringify(payload).padEnd(size)).toString('base64'),
+    mac: randomBytes(32).toString('base64'),
+  })),
+  // A valid payload's base64 with an unused bit of its last character set, when it has one (same bytes, not canonical).
+  fc.tuple(validPayload, fc.integer({ min: 1, max: 15 })).map(([payload, bits]) => {
+    const body = encodeBody(payload);
+    const padding = body.payload.length - body.payload.replace(/=+$/, '').length;
+    if (padding === 0) return body;
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+    const at = body.payload.length - padding - 1;
+    const last = alphabet.indexOf(body.payload[at]!) | (bits & (padding === 2 ? 15 : 3));
+    return { ...body, payload: `${body.payload.slice(0, at)}${alphabet[last]}${'='.repeat(padding)}` };
   }),
   fc.tuple(validPayload, fc.constantFrom('__proto__', 'constructor', 'extra')).map(([payload, key]) => ({
     ...encodeBody(payload),

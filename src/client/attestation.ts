@@ -56,7 +56,8 @@ export type AttestationVerdict =
   /** The mac verifies but the payload breaks the format (a faulty writer, or a newer format). */
   | { status: 'malformed'; reason: string };
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Lower case only: the server shows ids in lower case, and the labels are compared exactly. */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** RFC 3339 in UTC ("Z"), with optional fractional seconds: what Date.prototype.toISOString writes. */
 const UTC_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z$/;
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -137,8 +138,8 @@ export function verifyAttestation(p: Primitives, masterKeys: readonly Uint8Array
   const record: Record<string, unknown> = typeof shown === 'object' && shown !== null ? (shown as unknown as Record<string, unknown>) : {};
   const payloadBytes = decodeBase64(p, record.payload);
   const mac = decodeBase64(p, record.mac);
-  if (!payloadBytes) return { status: 'forged', reason: 'the payload is missing or not base64' };
-  if (!mac || mac.length !== ATTESTATION_MAC_BYTES) return { status: 'forged', reason: 'the mac is missing or not 32 bytes of base64' };
+  if (!payloadBytes) return { status: 'forged', reason: 'the payload is missing or not canonical base64' };
+  if (!mac || mac.length !== ATTESTATION_MAC_BYTES) return { status: 'forged', reason: 'the mac is missing or not 32 bytes of canonical base64' };
   const vaultKey = keyThatMade(p, masterKeys, payloadBytes, mac);
   if (vaultKey === undefined) {
     return { status: 'forged', reason: "the mac verifies under no key of this vault: forged, altered, or another vault's" };
@@ -178,25 +179,27 @@ export function equalInConstantTime(a: Uint8Array, b: Uint8Array): boolean {
 /** The server's labels that differ from the authenticated payload's, as a sentence; '' when they all agree. */
 function relabelling(shown: Record<string, unknown>, payload: AttestationPayloadBody): string {
   const differing: string[] = [];
-  if (!sameUuid(shown.accountId, payload.accountId)) differing.push('accountId');
-  if (!sameUuid(shown.backupId, payload.backupId)) differing.push('backupId');
+  if (shown.accountId !== payload.accountId) differing.push('accountId');
+  if (shown.backupId !== payload.backupId) differing.push('backupId');
   if (!sameInstant(shown.checkedAt, payload.checkedAt)) differing.push('checkedAt');
   if (shown.result !== payload.result) differing.push('result');
   if (differing.length === 0) return '';
   return `the server shows another ${differing.join(', ')} than the authenticated payload says`;
 }
 
-const sameUuid = (shown: unknown, authentic: string) => typeof shown === 'string' && shown.toLowerCase() === authentic.toLowerCase();
+/** The server keeps milliseconds and shows its own RFC 3339 form: the same instant, in the same strict form. */
+const sameInstant = (shown: unknown, authentic: string) => isUtcTime(shown) && Date.parse(shown as string) === Date.parse(authentic);
 
-function sameInstant(shown: unknown, authentic: string): boolean {
-  if (typeof shown !== 'string') return false;
-  const instant = Date.parse(shown);
-  return Number.isFinite(instant) && instant === Date.parse(authentic);
-}
-
+/** Canonical padded base64 only (its unused bits zero): one text per byte string, so no changed character verifies. */
 function decodeBase64(p: Primitives, value: unknown): Uint8Array | undefined {
   if (typeof value !== 'string' || value === '' || value.length > MAX_BASE64_CHARS || !BASE64.test(value)) return undefined;
-  return p.fromBase64(value);
+  let bytes: Uint8Array;
+  try {
+    bytes = p.fromBase64(value);
+  } catch {
+    return undefined; // libsodium.js refuses non-zero unused bits itself
+  }
+  return p.toBase64(bytes) === value ? bytes : undefined;
 }
 
 /** The payload, or why it breaks the format. */
@@ -229,8 +232,8 @@ export function payloadProblem(value: unknown): string {
 function memberProblems(value: Record<string, unknown>): string[] {
   const drilledBy = value.drilledBy;
   return [
-    check(typeof value.accountId === 'string' && UUID.test(value.accountId), 'accountId is not a UUID'),
-    check(typeof value.backupId === 'string' && UUID.test(value.backupId), 'backupId is not a UUID'),
+    check(typeof value.accountId === 'string' && UUID.test(value.accountId), 'accountId is not a lower-case UUID'),
+    check(typeof value.backupId === 'string' && UUID.test(value.backupId), 'backupId is not a lower-case UUID'),
     check(isUtcTime(value.checkedAt), 'checkedAt is not an RFC 3339 UTC time'),
     check(value.result === 'passed' || value.result === 'failed', 'result is neither "passed" nor "failed"'),
     check(value.failure === null || isText(value.failure, 1, MAX_FAILURE_CHARS), `failure is neither null nor 1 to ${MAX_FAILURE_CHARS} characters`),

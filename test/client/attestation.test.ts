@@ -356,10 +356,16 @@ const drillArbitrary: fc.Arbitrary<DrillOutcome> = fc
     accountId: uuid,
     backupId: uuid,
     checkedAt: fc.date({ min: new Date('1970-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }),
-    failure: fc.option(fc.string({ minLength: 1, maxLength: 500, unit: 'grapheme' }).filter((text) => text.length <= 500), { nil: null }),
+    failure: fc.option(
+      fc.string({ minLength: 1, maxLength: 500, unit: 'grapheme' }).filter((text) => text.length <= 500),
+      { nil: null },
+    ),
     checks: fc.subarray([...DRILL_CHECKS]),
     ciphertextSizeBytes: count,
-    ciphertextSha256: fc.option(fc.uint8Array({ minLength: 32, maxLength: 32 }).map((bytes) => Buffer.from(bytes).toString('hex')), { nil: null }),
+    ciphertextSha256: fc.option(
+      fc.uint8Array({ minLength: 32, maxLength: 32 }).map((bytes) => Buffer.from(bytes).toString('hex')),
+      { nil: null },
+    ),
     plaintextSizeBytes: count,
     fileCount: count,
     machine: fc.string({ maxLength: 255, unit: 'binary' }),
@@ -378,7 +384,11 @@ const payloadLikeArbitrary = fc
   .record(
     {
       format: fc.constantFrom(ATTESTATION_FORMAT, 'coffer-attestation/v2', 1),
-      accountId: fc.oneof(uuid, fc.uuid().map((id) => id.toUpperCase()), fc.string()),
+      accountId: fc.oneof(
+        uuid,
+        fc.uuid().map((id) => id.toUpperCase()),
+        fc.string(),
+      ),
       backupId: fc.oneof(uuid, fc.constant('urn:uuid:01a2008c-0000-7000-8000-000000000001'), fc.string()),
       checkedAt: fc.oneof(
         fc.date({ noInvalidDate: true, min: new Date(0), max: new Date('9999-12-31T23:59:59Z') }).map((date) => date.toISOString()),
@@ -429,7 +439,12 @@ describe('properties', () => {
         { requiredKeys: [] },
       ),
       // authentic macs over arbitrary payload bytes: the reader's parsing meets anything a key holder could write
-      fc.oneof(fc.uint8Array({ maxLength: 600 }), fc.json().map((text) => Buffer.from(text)), payloadLikeArbitrary.map((p) => Buffer.from(JSON.stringify(p))))
+      fc
+        .oneof(
+          fc.uint8Array({ maxLength: 600 }),
+          fc.json().map((text) => Buffer.from(text)),
+          payloadLikeArbitrary.map((p) => Buffer.from(JSON.stringify(p))),
+        )
         .map((bytes) => madeBy(key(1), bytes)),
     );
     fc.assert(
@@ -450,22 +465,29 @@ describe('properties', () => {
       shown: shownOf(signAttestation(nodePrimitives, masterKey, drill), drill),
     }));
     fc.assert(
-      fc.property(signed, fc.constantFrom(...covered), fc.nat(), fc.nat(15), fc.boolean(), ({ masterKey, shown }, member, at, bit, inBytes) => {
-        expect(verifyAttestation(nodePrimitives, [key(2), key(1)], shown).status).toBe('verified');
-        const changed = { ...shown };
-        if (inBytes && (member === 'payload' || member === 'mac')) {
-          const bytes = Buffer.from(shown[member], 'base64');
-          bytes[at % bytes.length]! ^= 1 << (bit % 8);
-          changed[member] = b64(bytes);
-        } else {
-          const text = shown[member];
-          const index = at % text.length;
-          const flipped = String.fromCharCode(text.charCodeAt(index) ^ (1 << bit));
-          changed[member] = (text.slice(0, index) + flipped + text.slice(index + 1)) as never;
-        }
-        const verdict = verifyAttestation(nodePrimitives, [masterKey], changed);
-        expect(verdict.status).not.toBe('verified');
-      }),
+      fc.property(
+        signed,
+        fc.constantFrom(...covered),
+        fc.nat(),
+        fc.nat(15),
+        fc.boolean(),
+        ({ masterKey, shown }, member, at, bit, inBytes) => {
+          expect(verifyAttestation(nodePrimitives, [key(2), key(1)], shown).status).toBe('verified');
+          const changed = { ...shown };
+          if (inBytes && (member === 'payload' || member === 'mac')) {
+            const bytes = Buffer.from(shown[member], 'base64');
+            bytes[at % bytes.length]! ^= 1 << (bit % 8);
+            changed[member] = b64(bytes);
+          } else {
+            const text = shown[member];
+            const index = at % text.length;
+            const flipped = String.fromCharCode(text.charCodeAt(index) ^ (1 << bit));
+            changed[member] = (text.slice(0, index) + flipped + text.slice(index + 1)) as never;
+          }
+          const verdict = verifyAttestation(nodePrimitives, [masterKey], changed);
+          expect(verdict.status).not.toBe('verified');
+        },
+      ),
       { numRuns: 1500 },
     );
   });

@@ -92,9 +92,14 @@ const vectors = {
   }),
   attestations: [
     vector('a passed drill, a vault of one key', [masterKey], passedShown, { signedBy: 0 }),
-    vector('a failed drill made by key_1 (before a rekey), read with the ring', ring, shownOf(failed, failedRequest, 'a77e5700-0000-4000-8000-0000000000e2'), {
-      signedBy: 1,
-    }),
+    vector(
+      'a failed drill made by key_1 (before a rekey), read with the ring',
+      ring,
+      shownOf(failed, failedRequest, 'a77e5700-0000-4000-8000-0000000000e2'),
+      {
+        signedBy: 1,
+      },
+    ),
     vector('the first payload altered (fileCount 1 to 2) under its mac', [masterKey], {
       ...passedShown,
       payload: Buffer.from(alteredText, 'utf8').toString('base64'),

@@ -241,7 +241,13 @@ export class S3BlobStore implements MultipartBlobStore {
     signal?.addEventListener('abort', onAbort, { once: true });
     const upload = new Upload({
       client: this.client,
-      params: { Bucket: this.bucket, Key: key, Body: counted.stream, ContentType: 'application/octet-stream', ...this.lockParams(lockUntil) },
+      params: {
+        Bucket: this.bucket,
+        Key: key,
+        Body: counted.stream,
+        ContentType: 'application/octet-stream',
+        ...this.lockParams(lockUntil),
+      },
       partSize: this.partSize,
       queueSize: this.queueSize,
       leavePartsOnError: false,

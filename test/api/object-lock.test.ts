@@ -28,7 +28,6 @@ import { ConfigError, loadConfig } from '../../src/config.js';
 import { DAY_MS } from '../../src/domain/backups.js';
 import { PLAN_RULES } from '../../src/domain/plans.js';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
-import { assertBuilt } from '../helpers/built.js';
 import { ManualClock } from '../helpers/clock.js';
 import { skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -124,7 +123,6 @@ describe.skipIf(skipEngine('ceph'))('Object Lock on Ceph: compliance', () => {
   let server: TestServer;
 
   beforeAll(async () => {
-    assertBuilt();
     s3 = await startS3('ceph');
     bucket = await lockBucket(s3);
     server = await startTestServer({ clock, env: { ...bucket.env, COFFER_S3_OBJECT_LOCK: 'compliance', COFFER_UPLOAD_WINDOW: '1h' } });
@@ -158,7 +156,12 @@ describe.skipIf(skipEngine('ceph'))('Object Lock on Ceph: compliance', () => {
     const remove = (bypass: boolean) =>
       refusal(
         bucket.client,
-        new DeleteObjectCommand({ Bucket: bucket.name, Key: record.blobKey!, VersionId: record.blobVersion!, BypassGovernanceRetention: bypass }),
+        new DeleteObjectCommand({
+          Bucket: bucket.name,
+          Key: record.blobKey!,
+          VersionId: record.blobVersion!,
+          BypassGovernanceRetention: bypass,
+        }),
       );
     expect(await remove(false)).toEqual({ name: 'AccessDenied', status: 403 });
     expect(await remove(true)).toEqual({ name: 'AccessDenied', status: 403 });
@@ -207,7 +210,6 @@ describe.skipIf(skipEngine('ceph'))('Object Lock on Ceph: governance, presigned 
   let server: TestServer;
 
   beforeAll(async () => {
-    assertBuilt();
     s3 = await startS3('ceph');
     bucket = await lockBucket(s3);
     server = await startTestServer({ clock, env: { ...bucket.env, COFFER_S3_OBJECT_LOCK: 'governance', COFFER_S3_PRESIGNED: 'on' } });
@@ -266,6 +268,27 @@ describe.skipIf(skipEngine('ceph'))('Object Lock on Ceph: governance, presigned 
     expect(await bucket.versions(orphan)).toHaveLength(1);
   });
 
+  it('a direct upload of unknown length over one part (a multipart upload, whose lock Ceph ignores) is locked too', async () => {
+    const { call } = await owner(server);
+    const data = randomBytes(6 * 1024 * 1024 + 1000);
+    const created = await call('POST', '/api/backups');
+    const id = created.body.backupId as string;
+    const chunked = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < data.length; at += 1024 * 1024) controller.enqueue(new Uint8Array(data.subarray(at, at + 1024 * 1024)));
+        controller.close();
+      },
+    });
+    const uploaded = await call('POST', `/api/backups/upload?backupId=${id}`, {
+      body: chunked,
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    expect(uploaded.status).toBe(201);
+    const { record, retention } = await lockOf(id);
+    expect(record.status).toBe('UPLOADED');
+    expect(retention).toEqual({ Mode: 'GOVERNANCE', RetainUntilDate: new Date(record.lockedUntil!) });
+  });
+
   it('presigned uploads (one PUT, and multipart) are locked before the backup becomes UPLOADED', async () => {
     const { call } = await owner(server);
     for (const multipart of [false, true]) {
@@ -282,11 +305,19 @@ describe.skipIf(skipEngine('ceph'))('Object Lock on Ceph: governance, presigned 
       const parts: { partNumber: number; etag: string }[] = [];
       if (multipart) {
         const signed = await negotiate('part', { uploadKey, uploadId, partNumber: 1, size: data.length });
-        const stored = await fetch(signed.body.request.url, { method: 'PUT', headers: signed.body.request.headers, body: new Uint8Array(data) });
+        const stored = await fetch(signed.body.request.url, {
+          method: 'PUT',
+          headers: signed.body.request.headers,
+          body: new Uint8Array(data),
+        });
         expect(stored.status).toBe(200);
         parts.push({ partNumber: 1, etag: stored.headers.get('etag')! });
       } else {
-        const stored = await fetch(start.body.request.url, { method: 'PUT', headers: start.body.request.headers, body: new Uint8Array(data) });
+        const stored = await fetch(start.body.request.url, {
+          method: 'PUT',
+          headers: start.body.request.headers,
+          body: new Uint8Array(data),
+        });
         expect(stored.status).toBe(200);
       }
       const complete = await negotiate('complete', { uploadKey, size: data.length, ...(multipart ? { uploadId, parts } : {}) });
@@ -330,7 +361,10 @@ describe.skipIf(skipEngine('ceph'))('Object Lock: the start check', () => {
       `COFFER_S3_OBJECT_LOCK: the bucket ${bucket.name} has Object Lock enabled: set COFFER_S3_OBJECT_LOCK to governance or compliance`,
     );
     // Matching settings start.
-    for (const env of [{ ...s3.env, COFFER_S3_OBJECT_LOCK: 'off' }, { ...bucket.env, COFFER_S3_OBJECT_LOCK: 'compliance' }]) {
+    for (const env of [
+      { ...s3.env, COFFER_S3_OBJECT_LOCK: 'off' },
+      { ...bucket.env, COFFER_S3_OBJECT_LOCK: 'compliance' },
+    ]) {
       const server = await startTestServer({ env });
       await server.stop();
     }

@@ -23,6 +23,7 @@ import {
   type S3Client,
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { upload } from '@vercel/blob/client';
 import { createS3Client } from '../../src/blobs/s3.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { DAY_MS } from '../../src/domain/backups.js';
@@ -83,7 +84,7 @@ async function owner(server: TestServer) {
   const call = api(server.url, apiKey);
   expect((await call('POST', '/api/backup-account/bootstrap', { json: envelope() })).status).toBe(200);
   await server.parts.retention.setDeletionGrace(accountId, GRACE_DAYS);
-  return { call, accountId };
+  return { call, accountId, apiKey };
 }
 
 /** create → direct upload → finalize. */
@@ -332,6 +333,51 @@ describe.skipIf(skipEngine('ceph'))('Object Lock on Ceph: governance, presigned 
       expect(url.status).toBe(200);
       expect(new URL(url.body.url).searchParams.get('versionId')).toBe(record.blobVersion);
       expect(Buffer.from(await (await fetch(url.body.url)).arrayBuffer()).equals(data)).toBe(true);
+    }
+  });
+});
+
+describe.skipIf(skipEngine('ceph'))('Object Lock on Ceph: the blob host (blobhost-client)', () => {
+  let s3: TestS3;
+  let bucket: LockBucket;
+  let server: TestServer;
+
+  beforeAll(async () => {
+    s3 = await startS3('ceph');
+    bucket = await lockBucket(s3);
+    server = await startTestServer({
+      env: { ...bucket.env, COFFER_S3_OBJECT_LOCK: 'governance', COFFER_UPLOAD_PROTOCOL: 'blobhost-client' },
+    });
+    process.env.VERCEL_BLOB_API_URL = `${server.url}/blob`;
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await bucket?.remove(true);
+    await s3?.close();
+  });
+
+  it('single and multipart uploads through the stock client are locked before the backup becomes UPLOADED', async () => {
+    for (const multipart of [false, true]) {
+      const { call, apiKey } = await owner(server);
+      const created = await call('POST', '/api/backups');
+      const { backupId, blobPath, upload: instructions } = created.body;
+      const data = randomBytes(multipart ? 6 * 1024 * 1024 : 30_000);
+      await upload(blobPath, data, {
+        access: 'private',
+        handleUploadUrl: instructions.handleUploadUrl,
+        headers: { authorization: `Bearer ${apiKey}` },
+        contentType: 'application/octet-stream',
+        multipart,
+      });
+      const record = (await server.parts.stores.backups.getBackup(backupId))!;
+      expect(record.status).toBe('UPLOADED');
+      expect(record.lockedUntil, multipart ? 'multipart' : 'single').toBe(
+        record.expiresAt + PLAN_RULES.pro.retentionMs + GRACE_DAYS * DAY_MS,
+      );
+      const retention = await bucket.client.send(
+        new GetObjectRetentionCommand({ Bucket: bucket.name, Key: record.blobKey!, VersionId: record.blobVersion! }),
+      );
+      expect(retention.Retention).toEqual({ Mode: 'GOVERNANCE', RetainUntilDate: new Date(record.lockedUntil!) });
     }
   });
 });

@@ -5,9 +5,11 @@
  * restore would find.
  */
 import { randomInt } from 'node:crypto';
-import { discard, listInto, type ListedEntry } from './extract.js';
+import type { Writable } from 'node:stream';
+import { discard, listInto, readTar, type ListedEntry } from './extract.js';
 import { IntegrityError, wipe, type BackupMetadata } from './envelope.js';
-import { openBackup, readBackup, type RestoreEvent } from './restore.js';
+import { openBackup, readBackup, type ReadCheck, type RestoreEvent } from './restore.js';
+import { DRILL_CHECKS } from '../contract/attestation.js';
 import type { BackupRecordBody, CofferClient } from './sdk.js';
 
 export interface ListOptions {
@@ -69,6 +71,29 @@ export interface VerifyResult {
   plaintextSha256?: string;
   /** SHA-256 of the downloaded ciphertext: checked against the next link of its history chain. */
   ciphertextSha256?: string;
+  /** The files (and hard links) the archive holds, counted as it was read (a raw archive holds one). */
+  fileCount?: number;
+  /**
+   * The checks that ran and passed, in their order (what a restore drill attests): all of them when verified (but
+   * `archive` for a raw backup, which has no tar to check); those before the failure when failed; none when unavailable.
+   */
+  checks: ReadCheck[];
+}
+
+/** The checks before `failed`, in order; those that do not apply to the archive left out. */
+function checksBefore(failed: ReadCheck | 'none', archive: BackupMetadata['archive'] | undefined): ReadCheck[] {
+  const ran = failed === 'none' ? [...DRILL_CHECKS] : DRILL_CHECKS.slice(0, DRILL_CHECKS.indexOf(failed));
+  return archive === 'raw' ? ran.filter((check) => check !== 'archive') : ran;
+}
+
+/** A sink that checks the archive as it is read and counts its files: a tar parsed strictly, a raw stream taken whole. */
+function checkedArchive(metadata: BackupMetadata): { sink: Writable; files: () => number } {
+  if (metadata.archive === 'raw') return { sink: discard(), files: () => 1 };
+  let files = 0;
+  const sink = readTar((entry) => {
+    if (entry.type === 'file' || entry.type === 'hardlink') files += 1;
+  });
+  return { sink, files: () => files };
 }
 
 export interface VerifyOptions {
@@ -83,26 +108,35 @@ export interface VerifyOptions {
 export async function verifyBackup(backupId: string, options: VerifyOptions): Promise<VerifyResult> {
   const { client, masterKey, signal } = options;
   let metadata: BackupMetadata | undefined;
+  /** Which check an integrity failure of the read came from (readBackup says). */
+  let failedCheck: ReadCheck = 'decrypt';
   try {
     const opened = await openBackup(client, masterKey, backupId, signal);
     try {
       metadata = opened.metadata;
+      const archive = checkedArchive(metadata);
       const read = await readBackup(opened, {
         client,
-        sink: discard(),
+        sink: archive.sink,
         signal,
         hashCiphertext: true,
         onEvent: (event) => options.onEvent?.(backupId, event),
+        onFailedCheck: (check) => (failedCheck = check),
       });
-      return { backupId, outcome: 'verified', metadata, ...read };
+      return { backupId, outcome: 'verified', metadata, ...read, fileCount: archive.files(), checks: checksBefore('none', metadata.archive) };
     } finally {
       wipe(opened.dek);
     }
   } catch (error) {
     if (signal?.aborted) throw error;
-    if (error instanceof IntegrityError) return { backupId, outcome: 'failed', problem: error.message, ...(metadata ? { metadata } : {}) };
+    const opened = metadata ? { metadata } : {};
+    if (error instanceof IntegrityError) {
+      // The keys or the metadata did not open: nothing was downloaded or checked.
+      const checks = metadata ? checksBefore(failedCheck, metadata.archive) : [];
+      return { backupId, outcome: 'failed', problem: error.message, checks, ...opened };
+    }
     const problem = options.explain ? options.explain(error) : error instanceof Error ? error.message : String(error);
-    return { backupId, outcome: 'unavailable', problem, ...(metadata ? { metadata } : {}) };
+    return { backupId, outcome: 'unavailable', problem, checks: [], ...opened };
   }
 }
 

@@ -28,6 +28,7 @@ import type { SkippedEntry } from './envelope-format.js';
 import { includeMatcher } from './select.js';
 import { fsReason } from './fs-errors.js';
 import { CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
+import type { DRILL_CHECKS } from '../contract/attestation.js';
 
 export class TargetNotEmptyError extends Error {
   override readonly name = 'TargetNotEmptyError';
@@ -246,6 +247,25 @@ export interface ReadOptions {
   hashCiphertext?: boolean;
   /** The download, already under way (prefetchCiphertext); by default readBackup starts it. */
   ciphertext?: Readable;
+  /** Told which check a failure came from (a restore drill records the checks that passed before it). */
+  onFailedCheck?: (check: ReadCheck) => void;
+}
+
+/** The checks of a full read, in their order. */
+export type ReadCheck = (typeof DRILL_CHECKS)[number];
+
+/**
+ * Tells `report` which check failed: the stream that emits the first error is the one that failed (pipeline then
+ * destroys the others with that error, later).
+ */
+function watchChecks(streams: [NodeJS.EventEmitter, ReadCheck][], report: (check: ReadCheck) => void): void {
+  let told = false;
+  for (const [stream, check] of streams) {
+    stream.once('error', () => {
+      if (!told) report(check);
+      told = true;
+    });
+  }
 }
 
 /** What a full read established: every chunk authenticated, the final tag seen, sizes and SHA-256 as sealed. */
@@ -272,7 +292,20 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
   let inflateFailed: unknown;
   for (const stage of stages) stage.once('error', (error) => (inflateFailed ??= error));
   const source = options.ciphertext ?? prefetchCiphertext(options.client, backupId, { ...options, aheadBytes: 0 });
-  await pipeline([source, cipher, new DecryptStream(dek), ...stages, plain, options.sink], { signal: options.signal }).catch(
+  const decrypt = new DecryptStream(dek);
+  const failed = options.onFailedCheck ?? (() => undefined);
+  watchChecks(
+    [
+      [source, 'download'],
+      [cipher, 'download'],
+      [decrypt, 'decrypt'],
+      ...stages.map((stage): [NodeJS.EventEmitter, ReadCheck] => [stage, 'decompress']),
+      [plain, 'decompress'],
+      [options.sink, 'archive'],
+    ],
+    failed,
+  );
+  await pipeline([source, cipher, decrypt, ...stages, plain, options.sink], { signal: options.signal }).catch(
     (error: Error) => {
       if (error === inflateFailed && !(error instanceof IntegrityError)) {
         throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
@@ -282,9 +315,11 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
   );
   const sha256 = plain.digest();
   if (cipher.bytes !== metadata.ciphertextSizeBytes) {
+    failed('sizes');
     throw new IntegrityError(`the backup has ${cipher.bytes} encrypted bytes; its sealed metadata says ${metadata.ciphertextSizeBytes}`);
   }
   if (plain.bytes !== metadata.plaintextSizeBytes || sha256 !== metadata.plaintextSha256) {
+    failed(plain.bytes !== metadata.plaintextSizeBytes ? 'sizes' : 'sha256');
     throw new IntegrityError(
       `the restored archive does not match its metadata (SHA-256 ${sha256}, ${plain.bytes} bytes; ` +
         `expected ${metadata.plaintextSha256}, ${metadata.plaintextSizeBytes} bytes)`,

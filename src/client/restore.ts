@@ -256,16 +256,10 @@ export type ReadCheck = (typeof DRILL_CHECKS)[number];
 
 /**
  * Tells `report` which check failed: the stream that emits the first error is the one that failed (pipeline then
- * destroys the others with that error, later).
+ * destroys the others with that same error, later: a download that breaks off is no decompression failure).
  */
 function watchChecks(streams: [NodeJS.EventEmitter, ReadCheck][], report: (check: ReadCheck) => void): void {
-  let told = false;
-  for (const [stream, check] of streams) {
-    stream.once('error', () => {
-      if (!told) report(check);
-      told = true;
-    });
-  }
+  for (const [stream, check] of streams) stream.once('error', () => report(check));
 }
 
 /** What a full read established: every chunk authenticated, the final tag seen, sizes and SHA-256 as sealed. */
@@ -289,11 +283,15 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
   const plain = new Meter({ hash: true });
   // One frame or member, nothing after it, at most the sealed size (compression-core.ts): the rest is never decoded.
   const stages = decompressStages(metadata.compression, metadata.plaintextSizeBytes, { native: options.nativeZstd });
-  let inflateFailed: unknown;
-  for (const stage of stages) stage.once('error', (error) => (inflateFailed ??= error));
   const source = options.ciphertext ?? prefetchCiphertext(options.client, backupId, { ...options, aheadBytes: 0 });
   const decrypt = new DecryptStream(dek);
-  const failed = options.onFailedCheck ?? (() => undefined);
+  let failedAt: ReadCheck | undefined;
+  const failed = (check: ReadCheck) => {
+    if (failedAt !== undefined) return;
+    failedAt = check;
+    options.onFailedCheck?.(check);
+  };
+  if (source.errored) failed('download'); // a prefetched download that failed before it was read
   watchChecks(
     [
       [source, 'download'],
@@ -305,14 +303,12 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
     ],
     failed,
   );
-  await pipeline([source, cipher, decrypt, ...stages, plain, options.sink], { signal: options.signal }).catch(
-    (error: Error) => {
-      if (error === inflateFailed && !(error instanceof IntegrityError)) {
-        throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
-      }
-      throw error;
-    },
-  );
+  await pipeline([source, cipher, decrypt, ...stages, plain, options.sink], { signal: options.signal }).catch((error: Error) => {
+    if (failedAt === 'decompress' && !(error instanceof IntegrityError)) {
+      throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
+    }
+    throw error;
+  });
   const sha256 = plain.digest();
   if (cipher.bytes !== metadata.ciphertextSizeBytes) {
     failed('sizes');

@@ -7,7 +7,8 @@
 import { randomInt } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { discard, listInto, readTar, type ListedEntry } from './extract.js';
-import { IntegrityError, wipe, type BackupMetadata } from './envelope.js';
+import { IntegrityError, masterKeys, nodePrimitives, wipe, type BackupMetadata } from './envelope.js';
+import { signAttestation, type AttestationRequestBody } from './attestation.js';
 import { openBackup, readBackup, type ReadCheck, type RestoreEvent } from './restore.js';
 import { DRILL_CHECKS } from '../contract/attestation.js';
 import type { BackupRecordBody, CofferClient } from './sdk.js';
@@ -123,7 +124,14 @@ export async function verifyBackup(backupId: string, options: VerifyOptions): Pr
         onEvent: (event) => options.onEvent?.(backupId, event),
         onFailedCheck: (check) => (failedCheck = check),
       });
-      return { backupId, outcome: 'verified', metadata, ...read, fileCount: archive.files(), checks: checksBefore('none', metadata.archive) };
+      return {
+        backupId,
+        outcome: 'verified',
+        metadata,
+        ...read,
+        fileCount: archive.files(),
+        checks: checksBefore('none', metadata.archive),
+      };
     } finally {
       wipe(opened.dek);
     }
@@ -148,4 +156,37 @@ export function chooseBackups(backups: readonly BackupRecordBody[], choice: { al
   const picked: string[] = [];
   while (picked.length < (choice.sample ?? 0) && pool.length > 0) picked.push(pool.splice(randomInt(pool.length), 1)[0]!);
   return picked;
+}
+
+/** Who ran a drill and where its backup is held: what an attestation names beside the verification's facts. */
+export interface DrillFacts {
+  /** The account that holds the backup (the caller's own, or the host account's). */
+  accountId: string;
+  checkedAt: Date;
+  drilledBy: { machine: string; client: string };
+}
+
+const MAX_FAILURE_CHARS = 500;
+
+/**
+ * A verification (verified or failed) as a restore drill's attestation (docs/crypto.md#restore-attestations),
+ * authenticated with the current key of `material` (a master key or a key ring; a kit's material too). An
+ * unavailable backup was not checked: it has no attestation (RangeError).
+ */
+export function attestVerification(result: VerifyResult, material: Uint8Array, facts: DrillFacts): AttestationRequestBody {
+  if (result.outcome === 'unavailable') throw new RangeError(`backup ${result.backupId} was not checked: nothing to attest`);
+  const passed = result.outcome === 'verified';
+  const problem = result.problem ?? 'integrity check failed';
+  return signAttestation(nodePrimitives, masterKeys(material)[0]!, {
+    ...facts,
+    backupId: result.backupId,
+    result: passed ? 'passed' : 'failed',
+    failure: passed ? null : problem.length > MAX_FAILURE_CHARS ? `${problem.slice(0, MAX_FAILURE_CHARS - 1)}…` : problem,
+    checks: result.checks,
+    ciphertextSizeBytes: result.ciphertextBytes ?? null,
+    ciphertextSha256: result.ciphertextSha256 ?? null,
+    plaintextSizeBytes: result.plaintextBytes ?? null,
+    fileCount: result.fileCount ?? null,
+    drilledBy: { machine: facts.drilledBy.machine.slice(0, 255), client: facts.drilledBy.client.slice(0, 64) },
+  });
 }

@@ -248,7 +248,10 @@ export const listedPath = (p: string): string =>
 /** A Writable that parses a tar stream and collects its entries (nothing is written anywhere). */
 export function listInto(): Writable & { entries: ListedEntry[] } {
   const entries: ListedEntry[] = [];
-  return Object.assign(readTar((entry) => entries.push(entry)), { entries });
+  return Object.assign(
+    readTar((entry) => entries.push(entry)),
+    { entries },
+  );
 }
 
 /** A Writable that parses a tar stream (strictly) and shows `visit` each entry as listed; nothing is kept or written. */

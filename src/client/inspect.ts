@@ -8,8 +8,8 @@ import { randomInt } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { discard, listInto, readTar, type ListedEntry } from './extract.js';
 import { IntegrityError, masterKeys, nodePrimitives, wipe, type BackupMetadata } from './envelope.js';
-import { signAttestation, type AttestationRequestBody } from './attestation.js';
-import { openBackup, readBackup, type ReadCheck, type RestoreEvent } from './restore.js';
+import { signAttestation, type AttestationRequestBody, type DrillCheck } from './attestation.js';
+import { openBackup, readBackup, type RestoreEvent } from './restore.js';
 import { DRILL_CHECKS } from '../contract/attestation.js';
 import type { BackupRecordBody, CofferClient } from './sdk.js';
 
@@ -78,11 +78,11 @@ export interface VerifyResult {
    * The checks that ran and passed, in their order (what a restore drill attests): all of them when verified (but
    * `archive` for a raw backup, which has no tar to check); those before the failure when failed; none when unavailable.
    */
-  checks: ReadCheck[];
+  checks: DrillCheck[];
 }
 
 /** The checks before `failed`, in order; those that do not apply to the archive left out. */
-function checksBefore(failed: ReadCheck | 'none', archive: BackupMetadata['archive'] | undefined): ReadCheck[] {
+function checksBefore(failed: DrillCheck | 'none', archive: BackupMetadata['archive'] | undefined): DrillCheck[] {
   const ran = failed === 'none' ? [...DRILL_CHECKS] : DRILL_CHECKS.slice(0, DRILL_CHECKS.indexOf(failed));
   return archive === 'raw' ? ran.filter((check) => check !== 'archive') : ran;
 }
@@ -110,7 +110,7 @@ export async function verifyBackup(backupId: string, options: VerifyOptions): Pr
   const { client, masterKey, signal } = options;
   let metadata: BackupMetadata | undefined;
   /** Which check an integrity failure of the read came from (readBackup says). */
-  let failedCheck: ReadCheck = 'decrypt';
+  let failedCheck: DrillCheck = 'decrypt';
   try {
     const opened = await openBackup(client, masterKey, backupId, signal);
     try {
@@ -162,7 +162,9 @@ export function chooseBackups(backups: readonly BackupRecordBody[], choice: { al
 export interface DrillFacts {
   /** The account that holds the backup (the caller's own, or the host account's). */
   accountId: string;
+  /** When the drill ended, by this machine's clock. */
   checkedAt: Date;
+  /** The machine's name and the client (`coffer-cli/1.4.0`), as the drilling machine says. */
   drilledBy: { machine: string; client: string };
 }
 

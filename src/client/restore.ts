@@ -28,7 +28,7 @@ import type { SkippedEntry } from './envelope-format.js';
 import { includeMatcher } from './select.js';
 import { fsReason } from './fs-errors.js';
 import { CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
-import type { DRILL_CHECKS } from '../contract/attestation.js';
+import type { DrillCheck } from './attestation.js';
 
 export class TargetNotEmptyError extends Error {
   override readonly name = 'TargetNotEmptyError';
@@ -248,17 +248,14 @@ export interface ReadOptions {
   /** The download, already under way (prefetchCiphertext); by default readBackup starts it. */
   ciphertext?: Readable;
   /** Told which check a failure came from (a restore drill records the checks that passed before it). */
-  onFailedCheck?: (check: ReadCheck) => void;
+  onFailedCheck?: (check: DrillCheck) => void;
 }
-
-/** The checks of a full read, in their order. */
-export type ReadCheck = (typeof DRILL_CHECKS)[number];
 
 /**
  * Tells `report` which check failed: the stream that emits the first error is the one that failed (pipeline then
  * destroys the others with that same error, later: a download that breaks off is no decompression failure).
  */
-function watchChecks(streams: [NodeJS.EventEmitter, ReadCheck][], report: (check: ReadCheck) => void): void {
+function watchChecks(streams: [NodeJS.EventEmitter, DrillCheck][], report: (check: DrillCheck) => void): void {
   for (const [stream, check] of streams) stream.once('error', () => report(check));
 }
 
@@ -285,8 +282,8 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
   const stages = decompressStages(metadata.compression, metadata.plaintextSizeBytes, { native: options.nativeZstd });
   const source = options.ciphertext ?? prefetchCiphertext(options.client, backupId, { ...options, aheadBytes: 0 });
   const decrypt = new DecryptStream(dek);
-  let failedAt: ReadCheck | undefined;
-  const failed = (check: ReadCheck) => {
+  let failedAt: DrillCheck | undefined;
+  const failed = (check: DrillCheck) => {
     if (failedAt !== undefined) return;
     failedAt = check;
     options.onFailedCheck?.(check);
@@ -297,7 +294,7 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
       [source, 'download'],
       [cipher, 'download'],
       [decrypt, 'decrypt'],
-      ...stages.map((stage): [NodeJS.EventEmitter, ReadCheck] => [stage, 'decompress']),
+      ...stages.map((stage): [NodeJS.EventEmitter, DrillCheck] => [stage, 'decompress']),
       [plain, 'decompress'],
       [options.sink, 'archive'],
     ],

@@ -274,7 +274,9 @@ export class CofferClient {
    * The account, the ETag of its vault material (undefined from a server that sends none, or without a vault) and the
    * caller's own account id (X-Coffer-Account-Id; undefined from a server that does not send one, or a malformed one).
    */
-  async readAccount(signal?: AbortSignal): Promise<{ account: BackupAccountBody; etag: string | undefined; accountId: string | undefined }> {
+  async readAccount(
+    signal?: AbortSignal,
+  ): Promise<{ account: BackupAccountBody; etag: string | undefined; accountId: string | undefined }> {
     const { response, text } = await this.call('GET', '/api/backup-account', { signal });
     const accountId = response.headers.get('x-coffer-account-id')?.toLowerCase();
     return {

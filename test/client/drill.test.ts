@@ -2,7 +2,8 @@
  * Restore drills through the real CLI and a real server (docs/client.md#restore-drills): `coffer verify --drill`
  * records an attestation whose mac verifies with the vault's key and whose facts are the verification's (the
  * ciphertext's SHA-256 and size as stored, the plaintext size and file count as sealed); a tampered backup records a
- * failed drill and exits 4; a backup that cannot be checked records nothing; a write-only host (its key, its
+ * failed drill and exits 4; a backup that cannot be checked records nothing; a server without the attestation route
+ * (a proxy answering its unknown-route 404) leaves the verification's exit and records nothing; a write-only host (its key, its
  * recipient without a passphrase, an append-only key) is refused and records nothing; the kit drills too. The agent
  * with `"drill": "daily"` drills the newest READY backup and one older one, records both, remembers when, and
  * notifies a failed drill; a profile with a recipient and a drill is refused.
@@ -21,7 +22,7 @@ import { masterKeys, nodePrimitives, wipe } from '../../src/client/envelope.js';
 import { openBackup } from '../../src/client/restore.js';
 import { unlockVault } from '../../src/client/vault.js';
 import type { TestServer } from '../helpers/server.js';
-import { cliFor, json, runCli, startVault, type VaultFixture } from './helpers.js';
+import { cliFor, json, listenHttp, runCli, startVault, type VaultFixture } from './helpers.js';
 
 const PASSPHRASE = 'drill test passphrase';
 /** Tests that spawn several CLI processes: a bound against hangs on a loaded machine, not a timing check. */
@@ -166,6 +167,42 @@ describe('restore drills: coffer verify --drill and the agent', () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stdout).toContain(`no drill result for ${missing}: it could not be checked; nothing recorded`);
     expect(unknown.stdout).toContain('0 drills recorded');
+  });
+
+  it('a server without the attestation route: the drill is verified, not recorded, and the exit is the verification’s', async () => {
+    // A proxy to the real server whose attestation route answers as an older server does: the unknown route's 404.
+    const older = await listenHttp((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const route = /\/attestations$/.test(req.url!) ? '/api/no-such-route' : req.url!;
+        const headers = Object.fromEntries(
+          ['authorization', 'content-type', 'range', 'if-range', 'accept'].flatMap((h) =>
+            req.headers[h] ? [[h, String(req.headers[h])]] : [],
+          ),
+        );
+        const body = chunks.length > 0 ? Buffer.concat(chunks) : undefined;
+        void fetch(`${server.url}${route}`, { method: req.method, headers, body }).then(async (answer) => {
+          const kept = ['content-type', 'content-length', 'content-range', 'etag', 'accept-ranges', 'x-coffer-account-id'];
+          res.writeHead(
+            answer.status,
+            Object.fromEntries(kept.flatMap((h) => (answer.headers.get(h) ? [[h, answer.headers.get(h)!]] : []))),
+          );
+          res.end(Buffer.from(await answer.arrayBuffer()));
+        });
+      });
+    });
+    try {
+      const before = (await stored(first)).length;
+      const result = await cliFor(older.url, vault.apiKey, PASSPHRASE)(['verify', '--drill', first]);
+      expect(result.code, result.stdout + result.stderr).toBe(0);
+      expect(result.stdout).toContain(`verified ${first}`);
+      expect(result.stdout).toContain(`drill passed for ${first}, NOT recorded: this server does not record restore drills`);
+      expect(result.stderr).toContain('this server does not record restore drills (it is older than this coffer');
+      expect(await stored(first)).toHaveLength(before);
+    } finally {
+      await older.close();
+    }
   });
 
   it(

@@ -33,6 +33,16 @@ const ETAG_HEADER = {
   },
 };
 
+/**
+ * On GET: the caller's own account id (an extension): a restore drill names the account that holds the backup in its
+ * attestation (docs/crypto.md#restore-attestations), and nothing else tells an API key its own account.
+ */
+export const ACCOUNT_ID_HEADER = 'X-Coffer-Account-Id';
+const ACCOUNT_HEADERS = {
+  ...ETAG_HEADER,
+  [ACCOUNT_ID_HEADER]: { type: 'string', format: 'uuid', description: "The caller's own account id (a Coffer extension)." },
+};
+
 /** The envelope of a bootstrap or rotate body, in the vault service's terms. */
 function envelopeOf(body: BackupAccountEnvelopeBody): VaultEnvelope {
   const { cryptoVersion, kdf, wrappedMasterKey, wrappedMasterKeyNonce } = body;
@@ -110,13 +120,14 @@ export const accountReadRoutes: AppPlugin<RouteContext> = async (app, ctx) => {
           'For an append-only key, `kdf`, `wrappedMasterKey` and `wrappedMasterKeyNonce` are always `null`: a backup host ' +
           'never holds what a passphrase guess could be checked against (it seals to the public recipient instead).',
         tags,
-        response: { 200: json(Type.Ref(BackupAccount), 'The backup account.', ETAG_HEADER), ...errorResponses(401, 403, 500) },
+        response: { 200: json(Type.Ref(BackupAccount), 'The backup account.', ACCOUNT_HEADERS), ...errorResponses(401, 403, 500) },
       },
       onRequest: ctx.requireScope('backups:read'),
     },
     async (request, reply) => {
       const view = await ctx.vault.accountView(request.principal.accountId);
       withEtag(reply, view);
+      void reply.header(ACCOUNT_ID_HEADER, request.principal.accountId);
       const serialize = reply.getSerializationFunction('200', 'application/json');
       if (!serialize) throw new Error('GET /api/backup-account has no response serializer');
       void reply.type('application/json; charset=utf-8');

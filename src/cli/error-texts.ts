@@ -122,3 +122,29 @@ export function cliErrorText(code: string, refusal: CliRefusal, resolution: stri
   const words = [userWords(refusal.message), userWords(resolution)].filter(Boolean).join(' ');
   return `the server refused (${code})${words ? `: ${words}` : `: ${MISMATCH}.`}`;
 }
+
+// ---- restore drills (docs/client.md#restore-drills): where they may run ----
+
+const WHERE_DRILLS_RUN =
+  "Run drills where the passphrase or the recovery kit is at hand, with a key that may read backups: the owner's " +
+  'workstation (coffer verify --drill --all, or a profile with "drill": "weekly"), never the backup host.';
+
+/** `coffer verify --drill` on a backup host: a recipient and no passphrase (and no kit given). */
+export const DRILL_ON_A_HOST =
+  'this is a backup host: it seals backups to a recipient and holds no passphrase, so it cannot open a backup to drill ' +
+  `it (and it should never hold the passphrase). ${WHERE_DRILLS_RUN} Nothing was checked or recorded.`;
+
+/** `coffer verify --drill` with a key without backups:read (a write-only host key). */
+export const drillNeedsRead = (): string =>
+  'this API key may not read backups (it lacks the backups:read permission, like a write-only backup host key), so it ' +
+  `cannot drill: a drill downloads and checks a backup and records the result. ${WHERE_DRILLS_RUN} Nothing was checked or recorded.`;
+
+/** `coffer verify --drill` with the passphrase and an append-only key: the server never hands it the wrapped vault key. */
+export const drillWithAppendOnlyKey = (): string =>
+  "this API key is append-only: the server never gives it the vault's wrapped key, so the passphrase cannot open the " +
+  `vault here. Drill with the recovery kit (--kit-file) or with the owner's key. ${WHERE_DRILLS_RUN} Nothing was checked or recorded.`;
+
+/** A server without the attestation routes (or that does not name the key's account): drills are checked, not recorded. */
+export const serverRecordsNoDrills = (version: string, then: string): string =>
+  `this server does not record restore drills (it is older than this coffer, ${version}): ${then}; nothing was recorded. ` +
+  'Update the server to keep a record of drills.';

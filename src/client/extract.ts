@@ -247,6 +247,15 @@ export const listedPath = (p: string): string =>
 
 /** A Writable that parses a tar stream and collects its entries (nothing is written anywhere). */
 export function listInto(): Writable & { entries: ListedEntry[] } {
+  const entries: ListedEntry[] = [];
+  return Object.assign(
+    readTar((entry) => entries.push(entry)),
+    { entries },
+  );
+}
+
+/** A Writable that parses a tar stream (strictly) and shows `visit` each entry as listed; nothing is kept or written. */
+export function readTar(visit: (entry: ListedEntry) => void): Writable {
   let failure: Error | undefined;
   let whenEnded: (() => void) | undefined;
   const parser = new tar.Parser({ strict: true });
@@ -254,7 +263,7 @@ export function listInto(): Writable & { entries: ListedEntry[] } {
     const listed = listedPath(entry.path);
     if (listed !== '' || entry.type !== 'Directory') {
       const linkTarget = entry.linkpath ? String(entry.linkpath) : undefined;
-      sink.entries.push({
+      visit({
         path: listed,
         type: LISTED_TYPES[entry.type] ?? 'other',
         size: entry.type === 'File' || entry.type === 'OldFile' || entry.type === 'ContiguousFile' ? (entry.size ?? 0) : 0,
@@ -270,7 +279,7 @@ export function listInto(): Writable & { entries: ListedEntry[] } {
     whenEnded?.();
   });
   parser.on('end', () => whenEnded?.());
-  const sink = new Writable({
+  return new Writable({
     write(chunk: Buffer, _encoding, callback) {
       if (!failure) parser.write(chunk);
       callback(failure ?? null);
@@ -283,9 +292,7 @@ export function listInto(): Writable & { entries: ListedEntry[] } {
       };
       parser.end();
     },
-  }) as Writable & { entries: ListedEntry[] };
-  sink.entries = [];
-  return sink;
+  });
 }
 
 /** A Writable that takes everything and keeps nothing (verify). */

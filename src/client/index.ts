@@ -103,5 +103,5 @@ export { CLIENT_VERSION } from './backup.js';
 export { ruleLines } from './select.js';
 export { checkTarget } from './restore.js';
 export { HostWithoutVaultError } from './vault.js';
-export { chooseBackups } from './inspect.js';
+export { attestVerification, chooseBackups, type DrillFacts } from './inspect.js';
 export type { Kit } from './kit.js';

@@ -5,9 +5,12 @@
  * restore would find.
  */
 import { randomInt } from 'node:crypto';
-import { discard, listInto, type ListedEntry } from './extract.js';
-import { IntegrityError, wipe, type BackupMetadata } from './envelope.js';
+import type { Writable } from 'node:stream';
+import { discard, listInto, readTar, type ListedEntry } from './extract.js';
+import { IntegrityError, masterKeys, nodePrimitives, wipe, type BackupMetadata } from './envelope.js';
+import { signAttestation, type AttestationRequestBody, type DrillCheck } from './attestation.js';
 import { openBackup, readBackup, type RestoreEvent } from './restore.js';
+import { DRILL_CHECKS } from '../contract/attestation.js';
 import type { BackupRecordBody, CofferClient } from './sdk.js';
 
 export interface ListOptions {
@@ -69,6 +72,29 @@ export interface VerifyResult {
   plaintextSha256?: string;
   /** SHA-256 of the downloaded ciphertext: checked against the next link of its history chain. */
   ciphertextSha256?: string;
+  /** The files (and hard links) the archive holds, counted as it was read (a raw archive holds one). */
+  fileCount?: number;
+  /**
+   * The checks that ran and passed, in their order (what a restore drill attests): all of them when verified (but
+   * `archive` for a raw backup, which has no tar to check); those before the failure when failed; none when unavailable.
+   */
+  checks: DrillCheck[];
+}
+
+/** The checks before `failed`, in order; those that do not apply to the archive left out. */
+function checksBefore(failed: DrillCheck | 'none', archive: BackupMetadata['archive'] | undefined): DrillCheck[] {
+  const ran = failed === 'none' ? [...DRILL_CHECKS] : DRILL_CHECKS.slice(0, DRILL_CHECKS.indexOf(failed));
+  return archive === 'raw' ? ran.filter((check) => check !== 'archive') : ran;
+}
+
+/** A sink that checks the archive as it is read and counts its files: a tar parsed strictly, a raw stream taken whole. */
+function checkedArchive(metadata: BackupMetadata): { sink: Writable; files: () => number } {
+  if (metadata.archive === 'raw') return { sink: discard(), files: () => 1 };
+  let files = 0;
+  const sink = readTar((entry) => {
+    if (entry.type === 'file' || entry.type === 'hardlink') files += 1;
+  });
+  return { sink, files: () => files };
 }
 
 export interface VerifyOptions {
@@ -83,26 +109,42 @@ export interface VerifyOptions {
 export async function verifyBackup(backupId: string, options: VerifyOptions): Promise<VerifyResult> {
   const { client, masterKey, signal } = options;
   let metadata: BackupMetadata | undefined;
+  /** Which check an integrity failure of the read came from (readBackup says). */
+  let failedCheck: DrillCheck = 'decrypt';
   try {
     const opened = await openBackup(client, masterKey, backupId, signal);
     try {
       metadata = opened.metadata;
+      const archive = checkedArchive(metadata);
       const read = await readBackup(opened, {
         client,
-        sink: discard(),
+        sink: archive.sink,
         signal,
         hashCiphertext: true,
         onEvent: (event) => options.onEvent?.(backupId, event),
+        onFailedCheck: (check) => (failedCheck = check),
       });
-      return { backupId, outcome: 'verified', metadata, ...read };
+      return {
+        backupId,
+        outcome: 'verified',
+        metadata,
+        ...read,
+        fileCount: archive.files(),
+        checks: checksBefore('none', metadata.archive),
+      };
     } finally {
       wipe(opened.dek);
     }
   } catch (error) {
     if (signal?.aborted) throw error;
-    if (error instanceof IntegrityError) return { backupId, outcome: 'failed', problem: error.message, ...(metadata ? { metadata } : {}) };
+    const opened = metadata ? { metadata } : {};
+    if (error instanceof IntegrityError) {
+      // The keys or the metadata did not open: nothing was downloaded or checked.
+      const checks = metadata ? checksBefore(failedCheck, metadata.archive) : [];
+      return { backupId, outcome: 'failed', problem: error.message, checks, ...opened };
+    }
     const problem = options.explain ? options.explain(error) : error instanceof Error ? error.message : String(error);
-    return { backupId, outcome: 'unavailable', problem, ...(metadata ? { metadata } : {}) };
+    return { backupId, outcome: 'unavailable', problem, checks: [], ...opened };
   }
 }
 
@@ -114,4 +156,39 @@ export function chooseBackups(backups: readonly BackupRecordBody[], choice: { al
   const picked: string[] = [];
   while (picked.length < (choice.sample ?? 0) && pool.length > 0) picked.push(pool.splice(randomInt(pool.length), 1)[0]!);
   return picked;
+}
+
+/** Who ran a drill and where its backup is held: what an attestation names beside the verification's facts. */
+export interface DrillFacts {
+  /** The account that holds the backup (the caller's own, or the host account's). */
+  accountId: string;
+  /** When the drill ended, by this machine's clock. */
+  checkedAt: Date;
+  /** The machine's name and the client (`coffer-cli/1.4.0`), as the drilling machine says. */
+  drilledBy: { machine: string; client: string };
+}
+
+const MAX_FAILURE_CHARS = 500;
+
+/**
+ * A verification (verified or failed) as a restore drill's attestation (docs/crypto.md#restore-attestations),
+ * authenticated with the current key of `material` (a master key or a key ring; a kit's material too). An
+ * unavailable backup was not checked: it has no attestation (RangeError).
+ */
+export function attestVerification(result: VerifyResult, material: Uint8Array, facts: DrillFacts): AttestationRequestBody {
+  if (result.outcome === 'unavailable') throw new RangeError(`backup ${result.backupId} was not checked: nothing to attest`);
+  const passed = result.outcome === 'verified';
+  const problem = result.problem ?? 'integrity check failed';
+  return signAttestation(nodePrimitives, masterKeys(material)[0]!, {
+    ...facts,
+    backupId: result.backupId,
+    result: passed ? 'passed' : 'failed',
+    failure: passed ? null : problem.length > MAX_FAILURE_CHARS ? `${problem.slice(0, MAX_FAILURE_CHARS - 1)}…` : problem,
+    checks: result.checks,
+    ciphertextSizeBytes: result.ciphertextBytes ?? null,
+    ciphertextSha256: result.ciphertextSha256 ?? null,
+    plaintextSizeBytes: result.plaintextBytes ?? null,
+    fileCount: result.fileCount ?? null,
+    drilledBy: { machine: facts.drilledBy.machine.slice(0, 255), client: facts.drilledBy.client.slice(0, 64) },
+  });
 }

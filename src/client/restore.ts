@@ -28,6 +28,7 @@ import type { SkippedEntry } from './envelope-format.js';
 import { includeMatcher } from './select.js';
 import { fsReason } from './fs-errors.js';
 import { CofferNetworkError, type BackupDetailBody, type CofferClient } from './sdk.js';
+import type { DrillCheck } from './attestation.js';
 
 export class TargetNotEmptyError extends Error {
   override readonly name = 'TargetNotEmptyError';
@@ -246,6 +247,16 @@ export interface ReadOptions {
   hashCiphertext?: boolean;
   /** The download, already under way (prefetchCiphertext); by default readBackup starts it. */
   ciphertext?: Readable;
+  /** Told which check a failure came from (a restore drill records the checks that passed before it). */
+  onFailedCheck?: (check: DrillCheck) => void;
+}
+
+/**
+ * Tells `report` which check failed: the stream that emits the first error is the one that failed (pipeline then
+ * destroys the others with that same error, later: a download that breaks off is no decompression failure).
+ */
+function watchChecks(streams: [NodeJS.EventEmitter, DrillCheck][], report: (check: DrillCheck) => void): void {
+  for (const [stream, check] of streams) stream.once('error', () => report(check));
 }
 
 /** What a full read established: every chunk authenticated, the final tag seen, sizes and SHA-256 as sealed. */
@@ -269,22 +280,39 @@ export async function readBackup(opened: OpenedBackup, options: ReadOptions): Pr
   const plain = new Meter({ hash: true });
   // One frame or member, nothing after it, at most the sealed size (compression-core.ts): the rest is never decoded.
   const stages = decompressStages(metadata.compression, metadata.plaintextSizeBytes, { native: options.nativeZstd });
-  let inflateFailed: unknown;
-  for (const stage of stages) stage.once('error', (error) => (inflateFailed ??= error));
   const source = options.ciphertext ?? prefetchCiphertext(options.client, backupId, { ...options, aheadBytes: 0 });
-  await pipeline([source, cipher, new DecryptStream(dek), ...stages, plain, options.sink], { signal: options.signal }).catch(
-    (error: Error) => {
-      if (error === inflateFailed && !(error instanceof IntegrityError)) {
-        throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
-      }
-      throw error;
-    },
+  const decrypt = new DecryptStream(dek);
+  let failedAt: DrillCheck | undefined;
+  const failed = (check: DrillCheck) => {
+    if (failedAt !== undefined) return;
+    failedAt = check;
+    options.onFailedCheck?.(check);
+  };
+  if (source.errored) failed('download'); // a prefetched download that failed before it was read
+  watchChecks(
+    [
+      [source, 'download'],
+      [cipher, 'download'],
+      [decrypt, 'decrypt'],
+      ...stages.map((stage): [NodeJS.EventEmitter, DrillCheck] => [stage, 'decompress']),
+      [plain, 'decompress'],
+      [options.sink, 'archive'],
+    ],
+    failed,
   );
+  await pipeline([source, cipher, decrypt, ...stages, plain, options.sink], { signal: options.signal }).catch((error: Error) => {
+    if (failedAt === 'decompress' && !(error instanceof IntegrityError)) {
+      throw new IntegrityError(`the decrypted archive is not valid ${metadata.compression}: ${error.message}`);
+    }
+    throw error;
+  });
   const sha256 = plain.digest();
   if (cipher.bytes !== metadata.ciphertextSizeBytes) {
+    failed('sizes');
     throw new IntegrityError(`the backup has ${cipher.bytes} encrypted bytes; its sealed metadata says ${metadata.ciphertextSizeBytes}`);
   }
   if (plain.bytes !== metadata.plaintextSizeBytes || sha256 !== metadata.plaintextSha256) {
+    failed(plain.bytes !== metadata.plaintextSizeBytes ? 'sizes' : 'sha256');
     throw new IntegrityError(
       `the restored archive does not match its metadata (SHA-256 ${sha256}, ${plain.bytes} bytes; ` +
         `expected ${metadata.plaintextSha256}, ${metadata.plaintextSizeBytes} bytes)`,

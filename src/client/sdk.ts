@@ -174,6 +174,7 @@ interface BackupRecordAnswer {
 const URL_MARGIN_MS = 5000;
 /** How many backups a client remembers download offers and content URLs of. */
 const MEMO_ENTRIES = 256;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Sets `key` in a memo of at most MEMO_ENTRIES entries (the oldest goes first). */
 function remember<V>(memo: Map<string, V>, key: string, value: V): void {
@@ -269,10 +270,20 @@ export class CofferClient {
     return (await this.readAccount(signal)).account;
   }
 
-  /** The account and the ETag of its vault material (undefined from a server that sends none, or without a vault). */
-  async readAccount(signal?: AbortSignal): Promise<{ account: BackupAccountBody; etag: string | undefined }> {
+  /**
+   * The account, the ETag of its vault material (undefined from a server that sends none, or without a vault) and the
+   * caller's own account id (X-Coffer-Account-Id; undefined from a server that does not send one, or a malformed one).
+   */
+  async readAccount(
+    signal?: AbortSignal,
+  ): Promise<{ account: BackupAccountBody; etag: string | undefined; accountId: string | undefined }> {
     const { response, text } = await this.call('GET', '/api/backup-account', { signal });
-    return { account: this.parse<BackupAccountBody>(response, text), etag: response.headers.get('etag') ?? undefined };
+    const accountId = response.headers.get('x-coffer-account-id')?.toLowerCase();
+    return {
+      account: this.parse<BackupAccountBody>(response, text),
+      etag: response.headers.get('etag') ?? undefined,
+      accountId: accountId && UUID.test(accountId) ? accountId : undefined,
+    };
   }
 
   bootstrap(envelope: BackupAccountEnvelopeBody, signal?: AbortSignal): Promise<BootstrapResponseBody> {

@@ -24,6 +24,8 @@ const RunStateSchema = z.object({
   nextDueAt: z.string().nullable(),
   /** When the overdue notification of the current overdue stretch was sent (reset by a success). */
   overdueNotifiedAt: z.string().nullable(),
+  /** When the profile's last restore drill was done (docs/client.md#restore-drills); absent in older state files. */
+  lastDrillAt: z.string().nullable().default(null),
 });
 export type RunState = z.output<typeof RunStateSchema>;
 
@@ -44,6 +46,15 @@ export async function writeRunState(stateDir: string, profile: string, state: Ru
   const temp = `${file}.${process.pid}.tmp`;
   await fsp.writeFile(temp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
   await fsp.rename(temp, file);
+}
+
+/** How often a profile's `drill` setting drills. */
+export const DRILL_EVERY_MS = { daily: 86_400_000, weekly: 7 * 86_400_000 } as const;
+
+/** Whether a drill is due: never drilled, or the last drill is at least the setting's period ago. */
+export function drillDue(setting: keyof typeof DRILL_EVERY_MS, lastDrillAt: string | null, now: number): boolean {
+  const last = lastDrillAt === null ? NaN : Date.parse(lastDrillAt);
+  return !Number.isFinite(last) || now - last >= DRILL_EVERY_MS[setting];
 }
 
 /** When the next backup is due: the newest READY backup's creation plus the interval (null: now). */

@@ -8,7 +8,11 @@
 import fsp from 'node:fs/promises';
 import type { BackupInterval } from '../../domain/plans.js';
 import { iso, isoOrNull } from '../../domain/time.js';
-import { INTERVAL_MS, isOverdue, lockProfile, nextDueAt, readRunState, type RunState, writeRunState } from './agent-state.js';
+import { randomInt } from 'node:crypto';
+import { VERSION } from '../../lib/version.js';
+import { drillNeedsRead, serverRecordsNoDrills } from '../error-texts.js';
+import { drillBackups, drillChoice, drillLine, NO_DRILL_ROUTE } from './drill.js';
+import { drillDue, INTERVAL_MS, isOverdue, lockProfile, nextDueAt, readRunState, type RunState, writeRunState } from './agent-state.js';
 import {
   type BackupResult,
   chainForProfile,
@@ -174,15 +178,18 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
     const plan = await planRun(input, work, cause);
     const run = new AgentRun(input, plan, work, cause, () => clearTimeout(deadlineTimer));
     if (plan.earlyFailure !== undefined) return await run.failEarly(plan.earlyFailure);
+    let outcome: RunOutcome;
     if (plan.due !== null && plan.due > plan.now) {
-      return await run.finish(
+      outcome = await run.finish(
         run.skipped(
           plan.due,
           plan.intervalMs === null ? 'not due (as the server said at the last run)' : `not due (one backup per ${plan.interval})`,
         ),
       );
-    }
-    return await run.backUp();
+    } else outcome = await run.backUp();
+    // The profile's restore drill, when due (whatever became of the backup: the older backups are still there).
+    await run.drillIfDue();
+    return outcome;
   } finally {
     clearTimeout(deadlineTimer);
     release();
@@ -249,6 +256,7 @@ class AgentRun {
       lastBackupId: previous?.lastBackupId ?? null,
       nextDueAt: isoOrNull(due),
       overdueNotifiedAt: previous?.overdueNotifiedAt ?? null,
+      lastDrillAt: previous?.lastDrillAt ?? null,
     };
   }
 
@@ -280,6 +288,57 @@ class AgentRun {
 
   skipped(at: number | null, why: string): RunOutcome {
     return { outcome: 'skipped', profile: this.name, backupId: null, nextDueAt: isoOrNull(at), interval: this.plan.interval, why };
+  }
+
+  /**
+   * The profile's restore drill when its `drill` setting says one is due (docs/client.md#restore-drills): the newest
+   * READY backup and a random older one, verified whole and recorded at the server as attestations. A failed drill
+   * is notified; a drill that could not run (no passphrase, a key that may not read, the network) is a warning and
+   * is tried again at the next run.
+   */
+  async drillIfDue(): Promise<void> {
+    const setting = this.profile.drill;
+    if (setting === 'off' || this.work.aborted || !drillDue(setting, this.state.lastDrillAt, Date.now())) return;
+    const { client, warn } = this.input;
+    const notRun = (why: string) => warn(`restore drill of profile ${this.name} not run: ${why}`);
+    const words = (error: unknown) =>
+      error instanceof CofferApiError && error.code === 'insufficient_scope' ? drillNeedsRead() : this.input.explain(error).message;
+    let accountId: string | undefined;
+    let targets: string[];
+    try {
+      accountId = (await client.readAccount(this.work)).accountId;
+      targets = drillChoice((await client.listBackups(this.work)).backups, randomInt);
+    } catch (error) {
+      if (this.input.signal.aborted) throw error;
+      return notRun(words(error));
+    }
+    if (targets.length === 0) return; // no READY backup yet: the first drill comes once there is one
+    if (accountId === undefined) return notRun(serverRecordsNoDrills(VERSION, 'nothing was checked'));
+    let material: Buffer;
+    try {
+      material = await this.input.masterKey();
+    } catch (error) {
+      if (this.input.signal.aborted) throw error;
+      return notRun(words(error));
+    }
+    let drilled;
+    try {
+      drilled = await drillBackups(
+        targets.map((backupId) => ({ backupId, accountId })),
+        { client, material, signal: this.work, explain: (error) => words(error), onReport: (report) => warn(drillLine(report)) },
+      );
+    } finally {
+      wipe(material);
+    }
+    if (!drilled.serverRecords) warn(serverRecordsNoDrills(VERSION, 'the backups were checked'));
+    // Done once every backup was checked and its result recorded (or the server keeps no record): else tried again.
+    if (drilled.reports.every((r) => r.result !== 'not-run' && (r.recorded || r.notRecorded === NO_DRILL_ROUTE))) {
+      this.state.lastDrillAt = new Date().toISOString();
+    }
+    for (const report of drilled.reports.filter((r) => r.result === 'failed')) {
+      await this.send('drill-failed', { backupId: report.backupId, failure: 'integrity' });
+    }
+    await writeRunState(this.input.stateDir, this.name, this.state);
   }
 
   /** A run that failed before the decision: the on-failure hook, the notification, the state. */

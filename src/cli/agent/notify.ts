@@ -10,7 +10,7 @@ import { plural } from '../../domain/words.js';
 import os from 'node:os';
 import type { Profile } from './profiles.js';
 
-export type NotifyEvent = 'start' | 'success' | 'failure' | 'overdue';
+export type NotifyEvent = 'start' | 'success' | 'failure' | 'overdue' | 'drill-failed';
 
 /** Why a run failed, as a category (an error message could name files, so it is never sent). */
 export type FailureKind = 'hook' | 'source' | 'too-large' | 'server' | 'network' | 'integrity' | 'configuration' | 'interrupted' | 'other';
@@ -58,6 +58,8 @@ function line(event: NotifyEvent, facts: RunFacts, host: string): string {
       return `${who}: backup FAILED (${facts.failure ?? 'other'}, exit ${facts.exitCode ?? 1})`;
     case 'overdue':
       return `${who}: backup OVERDUE (last success ${facts.lastSuccessAt ?? 'never'})`;
+    case 'drill-failed':
+      return `${who}: restore drill FAILED for backup ${facts.backupId ?? ''} (${facts.failure ?? 'integrity'})`;
   }
 }
 
@@ -88,18 +90,28 @@ const origin = (url: string) => new URL(url).origin;
  * targets ignore them; Slack and Mattermost read `text`, Discord `content` (docs/client.md#notifications).
  */
 export function ntfyHeaders(event: NotifyEvent): Record<string, string> {
-  const title = { start: 'backup started', success: 'backup done', failure: 'backup FAILED', overdue: 'backup overdue' }[event];
+  const title = {
+    start: 'backup started',
+    success: 'backup done',
+    failure: 'backup FAILED',
+    overdue: 'backup overdue',
+    'drill-failed': 'restore drill FAILED',
+  }[event];
   return {
     'x-template': 'yes',
     'x-title': `Coffer: ${title}`,
     'x-message': '{{.text}}',
-    'x-priority': event === 'failure' || event === 'overdue' ? '4' : '3',
+    'x-priority': event === 'failure' || event === 'overdue' || event === 'drill-failed' ? '4' : '3',
     'x-tags': event === 'success' ? 'white_check_mark' : event === 'start' ? 'hourglass' : 'warning',
   };
 }
 
-/** The URLs an event goes to: the healthchecks ping (start, success, failure) and the profile's targets. */
+/**
+ * The URLs an event goes to: the healthchecks ping (start, success, failure) and the profile's targets. A failed
+ * restore drill goes to the failure targets (the healthchecks check follows the backups, which may be fine).
+ */
 export function targetsFor(notify: Profile['notify'], event: NotifyEvent): string[] {
+  if (event === 'drill-failed') return [...notify.failure];
   const urls: string[] = [];
   if (notify.healthchecks && event !== 'overdue') {
     const base = notify.healthchecks.replace(/\/+$/, '');

@@ -72,46 +72,60 @@ const ApiKeySource = z.union([z.strictObject({ file: z.string().min(1, 'expected
 /** A notification target: a URL that receives a POST of the JSON summary (ntfy, chat webhooks, anything). */
 const Targets = z.array(httpUrl).max(8);
 
-export const ProfileSchema = z.strictObject({
-  url: httpUrl,
-  apiKey: ApiKeySource,
-  blobApiUrl: httpUrl.optional(),
-  recipient: z
-    .string()
-    .regex(/^coffer1[02-9ac-hj-np-z]+$/, 'expected a recipient string (coffer1…, from `coffer recipient`)')
-    .optional(),
-  paths: z.array(z.string().min(1, 'expected a path')).min(1, 'expected at least one path to back up'),
-  excludes: z.array(z.string().min(1, 'expected a pattern')).default([]),
-  name: z.string().min(1).max(200).optional(),
-  runTimeoutMinutes: z
-    .number('expected a whole number of minutes')
-    .int()
-    .min(1, 'expected 1 minute or more')
-    .max(10_080, 'expected at most 10080 minutes (a week)')
-    .default(DEFAULT_RUN_TIMEOUT_MINUTES),
-  hooks: z
-    .strictObject({
-      before: command.optional(),
-      after: command.optional(),
-      onFailure: command.optional(),
-      timeoutSeconds: z
-        .number('expected a whole number of seconds')
-        .int()
-        .min(1, 'expected 1 second or more')
-        .max(86_400, 'expected at most 86400 seconds (a day)')
-        .default(DEFAULT_HOOK_TIMEOUT_SECONDS),
-    })
-    .default({ timeoutSeconds: DEFAULT_HOOK_TIMEOUT_SECONDS }),
-  notify: z
-    .strictObject({
-      /** healthchecks.io style: `<url>/start` before, `<url>` on success, `<url>/fail` on failure. */
-      healthchecks: httpUrl.optional(),
-      success: Targets.default([]),
-      failure: Targets.default([]),
-      overdue: Targets.default([]),
-    })
-    .default({ success: [], failure: [], overdue: [] }),
-});
+/** How often the agent drills a profile's backups (docs/client.md#restore-drills). */
+export const DRILL_SETTINGS = ['off', 'daily', 'weekly'] as const;
+export type DrillSetting = (typeof DRILL_SETTINGS)[number];
+
+/** A profile that seals to a recipient is a backup host's: it holds no passphrase, so it cannot drill. */
+export const DRILL_ON_HOST_PROFILE =
+  'a profile with a recipient runs on a backup host, which holds no passphrase and cannot open a backup to drill it: ' +
+  'set "drill" on a profile of a machine with the passphrase (the owner\'s workstation), or leave it "off" here';
+
+export const ProfileSchema = z
+  .strictObject({
+    url: httpUrl,
+    apiKey: ApiKeySource,
+    blobApiUrl: httpUrl.optional(),
+    recipient: z
+      .string()
+      .regex(/^coffer1[02-9ac-hj-np-z]+$/, 'expected a recipient string (coffer1…, from `coffer recipient`)')
+      .optional(),
+    paths: z.array(z.string().min(1, 'expected a path')).min(1, 'expected at least one path to back up'),
+    excludes: z.array(z.string().min(1, 'expected a pattern')).default([]),
+    name: z.string().min(1).max(200).optional(),
+    runTimeoutMinutes: z
+      .number('expected a whole number of minutes')
+      .int()
+      .min(1, 'expected 1 minute or more')
+      .max(10_080, 'expected at most 10080 minutes (a week)')
+      .default(DEFAULT_RUN_TIMEOUT_MINUTES),
+    hooks: z
+      .strictObject({
+        before: command.optional(),
+        after: command.optional(),
+        onFailure: command.optional(),
+        timeoutSeconds: z
+          .number('expected a whole number of seconds')
+          .int()
+          .min(1, 'expected 1 second or more')
+          .max(86_400, 'expected at most 86400 seconds (a day)')
+          .default(DEFAULT_HOOK_TIMEOUT_SECONDS),
+      })
+      .default({ timeoutSeconds: DEFAULT_HOOK_TIMEOUT_SECONDS }),
+    notify: z
+      .strictObject({
+        /** healthchecks.io style: `<url>/start` before, `<url>` on success, `<url>/fail` on failure. */
+        healthchecks: httpUrl.optional(),
+        success: Targets.default([]),
+        failure: Targets.default([]),
+        overdue: Targets.default([]),
+      })
+      .default({ success: [], failure: [], overdue: [] }),
+    drill: z.enum(DRILL_SETTINGS, 'expected "off", "daily" or "weekly"').default('off'),
+  })
+  .superRefine((profile, context) => {
+    if (profile.recipient && profile.drill !== 'off') context.addIssue({ code: 'custom', path: ['drill'], message: DRILL_ON_HOST_PROFILE });
+  });
 
 export type Profile = z.output<typeof ProfileSchema>;
 export type ProfileInput = z.input<typeof ProfileSchema>;

@@ -10,6 +10,7 @@ import {
   configFile,
   keyFileIsShared,
   keyFilePath,
+  type Profile,
   type ProfileInput,
   readProfiles,
   validateProfile,
@@ -38,6 +39,7 @@ interface AddOptions {
   notifySuccess: string[];
   notifyFailure: string[];
   notifyOverdue: string[];
+  drill?: string;
   default?: boolean;
   force?: boolean;
   json?: boolean;
@@ -101,6 +103,11 @@ function registerProfileAdd(profile: Command): void {
       collect,
       [],
     )
+    .option(
+      '--drill <how-often>',
+      'restore drills by the agent: off (default), daily or weekly (the newest backup and a random older one, checked ' +
+        'and recorded; needs the passphrase, so never on a backup host)',
+    )
     .option('--default', 'make it the default profile (the first profile is the default anyway)')
     .option('--force', 'replace a profile of that name')
     .option('--json', 'print the saved profile as JSON')
@@ -146,6 +153,7 @@ function registerProfileAdd(profile: Command): void {
             failure: options.notifyFailure,
             overdue: options.notifyOverdue,
           },
+          ...(options.drill !== undefined ? { drill: options.drill as Profile['drill'] } : {}),
         };
         const validated = validateProfile(name, input);
         if (keyFile !== undefined) {
@@ -213,6 +221,7 @@ function registerProfileShow(profile: Command): void {
             `hooks:       ${hooks.join('; ') || '-'} (timeout ${p.hooks.timeoutSeconds} s)`,
             `healthchecks:${p.notify.healthchecks ? ` ${new URL(p.notify.healthchecks).origin}/…` : ' -'}`,
             `notify:      ${p.notify.success.length} on success, ${p.notify.failure.length} on failure, ${p.notify.overdue.length} when overdue`,
+            `drills:      ${p.drill === 'off' ? 'off' : `${p.drill} (the newest backup and a random older one)`}`,
           ].join('\n'),
         );
       }),

@@ -10,7 +10,7 @@ import { discard, listInto, readTar, type ListedEntry } from './extract.js';
 import { IntegrityError, masterKeys, nodePrimitives, wipe, type BackupMetadata } from './envelope.js';
 import { signAttestation, type AttestationRequestBody, type DrillCheck } from './attestation.js';
 import { openBackup, readBackup, type RestoreEvent } from './restore.js';
-import { DRILL_CHECKS } from '../contract/attestation.js';
+import { DRILL_CHECKS } from './attestation.js';
 import type { BackupRecordBody, CofferClient } from './sdk.js';
 
 export interface ListOptions {

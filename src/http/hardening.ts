@@ -17,7 +17,7 @@ const API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'";
 const API_CORS: Record<string, string> = {
   'access-control-allow-origin': '*',
   'access-control-expose-headers':
-    'Retry-After, X-RateLimit-Policy, Coffer-Max-Archive-Bytes, Content-Disposition, Content-Range, Content-Length, ETag, X-Request-Id',
+    'Retry-After, X-RateLimit-Policy, Coffer-Max-Archive-Bytes, Content-Disposition, Content-Range, Content-Length, ETag, X-Request-Id, X-Coffer-Vault-History-Days, X-Coffer-Account-Id',
 };
 
 const API_PREFLIGHT: Record<string, string> = {

@@ -5,14 +5,9 @@
  * attestation rows (recorded_at in the past) and the backups' locked_until (S3 Object Lock, which neither s3rver nor
  * the fs store can give).
  */
-import { randomUUID } from 'node:crypto';
-import path from 'node:path';
-import Database from 'better-sqlite3';
-import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { SQLITE_FILE } from '../../src/store/sqlite.js';
-import { pgClientConfig } from '../../src/store/postgres.js';
-import { readyBackup, useServer, type Fixture } from '../helpers/fixture.js';
+import { attestationRow, lockUntil, onDatabase } from '../helpers/arrange-db.js';
+import { readyBackup, useServer } from '../helpers/fixture.js';
 import { ManualClock } from '../helpers/clock.js';
 import { skipPg } from '../helpers/pg.js';
 import { assertBuilt, json, runCli } from '../client/helpers.js';
@@ -22,47 +17,8 @@ const DAY = 24 * 3_600_000;
 /** In an attestation's payload: it must never reach the operator. */
 const CANARY = 'drill-canary-machine-7f31';
 
-/** Runs statements (with `?` placeholders) on the server's own database, as arranging data. */
-async function onDatabase(fx: Fixture, statements: [string, unknown[]][]): Promise<void> {
-  const url = fx.server.parts.config.databaseUrl;
-  if (url === null) {
-    const db = new Database(path.join(fx.server.dataDir, SQLITE_FILE));
-    try {
-      for (const [statement, params] of statements) db.prepare(statement).run(...params);
-    } finally {
-      db.close();
-    }
-    return;
-  }
-  const client = new pg.Client(pgClientConfig(url));
-  await client.connect();
-  try {
-    for (const [statement, params] of statements) {
-      let n = 0;
-      await client.query(
-        statement.replace(/\?/g, () => `$${++n}`),
-        params,
-      );
-    }
-  } finally {
-    await client.end();
-  }
-}
-
-/** An attestation row as the attestations API stores it, recorded `ageMs` ago. */
-function attestation(accountId: string, backupId: string, ageMs: number, result: 'passed' | 'failed'): [string, unknown[]] {
-  const at = Date.now() - ageMs;
-  const payload = Buffer.from(JSON.stringify({ backupId, result, drilledBy: { machine: CANARY } })).toString('base64');
-  return [
-    'insert into restore_attestations (id, account_id, backup_id, recorded_at, recorded_by, checked_at, result, payload, mac) values (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-    [randomUUID(), accountId, backupId, at, 'key-1', at, result, payload, Buffer.alloc(32).toString('base64')],
-  ];
-}
-
-const lockUntil = (backupId: string, until: number): [string, unknown[]] => [
-  'update backups set locked_until = ? where id = ?',
-  [until, backupId],
-];
+const attestation = (accountId: string, backupId: string, at: number, result: 'passed' | 'failed') =>
+  attestationRow(accountId, backupId, at, result, CANARY);
 
 interface Row {
   accountId: string;
@@ -116,12 +72,13 @@ function drillsAndLocks(engine: 'SQLite' | 'PostgreSQL') {
       for (const plan of ['free', 'plus', 'pro']) expect(gauge(metrics, name, plan), `${name} ${plan}`).toBe(0);
     }
     const staleBackup = (await fx.server.parts.stores.backups.listBackups(ids.stale, ['READY']))[0]!.id;
-    await onDatabase(fx, [
+    const now = clock.now();
+    await onDatabase(fx.server, [
       // The drilled account: an old drill that passed, then a recent one that reported a failure (the newest counts).
-      attestation(ids.drilled, backups.kept, 20 * DAY, 'passed'),
-      attestation(ids.drilled, backups.expired, 3 * DAY, 'failed'),
+      attestation(ids.drilled, backups.kept, now - 20 * DAY, 'passed'),
+      attestation(ids.drilled, backups.expired, now - 3 * DAY, 'failed'),
       // The stale account: one drill, 20 days ago (COFFER_DRILL_MAX_AGE: 14d by default).
-      attestation(ids.stale, staleBackup, 20 * DAY, 'passed'),
+      attestation(ids.stale, staleBackup, now - 20 * DAY, 'passed'),
       lockUntil(backups.kept, until.kept),
       lockUntil(backups.expired, Date.now() - DAY),
       lockUntil(backups.deleted, until.deleted),

@@ -59,6 +59,7 @@ function layerRule(folder, allowed) {
  * `Services` type) holds every port.
  */
 const SERVICE_PORTS = {
+  'attestations.ts': ['attestations', 'accounts'],
   'audit.ts': ['audit'],
   'backups.ts': ['backups', 'accounts'],
   'binary-fields.ts': [],
@@ -91,6 +92,7 @@ const PORT_MODULES = {
   audit: 'audit',
   settings: 'settings',
   multipart: 'multipart',
+  attestations: 'attestations',
 };
 const servicePortsRule = {
   meta: { type: 'problem', schema: [] },

@@ -22,6 +22,14 @@ export const API_TAGS = [
       "Extension: accounts an owner added for backup hosts that keep their own cadence, with a copy of the owner's vault " +
       "envelope. The owner's credentials (not append-only) read their backups; nothing here writes.",
   },
+  {
+    name: 'Restore attestations',
+    description:
+      'Extension: what a restore drill reported of a backup (downloaded, decrypted and checked end to end, nothing ' +
+      'written), as its client authenticated it with a key derived from the vault master key ' +
+      '(docs/crypto.md#restore-attestations). The server stores and shows attestations; it cannot check, forge or ' +
+      'alter one: clients verify them after unlocking (docs/api-rules.md#attestations).',
+  },
 ];
 
 /** How an API key may be restricted beyond its scopes (the security schemes' descriptions say it). */
@@ -41,6 +49,24 @@ const OPERATION_DESCRIPTIONS: Record<string, string> = {
     "caller's host accounts (another account's, a malformed one) answers `404 not_found`, as does an append-only key. " +
     'Its backups are then read, followed and downloaded with the usual `/api/backups/{id}` operations; deleting them ' +
     'stays with the host account. Needs `backups:read`.',
+  recordAttestation:
+    "Extension. Stores a drill's attestation of a backup the caller may read (its own, or an owner's host account's " +
+    'with a credential that is not append-only; any other id is `404 backup_not_found`). `payload` is standard base64 ' +
+    "of at most 4096 bytes of UTF-8 JSON (AttestationPayload: its `backupId` must be the path's id, its `accountId` " +
+    "the backup's account, `checkedAt` an RFC 3339 date-time; members it does not know are kept) and `mac` standard " +
+    'base64 of 32 bytes; anything else is `400 validation_failed` naming the member. The backup must be `READY` (else ' +
+    '`409 invalid_backup_state`, `details.status`). The server cannot check the mac: it stores both as sent and reads ' +
+    '`checkedAt` and `result` to show them. A backup keeps its newest 20 attestations; recording another drops the ' +
+    'oldest. Needs `backups:read` (a write-only key cannot drill).',
+  listBackupAttestations:
+    "Extension. A backup's attestations (at most 20), newest first by `recordedAt`, for any backup the caller may read " +
+    "(as `GET /api/backups/{id}`; else `404 backup_not_found`). Unverified: check each `mac` with the vault's key " +
+    'before trusting `result`. Needs `backups:read`.',
+  listAttestations:
+    "Extension. The attestations of every `READY` backup of the caller's account and, for a credential that is not " +
+    "append-only, of its host accounts' backups, newest first by `recordedAt`; `limit` from 1 to 1000 (default 200), " +
+    'else `400 validation_failed`. Attestations of deleted or expired backups are not listed. Unverified, as above. ' +
+    'Needs `backups:read` (an API key or the console session).',
   getBackupAccount:
     "The plan's backup interval and, once the vault is bootstrapped, the KDF parameters and the wrapped master key " +
     'a client needs to unlock its backups. Needs `backups:read`.',

@@ -7,6 +7,7 @@ import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOpti
 import type { OpenAPIV3_1 } from 'openapi-types';
 import FindMyWay from 'find-my-way';
 import { accountReadRoutes, accountWriteRoutes } from '../api/account.js';
+import { ATTESTATION_SCHEMAS, attestationReadRoutes, attestationWriteRoutes } from '../api/attestations.js';
 import { backupReadRoutes, backupWriteRoutes } from '../api/backups.js';
 import { hostAccountRoutes } from '../api/hosts.js';
 import type { RouteContext } from '../api/context.js';
@@ -203,7 +204,7 @@ async function registerOpenApi(app: App, parts: Services): Promise<void> {
       return document;
     },
   });
-  for (const schema of COMPONENT_SCHEMAS) app.addSchema(schema);
+  for (const schema of [...COMPONENT_SCHEMAS, ...ATTESTATION_SCHEMAS]) app.addSchema(schema);
 }
 
 /** A path no route has: 405 with Allow when another method has it, else 404; every other error in the API's form. */
@@ -259,11 +260,13 @@ async function registerRoutes(app: App, parts: Services, ctx: RouteContext): Pro
     await scope.register(accountReadRoutes, ctx);
     await scope.register(backupReadRoutes, ctx);
     await scope.register(hostAccountRoutes, ctx);
+    await scope.register(attestationReadRoutes, { ...ctx, attestations: parts.attestations });
   });
   await app.register(async (scope) => {
     jsonBodies(scope);
     await scope.register(accountWriteRoutes, ctx);
     await scope.register(backupWriteRoutes, ctx);
+    await scope.register(attestationWriteRoutes, { ...ctx, attestations: parts.attestations });
   });
   await app.register(async (scope) => {
     streamedBodies(scope);

@@ -6,6 +6,7 @@ import type { BlobStore, DirectTransfers, MultipartBlobStore } from '../blobs/bl
 import { FsBlobStore } from '../blobs/fs.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { LocalStatusBus, type StatusBus } from '../events/status-bus.js';
+import { AttestationService } from '../services/attestations.js';
 import { AuditTrail } from '../services/audit.js';
 import { BackupService } from '../services/backups.js';
 import type { BlobHostService } from '../services/blob-host.js';
@@ -63,7 +64,7 @@ export async function openInternalTransfers(config: Config): Promise<DirectTrans
   return new S3Presigner({ ...s3Options(config), publicEndpoint: null, lifetimeMs: config.s3.urlLifetimeMs });
 }
 
-type BackupServices = Pick<Services, 'vault' | 'retention' | 'quotas' | 'backups' | 'readPolicy'>;
+type BackupServices = Pick<Services, 'vault' | 'retention' | 'quotas' | 'backups' | 'readPolicy' | 'attestations'>;
 
 /**
  * The services of vaults and backups over their ports and backends, with the Config's limits: one construction for the
@@ -85,7 +86,14 @@ function backupServices(
     uploadWindowMs: config.uploadWindowMs,
     ...presigners,
   });
-  return { vault, retention, quotas, backups, readPolicy: new ReadPolicy(stores, backups) };
+  return {
+    vault,
+    retention,
+    quotas,
+    backups,
+    readPolicy: new ReadPolicy(stores, backups),
+    attestations: new AttestationService(stores, clock),
+  };
 }
 
 /** The services of accounts, keys, sign-ins and the operator over their ports. */

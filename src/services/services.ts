@@ -7,6 +7,7 @@ import type { Config } from '../config.js';
 import type { Clock } from '../domain/clock.js';
 import type { StatusBus } from '../events/status-bus.js';
 import type { Stores } from '../store/ports/stores.js';
+import type { AttestationService } from './attestations.js';
 import type { AuditTrail } from './audit.js';
 import type { BackupService } from './backups.js';
 import type { BlobHostService } from './blob-host.js';
@@ -42,6 +43,8 @@ export interface Services {
   backups: BackupService;
   /** Who may read which backups: the caller's own, and an owner its host accounts'. */
   readPolicy: ReadPolicy;
+  /** Restore attestations: what drills reported, per backup, for whoever may read the backup. */
+  attestations: AttestationService;
   keys: KeyService;
   /** The per-account audit trail of destructive and key-changing actions. */
   audit: AuditTrail;

@@ -71,3 +71,12 @@ export class Sha256 {
     return sodium.to_hex(sodium.crypto_hash_sha256_final(this.state));
   }
 }
+
+/** Restore attestations (docs/crypto.md#restore-attestations): verify each one after unlock with the ring's keys. */
+export {
+  type AttestationPayloadBody,
+  type AttestationVerdict,
+  type DrillOutcome,
+  signAttestation,
+  verifyAttestation,
+} from '../../../src/client/attestation.js';

@@ -3,6 +3,7 @@
  * names (src/services/*), and the metadata cache wraps only the ports whose reads it serves.
  */
 import type { AccountStore } from './accounts.js';
+import type { AttestationStore } from './attestations.js';
 import type { AuditStore } from './audit.js';
 import type { BackupStore } from './backups.js';
 import type { Database } from './database.js';
@@ -28,4 +29,6 @@ export interface Stores {
   audit: AuditStore;
   settings: SettingStore;
   multipart: MultipartStore;
+  /** Restore attestations: not cached. */
+  attestations: AttestationStore;
 }

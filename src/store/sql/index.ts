@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Stores } from '../ports/stores.js';
 import type { Database as Schema } from '../schema.js';
 import { SqlAccountStore } from './accounts.js';
+import { SqlAttestationStore } from './attestations.js';
 import { SqlAuditStore } from './audit.js';
 import { SqlBackupStore } from './backups.js';
 import { SqlContext } from './context.js';
@@ -32,5 +33,6 @@ export function sqlStores(kind: 'sqlite' | 'postgres', db: Kysely<Schema>, chang
     audit: new SqlAuditStore(ctx),
     settings: new SqlSettingStore(ctx),
     multipart: new SqlMultipartStore(ctx),
+    attestations: new SqlAttestationStore(ctx),
   };
 }

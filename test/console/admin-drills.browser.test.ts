@@ -2,13 +2,15 @@
  * The operator console's view of restore drills and locked backups in headless Chromium against a real server
  * (docs/operations.md#restore-drills): the accounts list shows each account's newest drill (its age, a reported
  * failure, "never"), the account page its "Last drill" and "Locked" facts and a "Locked backups" table (a DELETED record
- * still locked included), at 1280 px and at 390 px; no attestation payload reaches the page. Accounts and backups are
- * made through the API; the attestation rows and the Object Lock dates are arranged in the database (data only).
+ * still locked included), at 1280 px and at 390 px; no attestation payload reaches the page. Accounts, backups and
+ * drills go through the API (the server's clock set back for the old drill); the Object Lock dates are arranged in the
+ * database (data only: s3rver and the fs store have no Object Lock).
  */
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
-import { attestationRow, lockUntil, onDatabase } from '../helpers/arrange-db.js';
+import { lockUntil, onDatabase } from '../helpers/arrange-db.js';
+import { recordDrill } from '../helpers/drills.js';
 import { ManualClock } from '../helpers/clock.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { assertBuilt, json, runCli } from '../client/helpers.js';
@@ -18,8 +20,9 @@ const DAY = 24 * 3_600_000;
 const CANARY = 'drill-canary-machine-93c0';
 
 describe.skipIf(!hasChromium)("the operator console's view of restore drills and locked backups", { timeout: 240_000 }, () => {
-  // Two backups of one pro account need 30 minutes between them: the server's clock starts back and catches up.
-  const clock = new ManualClock(Date.now() - 3_600_000);
+  // The server's clock starts 10 days back (two backups of a pro account 30 minutes apart, a drill that passed), moves
+  // to three days ago (a drill that reported a failure), then catches up with the real one.
+  const clock = new ManualClock(Date.now() - 10 * DAY);
   let server: TestServer;
   let browser: Browser;
   const ids = { drilled: '', never: '' };
@@ -52,15 +55,13 @@ describe.skipIf(!hasChromium)("the operator console's view of restore drills and
     clock.advance(31 * 60_000);
     backups.deleted = await ready(call, 3000);
     expect((await call('DELETE', `/api/backups/${backups.deleted}`)).status).toBe(200);
+    const backup = { id: backups.kept, accountId: ids.drilled };
+    await recordDrill(call, backup, 'passed', CANARY);
+    clock.advance(Date.now() - 3 * DAY - 3_600_000 - clock.now());
+    await recordDrill(call, backup, 'failed', CANARY);
     clock.advance(Math.max(0, Date.now() - clock.now()));
-    const now = clock.now();
-    Object.assign(until, { kept: now + 100 * DAY, deleted: now + 200 * DAY });
-    await onDatabase(server, [
-      attestationRow(ids.drilled, backups.kept, now - 10 * DAY, 'passed', CANARY),
-      attestationRow(ids.drilled, backups.kept, now - 3 * DAY - 3_600_000, 'failed', CANARY),
-      lockUntil(backups.kept, until.kept),
-      lockUntil(backups.deleted, until.deleted),
-    ]);
+    Object.assign(until, { kept: clock.now() + 100 * DAY, deleted: clock.now() + 200 * DAY });
+    await onDatabase(server, [lockUntil(backups.kept, until.kept), lockUntil(backups.deleted, until.deleted)]);
   }, 180_000);
   afterAll(async () => {
     await browser?.close();

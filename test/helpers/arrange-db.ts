@@ -1,8 +1,7 @@
 /**
- * Arranging data in a test server's own database, for what no API here can produce: restore attestations until their
- * API lands, a backup's Object Lock date (s3rver and the fs store have no Object Lock). Data only, never behaviour.
+ * Arranging data in a test server's own database, for what no API here can produce: a backup's Object Lock date (s3rver
+ * and the fs store have no Object Lock). Data only, never behaviour.
  */
-import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
@@ -37,15 +36,6 @@ export async function onDatabase(server: TestServer, statements: Statement[]): P
   } finally {
     await client.end();
   }
-}
-
-/** An attestation row as the attestations API stores it, recorded at `at`; its payload holds `canary`. */
-export function attestationRow(accountId: string, backupId: string, at: number, result: 'passed' | 'failed', canary: string): Statement {
-  const payload = Buffer.from(JSON.stringify({ backupId, result, drilledBy: { machine: canary } })).toString('base64');
-  return [
-    'insert into restore_attestations (id, account_id, backup_id, recorded_at, recorded_by, checked_at, result, payload, mac) values (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-    [randomUUID(), accountId, backupId, at, 'key-1', at, result, payload, Buffer.alloc(32).toString('base64')],
-  ];
 }
 
 /** The Object Lock retain-until date the S3 store records for a backup's object. */

@@ -207,7 +207,12 @@ async function accountDetail(services: AdminServices, accountId: string) {
     account: account!,
     owner,
     hosts: related,
-    locked: locked.map(({ backupId, status, ciphertextSizeBytes, lockedUntil }) => ({ backupId, status, ciphertextSizeBytes, lockedUntil })),
+    locked: locked.map(({ backupId, status, ciphertextSizeBytes, lockedUntil }) => ({
+      backupId,
+      status,
+      ciphertextSizeBytes,
+      lockedUntil,
+    })),
     keys: found.keys.map((key) => ({
       ...key,
       createdAt: iso(key.createdAt),

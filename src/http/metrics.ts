@@ -192,7 +192,11 @@ export class Metrics {
       'Backups whose object the store keeps locked (S3 Object Lock), DELETED records still locked included, by plan.',
       (p) => p.lockedBackups + p.lockedDeletedBackups,
     );
-    perPlan('coffer_locked_bytes', 'Ciphertext bytes of the locked objects counted by coffer_locked_backups, by plan.', (p) => p.lockedBytes);
+    perPlan(
+      'coffer_locked_bytes',
+      'Ciphertext bytes of the locked objects counted by coffer_locked_backups, by plan.',
+      (p) => p.lockedBytes,
+    );
     new Counter({
       name: 'coffer_quota_refusals_total',
       help: 'Requests refused for the storage quota on this node, by where: create (409 quota_exceeded) or upload (413).',

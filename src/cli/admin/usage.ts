@@ -82,7 +82,14 @@ function usageTable(report: UsageReport): string {
   // The last column, unnamed, holds AT QUOTA where a fleet or an account has reached its quota.
   const header = ['ACCOUNT', 'PLAN', 'STORED', 'QUOTA', 'BACKUPS', 'LAST READY', 'OVERDUE', 'LAST DRILL', 'LOCKED', ''];
   const now = Date.parse(report.at);
-  const text = [textTable(header, owners.flatMap((owner) => fleetRows(owner, now))), '', `total: ${totalsWords(report.totals)}`];
+  const text = [
+    textTable(
+      header,
+      owners.flatMap((owner) => fleetRows(owner, now)),
+    ),
+    '',
+    `total: ${totalsWords(report.totals)}`,
+  ];
   for (const [name, plan] of Object.entries(report.totals.plans)) text.push(`  ${name}: ${totalsWords(plan)}`);
   return text.join('\n');
 }

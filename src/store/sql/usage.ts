@@ -82,7 +82,11 @@ export class SqlUsageStore implements UsageStore {
   }
 
   async safety(now: number, accountId?: string): Promise<AccountSafetyRow[]> {
-    const locked = (eb: ExpressionBuilder<Schema & { a: AccountsTable }, 'a'>, what: RawBuilder<string | number | null>, where: RawBuilder<boolean>) =>
+    const locked = (
+      eb: ExpressionBuilder<Schema & { a: AccountsTable }, 'a'>,
+      what: RawBuilder<string | number | null>,
+      where: RawBuilder<boolean>,
+    ) =>
       eb
         .selectFrom('backups')
         .select(what.as('v'))

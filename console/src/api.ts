@@ -35,6 +35,7 @@ import type {
   SignInBody,
   VaultHistory as VaultHistorySchema,
 } from '../../src/contract/console-schemas.js';
+import type { AttestationListBody } from '../../src/contract/attestation.js';
 import { consoleErrorText, consoleMessage } from './error-texts.js';
 import { resolveRoute, type Call, type CallArguments } from './route-map.js';
 import { TERMINAL_STATUSES, type BackupStatus } from '../../src/domain/backups.js';
@@ -72,6 +73,8 @@ interface Routes {
   'GET /api/backups/:id': { response: BackupDetailBody };
   'DELETE /api/backups/:id': { response: DeleteBackupResponseBody };
   'GET /api/host-accounts': { response: HostAccountListBody };
+  'GET /api/attestations?limit=:limit': { response: AttestationListBody };
+  'GET /api/backups/:id/attestations': { response: AttestationListBody };
   'GET /api/host-accounts/:accountId/backups': { response: BackupListBody };
   'GET /console/api/session': { response: SessionInfo };
   'POST /console/api/session': { request: Static<typeof SignInBody>; response: SessionInfo };

@@ -8,6 +8,9 @@
 import { useEffect, useState } from 'preact/hooks';
 import { dekForm, type KeyUse } from '../../src/client/key-usage.js';
 import { ApiError, api, type BackupKeyEntry } from './api.js';
+import { type DrillFindings, type ProfileFacts } from './drills.js';
+import { verifyDrills } from './drill-check.js';
+import { readAttestations } from './drill-list.js';
 import { plural } from './format.js';
 import { letStatusRender, useUnlock, VaultPassphraseForm } from './unlock.js';
 
@@ -18,13 +21,12 @@ export interface KnownKeys {
   uses: Map<string, KeyUse | 'unopened'>;
   /** Per backup id: its name and source, read from its sealed metadata in this page (never sent anywhere). */
   described?: Map<string, BackupDescription>;
+  /** The drill attestations the server shows, each verified with this vault's keys (drills.ts). */
+  drills?: DrillFindings;
 }
 
-/** What the sealed metadata says a backup is: its name and where it was made from. */
-export interface BackupDescription {
-  name: string;
-  source: string;
-}
+/** What the sealed metadata says a backup is: its name, where it was made from, and its profile's chain. */
+export type BackupDescription = ProfileFacts;
 
 let known: KnownKeys | null = null;
 const listeners = new Set<() => void>();
@@ -35,14 +37,35 @@ export function rememberKeys(
   fingerprints: string[],
   uses: Map<string, KeyUse | 'unopened'>,
   described: Map<string, BackupDescription> = new Map(),
+  drills?: DrillFindings,
 ): void {
   const sameRing = known !== null && known.fingerprints.join() === fingerprints.join();
   known = {
     fingerprints,
     uses: sameRing ? new Map([...known!.uses, ...uses]) : uses,
     described: sameRing ? new Map([...(known!.described ?? []), ...described]) : described,
+    drills: sameRing ? mergeDrills(known!.drills, drills) : drills,
   };
   changed();
+}
+
+/** A later check replaces what an earlier one found for the backups it covers (a full check replaces them all). */
+function mergeDrills(before: DrillFindings | undefined, after: DrillFindings | undefined): DrillFindings | undefined {
+  if (!before || !after) return after ?? before;
+  if (after.complete) return after;
+  return { ...before, byBackup: new Map([...before.byBackup, ...after.byBackup]) };
+}
+
+/** A backup's profile chain id, when its sealed metadata names a well-formed one (docs/crypto.md §3a). */
+function chainIdOf(metadata: { chain?: unknown }): string | undefined {
+  const id = (metadata.chain as { id?: unknown } | undefined)?.id;
+  return typeof id === 'string' && /^[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}$/.test(id) ? id : undefined;
+}
+
+/** What a backup's opened metadata says it is. */
+export function describeBackup(metadata: { name: string; sourcePath: string; sources?: string[]; chain?: unknown }): BackupDescription {
+  const chainId = chainIdOf(metadata);
+  return { name: metadata.name, source: sourceOf(metadata), ...(chainId ? { chainId } : {}) };
 }
 
 /** The source a backup's metadata names: its paths, or standard input. */
@@ -154,11 +177,16 @@ export function KeyCell({ backupId, wrappedDek }: { backupId: string; wrappedDek
 export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
   const crypto = await import('./crypto/envelope.js');
   await crypto.ready;
-  const [account, { backups }] = await Promise.all([api('GET /api/backup-account'), api('GET /console/api/backup-keys')]);
+  const [account, { backups }, attestations] = await Promise.all([
+    api('GET /api/backup-account'),
+    api('GET /console/api/backup-keys'),
+    readAttestations(),
+  ]);
   if (!account.initialized) throw new crypto.IntegrityError('this account has no vault yet (coffer init)');
   const material = await crypto.unwrapMasterKey(account, passphrase);
   try {
     const fingerprints = crypto.keyFingerprints(material);
+    const drills = verifyDrills(crypto, material, attestations, backups);
     const uses = new Map<string, KeyUse | 'unopened'>();
     const described = new Map<string, BackupDescription>();
     for (const entry of backups) {
@@ -168,7 +196,7 @@ export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
         try {
           if (entry.encryptedMetadata && entry.encryptedMetadataNonce) {
             const metadata = crypto.openMetadata(opened.dek, entry.id, entry);
-            described.set(entry.id, { name: metadata.name, source: sourceOf(metadata) });
+            described.set(entry.id, describeBackup(metadata));
           }
         } finally {
           crypto.wipe(opened.dek);
@@ -179,7 +207,7 @@ export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
         uses.set(entry.id, 'unopened');
       }
     }
-    return { fingerprints, uses, described };
+    return { fingerprints, uses, described, drills };
   } finally {
     crypto.wipe(material);
   }
@@ -200,7 +228,7 @@ export function KeyUnlock() {
     void run(async () => {
       await letStatusRender();
       const found = await identifyKeys(passphrase);
-      rememberKeys(found.fingerprints, found.uses, found.described);
+      rememberKeys(found.fingerprints, found.uses, found.described, found.drills);
       setPassphrase('');
       return found;
     });

@@ -6,6 +6,7 @@ import { AuditPage } from './pages/Audit.js';
 import { BackupPage } from './pages/Backup.js';
 import { BackupsPage } from './pages/Backups.js';
 import { CliPage } from './pages/Cli.js';
+import { DrillsPage } from './pages/Drills.js';
 import { KeysPage } from './pages/Keys.js';
 import { LoginPage } from './pages/Login.js';
 import { PlanPage } from './pages/Plan.js';
@@ -17,6 +18,7 @@ import './styles.css';
 
 const NAV = [
   { path: '/', label: 'Backups' },
+  { path: '/drills', label: 'Restore drills' },
   { path: '/plan', label: 'Plan' },
   { path: '/vault', label: 'Vault' },
   { path: '/keys', label: 'API keys' },
@@ -83,6 +85,7 @@ function route(path: string, session: SessionInfo, onSignedIn: (s: SessionInfo) 
   if (path === '/' || path === '/backups') return <BackupsPage />;
   const detail = /^\/backups\/([^/]+)$/.exec(path);
   if (detail) return <BackupPage id={decodeURIComponent(detail[1]!)} />;
+  if (path === '/drills') return <DrillsPage />;
   if (path === '/plan') return <PlanPage />;
   if (path === '/vault') return <VaultPage />;
   if (path === '/recover') return <RecoverPage />;
@@ -168,6 +171,7 @@ function titleOf(path: string): string {
   if (path === '/' || path === '/backups') return 'Backups';
   if (path.startsWith('/backups/')) return 'Backup';
   const titles: Record<string, string> = {
+    '/drills': 'Restore drills',
     '/plan': 'Plan',
     '/vault': 'Vault',
     '/recover': 'Recover',

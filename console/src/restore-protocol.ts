@@ -1,6 +1,7 @@
 /** Messages between the page and its restore worker (src/restore.worker.ts). */
 import type { ArchiveEntry } from './archive-index.js';
 import type { BackupMetadata, KeyUse } from './crypto/envelope.js';
+import type { DrillVerdict } from './drills.js';
 
 export interface RestoreRequest {
   backupId: string;
@@ -14,6 +15,8 @@ export type RestoreMessage =
   | { type: 'metadata'; metadata: BackupMetadata }
   /** Which key of the vault's ring opened the data key, and the ring's recipient fingerprints (current first). */
   | { type: 'key'; use: KeyUse; fingerprints: string[] }
+  /** The backup's drill attestations, each verified with the vault's keys (none when the server's list could not be read). */
+  | { type: 'drills'; verdicts: DrillVerdict[] }
   | { type: 'progress'; done: number; total: number }
   | { type: 'done'; blob: Blob; metadata: BackupMetadata; bytes: number; entries: ArchiveEntry[] }
   | { type: 'error'; integrity: boolean; wrongPassphrase: boolean; message: string };

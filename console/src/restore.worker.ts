@@ -10,6 +10,8 @@ import { indexTar, rawEntries, type ArchiveEntry } from './archive-index.js';
 import type { BackupMetadata, VaultFields } from './crypto/envelope.js';
 import type { RestoreRequest, RestoreMessage } from './restore-protocol.js';
 import type { BackupDetailBody } from '../../src/contract/schemas.js';
+import type { AttestationListBody } from '../../src/contract/attestation.js';
+import { isRecord, verifyEach } from './drill-check.js';
 
 // libsodium initializes its WebAssembly with a top-level await: imported statically, it would hold up this module,
 // and a message arriving meanwhile would find no handler. So the handler is installed first and the crypto loaded
@@ -37,12 +39,23 @@ type Detail = Pick<
   'id' | 'status' | 'ciphertextSizeBytes' | 'wrappedDek' | 'wrappedDekNonce' | 'encryptedMetadata' | 'encryptedMetadataNonce'
 >;
 
+/** The backup's drill attestations as the server shows them; null when they cannot be read (the restore goes on). */
+async function drillAttestations(backupId: string): Promise<AttestationListBody['attestations'] | null> {
+  try {
+    const { attestations } = await getJson<AttestationListBody>(`/api/backups/${encodeURIComponent(backupId)}/attestations`);
+    return Array.isArray(attestations) ? attestations.filter((entry) => isRecord(entry) && entry.backupId === backupId) : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Unlocks the vault with the passphrase and opens the backup's data key and sealed metadata (the master key wiped). */
 async function openBackup(c: Crypto, { backupId, passphrase }: RestoreRequest): Promise<{ dek: Uint8Array; metadata: BackupMetadata }> {
   post({ type: 'stage', stage: 'unlocking' });
-  const [account, detail] = await Promise.all([
+  const [account, detail, attestations] = await Promise.all([
     getJson<VaultFields & { initialized: boolean }>('/api/backup-account'),
     getJson<Detail>(`/api/backups/${encodeURIComponent(backupId)}`),
+    drillAttestations(backupId),
   ]);
   c.requireRequestedBackup(backupId, detail);
   if (!account.initialized) throw new c.IntegrityError('this account has no vault: nothing can be decrypted');
@@ -54,6 +67,7 @@ async function openBackup(c: Crypto, { backupId, passphrase }: RestoreRequest): 
     const metadata = c.openMetadata(opened.dek, backupId, detail);
     const fingerprints = c.keyFingerprints(masterKey);
     post({ type: 'key', use: c.keyUse(opened.form, opened.keyIndex, fingerprints), fingerprints });
+    if (attestations) post({ type: 'drills', verdicts: verifyEach(c, masterKey, attestations) });
     return { dek: opened.dek, metadata };
   } finally {
     c.wipe(masterKey);

@@ -151,6 +151,32 @@ const BACKUP_EVENT_STREAM = Type.Array(
   },
 );
 
+type Components = { components?: { schemas?: Record<string, unknown> } };
+
+/**
+ * The document's AttestationRequest says what its `payload` holds: base64 of AttestationPayload's JSON (contentSchema),
+ * which the server checks itself (src/domain/attestations.ts); the route's own schema is left as it is.
+ */
+export function documentAttestationPayload(document: Components): void {
+  const schemas = document.components?.schemas;
+  const request = schemas?.AttestationRequest as { properties: Record<string, object> } | undefined;
+  if (!schemas || !request) return;
+  schemas.AttestationRequest = {
+    ...request,
+    properties: {
+      ...request.properties,
+      payload: {
+        ...request.properties.payload,
+        description: 'Standard base64 of the payload: at most 4096 bytes of UTF-8 JSON, an AttestationPayload.',
+        contentEncoding: 'base64',
+        contentMediaType: 'application/json',
+        contentSchema: { $ref: '#/components/schemas/AttestationPayload' },
+      },
+      mac: { ...request.properties.mac, description: 'Standard base64 of the 32-byte HMAC-SHA-256 of the payload bytes.' },
+    },
+  };
+}
+
 interface RouteSchema {
   operationId?: string;
   description?: string;

@@ -11,14 +11,18 @@ import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type {
   AttestationBody,
+  AttestationListBody,
   AttestationPayloadBody,
   AttestationRequestBody,
   DRILL_CHECKS as ContractDrillChecks,
 } from '../contract/attestation.js';
 import { KEY_BYTES, utf8, type Primitives } from './envelope-primitives.js';
+import { IntegrityError } from './envelope-format.js';
+import { CofferNetworkError } from './errors.js';
 
-export type { AttestationBody, AttestationPayloadBody, AttestationRequestBody };
+export type { AttestationBody, AttestationListBody, AttestationPayloadBody, AttestationRequestBody };
 
+/** The payload's `format`. */
 export const ATTESTATION_FORMAT = 'coffer-attestation/v1';
 /** crypto_kdf_derive_from_key's context and subkey id for the attestation key. */
 export const ATTESTATION_KDF_CONTEXT = 'cofferat';
@@ -26,12 +30,22 @@ export const ATTESTATION_KDF_SUBKEY_ID = 1;
 export const MAX_ATTESTATION_PAYLOAD_BYTES = 4096;
 export const ATTESTATION_MAC_BYTES = 32;
 /** What a drill checks, in the order it checks them. */
-export const DRILL_CHECKS = ['download', 'decrypt', 'decompress', 'archive', 'sizes', 'sha256'] as const satisfies typeof ContractDrillChecks;
-export type DrillCheck = (typeof ContractDrillChecks)[number];
+export const DRILL_CHECKS = [
+  'download',
+  'decrypt',
+  'decompress',
+  'archive',
+  'sizes',
+  'sha256',
+] as const satisfies typeof ContractDrillChecks;
+/** One of DRILL_CHECKS. */
+export type DrillCheck = (typeof DRILL_CHECKS)[number];
 
 /** What a drill found, as the drilling client knows it: signAttestation turns it into a payload. */
 export interface DrillOutcome {
+  /** The account that holds the backup (lower-case UUID). */
   accountId: string;
+  /** The backup drilled. */
   backupId: string;
   /** When the drill ended, by this machine's clock. */
   checkedAt: Date;
@@ -40,23 +54,30 @@ export interface DrillOutcome {
   failure: string | null;
   /** The checks that ran and passed, in DRILL_CHECKS order. */
   checks: DrillCheck[];
+  /** The ciphertext as downloaded: its length and lower-case hex SHA-256 (null when the download did not complete). */
   ciphertextSizeBytes: number | null;
   ciphertextSha256: string | null;
+  /** The plaintext's length and the archive's file count (null when the drill did not get that far). */
   plaintextSizeBytes: number | null;
   fileCount: number | null;
+  /** This machine's name (at most 255 characters) and client ("coffer-cli/1.4.0", at most 64). */
   drilledBy: { machine: string; client: string };
 }
 
+/**
+ * What verifyAttestation found: `verified` (a key of the ring made it and the server shows it as it is: the facts are
+ * the payload's); `forged` (the mac verifies under no key of the ring: forged, altered, or made by another vault);
+ * `mismatch` (authentic, but the server shows other facts than the payload's: a re-labelled attestation); `malformed`
+ * (the mac verifies but the payload breaks the format: a faulty writer, or a newer format).
+ */
 export type AttestationVerdict =
   | { status: 'verified'; payload: AttestationPayloadBody }
-  /** The mac verifies under no key of the ring: forged, altered, or made by another vault. */
   | { status: 'forged'; reason: string }
-  /** Authentic, but the server shows other facts than the payload's (a re-labelled attestation). */
   | { status: 'mismatch'; reason: string; payload: AttestationPayloadBody }
-  /** The mac verifies but the payload breaks the format (a faulty writer, or a newer format). */
   | { status: 'malformed'; reason: string };
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Lower case only: the server shows ids in lower case, and the labels are compared exactly. */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** RFC 3339 in UTC ("Z"), with optional fractional seconds: what Date.prototype.toISOString writes. */
 const UTC_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z$/;
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -137,8 +158,9 @@ export function verifyAttestation(p: Primitives, masterKeys: readonly Uint8Array
   const record: Record<string, unknown> = typeof shown === 'object' && shown !== null ? (shown as unknown as Record<string, unknown>) : {};
   const payloadBytes = decodeBase64(p, record.payload);
   const mac = decodeBase64(p, record.mac);
-  if (!payloadBytes) return { status: 'forged', reason: 'the payload is missing or not base64' };
-  if (!mac || mac.length !== ATTESTATION_MAC_BYTES) return { status: 'forged', reason: 'the mac is missing or not 32 bytes of base64' };
+  if (!payloadBytes) return { status: 'forged', reason: 'the payload is missing or not canonical base64' };
+  if (!mac || mac.length !== ATTESTATION_MAC_BYTES)
+    return { status: 'forged', reason: 'the mac is missing or not 32 bytes of canonical base64' };
   const vaultKey = keyThatMade(p, masterKeys, payloadBytes, mac);
   if (vaultKey === undefined) {
     return { status: 'forged', reason: "the mac verifies under no key of this vault: forged, altered, or another vault's" };
@@ -178,25 +200,27 @@ export function equalInConstantTime(a: Uint8Array, b: Uint8Array): boolean {
 /** The server's labels that differ from the authenticated payload's, as a sentence; '' when they all agree. */
 function relabelling(shown: Record<string, unknown>, payload: AttestationPayloadBody): string {
   const differing: string[] = [];
-  if (!sameUuid(shown.accountId, payload.accountId)) differing.push('accountId');
-  if (!sameUuid(shown.backupId, payload.backupId)) differing.push('backupId');
+  if (shown.accountId !== payload.accountId) differing.push('accountId');
+  if (shown.backupId !== payload.backupId) differing.push('backupId');
   if (!sameInstant(shown.checkedAt, payload.checkedAt)) differing.push('checkedAt');
   if (shown.result !== payload.result) differing.push('result');
   if (differing.length === 0) return '';
   return `the server shows another ${differing.join(', ')} than the authenticated payload says`;
 }
 
-const sameUuid = (shown: unknown, authentic: string) => typeof shown === 'string' && shown.toLowerCase() === authentic.toLowerCase();
+/** The server keeps milliseconds and shows its own RFC 3339 form: the same instant, in the same strict form. */
+const sameInstant = (shown: unknown, authentic: string) => isUtcTime(shown) && Date.parse(shown as string) === Date.parse(authentic);
 
-function sameInstant(shown: unknown, authentic: string): boolean {
-  if (typeof shown !== 'string') return false;
-  const instant = Date.parse(shown);
-  return Number.isFinite(instant) && instant === Date.parse(authentic);
-}
-
+/** Canonical padded base64 only (its unused bits zero): one text per byte string, so no changed character verifies. */
 function decodeBase64(p: Primitives, value: unknown): Uint8Array | undefined {
   if (typeof value !== 'string' || value === '' || value.length > MAX_BASE64_CHARS || !BASE64.test(value)) return undefined;
-  return p.fromBase64(value);
+  let bytes: Uint8Array;
+  try {
+    bytes = p.fromBase64(value);
+  } catch {
+    return undefined; // libsodium.js refuses non-zero unused bits itself
+  }
+  return p.toBase64(bytes) === value ? bytes : undefined;
 }
 
 /** The payload, or why it breaks the format. */
@@ -229,17 +253,25 @@ export function payloadProblem(value: unknown): string {
 function memberProblems(value: Record<string, unknown>): string[] {
   const drilledBy = value.drilledBy;
   return [
-    check(typeof value.accountId === 'string' && UUID.test(value.accountId), 'accountId is not a UUID'),
-    check(typeof value.backupId === 'string' && UUID.test(value.backupId), 'backupId is not a UUID'),
+    check(typeof value.accountId === 'string' && UUID.test(value.accountId), 'accountId is not a lower-case UUID'),
+    check(typeof value.backupId === 'string' && UUID.test(value.backupId), 'backupId is not a lower-case UUID'),
     check(isUtcTime(value.checkedAt), 'checkedAt is not an RFC 3339 UTC time'),
     check(value.result === 'passed' || value.result === 'failed', 'result is neither "passed" nor "failed"'),
-    check(value.failure === null || isText(value.failure, 1, MAX_FAILURE_CHARS), `failure is neither null nor 1 to ${MAX_FAILURE_CHARS} characters`),
     check(
-      Array.isArray(value.checks) && value.checks.length <= MAX_CHECKS && value.checks.every((name) => typeof name === 'string' && CHECK_NAME.test(name)),
+      value.failure === null || isText(value.failure, 1, MAX_FAILURE_CHARS),
+      `failure is neither null nor 1 to ${MAX_FAILURE_CHARS} characters`,
+    ),
+    check(
+      Array.isArray(value.checks) &&
+        value.checks.length <= MAX_CHECKS &&
+        value.checks.every((name) => typeof name === 'string' && CHECK_NAME.test(name)),
       `checks is not a list of at most ${MAX_CHECKS} check names`,
     ),
     check(isCountOrNull(value.ciphertextSizeBytes), 'ciphertextSizeBytes is neither null nor a count'),
-    check(value.ciphertextSha256 === null || (typeof value.ciphertextSha256 === 'string' && SHA256_HEX.test(value.ciphertextSha256)), 'ciphertextSha256 is neither null nor 64 lower-case hex digits'),
+    check(
+      value.ciphertextSha256 === null || (typeof value.ciphertextSha256 === 'string' && SHA256_HEX.test(value.ciphertextSha256)),
+      'ciphertextSha256 is neither null nor 64 lower-case hex digits',
+    ),
     check(isCountOrNull(value.plaintextSizeBytes), 'plaintextSizeBytes is neither null nor a count'),
     check(isCountOrNull(value.fileCount), 'fileCount is neither null nor a count'),
     check(typeof value.vaultKey === 'string' && VAULT_KEY.test(value.vaultKey), 'vaultKey is not 16 lower-case hex digits'),
@@ -266,4 +298,49 @@ function hexOf(bytes: Uint8Array): string {
   let hex = '';
   for (const byte of bytes) hex += byte.toString(16).padStart(2, '0');
   return hex;
+}
+
+// ---- the server's answers (CofferClient.recordAttestation, listAttestations), read as the hostile input they may be ----
+
+const SHOWN_TEXT_MEMBERS = ['id', 'accountId', 'backupId', 'recordedAt', 'recordedByKeyId', 'checkedAt', 'payload', 'mac'] as const;
+
+const unusable = (what: string, why: string) =>
+  new CofferNetworkError(`the server's ${what} answer is unusable (${why}): a Coffer server does not answer so`);
+
+/**
+ * One attestation as the server shows it: exactly the contract's members (others dropped), each a string, `result`
+ * passed or failed; else CofferNetworkError. Nothing in it is trusted: verifyAttestation says what it is worth.
+ */
+export function parseShownAttestation(value: unknown, what: string): AttestationBody {
+  if (!isRecord(value)) throw unusable(what, 'an attestation is not an object');
+  for (const member of SHOWN_TEXT_MEMBERS) {
+    if (typeof value[member] !== 'string') throw unusable(what, `an attestation has no ${member}`);
+  }
+  if (value.result !== 'passed' && value.result !== 'failed') throw unusable(what, 'an attestation has no result');
+  const shown = Object.fromEntries(SHOWN_TEXT_MEMBERS.map((member) => [member, value[member]]));
+  return { ...shown, result: value.result } as AttestationBody;
+}
+
+/**
+ * `{attestations: [...]}` as the server shows it (parseShownAttestation for each). For one backup's list, an
+ * attestation shown under another backup is an IntegrityError, as any answer about another backup is.
+ */
+export function parseAttestationList(value: unknown, requestedBackupId?: string): AttestationListBody {
+  const what = requestedBackupId === undefined ? 'attestation list' : "backup's attestation list";
+  if (!isRecord(value) || !Array.isArray(value.attestations)) throw unusable(what, 'no attestations list');
+  const attestations = value.attestations.map((entry) => parseShownAttestation(entry, what));
+  if (requestedBackupId !== undefined) {
+    for (const shown of attestations) requireAttestationOf(requestedBackupId, shown);
+  }
+  return { attestations };
+}
+
+/** The server's record of an attestation it was sent must be of that backup. */
+export function requireAttestationOf(requestedBackupId: string, shown: AttestationBody): AttestationBody {
+  if (shown.backupId !== requestedBackupId) {
+    throw new IntegrityError(
+      `the server answered with an attestation of backup ${JSON.stringify(shown.backupId)} when asked for ${JSON.stringify(requestedBackupId)}`,
+    );
+  }
+  return shown;
 }

@@ -24,7 +24,7 @@ import type {
   RotateResponseBody,
 } from '../contract/schemas.js';
 import { CofferApiError, CofferNetworkError, refusalOf } from './errors.js';
-import { requireRequestedBackup } from './envelope-format.js';
+import { IntegrityError, requireRequestedBackup } from './envelope-format.js';
 import { ApiTransport, DEFAULT_MAX_RETRIES, type RequestInit } from './sdk-transport.js';
 import { eventFrames } from './sdk-events.js';
 import { TransferWatch, watchedDownload } from './sdk-transfer.js';
@@ -44,6 +44,14 @@ import {
   type SignedRequest,
 } from './presigned.js';
 import { openStoreContent, type StoreContent } from './presigned-download.js';
+import {
+  parseAttestationList,
+  parseShownAttestation,
+  requireAttestationOf,
+  type AttestationBody,
+  type AttestationListBody,
+  type AttestationRequestBody,
+} from './attestation.js';
 
 export type {
   BackupAccountBody,
@@ -82,6 +90,7 @@ export {
   UploadTooLargeError,
   VaultStateError,
 } from './errors.js';
+export type { AttestationBody, AttestationListBody, AttestationPayloadBody, AttestationRequestBody } from './attestation.js';
 export type HostAccountBody = HostAccountListBody['hosts'][number];
 
 /** One host account of the caller and its backups (CofferClient.listEveryBackup). */
@@ -567,6 +576,42 @@ export class CofferClient {
       throw refusal;
     }
     return parseContentUrl(this.parse<unknown>(response, text));
+  }
+
+  // ---- restore attestations (docs/crypto.md#restore-attestations): the server stores and shows them, never checks them ----
+
+  /**
+   * `POST /api/backups/{id}/attestations`: records a drill's attestation (signAttestation's body) for a READY backup;
+   * the server's record of it. An answer about another backup, or holding other bytes than those sent, is an
+   * IntegrityError.
+   */
+  async recordAttestation(backupId: string, body: AttestationRequestBody, signal?: AbortSignal): Promise<AttestationBody> {
+    const path = `/api/backups/${encodeURIComponent(backupId)}/attestations`;
+    const answer = await this.request<unknown>('POST', path, { json: { payload: body.payload, mac: body.mac }, signal });
+    const recorded = requireAttestationOf(backupId, parseShownAttestation(answer, 'recorded attestation'));
+    if (recorded.payload !== body.payload || recorded.mac !== body.mac) {
+      throw new IntegrityError('the server recorded another attestation than the one sent');
+    }
+    return recorded;
+  }
+
+  /**
+   * One backup's attestations (`GET /api/backups/{id}/attestations`), or, without a backup id, those of every backup
+   * the caller reads (`GET /api/attestations`, at most `limit`, the server's default 200), newest first. Each is the
+   * server's word until verifyAttestation checks it with the vault's keys.
+   */
+  async listAttestations(backupId?: string, options: { limit?: number; signal?: AbortSignal } = {}): Promise<AttestationListBody> {
+    if (backupId !== undefined) {
+      const answer = await this.request<unknown>('GET', `/api/backups/${encodeURIComponent(backupId)}/attestations`, {
+        signal: options.signal,
+      });
+      return parseAttestationList(answer, backupId);
+    }
+    if (options.limit !== undefined && !(Number.isSafeInteger(options.limit) && options.limit > 0)) {
+      throw new RangeError(`limit must be a positive integer, not ${options.limit}`);
+    }
+    const query = options.limit === undefined ? '' : `?limit=${options.limit}`;
+    return parseAttestationList(await this.request<unknown>('GET', `/api/attestations${query}`, { signal: options.signal }));
   }
 
   // ---- presigned uploads (docs/upload-protocols.md, s3-presigned): the negotiation, on the API key ----

@@ -13,7 +13,7 @@ import { hostAccountRoutes } from '../api/hosts.js';
 import type { RouteContext } from '../api/context.js';
 import { appendOnlyGuard, auditRequests } from '../api/guard.js';
 import type { App } from '../http/fastify.js';
-import { API_KEY_RESTRICTIONS, API_TAGS, documentRoute } from '../api/openapi.js';
+import { API_KEY_RESTRICTIONS, API_TAGS, documentAttestationPayload, documentRoute } from '../api/openapi.js';
 import { COMPONENT_SCHEMAS } from '../contract/schemas.js';
 import { UPLOAD_REQUEST_BODY, uploadRoutes } from '../api/upload.js';
 import { AppError } from '../domain/errors.js';
@@ -201,6 +201,7 @@ async function registerOpenApi(app: App, parts: Services): Promise<void> {
       const document = (documentObject as { openapiObject: OpenAPIV3_1.Document }).openapiObject;
       const upload = document.paths?.['/api/backups/upload']?.post;
       if (upload) upload.requestBody = UPLOAD_REQUEST_BODY as never;
+      documentAttestationPayload(document as never);
       return document;
     },
   });

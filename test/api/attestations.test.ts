@@ -42,6 +42,18 @@ function bodyOf(payload: unknown | Buffer) {
   return { payload: bytesOf.toString('base64'), mac: createHmac('sha256', DRILL_KEY).update(bytesOf).digest('base64') };
 }
 
+/** Base64 of the payload (padded with spaces to leave 4 unused bits) with one of those bits set: decodes alike, not canonical. */
+function nonCanonical(payload: unknown): string {
+  let text = JSON.stringify(payload);
+  while (Buffer.byteLength(text) % 3 !== 1) text += ' ';
+  const canonical = Buffer.from(text).toString('base64');
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+  const last = canonical.at(-3)!;
+  const changed = `${canonical.slice(0, -3)}${alphabet[alphabet.indexOf(last) + 1]}==`;
+  if (!Buffer.from(changed, 'base64').equals(Buffer.from(text))) throw new Error('not the same bytes');
+  return changed;
+}
+
 for (const [name, postgres] of [
   ['SQLite', false],
   ['PostgreSQL', true],
@@ -117,8 +129,8 @@ for (const [name, postgres] of [
       const cases: [string, unknown, string][] = [
         ['payload not base64', { ...good, payload: '!!!!' }, 'payload'],
         ['payload base64 without padding', { ...good, payload: good.payload.replace(/=+$/, '') }, 'payload'],
-        ['payload base64 with a non-zero unused bit', { payload: 'e31=', mac: good.mac }, 'payload'],
-        ['a payload over 4096 bytes', bodyOf(Buffer.alloc(4097, 0x20)), 'payload'],
+        ['a valid payload in base64 with a non-zero unused bit', { ...good, payload: nonCanonical(payloadFor(backup)) }, 'payload'],
+        ['a valid payload over 4096 bytes', bodyOf(Buffer.from(JSON.stringify(payloadFor(backup)).padEnd(4097))), 'payload'],
         ['an empty payload', { ...good, payload: '' }, 'payload'],
         ['a payload that is not UTF-8', bodyOf(Buffer.from([0x7b, 0xff, 0x7d])), 'payload'],
         ['a payload with a byte-order mark', bodyOf(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{}')])), 'payload'],
@@ -147,7 +159,7 @@ for (const [name, postgres] of [
         expect(refused.status, `${what}: ${refused.text}`).toBe(400);
         expect(refused.body.code, what).toBe('validation_failed');
         expect(refused.text, what).not.toMatch(/at .*\.[jt]s:\d+/);
-        if (path !== '') expect(JSON.stringify(refused.body.details), what).toContain(path);
+        if (path !== '') expect(refused.body.details.issues[0].path, what).toBe(path);
       }
       const notJson = await reader('POST', `/api/backups/${backup.id}/attestations`, {
         body: '{"payload":',
@@ -157,6 +169,8 @@ for (const [name, postgres] of [
       expect(notJson.body.code).toBe('invalid_json');
       expect(await stored(backup.id)).toEqual([]);
       expect((await attest(reader, backup.id, good)).status).toBe(201);
+      const longest = await attest(reader, backup.id, bodyOf(Buffer.from(JSON.stringify(payloadFor(backup)).padEnd(4096))));
+      expect(longest.status, longest.text).toBe(201);
     });
 
     it('a backup keeps its newest 20: the 21st removes the oldest of that backup only', async () => {
@@ -244,6 +258,26 @@ for (const [name, postgres] of [
       const viaSession = await fetch(`${fx.server.url}/api/attestations`, { headers: { cookie: session.cookie } });
       expect(viaSession.status).toBe(200);
       expect(((await viaSession.json()) as { attestations: unknown[] }).attestations).toEqual(ownerList);
+    });
+
+    it('the store names each account’s newest attestation and its result, for the operator', async () => {
+      const first = await drilled();
+      const second = await drilled();
+      clock.advance(1);
+      await attest(first.call, first.backup.id, bodyOf(payloadFor(first.backup)));
+      clock.advance(1);
+      const newest = await attest(first.call, first.backup.id, bodyOf(payloadFor(first.backup, { result: 'failed', failure: 'x' })));
+      clock.advance(1);
+      const only = await attest(second.call, second.backup.id, bodyOf(payloadFor(second.backup)));
+      const latest = await fx.server.parts.stores.attestations.latestAttestations();
+      const of = (accountId: string) => latest.filter((entry) => entry.accountId === accountId);
+      expect(of(first.accountId)).toEqual([
+        { accountId: first.accountId, recordedAt: Date.parse(newest.body.recordedAt), result: 'failed' },
+      ]);
+      expect(of(second.accountId)).toEqual([
+        { accountId: second.accountId, recordedAt: Date.parse(only.body.recordedAt), result: 'passed' },
+      ]);
+      expect(of((await fx.account()).accountId)).toEqual([]);
     });
 
     it('limit is 1 to 1000; attestations of a deleted backup are no longer shown', async () => {

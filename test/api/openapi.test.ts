@@ -31,6 +31,10 @@ const DECLARED_STATUSES: Record<string, number[]> = {
   'GET /api/backups/{id}/events': [200, 401, 403, 404, 500],
   // Extension s3-presigned-download (docs/api-rules.md#s3-presigned-download): a new operation.
   'GET /api/backups/{id}/content-url': [200, 401, 403, 404, 500],
+  // Extension: restore attestations (docs/api-rules.md#attestations), new operations.
+  'POST /api/backups/{id}/attestations': [201, 400, 401, 403, 404, 409, 500],
+  'GET /api/backups/{id}/attestations': [200, 401, 403, 404, 500],
+  'GET /api/attestations': [200, 400, 401, 403, 500],
 };
 
 describe('/openapi.json', () => {

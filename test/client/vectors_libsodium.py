@@ -1,4 +1,5 @@
-"""Independent check of the docs/crypto.md test vectors against the system libsodium (ctypes, no Node).
+"""Independent check of the docs/crypto.md test vectors against the system libsodium (ctypes, no Node), the restore
+attestations of §7 included (their reading, steps 1 to 5 of "Verifying", written out here from the document).
 
 Usage: python3 test/client/vectors_libsodium.py docs/crypto.md < english.txt   (prints "ok" and exits 0 when every value
 matches; stdin is the BIP-39 English wordlist, 2048 words one a line, for the recovery kit's encoding)
@@ -6,8 +7,10 @@ matches; stdin is the BIP-39 English wordlist, 2048 words one a line, for the re
 import base64
 import ctypes
 import ctypes.util
+import datetime
 import gzip
 import hashlib
+import hmac
 import json
 import re
 import sys
@@ -137,4 +140,117 @@ assert tag.value == 3, "TAG_FINAL"
 tar = gzip.decompress(plain.raw[: plain_len.value])
 assert len(tar) == v["archive"]["plaintextSizeBytes"] and hashlib.sha256(tar).hexdigest() == v["archive"]["plaintextSha256"]
 assert tar[512:512 + 14] == v["archive"]["files"]["hello.txt"].encode()
+# Restore attestations (§7): the attestation key (libsodium's KDF, context "cofferat"), vaultKey, HMAC-SHA-256 (Python's
+# hmac), and the reader's five steps written out from the document: forged / malformed / mismatch / verified.
+attest = json.loads(re.search(r"<!-- attestation-vectors[^>]*-->\s*```json\n(.*?)\n```", text, re.S).group(1))
+
+
+def attestation_key(master_key):
+    out = ctypes.create_string_buffer(32)
+    assert lib.crypto_kdf_derive_from_key(out, size_t(32), u64(1), b"cofferat", master_key) == 0
+    return out.raw
+
+
+def sodium_sha256(message):
+    out = ctypes.create_string_buffer(32)
+    assert lib.crypto_hash_sha256(out, message, u64(len(message))) == 0
+    return out.raw
+
+
+def vault_key(key):
+    return sodium_sha256(key)[:8].hex()
+
+
+assert [k["masterKey"] for k in attest["keys"]] == [ring["keys"][0], v["masterKey"]]
+for k in attest["keys"]:
+    derived = attestation_key(bytes.fromhex(k["masterKey"]))
+    assert derived.hex() == k["attestationKey"], "attestation key"
+    assert vault_key(derived) == k["vaultKey"] == hashlib.sha256(derived).hexdigest()[:16], "vaultKey"
+
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+TIME_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,9})?Z")
+
+
+def canonical_b64(value):
+    if not isinstance(value, str) or not re.fullmatch(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?", value):
+        return None
+    raw = base64.b64decode(value, validate=True)
+    return raw if base64.b64encode(raw).decode() == value else None
+
+
+def instant_ms(value):
+    match = TIME_RE.fullmatch(value) if isinstance(value, str) else None
+    if not match:
+        return None
+    y, mo, d, h, mi, s = (int(g) for g in match.groups()[:6])
+    try:
+        moment = datetime.datetime(y, mo, d, h, mi, s, tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
+    fraction = (match.group(7) or ".0")[1:]
+    return int(moment.timestamp()) * 1000 + int((fraction + "00")[:3])
+
+
+def is_count_or_null(value):
+    return value is None or (type(value) is int and 0 <= value <= 2**53 - 1)
+
+
+def payload_problem(p, key_vault_key):
+    if not isinstance(p, dict) or p.get("format") != "coffer-attestation/v1":
+        return "format"
+    machine = p.get("drilledBy", {}).get("machine") if isinstance(p.get("drilledBy"), dict) else None
+    client = p.get("drilledBy", {}).get("client") if isinstance(p.get("drilledBy"), dict) else None
+    utf16 = lambda t: len(t.encode("utf-16-le")) // 2
+    rules = [
+        isinstance(p.get("accountId"), str) and UUID_RE.fullmatch(p["accountId"]),
+        isinstance(p.get("backupId"), str) and UUID_RE.fullmatch(p["backupId"]),
+        instant_ms(p.get("checkedAt")) is not None,
+        p.get("result") in ("passed", "failed"),
+        p.get("failure", 0) is None or (isinstance(p.get("failure"), str) and 1 <= utf16(p["failure"]) <= 500),
+        (p.get("result") == "passed") == (p.get("failure", 0) is None),
+        isinstance(p.get("checks"), list) and len(p["checks"]) <= 16
+        and all(isinstance(c, str) and re.fullmatch(r"[a-z0-9-]{1,32}", c) for c in p["checks"]),
+        all(m in p and is_count_or_null(p[m]) for m in ("ciphertextSizeBytes", "plaintextSizeBytes", "fileCount")),
+        "ciphertextSha256" in p and (p["ciphertextSha256"] is None
+                                     or (isinstance(p["ciphertextSha256"], str) and re.fullmatch(r"[0-9a-f]{64}", p["ciphertextSha256"]))),
+        isinstance(machine, str) and utf16(machine) <= 255 and isinstance(client, str) and utf16(client) <= 64,
+        p.get("vaultKey") == key_vault_key,
+    ]
+    return None if all(rules) else "members"
+
+
+def read_attestation(keys, shown):
+    payload, mac = canonical_b64(shown.get("payload")), canonical_b64(shown.get("mac"))
+    if payload is None or mac is None or len(mac) != 32:
+        return "forged", None
+    for index, master_key in enumerate(keys):
+        key = attestation_key(master_key)
+        if hmac.compare_digest(hmac.new(key, payload, hashlib.sha256).digest(), mac):
+            break
+    else:
+        return "forged", None
+    try:
+        p = json.loads(payload.decode("utf-8"))
+    except ValueError:
+        return "malformed", index
+    if payload_problem(p, vault_key(key)):
+        return "malformed", index
+    same = (shown.get("accountId") == p["accountId"]
+            and shown.get("backupId") == p["backupId"]
+            and instant_ms(shown.get("checkedAt")) == instant_ms(p["checkedAt"])
+            and shown.get("result") == p["result"])
+    return ("verified" if same else "mismatch"), index
+
+
+for a in attest["attestations"]:
+    shown = a["shown"]
+    assert base64.b64decode(shown["payload"]) == a["payloadText"].encode("utf-8"), a["name"] + ": payloadText"
+    assert base64.b64decode(shown["mac"]).hex() == a["macHex"], a["name"] + ": macHex"
+    verdict, index = read_attestation([bytes.fromhex(k) for k in a["ring"]], shown)
+    assert verdict == a["verdict"], "%s: %s, not %s" % (a["name"], verdict, a["verdict"])
+    if verdict == "verified":
+        assert index == a["signedBy"], a["name"] + ": signedBy"
+        signer = attestation_key(bytes.fromhex(a["ring"][index]))
+        assert hmac.new(signer, a["payloadText"].encode("utf-8"), hashlib.sha256).hexdigest() == a["macHex"], a["name"] + ": mac"
+assert [a["verdict"] for a in attest["attestations"]] == ["verified", "verified", "forged", "mismatch"]
 print("ok")

@@ -133,6 +133,7 @@ describe.skipIf(!hasChromium)('the console for a newcomer (deletion grace, seale
     const pages: [string, string | RegExp][] = [
       ['', 'Backups'],
       [`/backups/${backupId}`, /Backup/],
+      ['/drills', 'Restore drills'],
       ['/plan', 'Plan and cadence'],
       ['/vault', 'Vault'],
       ['/recover', /Recover/],
@@ -162,7 +163,7 @@ describe.skipIf(!hasChromium)('the console for a newcomer (deletion grace, seale
     expect(wide).toEqual([]);
     // Every navigation link is inside the viewport (none cut off or out of sight).
     const links = await page.getByRole('navigation', { name: 'Console' }).getByRole('link').all();
-    expect(links).toHaveLength(6);
+    expect(links).toHaveLength(7);
     for (const link of links) {
       const box = (await link.boundingBox())!;
       expect(box.x).toBeGreaterThanOrEqual(0);

@@ -43,6 +43,9 @@ export const REQUIRED_SCOPE: Record<string, string> = {
   'POST /api/backups/{id}/finalize': 'backups:write',
   'GET /api/backups/{id}/content': 'backups:restore',
   'GET /api/backups/{id}/events': 'backups:read',
+  'POST /api/backups/{id}/attestations': 'backups:read',
+  'GET /api/backups/{id}/attestations': 'backups:read',
+  'GET /api/attestations': 'backups:read',
 };
 
 export function operationsOf(document: OpenApiDocument): Operation[] {

@@ -7,6 +7,7 @@ import { useBackup } from '../live.js';
 import { ConfirmAction } from '../ui/confirm.js';
 import { BASE, navigate, setFlash } from '../router.js';
 import { Restore } from './backup/Restore.js';
+import { BackupDrills } from '../drill-views.js';
 import { Failure } from '../ui/alerts.js';
 
 /** What a delete does now: kept restorable for the account's deletion grace (days), or removed at once (0). */
@@ -128,6 +129,7 @@ export function BackupPage({ id }: { id: string }) {
         <dd>Envelope {backup.cryptoVersion}: XChaCha20-Poly1305 secretstream, key wrapped for this backup only</dd>
         <BackupKey backupId={backup.id} wrappedDek={backup.wrappedDek} />
       </dl>
+      {backup.status === 'READY' && <BackupDrills backupId={backup.id} />}
       {backup.status === 'READY' ? <Restore backupId={id} /> : <p class="notice">Its files can be restored once it is READY.</p>}
       <Delete backupId={id} ready={backup.status === 'READY'} />
     </section>

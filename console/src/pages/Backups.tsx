@@ -2,6 +2,7 @@
 import { CardTable } from '../ui/card-table.js';
 import { formatBytes, plural, shortId, StatusBadge, When } from '../format.js';
 import { BackupName, KeyCell, KeyUnlock, useBackupKeys } from '../key-use.js';
+import { DrillCell } from '../drill-views.js';
 import { useBackups } from '../live.js';
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
@@ -138,6 +139,7 @@ export function BackupsPage() {
             },
             { header: 'Expires', cell: (backup) => <When at={backup.expiresAt} /> },
             { header: 'Key', cell: (backup) => <KeyCell backupId={backup.id} wrappedDek={wrapped?.get(backup.id)?.wrappedDek} /> },
+            { header: 'Restore drill', cell: (backup) => <DrillCell backupId={backup.id} /> },
           ]}
         />
       )}

@@ -2,7 +2,7 @@
 import type { ArchiveEntry } from '../../archive-index.js';
 import type { BackupMetadata } from '../../crypto/envelope.js';
 import { shortId } from '../../format.js';
-import { rememberKeys, sourceOf } from '../../key-use.js';
+import { describeBackup, rememberKeys } from '../../key-use.js';
 import { startRestore, type RestoreMessage } from '../../restore-protocol.js';
 import { WorkerFailure } from '../../unlock.js';
 
@@ -50,11 +50,14 @@ export function restoreInWorker(
           if (message.stage === 'downloading') progress({ done: 0, total: 0 });
           break;
         case 'metadata':
-          rememberKeys(fingerprints, new Map(), new Map([[backupId, { name: message.metadata.name, source: sourceOf(message.metadata) }]]));
+          rememberKeys(fingerprints, new Map(), new Map([[backupId, describeBackup(message.metadata)]]));
           break;
         case 'key':
           fingerprints = message.fingerprints;
           rememberKeys(message.fingerprints, new Map([[backupId, message.use]]));
+          break;
+        case 'drills':
+          rememberKeys(fingerprints, new Map(), new Map(), { byBackup: new Map([[backupId, message.verdicts]]), complete: false });
           break;
         case 'progress':
           progress({ done: message.done, total: message.total });

@@ -98,6 +98,7 @@ describe.skipIf(!hasChromium)("the operator console's view of restore drills and
       const drillOf = (id: string) => table.locator(`tr[data-account="${id}"]`).getByTestId('last-drill').textContent();
       expect(await drillOf(ids.drilled)).toBe('3d ago, reported FAILED');
       expect(await drillOf(ids.never)).toBe('never');
+      expect(await page.getByTestId('total-drills').textContent()).toBe('1 drilled, 0 stale, 1 reported failed');
       expect(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth)).toBe(true);
 
       await table.locator(`tr[data-account="${ids.drilled}"]`).getByRole('link', { name: ids.drilled }).click();

@@ -88,6 +88,13 @@ export const SERVER_SETTINGS = settings({
       'S3 store: clients that ask move archive bytes to and from the bucket themselves, under short-lived presigned URLs ' +
       '(docs/upload-protocols.md); the bucket must be reachable from clients at COFFER_S3_PUBLIC_ENDPOINT',
   },
+  COFFER_S3_OBJECT_LOCK: {
+    default: 'off',
+    values: ['off', 'governance', 'compliance'],
+    about:
+      'S3 store: lock every backup object until its expiry plus the deletion grace (S3 Object Lock) in this mode; the bucket ' +
+      'must have been created with Object Lock enabled, and one that has it needs a mode (docs/deploy.md#object-lock)',
+  },
   COFFER_S3_PUBLIC_ENDPOINT: {
     default: null,
     about: 'the S3 endpoint as clients reach it, for presigned URLs (unset: COFFER_S3_ENDPOINT)',

@@ -81,6 +81,8 @@ interface ConfigFields {
     publicEndpoint: string | null;
     /** COFFER_S3_URL_LIFETIME: how long a presigned URL is valid. */
     urlLifetimeMs: number;
+    /** COFFER_S3_OBJECT_LOCK: off, or the Object Lock mode of every backup object (docs/deploy.md#object-lock). */
+    objectLock: 'off' | 'governance' | 'compliance';
   };
   uploadProtocol: 'direct' | 'blobhost-client';
   maxArchiveBytes: number;
@@ -142,9 +144,16 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     presigned: oneOf(env, S.COFFER_S3_PRESIGNED) === 'on',
     publicEndpoint: url(env, S.COFFER_S3_PUBLIC_ENDPOINT),
     urlLifetimeMs: duration(env, S.COFFER_S3_URL_LIFETIME, 1000),
+    objectLock: oneOf(env, S.COFFER_S3_OBJECT_LOCK),
   };
   if (s3.urlLifetimeMs > 7 * 24 * 3600_000) throw new ConfigError(S.COFFER_S3_URL_LIFETIME.name, 'must be at most 7d (S3 refuses longer)');
   if (s3.presigned && blobStore !== 's3') throw new ConfigError(S.COFFER_S3_PRESIGNED.name, 'works only with COFFER_BLOB_STORE=s3');
+  if (s3.objectLock !== 'off' && blobStore !== 's3') {
+    throw new ConfigError(
+      S.COFFER_S3_OBJECT_LOCK.name,
+      'needs COFFER_BLOB_STORE=s3: the filesystem store cannot keep a backup from being deleted (docs/deploy.md#object-lock)',
+    );
+  }
   if (blobStore === 's3' && s3.bucket === null) {
     throw new ConfigError(S.COFFER_S3_BUCKET.name, 'is required when COFFER_BLOB_STORE=s3');
   }

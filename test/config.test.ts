@@ -65,6 +65,7 @@ describe('loadConfig', () => {
         presigned: false,
         publicEndpoint: null,
         urlLifetimeMs: 900_000,
+        objectLock: 'off',
       },
       uploadProtocol: 'direct',
       maxArchiveBytes: 52_428_800,

@@ -95,27 +95,63 @@ export function orderedParts(parts: readonly BlobPart[]): BlobPart[] {
   return ordered;
 }
 
-/** How a body is stored: `size`, when the caller knows it (a Content-Length), is its exact byte count; `signal` aborts. */
+/**
+ * How a body is stored: `size`, when the caller knows it (a Content-Length), is its exact byte count; `signal` aborts;
+ * `lockUntil` (epoch ms), on a store with Object Lock, the retention the object is written with where the store takes
+ * it with the write (what it answers in StoredBlob.lockedUntil).
+ */
 export interface PutOptions {
   size?: number;
   signal?: AbortSignal;
+  lockUntil?: number;
+}
+
+/** The `lockUntil` of a write, from a lock end that may be null (Object Lock off). */
+export const lockOption = (lockUntil: number | null): { lockUntil?: number } => (lockUntil === null ? {} : { lockUntil });
+
+/** S3 Object Lock as the operator chose it (COFFER_S3_OBJECT_LOCK, docs/deploy.md#object-lock); always off on the fs store. */
+export type ObjectLockMode = 'off' | 'governance' | 'compliance';
+
+/** A stored object: its size, its version (null: the store keeps no versions) and the end of its retention (null: none). */
+export interface StoredBlob {
+  size: number;
+  version: string | null;
+  lockedUntil: number | null;
+}
+
+/** The store refuses to remove an object whose Object Lock retention has not ended (until `lockedUntil`, when known). */
+export class BlobLockedError extends Error {
+  constructor(
+    readonly key: string,
+    readonly lockedUntil: number | null,
+  ) {
+    super(`the object ${key} is locked${lockedUntil === null ? '' : ` until ${new Date(lockedUntil).toISOString()}`}`);
+    this.name = 'BlobLockedError';
+  }
 }
 
 export interface BlobStore {
   readonly kind: 'fs' | 's3';
+  /** Object Lock: off, or the mode every backup object is locked in (a versioned bucket: objects are read by version). */
+  readonly objectLock: ObjectLockMode;
   /**
    * Streams `body` into `key`. The blob becomes visible only once the whole body is stored durably;
    * when `body` fails or `options.signal` aborts, nothing is left behind and the error is rethrown.
    * `options.size` lets a store stream without holding parts in memory (S3: one streamed PutObject instead
    * of a multipart upload); a body of another length then fails.
    */
-  put(key: string, body: Readable, options?: PutOptions): Promise<{ size: number }>;
-  /** Size in bytes, or null when the blob does not exist. */
-  stat(key: string): Promise<{ size: number } | null>;
-  /** Streams the blob, or the inclusive byte range of it. */
-  get(key: string, range?: ByteRange): Promise<Readable>;
-  /** Removes the blob; removing a missing blob is not an error. */
+  put(key: string, body: Readable, options?: PutOptions): Promise<StoredBlob>;
+  /** The blob (its `version` when given, else the current one), or null when it does not exist. */
+  stat(key: string, version?: string | null): Promise<StoredBlob | null>;
+  /** Streams the blob (its `version` when given), or the inclusive byte range of it. */
+  get(key: string, range?: ByteRange, version?: string | null): Promise<Readable>;
+  /**
+   * Removes the blob; removing a missing blob is not an error. With Object Lock, every version of exactly this key
+   * (and any delete marker) goes; a version whose retention has not ended: BlobLockedError, and the rest stays.
+   */
   delete(key: string): Promise<void>;
+  /** Object Lock: sets (or extends) the retention of one version of `key` until `until` in the store's mode. */
+  lock(key: string, version: string | null, until: number): Promise<void>;
   /** Every stored (complete) blob whose key starts with `prefix`, in no particular order. */
   list(prefix?: string): AsyncIterable<BlobEntry>;
   /** Reachability probe for readiness checks. */
@@ -134,8 +170,8 @@ export interface BlobStore {
  * `key` until complete. S3 has it natively; the filesystem store emulates it.
  */
 export interface MultipartBlobStore extends BlobStore {
-  /** Starts a multipart upload into `key`; returns its upload id. */
-  createMultipart(key: string): Promise<string>;
+  /** Starts a multipart upload into `key` (`lockUntil`: as PutOptions); returns its upload id. */
+  createMultipart(key: string, options?: { lockUntil?: number }): Promise<string>;
   /**
    * Stores one part (1..10,000). A later part with the same number replaces it: the earlier copy is gone once
    * this returns. `size`, when known, is the exact byte count of `body`. A failed or aborted part leaves
@@ -147,7 +183,7 @@ export interface MultipartBlobStore extends BlobStore {
   /** Every incomplete multipart upload whose key starts with `prefix`, in no particular order. */
   listMultipart(prefix?: string): AsyncIterable<MultipartUpload>;
   /** Assembles the listed parts (any order given; assembled by part number) into `key`, atomically. */
-  completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }>;
+  completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<StoredBlob>;
   /** Discards a multipart upload and its parts; an unknown upload is not an error. */
   abortMultipart(key: string, uploadId: string): Promise<void>;
 }
@@ -168,5 +204,6 @@ export interface PresignedRequest {
 export interface DirectTransfers {
   presignPut(key: string, size: number): Promise<PresignedRequest>;
   presignPart(key: string, uploadId: string, partNumber: number, size: number): Promise<PresignedRequest>;
-  presignGet(key: string): Promise<PresignedRequest>;
+  /** `version`: that version of the object (a versioned bucket), else the current one. */
+  presignGet(key: string, version?: string | null): Promise<PresignedRequest>;
 }

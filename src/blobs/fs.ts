@@ -14,6 +14,7 @@ import {
   type MultipartBlobStore,
   type MultipartUpload,
   type PutOptions,
+  type StoredBlob,
   type StoredPart,
   checkPartNumber,
   isSafeBlobKey,
@@ -103,6 +104,8 @@ function processGone(pid: number): boolean {
   }
 }
 
+const unversioned = (size: number): StoredBlob => ({ size, version: null, lockedUntil: null });
+
 /**
  * Blobs as files under `<root>/blobs`, written to `<root>/tmp` first (flushed to the disk as they arrive: Writeback),
  * fsynced, then renamed into place.
@@ -111,6 +114,8 @@ function processGone(pid: number): boolean {
  */
 export class FsBlobStore implements MultipartBlobStore {
   readonly kind = 'fs' as const;
+  /** A file can always be removed by whoever holds the host: no Object Lock (docs/deploy.md#object-lock). */
+  readonly objectLock = 'off' as const;
   private readonly blobDir: string;
   private readonly tmpDir: string;
   private readonly uploadDir: string;
@@ -144,7 +149,7 @@ export class FsBlobStore implements MultipartBlobStore {
     return path.join(this.blobDir, key);
   }
 
-  async put(key: string, body: Readable, { signal }: PutOptions = {}): Promise<{ size: number }> {
+  async put(key: string, body: Readable, { signal }: PutOptions = {}): Promise<StoredBlob> {
     const target = this.pathOf(key);
     const { temp, done } = this.tempFile();
     const out = fs.createWriteStream(temp, { flush: true });
@@ -155,7 +160,7 @@ export class FsBlobStore implements MultipartBlobStore {
       await fsp.rename(temp, target);
       await syncDirectory(path.dirname(target));
       const { size } = await fsp.stat(target);
-      return { size };
+      return unversioned(size);
     } catch (error) {
       await discard(out, temp);
       throw error;
@@ -164,10 +169,10 @@ export class FsBlobStore implements MultipartBlobStore {
     }
   }
 
-  async stat(key: string): Promise<{ size: number } | null> {
+  async stat(key: string): Promise<StoredBlob | null> {
     try {
       const { size } = await fsp.stat(this.pathOf(key));
-      return { size };
+      return unversioned(size);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw error;
@@ -183,6 +188,10 @@ export class FsBlobStore implements MultipartBlobStore {
 
   async delete(key: string): Promise<void> {
     await fsp.rm(this.pathOf(key), { force: true });
+  }
+
+  lock(): Promise<void> {
+    return Promise.reject(new Error('the filesystem store has no Object Lock'));
   }
 
   async *list(prefix = ''): AsyncIterable<BlobEntry> {
@@ -291,7 +300,7 @@ export class FsBlobStore implements MultipartBlobStore {
     }
   }
 
-  async completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }> {
+  async completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<StoredBlob> {
     const dir = await this.uploadPath(key, uploadId);
     const stored = new Set((await fsp.readdir(dir)).filter((name) => PART_FILE.test(name)));
     const files = orderedParts(parts).map((part) => {
@@ -322,7 +331,7 @@ export class FsBlobStore implements MultipartBlobStore {
     }
     await fsp.rm(dir, { recursive: true, force: true });
     const { size } = await fsp.stat(target);
-    return { size };
+    return unversioned(size);
   }
 
   async abortMultipart(key: string, uploadId: string): Promise<void> {

@@ -154,11 +154,12 @@ export class S3Presigner implements DirectTransfers {
     return this.request('PUT', url, issuedAt, size);
   }
 
-  async presignGet(key: string): Promise<PresignedRequest> {
+  async presignGet(key: string, version?: string | null): Promise<PresignedRequest> {
     const issuedAt = this.now();
+    const query: Record<string, string> = version ? { versionId: version, 'x-id': 'GetObject' } : { 'x-id': 'GetObject' };
     const url = this.signer
-      ? await this.signer.url('GET', key, { 'x-id': 'GetObject' }, {}, this.seconds, issuedAt)
-      : await getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.bucket, Key: key }), {
+      ? await this.signer.url('GET', key, query, {}, this.seconds, issuedAt)
+      : await getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.bucket, Key: key, VersionId: version ?? undefined }), {
           expiresIn: this.seconds,
           signingDate: new Date(issuedAt),
         });

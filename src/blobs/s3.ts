@@ -11,12 +11,16 @@ import {
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
+  GetObjectLockConfigurationCommand,
   HeadBucketCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
+  ListObjectVersionsCommand,
   ListObjectsV2Command,
   ListPartsCommand,
+  type ObjectLockMode as S3LockMode,
   PutObjectCommand,
+  PutObjectRetentionCommand,
   S3Client,
   S3ServiceException,
   UploadPartCommand,
@@ -24,12 +28,15 @@ import {
 import { Upload } from '@aws-sdk/lib-storage';
 import {
   type BlobEntry,
+  BlobLockedError,
   type BlobPart,
   type ByteRange,
   InvalidPartError,
   type MultipartBlobStore,
   type MultipartUpload,
+  type ObjectLockMode,
   type PutOptions,
+  type StoredBlob,
   type StoredPart,
   checkPartNumber,
   orderedParts,
@@ -48,6 +55,40 @@ export interface S3BlobStoreOptions {
   partSize?: number;
   /** Parts uploaded concurrently per upload; memory per upload ≈ (queueSize + 1) × partSize. */
   queueSize?: number;
+  /** COFFER_S3_OBJECT_LOCK: off (default), or the mode objects are locked in; the bucket is then versioned. */
+  objectLock?: ObjectLockMode;
+}
+
+/**
+ * What the bucket says of Object Lock: on, off, or nothing (`reachable`: the store answered, refusing to tell, else it
+ * could not be reached).
+ */
+export type BucketObjectLock = { state: 'enabled' | 'disabled' } | { state: 'unknown'; reachable: boolean; reason: string };
+
+/**
+ * The start check (docs/deploy.md#object-lock): what is wrong with COFFER_S3_OBJECT_LOCK=`setting` for a bucket in the
+ * state `found`, or null. A store that cannot be reached is let through, as without Object Lock: writes then fail.
+ */
+export function objectLockProblem(setting: ObjectLockMode, bucket: string, found: BucketObjectLock): string | null {
+  if (setting === 'off') {
+    if (found.state !== 'enabled') return null;
+    return (
+      `the bucket ${bucket} has Object Lock enabled: set COFFER_S3_OBJECT_LOCK to governance or compliance ` +
+      '(with off, every deleted backup would leave a delete marker and its old version in the bucket), or use a bucket without it'
+    );
+  }
+  if (found.state !== 'unknown') {
+    if (found.state === 'enabled') return null;
+    return (
+      `the bucket ${bucket} has no Object Lock: COFFER_S3_OBJECT_LOCK=${setting} needs a bucket created with Object Lock enabled ` +
+      `(aws s3api create-bucket --bucket <name> --object-lock-enabled-for-bucket), or set COFFER_S3_OBJECT_LOCK=off`
+    );
+  }
+  if (!found.reachable) return null;
+  return (
+    `cannot read the Object Lock configuration of the bucket ${bucket} (${found.reason}): ` +
+    'the credentials need s3:GetBucketObjectLockConfiguration'
+  );
 }
 
 const MIN_PART_SIZE = 5 * 1024 * 1024;
@@ -80,6 +121,8 @@ function isNotFound(error: unknown): boolean {
   const status = (error as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode;
   return name === 'NotFound' || name === 'NoSuchKey' || status === 404;
 }
+
+const isAccessDenied = (error: unknown) => errorName(error) === 'AccessDenied';
 
 function translate(error: unknown): unknown {
   switch (errorName(error)) {
@@ -149,16 +192,47 @@ export class S3BlobStore implements MultipartBlobStore {
   private readonly bucket: string;
   private readonly partSize: number;
   private readonly queueSize: number;
+  readonly objectLock: ObjectLockMode;
 
   constructor(options: S3BlobStoreOptions, client?: S3Client) {
     this.client = client ?? createS3Client(options);
     this.bucket = options.bucket;
     this.partSize = Math.max(MIN_PART_SIZE, options.partSize ?? MIN_PART_SIZE);
     this.queueSize = Math.max(1, options.queueSize ?? 2);
+    this.objectLock = options.objectLock ?? 'off';
   }
 
-  async put(key: string, body: Readable, { size, signal }: PutOptions = {}): Promise<{ size: number }> {
-    if (size !== undefined && size <= MAX_SINGLE_PUT) return this.putKnownSize(key, body, size, signal);
+  /** The mode as S3 names it, or null when Object Lock is off. */
+  private get lockMode(): S3LockMode | null {
+    return this.objectLock === 'off' ? null : this.objectLock === 'governance' ? 'GOVERNANCE' : 'COMPLIANCE';
+  }
+
+  /** The lock parameters of a write (PutObject, CreateMultipartUpload): none when off or not asked for. */
+  private lockParams(lockUntil: number | undefined) {
+    const mode = this.lockMode;
+    return mode === null || lockUntil === undefined ? {} : { ObjectLockMode: mode, ObjectLockRetainUntilDate: new Date(lockUntil) };
+  }
+
+  /**
+   * Whether the bucket has Object Lock enabled (GetObjectLockConfiguration), for the start check. A store that answers
+   * with an error of its own (no lock configuration, the call not implemented) has none; one that cannot be reached, or
+   * refuses the credentials this call, tells nothing.
+   */
+  async bucketObjectLock(): Promise<BucketObjectLock> {
+    try {
+      const answer = await this.client.send(new GetObjectLockConfigurationCommand({ Bucket: this.bucket }));
+      return { state: answer.ObjectLockConfiguration?.ObjectLockEnabled === 'Enabled' ? 'enabled' : 'disabled' };
+    } catch (error) {
+      const name = errorName(error);
+      const reason = `${name ?? 'error'}: ${(error as Error).message}`;
+      if (!(error instanceof S3ServiceException)) return { state: 'unknown', reachable: false, reason };
+      if (name === 'AccessDenied' || name === 'NoSuchBucket') return { state: 'unknown', reachable: true, reason };
+      return { state: 'disabled' };
+    }
+  }
+
+  async put(key: string, body: Readable, { size, signal, lockUntil }: PutOptions = {}): Promise<StoredBlob> {
+    if (size !== undefined && size <= MAX_SINGLE_PUT) return this.putKnownSize(key, body, size, signal, lockUntil);
     const counted = countBytes(body);
     // Aborting destroys the body: lib-storage then fails its own way, which aborts the multipart upload and
     // waits for that before rejecting (its own abortController would reject first and clean up later).
@@ -167,17 +241,28 @@ export class S3BlobStore implements MultipartBlobStore {
     signal?.addEventListener('abort', onAbort, { once: true });
     const upload = new Upload({
       client: this.client,
-      params: { Bucket: this.bucket, Key: key, Body: counted.stream, ContentType: 'application/octet-stream' },
+      params: {
+        Bucket: this.bucket,
+        Key: key,
+        Body: counted.stream,
+        ContentType: 'application/octet-stream',
+        ...this.lockParams(lockUntil),
+      },
       partSize: this.partSize,
       queueSize: this.queueSize,
       leavePartsOnError: false,
     });
+    let version: string | undefined;
     try {
-      await upload.done();
+      ({ VersionId: version } = await upload.done());
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
-    return { size: counted.size() };
+    if (this.lockMode === null) return { size: counted.size(), version: version ?? null, lockedUntil: null };
+    // A multipart upload's lock parameters are not honoured by every store (Ceph 16 ignores them): ask the object.
+    const stored = await this.stat(key, version);
+    if (!stored) throw new Error(`S3 stored ${key} but does not show it`);
+    return stored;
   }
 
   /**
@@ -185,7 +270,7 @@ export class S3BlobStore implements MultipartBlobStore {
    * (queueSize + 1) × partSize per upload, so the server's memory would grow with every concurrent upload beyond what
    * P5 in BENCHMARKS.md allows. S3 stores nothing unless the whole body arrives.
    */
-  private async putKnownSize(key: string, body: Readable, size: number, signal?: AbortSignal): Promise<{ size: number }> {
+  private async putKnownSize(key: string, body: Readable, size: number, signal?: AbortSignal, lockUntil?: number): Promise<StoredBlob> {
     const counted = countBytes(body);
     // A body that fails mid-way must end the request to S3 too (piping alone would leave it hanging).
     const cancel = new AbortController();
@@ -193,17 +278,20 @@ export class S3BlobStore implements MultipartBlobStore {
     if (signal?.aborted) onAbort();
     signal?.addEventListener('abort', onAbort, { once: true });
     counted.stream.once('error', (error) => cancel.abort(error));
+    const lock = this.lockParams(lockUntil);
+    let version: string | undefined;
     try {
-      await this.client.send(
+      ({ VersionId: version } = await this.client.send(
         new PutObjectCommand({
           Bucket: this.bucket,
           Key: key,
           Body: counted.stream,
           ContentLength: size,
           ContentType: 'application/octet-stream',
+          ...lock,
         }),
         { abortSignal: cancel.signal },
-      );
+      ));
     } catch (error) {
       // S3 keeps nothing of a PutObject cut short, but some S3-compatible stores (s3rver) keep what arrived.
       await this.delete(key).catch(() => undefined);
@@ -219,24 +307,30 @@ export class S3BlobStore implements MultipartBlobStore {
       await this.delete(key);
       throw new Error(`the body had ${counted.size()} bytes, ${size} were announced`);
     }
-    return { size };
+    // PutObject stores the object with its retention or not at all.
+    return { size, version: version ?? null, lockedUntil: lock.ObjectLockRetainUntilDate?.getTime() ?? null };
   }
 
-  async stat(key: string): Promise<{ size: number } | null> {
+  async stat(key: string, version?: string | null): Promise<StoredBlob | null> {
     try {
-      const head = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
-      return { size: head.ContentLength ?? 0 };
+      const head = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key, VersionId: version ?? undefined }));
+      return {
+        size: head.ContentLength ?? 0,
+        version: head.VersionId ?? null,
+        lockedUntil: head.ObjectLockMode ? (head.ObjectLockRetainUntilDate?.getTime() ?? null) : null,
+      };
     } catch (error) {
       if (isNotFound(error)) return null;
       throw error;
     }
   }
 
-  async get(key: string, range?: ByteRange): Promise<Readable> {
+  async get(key: string, range?: ByteRange, version?: string | null): Promise<Readable> {
     const object = await this.client.send(
       new GetObjectCommand({
         Bucket: this.bucket,
         Key: key,
+        VersionId: version ?? undefined,
         ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}),
       }),
     );
@@ -262,11 +356,67 @@ export class S3BlobStore implements MultipartBlobStore {
   }
 
   async delete(key: string): Promise<void> {
+    if (this.lockMode !== null) return this.deleteVersions(key);
     try {
       await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
     } catch (error) {
       if (!isNotFound(error)) throw error;
     }
+  }
+
+  /**
+   * A versioned bucket: a plain DeleteObject would only add a delete marker. Every version of exactly `key` and every
+   * delete marker is removed by its id; versions still locked stay and BlobLockedError names the latest end.
+   */
+  private async deleteVersions(key: string): Promise<void> {
+    let locked: BlobLockedError | null = null;
+    for (const version of await this.versionsOf(key)) {
+      try {
+        await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key, VersionId: version }));
+      } catch (error) {
+        if (isNotFound(error)) continue;
+        if (!isAccessDenied(error)) throw error;
+        const until = await this.stat(key, version).then(
+          (stored) => stored?.lockedUntil ?? null,
+          () => null,
+        );
+        // An AccessDenied on a version without a retention is the credentials' own limit, not a lock.
+        if (until === null || until <= Date.now()) throw error;
+        if (locked === null || until > (locked.lockedUntil ?? 0)) locked = new BlobLockedError(key, until);
+      }
+    }
+    if (locked) throw locked;
+  }
+
+  /** The version ids of exactly `key` (objects and delete markers). */
+  private async versionsOf(key: string): Promise<string[]> {
+    const found: string[] = [];
+    let keyMarker: string | undefined;
+    let versionMarker: string | undefined;
+    do {
+      const page = await this.client.send(
+        new ListObjectVersionsCommand({ Bucket: this.bucket, Prefix: key, KeyMarker: keyMarker, VersionIdMarker: versionMarker }),
+      );
+      for (const entry of [...(page.Versions ?? []), ...(page.DeleteMarkers ?? [])]) {
+        if (entry.Key === key && entry.VersionId) found.push(entry.VersionId);
+      }
+      keyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
+      versionMarker = page.IsTruncated ? page.NextVersionIdMarker : undefined;
+    } while (keyMarker !== undefined);
+    return found;
+  }
+
+  async lock(key: string, version: string | null, until: number): Promise<void> {
+    const mode = this.lockMode;
+    if (mode === null) throw new Error('Object Lock is off (COFFER_S3_OBJECT_LOCK)');
+    await this.client.send(
+      new PutObjectRetentionCommand({
+        Bucket: this.bucket,
+        Key: key,
+        VersionId: version ?? undefined,
+        Retention: { Mode: mode, RetainUntilDate: new Date(until) },
+      }),
+    );
   }
 
   async *list(prefix = ''): AsyncIterable<BlobEntry> {
@@ -289,9 +439,14 @@ export class S3BlobStore implements MultipartBlobStore {
 
   // ---- multipart (native S3 multipart uploads: parts may arrive on any node) ----
 
-  async createMultipart(key: string): Promise<string> {
+  async createMultipart(key: string, { lockUntil }: { lockUntil?: number } = {}): Promise<string> {
     const created = await this.client.send(
-      new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ContentType: 'application/octet-stream' }),
+      new CreateMultipartUploadCommand({
+        Bucket: this.bucket,
+        Key: key,
+        ContentType: 'application/octet-stream',
+        ...this.lockParams(lockUntil),
+      }),
     );
     if (!created.UploadId) throw new Error('S3 returned no UploadId');
     return created.UploadId;
@@ -346,17 +501,18 @@ export class S3BlobStore implements MultipartBlobStore {
     }
   }
 
-  async completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<{ size: number }> {
+  async completeMultipart(key: string, uploadId: string, parts: readonly BlobPart[]): Promise<StoredBlob> {
     const ordered = orderedParts(parts);
+    let version: string | undefined;
     try {
-      await this.client.send(
+      ({ VersionId: version } = await this.client.send(
         new CompleteMultipartUploadCommand({
           Bucket: this.bucket,
           Key: key,
           UploadId: uploadId,
           MultipartUpload: { Parts: ordered.map((p) => ({ PartNumber: p.partNumber, ETag: p.etag })) },
         }),
-      );
+      ));
     } catch (error) {
       const translated = translate(error);
       // Ceph's RADOS Gateway (16) answers a completion of an aborted or already completed upload with 500
@@ -371,7 +527,7 @@ export class S3BlobStore implements MultipartBlobStore {
       }
       throw translated;
     }
-    const stat = await this.stat(key);
+    const stat = await this.stat(key, version);
     if (!stat) throw new Error(`S3 completed ${key} but does not show it`);
     return stat;
   }

@@ -126,10 +126,14 @@ function readPayload(
   const own = (name: string) => (Object.hasOwn(fields, name) ? fields[name] : undefined);
   if (own('backupId') !== backup.id) refuse('payload.backupId', 'must be the id of the backup in the path');
   if (own('accountId') !== backup.accountId) refuse('payload.accountId', "must be the id of the backup's account");
-  const checkedAt = typeof own('checkedAt') === 'string' ? parseInstant(own('checkedAt') as string) : undefined;
-  if (checkedAt === undefined) refuse('payload.checkedAt', 'must be an RFC 3339 date-time with a time zone');
+  const text = own('checkedAt');
+  const checkedAt = typeof text === 'string' && /[Zz]$/.test(text) ? parseInstant(text) : undefined;
+  if (checkedAt === undefined) refuse('payload.checkedAt', 'must be an RFC 3339 date-time in UTC (ending in Z)');
   const result = own('result');
   if (!ATTESTATION_RESULTS.includes(result as AttestationResult)) refuse('payload.result', 'must be "passed" or "failed"');
+  if ((result === 'passed') !== (own('failure') === null)) {
+    refuse('payload.failure', 'must be null for a passed drill and the reason for a failed one');
+  }
   return { checkedAt: checkedAt!, result: result as AttestationResult };
 }
 

@@ -69,14 +69,24 @@ export function secondsUntil(at: number, now: number): number {
 export const slotExpiresAt = (createdAt: number, uploadWindowMs: number): number => createdAt + uploadWindowMs;
 export const retentionExpiresAt = (finalizedAt: number, plan: Plan): number => finalizedAt + PLAN_RULES[plan].retentionMs;
 
-/** A record the sweeper must act on at `now`, and what it must do. */
-export type SweepAction = 'fail' | 'prune' | 'finish-delete' | null;
+/**
+ * A record the sweeper must act on at `now`, and what it must do; 'release': a DELETED record's object, kept while its
+ * Object Lock lasted, goes now.
+ */
+export type SweepAction = 'fail' | 'prune' | 'finish-delete' | 'release' | null;
 
 /**
  * `purgeAfter`: for a DELETING record in its deletion grace, when its ciphertext goes (null: a delete under way,
- * which the sweeper finishes at once).
+ * which the sweeper finishes at once). `lockedUntil`: for a DELETED record, when the Object Lock that kept its object
+ * ends (null: nothing kept).
  */
-export function sweepActionFor(status: BackupStatus, expiresAt: number, now: number, purgeAfter: number | null = null): SweepAction {
+export function sweepActionFor(
+  status: BackupStatus,
+  expiresAt: number,
+  now: number,
+  purgeAfter: number | null = null,
+  lockedUntil: number | null = null,
+): SweepAction {
   switch (status) {
     case 'PENDING_UPLOAD':
     case 'UPLOADED':
@@ -88,9 +98,20 @@ export function sweepActionFor(status: BackupStatus, expiresAt: number, now: num
     case 'DELETING':
       return purgeAfter === null || purgeAfter <= now ? 'finish-delete' : null;
     case 'DELETED':
-      return null;
+      return lockedUntil !== null && lockedUntil <= now ? 'release' : null;
   }
 }
+
+/**
+ * Until when a backup's object is locked (S3 Object Lock), written while its slot is open: the latest its expiry can be
+ * (finalized by the end of the upload window `slotExpiresAt`, then kept for the plan's retention) plus the account's
+ * deletion grace. A plan or grace changed later does not move it.
+ */
+export const objectLockUntil = (slotExpiresAt: number, plan: Plan, graceDays: number): number =>
+  slotExpiresAt + PLAN_RULES[plan].retentionMs + graceDays * DAY_MS;
+
+/** Whether an object locked until `lockedUntil` (null: not locked) must stay at `now`. */
+export const isLocked = (lockedUntil: number | null, now: number): boolean => lockedUntil !== null && lockedUntil > now;
 
 /** The ETag of a backup's ciphertext (its download and the blob host's put result): it changes only with the bytes. */
 export const backupEtag = (id: string, size: number): string => `"${id}-${size}"`;

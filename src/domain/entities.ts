@@ -125,6 +125,13 @@ export interface Backup {
   deletedAt: number | null;
   /** DELETING in its deletion grace: when the ciphertext goes (until then the owner may restore it); else null. */
   purgeAfter: number | null;
+  /**
+   * S3 Object Lock (docs/deploy.md#object-lock): until when the store refuses to remove the ciphertext (epoch ms); null:
+   * not locked. A DELETED record keeps it while its object waits for the lock to end.
+   */
+  lockedUntil: number | null;
+  /** The version of the object Coffer wrote at blobKey (a versioned bucket), which it reads and removes; null: none. */
+  blobVersion: string | null;
 }
 
 /** Why a vault envelope was replaced (and kept in the history). */

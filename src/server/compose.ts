@@ -1,7 +1,7 @@
 /** The composition root: turns a Config into running parts. The only place that picks implementations. */
 import net from 'node:net';
 import type { FastifyServerOptions } from 'fastify';
-import type { Config } from '../config.js';
+import { type Config, ConfigError, SERVER_SETTINGS } from '../config.js';
 import type { BlobStore, DirectTransfers, MultipartBlobStore } from '../blobs/blob-store.js';
 import { FsBlobStore } from '../blobs/fs.js';
 import { type Clock, systemClock } from '../domain/clock.js';
@@ -42,9 +42,18 @@ function s3Options(config: Config) {
 export async function openBlobStore(config: Config): Promise<MultipartBlobStore> {
   if (config.blobStore === 's3') {
     const { S3BlobStore } = await import('../blobs/s3.js');
-    return new S3BlobStore(s3Options(config));
+    return new S3BlobStore({ ...s3Options(config), objectLock: config.s3.objectLock });
   }
   return new FsBlobStore(config.dataDir);
+}
+
+/** A server starts only where the bucket's Object Lock matches COFFER_S3_OBJECT_LOCK (docs/deploy.md#object-lock). */
+async function checkObjectLock(config: Config, blobs: BlobStore): Promise<void> {
+  if (config.blobStore !== 's3') return;
+  const { S3BlobStore, objectLockProblem } = await import('../blobs/s3.js');
+  if (!(blobs instanceof S3BlobStore)) return;
+  const problem = objectLockProblem(config.s3.objectLock, config.s3.bucket!, await blobs.bucketObjectLock());
+  if (problem !== null) throw new ConfigError(SERVER_SETTINGS.COFFER_S3_OBJECT_LOCK.name, problem);
 }
 
 /** Presigned transfers, where the operator turned them on (COFFER_S3_PRESIGNED=on, S3 store only). */
@@ -114,8 +123,9 @@ export interface ComposeOptions {
 }
 
 export async function composeParts(config: Config, clock: Clock = systemClock, options: ComposeOptions = {}): Promise<Parts> {
-  const uncached = await openStores(config);
   const blobs = await openBlobStore(config);
+  await checkObjectLock(config, blobs);
+  const uncached = await openStores(config);
   const transfers = await openDirectTransfers(config);
   let bus: StatusBus;
   let changes: ChangeFeed | undefined;

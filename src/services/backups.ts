@@ -5,10 +5,19 @@
  */
 import type { Readable } from 'node:stream';
 import { v7 as uuidv7 } from 'uuid';
-import type { BlobStore, ByteRange, DirectTransfers, PresignedRequest } from '../blobs/blob-store.js';
+import {
+  BlobLockedError,
+  type BlobStore,
+  type ByteRange,
+  type DirectTransfers,
+  lockOption,
+  type PresignedRequest,
+  type StoredBlob,
+} from '../blobs/blob-store.js';
 import {
   decideCreate,
   isVisible,
+  objectLockUntil,
   retentionExpiresAt,
   slotExpiresAt,
   secondsUntil,
@@ -61,6 +70,8 @@ export function newSlot(id: string, accountId: string, createdAt: number, expire
     encryptedMetadataNonce: null,
     deletedAt: null,
     purgeAfter: null,
+    lockedUntil: null,
+    blobVersion: null,
   };
 }
 
@@ -180,9 +191,10 @@ export class BackupService {
     let released = false;
     try {
       const blobKey = this.newBlobKey(backup);
-      let size: number;
+      const lockUntil = await this.objectLockFor(backup);
+      let stored: StoredBlob;
       try {
-        ({ size } = await this.blobs.put(blobKey, limited(body, cap), { size: contentLength }));
+        stored = await this.blobs.put(blobKey, limited(body, cap), { size: contentLength, ...lockOption(lockUntil) });
       } catch (error) {
         if (error instanceof TooLarge) {
           if (cap < max) {
@@ -194,9 +206,9 @@ export class BackupService {
         throw error;
       }
       // UPLOADED now counts the stored bytes: the reservation ends in the same commit as the record's update.
-      await this.recordUpload(backup, blobKey, size, reservation.id);
+      await this.recordUpload(backup, blobKey, stored, reservation.id);
       released = true;
-      return { pathname: backup.blobPath, size };
+      return { pathname: backup.blobPath, size: stored.size };
     } finally {
       // Nothing was stored (or the update failed): the reservation ends. Deleting an ended one again is harmless.
       if (!released) await this.quotas.releaseUpload(reservation.id);
@@ -209,21 +221,61 @@ export class BackupService {
   }
 
   /**
-   * Records that `blobKey` holds the slot's whole ciphertext: PENDING_UPLOAD → UPLOADED (any upload protocol).
-   * When another upload, a delete or expiry got there first, this attempt's bytes are removed and the
-   * current state is reported as invalid_backup_state. `reservationId` ends and the open upload `openUploadId`
-   * (multipart port) is forgotten in the same commit, whether or not the update applies.
+   * With Object Lock, until when an object written now into the slot `backup` (PENDING_UPLOAD) is locked
+   * (objectLockUntil); null when the store locks nothing.
    */
-  async recordUpload(backup: Backup, blobKey: string, size: number, reservationId?: string, openUploadId?: string): Promise<Backup> {
+  async objectLockFor(backup: Backup): Promise<number | null> {
+    if (this.blobs.objectLock === 'off') return null;
+    const account = await this.ports.accounts.getAccount(backup.accountId);
+    return objectLockUntil(backup.expiresAt, account?.plan ?? 'free', account?.deletionGraceDays ?? 0);
+  }
+
+  /**
+   * With Object Lock, makes sure the stored object is locked at least until objectLockFor (PutObjectRetention where the
+   * write did not set it: a client's own PUT, a store that ignores a multipart upload's lock); returns the lock's end.
+   */
+  private async lockStored(backup: Backup, blobKey: string, stored: StoredBlob): Promise<number | null> {
+    const wanted = await this.objectLockFor(backup);
+    if (wanted === null) return null;
+    if (stored.lockedUntil !== null && stored.lockedUntil >= wanted) return stored.lockedUntil;
+    await this.blobs.lock(blobKey, stored.version, wanted);
+    return wanted;
+  }
+
+  /** Removes an upload attempt's object that no record names; one already locked stays for the orphan sweep. */
+  async discardBlob(blobKey: string): Promise<void> {
+    try {
+      await this.blobs.delete(blobKey);
+    } catch (error) {
+      if (!(error instanceof BlobLockedError)) throw error;
+    }
+  }
+
+  /**
+   * Records that `blobKey` holds the slot's whole ciphertext (`stored`: its size and version): PENDING_UPLOAD → UPLOADED
+   * (any upload protocol), locked first where Object Lock is on (lockStored). When another upload, a delete or expiry
+   * got there first, this attempt's bytes are removed and the current state is reported as invalid_backup_state.
+   * `reservationId` ends and the open upload `openUploadId` (multipart port) is forgotten in the same commit, whether or
+   * not the update applies.
+   */
+  async recordUpload(backup: Backup, blobKey: string, stored: StoredBlob, reservationId?: string, openUploadId?: string): Promise<Backup> {
+    const lockedUntil = await this.lockStored(backup, blobKey, stored);
     const uploaded = await this.ports.backups.updateBackup(
       backup.id,
       { statuses: ['PENDING_UPLOAD'] },
-      { status: 'UPLOADED', blobKey, ciphertextSizeBytes: size, updatedAt: this.clock.now() },
+      {
+        status: 'UPLOADED',
+        blobKey,
+        blobVersion: stored.version,
+        lockedUntil,
+        ciphertextSizeBytes: stored.size,
+        updatedAt: this.clock.now(),
+      },
       reservationId,
       openUploadId,
     );
     if (!uploaded) {
-      await this.blobs.delete(blobKey);
+      await this.discardBlob(blobKey);
       const current = await this.ports.backups.getBackup(backup.id);
       throw this.wrongState(current?.status ?? 'DELETED');
     }
@@ -284,7 +336,7 @@ export class BackupService {
     range?: ByteRange,
   ): Promise<{ backup: Backup & { blobKey: string; ciphertextSizeBytes: number }; stream: Readable }> {
     const backup = await this.readyForContent(accountId, id);
-    const stream = await this.blobs.get(backup.blobKey, range);
+    const stream = await this.blobs.get(backup.blobKey, range, backup.blobVersion);
     return { backup, stream };
   }
 
@@ -294,7 +346,7 @@ export class BackupService {
    */
   async locateContent(accountId: string, id: string): Promise<{ blobKey: string }> {
     const backup = await this.readyForContent(accountId, id);
-    if ((await this.blobs.stat(backup.blobKey)) === null) throw new Error(`the blob of backup ${backup.id} is missing`);
+    if ((await this.blobs.stat(backup.blobKey, backup.blobVersion)) === null) throw new Error(`the blob of backup ${backup.id} is missing`);
     return { blobKey: backup.blobKey };
   }
 
@@ -312,7 +364,7 @@ export class BackupService {
     const transfers = this.options.transfers;
     if (!transfers) throw new Error('presigned downloads are off (COFFER_S3_PRESIGNED)');
     const ready = this.withContent(backup);
-    return { request: await transfers.presignGet(ready.blobKey), size: ready.ciphertextSizeBytes };
+    return { request: await transfers.presignGet(ready.blobKey, ready.blobVersion), size: ready.ciphertextSizeBytes };
   }
 
   /**
@@ -324,8 +376,8 @@ export class BackupService {
   async locateContentInStore(backup: Backup): Promise<{ pathAndQuery: string }> {
     const transfers = this.options.internalTransfers;
     if (!transfers) throw new Error('no presigner for the store’s own endpoint (COFFER_ACCEL_REDIRECT with S3)');
-    const { blobKey } = this.withContent(backup);
-    const url = new URL((await transfers.presignGet(blobKey)).url);
+    const { blobKey, blobVersion } = this.withContent(backup);
+    const url = new URL((await transfers.presignGet(blobKey, blobVersion)).url);
     return { pathAndQuery: `${url.pathname}${url.search}` };
   }
 

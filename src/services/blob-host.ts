@@ -12,7 +12,14 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { InvalidPartError, MAX_PART_NUMBER, type MultipartBlobStore, UploadNotFoundError } from '../blobs/blob-store.js';
+import {
+  InvalidPartError,
+  lockOption,
+  MAX_PART_NUMBER,
+  type MultipartBlobStore,
+  type StoredBlob,
+  UploadNotFoundError,
+} from '../blobs/blob-store.js';
 import type { Clock } from '../domain/clock.js';
 import { AppError } from '../domain/errors.js';
 import { sameSecret } from '../lib/compare.js';
@@ -219,14 +226,14 @@ export class BlobHostService {
     };
   }
 
-  private async record(backup: Backup, blobKey: string, size: number): Promise<PutBlobResult> {
+  private async record(backup: Backup, blobKey: string, stored: StoredBlob): Promise<PutBlobResult> {
     try {
-      await this.backups.recordUpload(backup, blobKey, size);
+      await this.backups.recordUpload(backup, blobKey, stored);
     } catch (error) {
       if (error instanceof AppError) throw new BlobApiError(400, 'bad_request', `${error.message} It takes no upload.`);
       throw error;
     }
-    return this.result(backup, size);
+    return this.result(backup, stored.size);
   }
 
   /**
@@ -239,20 +246,21 @@ export class BlobHostService {
     const quota = await this.quotaRoom(backup, 0);
     if (declared !== undefined && declared > quota.room) throw this.quotaRefused(quota.quota!, quota.usage, declared);
     const blobKey = this.backups.newBlobKey(backup);
-    let size: number;
+    const lockUntil = await this.backups.objectLockFor(backup);
+    let stored: StoredBlob;
     try {
-      ({ size } = await this.blobs.put(blobKey, limited(body, Math.max(0, Math.min(limit, quota.room)))));
+      stored = await this.blobs.put(blobKey, limited(body, Math.max(0, Math.min(limit, quota.room))), lockOption(lockUntil));
     } catch (error) {
       if (error instanceof TooLarge) throw quota.room < limit ? this.quotaRefused(quota.quota!, quota.usage) : this.tooLarge(limit);
       throw error;
     }
     // Without a quota there is nothing to check again (the common case: no second query).
     const after = quota.quota === null ? undefined : await this.quotaRoom(backup, 0);
-    if (after && size > after.room) {
-      await this.blobs.delete(blobKey);
-      throw this.quotaRefused(after.quota!, after.usage, size);
+    if (after && stored.size > after.room) {
+      await this.backups.discardBlob(blobKey);
+      throw this.quotaRefused(after.quota!, after.usage, stored.size);
     }
-    return this.record(backup, blobKey, size);
+    return this.record(backup, blobKey, stored);
   }
 
   /**
@@ -269,7 +277,7 @@ export class BlobHostService {
       );
     if ((await this.ports.multipart.countMultipartUploads(backup.id)) >= this.options.maxMultipartUploadsPerSlot) throw tooMany();
     const key = this.backups.newBlobKey(backup);
-    const uploadId = await this.blobs.createMultipart(key);
+    const uploadId = await this.blobs.createMultipart(key, lockOption(await this.backups.objectLockFor(backup)));
     if ((await this.ports.multipart.addMultipartUpload(backup.id, uploadId, this.clock.now())) > this.options.maxMultipartUploadsPerSlot) {
       await this.discard(key, uploadId);
       throw tooMany();
@@ -369,22 +377,22 @@ export class BlobHostService {
     // The client's retry of a completion that succeeded (its answer was lost): the same answer again.
     if (backup.status === 'UPLOADED' && backup.blobKey === key) return this.result(backup, backup.ciphertextSizeBytes ?? 0);
     const limit = this.limitOf(token);
-    let size: number;
+    let stored: StoredBlob;
     try {
-      ({ size } = await this.blobs.completeMultipart(key, uploadId, parts));
+      stored = await this.blobs.completeMultipart(key, uploadId, parts);
     } catch (error) {
       // The store completed it before (the node died or the answer was lost before it was recorded): every
       // upload attempt has a key of its own, so an object under the key is this upload's.
-      const stored = error instanceof UploadNotFoundError ? await this.blobs.stat(key) : null;
-      if (!stored) throw this.translate(error, limit);
-      size = stored.size;
+      const found = error instanceof UploadNotFoundError ? await this.blobs.stat(key) : null;
+      if (!found) throw this.translate(error, limit);
+      stored = found;
     }
     await this.ports.multipart.removeMultipartUpload(uploadId);
-    if (size > limit) {
-      await this.blobs.delete(key);
+    if (stored.size > limit) {
+      await this.backups.discardBlob(key);
       throw this.tooLarge(limit);
     }
-    return this.record(backup, key, size);
+    return this.record(backup, key, stored);
   }
 
   private translate(error: unknown, limit: number): unknown {

@@ -292,7 +292,9 @@ export class PresignedUploadService {
     }
     // UPLOADED now counts the stored bytes: the reservations end and the open upload is forgotten in the same commit
     // as the record's update (also when another change got there first).
-    await this.backups.recordUpload(backup, key, stored.size, attempt, attempt);
+    // With Object Lock the object is locked here, once checked (recordUpload): a client's bytes that are refused are never
+    // locked, so they cannot stay in the bucket past the quota.
+    await this.backups.recordUpload(backup, key, stored, attempt, attempt);
     return answer(stored.size);
   }
 

@@ -3,12 +3,13 @@
  * grace), the backups scheduled for deletion (restore, purge early), the account's grace, and the sweep that applies
  * every due transition (expiry, pruning by the plan's retention, unfinished deletes, graces that ended).
  */
-import type { BlobStore } from '../blobs/blob-store.js';
+import { BlobLockedError, type BlobStore } from '../blobs/blob-store.js';
 import {
   BACKUP_STATUSES,
   IN_FLIGHT_STATUSES,
   MAX_DELETION_GRACE_DAYS,
   isDeletionGrace,
+  isLocked,
   isRestorable,
   isVisible,
   purgeAfterFor,
@@ -116,18 +117,50 @@ export class RetentionService {
     return this.finishDelete(deleting);
   }
 
+  /**
+   * DELETING → DELETED, its ciphertext removed; an object still under its Object Lock stays (the record keeps
+   * lockedUntil) and the sweeper removes it once the lock has ended ('release').
+   */
   private async finishDelete(deleting: Backup): Promise<Backup | undefined> {
-    if (deleting.blobKey !== null) await this.blobs.delete(deleting.blobKey);
+    const keptUntil = await this.removeBlob(deleting);
     const now = this.clock.now();
     const deleted = await this.ports.backups.updateBackup(
       deleting.id,
       { statuses: ['DELETING'] },
-      { status: 'DELETED', deletedAt: now, updatedAt: now },
+      { status: 'DELETED', deletedAt: now, updatedAt: now, lockedUntil: keptUntil },
     );
     if (deleted) return this.changed(deleted);
     // Someone else (the sweeper) finished it first: the outcome is the same.
     const current = await this.ports.backups.getBackup(deleting.id);
     return current?.status === 'DELETED' ? current : undefined;
+  }
+
+  /**
+   * Removes a backup's object unless its Object Lock still holds it: returns null once it is gone, else until when it
+   * stays (the recorded lock, or the store's own answer when it refuses: clocks differ, or the lock was extended).
+   */
+  private async removeBlob(backup: Backup): Promise<number | null> {
+    const now = this.clock.now();
+    if (backup.blobKey === null) return null;
+    if (isLocked(backup.lockedUntil, now)) return backup.lockedUntil;
+    try {
+      await this.blobs.delete(backup.blobKey);
+      return null;
+    } catch (error) {
+      if (!(error instanceof BlobLockedError)) throw error;
+      return Math.max(error.lockedUntil ?? now, backup.lockedUntil ?? now);
+    }
+  }
+
+  /** A DELETED record whose Object Lock has ended: its object goes now (or, if the store still refuses, later). */
+  private async release(backup: Backup): Promise<Backup | undefined> {
+    const keptUntil = await this.removeBlob(backup);
+    const released = await this.ports.backups.updateBackup(
+      backup.id,
+      { statuses: ['DELETED'] },
+      { lockedUntil: keptUntil, updatedAt: this.clock.now() },
+    );
+    return keptUntil === null ? released : undefined;
   }
 
   /** Applies every due transition; with an account id, only that account's. Returns how many records moved. */
@@ -142,7 +175,7 @@ export class RetentionService {
   /** Applies the transition that is due for one backup (sweepActionFor); undefined when none moved it. */
   async sweepOne(backup: Backup): Promise<Backup | undefined> {
     const now = this.clock.now();
-    switch (sweepActionFor(backup.status, backup.expiresAt, now, backup.purgeAfter)) {
+    switch (sweepActionFor(backup.status, backup.expiresAt, now, backup.purgeAfter, backup.lockedUntil)) {
       case 'fail': {
         const failed = await this.ports.backups.updateBackup(
           backup.id,
@@ -161,6 +194,8 @@ export class RetentionService {
         const claimed = await this.claimScheduled(backup, { dueBy: now });
         return claimed && this.finishDelete(claimed);
       }
+      case 'release':
+        return this.release(backup);
       case null:
         return undefined;
     }

@@ -2,7 +2,7 @@
  * The background sweeper: expiry, pruning, unfinished deletes and deletes whose grace has ended (BackupService.sweep),
  * expired vault history (BackupService.pruneVaultHistory), ended console sessions and login links
  * (SessionService.prune), plus orphan removal. A backup in its deletion grace still names its blob, so it is
- * never taken for an orphan.
+ * never taken for an orphan, nor is a DELETED backup's object kept for its Object Lock (retention.ts releases it).
  * It runs under the Store's exclusive lock "sweeper" (a PostgreSQL advisory lock), so with several nodes only
  * one sweeps at a time; the others skip their turn.
  *
@@ -14,7 +14,7 @@
  * that cannot list them (no ListMultipartUploads) the first sweep reports one warning and later ones skip the step.
  * The blob host's multipart bookkeeping of slots that take no upload any more is dropped on every sweep.
  */
-import { type BlobStore, UnsupportedOperationError } from '../blobs/blob-store.js';
+import { BlobLockedError, type BlobStore, UnsupportedOperationError } from '../blobs/blob-store.js';
 import type { Stores } from '../store/ports/stores.js';
 import type { RetentionService } from './retention.js';
 import type { SessionService } from './sessions.js';
@@ -87,6 +87,17 @@ export class Sweeper {
       : { ran: false, moved: 0, sessions: 0, vaultHistory: 0, orphans: 0, incomplete: 0 };
   }
 
+  /** false: the object is under an Object Lock (an attempt locked before it lost its race); a later pass removes it. */
+  private async removeOrphan(key: string): Promise<boolean> {
+    try {
+      await this.blobs.delete(key);
+      return true;
+    } catch (error) {
+      if (error instanceof BlobLockedError) return false;
+      throw error;
+    }
+  }
+
   /** Removes orphan blobs and incomplete uploads older than the grace period (or `graceMs`). */
   async removeOrphans(graceMs = this.graceMs): Promise<{ orphans: number; incomplete: number; warning?: string }> {
     const cutoff = this.wallClock() - graceMs;
@@ -96,8 +107,7 @@ export class Sweeper {
       const live = await this.ports.backups.liveBlobKeys(batch);
       for (const key of batch) {
         if (live.has(key)) continue;
-        await this.blobs.delete(key);
-        orphans += 1;
+        if (await this.removeOrphan(key)) orphans += 1;
       }
       batch = [];
     };

@@ -142,7 +142,7 @@ export class UploadHandshake {
         maxBytes: this.options.maxArchiveBytes,
       });
     }
-    await this.backups.recordUpload(backup, pathname, stored.size);
+    await this.backups.recordUpload(backup, pathname, stored);
     return ok;
   }
 }

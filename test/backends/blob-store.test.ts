@@ -108,8 +108,8 @@ describeEngines('BlobStore backend', engines(), (engine, backend) => {
   it('ping, and put/stat/get/delete of a small blob compare equal', async () => {
     await store.ping();
     const data = randomBytes(1000);
-    expect(await store.put('backups/a/b/small.bin', source(data))).toEqual({ size: 1000 });
-    expect(await store.stat('backups/a/b/small.bin')).toEqual({ size: 1000 });
+    expect(await store.put('backups/a/b/small.bin', source(data))).toEqual({ size: 1000, version: null, lockedUntil: null });
+    expect(await store.stat('backups/a/b/small.bin')).toEqual({ size: 1000, version: null, lockedUntil: null });
     expect((await readAll(await store.get('backups/a/b/small.bin'))).equals(data)).toBe(true);
     await store.delete('backups/a/b/small.bin');
     expect(await store.stat('backups/a/b/small.bin')).toBeNull();
@@ -118,14 +118,14 @@ describeEngines('BlobStore backend', engines(), (engine, backend) => {
   });
 
   it('an empty blob round-trips', async () => {
-    expect(await store.put('backups/empty/x.bin', source(Buffer.alloc(0)))).toEqual({ size: 0 });
+    expect(await store.put('backups/empty/x.bin', source(Buffer.alloc(0)))).toEqual({ size: 0, version: null, lockedUntil: null });
     expect((await readAll(await store.get('backups/empty/x.bin'))).length).toBe(0);
     await store.delete('backups/empty/x.bin');
   });
 
   it('a streamed put larger than a part (multipart on S3) round-trips byte for byte, and ranges read back', async () => {
-    expect(await store.put('backups/big/one.bin', source(big))).toEqual({ size: big.length });
-    expect(await store.stat('backups/big/one.bin')).toEqual({ size: big.length });
+    expect(await store.put('backups/big/one.bin', source(big))).toEqual({ size: big.length, version: null, lockedUntil: null });
+    expect(await store.stat('backups/big/one.bin')).toEqual({ size: big.length, version: null, lockedUntil: null });
     expect((await readAll(await store.get('backups/big/one.bin'))).equals(big)).toBe(true);
     const boundary = 5 * MiB;
     for (const [start, end] of [
@@ -206,7 +206,7 @@ describeEngines('MultipartBlobStore backend', multipartEngines(), (engine, backe
       { partNumber: 3, etag: p3.etag },
       { partNumber: 1, etag: p1.etag },
     ]);
-    expect(done).toEqual({ size: data.length });
+    expect(done).toEqual({ size: data.length, version: null, lockedUntil: null });
     expect((await readAll(await store.get(key))).equals(data)).toBe(true);
     expect(await engine.leftovers()).toEqual([]);
     await expect(store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: p1.etag }])).rejects.toBeInstanceOf(UploadNotFoundError);
@@ -234,7 +234,11 @@ describeEngines('MultipartBlobStore backend', multipartEngines(), (engine, backe
       ).rejects.toBeInstanceOf(InvalidPartError);
       await expect(store.completeMultipart(key, uploadId, [{ partNumber: 2, etag: part.etag }])).rejects.toBeInstanceOf(InvalidPartError);
     }
-    expect(await store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: part.etag }])).toEqual({ size: data.length });
+    expect(await store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: part.etag }])).toEqual({
+      size: data.length,
+      version: null,
+      lockedUntil: null,
+    });
     expect((await readAll(await store.get(key))).equals(data)).toBe(true);
   });
 

@@ -364,6 +364,9 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     await make('PENDING_UPLOAD', now + 1);
     await make('READY', now + HOUR);
     await make('DELETED', now - HOUR);
+    // Object Lock: a DELETED record whose object waits for its lock is due once the lock has ended.
+    due.push(await insert(backup(account.id, { status: 'DELETED', expiresAt: now - HOUR, lockedUntil: now })));
+    await insert(backup(account.id, { status: 'DELETED', expiresAt: now - HOUR, lockedUntil: now + 1 }));
     const ids = (await store.backups.listSweepCandidates(now, account.id)).map((b) => b.id).sort();
     expect(ids).toEqual(due.map((b) => b.id).sort());
     expect((await store.backups.listSweepCandidates(now)).map((b) => b.id)).toEqual(expect.arrayContaining(ids));
@@ -478,13 +481,21 @@ describeEngines('Store backend', [...plainEngines, ...cachedEngines], (engine, b
     expect((await store.vaults.getVault(account.id))?.wrappedMasterKey).toBe(vault('A').wrappedMasterKey);
   });
 
-  it('liveBlobKeys: keys referenced by a record that is not DELETED', async () => {
+  it('liveBlobKeys: keys referenced by a record that is not DELETED, or DELETED with its object locked', async () => {
     const account = await newAccount();
     const live = await insert(backup(account.id, { status: 'READY', blobKey: 'backups/a/live.bin' }));
     await insert(backup(account.id, { status: 'DELETING', blobKey: 'backups/a/deleting.bin' }));
     await insert(backup(account.id, { status: 'DELETED', blobKey: 'backups/a/gone.bin' }));
-    const keys = ['backups/a/live.bin', 'backups/a/deleting.bin', 'backups/a/gone.bin', 'backups/a/never.bin'];
-    expect([...(await store.backups.liveBlobKeys(keys))].sort()).toEqual(['backups/a/deleting.bin', 'backups/a/live.bin']);
+    // Object Lock: a DELETED record's object still locked is the sweeper's to release, never an orphan.
+    const locked = { status: 'DELETED' as const, blobKey: 'backups/a/locked.bin', lockedUntil: T0, blobVersion: 'v1' };
+    const kept = await insert(backup(account.id, locked));
+    expect(await store.backups.getBackup(kept.id)).toMatchObject({ lockedUntil: T0, blobVersion: 'v1' });
+    const keys = ['backups/a/live.bin', 'backups/a/deleting.bin', 'backups/a/gone.bin', 'backups/a/locked.bin', 'backups/a/never.bin'];
+    expect([...(await store.backups.liveBlobKeys(keys))].sort()).toEqual([
+      'backups/a/deleting.bin',
+      'backups/a/live.bin',
+      'backups/a/locked.bin',
+    ]);
     expect(await store.backups.liveBlobKeys([])).toEqual(new Set());
     const many = Array.from({ length: 1200 }, (_, i) => `backups/none/${i}.bin`).concat(live.blobKey!);
     expect(await store.backups.liveBlobKeys(many)).toEqual(new Set([live.blobKey]));

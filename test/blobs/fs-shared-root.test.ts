@@ -35,7 +35,7 @@ it('opening a second store on the same directory leaves an upload in flight inta
 
   expect(tmpFiles(root)).toHaveLength(1);
   body.end(rest);
-  await expect(put).resolves.toEqual({ size: first.length + rest.length });
+  await expect(put).resolves.toEqual({ size: first.length + rest.length, version: null, lockedUntil: null });
   expect(await buffer(await server.get('backups/a/b/blob.bin'))).toEqual(Buffer.concat([first, rest]));
 });
 
@@ -51,7 +51,7 @@ it('a sweep with no grace takes no temp file being written, its own or another l
   expect(await new FsBlobStore(root).removeIncomplete(Date.now() + 60_000)).toBe(0);
 
   body.end(Buffer.alloc(1024, 2));
-  await expect(put).resolves.toEqual({ size: 2048 });
+  await expect(put).resolves.toEqual({ size: 2048, version: null, lockedUntil: null });
   expect(tmpFiles(root)).toEqual([]);
 });
 

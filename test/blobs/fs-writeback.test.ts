@@ -65,7 +65,11 @@ describe('FsBlobStore.put with writeback', () => {
     const root = tempDir('coffer-writeback-store-');
     const store = new FsBlobStore(root);
     const parts = chunks(3 * (WRITEBACK_BYTES / 65536), 65536); // 3 × WRITEBACK_BYTES, in a socket's read size
-    await expect(store.put('backups/a/b/blob.bin', Readable.from(parts))).resolves.toEqual({ size: 3 * WRITEBACK_BYTES });
+    await expect(store.put('backups/a/b/blob.bin', Readable.from(parts))).resolves.toEqual({
+      size: 3 * WRITEBACK_BYTES,
+      version: null,
+      lockedUntil: null,
+    });
     // Checked first: reading megabytes back may collect an unclosed handle (Node closes those on garbage collection).
     expect(openUnder(root)).toEqual([]);
     expect(sha256(await buffer(await store.get('backups/a/b/blob.bin')))).toBe(sha256(Buffer.concat(parts)));

@@ -36,9 +36,7 @@ describe('S3BlobStore.put with a known size', () => {
     const data = bytes(6 * 1024 * 1024 + 123);
     expect(
       await store.put('backups/a/b/sized.bin', Readable.from([data.subarray(0, 1000), data.subarray(1000)]), { size: data.length }),
-    ).toEqual({
-      size: data.length,
-    });
+    ).toEqual({ size: data.length, version: null, lockedUntil: null });
     // One PutObject, no CreateMultipartUpload/UploadPart/CompleteMultipartUpload.
     expect(sent).toEqual(['PutObjectCommand']);
     expect((await read(await store.get('backups/a/b/sized.bin'))).equals(data)).toBe(true);

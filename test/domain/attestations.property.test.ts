@@ -82,22 +82,24 @@ const hex = (length: number) => fc.stringMatching(new RegExp(`^[0-9a-f]{${length
 const count = fc.oneof(fc.constant(null), fc.nat());
 
 /** Payloads a drill could write, with members a later version might add. */
-const validPayload = fc.record({
-  format: fc.constant('coffer-attestation/v1'),
-  accountId: fc.constant(BACKUP.accountId),
-  backupId: fc.constant(BACKUP.id),
-  checkedAt: instant.map((d) => d.toISOString()),
-  result: fc.constantFrom(...DRILL_RESULTS),
-  failure: fc.oneof(fc.constant(null), fc.string({ minLength: 1, maxLength: 500 })),
-  checks: fc.subarray([...DRILL_CHECKS]),
-  ciphertextSizeBytes: count,
-  ciphertextSha256: fc.oneof(fc.constant(null), hex(64)),
-  plaintextSizeBytes: count,
-  fileCount: count,
-  vaultKey: hex(16),
-  drilledBy: fc.record({ machine: fc.string({ maxLength: 255 }), client: fc.string({ maxLength: 64 }) }),
-  later: fc.option(fc.jsonValue({ maxDepth: 2 }), { nil: undefined }),
-});
+const validPayload = fc
+  .record({
+    format: fc.constant('coffer-attestation/v1'),
+    accountId: fc.constant(BACKUP.accountId),
+    backupId: fc.constant(BACKUP.id),
+    checkedAt: instant.map((d) => d.toISOString()),
+    result: fc.constantFrom(...DRILL_RESULTS),
+    failure: fc.oneof(fc.constant(null), fc.string({ minLength: 1, maxLength: 500 })),
+    checks: fc.subarray([...DRILL_CHECKS]),
+    ciphertextSizeBytes: count,
+    ciphertextSha256: fc.oneof(fc.constant(null), hex(64)),
+    plaintextSizeBytes: count,
+    fileCount: count,
+    vaultKey: hex(16),
+    drilledBy: fc.record({ machine: fc.string({ maxLength: 255 }), client: fc.string({ maxLength: 64 }) }),
+    later: fc.option(fc.jsonValue({ maxDepth: 2 }), { nil: undefined }),
+  })
+  .map((payload) => ({ ...payload, failure: payload.result === 'passed' ? null : (payload.failure ?? 'the archive does not open') }));
 
 const encodeBody = (payload: unknown, mac = randomBytes(32)) => ({
   payload: Buffer.from(JSON.stringify(payload)).toString('base64'),
@@ -249,6 +251,9 @@ describe('the check of an attestation request', () => {
     expect(edit({ checkedAt: '2026-11-28 22:00:00Z' })).toBe('payload.checkedAt');
     expect(edit({ drilledBy: { machine: 1, client: 'c' } })).toBe('payload.drilledBy.machine');
     expect(edit({ format: 'x' })).toBe('payload.format');
+    expect(edit({ checkedAt: '2026-11-28T23:00:00+01:00' })).toBe('payload.checkedAt');
+    expect(edit({ result: 'passed', failure: 'the archive does not open' })).toBe('payload.failure');
+    expect(edit({ result: 'failed', failure: null })).toBe('payload.failure');
   });
 });
 

@@ -39,8 +39,14 @@ export interface BackupStore {
   ): Promise<Backup | undefined>;
   /** Like updateBackup to READY, and records the backup's createdAt as the account's last READY (cadence). */
   markReady(id: string, condition: BackupCondition, patch: BackupPatch): Promise<Backup | undefined>;
-  /** Records needing sweeper action at `now` (expired in-flight, FAILED, expired READY, DELETING not in grace at `now`). */
+  /**
+   * Records needing sweeper action at `now` (expired in-flight, FAILED, expired READY, DELETING not in grace at `now`,
+   * DELETED whose object was kept for an Object Lock that has ended by `now`).
+   */
   listSweepCandidates(now: number, accountId?: string): Promise<Backup[]>;
-  /** The subset of `blobKeys` still referenced by a record that is not DELETED (orphan sweeping). */
+  /**
+   * The subset of `blobKeys` still referenced by a record that is not DELETED, or by a DELETED one whose object waits
+   * for its Object Lock to end (lockedUntil set: the sweeper removes it then), for orphan sweeping.
+   */
   liveBlobKeys(blobKeys: readonly string[]): Promise<Set<string>>;
 }

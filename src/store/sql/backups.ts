@@ -28,6 +28,8 @@ function toBackup(row: Selectable<BackupsTable>): Backup {
     encryptedMetadataNonce: row.encrypted_metadata_nonce,
     deletedAt: numOrNull(row.deleted_at),
     purgeAfter: numOrNull(row.purge_after),
+    lockedUntil: numOrNull(row.locked_until),
+    blobVersion: row.blob_version,
   };
 }
 
@@ -47,6 +49,8 @@ const BACKUP_COLUMNS: Record<keyof BackupPatch, keyof BackupsTable> = {
   encryptedMetadataNonce: 'encrypted_metadata_nonce',
   deletedAt: 'deleted_at',
   purgeAfter: 'purge_after',
+  lockedUntil: 'locked_until',
+  blobVersion: 'blob_version',
 };
 
 function backupPatchRow(patch: BackupPatch): Partial<BackupsTable> {
@@ -246,6 +250,8 @@ export class SqlBackupStore implements BackupStore {
           eb('status', '=', 'FAILED'),
           // A delete under way (crash recovery), or one whose grace has ended.
           eb.and([eb('status', '=', 'DELETING'), eb.or([eb('purge_after', 'is', null), eb('purge_after', '<=', now)])]),
+          // An object kept for its Object Lock, whose lock has ended.
+          eb.and([eb('status', '=', 'DELETED'), eb('locked_until', 'is not', null), eb('locked_until', '<=', now)]),
         ]),
       );
     if (accountId !== undefined) query = query.where('account_id', '=', accountId);
@@ -260,7 +266,7 @@ export class SqlBackupStore implements BackupStore {
         .selectFrom('backups')
         .select('blob_key')
         .where('blob_key', 'in', blobKeys.slice(i, i + 500))
-        .where('status', '!=', 'DELETED')
+        .where((eb) => eb.or([eb('status', '!=', 'DELETED'), eb('locked_until', 'is not', null)]))
         .execute();
       for (const row of rows) if (row.blob_key !== null) live.add(row.blob_key);
     }

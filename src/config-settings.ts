@@ -130,6 +130,10 @@ export const SERVER_SETTINGS = settings({
     about: 'open connections at most per node; one more is closed at once (each takes a file descriptor: keep below `ulimit -n`)',
   },
   COFFER_METRICS_TOKEN: { default: null, about: 'bearer token /metrics requires, 16+ characters (unset: no /metrics)' },
+  COFFER_DRILL_MAX_AGE: {
+    default: '14d',
+    about: 'a drilled account whose newest restore drill is older is stale (/metrics, coffer admin usage)',
+  },
   COFFER_METRICS_TOKEN_FILE: { default: null, about: 'file holding COFFER_METRICS_TOKEN (a secret file; not with COFFER_METRICS_TOKEN)' },
   COFFER_SIGNIN_ATTEMPTS: { default: '30', about: 'console sign-in attempts per client address and window' },
   COFFER_SIGNIN_WINDOW: { default: '10m', about: 'the window of COFFER_SIGNIN_ATTEMPTS' },

@@ -106,6 +106,8 @@ interface ConfigFields {
   trustProxy: readonly string[];
   /** The bearer token `/metrics` requires; null: `/metrics` is not served (docs/operations.md#metrics). */
   metricsToken: string | null;
+  /** COFFER_DRILL_MAX_AGE: an account whose newest restore drill is older is stale (docs/operations.md#restore-drills). */
+  drillMaxAgeMs: number;
   /**
    * The in-process cache of metadata reads (src/store/cached-store.ts; docs/operations.md#metadata-cache):
    * COFFER_METADATA_CACHE_MB bounds it (0: off); with PostgreSQL an entry is read again after `ttlMs`
@@ -202,6 +204,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     },
     trustProxy: trustedProxies(env, S.COFFER_TRUST_PROXY),
     metricsToken,
+    drillMaxAgeMs: duration(env, S.COFFER_DRILL_MAX_AGE, 60_000),
     metadataCache: {
       maxBytes: integer(env, S.COFFER_METADATA_CACHE_MB, 0, 65_536) * 1024 * 1024,
       ttlMs: duration(env, S.COFFER_METADATA_CACHE_TTL, 10),

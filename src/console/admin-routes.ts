@@ -17,6 +17,7 @@ import type { App, AppPlugin } from '../http/fastify.js';
 import { VERSION } from '../lib/version.js';
 import { operatorActor } from '../services/audit.js';
 import type { AccountSummary } from '../services/operator.js';
+import { accountSafety, lockedBackups, safetyByAccount, type AccountSafety } from '../services/usage.js';
 import { csrfTokenFor } from '../services/sessions.js';
 import type { Services } from '../services/services.js';
 import type { OperatorSession } from '../domain/entities.js';
@@ -59,7 +60,15 @@ declare module 'fastify' {
   }
 }
 
-const row = (summary: AccountSummary) => ({
+/** An account made after the drill and lock query: nothing drilled or locked yet. */
+const noSafety = (now: number): AccountSafety =>
+  accountSafety(
+    { lastDrillAt: null, lastDrillResult: null, lockedBackups: 0, lockedDeletedBackups: 0, lockedBytes: 0, lockedUntil: null },
+    now,
+    0,
+  );
+
+const row = (summary: AccountSummary, safety: AccountSafety) => ({
   accountId: summary.accountId,
   plan: summary.plan,
   createdAt: iso(summary.createdAt),
@@ -77,7 +86,22 @@ const row = (summary: AccountSummary) => ({
   ownerAccountId: summary.ownerAccountId,
   hostLabel: summary.hostLabel,
   fleet: summary.fleet,
+  lastDrillAt: safety.lastDrillAt,
+  lastDrillResult: safety.lastDrillResult,
+  drillStale: safety.drillStale,
+  lockedBackups: safety.lockedBackups,
+  lockedDeletedBackups: safety.lockedDeletedBackups,
+  lockedUntil: safety.lockedUntil,
 });
+
+/** Rows with each account's drill and lock facts (one query for every account, or one per account listed). */
+async function rowsWithSafety({ stores, clock, config }: AdminServices, summaries: AccountSummary[], all: boolean) {
+  const now = clock.now();
+  const ask = (accountId?: string) => safetyByAccount(stores.usage, now, config.drillMaxAgeMs, accountId);
+  const maps = all ? [await ask()] : await Promise.all(summaries.map((summary) => ask(summary.accountId)));
+  const safety = new Map(maps.flatMap((map) => [...map]));
+  return summaries.map((summary) => row(summary, safety.get(summary.accountId) ?? noSafety(now)));
+}
 
 type Guard = (request: FastifyRequest) => Promise<void>;
 type ActorOf = (request: FastifyRequest) => AuditActor;
@@ -167,14 +191,28 @@ function adminSessionRoutes(app: App, { config, sessions }: AdminServices, requi
   });
 }
 
-/** An account as the operator sees it: its row, its owner's or its hosts', its keys and its audit trail. */
-async function accountDetail(operator: AdminServices['operator'], accountId: string) {
-  const found = await operator.account(accountId);
+/**
+ * An account as the operator sees it: its row, its owner's or its hosts', its keys, its locked backups and its audit
+ * trail.
+ */
+async function accountDetail(services: AdminServices, accountId: string) {
+  const found = await services.operator.account(accountId);
   if (!found) throw new AppError('not_found', `No account ${accountId}.`);
+  const [[account, ...related], locked] = await Promise.all([
+    rowsWithSafety(services, [found.summary, ...(found.owner ? [found.owner] : []), ...found.hosts], false),
+    lockedBackups(services.stores.usage, services.clock.now(), accountId),
+  ]);
+  const owner = found.owner ? related.shift()! : null;
   return {
-    account: row(found.summary),
-    owner: found.owner && row(found.owner),
-    hosts: found.hosts.map(row),
+    account: account!,
+    owner,
+    hosts: related,
+    locked: locked.map(({ backupId, status, ciphertextSizeBytes, lockedUntil }) => ({
+      backupId,
+      status,
+      ciphertextSizeBytes,
+      lockedUntil,
+    })),
     keys: found.keys.map((key) => ({
       ...key,
       createdAt: iso(key.createdAt),
@@ -195,26 +233,42 @@ async function accountDetail(operator: AdminServices['operator'], accountId: str
 }
 
 /** /admin/api/overview (every account, the totals, the server) and /admin/api/accounts/{id}. */
-function adminReadRoutes(app: App, { operator, clock, stores, blobs }: AdminServices, requireOperator: Guard): void {
+function adminReadRoutes(app: App, services: AdminServices, requireOperator: Guard): void {
+  const { operator, clock, stores, blobs, config } = services;
   app.get(`${ADMIN_PATH}/api/overview`, { schema: { ...hidden, response: { 200: Overview } }, onRequest: requireOperator }, async () => {
     const [{ accounts, totals }, migrations] = await Promise.all([operator.overview(), stores.database.appliedMigrations()]);
+    const rows = await rowsWithSafety(services, accounts, true);
+    const count = (test: (r: (typeof rows)[number]) => boolean) => rows.filter(test).length;
     return {
-      accounts: accounts.map(row),
-      totals,
-      server: { version: VERSION, database: stores.database.kind, blobStore: blobs.kind, migrations, now: iso(clock.now()) },
+      accounts: rows,
+      totals: {
+        ...totals,
+        drilledAccounts: count((r) => r.lastDrillAt !== null),
+        staleDrillAccounts: count((r) => r.drillStale),
+        failedDrillAccounts: count((r) => r.lastDrillResult === 'failed'),
+      },
+      server: {
+        version: VERSION,
+        database: stores.database.kind,
+        blobStore: blobs.kind,
+        migrations,
+        now: iso(clock.now()),
+        drillMaxAgeMs: config.drillMaxAgeMs,
+      },
     };
   });
 
   app.get(
     `${ADMIN_PATH}/api/accounts/:id`,
     { schema: { ...hidden, params: AccountParams, response: { 200: AccountDetail } }, onRequest: requireOperator },
-    async (request) => accountDetail(operator, request.params.id),
+    async (request) => accountDetail(services, request.params.id),
   );
 }
 
 /** An account's plan, deletion grace, quota and label (each answers with the account's detail). */
-function adminAccountSettings(app: App, { operator }: AdminServices, requireOperator: Guard, actorOf: ActorOf): void {
-  const detail = (accountId: string) => accountDetail(operator, accountId);
+function adminAccountSettings(app: App, services: AdminServices, requireOperator: Guard, actorOf: ActorOf): void {
+  const { operator } = services;
+  const detail = (accountId: string) => accountDetail(services, accountId);
 
   app.put(
     `${ADMIN_PATH}/api/accounts/:id/plan`,
@@ -271,14 +325,15 @@ function adminAccountSettings(app: App, { operator }: AdminServices, requireOper
 }
 
 /** Revoking an account's key and issuing its owner a sign-in link. */
-function adminAccountActions(app: App, { config, operator, keys }: AdminServices, requireOperator: Guard, actorOf: ActorOf): void {
+function adminAccountActions(app: App, services: AdminServices, requireOperator: Guard, actorOf: ActorOf): void {
+  const { config, operator, keys } = services;
   app.post(
     `${ADMIN_PATH}/api/accounts/:id/keys/:keyId/revoke`,
     { schema: { ...hidden, params: AccountKeyParams, response: { 200: AccountDetail } }, onRequest: requireOperator },
     async (request) => {
       const outcome = await keys.revoke(request.params.keyId, request.params.id, { actor: actorOf(request), address: null });
       if (!outcome) throw new AppError('not_found', `No key ${request.params.keyId} on account ${request.params.id}.`);
-      return accountDetail(operator, request.params.id);
+      return accountDetail(services, request.params.id);
     },
   );
 

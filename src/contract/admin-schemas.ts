@@ -68,7 +68,25 @@ export const AccountRow = Type.Object(
     hostLabel: Nullable(Type.String()),
     /** An owner with host accounts: the owner and its host accounts together, against the owner's quota; else null. */
     fleet: Nullable(Type.Object({ accounts: Count, storedBytes: Count, backups: Count, atQuota: Type.Boolean() }, closed)),
+    /** When the server recorded the account's newest restore drill; null: never drilled. */
+    lastDrillAt: Nullable(DateTime),
+    /** What that drill reported, as its client claimed it (the server cannot check an attestation); null: never. */
+    lastDrillResult: Nullable(Type.Union([Type.Literal('passed'), Type.Literal('failed')])),
+    /** Drilled, but the newest drill is older than COFFER_DRILL_MAX_AGE. */
+    drillStale: Type.Boolean(),
+    /** Backups (not DELETED) whose object the store keeps locked (S3 Object Lock). */
+    lockedBackups: Count,
+    /** DELETED records whose object is still locked (it stays in the bucket until then). */
+    lockedDeletedBackups: Count,
+    /** The latest date until which one of those objects is locked; null: none. */
+    lockedUntil: Nullable(DateTime),
   },
+  closed,
+);
+
+/** A backup whose object the store keeps locked: id, status, size and until when (never its metadata). */
+export const LockedBackupRow = Type.Object(
+  { backupId: Type.String(), status: Type.String(), ciphertextSizeBytes: Nullable(Count), lockedUntil: DateTime },
   closed,
 );
 
@@ -83,6 +101,10 @@ export const Overview = Type.Object(
         /** READY backups (or deleted since, in their grace) created in the last 24 hours. */
         backupsLast24h: Count,
         overdue: Count,
+        /** Accounts with a restore drill recorded; of those, the stale ones and those whose newest drill reported failed. */
+        drilledAccounts: Count,
+        staleDrillAccounts: Count,
+        failedDrillAccounts: Count,
       },
       closed,
     ),
@@ -93,6 +115,8 @@ export const Overview = Type.Object(
         blobStore: Type.Union([Type.Literal('fs'), Type.Literal('s3')]),
         migrations: Type.Array(Type.String()),
         now: DateTime,
+        /** COFFER_DRILL_MAX_AGE in milliseconds. */
+        drillMaxAgeMs: Count,
       },
       closed,
     ),
@@ -137,6 +161,8 @@ export const AccountDetail = Type.Object(
     /** An owner's host accounts, oldest first. */
     hosts: Type.Array(AccountRow),
     keys: Type.Array(OperatorKey),
+    /** The account's backups whose object is locked (DELETED records included), latest retain-until first. */
+    locked: Type.Array(LockedBackupRow),
     audit: Type.Array(OperatorAuditEvent),
   },
   closed,

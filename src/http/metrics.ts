@@ -23,6 +23,14 @@ export interface PlanUsage {
   storedBytes: number;
   overdue: number;
   atQuota: number;
+  /** Accounts with a restore drill recorded; of those, the stale ones and those whose newest drill reported failed. */
+  drilledAccounts: number;
+  staleDrillAccounts: number;
+  failedDrillAccounts: number;
+  /** Backups whose object is locked (S3 Object Lock), DELETED records still locked apart, and the bytes of both. */
+  lockedBackups: number;
+  lockedDeletedBackups: number;
+  lockedBytes: number;
 }
 
 export interface OperatorStats {
@@ -168,6 +176,27 @@ export class Metrics {
       (p) => p.storedBytes,
     );
     perPlan('coffer_accounts_overdue', 'Accounts with no READY backup for more than twice their plan interval, by plan.', (p) => p.overdue);
+    perPlan('coffer_drill_accounts', 'Accounts with at least one restore drill recorded, by plan.', (p) => p.drilledAccounts);
+    perPlan(
+      'coffer_drill_stale_accounts',
+      'Drilled accounts whose newest restore drill is older than COFFER_DRILL_MAX_AGE, by plan.',
+      (p) => p.staleDrillAccounts,
+    );
+    perPlan(
+      'coffer_drill_failed_accounts',
+      'Accounts whose newest restore drill reported failed (as the drill reported it: the server cannot check it), by plan.',
+      (p) => p.failedDrillAccounts,
+    );
+    perPlan(
+      'coffer_locked_backups',
+      'Backups whose object the store keeps locked (S3 Object Lock), DELETED records still locked included, by plan.',
+      (p) => p.lockedBackups + p.lockedDeletedBackups,
+    );
+    perPlan(
+      'coffer_locked_bytes',
+      'Ciphertext bytes of the locked objects counted by coffer_locked_backups, by plan.',
+      (p) => p.lockedBytes,
+    );
     new Counter({
       name: 'coffer_quota_refusals_total',
       help: 'Requests refused for the storage quota on this node, by where: create (409 quota_exceeded) or upload (413).',

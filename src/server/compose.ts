@@ -88,7 +88,7 @@ function backupServices(
   presigners: { transfers?: DirectTransfers; internalTransfers?: DirectTransfers } = {},
 ): BackupServices {
   const retention = new RetentionService(stores, blobs, bus, clock);
-  const quotas = new QuotaService(stores, clock, config.planQuotas);
+  const quotas = new QuotaService(stores, clock, config.planQuotas, config.drillMaxAgeMs);
   const vault = new VaultService(stores, retention, clock);
   const backups = new BackupService(stores, blobs, bus, clock, quotas, retention, {
     maxArchiveBytes: config.maxArchiveBytes,

@@ -21,6 +21,8 @@ export class QuotaService {
     private readonly clock: Clock,
     /** Each plan's storage quota (absent: none); an account's own quota replaces it. */
     private readonly planQuotas: PlanQuotas = {},
+    /** COFFER_DRILL_MAX_AGE, for the usage report's stale drills. */
+    private readonly drillMaxAgeMs?: number,
   ) {}
 
   /** The quota an account stores under by itself: its own, else its plan's. */
@@ -30,7 +32,7 @@ export class QuotaService {
 
   /** Every account's storage and freshness, and the totals (src/services/usage.ts). */
   usage(): Promise<UsageReport> {
-    return usageReport(this.ports.usage, this.clock.now(), this.planQuotas);
+    return usageReport(this.ports.usage, this.clock.now(), this.planQuotas, this.drillMaxAgeMs);
   }
 
   /**

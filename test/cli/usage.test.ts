@@ -31,8 +31,24 @@ describe('coffer admin usage and set-quota', () => {
       backups: 0,
       lastReadyAt: null,
       overdue: false,
+      lastDrillAt: null,
+      lastDrillResult: null,
+      drillStale: false,
+      lockedBackups: 0,
+      lockedDeletedBackups: 0,
+      lockedBytes: 0,
+      lockedUntil: null,
       hostAccounts: [],
-      fleet: { accounts: 1, storedBytes: 0, backups: 0, overdue: 0, atQuota: false },
+      fleet: {
+        accounts: 1,
+        storedBytes: 0,
+        backups: 0,
+        overdue: 0,
+        atQuota: false,
+        neverDrilled: 1,
+        oldestLastDrillAt: null,
+        lockedBackups: 0,
+      },
     });
     expect(report.totals).toMatchObject({ accounts: 2, hostAccounts: 0, storedBytes: 0, overdue: 0 });
     expect(report.totals.plans.free.accounts).toBe(1);
@@ -41,9 +57,16 @@ describe('coffer admin usage and set-quota', () => {
     expect(Object.keys(row).sort()).toEqual([
       'accountId',
       'backups',
+      'drillStale',
       'fleet',
       'hostAccounts',
+      'lastDrillAt',
+      'lastDrillResult',
       'lastReadyAt',
+      'lockedBackups',
+      'lockedBytes',
+      'lockedDeletedBackups',
+      'lockedUntil',
       'overdue',
       'plan',
       'quotaBytes',
@@ -69,7 +92,7 @@ describe('coffer admin usage and set-quota', () => {
     );
 
     const text = coffer(['usage']).stdout;
-    expect(text).toMatch(/ACCOUNT\s+PLAN\s+STORED\s+QUOTA\s+BACKUPS\s+LAST READY\s+OVERDUE/);
+    expect(text).toMatch(/ACCOUNT\s+PLAN\s+STORED\s+QUOTA\s+BACKUPS\s+LAST READY\s+OVERDUE\s+LAST DRILL\s+LOCKED/);
     expect(text).toMatch(/total: 2 accounts, 0 B stored, 0 backups, 0 overdue/);
     const quotaEntries = () =>
       JSON.parse(coffer(['audit', created.accountId, '--json']).stdout).events.filter(

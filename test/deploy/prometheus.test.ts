@@ -151,7 +151,9 @@ describe.skipIf(lacking(haveProm, 'prometheus') || skipPg)('Prometheus scraping 
 
   it('every alert expression parses, and every metric it reads is exported', async () => {
     const rules = alertExpressions();
-    expect(rules.map((r) => r.alert)).toContain('CofferQuotaRefusals');
+    expect(rules.map((r) => r.alert)).toEqual(
+      expect.arrayContaining(['CofferQuotaRefusals', 'CofferRestoreDrillsStale', 'CofferRestoreDrillFailed']),
+    );
     for (const { alert, expr } of rules) {
       await query(expr); // throws on a parse error
       const metrics = new Set([...expr.matchAll(/\b(coffer_[a-z_]+|up)\b/g)].map((m) => m[1]!));
@@ -162,7 +164,11 @@ describe.skipIf(lacking(haveProm, 'prometheus') || skipPg)('Prometheus scraping 
     expect(await query('coffer_quota_refusals_total{where="upload"} == 1')).toHaveLength(1);
     expect(await query('coffer_accounts{plan="pro"} == 1')).toHaveLength(1);
     expect(await query('coffer_change_feed_connected == 1')).toHaveLength(1);
-    for (const sample of await query('{__name__=~"coffer_accounts.*|coffer_stored_bytes"}')) {
+    // Nobody has drilled or locked anything here: the drill and lock gauges are there, at zero, per plan.
+    expect(
+      await query('sum(coffer_drill_accounts) == 0 and sum(coffer_drill_stale_accounts) == 0 and sum(coffer_locked_backups) == 0'),
+    ).toHaveLength(1);
+    for (const sample of await query('{__name__=~"coffer_accounts.*|coffer_stored_bytes|coffer_drill_.*|coffer_locked_.*"}')) {
       expect(Object.keys(sample.metric).sort()).toEqual(['__name__', 'instance', 'job', 'plan']);
     }
   });

@@ -1,5 +1,5 @@
 /** What an account is, on its page: label, owner or hosts, plan, backups, bytes, times and quota. */
-import { bytes, when, type AccountData } from './api.js';
+import { bytes, drillText, when, type AccountData } from './api.js';
 import { BASE } from './router.js';
 
 type Related = NonNullable<AccountData['owner']>;
@@ -83,6 +83,21 @@ export function AccountFacts({ data }: { data: AccountData }) {
         <dd>{when(account.lastReadyAt)}</dd>
         <dt>Overdue</dt>
         <dd>{account.overdue ? 'yes' : 'no'}</dd>
+        <dt>Last drill</dt>
+        <dd data-testid="last-drill">
+          {drillText(account)}
+          {account.lastDrillAt && (
+            <span class="muted"> ({when(account.lastDrillAt)}; the result as the drill reported it, which the server cannot check)</span>
+          )}
+        </dd>
+        <dt>Locked</dt>
+        <dd data-testid="locked">
+          {account.lockedUntil === null
+            ? 'none'
+            : `${account.lockedBackups} backup${account.lockedBackups === 1 ? '' : 's'}` +
+              (account.lockedDeletedBackups > 0 ? ` and ${account.lockedDeletedBackups} deleted` : '') +
+              ` until ${when(account.lockedUntil)}`}
+        </dd>
         <dt>Created</dt>
         <dd>{when(account.createdAt)}</dd>
         <dt>Quota</dt>

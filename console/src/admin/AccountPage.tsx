@@ -1,10 +1,11 @@
-/** One account's page: what it is, its settings, its keys, a sign-in link for its owner, and its audit trail. */
+/** One account's page: what it is, its settings, its keys, its locked backups, a sign-in link for its owner, and its audit trail. */
 import { useEffect, useState } from 'preact/hooks';
 import { Failure, Notice } from '../ui/alerts.js';
 import { call, type AccountData } from './api.js';
 import { AccountAudit } from './AccountAudit.js';
 import { AccountFacts } from './AccountFacts.js';
 import { AccountKeys } from './AccountKeys.js';
+import { AccountLocks } from './AccountLocks.js';
 import { AccountSettings, formOf, type Act, type SettingsForm } from './AccountSettings.js';
 import { OwnerLink } from './OwnerLink.js';
 import { Link } from './router.js';
@@ -67,6 +68,7 @@ export function AccountPage({ id }: { id: string }) {
             act={act}
           />
           <AccountKeys id={id} keys={data.keys} act={act} />
+          <AccountLocks locked={data.locked} />
           <OwnerLink id={id} setError={setError} />
           <AccountAudit audit={data.audit} />
         </>

@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { CardTable, type Column } from '../ui/card-table.js';
 import { quotaText, useShownAccounts, type Filters, type Row, type SortKey } from './account-rows.js';
-import { bytes, when, type OverviewData } from './api.js';
+import { bytes, drillText, when, type OverviewData } from './api.js';
 import { Link } from './router.js';
 import { valueOf, checkedOf } from '../ui/forms.js';
 import { PlanOptions } from './PlanOptions.js';
@@ -109,6 +109,14 @@ const COLUMNS: Column<Row>[] = [
   },
   { header: 'Last READY', cell: (r) => when(r.lastReadyAt) },
   { header: 'Overdue', cell: (r) => (r.overdue ? <span class="badge audit-refused">overdue</span> : 'no') },
+  {
+    header: 'Last drill',
+    cell: (r) => (
+      <span data-testid="last-drill" class={r.lastDrillResult === 'failed' || r.drillStale ? 'badge audit-refused' : undefined}>
+        {drillText(r)}
+      </span>
+    ),
+  },
   { header: 'Keys', cell: (r) => r.keys },
 ];
 

@@ -1,4 +1,4 @@
-/** The overview's totals: accounts, bytes and backups over all accounts, by plan, and what the server runs. */
+/** The overview's totals: accounts, bytes, backups and drills over all accounts, by plan, and what the server runs. */
 import { CardTable } from '../ui/card-table.js';
 import { bytes, type OverviewData } from './api.js';
 
@@ -16,6 +16,10 @@ export function Totals({ data }: { data: OverviewData }) {
         <dd>{totals.backupsLast24h}</dd>
         <dt>Overdue</dt>
         <dd data-testid="total-overdue">{totals.overdue}</dd>
+        <dt>Restore drills</dt>
+        <dd data-testid="total-drills">
+          {totals.drilledAccounts} drilled, {totals.staleDrillAccounts} stale, {totals.failedDrillAccounts} reported failed
+        </dd>
       </dl>
       <CardTable
         rows={totals.plans}

@@ -69,6 +69,17 @@ export async function call<R extends keyof AdminRoutes>(
 }
 
 export { formatBytes as bytes } from '../../../src/domain/words.js';
+import { ageText } from '../../../src/domain/drills.js';
+
+/**
+ * An account's newest restore drill in words: "never", "3d ago", "3d ago, reported FAILED", "20d ago (stale)". The
+ * result is what the drill reported; the server cannot check it.
+ */
+export function drillText(row: Pick<AccountData['account'], 'lastDrillAt' | 'lastDrillResult' | 'drillStale'>): string {
+  if (!row.lastDrillAt) return 'never';
+  const age = ageText(Date.parse(row.lastDrillAt), Date.now());
+  return `${age}${row.lastDrillResult === 'failed' ? ', reported FAILED' : ''}${row.drillStale ? ' (stale)' : ''}`;
+}
 
 export function when(isoTime: string | null): string {
   if (!isoTime) return 'never';

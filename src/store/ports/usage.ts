@@ -26,6 +26,38 @@ export interface AccountUsageRow {
   lastReadyAt: number | null;
 }
 
+/** What a restore drill reported (as its client claimed it: the server cannot check an attestation's mac). */
+export type DrillResult = 'passed' | 'failed';
+
+/**
+ * One account's restore drills and Object Lock retention, as the operator sees them: times and counts only, never an
+ * attestation's payload or a backup's metadata.
+ */
+export interface AccountSafetyRow {
+  accountId: string;
+  /** When the server recorded the newest attestation of any of the account's backups (null: never drilled). */
+  lastDrillAt: number | null;
+  /** What that newest attestation reported (null: never drilled). */
+  lastDrillResult: DrillResult | null;
+  /** Backups not DELETED whose object the store keeps locked after `now`. */
+  lockedBackups: number;
+  /** DELETED records whose object is still locked after `now` (it stays in the bucket until then). */
+  lockedDeletedBackups: number;
+  /** Ciphertext bytes of those locked objects, DELETED records included. */
+  lockedBytes: number;
+  /** The latest retain-until of those locked objects (null: none locked). */
+  lockedUntil: number | null;
+}
+
+/** A backup whose object the store keeps locked (S3 Object Lock) after `now`: ids, status, size and times only. */
+export interface LockedBackupRow {
+  backupId: string;
+  accountId: string;
+  status: string;
+  ciphertextSizeBytes: number | null;
+  lockedUntil: number;
+}
+
 /** What counts against one quota: an owner (or ordinary account) and every host account it made. */
 export interface FleetUsage {
   /** The fleet's owner: its plan and own quota give the fleet's quota. */
@@ -54,6 +86,10 @@ export interface UsageStore {
    * `since` bounds createdSince.
    */
   usage(now: number, accountId?: string, since?: number): Promise<AccountUsageRow[]>;
+  /** Restore drills and locked objects of every account (or one), in usage()'s order. */
+  safety(now: number, accountId?: string): Promise<AccountSafetyRow[]>;
+  /** The backups (DELETED records included) whose object is locked after `now`, latest retain-until first. */
+  lockedBackups(now: number, accountId?: string): Promise<LockedBackupRow[]>;
   /** The fleet `accountId` belongs to (its owner's, or its own) and what the whole fleet stores at `now`. */
   fleetUsage(now: number, accountId: string): Promise<FleetUsage | undefined>;
   /**

@@ -1,13 +1,26 @@
 /** UsageStore on SQL: what accounts and fleets store, and the upload reservations that count against their quota. */
 import { type ExpressionBuilder, type Kysely, type RawBuilder, sql } from 'kysely';
 import type { Account } from '../../domain/entities.js';
-import type { AccountUsageRow, FleetUsage, ReserveResult, UploadReservation, UsageStore } from '../ports/usage.js';
+import type {
+  AccountSafetyRow,
+  AccountUsageRow,
+  DrillResult,
+  FleetUsage,
+  LockedBackupRow,
+  ReserveResult,
+  UploadReservation,
+  UsageStore,
+} from '../ports/usage.js';
 import type { AccountsTable, Database as Schema } from '../schema.js';
 import { toAccount } from './accounts.js';
 import type { SqlContext } from './context.js';
 
 /** Backups whose ciphertext counts as stored: READY, UPLOADED (not yet finalized), DELETING in its grace. */
 const STORED = sql<boolean>`(status in ('READY', 'UPLOADED') or (status = 'DELETING' and purge_after is not null))`;
+
+/** A stored result as the drill reported it; anything else (never written by the API) reads as failed, not as passed. */
+const drillResult = (value: string | null | undefined): DrillResult | null =>
+  value === null || value === undefined ? null : value === 'passed' ? 'passed' : 'failed';
 
 export class SqlUsageStore implements UsageStore {
   constructor(private readonly ctx: SqlContext) {}
@@ -66,6 +79,74 @@ export class SqlUsageStore implements UsageStore {
         lastReadyAt: account.lastReadyCreatedAt,
       };
     });
+  }
+
+  async safety(now: number, accountId?: string): Promise<AccountSafetyRow[]> {
+    const locked = (
+      eb: ExpressionBuilder<Schema & { a: AccountsTable }, 'a'>,
+      what: RawBuilder<string | number | null>,
+      where: RawBuilder<boolean>,
+    ) =>
+      eb
+        .selectFrom('backups')
+        .select(what.as('v'))
+        .whereRef('backups.account_id', '=', 'a.id')
+        .where('backups.locked_until', '>', now)
+        .where(where);
+    let query = this.ctx.db
+      .selectFrom('accounts as a')
+      .select('a.id')
+      .select((eb) => [
+        eb
+          .selectFrom('restore_attestations as r')
+          .select('r.recorded_at')
+          .whereRef('r.account_id', '=', 'a.id')
+          .orderBy('r.recorded_at', 'desc')
+          .orderBy('r.id', 'desc')
+          .limit(1)
+          .as('drill_at'),
+        eb
+          .selectFrom('restore_attestations as r')
+          .select('r.result')
+          .whereRef('r.account_id', '=', 'a.id')
+          .orderBy('r.recorded_at', 'desc')
+          .orderBy('r.id', 'desc')
+          .limit(1)
+          .as('drill_result'),
+        locked(eb, sql`count(*)`, sql<boolean>`status <> 'DELETED'`).as('locked'),
+        locked(eb, sql`count(*)`, sql<boolean>`status = 'DELETED'`).as('locked_deleted'),
+        locked(eb, sql`coalesce(sum(ciphertext_size_bytes), 0)`, sql<boolean>`1 = 1`).as('locked_bytes'),
+        locked(eb, sql`max(locked_until)`, sql<boolean>`1 = 1`).as('locked_until'),
+      ])
+      .orderBy('a.created_at')
+      .orderBy('a.id');
+    if (accountId !== undefined) query = query.where('a.id', '=', accountId);
+    return (await query.execute()).map((row) => ({
+      accountId: row.id,
+      lastDrillAt: row.drill_at === null ? null : Number(row.drill_at),
+      lastDrillResult: drillResult(row.drill_result),
+      lockedBackups: Number(row.locked ?? 0),
+      lockedDeletedBackups: Number(row.locked_deleted ?? 0),
+      lockedBytes: Number(row.locked_bytes ?? 0),
+      lockedUntil: row.locked_until === null ? null : Number(row.locked_until),
+    }));
+  }
+
+  async lockedBackups(now: number, accountId?: string): Promise<LockedBackupRow[]> {
+    let query = this.ctx.db
+      .selectFrom('backups')
+      .select(['id', 'account_id', 'status', 'ciphertext_size_bytes', 'locked_until'])
+      .where('locked_until', '>', now)
+      .orderBy('locked_until', 'desc')
+      .orderBy('id');
+    if (accountId !== undefined) query = query.where('account_id', '=', accountId);
+    return (await query.execute()).map((row) => ({
+      backupId: row.id,
+      accountId: row.account_id,
+      status: row.status,
+      ciphertextSizeBytes: row.ciphertext_size_bytes === null ? null : Number(row.ciphertext_size_bytes),
+      lockedUntil: Number(row.locked_until),
+    }));
   }
 
   async fleetUsage(now: number, accountId: string): Promise<FleetUsage | undefined> {

@@ -262,26 +262,6 @@ for (const [name, postgres] of [
       expect(((await viaSession.json()) as { attestations: unknown[] }).attestations).toEqual(ownerList);
     });
 
-    it('the store names each account’s newest attestation and its result, for the operator', async () => {
-      const first = await drilled();
-      const second = await drilled();
-      clock.advance(1);
-      await attest(first.call, first.backup.id, bodyOf(payloadFor(first.backup)));
-      clock.advance(1);
-      const newest = await attest(first.call, first.backup.id, bodyOf(payloadFor(first.backup, { result: 'failed', failure: 'x' })));
-      clock.advance(1);
-      const only = await attest(second.call, second.backup.id, bodyOf(payloadFor(second.backup)));
-      const latest = await fx.server.parts.stores.attestations.latestAttestations();
-      const of = (accountId: string) => latest.filter((entry) => entry.accountId === accountId);
-      expect(of(first.accountId)).toEqual([
-        { accountId: first.accountId, recordedAt: Date.parse(newest.body.recordedAt), result: 'failed' },
-      ]);
-      expect(of(second.accountId)).toEqual([
-        { accountId: second.accountId, recordedAt: Date.parse(only.body.recordedAt), result: 'passed' },
-      ]);
-      expect(of((await fx.account()).accountId)).toEqual([]);
-    });
-
     it('limit is 1 to 1000; attestations of a deleted backup are no longer shown', async () => {
       const { call, backup } = await drilled();
       for (const limit of ['0', '1001', '-1', 'x', '1.5', '99999999']) {

@@ -1,12 +1,5 @@
 /** Restore attestations (docs/api-rules.md#attestations): what drills reported, kept per backup, read per account. */
-import type { AttestationResult, RestoreAttestation } from '../../domain/attestations.js';
-
-/** An account's newest attestation (the operator's "last drill"). */
-export interface LatestAttestation {
-  accountId: string;
-  recordedAt: number;
-  result: AttestationResult;
-}
+import type { RestoreAttestation } from '../../domain/attestations.js';
 
 export interface AttestationStore {
   /**
@@ -20,6 +13,4 @@ export interface AttestationStore {
    * those of hidden, deleted or expired backups are not listed.
    */
   listAccountAttestations(accountIds: readonly string[], now: number, limit: number): Promise<RestoreAttestation[]>;
-  /** Each account's newest attestation, whatever its backup's state (accounts without one are absent). */
-  latestAttestations(): Promise<LatestAttestation[]>;
 }

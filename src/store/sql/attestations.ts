@@ -1,7 +1,7 @@
 /** AttestationStore on SQL: restore attestations, bounded per backup. */
-import { type Selectable, sql } from 'kysely';
+import type { Selectable } from 'kysely';
 import type { AttestationResult, RestoreAttestation } from '../../domain/attestations.js';
-import type { AttestationStore, LatestAttestation } from '../ports/attestations.js';
+import type { AttestationStore } from '../ports/attestations.js';
 import type { RestoreAttestationsTable } from '../schema.js';
 import type { SqlContext } from './context.js';
 import { num } from './rows.js';
@@ -87,24 +87,5 @@ export class SqlAttestationStore implements AttestationStore {
       .limit(limit)
       .execute();
     return rows.map(toAttestation);
-  }
-
-  async latestAttestations(): Promise<LatestAttestation[]> {
-    const ranked = this.ctx.db
-      .selectFrom('restore_attestations')
-      .select([
-        'account_id',
-        'recorded_at',
-        'result',
-        sql<number>`row_number() over (partition by account_id order by recorded_at desc, id desc)`.as('rank'),
-      ])
-      .as('ranked');
-    const rows = await this.ctx.db
-      .selectFrom(ranked)
-      .select(['account_id', 'recorded_at', 'result'])
-      .where('rank', '=', 1)
-      .orderBy('account_id')
-      .execute();
-    return rows.map((row) => ({ accountId: row.account_id, recordedAt: num(row.recorded_at), result: row.result as AttestationResult }));
   }
 }

@@ -73,6 +73,7 @@ describe('the CLI package served at /downloads/coffer-cli.tgz', () => {
     expect(manifest).toMatchObject({ name: 'coffer-cli', bin: { coffer: 'dist/cli/client-main.js' } });
     expect(Object.keys(manifest.dependencies).sort()).toEqual([
       '@bomb.sh/tab',
+      '@noble/hashes',
       '@noble/post-quantum',
       '@scure/base',
       '@scure/bip39',

@@ -24,10 +24,16 @@ const account = (plan: Account['plan'], ownerAccountId?: string): Account => ({
   ...(ownerAccountId ? { ownerAccountId, label: 'web' } : {}),
 });
 
-/** The rows as the code before 0015 could leave them, and 0015 not applied yet. */
+/**
+ * The rows as the code before 0015 could leave them, and 0015 not applied yet: what the migrations after it made is
+ * undone too (Kysely applies migrations in order only).
+ */
 const BEFORE = (hostId: string) => [
   `update accounts set plan = 'pro', quota_override = 1, quota_bytes = 5 where id = '${hostId}'`,
-  `delete from kysely_migration where name = '0015_fleet_plans'`,
+  `drop table restore_attestations`,
+  `alter table backups drop column locked_until`,
+  `alter table backups drop column blob_version`,
+  `delete from kysely_migration where name >= '0015_fleet_plans'`,
 ];
 
 async function check(open: () => Promise<Stores>, runRaw: (statements: string[]) => Promise<void>) {

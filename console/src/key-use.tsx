@@ -5,6 +5,7 @@
  * retired one (kept after `coffer rekey` to read older backups), with that key's recipient fingerprint. Only those
  * labels are kept, in memory; the passphrase and the keys are dropped as soon as they are used.
  */
+import { unlockFailureText } from './caught.js';
 import { useEffect, useState } from 'preact/hooks';
 import { dekForm, type KeyUse } from '../../src/client/key-usage.js';
 import { ApiError, api, type BackupKeyEntry } from './api.js';
@@ -12,7 +13,7 @@ import { type DrillFindings, type ProfileFacts } from './drills.js';
 import { verifyDrills } from './drill-check.js';
 import { readAttestations } from './drill-list.js';
 import { plural } from './format.js';
-import { letStatusRender, useUnlock, VaultPassphraseForm } from './unlock.js';
+import { letStatusRender, useUnlock, UnlockStatus, VaultPassphraseForm } from './unlock.js';
 
 /** What unlocking taught the page: the ring's recipient fingerprints (current first) and each backup's key. */
 export interface KnownKeys {
@@ -213,14 +214,11 @@ export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
   }
 }
 
-const errorText = (caught: unknown) =>
-  caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : caught instanceof Error ? caught.message : String(caught);
-
 /** The panel on the backups page: unlock to label every backup with its key, and the ring with its counts. */
 export function KeyUnlock() {
   const keys = useKnownKeys();
   const [passphrase, setPassphrase] = useState('');
-  const { state, busy, run } = useUnlock<KnownKeys, string>({ describe: errorText });
+  const { state, run } = useUnlock<KnownKeys, string>({ describe: unlockFailureText });
 
   const unlock = (event: Event) => {
     event.preventDefault();
@@ -289,20 +287,7 @@ export function KeyUnlock() {
       >
         Show keys
       </VaultPassphraseForm>
-      <div aria-live="polite" role="status">
-        {busy && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
-      </div>
-      {state.phase === 'error' && (
-        <p class="error" role="alert" id="keys-error">
-          {state.wrongPassphrase ? (
-            <>
-              <strong>Wrong passphrase.</strong> The vault could not be unlocked with it.
-            </>
-          ) : (
-            state.failure
-          )}
-        </p>
-      )}
+      <UnlockStatus state={state} errorId="keys-error" />
     </section>
   );
 }

@@ -95,3 +95,25 @@ export function VaultPassphraseForm(props: {
     </form>
   );
 }
+
+/** The unlock's live status while Argon2id runs, and its error: a wrong passphrase, or the page's words for another. */
+export function UnlockStatus({ state, errorId }: { state: UnlockState<unknown, ComponentChildren, unknown>; errorId: string }) {
+  return (
+    <>
+      <div aria-live="polite" role="status">
+        {state.phase === 'busy' && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
+      </div>
+      {state.phase === 'error' && (
+        <p class="error" role="alert" id={errorId}>
+          {state.wrongPassphrase ? (
+            <>
+              <strong>Wrong passphrase.</strong> The vault could not be unlocked with it.
+            </>
+          ) : (
+            state.failure
+          )}
+        </p>
+      )}
+    </>
+  );
+}

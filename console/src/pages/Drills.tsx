@@ -3,6 +3,7 @@
  * = the newest verified drill that passed, with a warning past the chosen age (docs/console.md#restore-drills).
  * Every attestation is verified in this page with the vault's keys; nothing is shown as proven before that.
  */
+import { unlockFailureText } from '../caught.js';
 import { useState } from 'preact/hooks';
 import {
   AGE_CHOICES,
@@ -20,8 +21,7 @@ import { identifyKeys, rememberKeys, useKnownKeys, type KnownKeys } from '../key
 import { useBackups } from '../live.js';
 import { BASE } from '../router.js';
 import { CardTable } from '../ui/card-table.js';
-import { letStatusRender, useUnlock, VaultPassphraseForm } from '../unlock.js';
-import { ApiError } from '../api.js';
+import { letStatusRender, useUnlock, UnlockStatus, VaultPassphraseForm } from '../unlock.js';
 
 type Standing = 'proven' | 'stale' | 'never';
 
@@ -55,13 +55,10 @@ function MaxAge({ value, onChange }: { value: MaxAgeDays; onChange: (days: MaxAg
   );
 }
 
-const errorText = (caught: unknown) =>
-  caught instanceof ApiError ? `${caught.message} ${caught.resolution}` : caught instanceof Error ? caught.message : String(caught);
-
 /** The passphrase that opens the vault in this page to verify every attestation (then the keys are dropped again). */
 function DrillUnlock() {
   const [passphrase, setPassphrase] = useState('');
-  const { state, busy, run } = useUnlock<KnownKeys, string>({ describe: errorText });
+  const { state, run } = useUnlock<KnownKeys, string>({ describe: unlockFailureText });
   const unlock = (event: Event) => {
     event.preventDefault();
     if (!passphrase) return;
@@ -90,20 +87,7 @@ function DrillUnlock() {
       >
         Check drills
       </VaultPassphraseForm>
-      <div aria-live="polite" role="status">
-        {busy && <p>Unlocking the vault (Argon2id, this takes a moment)…</p>}
-      </div>
-      {state.phase === 'error' && (
-        <p class="error" role="alert" id="drills-error">
-          {state.wrongPassphrase ? (
-            <>
-              <strong>Wrong passphrase.</strong> The vault could not be unlocked with it.
-            </>
-          ) : (
-            state.failure
-          )}
-        </p>
-      )}
+      <UnlockStatus state={state} errorId="drills-error" />
     </section>
   );
 }

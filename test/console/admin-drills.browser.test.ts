@@ -68,17 +68,10 @@ describe.skipIf(!hasChromium)("the operator console's view of restore drills and
     await server?.stop();
   });
 
-  /**
-   * One operator link per test, all made before the first sign-in: on Node 24 (node:sqlite) with this test's manual
-   * clock, a link `coffer admin` wrote after the server's first operator sign-in was refused as not valid (under
-   * investigation; with the real clock, as in admin-fleet.browser.test.ts, it is not).
-   */
-  let links: { url: string }[] | undefined;
-  const operatorLink = async () =>
-    json(await runCli(['admin', 'login-link', '--operator', '--json'], { COFFER_DATA_DIR: server.dataDir, COFFER_PUBLIC_URL: server.url }));
   async function signedIn(width: number): Promise<{ page: Page; errors: string[] }> {
-    links ??= [await operatorLink(), await operatorLink()];
-    const printed = links.shift()!;
+    const printed = json(
+      await runCli(['admin', 'login-link', '--operator', '--json'], { COFFER_DATA_DIR: server.dataDir, COFFER_PUBLIC_URL: server.url }),
+    );
     const page = await browser.newPage({ viewport: { width, height: 900 } });
     const errors: string[] = [];
     page.on('pageerror', (error) => errors.push(String(error)));

@@ -15,12 +15,11 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signAttestation, type DrillOutcome } from '../../src/client/attestation.js';
 import { masterKeys, nodePrimitives, unwrapMasterKey, wipe } from '../../src/client/envelope.js';
-import { SQLITE_FILE } from '../../src/store/sqlite.js';
+import { onDatabase } from '../helpers/arrange-db.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { tempDir } from '../helpers/tmp.js';
 import { assertBuilt, cliFor, json, makeTree } from '../client/helpers.js';
@@ -151,12 +150,7 @@ describe.skipIf(!hasChromium)('the console verifies restore drills after unlock'
     // The host's mail: proven 40 days ago only; a failed drill 2 days ago that a hostile server shows as passed.
     ids.old = await record(hostBackup, sign(hostBackup, hostAccountId, 40));
     ids.relabelled = await record(hostBackup, sign(hostBackup, hostAccountId, 2, 'the download failed'));
-    const db = new Database(path.join(server.dataDir, SQLITE_FILE));
-    try {
-      expect(db.prepare("UPDATE restore_attestations SET result = 'passed' WHERE id = ?").run(ids.relabelled).changes).toBe(1);
-    } finally {
-      db.close();
-    }
+    await onDatabase(server, [["UPDATE restore_attestations SET result = 'passed' WHERE id = ?", [ids.relabelled]]]);
     browser = await launchChromium();
   });
 

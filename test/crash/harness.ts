@@ -147,11 +147,27 @@ const exited = (child: ChildProcess) =>
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** How long one request of the checks (or one PUT to the store) may take before the loop stops and names it. */
+const REQUEST_BOUND_MS = 60_000;
+
+/**
+ * fetch with a bound: a request that hangs (a store that stopped answering) fails within REQUEST_BOUND_MS, naming
+ * itself, instead of after undici's five-minute header timeout as an anonymous "fetch failed".
+ */
+async function boundedFetch(what: string, url: string, init: RequestInit = {}): Promise<globalThis.Response> {
+  try {
+    return await fetch(url, { ...init, signal: AbortSignal.timeout(REQUEST_BOUND_MS) });
+  } catch (error) {
+    const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${REQUEST_BOUND_MS / 1000} s` : (error as Error).message;
+    throw new Error(`${what}: ${reason}`, { cause: error });
+  }
+}
+
 /** Waits until the server's start-up sweep has finished (its Prometheus counter), failing on a sweep error. */
 async function awaitSweep(server: ServerProcess): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const response = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    const response = await boundedFetch('GET /metrics', `${server.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
     if (response.status !== 200) throw new Error(`/metrics answered ${response.status}`);
     const text = await response.text();
     const count = (outcome: string) =>
@@ -307,7 +323,7 @@ class Client {
    */
   async presignedPut(request: { url: string; headers: Record<string, string> }, body: Buffer, lie = false): Promise<globalThis.Response> {
     this.tally.requests += 1;
-    const response = await fetch(request.url, {
+    const response = await boundedFetch(`a presigned PUT to the store (${new URL(request.url).pathname})`, request.url, {
       method: 'PUT',
       headers: lie ? {} : request.headers,
       body: new Uint8Array(lie ? body.subarray(1) : body),
@@ -956,7 +972,7 @@ export class CrashLoop {
     // What the API serves for a READY backup is exactly what was sent.
     for (const facts of contentChecks) {
       const account = this.accounts.find((a) => a.accountId === facts.accountId)!;
-      const response = await fetch(`${server.url}/api/backups/${facts.id}/content`, {
+      const response = await boundedFetch(`GET the content of ${facts.id}`, `${server.url}/api/backups/${facts.id}/content`, {
         headers: { authorization: `Bearer ${account.apiKey}` },
       });
       const data = Buffer.from(await response.arrayBuffer());

@@ -72,7 +72,7 @@ export interface StartCephOptions {
   /** Parent of the cluster's private directory (default: the system temp folder). */
   parent?: string;
   bucket?: string;
-  /** RAM the OSD may hold (default 384 MiB). */
+  /** RAM the OSD may hold (default 1 GiB: a whole test run writes to one cluster). */
   deviceBytes?: number;
 }
 
@@ -130,10 +130,14 @@ export async function startCeph(options: StartCephOptions = {}): Promise<CephClu
         'osd_pool_default_pgp_num = 8',
         'mon_allow_pool_size_one = true',
         'osd_objectstore = memstore',
-        `memstore_device_bytes = ${options.deviceBytes ?? 384 * 1024 * 1024}`,
+        `memstore_device_bytes = ${options.deviceBytes ?? 1024 * 1024 * 1024}`,
         'osd_memory_target = 268435456',
         'paxos_propose_interval = 0.1',
-        'rgw_gc_obj_min_wait = 30',
+        // A deleted object's tail (past its first 4 MiB) waits for the gateway's garbage collection, which by default
+        // runs once an hour: a whole test run's deletes would stay in the memstore, and a full OSD makes every write
+        // wait with no answer (a crash-loop PUT was seen to hang until the client gave up). Collect every 10 s.
+        'rgw_gc_obj_min_wait = 10',
+        'rgw_gc_processor_period = 10',
         `run_dir = ${directory}/run`,
         `admin_socket = ${directory}/run/$name.asok`,
         `pid_file = ${directory}/run/$name.pid`,

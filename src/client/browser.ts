@@ -20,15 +20,7 @@ export { IntegrityError, WrongPassphraseError } from './envelope-core.js';
 export { RecipientFormatError } from './envelope-recipient.js';
 export { KitFormatError } from './kit-core.js';
 // Restore attestations (docs/crypto.md#restore-attestations): pass webPlatform.primitives.
-export {
-  ATTESTATION_FORMAT,
-  DRILL_CHECKS,
-  signAttestation,
-  verifyAttestation,
-  type AttestationVerdict,
-  type DrillCheck,
-  type DrillOutcome,
-} from './attestation.js';
+export * from './attestation-public.js';
 export type { Primitives, StreamState } from './envelope-primitives.js';
 export { webPlatform };
 

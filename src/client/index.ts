@@ -37,15 +37,7 @@ export {
   type VaultMaterial,
 } from './envelope.js';
 // Restore attestations (docs/crypto.md#restore-attestations): on Node, pass nodePlatform.primitives.
-export {
-  ATTESTATION_FORMAT,
-  DRILL_CHECKS,
-  signAttestation,
-  verifyAttestation,
-  type AttestationVerdict,
-  type DrillCheck,
-  type DrillOutcome,
-} from './attestation.js';
+export * from './attestation-public.js';
 export type { Primitives, StreamState } from './envelope-primitives.js';
 export { runBackup, type BackupEvent, type BackupOptions, type BackupResult, type StreamSource } from './backup.js';
 export { ArchiveTooLargeError, DEFAULT_MAX_ARCHIVE_BYTES } from './archive-limit.js';

@@ -214,12 +214,13 @@ export async function identifyKeys(passphrase: string): Promise<KnownKeys> {
   }
 }
 
-/** The panel on the backups page: unlock to label every backup with its key, and the ring with its counts. */
-export function KeyUnlock() {
-  const keys = useKnownKeys();
+/**
+ * A passphrase form's state and submit: unlocks in this page (identifyKeys), remembers what it found for every page,
+ * and clears the passphrase. The Keys panel and the drills page share it.
+ */
+export function usePassphraseUnlock() {
   const [passphrase, setPassphrase] = useState('');
   const { state, run } = useUnlock<KnownKeys, string>({ describe: unlockFailureText });
-
   const unlock = (event: Event) => {
     event.preventDefault();
     if (!passphrase) return;
@@ -231,6 +232,13 @@ export function KeyUnlock() {
       return found;
     });
   };
+  return { state, passphrase, setPassphrase, unlock };
+}
+
+/** The panel on the backups page: unlock to label every backup with its key, and the ring with its counts. */
+export function KeyUnlock() {
+  const keys = useKnownKeys();
+  const { state, passphrase, setPassphrase, unlock } = usePassphraseUnlock();
 
   if (keys) {
     const counts = keys.fingerprints.map(

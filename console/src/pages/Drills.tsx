@@ -3,7 +3,6 @@
  * = the newest verified drill that passed, with a warning past the chosen age (docs/console.md#restore-drills).
  * Every attestation is verified in this page with the vault's keys; nothing is shown as proven before that.
  */
-import { unlockFailureText } from '../caught.js';
 import { useState } from 'preact/hooks';
 import {
   AGE_CHOICES,
@@ -17,11 +16,11 @@ import {
 } from '../drills.js';
 import { DrillOutcome } from '../drill-views.js';
 import { plural, shortId, When } from '../format.js';
-import { identifyKeys, rememberKeys, useKnownKeys, type KnownKeys } from '../key-use.js';
+import { useKnownKeys, usePassphraseUnlock } from '../key-use.js';
 import { useBackups } from '../live.js';
 import { BASE } from '../router.js';
 import { CardTable } from '../ui/card-table.js';
-import { letStatusRender, useUnlock, UnlockStatus, VaultPassphraseForm } from '../unlock.js';
+import { UnlockStatus, VaultPassphraseForm } from '../unlock.js';
 
 type Standing = 'proven' | 'stale' | 'never';
 
@@ -57,19 +56,7 @@ function MaxAge({ value, onChange }: { value: MaxAgeDays; onChange: (days: MaxAg
 
 /** The passphrase that opens the vault in this page to verify every attestation (then the keys are dropped again). */
 function DrillUnlock() {
-  const [passphrase, setPassphrase] = useState('');
-  const { state, run } = useUnlock<KnownKeys, string>({ describe: unlockFailureText });
-  const unlock = (event: Event) => {
-    event.preventDefault();
-    if (!passphrase) return;
-    void run(async () => {
-      await letStatusRender();
-      const found = await identifyKeys(passphrase);
-      rememberKeys(found.fingerprints, found.uses, found.described, found.drills);
-      setPassphrase('');
-      return found;
-    });
-  };
+  const { state, passphrase, setPassphrase, unlock } = usePassphraseUnlock();
   return (
     <section class="panel" aria-labelledby="drill-unlock-title">
       <h2 id="drill-unlock-title">Check the attestations</h2>

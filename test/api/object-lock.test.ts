@@ -13,56 +13,21 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  CreateBucketCommand,
-  DeleteBucketCommand,
-  DeleteObjectCommand,
-  GetObjectRetentionCommand,
-  ListObjectVersionsCommand,
-  PutObjectCommand,
-  type S3Client,
-} from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectRetentionCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upload } from '@vercel/blob/client';
-import { createS3Client } from '../../src/blobs/s3.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { DAY_MS } from '../../src/domain/backups.js';
 import { PLAN_RULES } from '../../src/domain/plans.js';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
 import { ManualClock } from '../helpers/clock.js';
-import { skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
+import { lockBucket, skipEngine, startS3, type LockBucket, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const WINDOW_MS = 3_600_000;
 const GRACE_DAYS = 2;
 /** How long after the compliance suite starts its backups' locks end (real time). */
 const COMPLIANCE_LOCK_MS = 45_000;
-
-/** A bucket with Object Lock enabled, next to the test's own Ceph bucket; `empty` removes every version (as it can). */
-async function lockBucket(s3: TestS3) {
-  const name = `${s3.bucket}-lock`;
-  const client = createS3Client({ ...s3.options, bucket: name });
-  await client.send(new CreateBucketCommand({ Bucket: name, ObjectLockEnabledForBucket: true }));
-  const versions = async (prefix = '') => {
-    const page = await client.send(new ListObjectVersionsCommand({ Bucket: name, Prefix: prefix }));
-    return [...(page.Versions ?? []), ...(page.DeleteMarkers ?? [])].map((v) => ({ key: v.Key!, version: v.VersionId! }));
-  };
-  return {
-    name,
-    client,
-    env: { ...s3.env, COFFER_S3_BUCKET: name },
-    versions,
-    async remove(bypass: boolean) {
-      for (const { key, version } of await versions()) {
-        await client.send(new DeleteObjectCommand({ Bucket: name, Key: key, VersionId: version, BypassGovernanceRetention: bypass }));
-      }
-      await client.send(new DeleteBucketCommand({ Bucket: name }));
-      client.destroy();
-    },
-  };
-}
-
-type LockBucket = Awaited<ReturnType<typeof lockBucket>>;
 
 const status = (error: unknown) => ({
   name: (error as Error).name,

@@ -6,19 +6,11 @@
  * emptied with BypassGovernanceRetention by the test (never by the store).
  */
 import { Readable } from 'node:stream';
-import {
-  CreateBucketCommand,
-  DeleteBucketCommand,
-  DeleteObjectCommand,
-  GetObjectRetentionCommand,
-  ListObjectVersionsCommand,
-  PutObjectCommand,
-  type S3Client,
-} from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectRetentionCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BlobLockedError } from '../../src/blobs/blob-store.js';
-import { createS3Client, S3BlobStore } from '../../src/blobs/s3.js';
-import { skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
+import { S3BlobStore } from '../../src/blobs/s3.js';
+import { lockBucket, skipEngine, startS3, type LockBucket, type TestS3 } from '../helpers/s3.js';
 
 const read = async (stream: Readable) => {
   const chunks: Buffer[] = [];
@@ -28,33 +20,21 @@ const read = async (stream: Readable) => {
 
 describe.skipIf(skipEngine('ceph'))('S3BlobStore with Object Lock (Ceph)', () => {
   let s3: TestS3;
+  let locked: LockBucket;
   let client: S3Client;
   let bucket: string;
   let store: S3BlobStore;
 
-  const versions = async (key: string) => {
-    const page = await client.send(new ListObjectVersionsCommand({ Bucket: bucket, Prefix: key }));
-    return [...(page.Versions ?? []), ...(page.DeleteMarkers ?? [])].filter((v) => v.Key === key).map((v) => v.VersionId!);
-  };
+  const versions = async (key: string) => (await locked.versions(key)).filter((v) => v.key === key).map((v) => v.version);
 
   beforeAll(async () => {
     s3 = await startS3('ceph');
-    bucket = `${s3.bucket}-lock`;
-    client = createS3Client({ ...s3.options, bucket });
-    await client.send(new CreateBucketCommand({ Bucket: bucket, ObjectLockEnabledForBucket: true }));
+    locked = await lockBucket(s3);
+    ({ client, name: bucket } = locked);
     store = new S3BlobStore({ ...s3.options, bucket, objectLock: 'governance' });
   });
   afterAll(async () => {
-    if (client) {
-      const page = await client.send(new ListObjectVersionsCommand({ Bucket: bucket }));
-      for (const v of [...(page.Versions ?? []), ...(page.DeleteMarkers ?? [])]) {
-        await client.send(
-          new DeleteObjectCommand({ Bucket: bucket, Key: v.Key!, VersionId: v.VersionId!, BypassGovernanceRetention: true }),
-        );
-      }
-      await client.send(new DeleteBucketCommand({ Bucket: bucket }));
-      client.destroy();
-    }
+    await locked?.remove(true);
     await s3?.close();
   });
 

@@ -4,11 +4,9 @@
  * `coffer admin backups locked` and `coffer admin usage` show it and until when, and after a delete through the API
  * (which hides the backup and leaves the object) still list it, as a DELETED record still locked.
  */
-import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectCommand, ListObjectVersionsCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createS3Client } from '../../src/blobs/s3.js';
 import { api, envelope, finalizeBody } from '../helpers/api.js';
-import { skipEngine, startS3, type TestS3 } from '../helpers/s3.js';
+import { lockBucket, skipEngine, startS3, type LockBucket, type TestS3 } from '../helpers/s3.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { assertBuilt, json, runCli } from '../client/helpers.js';
 
@@ -16,32 +14,19 @@ describe.skipIf(skipEngine('ceph'))('locked backups as the operator sees them, o
   let s3: TestS3;
   let server: TestServer;
   let env: Record<string, string>;
-  let client: ReturnType<typeof createS3Client>;
-  let bucket: string;
+  let bucket: LockBucket;
 
   beforeAll(async () => {
     assertBuilt();
     s3 = await startS3('ceph');
-    bucket = `${s3.bucket}-oplock`;
-    client = createS3Client({ ...s3.options, bucket });
-    await client.send(new CreateBucketCommand({ Bucket: bucket, ObjectLockEnabledForBucket: true }));
-    env = { ...s3.env, COFFER_S3_BUCKET: bucket, COFFER_S3_OBJECT_LOCK: 'governance' };
+    bucket = await lockBucket(s3, 'oplock');
+    env = { ...bucket.env, COFFER_S3_OBJECT_LOCK: 'governance' };
     server = await startTestServer({ env });
   }, 120_000);
 
   afterAll(async () => {
     await server?.stop();
-    if (client) {
-      // Governance: the test (never Coffer) may remove locked versions with the bypass.
-      const page = await client.send(new ListObjectVersionsCommand({ Bucket: bucket }));
-      for (const v of [...(page.Versions ?? []), ...(page.DeleteMarkers ?? [])]) {
-        await client.send(
-          new DeleteObjectCommand({ Bucket: bucket, Key: v.Key!, VersionId: v.VersionId!, BypassGovernanceRetention: true }),
-        );
-      }
-      await client.send(new DeleteBucketCommand({ Bucket: bucket }));
-      client.destroy();
-    }
+    await bucket?.remove(true); // governance: the test (never Coffer) may remove locked versions with the bypass
     await s3?.close();
   });
 

@@ -22,6 +22,7 @@ import {
   DeleteObjectCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
+  ListObjectVersionsCommand,
   ListObjectsV2Command,
   ListPartsCommand,
 } from '@aws-sdk/client-s3';
@@ -168,6 +169,35 @@ function sigV4Matches(
 export async function startS3(engine: S3Engine = 's3rver', bucket?: string, options: StartS3Options = {}): Promise<TestS3> {
   return engine === 'ceph' ? startCephBucket(bucket) : startS3rver(bucket, options);
 }
+
+/**
+ * A bucket with Object Lock enabled (`<bucket>-<suffix>`) next to a Ceph test bucket, with its own client; `remove`
+ * deletes every version (with the governance bypass when `bypass`: the test may, Coffer never does) and the bucket.
+ */
+export async function lockBucket(s3: TestS3, suffix = 'lock') {
+  const name = `${s3.bucket}-${suffix}`;
+  const client = createS3Client({ ...s3.options, bucket: name });
+  await client.send(new CreateBucketCommand({ Bucket: name, ObjectLockEnabledForBucket: true }));
+  const versions = async (prefix = '') => {
+    const page = await client.send(new ListObjectVersionsCommand({ Bucket: name, Prefix: prefix }));
+    return [...(page.Versions ?? []), ...(page.DeleteMarkers ?? [])].map((v) => ({ key: v.Key!, version: v.VersionId! }));
+  };
+  return {
+    name,
+    client,
+    env: { ...s3.env, COFFER_S3_BUCKET: name },
+    versions,
+    async remove(bypass: boolean) {
+      for (const { key, version } of await versions()) {
+        await client.send(new DeleteObjectCommand({ Bucket: name, Key: key, VersionId: version, BypassGovernanceRetention: bypass }));
+      }
+      await client.send(new DeleteBucketCommand({ Bucket: name }));
+      client.destroy();
+    },
+  };
+}
+
+export type LockBucket = Awaited<ReturnType<typeof lockBucket>>;
 
 async function startCephBucket(name?: string): Promise<TestS3> {
   if (ceph.error) throw new Error(`${ceph.error}${REQUIRE_CEPH ? ' (the run requires ceph: its suites must not be skipped)' : ''}`);

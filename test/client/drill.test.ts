@@ -291,8 +291,15 @@ describe('restore drills: coffer verify --drill and the agent', () => {
         const before = await counts([first, second]);
         const run = await coffer(['run', '--json']);
         expect(run.code, run.stderr).toBe(0);
-        const newest = (JSON.parse(run.stdout) as { backupId: string }).backupId;
+        const outcome = JSON.parse(run.stdout) as { backupId: string; drill: { ran: boolean; backups: { backupId: string }[] } };
+        const newest = outcome.backupId;
         expect(run.stderr).toContain(`drill passed for ${newest}, recorded`);
+        // --json reports the drill: the newest and one older backup, both passed and recorded.
+        expect(outcome.drill.ran).toBe(true);
+        expect(outcome.drill.backups).toHaveLength(2);
+        expect(outcome.drill.backups[0]).toEqual({ backupId: newest, result: 'passed', recorded: true });
+        expect([first, second]).toContain(outcome.drill.backups[1]!.backupId);
+        expect(outcome.drill.backups[1]).toMatchObject({ result: 'passed', recorded: true });
         expect((await newestVerified(newest)).result).toBe('passed');
         const after = await counts([first, second]);
         // Exactly one of the older backups was drilled besides the newest.
@@ -303,10 +310,31 @@ describe('restore drills: coffer verify --drill and the agent', () => {
         expect(Date.parse(state.lastDrillAt)).toBeGreaterThan(Date.now() - 3_600_000);
 
         // The next run: no backup due (30 minutes) and no drill due (daily).
-        const again = await coffer(['run']);
+        const again = await coffer(['run', '--json']);
         expect(again.code, again.stderr).toBe(0);
         expect(again.stderr).not.toContain('drill');
+        expect(JSON.parse(again.stdout)).not.toHaveProperty('drill');
         expect(await counts([first, second, newest])).toEqual([...after, 1]);
+      },
+      SEVERAL_CLIS,
+    );
+
+    it(
+      'a due drill that cannot run (no passphrase here) is reported by --json beside the backup it failed too, and stays due',
+      async () => {
+        const stateFile = path.join(env.XDG_STATE_HOME!, 'coffer/runs/home.json');
+        const state = JSON.parse(fs.readFileSync(stateFile, 'utf8')) as Record<string, unknown>;
+        const due = new Date(Date.now() - 2 * 86_400_000).toISOString();
+        fs.writeFileSync(stateFile, JSON.stringify({ ...state, lastDrillAt: due }));
+        // The server's clock is days behind: this CLI always finds a backup due, and it needs the passphrase too.
+        const run = await runCli(['run', '--json'], { ...env, COFFER_PASSPHRASE: '' });
+        expect(run.code, run.stderr).toBe(2);
+        const outcome = JSON.parse(run.stdout) as { outcome: string; message: string; drill: { ran: boolean; why: string } };
+        expect(outcome.outcome).toBe('failure');
+        expect(outcome.drill).toEqual({ ran: false, why: outcome.message });
+        expect(outcome.drill.why).toContain('COFFER_PASSPHRASE is set to nothing');
+        expect(run.stderr).toContain(`restore drill of profile home not run: ${outcome.drill.why}`);
+        expect((JSON.parse(fs.readFileSync(stateFile, 'utf8')) as { lastDrillAt: string }).lastDrillAt).toBe(due);
       },
       SEVERAL_CLIS,
     );
@@ -319,9 +347,11 @@ describe('restore drills: coffer verify --drill and the agent', () => {
         fs.writeFileSync(stateFile, JSON.stringify({ ...state, lastDrillAt: new Date(Date.now() - 2 * 86_400_000).toISOString() }));
         const newest = state.lastBackupId as string;
         await withTampered(newest, async () => {
-          const run = await coffer(['run']);
+          const run = await coffer(['run', '--json']);
           expect(run.code, run.stderr).toBe(0);
           expect(run.stderr).toContain(`drill FAILED for ${newest}, recorded`);
+          const { drill } = JSON.parse(run.stdout) as { drill: { backups: unknown[] } };
+          expect(drill.backups).toContainEqual({ backupId: newest, result: 'failed', recorded: true });
         });
         expect((await newestVerified(newest)).result).toBe('failed');
         const failed = notifications.bodies.filter((body) => body.event === 'drill-failed');

@@ -11,7 +11,7 @@ import { iso, isoOrNull } from '../../domain/time.js';
 import { randomInt } from 'node:crypto';
 import { VERSION } from '../../lib/version.js';
 import { drillNeedsRead, serverRecordsNoDrills } from '../error-texts.js';
-import { drillBackups, drillChoice, drillLine, NO_DRILL_ROUTE } from './drill.js';
+import { drillBackups, drillChoice, drillLine, type DrillReport, NO_DRILL_ROUTE } from './drill.js';
 import { drillDue, INTERVAL_MS, isOverdue, lockProfile, nextDueAt, readRunState, type RunState, writeRunState } from './agent-state.js';
 import {
   type BackupResult,
@@ -98,7 +98,13 @@ interface OutcomeBase {
   nextDueAt: string | null;
   /** The account's interval, when known. */
   interval: BackupInterval | null;
+  /** The profile's restore drill, when one was due in this run. */
+  drill?: RunDrill;
 }
+
+/** A due restore drill as the run reports it: each backup drilled, or why none could be. */
+export type RunDrill =
+  { ran: true; backups: { backupId: string; result: DrillReport['result']; recorded: boolean }[] } | { ran: false; why: string };
 
 export type RunOutcome =
   | (OutcomeBase & {
@@ -188,8 +194,8 @@ export async function agentRun(input: AgentRunInput): Promise<RunOutcome> {
       );
     } else outcome = await run.backUp();
     // The profile's restore drill, when due (whatever became of the backup: the older backups are still there).
-    await run.drillIfDue();
-    return outcome;
+    const drill = await run.drillIfDue();
+    return drill === undefined ? outcome : { ...outcome, drill };
   } finally {
     clearTimeout(deadlineTimer);
     release();
@@ -296,11 +302,14 @@ class AgentRun {
    * is notified; a drill that could not run (no passphrase, a key that may not read, the network) is a warning and
    * is tried again at the next run.
    */
-  async drillIfDue(): Promise<void> {
+  async drillIfDue(): Promise<RunDrill | undefined> {
     const setting = this.profile.drill;
-    if (setting === 'off' || this.work.aborted || !drillDue(setting, this.state.lastDrillAt, Date.now())) return;
+    if (setting === 'off' || this.work.aborted || !drillDue(setting, this.state.lastDrillAt, Date.now())) return undefined;
     const { client, warn } = this.input;
-    const notRun = (why: string) => warn(`restore drill of profile ${this.name} not run: ${why}`);
+    const notRun = (why: string): RunDrill => {
+      warn(`restore drill of profile ${this.name} not run: ${why}`);
+      return { ran: false, why };
+    };
     const words = (error: unknown) =>
       error instanceof CofferApiError && error.code === 'insufficient_scope' ? drillNeedsRead() : this.input.explain(error).message;
     let accountId: string | undefined;
@@ -312,7 +321,7 @@ class AgentRun {
       if (this.input.signal.aborted) throw error;
       return notRun(words(error));
     }
-    if (targets.length === 0) return; // no READY backup yet: the first drill comes once there is one
+    if (targets.length === 0) return undefined; // no READY backup yet: the first drill comes once there is one
     if (accountId === undefined) return notRun(serverRecordsNoDrills(VERSION, 'nothing was checked'));
     let material: Buffer;
     try {
@@ -339,6 +348,7 @@ class AgentRun {
       await this.send('drill-failed', { backupId: report.backupId, failure: 'integrity' });
     }
     await writeRunState(this.input.stateDir, this.name, this.state);
+    return { ran: true, backups: drilled.reports.map(({ backupId, result, recorded }) => ({ backupId, result, recorded })) };
   }
 
   /** A run that failed before the decision: the on-failure hook, the notification, the state. */

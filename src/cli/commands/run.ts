@@ -94,8 +94,16 @@ export async function runProfile(context: CommandContext, options: RunOptions): 
 
 /** A run's outcome as `coffer run` and `coffer agent` show it (--json: this object). */
 export function shownOutcome(outcome: RunOutcome) {
-  const { profile, backupId, nextDueAt, interval } = outcome;
-  return { outcome: outcome.outcome, profile, backupId, nextDueAt, interval, message: outcomeMessage(outcome) };
+  const { profile, backupId, nextDueAt, interval, drill } = outcome;
+  return {
+    outcome: outcome.outcome,
+    profile,
+    backupId,
+    nextDueAt,
+    interval,
+    message: outcomeMessage(outcome),
+    ...(drill ? { drill } : {}),
+  };
 }
 
 function outcomeMessage(outcome: RunOutcome): string {
@@ -126,7 +134,7 @@ export function registerRun(program: Command): void {
     .description("one agent run of a profile: back up if the plan's cadence allows (hooks, notifications, history chain), else say when")
     .option(...PASSPHRASE_FILE_OPTION)
     .option(...INTERVAL_OPTION)
-    .option('--json', 'print the outcome as JSON ({"outcome", "profile", "backupId", "nextDueAt", "interval", "message"})')
+    .option('--json', 'print the outcome as JSON ({"outcome", "profile", "backupId", "nextDueAt", "interval", "message", "drill"?})')
     .action(
       action(async (context, options: RunOptions) => {
         const outcome = await runProfile(context, options);

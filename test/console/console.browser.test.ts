@@ -365,7 +365,7 @@ describe.skipIf(!hasChromium)('the console in headless Chromium', () => {
     await page.getByRole('link', { name: 'Check this browser' }).click();
     const summary = page.getByTestId('selftest-summary');
     await summary.waitFor({ timeout: 20_000 });
-    expect(await summary.innerText()).toMatch(/^All 12 checks passed/);
+    expect(await summary.innerText()).toMatch(/^All 17 checks passed/);
     await shot('self-test');
   });
 

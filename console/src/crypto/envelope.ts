@@ -74,9 +74,13 @@ export class Sha256 {
 
 /** Restore attestations (docs/crypto.md#restore-attestations): verify each one after unlock with the ring's keys. */
 export {
+  type AttestationBody,
   type AttestationPayloadBody,
   type AttestationVerdict,
   type DrillOutcome,
+  attestationMac,
+  deriveAttestationKey,
   signAttestation,
+  vaultKeyOf,
   verifyAttestation,
 } from '../../../src/client/attestation.js';

@@ -6,10 +6,15 @@
 import {
   CoreSecretStreamReader as SecretStreamReader,
   Sha256,
+  attestationMac,
   createEnvelope,
+  deriveAttestationKey,
   fromHex,
   toHex,
+  vaultKeyOf,
+  verifyAttestation,
   webPrimitives,
+  type AttestationBody,
   type Primitives,
 } from './envelope.js';
 
@@ -42,13 +47,38 @@ export interface Vectors {
     recipientFingerprint: string;
   };
   archive: { ciphertext: string; plaintextSizeBytes: number; plaintextSha256: string; files: Record<string, string> };
+  /** §7's block (`<!-- attestation-vectors -->`): restore attestations. */
+  attestation: AttestationVectors;
 }
 
-/** The JSON block after the `<!-- test-vectors -->` marker of docs/crypto.md. */
+export interface AttestationVectors {
+  keys: { masterKey: string; attestationKey: string; vaultKey: string }[];
+  attestations: {
+    name: string;
+    ring: string[];
+    signedBy?: number;
+    payloadText: string;
+    macHex: string;
+    shown: AttestationBody;
+    verdict: VerdictName;
+  }[];
+}
+
+type VerdictName = 'verified' | 'forged' | 'mismatch' | 'malformed';
+
+/** The JSON block after a `<!-- marker -->` of docs/crypto.md. */
+function jsonBlock(markdown: string, marker: string): unknown {
+  const match = new RegExp(`<!-- ${marker}[^>]*-->\\s*\`\`\`json\\n([\\s\\S]*?)\\n\`\`\``).exec(markdown);
+  if (!match) throw new Error(`docs/crypto.md has no ${marker} block`);
+  return JSON.parse(match[1]!);
+}
+
+/** The test vectors of docs/crypto.md: the envelope's (`<!-- test-vectors -->`) and the attestations' (§7). */
 export function parseVectors(markdown: string): Vectors {
-  const match = /<!-- test-vectors[^>]*-->\s*```json\n([\s\S]*?)\n```/.exec(markdown);
-  if (!match) throw new Error('docs/crypto.md has no test-vectors block');
-  return JSON.parse(match[1]!) as Vectors;
+  return {
+    ...(jsonBlock(markdown, 'test-vectors') as Vectors),
+    attestation: jsonBlock(markdown, 'attestation-vectors') as AttestationVectors,
+  };
 }
 
 /** Regular files of a tar archive (ustar), name → bytes. */
@@ -242,6 +272,31 @@ function archiveChecks(inputs: Inputs): VectorCheck[] {
   ];
 }
 
+/** Restore attestations (§7): each key's attestation key and vault key, each mac, and each verdict read with its ring. */
+function attestationChecks({ v, primitives }: Inputs): VectorCheck[] {
+  const { keys, attestations } = v.attestation;
+  const bytes = new TextEncoder();
+  return [
+    [
+      'attestation keys from the master keys (crypto_kdf "cofferat", SHA-256 vault key)',
+      () =>
+        keys.every(({ masterKey, attestationKey, vaultKey }) => {
+          const key = deriveAttestationKey(primitives, fromHex(masterKey));
+          return toHex(key) === attestationKey && vaultKeyOf(primitives, key) === vaultKey;
+        }),
+    ],
+    ...attestations.map((vector): VectorCheck => [
+      `attestation: ${vector.name} (${vector.verdict})`,
+      () => {
+        const ring = vector.ring.map(fromHex);
+        const signer = vector.signedBy === undefined ? null : deriveAttestationKey(primitives, ring[vector.signedBy]!);
+        const macMatches = signer === null || toHex(attestationMac(signer, bytes.encode(vector.payloadText))) === vector.macHex;
+        return macMatches && verifyAttestation(primitives, ring, vector.shown).status === vector.verdict;
+      },
+    ]),
+  ];
+}
+
 /** Runs every vector; `gunzip` is the environment's (DecompressionStream in the browser, zlib in Node). */
 export async function runVectorChecks(
   v: Vectors,
@@ -252,7 +307,7 @@ export async function runVectorChecks(
   const kdf = { salt: env.fromBase64(v.kdf.salt, 'kdf.salt'), opslimit: v.kdf.opslimit, memlimit: v.kdf.memlimit };
   const inputs: Inputs = { v, env, primitives, gunzip, kdf, masterKey: fromHex(v.masterKey), dek: fromHex(v.dek) };
   const checks: Check[] = [];
-  for (const [name, run] of [...vaultChecks(inputs), ...keyChecks(inputs), ...archiveChecks(inputs)]) {
+  for (const [name, run] of [...vaultChecks(inputs), ...keyChecks(inputs), ...archiveChecks(inputs), ...attestationChecks(inputs)]) {
     try {
       checks.push({ name, ok: await run() });
     } catch (error) {

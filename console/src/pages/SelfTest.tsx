@@ -29,8 +29,8 @@ export function SelfTestPage() {
     <section>
       <h1 tabIndex={-1}>Browser check</h1>
       <p class="lede">
-        This page runs the test vectors published with Coffer's encryption format (envelope v1) through the same code that restores your
-        backups here.
+        This page runs the test vectors published with Coffer's encryption format (envelope v1) and its restore attestations through the
+        same code that restores your backups and checks their drills here.
       </p>
       {!checks && !error && <p role="status">Running the test vectors…</p>}
       {error && (

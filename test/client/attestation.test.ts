@@ -26,33 +26,15 @@ import {
   verifyAttestation,
   type AttestationBody,
   type AttestationPayloadBody,
-  type AttestationVerdict,
   type DrillOutcome,
 } from '../../src/client/attestation.js';
 import type { Primitives } from '../../src/client/envelope-primitives.js';
 import * as consoleCrypto from '../../console/src/crypto/envelope.js';
+import { parseVectors } from '../../console/src/crypto/selftest.js';
 import { ROOT } from './helpers.js';
 
-interface AttestationVector {
-  name: string;
-  ring: string[];
-  signedBy?: number;
-  payloadText: string;
-  macHex: string;
-  shown: AttestationBody;
-  verdict: AttestationVerdict['status'];
-}
-interface Vectors {
-  keys: { masterKey: string; attestationKey: string; vaultKey: string }[];
-  attestations: AttestationVector[];
-}
-
-function loadVectors(): Vectors {
-  const text = fs.readFileSync(path.join(ROOT, 'docs/crypto.md'), 'utf8');
-  const match = /<!-- attestation-vectors[^>]*-->\s*```json\n([\s\S]*?)\n```/.exec(text);
-  if (!match) throw new Error('docs/crypto.md has no attestation-vectors block');
-  return JSON.parse(match[1]!) as Vectors;
-}
+/** §7's vectors, read as the console's Browser check reads them. */
+const loadVectors = () => parseVectors(fs.readFileSync(path.join(ROOT, 'docs/crypto.md'), 'utf8')).attestation;
 
 const hex = (value: string) => Uint8Array.from(Buffer.from(value, 'hex'));
 const b64 = (bytes: Uint8Array | string) => Buffer.from(bytes).toString('base64');

@@ -15,6 +15,7 @@ import {
   verifyAttestation,
   webPrimitives,
   type AttestationBody,
+  type AttestationVerdict,
   type Primitives,
 } from './envelope.js';
 
@@ -60,11 +61,9 @@ export interface AttestationVectors {
     payloadText: string;
     macHex: string;
     shown: AttestationBody;
-    verdict: VerdictName;
+    verdict: AttestationVerdict['status'];
   }[];
 }
-
-type VerdictName = 'verified' | 'forged' | 'mismatch' | 'malformed';
 
 /** The JSON block after a `<!-- marker -->` of docs/crypto.md. */
 function jsonBlock(markdown: string, marker: string): unknown {

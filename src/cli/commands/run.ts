@@ -95,15 +95,8 @@ export async function runProfile(context: CommandContext, options: RunOptions): 
 /** A run's outcome as `coffer run` and `coffer agent` show it (--json: this object). */
 export function shownOutcome(outcome: RunOutcome) {
   const { profile, backupId, nextDueAt, interval, drill } = outcome;
-  return {
-    outcome: outcome.outcome,
-    profile,
-    backupId,
-    nextDueAt,
-    interval,
-    message: outcomeMessage(outcome),
-    ...(drill ? { drill } : {}),
-  };
+  // `drill` is undefined when none was due: JSON.stringify leaves it out.
+  return { outcome: outcome.outcome, profile, backupId, nextDueAt, interval, message: outcomeMessage(outcome), drill };
 }
 
 function outcomeMessage(outcome: RunOutcome): string {
